@@ -1,0 +1,34 @@
+import type { AppEnv } from "./app-env";
+import { ApiError } from "./errors";
+import { authorize } from "./middleware/authorize";
+import { requestContext } from "./middleware/request-context";
+import { createRouter, handleError } from "./router";
+import { auth } from "./routes/auth";
+import { docsRoutes } from "./routes/docs";
+import { health } from "./routes/health";
+import { users } from "./routes/users";
+
+/**
+ * The whole HTTP API: context and authorisation for every request, then one router per area.
+ *
+ * @example
+ * export default { fetch: createApp().fetch };
+ */
+export function createApp() {
+  const app = createRouter();
+  app.use("*", requestContext());
+  app.use("*", authorize());
+  app.route("/", health);
+  app.route("/", auth);
+  app.route("/", users);
+  app.route("/", docsRoutes(app));
+  app.notFound((c) => c.json(new ApiError(404, "not_found", `No route for ${c.req.method} ${new URL(c.req.url).pathname}`).body(), 404));
+  app.onError(handleError);
+  app.openAPIRegistry.registerComponent("securitySchemes", "apiKey", { type: "apiKey", in: "header", name: "X-API-Key" });
+  app.openAPIRegistry.registerComponent("securitySchemes", "bearer", { type: "http", scheme: "bearer" });
+  app.openAPIRegistry.registerComponent("securitySchemes", "session", { type: "apiKey", in: "cookie", name: "st_session" });
+  return app;
+}
+
+export type App = ReturnType<typeof createApp>;
+export type { AppEnv };

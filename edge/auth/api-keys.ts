@@ -1,0 +1,103 @@
+import { and, desc, eq, isNull, lt, or } from "drizzle-orm";
+import type { ApiKey } from "../../shared/schemas/auth";
+import type { User } from "../../shared/schemas/users";
+import type { Database } from "../db/client";
+import { isUniqueViolation } from "../db/errors";
+import { apiKeys, users } from "../db/schema";
+import { notFound } from "../errors";
+import { constantTimeEqual, randomToken, sha256Hex } from "./crypto";
+import { levelsOf, toUser } from "./users";
+
+/*
+ * Keys are `st_` + 43 random URL-safe characters (256 bits). The first 11 characters are stored
+ * as an indexed prefix to find the row; the whole key only as SHA-256. A salted slow hash would
+ * add nothing here: the key is random, not a human secret, and hashing runs on every request.
+ */
+export const API_KEY_PREFIX = "st_";
+const PREFIX_LENGTH = 11;
+/** last_used_at is written at most this often per key, so reads do not become writes. */
+const LAST_USED_RESOLUTION_MS = 60_000;
+
+const publicColumns = {
+  id: apiKeys.id,
+  name: apiKeys.name,
+  prefix: apiKeys.prefix,
+  created_at: apiKeys.createdAt,
+  expires_at: apiKeys.expiresAt,
+  last_used_at: apiKeys.lastUsedAt,
+  revoked_at: apiKeys.revokedAt,
+};
+
+/** Creates a key for a user; the returned `key` is the only time the secret is ever visible. */
+export async function createApiKey(db: Database, userId: number, name: string, expiresInDays?: number): Promise<ApiKey & { key: string }> {
+  const now = new Date();
+  const expiresAt = expiresInDays ? new Date(now.getTime() + expiresInDays * 86_400_000).toISOString() : null;
+  for (let attempt = 0; ; attempt++) {
+    const key = API_KEY_PREFIX + randomToken(32);
+    try {
+      const [row] = await db
+        .insert(apiKeys)
+        .values({ userId, name, prefix: key.slice(0, PREFIX_LENGTH), keyHash: await sha256Hex(key), createdAt: now.toISOString(), expiresAt })
+        .returning(publicColumns);
+      return { ...row!, key };
+    } catch (error) {
+      // A 48-bit prefix collision is astronomically rare; one retry settles it.
+      if (attempt === 0 && isUniqueViolation(error)) continue;
+      throw error;
+    }
+  }
+}
+
+export async function listApiKeys(db: Database, userId: number): Promise<ApiKey[]> {
+  return db.select(publicColumns).from(apiKeys).where(eq(apiKeys.userId, userId)).orderBy(desc(apiKeys.id));
+}
+
+/** Revokes a key of `userId` (any user's when `asAdmin`). Revoking twice is harmless. */
+export async function revokeApiKey(db: Database, keyId: number, userId: number, asAdmin: boolean): Promise<ApiKey> {
+  const owner = asAdmin ? undefined : eq(apiKeys.userId, userId);
+  const [row] = await db
+    .update(apiKeys)
+    .set({ revokedAt: new Date().toISOString() })
+    .where(and(eq(apiKeys.id, keyId), owner, isNull(apiKeys.revokedAt)))
+    .returning(publicColumns);
+  if (row) return row;
+  const [existing] = await db.select(publicColumns).from(apiKeys).where(and(eq(apiKeys.id, keyId), owner));
+  if (!existing) throw notFound(`API key ${keyId}`);
+  return existing;
+}
+
+/**
+ * The user of a valid key, or null. One indexed query; `touch` is the deferred last_used_at
+ * write, for the caller to run after the response (ctx.waitUntil).
+ */
+export async function findApiKeyUser(db: Database, key: string): Promise<{ user: User; keyId: number; touch: () => Promise<unknown> } | null> {
+  if (!key.startsWith(API_KEY_PREFIX) || key.length < PREFIX_LENGTH + 8) return null;
+  const [row] = await db
+    .select({
+      keyId: apiKeys.id,
+      keyHash: apiKeys.keyHash,
+      expiresAt: apiKeys.expiresAt,
+      lastUsedAt: apiKeys.lastUsedAt,
+      id: users.id,
+      username: users.username,
+      email: users.email,
+      createdAt: users.createdAt,
+      disabledAt: users.disabledAt,
+      levels: levelsOf(users.id),
+    })
+    .from(apiKeys)
+    .innerJoin(users, eq(users.id, apiKeys.userId))
+    .where(and(eq(apiKeys.prefix, key.slice(0, PREFIX_LENGTH)), isNull(apiKeys.revokedAt)));
+  if (!row || row.disabledAt || !constantTimeEqual(await sha256Hex(key), row.keyHash)) return null;
+  const now = new Date();
+  if (row.expiresAt && row.expiresAt <= now.toISOString()) return null;
+  const stale = new Date(now.getTime() - LAST_USED_RESOLUTION_MS).toISOString();
+  const touch = async () => {
+    if (row.lastUsedAt && row.lastUsedAt > stale) return;
+    await db
+      .update(apiKeys)
+      .set({ lastUsedAt: now.toISOString() })
+      .where(and(eq(apiKeys.id, row.keyId), or(isNull(apiKeys.lastUsedAt), lt(apiKeys.lastUsedAt, stale))));
+  };
+  return { user: toUser(row, row.levels), keyId: row.keyId, touch };
+}

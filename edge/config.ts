@@ -1,0 +1,46 @@
+import type { Env, ServiceBinding } from "./env";
+import { ApiError } from "./errors";
+
+export const LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+export interface Config {
+  libsqlUrl: string;
+  libsqlAuthToken: string | undefined;
+  libsqlBridge: ServiceBinding | undefined;
+  environment: "development" | "production";
+  logLevel: LogLevel;
+  logFormat: "json" | "text";
+  publicUrl: URL | undefined;
+  /** Epoch ms the service counts its uptime from. */
+  startedAt: number;
+}
+
+const isolateStartedAt = Date.now();
+const cache = new WeakMap<Env, Config>();
+
+/** Reads the bindings once per Env object; a bad value is a deployment mistake and says which. */
+export function readConfig(env: Env): Config {
+  const cached = cache.get(env);
+  if (cached) return cached;
+  if (!env.LIBSQL_URL) throw new ApiError(500, "misconfigured", "LIBSQL_URL is not set");
+  const logLevel = (env.SERVICE_LOG_LEVEL ?? "INFO").toUpperCase();
+  const config: Config = {
+    libsqlUrl: env.LIBSQL_URL,
+    libsqlAuthToken: env.LIBSQL_AUTH_TOKEN || undefined,
+    libsqlBridge: env.LIBSQL_BRIDGE,
+    environment: env.SERVICE_ENV === "development" ? "development" : "production",
+    logLevel: (LOG_LEVELS as readonly string[]).includes(logLevel) ? (logLevel as LogLevel) : "INFO",
+    logFormat: env.SERVICE_LOG_FORMAT?.toLowerCase() === "text" ? "text" : "json",
+    publicUrl: env.SERVICE_PUBLIC_URL ? new URL(env.SERVICE_PUBLIC_URL) : undefined,
+    startedAt: env.SERVICE_STARTED_AT ? Date.parse(env.SERVICE_STARTED_AT) : isolateStartedAt,
+  };
+  cache.set(env, config);
+  return config;
+}
+
+/** Secrets the service needs in this configuration, by name, and whether each is set. */
+export function requiredSecrets(config: Config): { name: string; present: boolean }[] {
+  const remote = !config.libsqlBridge && !/^https?:\/\/(localhost|127\.0\.0\.1|\[::1\])(:|\/|$)/.test(config.libsqlUrl);
+  return remote ? [{ name: "LIBSQL_AUTH_TOKEN", present: Boolean(config.libsqlAuthToken) }] : [];
+}

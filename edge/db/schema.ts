@@ -1,0 +1,82 @@
+import { integer, primaryKey, real, sqliteTable, text } from "drizzle-orm/sqlite-core";
+
+/*
+ * The drizzle view of the schema built by ./migrations. The migrations are the source of truth;
+ * this file must describe what they create (test/migrations.test.ts compares the two).
+ * Timestamps are ISO 8601 UTC text.
+ */
+
+export const queueEntries = sqliteTable("queue_entries", {
+  id: integer("id").primaryKey({ autoIncrement: true }),
+  jobId: text("job_id").notNull().unique(),
+  userId: integer("user_id"),
+  teamId: text("team_id"),
+  provider: text("provider").default("replicate"),
+  configName: text("config_name"),
+  priority: integer("priority").notNull().default(10),
+  priorityOverride: integer("priority_override"),
+  status: text("status").notNull().default("pending"),
+  position: integer("position").notNull().default(0),
+  queuedAt: text("queued_at").notNull(),
+  startedAt: text("started_at"),
+  completedAt: text("completed_at"),
+  estimatedCost: real("estimated_cost").notNull().default(0),
+  requiresApproval: integer("requires_approval").notNull().default(0),
+  approvalId: integer("approval_id"),
+  attempt: integer("attempt").notNull().default(1),
+  maxAttempts: integer("max_attempts").notNull().default(3),
+  errorMessage: text("error_message"),
+  metadata: text("metadata"),
+  allocatedGpus: text("allocated_gpus"),
+  jobType: text("job_type").notNull().default("cloud"),
+  numProcesses: integer("num_processes").notNull().default(1),
+});
+
+export const levels = sqliteTable("levels", {
+  name: text("name").primaryKey(),
+  label: text("label").notNull(),
+  priority: integer("priority").notNull(),
+});
+
+export const users = sqliteTable("users", {
+  id: integer("id").primaryKey({ autoIncrement: true }),
+  username: text("username").notNull().unique(),
+  email: text("email").notNull().unique(),
+  passwordHash: text("password_hash").notNull(),
+  createdAt: text("created_at").notNull(),
+  disabledAt: text("disabled_at"),
+});
+
+export const userLevels = sqliteTable(
+  "user_levels",
+  {
+    userId: integer("user_id").notNull().references(() => users.id, { onDelete: "cascade" }),
+    level: text("level").notNull().references(() => levels.name),
+  },
+  (t) => [primaryKey({ columns: [t.userId, t.level] })],
+);
+
+export const sessions = sqliteTable("sessions", {
+  tokenHash: text("token_hash").primaryKey(),
+  userId: integer("user_id").notNull().references(() => users.id, { onDelete: "cascade" }),
+  createdAt: text("created_at").notNull(),
+  expiresAt: text("expires_at").notNull(),
+});
+
+export const apiKeys = sqliteTable("api_keys", {
+  id: integer("id").primaryKey({ autoIncrement: true }),
+  userId: integer("user_id").notNull().references(() => users.id, { onDelete: "cascade" }),
+  name: text("name").notNull(),
+  prefix: text("prefix").notNull().unique(),
+  keyHash: text("key_hash").notNull(),
+  createdAt: text("created_at").notNull(),
+  expiresAt: text("expires_at"),
+  lastUsedAt: text("last_used_at"),
+  revokedAt: text("revoked_at"),
+});
+
+export const settings = sqliteTable("settings", {
+  key: text("key").primaryKey(),
+  value: text("value").notNull(),
+  updatedAt: text("updated_at").notNull(),
+});

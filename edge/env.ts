@@ -1,0 +1,23 @@
+/** A service binding, as far as this code uses one (workerd's Fetcher, or Miniflare's in Node). */
+export interface ServiceBinding {
+  fetch(request: Request): Promise<Response>;
+}
+
+/**
+ * The Worker's bindings, as declared in wrangler.toml (production) and by edge/local (local).
+ * Only edge/config.ts reads these; everything else receives a typed Config.
+ */
+export interface Env {
+  /** libSQL URL: https://<db>.turso.io, libsql://…, or http://libsql.internal locally. */
+  LIBSQL_URL: string;
+  /** Secret: libSQL auth token for a remote database. */
+  LIBSQL_AUTH_TOKEN?: string;
+  /** Local default only: the host process's Hrana server, as a service binding. */
+  LIBSQL_BRIDGE?: ServiceBinding;
+  SERVICE_ENV?: string;
+  SERVICE_LOG_LEVEL?: string;
+  SERVICE_LOG_FORMAT?: string;
+  SERVICE_PUBLIC_URL?: string;
+  /** Local default only: when the host process started (ISO 8601), for uptime. */
+  SERVICE_STARTED_AT?: string;
+}

@@ -1,0 +1,36 @@
+import { readFile } from "node:fs/promises";
+import { createRequire } from "node:module";
+import { fileURLToPath } from "node:url";
+import * as esbuild from "esbuild";
+
+const require = createRequire(import.meta.url);
+export const REPO_ROOT = fileURLToPath(new URL("../../", import.meta.url));
+
+// `import x from "asset:<package>/<file>"` embeds that file of an npm package as a string
+// (the API docs' Swagger UI and ReDoc, which must not come from a CDN).
+const embedAssets: esbuild.Plugin = {
+  name: "embed-assets",
+  setup(build) {
+    build.onResolve({ filter: /^asset:/ }, (args) => ({ path: require.resolve(args.path.slice("asset:".length)), namespace: "asset" }));
+    build.onLoad({ filter: /.*/, namespace: "asset" }, async (args) => ({ contents: await readFile(args.path, "utf8"), loader: "text" }));
+  },
+};
+
+/** esbuild options shared by the local stack and the deploy build: one bundle, both places. */
+export const WORKER_BUILD: esbuild.BuildOptions = {
+  entryPoints: [`${REPO_ROOT}edge/index.ts`],
+  bundle: true,
+  format: "esm",
+  platform: "browser",
+  target: "es2022",
+  conditions: ["workerd", "worker", "browser"],
+  external: ["cloudflare:*", "node:*"],
+  plugins: [embedAssets],
+  logLevel: "silent",
+};
+
+/** Bundles the Worker in memory and returns its ES module source. */
+export async function bundleWorker(): Promise<string> {
+  const result = await esbuild.build({ ...WORKER_BUILD, write: false, outfile: "index.js" });
+  return result.outputFiles[0]!.text;
+}

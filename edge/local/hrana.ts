@@ -1,0 +1,363 @@
+/*
+ * The server side of libSQL's Hrana v2 HTTP protocol (JSON over POST /v2/pipeline), over a local
+ * SQLite file. Hand-written because no npm package serves Hrana and sqld cannot be installed here:
+ * the local Worker must talk to the database through the same unmodified `@libsql/client/web`
+ * it uses in production, so this speaks just enough of the protocol for that client.
+ *
+ * One connection serves every stream, all on Node's one thread. A stream inside a transaction owns
+ * the connection between its pipelines; other streams queue (FIFO) until it ends or sits idle too
+ * long, in which case it is rolled back so one abandoned transaction cannot stall everyone.
+ */
+import { randomUUID } from "node:crypto";
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import Database from "libsql";
+
+export interface HranaServerOptions {
+  idleTransactionTimeoutMs?: number /* default 10_000 */;
+  logger?: (msg: string) => void;
+}
+
+export interface HranaServer {
+  /** Handles one HTTP request of the Hrana protocol (GET /v2, POST /v2/pipeline, others 404). */
+  handle(request: Request): Promise<Response>;
+  /** Rolls back any open transaction and closes the database. */
+  close(): void;
+}
+
+type SqlValue = null | bigint | number | string | Uint8Array;
+type ProtoValue =
+  | { type: "null" }
+  | { type: "integer"; value: string }
+  | { type: "float"; value: number }
+  | { type: "text"; value: string }
+  | { type: "blob"; base64: string };
+interface ProtoStmt { sql?: string; sql_id?: number; args?: ProtoValue[]; named_args?: { name: string; value: ProtoValue }[]; want_rows?: boolean }
+type ProtoCond =
+  | { type: "ok" | "error"; step: number }
+  | { type: "not"; cond: ProtoCond }
+  | { type: "and" | "or"; conds: ProtoCond[] }
+  | { type: "is_autocommit" };
+type ProtoRequest =
+  | { type: "execute"; stmt: ProtoStmt }
+  | { type: "batch"; batch: { steps: { condition?: ProtoCond | null; stmt: ProtoStmt }[] } }
+  | { type: "sequence" | "describe"; sql?: string; sql_id?: number }
+  | { type: "store_sql"; sql_id: number; sql: string }
+  | { type: "close_sql"; sql_id: number }
+  | { type: "get_autocommit" | "close" };
+interface ProtoError { message: string; code?: string }
+interface StmtResult { cols: { name: string; decltype: string | null }[]; rows: ProtoValue[][]; affected_row_count: number; last_insert_rowid: string | null }
+
+interface Stream { sqls: Map<number, string>; closed: boolean; timer?: NodeJS.Timeout }
+
+class HranaError extends Error {
+  constructor(message: string, readonly code = "HRANA_PROTO_ERROR") { super(message); }
+}
+
+const JSON_HEADERS = { "content-type": "application/json" }; // exactly this: the client compares it verbatim
+const json = (body: unknown, status = 200) => new Response(JSON.stringify(body), { status, headers: JSON_HEADERS });
+const httpError = (status: number, message: string, code = "HRANA_PROTO_ERROR") => json({ message, code }, status);
+
+export function createHranaServer(dbPath: string, options: HranaServerOptions = {}): HranaServer {
+  const idleMs = options.idleTransactionTimeoutMs ?? 10_000;
+  const log = options.logger ?? (() => {});
+  const db = new Database(dbPath);
+  db.exec("PRAGMA journal_mode = WAL");
+  db.exec("PRAGMA busy_timeout = 5000"); // other processes (a migration tool) may share the file
+  const counters = db.prepare("SELECT total_changes(), changes(), last_insert_rowid()").raw(true).safeIntegers(true);
+
+  // Batons rotate every pipeline, so a stale or replayed baton can never reach a live stream.
+  const streams = new Map<string, Stream>();
+  const expired = new Map<string, string>(); // baton -> why, so a late client learns what happened
+  let owner: Stream | null = null; // the stream entitled to the connection; null when free
+  const waiters: { stream: Stream; resume: () => void }[] = [];
+  let closed = false;
+
+  function acquire(stream: Stream): Promise<void> | undefined {
+    if (owner === stream) return undefined;
+    if (owner === null) { owner = stream; return undefined; }
+    return new Promise((resume) => waiters.push({ stream, resume }));
+  }
+
+  // Hands the connection straight to the next waiter, so nobody can slip in between it being
+  // woken and it running.
+  function release(stream: Stream): void {
+    if (owner !== stream) return;
+    const next = waiters.shift();
+    owner = next?.stream ?? null;
+    next?.resume();
+  }
+
+  function rememberExpired(baton: string, why: string): void {
+    expired.set(baton, why);
+    if (expired.size > 1000) expired.delete(expired.keys().next().value!);
+  }
+
+  function expire(stream: Stream, baton: string): void {
+    streams.delete(baton);
+    stream.closed = true;
+    if (owner === stream && db.inTransaction) {
+      db.exec("ROLLBACK");
+      log(`hrana: rolled back a transaction idle for ${idleMs} ms`);
+      rememberExpired(baton, `The transaction expired: it was idle for more than ${idleMs} ms and was rolled back`);
+    } else {
+      rememberExpired(baton, `The stream expired: it was idle for more than ${idleMs} ms`);
+    }
+    release(stream);
+  }
+
+  function sqlOf(stream: Stream, req: { sql?: string | null; sql_id?: number | null }): string {
+    if (typeof req.sql === "string") return req.sql;
+    if (typeof req.sql_id === "number") {
+      const sql = stream.sqls.get(req.sql_id);
+      if (sql === undefined) throw new HranaError(`SQL text ${req.sql_id} is not stored`);
+      return sql;
+    }
+    throw new HranaError("A statement needs sql or sql_id");
+  }
+
+  function execute(stream: Stream, stmt: ProtoStmt): StmtResult {
+    const sql = sqlOf(stream, stmt);
+    const params = bindParams(sql, stmt);
+    const prepared = db.prepare(sql).safeIntegers(true);
+    const before = (counters.get([]) as bigint[])[0];
+    let cols: StmtResult["cols"] = [];
+    let rows: ProtoValue[][] = [];
+    if (prepared.reader) {
+      cols = prepared.columns().map((c) => ({ name: c.name, decltype: c.type }));
+      const raw = prepared.raw(true).all(params) as unknown[][];
+      if (stmt.want_rows !== false) rows = raw.map((row) => row.map(encodeValue));
+    } else {
+      prepared.run(params);
+    }
+    const [total, changes, rowid] = counters.get([]) as bigint[];
+    // changes() keeps the count of the last INSERT/UPDATE/DELETE, so a SELECT or DDL would report
+    // a stale one; total_changes() tells whether this statement changed anything at all.
+    return { cols, rows, affected_row_count: total !== before ? Number(changes) : 0, last_insert_rowid: String(rowid) };
+  }
+
+  function batch(stream: Stream, steps: { condition?: ProtoCond | null; stmt: ProtoStmt }[]) {
+    const results: (StmtResult | null)[] = [];
+    const errors: (ProtoError | null)[] = [];
+    const holds = (c: ProtoCond): boolean => {
+      switch (c.type) {
+        case "ok": return results[c.step] != null;
+        case "error": return errors[c.step] != null;
+        case "not": return !holds(c.cond);
+        case "and": return c.conds.every(holds);
+        case "or": return c.conds.some(holds);
+        case "is_autocommit": return !db.inTransaction;
+        default: throw new HranaError(`Unknown batch condition ${(c as { type: string }).type}`);
+      }
+    };
+    for (const step of steps) {
+      let result: StmtResult | null = null;
+      let error: ProtoError | null = null;
+      if (!step.condition || holds(step.condition)) {
+        try { result = execute(stream, step.stmt); } catch (e) { error = toProtoError(e); }
+      }
+      results.push(result);
+      errors.push(error);
+    }
+    return { step_results: results, step_errors: errors };
+  }
+
+  function closeStream(stream: Stream): void {
+    stream.closed = true;
+    if (owner === stream && db.inTransaction) db.exec("ROLLBACK");
+  }
+
+  function dispatch(stream: Stream, req: ProtoRequest): object {
+    if (stream.closed) throw new HranaError("The stream is closed", "STREAM_CLOSED");
+    switch (req.type) {
+      case "execute": return { type: "execute", result: execute(stream, req.stmt) };
+      case "batch": return { type: "batch", result: batch(stream, req.batch.steps) };
+      case "sequence": db.exec(sqlOf(stream, req)); return { type: "sequence" };
+      case "describe": return { type: "describe", result: describe(sqlOf(stream, req)) };
+      case "store_sql": stream.sqls.set(req.sql_id, req.sql); return { type: "store_sql" };
+      case "close_sql": stream.sqls.delete(req.sql_id); return { type: "close_sql" };
+      case "get_autocommit": return { type: "get_autocommit", is_autocommit: !db.inTransaction };
+      case "close": closeStream(stream); return { type: "close" };
+      default: throw new HranaError(`Unknown request type ${(req as { type: string }).type}`);
+    }
+  }
+
+  function describe(sql: string) {
+    const prepared = db.prepare(sql);
+    const { names } = scanParams(sql);
+    return {
+      params: names.map((name) => ({ name })),
+      cols: prepared.reader ? prepared.columns().map((c) => ({ name: c.name, decltype: c.type })) : [],
+      is_explain: /^\s*EXPLAIN\b/i.test(sql),
+      // libsql does not expose sqlite3_stmt_readonly, so this is a guess from the leading keyword.
+      is_readonly: /^\s*(SELECT|VALUES|EXPLAIN)\b/i.test(sql) || (/^\s*WITH\b/i.test(sql) && !/\b(INSERT|UPDATE|DELETE|REPLACE)\b/i.test(sql)),
+    };
+  }
+
+  async function pipeline(request: Request): Promise<Response> {
+    let body: { baton?: string | null; requests: ProtoRequest[] };
+    try {
+      body = (await request.json()) as typeof body;
+      if (!Array.isArray(body?.requests)) throw new Error("requests must be an array");
+    } catch (e) {
+      return httpError(400, `Invalid pipeline request: ${(e as Error).message}`);
+    }
+    let stream: Stream | undefined;
+    if (body.baton == null) {
+      stream = { sqls: new Map(), closed: false };
+    } else {
+      stream = streams.get(body.baton);
+      if (!stream) return httpError(400, expired.get(body.baton) ?? "Unknown or expired baton", "STREAM_EXPIRED");
+      streams.delete(body.baton);
+      clearTimeout(stream.timer);
+    }
+    await acquire(stream);
+    if (closed) return httpError(503, "The database server is shutting down", "SERVER_CLOSED");
+    const s = stream;
+    try {
+      const results = body.requests.map((req) => {
+        try { return { type: "ok", response: dispatch(s, req) }; } catch (e) { return { type: "error", error: toProtoError(e) }; }
+      });
+      let baton: string | null = null;
+      if (!s.closed) {
+        const next = (baton = randomUUID());
+        streams.set(next, s);
+        s.timer = setTimeout(() => expire(s, next), idleMs);
+        s.timer.unref();
+      }
+      return json({ baton, base_url: null, results });
+    } finally {
+      // A pipeline that leaves a transaction open keeps the connection for its stream.
+      if (!db.inTransaction) release(s);
+    }
+  }
+
+  return {
+    async handle(request) {
+      const { pathname } = new URL(request.url);
+      const path = pathname.replace(/\/+$/, "");
+      try {
+        if (closed) return httpError(503, "The database server is closed", "SERVER_CLOSED");
+        if (path === "/v2" && request.method === "GET") return new Response("Hrana v2 (local bridge)\n");
+        if (path === "/v2/pipeline" && request.method === "POST") return await pipeline(request);
+        return new Response("Not found\n", { status: 404 }); // includes /v3*, so the client falls back to v2
+      } catch (e) {
+        log(`hrana: ${(e as Error).stack ?? String(e)}`);
+        return httpError(500, (e as Error).message, "INTERNAL_ERROR");
+      }
+    },
+    close() {
+      if (closed) return;
+      closed = true;
+      for (const stream of streams.values()) clearTimeout(stream.timer);
+      streams.clear();
+      try {
+        if (db.inTransaction) db.exec("ROLLBACK");
+      } finally {
+        db.close();
+        owner = null;
+        // Queued pipelines wake up, see `closed` and answer 503 instead of hanging forever.
+        for (const waiter of waiters.splice(0)) waiter.resume();
+      }
+    },
+  };
+}
+
+function decodeValue(v: ProtoValue): SqlValue {
+  switch (v?.type) {
+    case "null": return null;
+    case "integer":
+      if (!/^-?\d+$/.test(String(v.value))) throw new HranaError(`Invalid integer ${JSON.stringify(v.value)}`);
+      return BigInt(v.value);
+    case "float":
+      if (typeof v.value !== "number") throw new HranaError("A float value must be a JSON number");
+      return v.value;
+    case "text": return String(v.value);
+    case "blob": return Buffer.from(v.base64 ?? "", "base64");
+    default: throw new HranaError(`Unknown value type ${JSON.stringify((v as { type?: unknown })?.type)}`);
+  }
+}
+
+function encodeValue(v: unknown): ProtoValue {
+  if (v === null || v === undefined) return { type: "null" };
+  if (typeof v === "bigint") return { type: "integer", value: v.toString() };
+  if (typeof v === "number") return { type: "float", value: v };
+  if (typeof v === "string") return { type: "text", value: v };
+  if (v instanceof ArrayBuffer) return { type: "blob", base64: Buffer.from(v).toString("base64") };
+  if (ArrayBuffer.isView(v)) return { type: "blob", base64: Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString("base64") };
+  throw new HranaError(`Cannot encode a ${typeof v} value`);
+}
+
+/*
+ * libsql binds an array by index and an object by each parameter's name minus its prefix (`:x` and
+ * `?3` look up "x" and "3"). Its object path aborts the whole process on an anonymous `?`, so that
+ * combination is refused before it reaches the native code.
+ */
+function bindParams(sql: string, stmt: ProtoStmt): SqlValue[] | Record<string, SqlValue> {
+  const positional = (stmt.args ?? []).map(decodeValue);
+  if (!stmt.named_args?.length) return positional;
+  if (scanParams(sql).anonymous) throw new HranaError("Named arguments cannot be combined with anonymous ? parameters", "ARGS_INVALID");
+  const named: Record<string, SqlValue> = Object.create(null); // no inherited keys for the native lookup to find
+  positional.forEach((value, i) => (named[String(i + 1)] = value));
+  for (const { name, value } of stmt.named_args) named[name.replace(/^[:@$?]/, "")] = decodeValue(value);
+  return named;
+}
+
+// Literals, quoted identifiers and comments are matched first so a `?` or `:x` inside them is skipped.
+const SQL_TOKENS = /'(?:[^']|'')*'|"(?:[^"]|"")*"|`(?:[^`]|``)*`|\[[^\]]*\]|--[^\n]*|\/\*[\s\S]*?(?:\*\/|$)|\?(\d*)|([:@$][A-Za-z0-9_]+)/g;
+
+/** Parameter names by index as SQLite numbers them (null for `?`), and whether a bare `?` occurs. */
+function scanParams(sql: string): { names: (string | null)[]; anonymous: boolean } {
+  const names: (string | null)[] = [];
+  let anonymous = false;
+  for (const [, digits, name] of sql.matchAll(SQL_TOKENS)) {
+    if (digits === "") { anonymous = true; names.push(null); }
+    else if (digits !== undefined) names[Number(digits) - 1] = `?${digits}`;
+    else if (name !== undefined && !names.includes(name)) names.push(name);
+  }
+  return { names: Array.from(names, (n) => n ?? null), anonymous };
+}
+
+function toProtoError(e: unknown): ProtoError {
+  const { message, code } = (e ?? {}) as { message?: unknown; code?: unknown };
+  return { message: typeof message === "string" ? message : String(e), ...(typeof code === "string" ? { code } : {}) };
+}
+
+/** Serves `server.handle` over plain HTTP, for tests and tools that speak Hrana to a URL. */
+export function serveHranaOverHttp(server: HranaServer, port: number, host = "127.0.0.1"): Promise<{ url: string; close(): Promise<void> }> {
+  const http = createServer((req, res) => void forward(server, req, res));
+  return new Promise((resolve, reject) => {
+    http.once("error", reject);
+    http.listen(port, host, () => {
+      const { port: bound } = http.address() as AddressInfo;
+      resolve({
+        url: `http://${host.includes(":") ? `[${host}]` : host}:${bound}`,
+        close: () => new Promise<void>((done, fail) => {
+          http.close((err) => (err ? fail(err) : done()));
+          http.closeAllConnections(); // keep-alive sockets would otherwise hold close() open
+        }),
+      });
+    });
+  });
+}
+
+async function forward(server: HranaServer, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  try {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const headers = new Headers();
+    for (let i = 0; i < req.rawHeaders.length; i += 2) headers.append(req.rawHeaders[i]!, req.rawHeaders[i + 1]!);
+    const hasBody = req.method !== "GET" && req.method !== "HEAD";
+    const request = new Request(new URL(req.url ?? "/", `http://${req.headers.host ?? "localhost"}`), {
+      method: req.method,
+      headers,
+      body: hasBody ? Buffer.concat(chunks) : undefined,
+    });
+    const response = await server.handle(request);
+    res.writeHead(response.status, Object.fromEntries(response.headers));
+    res.end(Buffer.from(await response.arrayBuffer()));
+  } catch (e) {
+    if (!res.headersSent) res.writeHead(500, { "content-type": "text/plain" });
+    res.end(String(e));
+  }
+}

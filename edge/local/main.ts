@@ -1,0 +1,47 @@
+// `npm start`: the whole service on this machine, configured by environment variables.
+import { readConfigFromEnvironment } from "./settings";
+import { StartupError, startStack } from "./stack";
+
+async function main(): Promise<void> {
+  const settings = readConfigFromEnvironment(process.env);
+  const stack = await startStack(settings);
+  const local = new URL(stack.url);
+  if (settings.host === "0.0.0.0" || settings.host === "::") local.hostname = "localhost";
+  const base = local.origin;
+  const setup = (await (await fetch(`${base}/api/cloud/auth/setup/status`)).json()) as { needs_setup: boolean };
+  const lines = [
+    ``,
+    `Training service is up on http://${settings.host}:${stack.url.port}  (data: ${stack.dataDir})`,
+    `  API docs:  ${base}/docs   health: ${base}/api/cloud/health`,
+    setup.needs_setup
+      ? `  Next: create the first admin:\n    curl -c cookies.txt -H 'Content-Type: application/json' -d '{"email":"you@example.com","username":"admin","password":"choose-a-long-one"}' ${base}/api/cloud/auth/setup/first-admin`
+      : `  Next: log in:  curl -c cookies.txt -H 'Content-Type: application/json' -d '{"username":"…","password":"…"}' ${base}/api/cloud/auth/login`,
+    `  Stop with Ctrl-C; everything is kept in the data directory.`,
+    ``,
+  ];
+  process.stderr.write(lines.join("\n") + "\n");
+
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    stack.log.info(`received ${signal}, stopping`);
+    await stack.stop();
+    process.exit(0);
+  };
+  // Miniflare's own handlers kill workerd and exit at once (130/143), before the database is
+  // closed; this process owns its signals, so it replaces them with an orderly stop and exit 0.
+  for (const signal of ["SIGINT", "SIGTERM"] as const) {
+    process.removeAllListeners(signal);
+    process.on(signal, () => void stop(signal));
+  }
+}
+
+main().catch((error: unknown) => {
+  if (error instanceof StartupError) {
+    process.stderr.write(`error: ${error.message}\n`);
+  } else {
+    process.stderr.write(`error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+  }
+  process.exit(1);
+});

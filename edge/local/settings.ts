@@ -1,0 +1,25 @@
+import { LOG_LEVELS, type LogLevel } from "../config";
+import { StartupError, type StackOptions } from "./stack";
+
+/**
+ * The local default's settings, from the environment (README "Configuration"). Invalid values
+ * stop start-up with a one-line message naming the variable.
+ */
+export function readConfigFromEnvironment(env: NodeJS.ProcessEnv): StackOptions & { host: string; port: number } {
+  const port = Number(env.SERVICE_PORT ?? 8001);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new StartupError(`SERVICE_PORT must be a port number from 0 to 65535, not "${env.SERVICE_PORT}"`);
+  const logLevel = (env.SERVICE_LOG_LEVEL ?? "INFO").toUpperCase();
+  if (!(LOG_LEVELS as readonly string[]).includes(logLevel)) throw new StartupError(`SERVICE_LOG_LEVEL must be one of ${LOG_LEVELS.join(", ")}, not "${env.SERVICE_LOG_LEVEL}"`);
+  const logFormat = (env.SERVICE_LOG_FORMAT ?? "text").toLowerCase();
+  if (logFormat !== "json" && logFormat !== "text") throw new StartupError(`SERVICE_LOG_FORMAT must be json or text, not "${env.SERVICE_LOG_FORMAT}"`);
+  if (env.SERVICE_PUBLIC_URL && !/^https?:\/\//.test(env.SERVICE_PUBLIC_URL)) throw new StartupError(`SERVICE_PUBLIC_URL must be an http(s) URL, not "${env.SERVICE_PUBLIC_URL}"`);
+  return {
+    host: env.SERVICE_HOST || "0.0.0.0",
+    port,
+    dataDir: env.SERVICE_DATA_DIR || ".data",
+    logLevel: logLevel as LogLevel,
+    logFormat,
+    logFile: env.SERVICE_LOG_FILE || undefined,
+    publicUrl: env.SERVICE_PUBLIC_URL || undefined,
+  };
+}

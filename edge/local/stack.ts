@@ -1,0 +1,155 @@
+import { appendFileSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { join, resolve } from "node:path";
+import { createInterface } from "node:readline";
+import type { Readable } from "node:stream";
+import { createClient } from "@libsql/client/web";
+import { Miniflare, Response as MiniflareResponse, type Request as MiniflareRequest } from "miniflare";
+import type { LogLevel } from "../config";
+import { applyMigrations } from "../db/migrate";
+import { createLogger, type Logger } from "../log";
+import { bundleWorker } from "./bundle";
+import { createHranaServer } from "./hrana";
+
+/** The Worker's compatibility date: at most the bundled workerd's (STACK.md). */
+export const COMPATIBILITY_DATE = "2026-04-26";
+
+/** A start-up failure the user can fix; printed as one line, without a stack trace. */
+export class StartupError extends Error {}
+
+export interface StackOptions {
+  dataDir: string;
+  host?: string;
+  port?: number;
+  logLevel?: LogLevel;
+  logFormat?: "json" | "text";
+  /** Every log line (host and Worker) is appended here too. */
+  logFile?: string;
+  publicUrl?: string;
+  /** Where log lines go; stdout by default. */
+  output?: (line: string) => void;
+}
+
+export interface Stack {
+  url: URL;
+  dataDir: string;
+  log: Logger;
+  stop(): Promise<void>;
+}
+
+function ensureWritable(dir: string): void {
+  try {
+    mkdirSync(dir, { recursive: true });
+    const probe = join(dir, `.write-test-${process.pid}`);
+    writeFileSync(probe, "");
+    rmSync(probe);
+  } catch (error) {
+    throw new StartupError(`data directory ${dir} is not writable (${(error as NodeJS.ErrnoException).code ?? String(error)}); set SERVICE_DATA_DIR to a writable directory`);
+  }
+}
+
+// workerd's own bind error is a multi-line dump; checking first gives the user one clear line.
+async function ensurePortFree(host: string, port: number): Promise<void> {
+  if (port === 0) return;
+  await new Promise<void>((done, fail) => {
+    const server = createServer();
+    server.once("error", (error: NodeJS.ErrnoException) =>
+      fail(
+        new StartupError(
+          error.code === "EADDRINUSE" ? `port ${port} on ${host} is already in use; stop the other process or set SERVICE_PORT` : `cannot listen on ${host}:${port} (${error.code ?? error.message})`,
+        ),
+      ),
+    );
+    server.listen(port, host, () => server.close(() => done()));
+  });
+}
+
+function forwardLines(stream: Readable, write: (line: string) => void): void {
+  createInterface({ input: stream, crlfDelay: Infinity }).on("line", (line) => line && write(line));
+}
+
+/**
+ * Starts the local default: migrates the libSQL file under `dataDir`, serves it over Hrana to
+ * the Worker as a service binding, and runs the bundled Worker in workerd with DOs and R2
+ * persisted under `dataDir`. Tests use it with port 0.
+ *
+ * @example
+ * const stack = await startStack({ dataDir: ".data", port: 8001 });
+ * await fetch(new URL("/api/cloud/health", stack.url));
+ * await stack.stop();
+ */
+export async function startStack(options: StackOptions): Promise<Stack> {
+  const dataDir = resolve(options.dataDir);
+  const host = options.host ?? "0.0.0.0";
+  const port = options.port ?? 8001;
+  const logLevel = options.logLevel ?? "INFO";
+  const logFormat = options.logFormat ?? "json";
+  const output = options.output ?? ((line: string) => process.stdout.write(line + "\n"));
+  const emit = (line: string) => {
+    output(line);
+    if (options.logFile) appendFileSync(options.logFile, line + "\n");
+  };
+  const log = createLogger("edge/local/stack.ts", { logLevel, logFormat }, null, emit);
+
+  ensureWritable(dataDir);
+  await ensurePortFree(host, port);
+
+  const hrana = createHranaServer(join(dataDir, "service.db"), { logger: (message) => log.warning(message) });
+  try {
+    const migrator = createClient({ url: "http://libsql.internal", fetch: (request: Request) => hrana.handle(request) });
+    const applied = await applyMigrations(migrator, { onApply: (m) => log.info(`applying schema migration ${m.version} (${m.name})`) });
+    migrator.close();
+    if (applied.length) log.info(`database schema now at version ${applied.at(-1)}`);
+
+    const mf = new Miniflare({
+      modules: true,
+      script: await bundleWorker(),
+      scriptPath: "index.js",
+      compatibilityDate: COMPATIBILITY_DATE,
+      compatibilityFlags: ["nodejs_compat"],
+      defaultPersistRoot: join(dataDir, "worker"),
+      r2Buckets: ["STORAGE"],
+      bindings: {
+        LIBSQL_URL: "http://libsql.internal",
+        SERVICE_ENV: "development",
+        SERVICE_LOG_LEVEL: logLevel,
+        SERVICE_LOG_FORMAT: logFormat,
+        SERVICE_STARTED_AT: new Date().toISOString(),
+        ...(options.publicUrl ? { SERVICE_PUBLIC_URL: options.publicUrl } : {}),
+      },
+      serviceBindings: {
+        // Miniflare wants its own Response class back from a Node-side binding.
+        LIBSQL_BRIDGE: async (request: MiniflareRequest) => {
+          const answer = await hrana.handle(new Request(request.url, { method: request.method, headers: request.headers as HeadersInit, body: request.body ? await request.arrayBuffer() : null }));
+          return new MiniflareResponse(await answer.arrayBuffer(), { status: answer.status, headers: Object.fromEntries(answer.headers) });
+        },
+      },
+      host,
+      port,
+      cf: false,
+      handleRuntimeStdio: (stdout: Readable, stderr: Readable) => {
+        forwardLines(stdout, emit);
+        forwardLines(stderr, emit);
+      },
+    });
+    let url: URL;
+    try {
+      url = await mf.ready;
+    } catch (error) {
+      await mf.dispose().catch(() => {});
+      throw new StartupError(`the Worker runtime failed to start on ${host}:${port}: ${(error as Error).message.split("\n")[0]}`);
+    }
+    return {
+      url,
+      dataDir,
+      log,
+      async stop() {
+        await mf.dispose();
+        hrana.close();
+      },
+    };
+  } catch (error) {
+    hrana.close();
+    throw error;
+  }
+}

@@ -1,0 +1,93 @@
+import type { Context, MiddlewareHandler } from "hono";
+import { getCookie } from "hono/cookie";
+import { matchedRoutes } from "hono/route";
+import { levelAtLeast } from "../../shared/levels";
+import { accessFor } from "../../shared/permissions";
+import type { AppEnv, Principal } from "../app-env";
+import { findApiKeyUser } from "../auth/api-keys";
+import { findSessionUser, SESSION_COOKIE } from "../auth/sessions";
+import { ApiError } from "../errors";
+
+const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
+
+/** `/api/x/:job_id{[0-9]+}` -> `/api/x/{job_id}`: the form used by the access table and OpenAPI. */
+export function toOpenApiPath(honoPath: string): string {
+  return honoPath.replace(/:([A-Za-z0-9_]+)(\{[^}]*\})?/g, "{$1}");
+}
+
+/** The pattern of the route (not middleware) this request matched, or null for a 404. */
+export function routePattern(c: Context): string | null {
+  const route = matchedRoutes(c).findLast((r) => r.method !== "ALL");
+  return route ? toOpenApiPath(route.path) : null;
+}
+
+async function identify(c: Context<AppEnv>): Promise<Principal | null> {
+  const db = c.get("db");
+  const bearer = /^Bearer\s+(\S+)$/i.exec(c.req.header("authorization") ?? "")?.[1];
+  const key = c.req.header("x-api-key") ?? bearer;
+  if (key !== undefined) {
+    const found = await findApiKeyUser(db, key);
+    // A wrong key is refused outright rather than falling back to a cookie: the caller meant it.
+    if (!found) throw new ApiError(401, "invalid_api_key", "The API key is invalid, expired or revoked", undefined, { "WWW-Authenticate": "Bearer" });
+    c.executionCtx.waitUntil(found.touch().catch((error: unknown) => c.get("log").warning("could not record API key use", { error: String(error) })));
+    return { user: found.user, via: "api_key", apiKeyId: found.keyId };
+  }
+  const token = getCookie(c, SESSION_COOKIE);
+  if (token) {
+    const found = await findSessionUser(db, token);
+    if (found) return { user: found.user, via: "session", sessionTokenHash: found.tokenHash };
+  }
+  return null;
+}
+
+// A browser sends Origin on cross-site POSTs (and Sec-Fetch-Site on all); a cookie-carrying
+// request from another site is refused. Non-browser clients send neither and are not at risk.
+function isCrossSite(c: Context<AppEnv>): boolean {
+  const origin = c.req.header("origin");
+  if (origin) {
+    const allowed = [new URL(c.req.url).origin, c.get("config").publicUrl?.origin];
+    return !allowed.includes(origin);
+  }
+  return c.req.header("sec-fetch-site") === "cross-site";
+}
+
+/**
+ * The one authorisation middleware: finds the route's rule in shared/permissions.ts, identifies
+ * the caller by API key (X-API-Key or Authorization: Bearer) or session cookie, and answers 401
+ * (no or bad credential), 403 (level too low, API key where a session is required, or a
+ * cross-site cookie request) before any handler runs.
+ */
+export function authorize(): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    const pattern = routePattern(c);
+    if (pattern === null) return next();
+    const method = c.req.method === "HEAD" ? "GET" : c.req.method;
+    const access = accessFor(method, pattern);
+    if (access === "public") return next();
+
+    const principal = await identify(c);
+    if (!principal) {
+      throw new ApiError(401, "unauthenticated", "Authentication required: send an API key (X-API-Key or Authorization: Bearer) or log in", undefined, {
+        "WWW-Authenticate": "Bearer",
+      });
+    }
+    if (principal.via === "session" && !SAFE_METHODS.has(method) && isCrossSite(c)) {
+      throw new ApiError(403, "csrf_rejected", "Cross-site request refused: session-authenticated changes must come from this service's own pages");
+    }
+    if (access.session && principal.via !== "session") {
+      throw new ApiError(403, "session_required", "This needs a logged-in session; an API key cannot be used here");
+    }
+    if (!levelAtLeast(principal.user.level, access.level)) {
+      throw new ApiError(403, "forbidden", `This needs the ${access.level} level or higher; you are ${principal.user.level ?? "without a level"}`);
+    }
+    c.set("principal", principal);
+    return next();
+  };
+}
+
+/** The authenticated caller inside a handler whose route is not public. */
+export function principalOf(c: Context<AppEnv>): Principal {
+  const principal = c.get("principal");
+  if (!principal) throw new ApiError(500, "internal", "route reached without an authenticated principal");
+  return principal;
+}

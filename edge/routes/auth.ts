@@ -1,0 +1,192 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import {
+  ApiKeyCreate,
+  ApiKeyCreated,
+  ApiKeyList,
+  ApiKey,
+  FirstAdminRequest,
+  LoginRequest,
+  Ok,
+  RegisterRequest,
+  RegistrationSetting,
+  SessionInfo,
+  SetupStatus,
+} from "../../shared/schemas/auth";
+import { ErrorBody } from "../../shared/schemas/common";
+import { User } from "../../shared/schemas/users";
+import { createApiKey, listApiKeys, revokeApiKey } from "../auth/api-keys";
+import { createSession, deleteSession } from "../auth/sessions";
+import { checkPassword, createFirstAdmin, createUser, needsSetup } from "../auth/users";
+import { principalOf } from "../middleware/authorize";
+import { ApiError } from "../errors";
+import { createRouter } from "../router";
+import { getSetting, setSetting } from "../settings";
+import { clearSessionCookie, setSessionCookie } from "./session-cookie";
+
+export const auth = createRouter();
+
+const tags = ["Authentication"];
+const json = <T extends z.ZodType>(schema: T, description: string) => ({ description, content: { "application/json": { schema } } });
+const body = <T extends z.ZodType>(schema: T) => ({ body: { required: true, content: { "application/json": { schema } } } });
+const errors = {
+  401: json(ErrorBody, "No valid credential"),
+  403: json(ErrorBody, "Credential valid but not allowed"),
+  422: json(ErrorBody, "Invalid request body"),
+};
+
+auth.openapi(
+  createRoute({
+    method: "get",
+    path: "/api/cloud/auth/setup/status",
+    tags,
+    summary: "Whether the first admin still has to be created",
+    responses: { 200: json(SetupStatus, "Setup status") },
+  }),
+  async (c) => {
+    const db = c.get("db");
+    return c.json({ needs_setup: await needsSetup(db), registration_enabled: await getSetting(db, "registration_enabled") }, 200);
+  },
+);
+
+auth.openapi(
+  createRoute({
+    method: "post",
+    path: "/api/cloud/auth/setup/first-admin",
+    tags,
+    summary: "Create the first admin (only while no user exists); logs them in",
+    request: body(FirstAdminRequest),
+    responses: { 201: json(SessionInfo, "The admin, logged in (Set-Cookie)"), 409: json(ErrorBody, "Setup already complete"), 422: errors[422] },
+  }),
+  async (c) => {
+    const db = c.get("db");
+    const user = await createFirstAdmin(db, c.req.valid("json"));
+    const session = await createSession(db, user.id, false);
+    setSessionCookie(c, session.token, session.expiresAt);
+    c.get("log").info("first admin created", { user_id: user.id, username: user.username });
+    return c.json({ user, expires_at: session.expiresAt.toISOString() }, 201);
+  },
+);
+
+auth.openapi(
+  createRoute({
+    method: "post",
+    path: "/api/cloud/auth/login",
+    tags,
+    summary: "Log in with username (or email) and password; sets the session cookie",
+    description: "The cookie `st_session` is HttpOnly, SameSite=Lax, Secure over HTTPS, and lasts 24 hours (30 days with `remember_me`).",
+    request: body(LoginRequest),
+    responses: { 200: json(SessionInfo, "Logged in (Set-Cookie)"), 401: json(ErrorBody, "Wrong username or password"), 422: errors[422] },
+  }),
+  async (c) => {
+    const db = c.get("db");
+    const { username, password, remember_me } = c.req.valid("json");
+    const user = await checkPassword(db, username, password);
+    if (!user) {
+      c.get("log").warning("login failed", { username });
+      throw new ApiError(401, "invalid_credentials", "Wrong username or password");
+    }
+    const session = await createSession(db, user.id, remember_me);
+    setSessionCookie(c, session.token, session.expiresAt);
+    c.get("log").info("login succeeded", { user_id: user.id });
+    return c.json({ user, expires_at: session.expiresAt.toISOString() }, 200);
+  },
+);
+
+auth.openapi(
+  createRoute({
+    method: "post",
+    path: "/api/cloud/auth/logout",
+    tags,
+    summary: "End the current session and clear its cookie",
+    responses: { 200: json(Ok, "Logged out"), 401: errors[401] },
+  }),
+  async (c) => {
+    const { sessionTokenHash } = principalOf(c);
+    if (sessionTokenHash) await deleteSession(c.get("db"), sessionTokenHash);
+    clearSessionCookie(c);
+    return c.json({ success: true as const }, 200);
+  },
+);
+
+auth.openapi(
+  createRoute({
+    method: "post",
+    path: "/api/cloud/auth/register",
+    tags,
+    summary: "Public self-registration as a researcher, when an admin has enabled it",
+    request: body(RegisterRequest),
+    responses: { 201: json(User, "Registered; log in next"), 403: json(ErrorBody, "Registration is disabled"), 409: json(ErrorBody, "Username or email taken"), 422: errors[422] },
+  }),
+  async (c) => {
+    const db = c.get("db");
+    if (!(await getSetting(db, "registration_enabled"))) {
+      throw new ApiError(403, "registration_disabled", "Public registration is disabled; ask an admin to create your account");
+    }
+    const user = await createUser(db, c.req.valid("json"), ["researcher"]);
+    c.get("log").info("user registered", { user_id: user.id });
+    return c.json(user, 201);
+  },
+);
+
+auth.openapi(
+  createRoute({
+    method: "put",
+    path: "/api/cloud/auth/registration",
+    tags,
+    summary: "Enable or disable public registration (admin)",
+    request: body(RegistrationSetting),
+    responses: { 200: json(RegistrationSetting, "Saved"), ...errors },
+  }),
+  async (c) => {
+    const { enabled } = c.req.valid("json");
+    await setSetting(c.get("db"), "registration_enabled", enabled);
+    c.get("log").info("registration setting changed", { enabled, by: principalOf(c).user.id });
+    return c.json({ enabled }, 200);
+  },
+);
+
+auth.openapi(
+  createRoute({
+    method: "post",
+    path: "/api/cloud/auth/api-keys",
+    tags,
+    summary: "Create an API key (needs a session); the key is shown only in this answer",
+    request: body(ApiKeyCreate),
+    responses: { 201: json(ApiKeyCreated, "The new key"), ...errors },
+  }),
+  async (c) => {
+    const { name, expires_in_days } = c.req.valid("json");
+    const { user } = principalOf(c);
+    const created = await createApiKey(c.get("db"), user.id, name, expires_in_days);
+    c.get("log").info("API key created", { user_id: user.id, key_id: created.id, prefix: created.prefix });
+    return c.json(created, 201);
+  },
+);
+
+auth.openapi(
+  createRoute({
+    method: "get",
+    path: "/api/cloud/auth/api-keys",
+    tags,
+    summary: "List your API keys (never their secrets)",
+    responses: { 200: json(ApiKeyList, "Your keys, newest first"), 401: errors[401] },
+  }),
+  async (c) => c.json({ keys: await listApiKeys(c.get("db"), principalOf(c).user.id) }, 200),
+);
+
+auth.openapi(
+  createRoute({
+    method: "delete",
+    path: "/api/cloud/auth/api-keys/{key_id}",
+    tags,
+    summary: "Revoke an API key (your own; admins any)",
+    request: { params: z.object({ key_id: z.coerce.number().int().positive().openapi({ param: { name: "key_id", in: "path" }, example: 3 }) }) },
+    responses: { 200: json(ApiKey, "The revoked key"), 404: json(ErrorBody, "No such key of yours"), ...errors },
+  }),
+  async (c) => {
+    const { user } = principalOf(c);
+    const key = await revokeApiKey(c.get("db"), c.req.valid("param").key_id, user.id, user.level === "admin");
+    c.get("log").info("API key revoked", { key_id: key.id, by: user.id });
+    return c.json(key, 200);
+  },
+);

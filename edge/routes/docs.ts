@@ -1,0 +1,69 @@
+import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
+import redocJs from "asset:redoc/bundles/redoc.standalone.js";
+import swaggerCss from "asset:swagger-ui-dist/swagger-ui.css";
+import swaggerJs from "asset:swagger-ui-dist/swagger-ui-bundle.js";
+import pkg from "../../package.json";
+import { ErrorBody } from "../../shared/schemas/common";
+import type { AppEnv } from "../app-env";
+import { notFound } from "../errors";
+import { createRouter } from "../router";
+
+// Served from the npm packages embedded in the bundle: the machines that run this have no CDN.
+const ASSETS: Record<string, { body: string; type: string }> = {
+  "swagger-ui.css": { body: swaggerCss, type: "text/css; charset=utf-8" },
+  "swagger-ui-bundle.js": { body: swaggerJs, type: "text/javascript; charset=utf-8" },
+  "redoc.standalone.js": { body: redocJs, type: "text/javascript; charset=utf-8" },
+};
+
+const SWAGGER_PAGE = `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Training service API</title>
+<link rel="stylesheet" href="/docs/assets/swagger-ui.css"></head>
+<body><div id="swagger-ui"></div><script src="/docs/assets/swagger-ui-bundle.js"></script>
+<script>window.ui = SwaggerUIBundle({ url: "/openapi.json", dom_id: "#swagger-ui", withCredentials: true });</script>
+</body></html>`;
+
+const REDOC_PAGE = `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Training service API</title></head>
+<body><redoc spec-url="/openapi.json"></redoc><script src="/docs/assets/redoc.standalone.js"></script></body></html>`;
+
+const OPENAPI_CONFIG = {
+  openapi: "3.1.0",
+  info: {
+    title: "Training service API",
+    version: pkg.version,
+    description:
+      "Queue, schedule and control model-training jobs on local GPUs, remote workers or a hosted provider. " +
+      "Authenticate with an API key (`X-API-Key` or `Authorization: Bearer st_…`) or the session cookie set by login. " +
+      "Errors are `{detail, code}`; invalid bodies are 422 with `errors[]` naming each field.",
+  },
+};
+
+const html = { description: "HTML page", content: { "text/html": { schema: z.string() } } };
+const tags = ["Documentation"];
+
+/** The API description routes; they document the app they are mounted on, themselves included. */
+export function docsRoutes(app: OpenAPIHono<AppEnv>) {
+  const docs = createRouter();
+  docs.openapi(
+    createRoute({ method: "get", path: "/openapi.json", tags, summary: "This OpenAPI 3.1 document", responses: { 200: { description: "OpenAPI 3.1", content: { "application/json": { schema: z.record(z.string(), z.unknown()) } } } } }),
+    (c) => c.json(app.getOpenAPI31Document(OPENAPI_CONFIG) as unknown as Record<string, unknown>, 200),
+  );
+  docs.openapi(createRoute({ method: "get", path: "/docs", tags, summary: "Swagger UI", responses: { 200: html } }), (c) => c.html(SWAGGER_PAGE));
+  docs.openapi(createRoute({ method: "get", path: "/redoc", tags, summary: "ReDoc", responses: { 200: html } }), (c) => c.html(REDOC_PAGE));
+  docs.openapi(
+    createRoute({
+      method: "get",
+      path: "/docs/assets/{file}",
+      tags,
+      summary: "Static files of the documentation pages",
+      request: { params: z.object({ file: z.string().openapi({ param: { name: "file", in: "path" }, example: "swagger-ui.css" }) }) },
+      responses: { 200: { description: "The file", content: { "text/plain": { schema: z.string() } } }, 404: { description: "No such file", content: { "application/json": { schema: ErrorBody } } } },
+    }),
+    (c) => {
+      const asset = ASSETS[c.req.valid("param").file];
+      if (!asset) throw notFound("Documentation asset");
+      return c.text(asset.body, 200, { "Content-Type": asset.type, "Cache-Control": "public, max-age=86400" });
+    },
+  );
+  return docs;
+}

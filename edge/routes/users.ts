@@ -1,0 +1,59 @@
+import { createRoute } from "@hono/zod-openapi";
+import { ErrorBody } from "../../shared/schemas/common";
+import { Me, User, UserCreate, UserList } from "../../shared/schemas/users";
+import { createUser, listUsers } from "../auth/users";
+import { principalOf } from "../middleware/authorize";
+import { createRouter } from "../router";
+
+export const users = createRouter();
+
+const tags = ["Users"];
+const error = (description: string) => ({ description, content: { "application/json": { schema: ErrorBody } } });
+
+users.openapi(
+  createRoute({
+    method: "get",
+    path: "/api/users/me",
+    tags,
+    summary: "The calling user, with levels and how they authenticated",
+    responses: { 200: { description: "You", content: { "application/json": { schema: Me } } }, 401: error("No valid credential") },
+  }),
+  (c) => {
+    const { user, via } = principalOf(c);
+    return c.json({ ...user, auth_method: via }, 200);
+  },
+);
+
+users.openapi(
+  createRoute({
+    method: "get",
+    path: "/api/users",
+    tags,
+    summary: "List users (admin)",
+    responses: { 200: { description: "All users", content: { "application/json": { schema: UserList } } }, 401: error("No valid credential"), 403: error("Not an admin") },
+  }),
+  async (c) => c.json({ users: await listUsers(c.get("db")) }, 200),
+);
+
+users.openapi(
+  createRoute({
+    method: "post",
+    path: "/api/users",
+    tags,
+    summary: "Create a user with levels (admin)",
+    request: { body: { required: true, content: { "application/json": { schema: UserCreate } } } },
+    responses: {
+      201: { description: "Created", content: { "application/json": { schema: User } } },
+      401: error("No valid credential"),
+      403: error("Not an admin"),
+      409: error("Username or email taken"),
+      422: error("Invalid request body"),
+    },
+  }),
+  async (c) => {
+    const { level_names, ...input } = c.req.valid("json");
+    const user = await createUser(c.get("db"), input, level_names);
+    c.get("log").info("user created", { user_id: user.id, levels: user.levels, by: principalOf(c).user.id });
+    return c.json(user, 201);
+  },
+);

@@ -1,0 +1,56 @@
+import { z } from "@hono/zod-openapi";
+import { Timestamp } from "./common";
+import { Email, Password, User, Username } from "./users";
+
+export const SetupStatus = z
+  .object({
+    needs_setup: z.boolean().openapi({ description: "True until the first admin exists" }),
+    registration_enabled: z.boolean(),
+  })
+  .openapi("SetupStatus");
+
+export const FirstAdminRequest = z.strictObject({ email: Email, username: Username, password: Password }).openapi("FirstAdminRequest");
+
+export const RegisterRequest = z.strictObject({ email: Email, username: Username, password: Password }).openapi("RegisterRequest");
+
+export const LoginRequest = z
+  .strictObject({
+    username: z.string().min(1).max(254).openapi({ description: "Username or email", example: "alice" }),
+    password: z.string().min(1).max(1024),
+    remember_me: z.boolean().default(false).openapi({ description: "30-day session instead of 24 hours" }),
+  })
+  .openapi("LoginRequest");
+
+export const SessionInfo = z
+  .object({ user: User, expires_at: Timestamp })
+  .openapi("SessionInfo");
+
+export const RegistrationSetting = z.strictObject({ enabled: z.boolean() }).openapi("RegistrationSetting");
+
+export const ApiKeyCreate = z
+  .strictObject({
+    name: z.string().trim().min(1).max(100).openapi({ example: "laptop" }),
+    expires_in_days: z.number().int().min(1).max(3650).optional().openapi({ description: "Omit for a key that never expires" }),
+  })
+  .openapi("ApiKeyCreate");
+
+export const ApiKey = z
+  .object({
+    id: z.number().int(),
+    name: z.string(),
+    prefix: z.string().openapi({ description: "The key's first characters, to recognise it", example: "st_Ab3dE9xQ" }),
+    created_at: Timestamp,
+    expires_at: Timestamp.nullable(),
+    last_used_at: Timestamp.nullable().openapi({ description: "Updated at most once a minute" }),
+    revoked_at: Timestamp.nullable(),
+  })
+  .openapi("ApiKey");
+export type ApiKey = z.infer<typeof ApiKey>;
+
+export const ApiKeyCreated = ApiKey.extend({
+  key: z.string().openapi({ description: "The whole key. Shown only in this answer; store it now.", example: "st_Ab3dE9xQ…" }),
+}).openapi("ApiKeyCreated");
+
+export const ApiKeyList = z.object({ keys: z.array(ApiKey) }).openapi("ApiKeyList");
+
+export const Ok = z.object({ success: z.literal(true) }).openapi("Ok");

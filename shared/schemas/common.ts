@@ -1,0 +1,16 @@
+import { z } from "@hono/zod-openapi";
+
+/** The body of every error answer (S3 routes excepted): what went wrong and a stable code. */
+export const ErrorBody = z
+  .object({
+    detail: z.string().openapi({ example: "username: Too small: expected string to have >=3 characters" }),
+    code: z.string().openapi({ example: "invalid_request" }),
+    errors: z
+      .array(z.object({ path: z.string(), message: z.string() }))
+      .optional()
+      .openapi({ description: "One entry per invalid field, for request-validation errors." }),
+  })
+  .openapi("Error");
+export type ErrorBody = z.infer<typeof ErrorBody>;
+
+export const Timestamp = z.string().openapi({ description: "ISO 8601 UTC", example: "2026-11-23T09:00:00.000Z" });

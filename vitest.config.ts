@@ -1,0 +1,25 @@
+import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { defineConfig, type Plugin } from "vitest/config";
+
+const require = createRequire(import.meta.url);
+
+// The same `asset:` imports the Worker bundler embeds (edge/local/bundle.ts), for tests that
+// import the app directly (the route inventory in test/openapi.test.ts).
+const embedAssets: Plugin = {
+  name: "embed-assets",
+  resolveId: (id) => (id.startsWith("asset:") ? "\0" + id : null),
+  load: (id) => (id.startsWith("\0asset:") ? `export default ${JSON.stringify(readFileSync(require.resolve(id.slice("\0asset:".length)), "utf8"))};` : null),
+};
+
+export default defineConfig({
+  plugins: [embedAssets],
+  test: {
+    include: ["test/**/*.test.ts"],
+    pool: "forks",
+    // Each integration file starts its own stack (workerd + libSQL); two at a time suits 2 cores.
+    maxWorkers: 2,
+    testTimeout: 30_000,
+    hookTimeout: 60_000,
+  },
+});
