@@ -1,0 +1,103 @@
+import { spawn } from "node:child_process";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { createServer, type AddressInfo, type Server } from "node:net";
+import { describe, expect, it } from "vitest";
+import { tempDataDir } from "./helpers/stack";
+
+/** Runs `npm start` (or, for exact stderr, its command without npm) with these variables. */
+function start(env: Record<string, string>, viaNpm = false) {
+  const [command, args] = viaNpm ? ["npm", ["start", "--silent"]] : [process.execPath, ["--import", "tsx", "edge/local/main.ts"]];
+  const child = spawn(command, args as string[], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  let stderr = "";
+  let stdout = "";
+  child.stderr.on("data", (chunk) => (stderr += chunk));
+  child.stdout.on("data", (chunk) => (stdout += chunk));
+  const exited = new Promise<number | null>((done) => child.on("exit", (code, signal) => done(code ?? (signal ? 128 + (signal === "SIGTERM" ? 15 : 2) : null))));
+  return { child, exited, output: () => ({ stderr, stdout }) };
+}
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((done) => server.listen(0, "127.0.0.1", done));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((done) => server.close(done));
+  return port;
+}
+
+/** Every live process below `pid`, found through /proc. */
+function descendants(pid: number): number[] {
+  const parents = new Map<number, number>();
+  for (const entry of readdirSync("/proc").filter((e) => /^\d+$/.test(e))) {
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      parents.set(Number(entry), Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]));
+    } catch {}
+  }
+  const found: number[] = [];
+  const walk = (p: number) => {
+    for (const [child, parent] of parents) if (parent === p) found.push(child), walk(child);
+  };
+  walk(pid);
+  return found;
+}
+
+describe("npm start", () => {
+  it("comes up, prints the URL and what to do next, and stops everything on SIGTERM", async () => {
+    const port = await freePort();
+    const dataDir = tempDataDir();
+    const logFile = `${dataDir}/service.log`;
+    const run = start({ SERVICE_HOST: "127.0.0.1", SERVICE_PORT: String(port), SERVICE_DATA_DIR: dataDir, SERVICE_LOG_FILE: logFile, SERVICE_LOG_FORMAT: "json" }, true);
+    await expect.poll(() => run.output().stderr, { timeout: 30_000, interval: 200 }).toContain("Training service is up");
+    const { stderr } = run.output();
+    expect(stderr).toContain(`http://127.0.0.1:${port}`);
+    expect(stderr).toContain(`/api/cloud/auth/setup/first-admin`);
+    expect(await (await fetch(`http://127.0.0.1:${port}/api/cloud/health/live`)).json()).toEqual({ status: "ok" });
+
+    const processes = descendants(run.child.pid!);
+    expect(processes.length).toBeGreaterThan(0); // workerd runs below it
+    run.child.kill("SIGTERM");
+    expect(await run.exited).toBe(0);
+    expect(run.output().stdout).toContain("received SIGTERM, stopping");
+    await expect.poll(() => processes.filter((pid) => existsSync(`/proc/${pid}`)), { timeout: 5_000 }).toEqual([]);
+    await expect(fetch(`http://127.0.0.1:${port}/api/cloud/health/live`)).rejects.toThrow();
+
+    // SERVICE_LOG_FILE receives the same JSON lines, the Worker's and the host's.
+    const logged = readFileSync(logFile, "utf8").trim().split("\n").map((line) => JSON.parse(line));
+    expect(logged.map((l) => l.message)).toEqual(expect.arrayContaining(["applying schema migration 4 (users_and_credentials)", "GET /api/cloud/health/live 200", "received SIGTERM, stopping"]));
+  });
+
+  it("exits 0 on SIGINT when run directly", async () => {
+    const port = await freePort();
+    const run = start({ SERVICE_HOST: "127.0.0.1", SERVICE_PORT: String(port), SERVICE_DATA_DIR: tempDataDir() });
+    await expect.poll(() => run.output().stderr, { timeout: 30_000, interval: 200 }).toContain("Training service is up");
+    const processes = descendants(run.child.pid!);
+    run.child.kill("SIGINT");
+    expect(await run.exited).toBe(0);
+    await expect.poll(() => processes.filter((pid) => existsSync(`/proc/${pid}`)), { timeout: 5_000 }).toEqual([]);
+  });
+
+  it("says in one line that the port is taken", async () => {
+    const blocker: Server = createServer();
+    await new Promise<void>((done) => blocker.listen(0, "127.0.0.1", done));
+    const { port } = blocker.address() as AddressInfo;
+    try {
+      const run = start({ SERVICE_HOST: "127.0.0.1", SERVICE_PORT: String(port), SERVICE_DATA_DIR: tempDataDir() });
+      expect(await run.exited).toBe(1);
+      expect(run.output().stderr).toBe(`error: port ${port} on 127.0.0.1 is already in use; stop the other process or set SERVICE_PORT\n`);
+    } finally {
+      blocker.close();
+    }
+  });
+
+  it("says in one line that the data directory is not writable", async () => {
+    const run = start({ SERVICE_HOST: "127.0.0.1", SERVICE_PORT: "0", SERVICE_DATA_DIR: "/proc/version/data" });
+    expect(await run.exited).toBe(1);
+    expect(run.output().stderr).toMatch(/^error: data directory \/proc\/version\/data is not writable \(\w+\); set SERVICE_DATA_DIR to a writable directory\n$/);
+  });
+
+  it("names a bad setting instead of starting", async () => {
+    const run = start({ SERVICE_PORT: "eighty" });
+    expect(await run.exited).toBe(1);
+    expect(run.output().stderr).toBe(`error: SERVICE_PORT must be a port number from 0 to 65535, not "eighty"\n`);
+  });
+});

@@ -1,0 +1,64 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { LEVELS, levelAtLeast, type Level } from "../shared/levels";
+import { ROUTE_ACCESS } from "../shared/permissions";
+import { createUserWithKey, setUpAdmin, startTestStack, type Credentials, type TestStack } from "./helpers/stack";
+
+let t: TestStack;
+const keys = {} as Record<Level, { key: string; cookie: string }>;
+
+// A concrete path for each route pattern; bodies are left empty, so allowed calls stop at
+// validation (4xx other than 401/403) and change nothing.
+const concretePath = (pattern: string) => pattern.replace("{key_id}", "999999").replace("{file}", "swagger-ui.css");
+const routes = Object.entries(ROUTE_ACCESS).map(([route, access]) => {
+  const [method, pattern] = route.split(" ") as [string, string];
+  return { method, path: concretePath(pattern), access };
+});
+
+beforeAll(async () => {
+  t = await startTestStack();
+  const admin = await setUpAdmin(t);
+  keys.admin = admin;
+  for (const level of LEVELS.filter((l) => l !== "admin")) keys[level] = await createUserWithKey(t, { cookie: admin.cookie }, level);
+});
+afterAll(async () => {
+  await t?.stop();
+});
+
+describe("the level/permission table (shared/permissions.ts, README)", () => {
+  it.each(routes.filter((r) => r.access !== "public"))("$method $path needs a credential", async ({ method, path }) => {
+    const reply = await t.call(method, path, { json: method === "GET" || method === "DELETE" ? undefined : {} });
+    expect(reply.status).toBe(401);
+    expect(reply.body.code).toBe("unauthenticated");
+  });
+
+  it.each(routes.filter((r) => r.access === "public"))("$method $path is public", async ({ method, path }) => {
+    const reply = await t.call(method, path, { json: method === "GET" ? undefined : {} });
+    expect([401, 403]).not.toContain(reply.status);
+  });
+
+  const cases = routes.flatMap((route) =>
+    route.access === "public" ? [] : LEVELS.map((level) => ({ ...route, level, allowed: levelAtLeast(level, (route.access as { level: Level }).level) })),
+  );
+  it.each(cases)("$method $path as $level: allowed=$allowed", async ({ method, path, level, allowed, access }) => {
+    const sessionOnly = typeof access === "object" && access.session === true;
+    const auth: Credentials = sessionOnly ? { cookie: keys[level].cookie } : { key: keys[level].key };
+    // Logging out would end the session other cases use; with a key it ends nothing.
+    const reply = await t.call(method, path, { json: method === "GET" || method === "DELETE" ? undefined : method === "POST" && path.endsWith("/logout") ? undefined : {}, auth });
+    if (allowed) {
+      expect([401, 403], `${reply.status} ${reply.text}`).not.toContain(reply.status);
+    } else {
+      expect(reply.status).toBe(403);
+      expect(reply.body.code).toBe("forbidden");
+    }
+  });
+
+  it("lets a viewer read who they are but not create users", async () => {
+    const me = await t.call("GET", "/api/users/me", { auth: { key: keys.viewer.key } });
+    expect(me.body).toMatchObject({ level: "viewer", priority: 0 });
+    const create = await t.call("POST", "/api/users", { json: { email: "x@example.com", username: "xavier", password: "xavier-password" }, auth: { key: keys.viewer.key } });
+    expect(create.status).toBe(403);
+    expect(create.body.detail).toBe("This needs the admin level or higher; you are viewer");
+    const users = await t.call("GET", "/api/users", { auth: { key: keys.admin.key } });
+    expect(users.body.users.map((u: { username: string }) => u.username)).not.toContain("xavier");
+  });
+});
