@@ -279,3 +279,40 @@ it("keeps read-modify-write transactions from many clients isolated", async () =
   );
   expect((await setup.execute("SELECT n FROM counter")).rows[0]).toMatchObject({ n: 20 });
 });
+
+it("with an auth token, refuses requests without it and serves those with it", async () => {
+  const guarded = await serveHranaOverHttp(server, 0, "127.0.0.1", { authToken: "s3cret-token" });
+  try {
+    const anonymous = createClient({ url: guarded.url });
+    const wrong = createClient({ url: guarded.url, authToken: "s3cret-tokeX" });
+    const right = createClient({ url: guarded.url, authToken: "s3cret-token" });
+    clients.push(anonymous, wrong, right);
+    await expect(anonymous.execute("SELECT 1")).rejects.toThrow(/401|auth/i);
+    await expect(wrong.execute("SELECT 1")).rejects.toThrow(/401|auth/i);
+    expect((await right.execute("SELECT 41 + 1 AS n")).rows[0]).toMatchObject({ n: 42 });
+  } finally {
+    await guarded.close();
+  }
+});
+
+it("serves a cached statement correctly after the schema under it changes", async () => {
+  const c = httpClient();
+  await c.execute("CREATE TABLE s (a INTEGER)");
+  await c.execute("INSERT INTO s VALUES (1)");
+  expect((await c.execute("SELECT * FROM s")).columns).toEqual(["a"]);
+  await c.execute("ALTER TABLE s ADD COLUMN b TEXT DEFAULT 'x'");
+  const after = await c.execute("SELECT * FROM s");
+  expect(after.columns).toEqual(["a", "b"]);
+  expect(after.rows[0]).toMatchObject({ a: 1, b: "x" });
+});
+
+it("refuses an execute holding several statements instead of running only the first", async () => {
+  const c = httpClient();
+  await expect(c.execute("CREATE TABLE one (a); CREATE TABLE two (b)")).rejects.toThrow(/more than one statement/);
+  expect((await c.execute("SELECT count(*) AS n FROM sqlite_master WHERE name IN ('one', 'two')")).rows[0]).toMatchObject({ n: 0 });
+  // A ';' in a string, a comment or trailing the statement is not a second statement.
+  await c.execute("CREATE TABLE semi (a TEXT); -- done;");
+  await c.execute({ sql: "INSERT INTO semi VALUES ('a;b') /* ; */;", args: [] });
+  await c.execute("CREATE TRIGGER semi_t AFTER INSERT ON semi BEGIN UPDATE semi SET a = a; END");
+  expect((await c.execute("SELECT a FROM semi")).rows[0]).toMatchObject({ a: "a;b" });
+});

@@ -62,3 +62,14 @@ describe("the level/permission table (shared/permissions.ts, README)", () => {
     expect(users.body.users.map((u: { username: string }) => u.username)).not.toContain("xavier");
   });
 });
+
+describe("the README's level/permission table", () => {
+  // Pure file check: the table users read must say exactly what the middleware enforces.
+  it("names every route with the access shared/permissions.ts gives it", async () => {
+    const { readFileSync } = await import("node:fs");
+    const readme = readFileSync(new URL("../README.md", import.meta.url), "utf8");
+    const rows = new Map([...readme.matchAll(/^\| `([A-Z]+ [^`]+)` \| ([^|]+) \|$/gm)].map((m) => [m[1]!, m[2]!.trim()]));
+    const expected = Object.entries(ROUTE_ACCESS).map(([route, access]) => [route, access === "public" ? "public" : access.session ? `${access.level}, session cookie only` : access.level]);
+    expect(Object.fromEntries(rows)).toEqual(Object.fromEntries(expected));
+  });
+});

@@ -1,7 +1,8 @@
-import { and, desc, eq, isNull, lt, or } from "drizzle-orm";
+import { and, desc, eq, isNull, lt, or, sql } from "drizzle-orm";
 import type { ApiKey } from "../../shared/schemas/auth";
 import type { User } from "../../shared/schemas/users";
 import type { Database } from "../db/client";
+import { compileSelect, queryBuilder } from "../db/compiled";
 import { isUniqueViolation } from "../db/errors";
 import { apiKeys, users } from "../db/schema";
 import { notFound } from "../errors";
@@ -66,28 +67,46 @@ export async function revokeApiKey(db: Database, keyId: number, userId: number, 
   return existing;
 }
 
+const keyLookupFields = {
+  keyId: apiKeys.id,
+  keyHash: apiKeys.keyHash,
+  expiresAt: apiKeys.expiresAt,
+  lastUsedAt: apiKeys.lastUsedAt,
+  id: users.id,
+  username: users.username,
+  email: users.email,
+  createdAt: users.createdAt,
+  disabledAt: users.disabledAt,
+  levels: levelsOf(users.id),
+};
+// Runs on every API-key request, so it is compiled once (see compileSelect).
+const keyLookup = compileSelect<{
+  keyId: number;
+  keyHash: string;
+  expiresAt: string | null;
+  lastUsedAt: string | null;
+  id: number;
+  username: string;
+  email: string;
+  createdAt: string;
+  disabledAt: string | null;
+  levels: string | null;
+}>(
+  queryBuilder
+    .select(keyLookupFields)
+    .from(apiKeys)
+    .innerJoin(users, eq(users.id, apiKeys.userId))
+    .where(and(eq(apiKeys.prefix, sql.placeholder("prefix")), isNull(apiKeys.revokedAt))),
+  Object.keys(keyLookupFields) as (keyof typeof keyLookupFields)[],
+);
+
 /**
  * The user of a valid key, or null. One indexed query; `touch` is the deferred last_used_at
  * write, for the caller to run after the response (ctx.waitUntil).
  */
 export async function findApiKeyUser(db: Database, key: string): Promise<{ user: User; keyId: number; touch: () => Promise<unknown> } | null> {
   if (!key.startsWith(API_KEY_PREFIX) || key.length < PREFIX_LENGTH + 8) return null;
-  const [row] = await db
-    .select({
-      keyId: apiKeys.id,
-      keyHash: apiKeys.keyHash,
-      expiresAt: apiKeys.expiresAt,
-      lastUsedAt: apiKeys.lastUsedAt,
-      id: users.id,
-      username: users.username,
-      email: users.email,
-      createdAt: users.createdAt,
-      disabledAt: users.disabledAt,
-      levels: levelsOf(users.id),
-    })
-    .from(apiKeys)
-    .innerJoin(users, eq(users.id, apiKeys.userId))
-    .where(and(eq(apiKeys.prefix, key.slice(0, PREFIX_LENGTH)), isNull(apiKeys.revokedAt)));
+  const [row] = await keyLookup(db, { prefix: key.slice(0, PREFIX_LENGTH) });
   if (!row || row.disabledAt || !constantTimeEqual(await sha256Hex(key), row.keyHash)) return null;
   const now = new Date();
   if (row.expiresAt && row.expiresAt <= now.toISOString()) return null;

@@ -8,7 +8,7 @@
  * the connection between its pipelines; other streams queue (FIFO) until it ends or sits idle too
  * long, in which case it is rolled back so one abandoned transaction cannot stall everyone.
  */
-import { randomUUID } from "node:crypto";
+import { randomUUID, timingSafeEqual } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import Database from "libsql";
@@ -21,6 +21,8 @@ export interface HranaServerOptions {
 export interface HranaServer {
   /** Handles one HTTP request of the Hrana protocol (GET /v2, POST /v2/pipeline, others 404). */
   handle(request: Request): Promise<Response>;
+  /** The same, without Request/Response objects (the loopback server's fast path). */
+  answer(method: string, pathname: string, body: string): Promise<Answer>;
   /** Rolls back any open transaction and closes the database. */
   close(): void;
 }
@@ -55,7 +57,11 @@ class HranaError extends Error {
 }
 
 const JSON_HEADERS = { "content-type": "application/json" }; // exactly this: the client compares it verbatim
-const json = (body: unknown, status = 200) => new Response(JSON.stringify(body), { status, headers: JSON_HEADERS });
+const TEXT_HEADERS = { "content-type": "text/plain; charset=utf-8" };
+
+/** An HTTP answer before it becomes a Response: the loopback server writes it without one. */
+interface Answer { status: number; headers: Record<string, string>; body: string }
+const json = (body: unknown, status = 200): Answer => ({ status, headers: JSON_HEADERS, body: JSON.stringify(body) });
 const httpError = (status: number, message: string, code = "HRANA_PROTO_ERROR") => json({ message, code }, status);
 
 export function createHranaServer(dbPath: string, options: HranaServerOptions = {}): HranaServer {
@@ -65,6 +71,29 @@ export function createHranaServer(dbPath: string, options: HranaServerOptions = 
   db.exec("PRAGMA journal_mode = WAL");
   db.exec("PRAGMA busy_timeout = 5000"); // other processes (a migration tool) may share the file
   const counters = db.prepare("SELECT total_changes(), changes(), last_insert_rowid()").raw(true).safeIntegers(true);
+
+  // Compiled statements by SQL text, least recently used first: the Worker sends the same few
+  // statements over and over, and compiling them is a large part of a small query's cost.
+  // A schema change (ours or another process's) empties it: a statement's column list is fixed
+  // when it is compiled, so `SELECT *` would otherwise miss a new column.
+  const compiled = new Map<string, ReturnType<typeof db.prepare>>();
+  const schemaVersion = db.prepare("PRAGMA schema_version").pluck(true);
+  let knownSchema = schemaVersion.get([]);
+  const noticeSchemaChange = () => {
+    const now = schemaVersion.get([]);
+    if (now !== knownSchema) {
+      knownSchema = now;
+      compiled.clear();
+    }
+  };
+  const statement = (sql: string) => {
+    let prepared = compiled.get(sql);
+    if (prepared) compiled.delete(sql);
+    else prepared = db.prepare(sql).safeIntegers(true);
+    compiled.set(sql, prepared);
+    if (compiled.size > 256) compiled.delete(compiled.keys().next().value!);
+    return prepared;
+  };
 
   // Batons rotate every pipeline, so a stale or replayed baton can never reach a live stream.
   const streams = new Map<string, Stream>();
@@ -118,8 +147,9 @@ export function createHranaServer(dbPath: string, options: HranaServerOptions = 
 
   function execute(stream: Stream, stmt: ProtoStmt): StmtResult {
     const sql = sqlOf(stream, stmt);
+    if (hasSeveralStatements(sql)) throw new HranaError("SQL string contains more than one statement; use a batch or executeMultiple", "SQL_MANY_STATEMENTS");
     const params = bindParams(sql, stmt);
-    const prepared = db.prepare(sql).safeIntegers(true);
+    const prepared = statement(sql);
     const before = (counters.get([]) as bigint[])[0];
     let cols: StmtResult["cols"] = [];
     let rows: ProtoValue[][] = [];
@@ -129,6 +159,7 @@ export function createHranaServer(dbPath: string, options: HranaServerOptions = 
       if (stmt.want_rows !== false) rows = raw.map((row) => row.map(encodeValue));
     } else {
       prepared.run(params);
+      noticeSchemaChange();
     }
     const [total, changes, rowid] = counters.get([]) as bigint[];
     // changes() keeps the count of the last INSERT/UPDATE/DELETE, so a SELECT or DDL would report
@@ -172,7 +203,7 @@ export function createHranaServer(dbPath: string, options: HranaServerOptions = 
     switch (req.type) {
       case "execute": return { type: "execute", result: execute(stream, req.stmt) };
       case "batch": return { type: "batch", result: batch(stream, req.batch.steps) };
-      case "sequence": db.exec(sqlOf(stream, req)); return { type: "sequence" };
+      case "sequence": db.exec(sqlOf(stream, req)); noticeSchemaChange(); return { type: "sequence" };
       case "describe": return { type: "describe", result: describe(sqlOf(stream, req)) };
       case "store_sql": stream.sqls.set(req.sql_id, req.sql); return { type: "store_sql" };
       case "close_sql": stream.sqls.delete(req.sql_id); return { type: "close_sql" };
@@ -194,10 +225,10 @@ export function createHranaServer(dbPath: string, options: HranaServerOptions = 
     };
   }
 
-  async function pipeline(request: Request): Promise<Response> {
+  async function pipeline(text: string): Promise<Answer> {
     let body: { baton?: string | null; requests: ProtoRequest[] };
     try {
-      body = (await request.json()) as typeof body;
+      body = JSON.parse(text) as typeof body;
       if (!Array.isArray(body?.requests)) throw new Error("requests must be an array");
     } catch (e) {
       return httpError(400, `Invalid pipeline request: ${(e as Error).message}`);
@@ -213,6 +244,7 @@ export function createHranaServer(dbPath: string, options: HranaServerOptions = 
     }
     await acquire(stream);
     if (closed) return httpError(503, "The database server is shutting down", "SERVER_CLOSED");
+    noticeSchemaChange();
     const s = stream;
     try {
       const results = body.requests.map((req) => {
@@ -232,20 +264,25 @@ export function createHranaServer(dbPath: string, options: HranaServerOptions = 
     }
   }
 
+  async function answer(method: string, pathname: string, body: string): Promise<Answer> {
+    const path = pathname.replace(/\/+$/, "");
+    try {
+      if (closed) return httpError(503, "The database server is closed", "SERVER_CLOSED");
+      if (path === "/v2" && method === "GET") return { status: 200, headers: TEXT_HEADERS, body: "Hrana v2 (local bridge)\n" };
+      if (path === "/v2/pipeline" && method === "POST") return await pipeline(body);
+      return { status: 404, headers: TEXT_HEADERS, body: "Not found\n" }; // includes /v3*, so the client falls back to v2
+    } catch (e) {
+      log(`hrana: ${(e as Error).stack ?? String(e)}`);
+      return httpError(500, (e as Error).message, "INTERNAL_ERROR");
+    }
+  }
+
   return {
     async handle(request) {
-      const { pathname } = new URL(request.url);
-      const path = pathname.replace(/\/+$/, "");
-      try {
-        if (closed) return httpError(503, "The database server is closed", "SERVER_CLOSED");
-        if (path === "/v2" && request.method === "GET") return new Response("Hrana v2 (local bridge)\n");
-        if (path === "/v2/pipeline" && request.method === "POST") return await pipeline(request);
-        return new Response("Not found\n", { status: 404 }); // includes /v3*, so the client falls back to v2
-      } catch (e) {
-        log(`hrana: ${(e as Error).stack ?? String(e)}`);
-        return httpError(500, (e as Error).message, "INTERNAL_ERROR");
-      }
+      const result = await answer(request.method, new URL(request.url).pathname, request.method === "POST" ? await request.text() : "");
+      return new Response(result.body, { status: result.status, headers: result.headers });
     },
+    answer,
     close() {
       if (closed) return;
       closed = true;
@@ -306,6 +343,18 @@ function bindParams(sql: string, stmt: ProtoStmt): SqlValue[] | Record<string, S
 // Literals, quoted identifiers and comments are matched first so a `?` or `:x` inside them is skipped.
 const SQL_TOKENS = /'(?:[^']|'')*'|"(?:[^"]|"")*"|`(?:[^`]|``)*`|\[[^\]]*\]|--[^\n]*|\/\*[\s\S]*?(?:\*\/|$)|\?(\d*)|([:@$][A-Za-z0-9_]+)/g;
 
+const QUOTED_OR_COMMENT = /'(?:[^']|'')*'|"(?:[^"]|"")*"|`(?:[^`]|``)*`|\[[^\]]*\]|--[^\n]*|\/\*[\s\S]*?(?:\*\/|$)/g;
+
+/**
+ * True when `sql` holds more than one statement. libsql would silently run only the first, so
+ * such an execute is refused, as sqld does. A trigger's body is one statement despite its `;`s.
+ */
+function hasSeveralStatements(sql: string): boolean {
+  const bare = sql.replace(QUOTED_OR_COMMENT, " ");
+  if (/^\s*CREATE\s+(TEMP\s+|TEMPORARY\s+)?TRIGGER\b/i.test(bare)) return false;
+  return /;\s*[^\s;]/.test(bare);
+}
+
 /** Parameter names by index as SQLite numbers them (null for `?`), and whether a bare `?` occurs. */
 function scanParams(sql: string): { names: (string | null)[]; anonymous: boolean } {
   const names: (string | null)[] = [];
@@ -323,15 +372,35 @@ function toProtoError(e: unknown): ProtoError {
   return { message: typeof message === "string" ? message : String(e), ...(typeof code === "string" ? { code } : {}) };
 }
 
-/** Serves `server.handle` over plain HTTP, for tests and tools that speak Hrana to a URL. */
-export function serveHranaOverHttp(server: HranaServer, port: number, host = "127.0.0.1"): Promise<{ url: string; close(): Promise<void> }> {
-  const http = createServer((req, res) => void forward(server, req, res));
+/**
+ * Serves `server.handle` over plain HTTP: to the local Worker (as an external service binding,
+ * which workerd reaches directly) and to tests. With `authToken`, every request must carry
+ * `Authorization: Bearer <authToken>`, as libSQL servers require, so other local users cannot
+ * reach the database through the loopback port.
+ */
+export function serveHranaOverHttp(
+  server: HranaServer,
+  port: number,
+  host = "127.0.0.1",
+  options: { authToken?: string } = {},
+): Promise<{ url: string; port: number; close(): Promise<void> }> {
+  const expected = options.authToken ? Buffer.from(`Bearer ${options.authToken}`) : null;
+  const http = createServer((req, res) => {
+    const given = Buffer.from(req.headers.authorization ?? "");
+    if (expected && (given.length !== expected.length || !timingSafeEqual(given, expected))) {
+      res.writeHead(401, JSON_HEADERS).end(JSON.stringify({ message: "Missing or wrong auth token", code: "AUTH_FAILED" }));
+      return;
+    }
+    void forward(server, req, res);
+  });
+  http.keepAliveTimeout = 60_000;
   return new Promise((resolve, reject) => {
     http.once("error", reject);
     http.listen(port, host, () => {
       const { port: bound } = http.address() as AddressInfo;
       resolve({
         url: `http://${host.includes(":") ? `[${host}]` : host}:${bound}`,
+        port: bound,
         close: () => new Promise<void>((done, fail) => {
           http.close((err) => (err ? fail(err) : done()));
           http.closeAllConnections(); // keep-alive sockets would otherwise hold close() open
@@ -345,17 +414,10 @@ async function forward(server: HranaServer, req: IncomingMessage, res: ServerRes
   try {
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
-    const headers = new Headers();
-    for (let i = 0; i < req.rawHeaders.length; i += 2) headers.append(req.rawHeaders[i]!, req.rawHeaders[i + 1]!);
-    const hasBody = req.method !== "GET" && req.method !== "HEAD";
-    const request = new Request(new URL(req.url ?? "/", `http://${req.headers.host ?? "localhost"}`), {
-      method: req.method,
-      headers,
-      body: hasBody ? Buffer.concat(chunks) : undefined,
-    });
-    const response = await server.handle(request);
-    res.writeHead(response.status, Object.fromEntries(response.headers));
-    res.end(Buffer.from(await response.arrayBuffer()));
+    const pathname = new URL(req.url ?? "/", "http://localhost").pathname;
+    const result = await server.answer(req.method ?? "GET", pathname, Buffer.concat(chunks).toString("utf8"));
+    res.writeHead(result.status, result.headers);
+    res.end(result.body);
   } catch (e) {
     if (!res.headersSent) res.writeHead(500, { "content-type": "text/plain" });
     res.end(String(e));
