@@ -1,6 +1,7 @@
 import type { User } from "../shared/schemas/users";
 import type { Config } from "./config";
 import type { Database } from "./db/client";
+import type { workers } from "./db/schema";
 import type { Env } from "./env";
 import type { Logger } from "./log";
 
@@ -22,5 +23,7 @@ export interface AppEnv {
     log: Logger;
     requestId: string;
     principal: Principal | null;
+    /** The worker whose token authenticated a runner's request ("worker" routes). */
+    worker: typeof workers.$inferSelect | null;
   };
 }

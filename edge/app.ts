@@ -5,8 +5,12 @@ import { requestContext } from "./middleware/request-context";
 import { createRouter, handleError } from "./router";
 import { auth } from "./routes/auth";
 import { docsRoutes } from "./routes/docs";
+import { environments } from "./routes/environments";
 import { health } from "./routes/health";
+import { queue } from "./routes/queue";
+import { system } from "./routes/system";
 import { users } from "./routes/users";
+import { workersRoutes } from "./routes/workers";
 
 /**
  * The whole HTTP API: context and authorisation for every request, then one router per area.
@@ -21,12 +25,17 @@ export function createApp() {
   app.route("/", health);
   app.route("/", auth);
   app.route("/", users);
+  app.route("/", environments);
+  app.route("/", queue);
+  app.route("/", system);
+  app.route("/", workersRoutes);
   app.route("/", docsRoutes(app));
   app.notFound((c) => c.json(new ApiError(404, "not_found", `No route for ${c.req.method} ${new URL(c.req.url).pathname}`).body(), 404));
   app.onError(handleError);
   app.openAPIRegistry.registerComponent("securitySchemes", "apiKey", { type: "apiKey", in: "header", name: "X-API-Key" });
   app.openAPIRegistry.registerComponent("securitySchemes", "bearer", { type: "http", scheme: "bearer" });
   app.openAPIRegistry.registerComponent("securitySchemes", "session", { type: "apiKey", in: "cookie", name: "st_session" });
+  app.openAPIRegistry.registerComponent("securitySchemes", "workerToken", { type: "http", scheme: "bearer", description: "A worker token (stw_...) for /api/workers/*" });
   return app;
 }
 

@@ -1,3 +1,5 @@
+import type { SchedulerNamespace } from "./scheduler/types";
+
 /** A service binding, as far as this code uses one (workerd's Fetcher, or Miniflare's in Node). */
 export interface ServiceBinding {
   fetch(request: Request): Promise<Response>;
@@ -18,6 +20,8 @@ export interface Env {
   SERVICE_LOG_LEVEL?: string;
   SERVICE_LOG_FORMAT?: string;
   SERVICE_PUBLIC_URL?: string;
+  /** The Scheduler Durable Object (one instance, named "main"). */
+  SCHEDULER: SchedulerNamespace;
   /** Local default only: when the host process started (ISO 8601), for uptime. */
   SERVICE_STARTED_AT?: string;
 }

@@ -1,6 +1,8 @@
 import { createApp } from "./app";
 import type { Env } from "./env";
 
+export { Scheduler } from "./scheduler/scheduler";
+
 const app = createApp();
 
 export default {

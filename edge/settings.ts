@@ -1,17 +1,26 @@
 import { eq } from "drizzle-orm";
 import type { Database } from "./db/client";
 import { settings } from "./db/schema";
+import { APPROVAL_DEFAULTS, CONCURRENCY_DEFAULTS, type ApprovalRules, type ConcurrencySettings } from "../shared/schemas/queue";
 
 /** Service settings stored in libSQL, JSON-encoded, with their defaults. */
 export const SETTING_DEFAULTS = {
   registration_enabled: false,
+  /** Spec 2.3 limits and the scheduler's settings (POST /api/queue/concurrency). */
+  concurrency: CONCURRENCY_DEFAULTS as ConcurrencySettings,
+  /** When a submission needs an admin's approval (PUT /api/queue/approval-rules). */
+  approval_rules: APPROVAL_DEFAULTS as ApprovalRules,
 } satisfies Record<string, unknown>;
 export type SettingKey = keyof typeof SETTING_DEFAULTS;
 type SettingValue<K extends SettingKey> = (typeof SETTING_DEFAULTS)[K];
 
 export async function getSetting<K extends SettingKey>(db: Database, key: K): Promise<SettingValue<K>> {
   const [row] = await db.select({ value: settings.value }).from(settings).where(eq(settings.key, key));
-  return row ? (JSON.parse(row.value) as SettingValue<K>) : SETTING_DEFAULTS[key];
+  if (!row) return SETTING_DEFAULTS[key];
+  const stored = JSON.parse(row.value) as SettingValue<K>;
+  // Object settings gain fields over time: a stored value keeps the defaults of fields added since.
+  const fallback = SETTING_DEFAULTS[key];
+  return typeof fallback === "object" && fallback !== null ? ({ ...fallback, ...(stored as object) } as SettingValue<K>) : stored;
 }
 
 export async function setSetting<K extends SettingKey>(db: Database, key: K, value: SettingValue<K>): Promise<void> {

@@ -9,8 +9,10 @@ import type { Level } from "./levels";
  * - { level }: a session or API key of a user holding at least that level.
  * - { level, session: true }: as above, but only through a session cookie (an API key cannot
  *   mint further credentials).
+ * - "worker": a worker token (`Authorization: Bearer stw_...`), for the runner on a GPU box;
+ *   user credentials are refused there.
  */
-export type Access = "public" | { level: Level; session?: true };
+export type Access = "public" | "worker" | { level: Level; session?: true };
 
 export const ROUTE_ACCESS: Record<string, Access> = {
   "GET /api/cloud/health": "public",
@@ -34,6 +36,38 @@ export const ROUTE_ACCESS: Record<string, Access> = {
   "GET /api/users/me": { level: "viewer" },
   "GET /api/users": { level: "admin" },
   "POST /api/users": { level: "admin" },
+
+  "POST /api/configs/environments": { level: "researcher" },
+  "GET /api/configs/": { level: "viewer" },
+  "GET /api/configs": { level: "viewer" },
+  "GET /api/configs/examples": { level: "viewer" },
+  "GET /api/configs/{name}": { level: "viewer" },
+  "PUT /api/configs/{name}": { level: "researcher" },
+  "POST /api/configs/{name}/activate": { level: "researcher" },
+  "POST /api/configs/{name}/dataloader": { level: "researcher" },
+  "GET /api/configs/{name}/export": { level: "viewer" },
+
+  "GET /api/queue": { level: "viewer" },
+  "GET /api/queue/stats": { level: "viewer" },
+  "GET /api/queue/me": { level: "viewer" },
+  "GET /api/queue/position/{job_id}": { level: "viewer" },
+  "POST /api/queue/submit": { level: "researcher" },
+  "POST /api/queue/{job_id}/cancel": { level: "researcher" },
+  "POST /api/queue/{job_id}/priority": { level: "lead" },
+  "POST /api/queue/{job_id}/approve": { level: "admin" },
+  "POST /api/queue/{job_id}/reject": { level: "admin" },
+  "GET /api/queue/concurrency": { level: "viewer" },
+  "POST /api/queue/concurrency": { level: "admin" },
+  "GET /api/queue/approval-rules": { level: "viewer" },
+  "PUT /api/queue/approval-rules": { level: "admin" },
+  "POST /api/queue/process": { level: "admin" },
+  "POST /api/queue/cleanup": { level: "admin" },
+  "GET /api/system/status": { level: "viewer" },
+
+  "GET /api/admin/workers": { level: "admin" },
+  "POST /api/admin/workers": { level: "admin" },
+  "POST /api/workers/register": "worker",
+  "POST /api/workers/heartbeat": "worker",
 };
 
 /** The access rule for a route, admin-only when the table does not name it. */

@@ -36,6 +36,7 @@ const ROWS_AT: Record<number, { sql: string; args: (string | number)[] }[]> = {
 
 const V2_DEFAULTS = { team_id: null, priority_override: null, requires_approval: 0, approval_id: null, attempt: 1, max_attempts: 3 };
 const V3_DEFAULTS = { allocated_gpus: null, job_type: "cloud", num_processes: 1 };
+const V6_DEFAULTS = { target: "auto", worker_labels: null, device_ids: null, any_gpu: 0, worker_id: null };
 
 describe("schema migrations", () => {
   it("are a numbered series in which version 3 adds the GPU allocation fields", () => {
@@ -69,8 +70,10 @@ describe("schema migrations", () => {
     });
     expect(rows.map((r) => r.job_id)).toEqual(written);
     const byId = Object.fromEntries(rows.map((r) => [r.job_id, r]));
-    expect(byId["job-v1-a"]).toMatchObject({ user_id: 7, config_name: "sdxl", priority: 20, status: "pending", metadata: '{"run_name":"a"}', position: 0, provider: "replicate", ...V2_DEFAULTS, ...V3_DEFAULTS });
-    expect(byId["job-v1-b"]).toMatchObject({ status: "completed", estimated_cost: 2.5, completed_at: "2026-01-01T01:00:00Z", ...V2_DEFAULTS, ...V3_DEFAULTS });
+    // The pending cloud job is kept, and the start-up scheduler pass (spec 6.6) starts it: capacity is free.
+    expect(byId["job-v1-a"]).toMatchObject({ user_id: 7, config_name: "sdxl", priority: 20, status: "running", metadata: '{"run_name":"a"}', position: 0, provider: "replicate", ...V2_DEFAULTS, ...V3_DEFAULTS, ...V6_DEFAULTS });
+    expect(byId["job-v1-a"]!.started_at).toEqual(expect.any(String));
+    expect(byId["job-v1-b"]).toMatchObject({ status: "completed", estimated_cost: 2.5, completed_at: "2026-01-01T01:00:00Z", ...V2_DEFAULTS, ...V3_DEFAULTS, ...V6_DEFAULTS });
     if (version >= 2) expect(byId["job-v2"]).toMatchObject({ team_id: "vision", priority_override: 25, requires_approval: 1, attempt: 2, max_attempts: 3, ...V3_DEFAULTS });
     if (version >= 3) expect(byId["job-v3"]).toMatchObject({ allocated_gpus: "[0,1]", job_type: "local", num_processes: 2 });
   });

@@ -41,7 +41,7 @@ describe("the API description", () => {
     const createUser = doc.paths["/api/users"].post;
     expect(createUser.responses["422"].content["application/json"].schema.$ref).toBe("#/components/schemas/Error");
     expect(createUser.requestBody.content["application/json"].schema.$ref).toBe("#/components/schemas/UserCreate");
-    expect(Object.keys(doc.components.securitySchemes).sort()).toEqual(["apiKey", "bearer", "session"]);
+    expect(Object.keys(doc.components.securitySchemes).sort()).toEqual(["apiKey", "bearer", "session", "workerToken"]);
   });
 
   it("serves Swagger UI and ReDoc from this service, not a CDN", async () => {

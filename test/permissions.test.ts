@@ -8,7 +8,7 @@ const keys = {} as Record<Level, { key: string; cookie: string }>;
 
 // A concrete path for each route pattern; bodies are left empty, so allowed calls stop at
 // validation (4xx other than 401/403) and change nothing.
-const concretePath = (pattern: string) => pattern.replace("{key_id}", "999999").replace("{file}", "swagger-ui.css");
+const concretePath = (pattern: string) => pattern.replace("{key_id}", "999999").replace("{file}", "swagger-ui.css").replace("{job_id}", "no-such-job").replace("{name}", "no-such-env");
 const routes = Object.entries(ROUTE_ACCESS).map(([route, access]) => {
   const [method, pattern] = route.split(" ") as [string, string];
   return { method, path: concretePath(pattern), access };
@@ -36,8 +36,16 @@ describe("the level/permission table (shared/permissions.ts, README)", () => {
     expect([401, 403]).not.toContain(reply.status);
   });
 
+  it.each(routes.filter((r) => r.access === "worker"))("$method $path refuses every user credential (worker token only)", async ({ method, path }) => {
+    for (const level of LEVELS) {
+      const reply = await t.call(method, path, { json: {}, auth: { bearer: keys[level].key } });
+      expect(reply.status).toBe(401);
+      expect(reply.body.code).toBe("invalid_worker_token");
+    }
+  });
+
   const cases = routes.flatMap((route) =>
-    route.access === "public" ? [] : LEVELS.map((level) => ({ ...route, level, allowed: levelAtLeast(level, (route.access as { level: Level }).level) })),
+    route.access === "public" || route.access === "worker" ? [] : LEVELS.map((level) => ({ ...route, level, allowed: levelAtLeast(level, (route.access as { level: Level }).level) })),
   );
   it.each(cases)("$method $path as $level: allowed=$allowed", async ({ method, path, level, allowed, access }) => {
     const sessionOnly = typeof access === "object" && access.session === true;
@@ -69,7 +77,7 @@ describe("the README's level/permission table", () => {
     const { readFileSync } = await import("node:fs");
     const readme = readFileSync(new URL("../README.md", import.meta.url), "utf8");
     const rows = new Map([...readme.matchAll(/^\| `([A-Z]+ [^`]+)` \| ([^|]+) \|$/gm)].map((m) => [m[1]!, m[2]!.trim()]));
-    const expected = Object.entries(ROUTE_ACCESS).map(([route, access]) => [route, access === "public" ? "public" : access.session ? `${access.level}, session cookie only` : access.level]);
+    const expected = Object.entries(ROUTE_ACCESS).map(([route, access]) => [route, access === "public" ? "public" : access === "worker" ? "worker token" : access.session ? `${access.level}, session cookie only` : access.level]);
     expect(Object.fromEntries(rows)).toEqual(Object.fromEntries(expected));
   });
 });

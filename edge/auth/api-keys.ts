@@ -76,6 +76,7 @@ const keyLookupFields = {
   username: users.username,
   email: users.email,
   createdAt: users.createdAt,
+  teamId: users.teamId,
   disabledAt: users.disabledAt,
   levels: levelsOf(users.id),
 };
@@ -89,6 +90,7 @@ const keyLookup = compileSelect<{
   username: string;
   email: string;
   createdAt: string;
+  teamId: string | null;
   disabledAt: string | null;
   levels: string | null;
 }>(

@@ -25,7 +25,7 @@ export async function createSession(db: Database, userId: number, rememberMe: bo
 export async function findSessionUser(db: Database, token: string): Promise<{ user: User; tokenHash: string } | null> {
   const tokenHash = await sha256Hex(token);
   const [row] = await db
-    .select({ id: users.id, username: users.username, email: users.email, createdAt: users.createdAt, disabledAt: users.disabledAt, levels: levelsOf(users.id) })
+    .select({ id: users.id, username: users.username, email: users.email, createdAt: users.createdAt, teamId: users.teamId, disabledAt: users.disabledAt, levels: levelsOf(users.id) })
     .from(sessions)
     .innerJoin(users, eq(users.id, sessions.userId))
     .where(and(eq(sessions.tokenHash, tokenHash), gt(sessions.expiresAt, new Date().toISOString())));

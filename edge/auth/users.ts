@@ -11,6 +11,7 @@ export interface NewUser {
   email: string;
   username: string;
   password: string;
+  team_id?: string;
 }
 
 /** The comma-separated levels of a user, as one column: keeps authentication to one query. */
@@ -18,7 +19,7 @@ export const levelsOf = (userId: typeof users.id) =>
   sql<string | null>`(SELECT group_concat(${userLevels.level}) FROM ${userLevels} WHERE ${userLevels.userId} = ${userId})`;
 
 /** Shapes a user row and its levels for the API. */
-export function toUser(row: { id: number; username: string; email: string; createdAt: string }, levelList: string | null): User {
+export function toUser(row: { id: number; username: string; email: string; createdAt: string; teamId: string | null }, levelList: string | null): User {
   const held = (levelList ?? "").split(",").filter(Boolean) as Level[];
   const level = highestLevel(held);
   return {
@@ -28,11 +29,12 @@ export function toUser(row: { id: number; username: string; email: string; creat
     levels: held.sort((a, b) => LEVEL_PRIORITY[b] - LEVEL_PRIORITY[a]),
     level,
     priority: level ? LEVEL_PRIORITY[level] : 0,
+    team_id: row.teamId,
     created_at: row.createdAt,
   };
 }
 
-const userColumns = { id: users.id, username: users.username, email: users.email, createdAt: users.createdAt };
+const userColumns = { id: users.id, username: users.username, email: users.email, createdAt: users.createdAt, teamId: users.teamId };
 
 export async function getUser(db: Database, id: number): Promise<User | null> {
   const [row] = await db.select({ ...userColumns, levels: levelsOf(users.id) }).from(users).where(eq(users.id, id));
@@ -86,7 +88,7 @@ export async function createUser(db: Database, input: NewUser, levelNames: reado
   try {
     const [inserted] = await db.$client.batch(
       [
-        { sql: `INSERT INTO users (username, email, password_hash, created_at) VALUES (?, ?, ?, ?)`, args: [input.username, input.email, passwordHash, now] },
+        { sql: `INSERT INTO users (username, email, password_hash, created_at, team_id) VALUES (?, ?, ?, ?, ?)`, args: [input.username, input.email, passwordHash, now, input.team_id ?? null] },
         ...[...new Set(levelNames)].map((level) => ({
           sql: `INSERT INTO user_levels (user_id, level) SELECT id, ? FROM users WHERE username = ?`,
           args: [level, input.username],

@@ -30,6 +30,41 @@ export const queueEntries = sqliteTable("queue_entries", {
   allocatedGpus: text("allocated_gpus"),
   jobType: text("job_type").notNull().default("cloud"),
   numProcesses: integer("num_processes").notNull().default(1),
+  target: text("target").notNull().default("auto"),
+  workerLabels: text("worker_labels"),
+  deviceIds: text("device_ids"),
+  anyGpu: integer("any_gpu").notNull().default(0),
+  workerId: integer("worker_id"),
+  updatedAt: text("updated_at"),
+});
+
+export const approvalRequests = sqliteTable("approval_requests", {
+  id: integer("id").primaryKey({ autoIncrement: true }),
+  entryId: integer("entry_id").notNull(),
+  jobId: text("job_id").notNull(),
+  rule: text("rule").notNull(),
+  status: text("status").notNull().default("pending"),
+  requestedAt: text("requested_at").notNull(),
+  decidedAt: text("decided_at"),
+  decidedBy: integer("decided_by").references(() => users.id),
+  reason: text("reason"),
+});
+
+export const workers = sqliteTable("workers", {
+  id: integer("id").primaryKey({ autoIncrement: true }),
+  name: text("name").notNull().unique(),
+  role: text("role").notNull().default("remote"),
+  status: text("status").notNull().default("connecting"),
+  labels: text("labels").notNull().default("{}"),
+  gpus: text("gpus").notNull().default("[]"),
+  hostname: text("hostname"),
+  hostStats: text("host_stats"),
+  tokenPrefix: text("token_prefix").notNull().unique(),
+  tokenHash: text("token_hash").notNull(),
+  createdAt: text("created_at").notNull(),
+  registeredAt: text("registered_at"),
+  lastHeartbeat: text("last_heartbeat"),
+  idleSince: text("idle_since"),
 });
 
 export const levels = sqliteTable("levels", {
@@ -45,6 +80,7 @@ export const users = sqliteTable("users", {
   passwordHash: text("password_hash").notNull(),
   createdAt: text("created_at").notNull(),
   disabledAt: text("disabled_at"),
+  teamId: text("team_id"),
 });
 
 export const userLevels = sqliteTable(
@@ -78,5 +114,21 @@ export const apiKeys = sqliteTable("api_keys", {
 export const settings = sqliteTable("settings", {
   key: text("key").primaryKey(),
   value: text("value").notNull(),
+  updatedAt: text("updated_at").notNull(),
+});
+
+export const environments = sqliteTable("environments", {
+  id: integer("id").primaryKey({ autoIncrement: true }),
+  name: text("name").notNull().unique(),
+  description: text("description"),
+  modelFamily: text("model_family"),
+  modelFlavour: text("model_flavour"),
+  modelType: text("model_type"),
+  loraType: text("lora_type"),
+  tags: text("tags", { mode: "json" }).$type<string[]>().notNull().default([]),
+  config: text("config", { mode: "json" }).$type<import("../../shared/schemas/environments").ConfigOptions>().notNull().default({}),
+  dataloader: text("dataloader", { mode: "json" }).$type<import("../../shared/schemas/environments").DataloaderDataset[]>().notNull().default([]),
+  createdBy: integer("created_by").references(() => users.id),
+  createdAt: text("created_at").notNull(),
   updatedAt: text("updated_at").notNull(),
 });

@@ -118,6 +118,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       compatibilityFlags: ["nodejs_compat"],
       defaultPersistRoot: join(dataDir, "worker"),
       r2Buckets: ["STORAGE"],
+      durableObjects: { SCHEDULER: { className: "Scheduler", useSQLite: true } },
       bindings: {
         LIBSQL_URL: "http://libsql.internal",
         LIBSQL_AUTH_TOKEN: bridgeToken,
@@ -143,6 +144,12 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       await mf.dispose().catch(() => {});
       throw new StartupError(`the Worker runtime failed to start on ${host}:${port}: ${(error as Error).message.split("\n")[0]}`);
     }
+    // Spec 6.6: the queue is processed once at start-up (queued jobs start where capacity exists);
+    // this also arms the Scheduler's 5 s alarm.
+    const scheduler = await mf.getDurableObjectNamespace("SCHEDULER");
+    const startup = await scheduler.get(scheduler.idFromName("main")).fetch("http://scheduler/pass?trigger=startup");
+    const passed = (await startup.json()) as { started: string[] };
+    if (passed.started.length) log.info(`start-up scheduler pass started ${passed.started.length} job(s)`);
     return {
       url,
       dataDir,

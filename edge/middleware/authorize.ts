@@ -7,6 +7,7 @@ import type { AppEnv, Principal } from "../app-env";
 import { findApiKeyUser } from "../auth/api-keys";
 import { findSessionUser, SESSION_COOKIE } from "../auth/sessions";
 import { ApiError } from "../errors";
+import { findWorkerByToken } from "../workers/workers";
 
 const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
 
@@ -64,6 +65,14 @@ export function authorize(): MiddlewareHandler<AppEnv> {
     const method = c.req.method === "HEAD" ? "GET" : c.req.method;
     const access = accessFor(method, pattern);
     if (access === "public") return next();
+    if (access === "worker") {
+      const token = /^Bearer\s+(\S+)$/i.exec(c.req.header("authorization") ?? "")?.[1];
+      if (!token) throw new ApiError(401, "unauthenticated", "A worker token is required: Authorization: Bearer stw_...", undefined, { "WWW-Authenticate": "Bearer" });
+      const worker = await findWorkerByToken(c.get("db"), token);
+      if (!worker) throw new ApiError(401, "invalid_worker_token", "The worker token is invalid or its worker was removed", undefined, { "WWW-Authenticate": "Bearer" });
+      c.set("worker", worker);
+      return next();
+    }
 
     const principal = await identify(c);
     if (!principal) {

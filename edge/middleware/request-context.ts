@@ -23,6 +23,7 @@ export function requestContext(): MiddlewareHandler<AppEnv> {
     c.set("log", log);
     c.set("db", openDatabase(config));
     c.set("principal", null);
+    c.set("worker", null);
     await next();
     c.header("X-Request-ID", requestId);
     const status = c.res.status;

@@ -12,6 +12,10 @@ export const Password = z
   .min(8, "at least 8 characters")
   .max(1024, "at most 1024 characters")
   .openapi({ format: "password", example: "correct horse battery" });
+export const TeamId = z
+  .string()
+  .regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/, "1 to 64 letters, digits, '.', '_' or '-'")
+  .openapi({ description: "Team for fair share (spec 2.3)", example: "vision" });
 export const LevelName = z.enum(LEVELS).openapi({ description: "User level (spec 2.2)" });
 
 export const User = z
@@ -22,6 +26,7 @@ export const User = z
     levels: z.array(LevelName),
     level: LevelName.nullable().openapi({ description: "The highest level held; it decides permissions" }),
     priority: z.number().int().openapi({ description: "Queue priority given by the level (spec 2.2)" }),
+    team_id: z.string().nullable().openapi({ description: "The team whose fair-share limit the user's jobs count against" }),
     created_at: Timestamp,
   })
   .openapi("User");
@@ -33,6 +38,7 @@ export const UserCreate = z
     username: Username,
     password: Password,
     level_names: z.array(LevelName).min(1).default(["researcher"]).openapi({ example: ["researcher"] }),
+    team_id: TeamId.optional(),
   })
   .openapi("UserCreate");
 

@@ -2,6 +2,8 @@ import { v1 } from "./0001_queue_entries";
 import { v2 } from "./0002_queue_fair_share_and_approvals";
 import { v3 } from "./0003_queue_gpu_allocation";
 import { v4 } from "./0004_users_and_credentials";
+import { v5 } from "./0005_environments";
+import { v6 } from "./0006_scheduler_and_workers";
 
 /** One schema version: statements applied together in one transaction. */
 export interface Migration {
@@ -11,5 +13,5 @@ export interface Migration {
 }
 
 /** Every schema version, in order. Append; never edit one that has shipped. */
-export const MIGRATIONS: readonly Migration[] = [v1, v2, v3, v4];
+export const MIGRATIONS: readonly Migration[] = [v1, v2, v3, v4, v5, v6];
 export const LATEST_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;

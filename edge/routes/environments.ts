@@ -1,0 +1,160 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import { ErrorBody } from "../../shared/schemas/common";
+import {
+  ConfigListQuery,
+  DataloaderRegenerated,
+  Environment,
+  EnvironmentActivated,
+  EnvironmentCreate,
+  EnvironmentExport,
+  EnvironmentList,
+  EnvironmentParams,
+  EnvironmentUpdate,
+  ExampleList,
+} from "../../shared/schemas/environments";
+import { activateEnvironment } from "../environments/activate";
+import { regenerateDataloader } from "../environments/dataloader";
+import { createEnvironment, exportEnvironment, getEnvironment, listEnvironments, updateEnvironment } from "../environments/environments";
+import { EXAMPLE_ENVIRONMENTS } from "../environments/examples";
+import { principalOf } from "../middleware/authorize";
+import { createRouter } from "../router";
+
+export const environments = createRouter();
+
+const tags = ["Environments"];
+const json = <T extends z.ZodType>(schema: T, description: string) => ({ description, content: { "application/json": { schema } } });
+const body = <T extends z.ZodType>(schema: T) => ({ body: { required: true, content: { "application/json": { schema } } } });
+const errors = {
+  401: json(ErrorBody, "No valid credential"),
+  403: json(ErrorBody, "Credential valid but level too low"),
+  422: json(ErrorBody, "Invalid name, body or query"),
+};
+const notFound = { 404: json(ErrorBody, "No environment of that name") };
+
+environments.openapi(
+  createRoute({
+    method: "post",
+    path: "/api/configs/environments",
+    tags,
+    summary: "Create an environment with a starter option map and dataloader",
+    description:
+      "The option map starts with `--model_family`, `--model_flavour`, `--model_type` and `--lora_type` for the fields given. " +
+      "The dataloader starts with one image dataset read from `datasets/<name>` and the default text-embed dataset, cached under `cache/<name>/`.",
+    request: body(EnvironmentCreate),
+    responses: { 201: json(Environment, "Created"), 409: json(ErrorBody, "The name is taken"), ...errors },
+  }),
+  async (c) => {
+    const env = await createEnvironment(c.get("db"), c.req.valid("json"), principalOf(c).user.id);
+    c.get("log").info("environment created", { environment: env.name, by: principalOf(c).user.id });
+    return c.json(env, 201);
+  },
+);
+
+// Served with and without the trailing slash: clients in the field call both.
+for (const path of ["/api/configs/", "/api/configs"] as const) {
+  environments.openapi(
+    createRoute({
+      method: "get",
+      path,
+      tags,
+      summary: path.endsWith("/") ? "List environments" : "List environments (same as GET /api/configs/)",
+      request: { query: ConfigListQuery },
+      responses: { 200: json(EnvironmentList, "Every environment, by name"), ...errors },
+    }),
+    async (c) => c.json({ environments: await listEnvironments(c.get("db")) }, 200),
+  );
+}
+
+// Registered before /api/configs/{name}, which "examples" would otherwise match.
+environments.openapi(
+  createRoute({
+    method: "get",
+    path: "/api/configs/examples",
+    tags,
+    summary: "The example environments shipped with the service",
+    responses: { 200: json(ExampleList, "Templates to copy"), 401: errors[401] },
+  }),
+  (c) => c.json({ examples: [...EXAMPLE_ENVIRONMENTS] }, 200),
+);
+
+environments.openapi(
+  createRoute({
+    method: "get",
+    path: "/api/configs/{name}",
+    tags,
+    summary: "An environment with its option map (`config`) and dataloader",
+    request: { params: EnvironmentParams },
+    responses: { 200: json(Environment, "The environment"), ...notFound, ...errors },
+  }),
+  async (c) => c.json(await getEnvironment(c.get("db"), c.req.valid("param").name), 200),
+);
+
+environments.openapi(
+  createRoute({
+    method: "put",
+    path: "/api/configs/{name}",
+    tags,
+    summary: "Rename an environment or replace its description, tags or option map",
+    description:
+      "Fields left out are kept. `config` replaces the whole option map (it is not merged): send every option to keep. " +
+      "`model_family`, `model_flavour`, `model_type` and `lora_type` follow the new map's `--model_family`, `--model_flavour`, `--model_type` and `--lora_type`. " +
+      "A rename keeps the environment active if it was, and keeps its dataloader paths (regenerate the dataloader to follow the new name).",
+    request: { params: EnvironmentParams, ...body(EnvironmentUpdate) },
+    responses: { 200: json(Environment, "Saved"), ...notFound, 409: json(ErrorBody, "The new name is taken"), ...errors },
+  }),
+  async (c) => {
+    const { name } = c.req.valid("param");
+    const env = await updateEnvironment(c.get("db"), name, c.req.valid("json"));
+    c.get("log").info("environment updated", { environment: env.name, was: name, by: principalOf(c).user.id });
+    return c.json(env, 200);
+  },
+);
+
+environments.openapi(
+  createRoute({
+    method: "post",
+    path: "/api/configs/{name}/activate",
+    tags,
+    summary: "Make this the active environment (there is at most one)",
+    request: { params: EnvironmentParams },
+    responses: { 200: json(EnvironmentActivated, "Activated"), ...notFound, ...errors },
+  }),
+  async (c) => {
+    const { name } = c.req.valid("param");
+    await activateEnvironment(c.get("db"), name);
+    c.get("log").info("environment activated", { environment: name, by: principalOf(c).user.id });
+    return c.json({ success: true as const, active: name }, 200);
+  },
+);
+
+environments.openapi(
+  createRoute({
+    method: "post",
+    path: "/api/configs/{name}/dataloader",
+    tags,
+    summary: "Replace the dataloader with the starter one for this name",
+    request: { params: EnvironmentParams },
+    responses: { 200: json(DataloaderRegenerated, "The new dataloader"), ...notFound, ...errors },
+  }),
+  async (c) => {
+    const { name } = c.req.valid("param");
+    const dataloader = await regenerateDataloader(c.get("db"), name);
+    c.get("log").info("environment dataloader regenerated", { environment: name, by: principalOf(c).user.id });
+    return c.json({ success: true as const, dataloader }, 200);
+  },
+);
+
+environments.openapi(
+  createRoute({
+    method: "get",
+    path: "/api/configs/{name}/export",
+    tags,
+    summary: "Download an environment as `<name>.json`",
+    request: { params: EnvironmentParams },
+    responses: { 200: json(EnvironmentExport, "The exported configuration, as an attachment"), ...notFound, ...errors },
+  }),
+  async (c) => {
+    const exported = await exportEnvironment(c.get("db"), c.req.valid("param").name);
+    return c.json(exported, 200, { "Content-Disposition": `attachment; filename="${exported.name}.json"` });
+  },
+);

@@ -1,0 +1,292 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import type { Context } from "hono";
+import { levelAtLeast } from "../../shared/levels";
+import { ErrorBody } from "../../shared/schemas/common";
+import {
+  ApprovalRules,
+  ApprovalRulesUpdate,
+  CleanupQuery,
+  CleanupResult,
+  ConcurrencySettings,
+  ConcurrencyUpdate,
+  JobActionResult,
+  JobIdParam,
+  LocalSubmit,
+  LocalSubmitResult,
+  MyQueue,
+  Position,
+  PriorityUpdate,
+  ProcessResult,
+  QueueList,
+  QueueListQuery,
+  QueueStats,
+  RejectQuery,
+} from "../../shared/schemas/queue";
+import type { AppEnv } from "../app-env";
+import { principalOf } from "../middleware/authorize";
+import { getEntry, listEntries, toQueueEntry, userEntries, type EntryRow } from "../queue/entries";
+import { queueStats } from "../queue/stats";
+import { prepareLocalJob } from "../queue/submit";
+import { cancelJob, cleanupQueue, decideApproval, overridePriority } from "../queue/transitions";
+import { createRouter } from "../router";
+import type { WaitInfo } from "../scheduler/types";
+import { schedulerOf } from "../scheduler/stub";
+import { getSetting, setSetting } from "../settings";
+
+export const queue = createRouter();
+
+const tags = ["Queue"];
+const json = <T extends z.ZodType>(schema: T, description: string) => ({ description, content: { "application/json": { schema } } });
+const errors = {
+  401: json(ErrorBody, "No valid credential"),
+  403: json(ErrorBody, "Level too low"),
+  404: json(ErrorBody, "No such job"),
+  409: json(ErrorBody, "The job is not in a state that allows this"),
+  422: json(ErrorBody, "Invalid request"),
+};
+
+/** Stored rows as the API shows them, with live positions and reasons from the Scheduler. */
+async function present(c: Context<AppEnv>, rows: EntryRow[]) {
+  const needsWait = rows.some((r) => r.status === "pending");
+  const [info, limits] = await Promise.all([needsWait ? schedulerOf(c.env).waitInfo() : Promise.resolve([] as WaitInfo[]), getSetting(c.get("db"), "concurrency")]);
+  const byId = new Map(info.map((w) => [w.id, w]));
+  return rows.map((row) => toQueueEntry(row, byId, limits.starvation_threshold_minutes));
+}
+
+/** Lets the Scheduler act on a change now rather than at its next tick. */
+function nudge(c: Context<AppEnv>, trigger: string): Promise<unknown> {
+  return schedulerOf(c.env).pass(trigger);
+}
+
+queue.openapi(
+  createRoute({ method: "get", path: "/api/queue", tags, summary: "List queue entries", request: { query: QueueListQuery }, responses: { 200: json(QueueList, "Entries, scheduling order"), 401: errors[401], 422: errors[422] } }),
+  async (c) => {
+    const q = c.req.valid("query");
+    const { rows, total } = await listEntries(c.get("db"), { status: q.status, limit: q.limit, includeCompleted: q.include_completed });
+    const jobs = await present(c, rows);
+    // Pending jobs in the Scheduler's order (priority with boost, then submission time).
+    jobs.sort((a, b) => (a.status === "pending" && b.status === "pending" ? (a.position ?? Infinity) - (b.position ?? Infinity) : 0));
+    return c.json({ jobs, total }, 200);
+  },
+);
+
+queue.openapi(
+  createRoute({ method: "get", path: "/api/queue/stats", tags, summary: "Queue statistics (spec 2.4)", responses: { 200: json(QueueStats, "Statistics"), 401: errors[401] } }),
+  async (c) => {
+    const db = c.get("db");
+    return c.json(await queueStats(db, await getSetting(db, "concurrency")), 200);
+  },
+);
+
+queue.openapi(
+  createRoute({ method: "get", path: "/api/queue/me", tags, summary: "The caller's jobs and best position (spec 2.5)", responses: { 200: json(MyQueue, "Your queue"), 401: errors[401] } }),
+  async (c) => {
+    const jobs = await present(c, await userEntries(c.get("db"), principalOf(c).user.id));
+    const pending = jobs.filter((j) => j.status === "pending").sort((a, b) => (a.position ?? Infinity) - (b.position ?? Infinity));
+    const positions = pending.map((j) => j.position).filter((p): p is number => p !== null);
+    return c.json(
+      {
+        pending_count: pending.length,
+        running_count: jobs.filter((j) => j.status === "running").length,
+        blocked_count: jobs.filter((j) => j.status === "blocked").length,
+        best_position: positions.length ? Math.min(...positions) : null,
+        pending_jobs: pending,
+        running_jobs: jobs.filter((j) => j.status === "running"),
+        blocked_jobs: jobs.filter((j) => j.status === "blocked"),
+      },
+      200,
+    );
+  },
+);
+
+queue.openapi(
+  createRoute({ method: "get", path: "/api/queue/position/{job_id}", tags, summary: "A job's live place in the queue and why it waits", request: { params: JobIdParam }, responses: { 200: json(Position, "Position"), 401: errors[401], 404: errors[404] } }),
+  async (c) => {
+    const [job] = await present(c, [await getEntry(c.get("db"), c.req.valid("param").job_id)]);
+    return c.json(
+      {
+        job_id: job!.job_id,
+        status: job!.status,
+        position: job!.position,
+        waiting_ahead: job!.position === null ? null : job!.position - 1,
+        wait_reason: job!.wait_reason,
+        wait_message: job!.wait_message,
+        effective_priority: job!.effective_priority,
+      },
+      200,
+    );
+  },
+);
+
+queue.openapi(
+  createRoute({
+    method: "post",
+    path: "/api/queue/submit",
+    tags,
+    summary: "Submit a local job (spec 2.6)",
+    description:
+      "GPU requirements come from the environment: `--num_processes` (0 = a CPU job) and `--accelerate_visible_devices` (preferred devices, ignored with any_gpu). The Scheduler decides in one step: running (with allocated_gpus or a worker), queued (with queue_position and wait_reason), rejected (no_wait and no capacity; nothing is stored), or blocked (an approval rule caught it).",
+    request: { body: { required: true, content: { "application/json": { schema: LocalSubmit } } } },
+    responses: { 200: json(LocalSubmitResult, "Decided"), 401: errors[401], 403: errors[403], 404: json(ErrorBody, "No such environment"), 422: errors[422] },
+  }),
+  async (c) => {
+    const body = c.req.valid("json");
+    const user = principalOf(c).user;
+    const job = await prepareLocalJob(c.get("db"), user, body);
+    const outcome = await schedulerOf(c.env).submit(job, body.no_wait);
+    c.get("log").info("local job submitted", { job_id: job.jobId, outcome: outcome.status, user_id: user.id });
+    const base = { allocated_gpus: null, worker_id: null, queue_position: null, wait_reason: null };
+    switch (outcome.status) {
+      case "running":
+        return c.json({ ...base, success: true, job_id: job.jobId, status: "running" as const, allocated_gpus: outcome.gpus, worker_id: outcome.workerId, message: outcome.workerId !== null ? `dispatched to worker ${outcome.workerId}` : `running on GPUs [${(outcome.gpus ?? []).join(", ")}]` }, 200);
+      case "queued":
+        return c.json({ ...base, success: true, job_id: job.jobId, status: "queued" as const, queue_position: outcome.position, wait_reason: outcome.reason, message: `queued: ${outcome.message}` }, 200);
+      case "blocked":
+        return c.json({ ...base, success: true, job_id: job.jobId, status: "blocked" as const, wait_reason: "awaiting_approval" as const, message: outcome.message }, 200);
+      case "rejected":
+        return c.json({ ...base, success: false, job_id: null, status: "rejected" as const, wait_reason: outcome.reason, message: `rejected (no_wait): ${outcome.message}` }, 200);
+    }
+  },
+);
+
+async function actionResult(c: Context<AppEnv>, jobId: string) {
+  const [job] = await present(c, [await getEntry(c.get("db"), jobId)]);
+  return { success: true as const, job: job! };
+}
+
+queue.openapi(
+  createRoute({
+    method: "post",
+    path: "/api/queue/{job_id}/cancel",
+    tags,
+    summary: "Cancel a job that has not started",
+    description: "Pending and blocked jobs only; researchers may cancel their own jobs, leads and admins any. A running job answers 409: stop it through the training endpoints.",
+    request: { params: JobIdParam },
+    responses: { 200: json(JobActionResult, "Cancelled"), ...errors },
+  }),
+  async (c) => {
+    const { job_id } = c.req.valid("param");
+    const { user } = principalOf(c);
+    await cancelJob(c.get("db"), job_id, levelAtLeast(user.level, "lead") ? null : user.id);
+    await nudge(c, "cancel");
+    return c.json(await actionResult(c, job_id), 200);
+  },
+);
+
+queue.openapi(
+  createRoute({ method: "post", path: "/api/queue/{job_id}/approve", tags, summary: "Approve a blocked job (admin)", request: { params: JobIdParam }, responses: { 200: json(JobActionResult, "Approved: now pending"), ...errors } }),
+  async (c) => {
+    const { job_id } = c.req.valid("param");
+    await decideApproval(c.get("db"), job_id, principalOf(c).user.id, { approve: true });
+    await nudge(c, "approval");
+    return c.json(await actionResult(c, job_id), 200);
+  },
+);
+
+queue.openapi(
+  createRoute({
+    method: "post",
+    path: "/api/queue/{job_id}/reject",
+    tags,
+    summary: "Reject a blocked job (admin)",
+    description: "The job ends `cancelled` with error_message `Rejected: <reason>`; the reason is also recorded on its approval request.",
+    request: { params: JobIdParam, query: RejectQuery },
+    responses: { 200: json(JobActionResult, "Rejected"), ...errors },
+  }),
+  async (c) => {
+    const { job_id } = c.req.valid("param");
+    await decideApproval(c.get("db"), job_id, principalOf(c).user.id, { approve: false, reason: c.req.valid("query").reason });
+    return c.json(await actionResult(c, job_id), 200);
+  },
+);
+
+queue.openapi(
+  createRoute({
+    method: "post",
+    path: "/api/queue/{job_id}/priority",
+    tags,
+    summary: "Override a waiting job's priority (lead, admin)",
+    request: { params: JobIdParam, body: { required: true, content: { "application/json": { schema: PriorityUpdate } } } },
+    responses: { 200: json(JobActionResult, "Re-prioritised"), ...errors },
+  }),
+  async (c) => {
+    const { job_id } = c.req.valid("param");
+    await overridePriority(c.get("db"), job_id, c.req.valid("json").priority);
+    await nudge(c, "priority");
+    return c.json(await actionResult(c, job_id), 200);
+  },
+);
+
+queue.openapi(
+  createRoute({ method: "get", path: "/api/queue/concurrency", tags, summary: "Limits and scheduler settings (spec 2.3)", responses: { 200: json(ConcurrencySettings, "Settings"), 401: errors[401] } }),
+  async (c) => c.json(await getSetting(c.get("db"), "concurrency"), 200),
+);
+
+queue.openapi(
+  createRoute({
+    method: "post",
+    path: "/api/queue/concurrency",
+    tags,
+    summary: "Change limits (admin)",
+    description: "Send any subset of the fields, local and cloud together; the rest keep their values. Applied at once by a scheduler pass.",
+    request: { body: { required: true, content: { "application/json": { schema: ConcurrencyUpdate } } } },
+    responses: { 200: json(ConcurrencySettings, "The settings now in force"), 401: errors[401], 403: errors[403], 422: errors[422] },
+  }),
+  async (c) => {
+    const db = c.get("db");
+    const next = { ...(await getSetting(db, "concurrency")), ...c.req.valid("json") };
+    await setSetting(db, "concurrency", next);
+    c.get("log").info("concurrency settings changed", { by: principalOf(c).user.id, settings: next });
+    await nudge(c, "limits");
+    return c.json(next, 200);
+  },
+);
+
+queue.openapi(
+  createRoute({ method: "get", path: "/api/queue/approval-rules", tags, summary: "When submissions need approval", responses: { 200: json(ApprovalRules, "Rules"), 401: errors[401] } }),
+  async (c) => c.json(await getSetting(c.get("db"), "approval_rules"), 200),
+);
+
+queue.openapi(
+  createRoute({
+    method: "put",
+    path: "/api/queue/approval-rules",
+    tags,
+    summary: "Change the approval rules (admin)",
+    description: "Applies to later submissions; jobs already queued keep their state.",
+    request: { body: { required: true, content: { "application/json": { schema: ApprovalRulesUpdate } } } },
+    responses: { 200: json(ApprovalRules, "Rules now in force"), 401: errors[401], 403: errors[403], 422: errors[422] },
+  }),
+  async (c) => {
+    const db = c.get("db");
+    const next = { ...(await getSetting(db, "approval_rules")), ...c.req.valid("json") };
+    await setSetting(db, "approval_rules", next);
+    return c.json(next, 200);
+  },
+);
+
+queue.openapi(
+  createRoute({ method: "post", path: "/api/queue/process", tags, summary: "Run a scheduler pass now (admin)", responses: { 200: json(ProcessResult, "What the pass started"), 401: errors[401], 403: errors[403] } }),
+  async (c) => {
+    const result = await nudge(c, "manual") as { started: string[]; waiting: number };
+    return c.json({ success: true as const, started: result.started, waiting: result.waiting }, 200);
+  },
+);
+
+queue.openapi(
+  createRoute({
+    method: "post",
+    path: "/api/queue/cleanup",
+    tags,
+    summary: "Delete old finished entries (admin)",
+    description: "Deletes completed, failed and cancelled entries whose completed_at is more than `days` days ago (1 to 365, default 30). Active entries are never deleted.",
+    request: { query: CleanupQuery },
+    responses: { 200: json(CleanupResult, "Deleted"), 401: errors[401], 403: errors[403], 422: errors[422] },
+  }),
+  async (c) => {
+    const { days } = c.req.valid("query");
+    const deleted = await cleanupQueue(c.get("db"), days);
+    c.get("log").info("queue cleaned up", { days, deleted, by: principalOf(c).user.id });
+    return c.json({ success: true, deleted, days }, 200);
+  },
+);

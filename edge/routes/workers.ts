@@ -1,0 +1,87 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import { ErrorBody } from "../../shared/schemas/common";
+import { HeartbeatAnswer, WorkerCreate, WorkerCreated, WorkerHeartbeat, WorkerList, WorkerRegister } from "../../shared/schemas/workers";
+import type { AppEnv } from "../app-env";
+import { ApiError } from "../errors";
+import { principalOf } from "../middleware/authorize";
+import { createRouter } from "../router";
+import { schedulerOf } from "../scheduler/stub";
+import { getSetting } from "../settings";
+import { assignmentsOf, createWorker, heartbeat, HEARTBEAT_INTERVAL_SECONDS, listWorkers, registerWorker } from "../workers/workers";
+import type { Context } from "hono";
+
+export const workersRoutes = createRouter();
+
+const tags = ["Workers"];
+const json = <T extends z.ZodType>(schema: T, description: string) => ({ description, content: { "application/json": { schema } } });
+const e = (description: string) => json(ErrorBody, description);
+
+function workerOf(c: Context<AppEnv>) {
+  const worker = c.get("worker");
+  if (!worker) throw new ApiError(500, "internal", "worker route reached without a worker");
+  return worker;
+}
+
+workersRoutes.openapi(
+  createRoute({
+    method: "post",
+    path: "/api/admin/workers",
+    tags,
+    summary: "Create a worker and its token (admin)",
+    description: "The token is shown once. Start the runner on the box with it; it registers and heartbeats.",
+    request: { body: { required: true, content: { "application/json": { schema: WorkerCreate } } } },
+    responses: { 201: json(WorkerCreated, "Created (status connecting)"), 401: e("No valid credential"), 403: e("Not an admin"), 409: e("Name taken"), 422: e("Invalid body") },
+  }),
+  async (c) => {
+    const worker = await createWorker(c.get("db"), c.req.valid("json").name);
+    c.get("log").info("worker created", { worker_id: worker.id, worker: worker.name, by: principalOf(c).user.id });
+    return c.json(worker, 201);
+  },
+);
+
+workersRoutes.openapi(
+  createRoute({ method: "get", path: "/api/admin/workers", tags, summary: "GPU boxes and workers with status and current job (admin)", responses: { 200: json(WorkerList, "Workers"), 401: e("No valid credential"), 403: e("Not an admin") } }),
+  async (c) => c.json({ workers: await listWorkers(c.get("db")) }, 200),
+);
+
+async function answer(c: Context<AppEnv>, workerId: number, status: z.infer<typeof HeartbeatAnswer>["status"]) {
+  const db = c.get("db");
+  const [limits, assignments] = await Promise.all([getSetting(db, "concurrency"), assignmentsOf(db, workerId)]);
+  return { worker_id: workerId, status, heartbeat_interval_seconds: HEARTBEAT_INTERVAL_SECONDS, heartbeat_timeout_seconds: limits.worker_heartbeat_timeout_seconds, assignments };
+}
+
+workersRoutes.openapi(
+  createRoute({
+    method: "post",
+    path: "/api/workers/register",
+    tags,
+    summary: "A runner registers its box (worker token)",
+    description: "Inventory (index, uuid, name, memory per GPU), labels and role. role local makes it this service's local GPU box (at most one). Registering again updates the inventory and keeps running jobs.",
+    request: { body: { required: true, content: { "application/json": { schema: WorkerRegister } } } },
+    responses: { 200: json(HeartbeatAnswer, "Registered"), 401: e("No valid worker token"), 409: e("Another box is the local box"), 422: e("Invalid body") },
+  }),
+  async (c) => {
+    const worker = await registerWorker(c.get("db"), workerOf(c), c.req.valid("json"));
+    c.get("log").info("worker registered", { worker_id: worker.id, worker: worker.name, role: worker.role, gpus: worker.gpu_count });
+    await schedulerOf(c.env).pass("worker registered");
+    return c.json(await answer(c, worker.id, worker.status), 200);
+  },
+);
+
+workersRoutes.openapi(
+  createRoute({
+    method: "post",
+    path: "/api/workers/heartbeat",
+    tags,
+    summary: "A runner says it is alive (worker token)",
+    description: "Send at least every heartbeat_interval_seconds. Silence past heartbeat_timeout_seconds takes the worker offline and its running jobs back to the queue. The answer lists the jobs assigned to this worker.",
+    request: { body: { required: true, content: { "application/json": { schema: WorkerHeartbeat } } } },
+    responses: { 200: json(HeartbeatAnswer, "Alive"), 401: e("No valid worker token"), 409: e("Not registered yet"), 422: e("Invalid body") },
+  }),
+  async (c) => {
+    const worker = workerOf(c);
+    const { status, cameBack } = await heartbeat(c.get("db"), worker, c.req.valid("json"));
+    if (cameBack || status === "IDLE") await schedulerOf(c.env).pass(cameBack ? "worker back online" : "worker idle");
+    return c.json(await answer(c, worker.id, status), 200);
+  },
+);

@@ -1,0 +1,57 @@
+import type { WaitReason } from "../../shared/schemas/queue";
+
+/*
+ * What the Scheduler Durable Object offers over RPC, apart from its class, so that code type-checked
+ * for Node (tests, the local host) can name it without the Workers runtime's types.
+ */
+
+export interface NewJob {
+  jobId: string;
+  userId: number;
+  teamId: string | null;
+  priority: number;
+  configName: string;
+  jobType: "local" | "cloud";
+  numProcesses: number;
+  target: "auto" | "worker" | "local";
+  workerLabels: Record<string, string> | null;
+  deviceIds: number[] | null;
+  anyGpu: boolean;
+  estimatedCost: number;
+  metadata: Record<string, unknown> | null;
+  /** The approval rule that caught it, or null when it may run without approval. */
+  approvalRule: string | null;
+}
+
+export type SubmitOutcome =
+  | { status: "running"; id: number; gpus: number[] | null; workerId: number | null }
+  | { status: "queued"; id: number; position: number; reason: WaitReason; message: string }
+  | { status: "blocked"; id: number; approvalId: number; message: string }
+  | { status: "rejected"; reason: WaitReason; message: string };
+
+export interface WaitInfo {
+  id: number;
+  position: number;
+  effectivePriority: number;
+  reason: WaitReason;
+  message: string;
+}
+
+export interface PassResult {
+  started: string[];
+  waiting: number;
+  offline: string[];
+}
+
+/** The Scheduler's RPC methods (edge/scheduler/scheduler.ts). */
+export interface SchedulerApi {
+  pass(trigger: string): Promise<PassResult>;
+  submit(job: NewJob, noWait: boolean): Promise<SubmitOutcome>;
+  waitInfo(): Promise<WaitInfo[]>;
+}
+
+/** The SCHEDULER binding, as far as this code uses it. */
+export interface SchedulerNamespace {
+  idFromName(name: string): unknown;
+  get(id: never): SchedulerApi;
+}

@@ -1,0 +1,132 @@
+import { eq } from "drizzle-orm";
+import type { z } from "@hono/zod-openapi";
+import type { Worker, WorkerHeartbeat, WorkerRegister } from "../../shared/schemas/workers";
+import { constantTimeEqual, randomToken, sha256Hex } from "../auth/crypto";
+import type { Database } from "../db/client";
+import { isUniqueViolation } from "../db/errors";
+import { workers } from "../db/schema";
+import { ApiError, conflict } from "../errors";
+
+/*
+ * GPU boxes and remote workers. An admin creates a worker and receives its token once
+ * (`stw_` + 43 random characters, stored as SHA-256, found by its first 12 characters); the
+ * runner on the box registers with its inventory and then heartbeats. Statuses: connecting
+ * (created, never registered), IDLE, busy (running a job; the local box: running any), draining
+ * (takes no new jobs), offline (silent past the heartbeat timeout; set by the Scheduler).
+ */
+
+export const WORKER_TOKEN_PREFIX = "stw_";
+const PREFIX_LENGTH = 12;
+/** How often runners are asked to heartbeat. */
+export const HEARTBEAT_INTERVAL_SECONDS = 15;
+
+type WorkerRow = typeof workers.$inferSelect;
+
+function toWorker(row: WorkerRow, running: string[]): Worker {
+  const gpus = JSON.parse(row.gpus) as Worker["gpus"];
+  return {
+    id: row.id,
+    name: row.name,
+    role: row.role === "local" ? "local" : "remote",
+    status: row.status as Worker["status"],
+    gpu_name: gpus[0]?.name ?? null,
+    gpu_count: gpus.length,
+    gpus,
+    labels: JSON.parse(row.labels) as Record<string, string>,
+    hostname: row.hostname,
+    created_at: row.createdAt,
+    registered_at: row.registeredAt,
+    last_heartbeat: row.lastHeartbeat,
+    current_job: running[0] ?? null,
+    running_jobs: running,
+  };
+}
+
+/** Creates a worker in status `connecting`; the returned token is never shown again. */
+export async function createWorker(db: Database, name: string): Promise<Worker & { token: string }> {
+  const token = WORKER_TOKEN_PREFIX + randomToken(32);
+  try {
+    const [row] = await db
+      .insert(workers)
+      .values({ name, tokenPrefix: token.slice(0, PREFIX_LENGTH), tokenHash: await sha256Hex(token), createdAt: new Date().toISOString() })
+      .returning();
+    return { ...toWorker(row!, []), token };
+  } catch (error) {
+    if (isUniqueViolation(error)) throw conflict(`A worker named ${name} already exists`);
+    throw error;
+  }
+}
+
+/** The worker a token belongs to, or null. */
+export async function findWorkerByToken(db: Database, token: string): Promise<WorkerRow | null> {
+  if (!token.startsWith(WORKER_TOKEN_PREFIX) || token.length < PREFIX_LENGTH + 8) return null;
+  const [row] = await db.select().from(workers).where(eq(workers.tokenPrefix, token.slice(0, PREFIX_LENGTH)));
+  if (!row || !constantTimeEqual(await sha256Hex(token), row.tokenHash)) return null;
+  return row;
+}
+
+async function runningJobs(db: Database): Promise<Map<number, string[]>> {
+  const rows = await db.$client.execute("SELECT worker_id, job_id FROM queue_entries WHERE status = 'running' AND worker_id IS NOT NULL ORDER BY started_at, id");
+  const byWorker = new Map<number, string[]>();
+  for (const r of rows.rows) byWorker.set(Number(r.worker_id), [...(byWorker.get(Number(r.worker_id)) ?? []), String(r.job_id)]);
+  return byWorker;
+}
+
+export async function listWorkers(db: Database): Promise<Worker[]> {
+  const [rows, running] = await Promise.all([db.select().from(workers).orderBy(workers.id), runningJobs(db)]);
+  return rows.map((row) => toWorker(row, running.get(row.id) ?? []));
+}
+
+/**
+ * Records a (re-)registration: inventory, labels, role. A worker that comes back keeps the jobs
+ * still running on it; a fresh one starts IDLE. At most one worker may be the local box.
+ */
+export async function registerWorker(db: Database, worker: WorkerRow, body: z.infer<typeof WorkerRegister>): Promise<Worker> {
+  const now = new Date().toISOString();
+  try {
+    await db.$client.execute({
+      sql: `UPDATE workers SET role = ?, labels = ?, gpus = ?, hostname = ?, host_stats = ?, registered_at = ?, last_heartbeat = ?,
+              status = CASE WHEN EXISTS (SELECT 1 FROM queue_entries WHERE worker_id = ?8 AND status = 'running') THEN 'busy' ELSE 'IDLE' END,
+              idle_since = ?6
+            WHERE id = ?8`,
+      args: [body.role, JSON.stringify(body.labels), JSON.stringify([...body.gpus].sort((a, b) => a.index - b.index)), body.hostname ?? null, body.host_stats ? JSON.stringify(body.host_stats) : null, now, now, worker.id],
+    });
+  } catch (error) {
+    if (isUniqueViolation(error)) throw new ApiError(409, "local_box_taken", "Another worker is already registered as this service's local box; register this one with role remote");
+    throw error;
+  }
+  return (await listWorkers(db)).find((w) => w.id === worker.id)!;
+}
+
+/** A heartbeat: the worker is alive (an offline one comes back), optionally draining. */
+export async function heartbeat(db: Database, worker: WorkerRow, body: z.infer<typeof WorkerHeartbeat>): Promise<{ status: Worker["status"]; cameBack: boolean }> {
+  if (worker.status === "connecting") throw new ApiError(409, "not_registered", "Register first: POST /api/workers/register");
+  const now = new Date().toISOString();
+  const result = await db.$client.execute({
+    sql: `UPDATE workers SET last_heartbeat = ?1, host_stats = COALESCE(?2, host_stats),
+            status = CASE
+              WHEN ?3 = 1 THEN 'draining'
+              WHEN ?3 IS NULL AND status = 'draining' THEN 'draining'
+              WHEN EXISTS (SELECT 1 FROM queue_entries WHERE worker_id = ?4 AND status = 'running') THEN 'busy'
+              ELSE 'IDLE' END,
+            idle_since = CASE WHEN status = 'IDLE' THEN idle_since ELSE ?1 END
+          WHERE id = ?4 RETURNING status`,
+    args: [now, body.host_stats ? JSON.stringify(body.host_stats) : null, body.draining === undefined ? null : body.draining ? 1 : 0, worker.id],
+  });
+  return { status: String(result.rows[0]!.status) as Worker["status"], cameBack: worker.status === "offline" };
+}
+
+/** The running jobs the scheduler has given a worker (what its runner should be running). */
+export async function assignmentsOf(db: Database, workerId: number) {
+  const rows = await db.$client.execute({
+    sql: "SELECT job_id, config_name, allocated_gpus, num_processes, attempt FROM queue_entries WHERE worker_id = ? AND status = 'running' ORDER BY started_at, id",
+    args: [workerId],
+  });
+  return rows.rows.map((r) => ({
+    job_id: String(r.job_id),
+    config_name: r.config_name === null ? null : String(r.config_name),
+    allocated_gpus: r.allocated_gpus === null ? null : (JSON.parse(String(r.allocated_gpus)) as number[]),
+    num_processes: Number(r.num_processes),
+    attempt: Number(r.attempt),
+  }));
+}

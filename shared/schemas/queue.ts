@@ -1,0 +1,215 @@
+import { z } from "@hono/zod-openapi";
+import { Timestamp } from "./common";
+
+export const JOB_STATUSES = ["pending", "running", "blocked", "completed", "failed", "cancelled"] as const;
+export const ACTIVE_STATUSES = ["pending", "running", "blocked"] as const;
+export const TERMINAL_STATUSES = ["completed", "failed", "cancelled"] as const;
+export const JobStatus = z.enum(JOB_STATUSES);
+
+export const WAIT_REASONS = [
+  "awaiting_approval",
+  "global_limit",
+  "user_limit",
+  "team_limit",
+  "local_job_limit",
+  "local_gpu_limit",
+  "gpus_busy",
+  "insufficient_gpus",
+  "no_local_box",
+  "no_matching_worker",
+  "workers_busy",
+  "reserved",
+  "not_scheduled_yet",
+] as const;
+export const WaitReason = z.enum(WAIT_REASONS).openapi({
+  description:
+    "Why a job waits: a limit (global_limit, user_limit, team_limit, local_job_limit, local_gpu_limit), capacity (gpus_busy, workers_busy, reserved for a job starving ahead of it), a job that cannot fit as configured (insufficient_gpus, no_local_box, no_matching_worker), awaiting_approval, or not_scheduled_yet (submitted a moment ago).",
+});
+export type WaitReason = z.infer<typeof WaitReason>;
+
+/** Spec 2.3 plus the scheduler's own settings; all persisted. */
+export const ConcurrencySettings = z
+  .object({
+    max_concurrent: z.number().int().min(0).max(10_000).openapi({ description: "Running cloud jobs, global" }),
+    user_max_concurrent: z.number().int().min(0).max(10_000).openapi({ description: "Running cloud jobs per user" }),
+    team_max_concurrent: z.number().int().min(0).max(10_000).openapi({ description: "Running jobs per team, with enable_fair_share" }),
+    enable_fair_share: z.boolean(),
+    local_gpu_max_concurrent: z.number().int().min(0).max(1024).nullable().openapi({ description: "GPUs used by local jobs; null = unlimited" }),
+    local_job_max_concurrent: z.number().int().min(0).max(1024).openapi({ description: "Simultaneous local jobs" }),
+    starvation_threshold_minutes: z.number().int().min(0).max(10_080).openapi({
+      description: "Every full threshold a job waits adds 10 to its priority (at most +30); 0 turns the boost and starvation reservations off",
+    }),
+    worker_heartbeat_timeout_seconds: z.number().int().min(1).max(86_400).openapi({ description: "A worker silent this long goes offline and its jobs are retried" }),
+  })
+  .openapi("ConcurrencySettings");
+export type ConcurrencySettings = z.infer<typeof ConcurrencySettings>;
+
+export const CONCURRENCY_DEFAULTS: ConcurrencySettings = {
+  max_concurrent: 5,
+  user_max_concurrent: 2,
+  team_max_concurrent: 10,
+  enable_fair_share: false,
+  local_gpu_max_concurrent: null,
+  local_job_max_concurrent: 1,
+  starvation_threshold_minutes: 60,
+  worker_heartbeat_timeout_seconds: 90,
+};
+
+export const ConcurrencyUpdate = ConcurrencySettings.partial().strict().openapi("ConcurrencyUpdate");
+
+export const ApprovalRules = z
+  .object({
+    cloud_cost_threshold: z.number().min(0).nullable().openapi({ description: "Cloud jobs estimated at this many dollars or more need approval; null = never" }),
+    local_gpu_threshold: z.number().int().min(0).nullable().openapi({ description: "Local jobs asking for more GPUs than this need approval; null = never" }),
+  })
+  .openapi("ApprovalRules");
+export type ApprovalRules = z.infer<typeof ApprovalRules>;
+export const APPROVAL_DEFAULTS: ApprovalRules = { cloud_cost_threshold: 50, local_gpu_threshold: null };
+export const ApprovalRulesUpdate = ApprovalRules.partial().strict().openapi("ApprovalRulesUpdate");
+
+const Labels = z.record(z.string().min(1).max(64), z.string().max(256));
+
+export const QueueEntry = z
+  .object({
+    id: z.number().int(),
+    job_id: z.string(),
+    user_id: z.number().int().nullable(),
+    team_id: z.string().nullable(),
+    provider: z.string().nullable(),
+    config_name: z.string().nullable(),
+    priority: z.number().int(),
+    priority_override: z.number().int().nullable(),
+    effective_priority: z.number().int().openapi({ description: "What the scheduler orders by: override or level priority, plus the starvation boost" }),
+    status: JobStatus,
+    position: z.number().int().nullable().openapi({ description: "Live place among waiting jobs (1 = next); null unless pending" }),
+    wait_reason: WaitReason.nullable(),
+    wait_message: z.string().nullable(),
+    queued_at: Timestamp,
+    started_at: Timestamp.nullable(),
+    completed_at: Timestamp.nullable(),
+    estimated_cost: z.number(),
+    requires_approval: z.boolean(),
+    approval_id: z.number().int().nullable(),
+    attempt: z.number().int(),
+    max_attempts: z.number().int(),
+    error_message: z.string().nullable(),
+    metadata: z.record(z.string(), z.unknown()).nullable(),
+    allocated_gpus: z.array(z.number().int()).nullable(),
+    job_type: z.enum(["local", "cloud"]),
+    num_processes: z.number().int(),
+    target: z.enum(["auto", "worker", "local"]),
+    worker_labels: Labels.nullable(),
+    device_ids: z.array(z.number().int()).nullable(),
+    any_gpu: z.boolean(),
+    worker_id: z.number().int().nullable(),
+    worker_name: z.string().nullable(),
+  })
+  .openapi("QueueEntry");
+export type QueueEntry = z.infer<typeof QueueEntry>;
+
+export const QueueList = z.object({ jobs: z.array(QueueEntry), total: z.number().int() }).openapi("QueueList");
+
+const boolParam = z
+  .enum(["true", "false", "1", "0"])
+  .transform((v) => v === "true" || v === "1")
+  .openapi({ type: "boolean" });
+
+export const QueueListQuery = z.object({
+  status: z.enum(ACTIVE_STATUSES).optional().openapi({ description: "Only entries in this status" }),
+  limit: z.coerce.number().int().min(1).max(1000).default(50),
+  include_completed: boolParam.default(false).openapi({ description: "Also list completed, failed and cancelled entries" }),
+});
+
+export const LocalStats = z.object({
+  running_jobs: z.number().int(),
+  pending_jobs: z.number().int(),
+  allocated_gpus: z.array(z.number().int()),
+  available_gpus: z.array(z.number().int()),
+  total_gpus: z.number().int(),
+  max_concurrent_gpus: z.number().int().nullable(),
+  max_concurrent_jobs: z.number().int(),
+});
+
+export const QueueStats = z
+  .object({
+    queue_depth: z.number().int().openapi({ description: "Pending cloud jobs" }),
+    running: z.number().int().openapi({ description: "Running cloud jobs" }),
+    max_concurrent: z.number().int(),
+    user_max_concurrent: z.number().int(),
+    avg_wait_seconds: z.number().openapi({ description: "Mean queued_at -> started_at over started jobs of the last 7 days" }),
+    by_status: z.record(z.string(), z.number().int()),
+    by_user: z.record(z.string(), z.number().int()).openapi({ description: "Active (pending, running, blocked) entries per user id" }),
+    local_gpu_max_concurrent: z.number().int().nullable(),
+    local_job_max_concurrent: z.number().int(),
+    local: LocalStats,
+  })
+  .openapi("QueueStats");
+
+export const MyQueue = z
+  .object({
+    pending_count: z.number().int(),
+    running_count: z.number().int(),
+    blocked_count: z.number().int(),
+    best_position: z.number().int().nullable(),
+    pending_jobs: z.array(QueueEntry),
+    running_jobs: z.array(QueueEntry),
+    blocked_jobs: z.array(QueueEntry),
+  })
+  .openapi("MyQueue");
+
+export const Position = z
+  .object({
+    job_id: z.string(),
+    status: JobStatus,
+    position: z.number().int().nullable(),
+    waiting_ahead: z.number().int().nullable().openapi({ description: "Jobs that will be considered before this one" }),
+    wait_reason: WaitReason.nullable(),
+    wait_message: z.string().nullable(),
+    effective_priority: z.number().int(),
+  })
+  .openapi("Position");
+
+export const JobIdParam = z.object({ job_id: z.string().min(1).max(128).openapi({ param: { name: "job_id", in: "path" }, example: "local-3f9c2a1b" }) });
+
+export const RejectQuery = z.object({ reason: z.string().trim().min(1, "a reason is required").max(1000) });
+
+export const PriorityUpdate = z
+  .strictObject({
+    priority: z.number().int().min(0).max(100).nullable().openapi({ description: "The new priority_override; null returns to the level's priority" }),
+  })
+  .openapi("PriorityUpdate");
+
+export const CleanupQuery = z.object({ days: z.coerce.number().int().min(1).max(365).default(30) });
+export const CleanupResult = z.object({ success: z.boolean(), deleted: z.number().int(), days: z.number().int() }).openapi("CleanupResult");
+
+export const ProcessResult = z
+  .object({ success: z.literal(true), started: z.array(z.string()).openapi({ description: "Job ids admitted by this pass" }), waiting: z.number().int() })
+  .openapi("ProcessResult");
+
+export const LocalSubmit = z
+  .strictObject({
+    config_name: z.string().min(1).max(64).openapi({ example: "flux-lora" }),
+    no_wait: z.boolean().default(false),
+    any_gpu: z.boolean().default(false),
+    target: z.enum(["auto", "worker", "local"]).default("auto"),
+    worker_labels: Labels.optional().openapi({ description: "Label requirements; values are globs where * matches any characters", example: { gpu: "a100*" } }),
+    metadata: z.record(z.string(), z.unknown()).optional(),
+  })
+  .openapi("LocalSubmit");
+export type LocalSubmit = z.infer<typeof LocalSubmit>;
+
+export const LocalSubmitResult = z
+  .object({
+    success: z.boolean(),
+    job_id: z.string().nullable(),
+    status: z.enum(["running", "queued", "rejected", "blocked"]).openapi({ description: "blocked: waits for an admin's approval" }),
+    allocated_gpus: z.array(z.number().int()).nullable(),
+    worker_id: z.number().int().nullable(),
+    queue_position: z.number().int().nullable(),
+    wait_reason: WaitReason.nullable(),
+    message: z.string(),
+  })
+  .openapi("LocalSubmitResult");
+export type LocalSubmitResult = z.infer<typeof LocalSubmitResult>;
+
+export const JobActionResult = z.object({ success: z.literal(true), job: QueueEntry }).openapi("JobActionResult");

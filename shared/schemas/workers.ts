@@ -1,0 +1,92 @@
+import { z } from "@hono/zod-openapi";
+import { Timestamp } from "./common";
+
+export const WORKER_STATUSES = ["connecting", "IDLE", "busy", "draining", "offline"] as const;
+
+const Labels = z.record(z.string().regex(/^[A-Za-z0-9_.\/-]{1,64}$/, "label names are 1 to 64 letters, digits, '_', '.', '/' or '-'"), z.string().max(256));
+
+export const WorkerCreate = z
+  .strictObject({
+    name: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/, "1 to 64 letters, digits, '.', '_' or '-'").openapi({ example: "gpu-box-1" }),
+  })
+  .openapi("WorkerCreate");
+
+export const GpuDevice = z
+  .strictObject({
+    index: z.number().int().min(0).max(255),
+    uuid: z.string().max(128).optional(),
+    name: z.string().max(128),
+    memory_mb: z.number().int().min(0).openapi({ description: "Total memory of the device in MiB" }),
+  })
+  .openapi("GpuDevice");
+
+export const HostStats = z
+  .strictObject({
+    load_avg_5min: z.number().min(0).optional(),
+    memory_percent: z.number().min(0).max(100).optional(),
+  })
+  .openapi("HostStats");
+
+export const WorkerRegister = z
+  .strictObject({
+    role: z.enum(["local", "remote"]).default("remote").openapi({ description: "local: this service's own GPU box (at most one); remote: a worker matched by labels" }),
+    labels: Labels.default({}),
+    gpus: z.array(GpuDevice).max(64).default([]),
+    hostname: z.string().max(255).optional(),
+    host_stats: HostStats.optional(),
+  })
+  .superRefine((body, ctx) => {
+    const seen = new Set<number>();
+    for (const [i, gpu] of body.gpus.entries()) {
+      if (seen.has(gpu.index)) ctx.addIssue({ code: "custom", path: ["gpus", i, "index"], message: `device index ${gpu.index} is listed twice` });
+      seen.add(gpu.index);
+    }
+  })
+  .openapi("WorkerRegister");
+
+export const WorkerHeartbeat = z
+  .strictObject({
+    host_stats: HostStats.optional(),
+    draining: z.boolean().optional().openapi({ description: "true: finish the current job and take no new ones; false: take jobs again" }),
+  })
+  .openapi("WorkerHeartbeat");
+
+export const Worker = z
+  .object({
+    id: z.number().int(),
+    name: z.string(),
+    role: z.enum(["local", "remote"]),
+    status: z.enum(WORKER_STATUSES),
+    gpu_name: z.string().nullable(),
+    gpu_count: z.number().int(),
+    gpus: z.array(GpuDevice),
+    labels: z.record(z.string(), z.string()),
+    hostname: z.string().nullable(),
+    created_at: Timestamp,
+    registered_at: Timestamp.nullable(),
+    last_heartbeat: Timestamp.nullable(),
+    current_job: z.string().nullable().openapi({ description: "Job id of a running job on it (the first, for the local box)" }),
+    running_jobs: z.array(z.string()),
+  })
+  .openapi("Worker");
+export type Worker = z.infer<typeof Worker>;
+
+export const WorkerCreated = Worker.extend({
+  token: z.string().openapi({ description: "The worker's token. Shown only in this answer.", example: "stw_…" }),
+}).openapi("WorkerCreated");
+
+export const WorkerList = z.object({ workers: z.array(Worker) }).openapi("WorkerList");
+
+export const Assignment = z
+  .object({ job_id: z.string(), config_name: z.string().nullable(), allocated_gpus: z.array(z.number().int()).nullable(), num_processes: z.number().int(), attempt: z.number().int() })
+  .openapi("Assignment");
+
+export const HeartbeatAnswer = z
+  .object({
+    worker_id: z.number().int(),
+    status: z.enum(WORKER_STATUSES),
+    heartbeat_interval_seconds: z.number().int(),
+    heartbeat_timeout_seconds: z.number().int(),
+    assignments: z.array(Assignment).openapi({ description: "Jobs the scheduler has given this worker that are running now" }),
+  })
+  .openapi("HeartbeatAnswer");

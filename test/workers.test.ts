@@ -1,0 +1,127 @@
+// Remote workers and the GPU box over real HTTP: label globs, FIFO among idle workers, heartbeat
+// timeouts with retries and failure, and a restart in the middle of a queue.
+import { join } from "node:path";
+import { createClient } from "@libsql/client";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createUserWithKey, setUpAdmin, startTestStack, tempDataDir, type TestStack } from "./helpers/stack";
+
+let t: TestStack;
+let admin: { key: string; cookie: string };
+let researcher: { key: string };
+const dataDir = tempDataDir();
+const as = (who: { key: string }) => ({ key: who.key });
+const gpus = (n: number, name = "NVIDIA A100-SXM4-80GB") => Array.from({ length: n }, (_, index) => ({ index, name, memory_mb: 81920 }));
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function worker(name: string, labels: Record<string, string>, count = 8) {
+  const created = await t.call("POST", "/api/admin/workers", { json: { name }, auth: as(admin) });
+  const token = created.body.token as string;
+  const registered = await t.call("POST", "/api/workers/register", { json: { role: "remote", labels, gpus: gpus(count) }, auth: { bearer: token } });
+  expect(registered.status).toBe(200);
+  return { id: created.body.id as number, token };
+}
+const submit = (body: Record<string, unknown>) => t.call("POST", "/api/queue/submit", { json: { config_name: "train", ...body }, auth: as(researcher) });
+const entry = async (jobId: string) => (await t.call("GET", `/api/queue?include_completed=true&limit=1000`, { auth: as(admin) })).body.jobs.find((j: any) => j.job_id === jobId);
+const workerList = async () => (await t.call("GET", "/api/admin/workers", { auth: as(admin) })).body.workers as any[];
+
+beforeAll(async () => {
+  t = await startTestStack(dataDir);
+  admin = await setUpAdmin(t);
+  researcher = await createUserWithKey(t, { cookie: admin.cookie }, "researcher");
+  await t.call("POST", "/api/configs/environments", { json: { name: "train" }, auth: as(admin) });
+  await t.call("PUT", "/api/configs/train", { json: { config: { "--num_processes": 2 } }, auth: as(admin) });
+});
+afterAll(async () => {
+  await t?.stop();
+});
+
+describe("remote workers", () => {
+  it("refuses bad worker input and names the problem", async () => {
+    expect((await t.call("POST", "/api/admin/workers", { json: { name: "bad/name" }, auth: as(admin) })).status).toBe(422);
+    const w = await t.call("POST", "/api/admin/workers", { json: { name: "dup" }, auth: as(admin) });
+    expect((await t.call("POST", "/api/admin/workers", { json: { name: "dup" }, auth: as(admin) })).status).toBe(409);
+    const twice = await t.call("POST", "/api/workers/register", { json: { gpus: [...gpus(1), ...gpus(1)] }, auth: { bearer: w.body.token } });
+    expect(twice.status).toBe(422);
+    expect(twice.body.errors[0]).toEqual({ path: "body.gpus.1.index", message: "device index 0 is listed twice" });
+    expect((await t.call("POST", "/api/workers/heartbeat", { json: {}, auth: { bearer: w.body.token } })).body.code).toBe("not_registered");
+    expect((await t.call("POST", "/api/workers/heartbeat", { json: {}, auth: { bearer: "stw_" + "x".repeat(43) } })).status).toBe(401);
+  });
+
+  it("dispatches by label glob and GPU count, says why a job waits, and takes the longest-idle worker first", async () => {
+    const a100 = await worker("a100-box", { gpu: "a100-80gb", zone: "eu-west" });
+    await worker("h100-box", { gpu: "h100" });
+    const first = await submit({ target: "worker", worker_labels: { gpu: "a100*" } });
+    expect(first.body).toMatchObject({ status: "running", worker_id: a100.id, allocated_gpus: null });
+    const second = await submit({ target: "worker", worker_labels: { gpu: "a100*" } });
+    expect(second.body).toMatchObject({ status: "queued", wait_reason: "workers_busy" });
+    const never = await submit({ target: "worker", worker_labels: { gpu: "v100" } });
+    expect(never.body).toMatchObject({ status: "queued", wait_reason: "no_matching_worker", message: 'queued: no online worker has labels {"gpu":"v100"} and at least 2 GPU(s)' });
+    const listed = (await workerList()).find((w) => w.name === "a100-box");
+    expect(listed).toMatchObject({ status: "busy", gpu_name: "NVIDIA A100-SXM4-80GB", gpu_count: 8, labels: { gpu: "a100-80gb", zone: "eu-west" }, current_job: first.body.job_id });
+    const hb = await t.call("POST", "/api/workers/heartbeat", { json: {}, auth: { bearer: a100.token } });
+    expect(hb.body).toMatchObject({ status: "busy", assignments: [{ job_id: first.body.job_id, config_name: "train", allocated_gpus: null, num_processes: 2, attempt: 1 }] });
+
+    const older = await worker("pool-1", { pool: "x" });
+    await sleep(5);
+    await worker("pool-2", { pool: "x" });
+    const fifo = await submit({ target: "worker", worker_labels: { pool: "x" } });
+    expect(fifo.body.worker_id).toBe(older.id);
+    for (const job of [second, never]) await t.call("POST", `/api/queue/${job.body.job_id}/cancel`, { auth: as(admin) });
+  });
+
+  it("takes a silent worker offline, retries its job, and fails it after max_attempts", async () => {
+    const w = await worker("flaky", { pool: "flaky" });
+    const job = await submit({ target: "worker", worker_labels: { pool: "flaky" } });
+    expect(job.body).toMatchObject({ status: "running", worker_id: w.id });
+    await t.call("POST", "/api/queue/concurrency", { json: { worker_heartbeat_timeout_seconds: 1 }, auth: as(admin) });
+    for (const attempt of [1, 2]) {
+      await sleep(1100);
+      await t.call("POST", "/api/queue/process", { auth: as(admin) });
+      expect(await entry(job.body.job_id)).toMatchObject({ status: "pending", attempt: attempt + 1, worker_id: null, error_message: `worker flaky went offline during attempt ${attempt}; retrying` });
+      expect((await workerList()).find((x) => x.name === "flaky").status).toBe("offline");
+      // The worker comes back: its heartbeat is a scheduling event and the job is dispatched again.
+      const back = await t.call("POST", "/api/workers/heartbeat", { json: {}, auth: { bearer: w.token } });
+      expect(back.body.status).toBe("IDLE");
+      expect(await entry(job.body.job_id)).toMatchObject({ status: "running", attempt: attempt + 1, worker_id: w.id });
+    }
+    await sleep(1100);
+    await t.call("POST", "/api/queue/process", { auth: as(admin) });
+    expect(await entry(job.body.job_id)).toMatchObject({ status: "failed", attempt: 3, error_message: "worker flaky went offline; attempt 3 of 3, no retries left" });
+    await t.call("POST", "/api/queue/concurrency", { json: { worker_heartbeat_timeout_seconds: 90 }, auth: as(admin) });
+  });
+});
+
+describe("a restart in the middle of a queue", () => {
+  it("keeps order and allocations, and cleanup removes only old finished entries", async () => {
+    const box = await t.call("POST", "/api/admin/workers", { json: { name: "local-box" }, auth: as(admin) });
+    await t.call("POST", "/api/workers/register", { json: { role: "local", gpus: gpus(4) }, auth: { bearer: box.body.token } });
+    await t.call("POST", "/api/queue/concurrency", { json: { local_job_max_concurrent: 4 }, auth: as(admin) });
+    const jobs = [];
+    for (let i = 0; i < 4; i++) jobs.push((await submit({ target: "local" })).body);
+    // Positions are global: the jobs the earlier test's silent workers gave back wait ahead.
+    const ahead = jobs[2].queue_position - 1;
+    expect(jobs.map((j) => [j.status, j.allocated_gpus ?? j.queue_position - ahead])).toEqual([["running", [0, 1]], ["running", [2, 3]], ["queued", 1], ["queued", 2]]);
+    const before = (await t.call("GET", "/api/queue", { auth: as(admin) })).body.jobs.map((j: any) => [j.job_id, j.status, j.allocated_gpus, j.position]);
+    await t.stop({ keepData: true });
+
+    // Finished entries written as an older deployment would have left them.
+    const db = createClient({ url: `file:${join(dataDir, "service.db")}` });
+    const day = 86_400_000;
+    const at = (daysAgo: number) => new Date(Date.now() - daysAgo * day).toISOString();
+    for (const [id, status, daysAgo] of [["old-done", "completed", 40], ["old-failed", "failed", 31], ["recent-done", "completed", 29], ["old-cancelled", "cancelled", 365]] as const) {
+      await db.execute({ sql: "INSERT INTO queue_entries (job_id, user_id, status, queued_at, completed_at) VALUES (?, 1, ?, ?, ?)", args: [id, status, at(daysAgo + 1), at(daysAgo)] });
+    }
+    await db.execute({ sql: "INSERT INTO queue_entries (job_id, user_id, status, queued_at) VALUES ('ancient-blocked', 1, 'blocked', ?)", args: [at(400)] });
+    db.close();
+
+    t = await startTestStack(dataDir);
+    const after = (await t.call("GET", "/api/queue", { auth: as(admin) })).body.jobs.filter((j: any) => j.job_id !== "ancient-blocked").map((j: any) => [j.job_id, j.status, j.allocated_gpus, j.position]);
+    expect(after).toEqual(before);
+    const cleanup = await t.call("POST", "/api/queue/cleanup?days=30", { auth: as(admin) });
+    expect(cleanup.body).toEqual({ success: true, deleted: 3, days: 30 });
+    const left = (await t.call("GET", "/api/queue?include_completed=true&limit=1000", { auth: as(admin) })).body.jobs.map((j: any) => j.job_id);
+    expect(left).toEqual(expect.arrayContaining(["recent-done", "ancient-blocked", ...jobs.map((j) => j.job_id)]));
+    expect(left).not.toEqual(expect.arrayContaining(["old-done"]));
+    expect(left.filter((id: string) => id.startsWith("old-"))).toEqual([]);
+  });
+});
