@@ -54,8 +54,8 @@ async function present(c: Context<AppEnv>, rows: EntryRow[]) {
 }
 
 /** Lets the Scheduler act on a change now rather than at its next tick. */
-function nudge(c: Context<AppEnv>, trigger: string): Promise<unknown> {
-  return schedulerOf(c.env).pass(trigger);
+function nudge(c: Context<AppEnv>, trigger: string, changed: string[] = [], rereadAll = false) {
+  return schedulerOf(c.env).pass(trigger, changed, rereadAll);
 }
 
 queue.openapi(
@@ -168,7 +168,7 @@ queue.openapi(
     const { job_id } = c.req.valid("param");
     const { user } = principalOf(c);
     await cancelJob(c.get("db"), job_id, levelAtLeast(user.level, "lead") ? null : user.id);
-    await nudge(c, "cancel");
+    await nudge(c, "cancel", [job_id]);
     return c.json(await actionResult(c, job_id), 200);
   },
 );
@@ -178,7 +178,7 @@ queue.openapi(
   async (c) => {
     const { job_id } = c.req.valid("param");
     await decideApproval(c.get("db"), job_id, principalOf(c).user.id, { approve: true });
-    await nudge(c, "approval");
+    await nudge(c, "approval", [job_id]);
     return c.json(await actionResult(c, job_id), 200);
   },
 );
@@ -196,6 +196,7 @@ queue.openapi(
   async (c) => {
     const { job_id } = c.req.valid("param");
     await decideApproval(c.get("db"), job_id, principalOf(c).user.id, { approve: false, reason: c.req.valid("query").reason });
+    await nudge(c, "rejection", [job_id]);
     return c.json(await actionResult(c, job_id), 200);
   },
 );
@@ -212,7 +213,7 @@ queue.openapi(
   async (c) => {
     const { job_id } = c.req.valid("param");
     await overridePriority(c.get("db"), job_id, c.req.valid("json").priority);
-    await nudge(c, "priority");
+    await nudge(c, "priority", [job_id]);
     return c.json(await actionResult(c, job_id), 200);
   },
 );
@@ -268,7 +269,8 @@ queue.openapi(
 queue.openapi(
   createRoute({ method: "post", path: "/api/queue/process", tags, summary: "Run a scheduler pass now (admin)", responses: { 200: json(ProcessResult, "What the pass started"), 401: errors[401], 403: errors[403] } }),
   async (c) => {
-    const result = await nudge(c, "manual") as { started: string[]; waiting: number };
+    // A manual pass re-reads every active entry, whatever changed behind the Scheduler's back.
+    const result = await nudge(c, "manual", [], true);
     return c.json({ success: true as const, started: result.started, waiting: result.waiting }, 200);
   },
 );

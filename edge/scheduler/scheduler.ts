@@ -6,10 +6,18 @@ import type { Env } from "../env";
 import { createLogger, type Logger } from "../log";
 import { planPass, type PendingJob, type Plan } from "./plan";
 import type { NewJob, PassResult, SchedulerApi, SubmitOutcome, WaitInfo } from "./types";
-import { admissionStatements, loadState, localBoxStatusStatement, sweepOfflineWorkers, workerBusyStatement } from "./store";
+import { admissionStatements, loadActive, loadCapacity, loadEntries, localBoxStatusStatement, planInput, sweepOfflineWorkers, workerBusyStatement, type ActiveEntry } from "./store";
 
 /** Seconds between background passes (spec 8). */
 export const PASS_INTERVAL_MS = 5_000;
+/**
+ * The active entries are kept in memory between passes and re-read in full at least this often.
+ * Changes made elsewhere (cancel, approval, priority) are named by the route that made them and
+ * re-read at once; the full re-read bounds how long anything unnamed can go unseen. A stale
+ * entry can only make the Scheduler under-use capacity, never double-book it: admissions are
+ * conditional on the entry still being pending, and only this object allocates.
+ */
+export const FULL_RELOAD_MS = 30_000;
 
 /**
  * The only place capacity is handed out: every admission (a pending job to running, with its GPUs
@@ -22,6 +30,7 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
   // without this chain two could plan over the same free GPUs.
   private chain: Promise<unknown> = Promise.resolve();
   private lastPlan: { at: number; waiting: Map<number, WaitInfo> } | null = null;
+  private active: { entries: Map<number, ActiveEntry>; loadedAt: number } | null = null;
   private readonly log: Logger;
 
   constructor(ctx: DurableObjectState, env: Env) {
@@ -57,10 +66,41 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     return Response.json(await this.pass(trigger));
   }
 
-  /** Runs one pass now and reports what it started. */
-  async pass(trigger: string): Promise<PassResult> {
+  /** Runs one pass now and reports what it started. `changed`: job ids just changed elsewhere. */
+  async pass(trigger: string, changed: string[] = [], rereadAll = false): Promise<PassResult> {
     await this.arm();
-    return this.exclusive(() => this.runPass(trigger));
+    return this.exclusive(() => {
+      if (rereadAll) this.active = null;
+      return this.runPass(trigger, changed);
+    });
+  }
+
+  /** The active entries, brought up to date: in full when stale, else only the named ones. */
+  private async entries(db: Database, changed: string[]): Promise<Map<number, ActiveEntry>> {
+    if (this.active === null || Date.now() - this.active.loadedAt > FULL_RELOAD_MS) {
+      const loadedAt = Date.now();
+      this.active = { entries: new Map((await loadActive(db)).map((e) => [e.job.id, e])), loadedAt };
+      return this.active.entries;
+    }
+    const { active, gone } = await loadEntries(db, changed);
+    const entries = this.active.entries;
+    if (gone.length) {
+      const goneIds = new Set(gone);
+      for (const [id, e] of entries) if (goneIds.has(e.job.jobId)) entries.delete(id);
+    }
+    for (const e of active) entries.set(e.job.id, e);
+    return entries;
+  }
+
+  /** Records in memory what an admission batch really did (entries cancelled meanwhile did not start). */
+  private admitted(entries: Map<number, ActiveEntry>, plan: Plan, results: { rows: Record<string, unknown>[] }[], localWorkerId: number | null): void {
+    const started = new Set(results.flatMap((r) => r.rows.map((row) => row.admitted_id)).filter((id) => id !== undefined).map(Number));
+    for (const a of plan.admitted) {
+      const e = entries.get(a.id);
+      if (!e) continue;
+      if (started.has(a.id)) entries.set(a.id, { ...e, status: "running", allocatedGpus: a.gpus ?? [], workerId: a.workerId ?? (a.gpus !== null ? localWorkerId : null) });
+      else entries.delete(a.id); // no longer pending: re-read on the next full load
+    }
   }
 
   /** Positions and reasons of waiting jobs as of the latest pass (running one first if none). */
@@ -87,7 +127,7 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
         this.log.info("job blocked for approval", { job_id: job.jobId, rule: job.approvalRule });
         return { status: "blocked", id, approvalId, message: `awaiting an admin's approval: ${job.approvalRule}` };
       }
-      const state = await loadState(db);
+      const [capacity, entries] = await Promise.all([loadCapacity(db), this.entries(db, [])]);
       const candidate: PendingJob = {
         id: Number.MAX_SAFE_INTEGER, // sorts after every stored job of the same priority and time
         jobId: job.jobId,
@@ -103,49 +143,58 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
         deviceIds: job.deviceIds,
         anyGpu: job.anyGpu,
       };
-      const plan = planPass({ ...state, now: now.getTime(), pending: [...state.pending, candidate] });
+      const input = planInput(entries.values(), capacity, now.getTime());
+      const plan = planPass({ ...input, pending: [...input.pending, candidate] });
       const mine = plan.admitted.find((a) => a.id === candidate.id);
-      const others = plan.admitted.filter((a) => a.id !== candidate.id);
+      const others: Plan = { admitted: plan.admitted.filter((a) => a.id !== candidate.id), waiting: [] };
       const statements: InStatement[] = [];
       let outcome: SubmitOutcome;
+      let stored: ActiveEntry | null = null;
       if (mine) {
-        const workerId = mine.workerId ?? (mine.gpus !== null ? state.localWorkerId : null);
+        const workerId = mine.workerId ?? (mine.gpus !== null ? capacity.localWorkerId : null);
         statements.push(insertStatement(job, "running", stamp, mine.gpus, workerId));
         if (mine.workerId !== null) statements.push(workerBusyStatement(mine.workerId, job.jobId));
         outcome = { status: "running", id: 0, gpus: mine.gpus, workerId: mine.workerId };
+        stored = { job: candidate, status: "running", allocatedGpus: mine.gpus ?? [], workerId };
       } else {
         const waiting = plan.waiting.find((w) => w.id === candidate.id)!;
         if (noWait) outcome = { status: "rejected", reason: waiting.reason, message: waiting.message };
         else {
           statements.push(insertStatement(job, "pending", stamp, null, null));
           outcome = { status: "queued", id: 0, position: waiting.position, reason: waiting.reason, message: waiting.message };
+          stored = { job: candidate, status: "pending", allocatedGpus: [], workerId: null };
         }
       }
-      statements.push(...admissionStatements(others, state.localWorkerId, stamp));
-      if (state.localWorkerId !== null) statements.push(localBoxStatusStatement(state.localWorkerId));
+      statements.push(...admissionStatements(others.admitted, capacity.localWorkerId, stamp));
+      if (capacity.localWorkerId !== null) statements.push(localBoxStatusStatement(capacity.localWorkerId));
       const results = statements.length ? await db.$client.batch(statements, "write") : [];
-      if (outcome.status === "running" || outcome.status === "queued") outcome.id = Number(results[0]!.rows[0]!.id);
+      if (stored !== null && (outcome.status === "running" || outcome.status === "queued")) {
+        outcome.id = Number(results[0]!.rows[0]!.id);
+        entries.set(outcome.id, { ...stored, job: { ...stored.job, id: outcome.id } });
+      }
+      this.admitted(entries, others, results as unknown as { rows: Record<string, unknown>[] }[], capacity.localWorkerId);
       this.remember(plan, candidate.id, outcome.status === "queued" ? outcome.id : null);
-      this.report(others.map((a) => a.jobId), "submit");
+      this.report(others.admitted.map((a) => a.jobId), "submit");
       return outcome;
     });
   }
 
-  private async runPass(trigger: string): Promise<PassResult> {
+  private async runPass(trigger: string, changed: string[]): Promise<PassResult> {
     const db = this.db();
     const now = new Date();
-    const limits = (await loadState(db)).limits;
-    const offline = await sweepOfflineWorkers(db, limits.worker_heartbeat_timeout_seconds, now);
-    for (const w of offline) this.log.warning("worker went offline: no heartbeat", { worker_id: w.id, worker: w.name, timeout_s: limits.worker_heartbeat_timeout_seconds });
-    const state = await loadState(db);
-    const plan = planPass({ ...state, now: now.getTime() });
-    const statements = admissionStatements(plan.admitted, state.localWorkerId, now.toISOString());
-    if (state.localWorkerId !== null) statements.push(localBoxStatusStatement(state.localWorkerId));
-    if (statements.length) await db.$client.batch(statements, "write");
+    const before = await loadCapacity(db);
+    const offline = await sweepOfflineWorkers(db, before.limits.worker_heartbeat_timeout_seconds, now);
+    for (const w of offline.workers) this.log.warning("worker went offline: no heartbeat", { worker_id: w.id, worker: w.name, timeout_s: before.limits.worker_heartbeat_timeout_seconds });
+    const [capacity, entries] = await Promise.all([offline.workers.length ? loadCapacity(db) : before, this.entries(db, [...changed, ...offline.jobIds])]);
+    const plan = planPass(planInput(entries.values(), capacity, now.getTime()));
+    const statements = admissionStatements(plan.admitted, capacity.localWorkerId, now.toISOString());
+    if (capacity.localWorkerId !== null) statements.push(localBoxStatusStatement(capacity.localWorkerId));
+    const results = statements.length ? await db.$client.batch(statements, "write") : [];
+    this.admitted(entries, plan, results as unknown as { rows: Record<string, unknown>[] }[], capacity.localWorkerId);
     this.remember(plan, null, null);
     const started = plan.admitted.map((a) => a.jobId);
     this.report(started, trigger);
-    return { started, waiting: plan.waiting.length, offline: offline.map((w) => w.name) };
+    return { started, waiting: plan.waiting.length, offline: offline.workers.map((w) => w.name) };
   }
 
   private remember(plan: Plan, placeholderId: number | null, realId: number | null): void {

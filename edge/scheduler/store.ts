@@ -1,8 +1,8 @@
 import type { InStatement } from "@libsql/client/web";
-import { and, eq, inArray, ne } from "drizzle-orm";
+import { ne } from "drizzle-orm";
 import type { ConcurrencySettings } from "../../shared/schemas/queue";
 import type { Database } from "../db/client";
-import { queueEntries, workers } from "../db/schema";
+import { workers } from "../db/schema";
 import { getSetting } from "../settings";
 import type { Admission, PendingJob, PlanInput, RunningJob, WorkerView } from "./plan";
 
@@ -12,76 +12,105 @@ import type { Admission, PendingJob, PlanInput, RunningJob, WorkerView } from ".
  * started, and a crash leaves either the whole pass or none of it.
  */
 
-export interface SchedulerState extends Omit<PlanInput, "now"> {
-  limits: ConcurrencySettings;
-  /** The local box's worker id, when one is registered. */
-  localWorkerId: number | null;
-}
-
 export const ONLINE_STATUSES = ["IDLE", "busy", "draining"] as const;
 
 const parseJson = <T>(text: string | null, fallback: T): T => (text ? (JSON.parse(text) as T) : fallback);
 
-/** Everything a pass needs, read fresh. */
-export async function loadState(db: Database): Promise<SchedulerState> {
-  const [limits, pendingRows, runningRows, workerRows] = await Promise.all([
-    getSetting(db, "concurrency"),
-    db
-      .select({
-        id: queueEntries.id,
-        jobId: queueEntries.jobId,
-        userId: queueEntries.userId,
-        teamId: queueEntries.teamId,
-        priority: queueEntries.priority,
-        priorityOverride: queueEntries.priorityOverride,
-        queuedAt: queueEntries.queuedAt,
-        jobType: queueEntries.jobType,
-        numProcesses: queueEntries.numProcesses,
-        target: queueEntries.target,
-        workerLabels: queueEntries.workerLabels,
-        deviceIds: queueEntries.deviceIds,
-        anyGpu: queueEntries.anyGpu,
-      })
-      .from(queueEntries)
-      .where(eq(queueEntries.status, "pending")),
-    db
-      .select({ id: queueEntries.id, userId: queueEntries.userId, teamId: queueEntries.teamId, jobType: queueEntries.jobType, allocatedGpus: queueEntries.allocatedGpus, workerId: queueEntries.workerId })
-      .from(queueEntries)
-      .where(eq(queueEntries.status, "running")),
-    db.select().from(workers).where(ne(workers.status, "offline")),
-  ]);
+/** An active entry as the Scheduler keeps it between passes. */
+export interface ActiveEntry {
+  job: PendingJob;
+  status: "pending" | "running";
+  allocatedGpus: number[];
+  /** The worker id stored on the entry (the local box's id for local-box jobs). */
+  workerId: number | null;
+}
+
+const ACTIVE_COLUMNS = `id, job_id, user_id, team_id, priority, priority_override, queued_at, job_type, num_processes, target,
+  worker_labels, device_ids, any_gpu, status, allocated_gpus, worker_id`;
+
+function toActive(r: Record<string, unknown>): ActiveEntry {
+  const text = (v: unknown) => (v === null || v === undefined ? null : String(v));
+  return {
+    job: {
+      id: Number(r.id),
+      jobId: String(r.job_id),
+      userId: r.user_id === null ? null : Number(r.user_id),
+      teamId: text(r.team_id),
+      priority: Number(r.priority),
+      priorityOverride: r.priority_override === null ? null : Number(r.priority_override),
+      queuedAt: Date.parse(String(r.queued_at)),
+      jobType: r.job_type === "local" ? "local" : "cloud",
+      numProcesses: Number(r.num_processes),
+      target: r.target === "worker" || r.target === "local" ? r.target : "auto",
+      workerLabels: parseJson<Record<string, string> | null>(text(r.worker_labels), null),
+      deviceIds: parseJson<number[] | null>(text(r.device_ids), null),
+      anyGpu: Number(r.any_gpu) === 1,
+    },
+    status: r.status === "running" ? "running" : "pending",
+    allocatedGpus: parseJson<number[]>(text(r.allocated_gpus), []),
+    workerId: r.worker_id === null ? null : Number(r.worker_id),
+  };
+}
+
+/** Every pending and running entry. */
+export async function loadActive(db: Database): Promise<ActiveEntry[]> {
+  const result = await db.$client.execute(`SELECT ${ACTIVE_COLUMNS} FROM queue_entries WHERE status IN ('pending', 'running')`);
+  return result.rows.map((r) => toActive(r as Record<string, unknown>));
+}
+
+/** The named entries as they are now: active ones, and the job ids that are no longer active. */
+export async function loadEntries(db: Database, jobIds: string[]): Promise<{ active: ActiveEntry[]; gone: string[] }> {
+  if (jobIds.length === 0) return { active: [], gone: [] };
+  const result = await db.$client.execute({ sql: `SELECT ${ACTIVE_COLUMNS} FROM queue_entries WHERE job_id IN (${jobIds.map(() => "?").join(", ")})`, args: jobIds });
+  const rows = result.rows.map((r) => r as Record<string, unknown>);
+  const active = rows.filter((r) => r.status === "pending" || r.status === "running").map(toActive);
+  const activeIds = new Set(active.map((a) => a.job.jobId));
+  return { active, gone: jobIds.filter((id) => !activeIds.has(id)) };
+}
+
+export interface Capacity {
+  limits: ConcurrencySettings;
+  localWorkerId: number | null;
+  localDevices: number[] | null;
+  /** Remote workers that may take jobs (not connecting, draining or offline); idle is decided with the entries. */
+  remote: (Omit<WorkerView, "idle"> & { statusIdle: boolean })[];
+}
+
+/** Limits and workers, read fresh on every pass (a handful of rows). */
+export async function loadCapacity(db: Database): Promise<Capacity> {
+  const [limits, workerRows] = await Promise.all([getSetting(db, "concurrency"), db.select().from(workers).where(ne(workers.status, "offline"))]);
   const localBox = workerRows.find((w) => w.role === "local") ?? null;
-  const localWorkerId = localBox?.id ?? null;
-  const busyWorkers = new Set(runningRows.map((r) => r.workerId).filter((id) => id !== null));
-  const pending: PendingJob[] = pendingRows.map((r) => ({
-    ...r,
-    queuedAt: Date.parse(r.queuedAt),
-    jobType: r.jobType === "local" ? "local" : "cloud",
-    target: r.target === "worker" || r.target === "local" ? r.target : "auto",
-    workerLabels: parseJson<Record<string, string> | null>(r.workerLabels, null),
-    deviceIds: parseJson<number[] | null>(r.deviceIds, null),
-    anyGpu: r.anyGpu === 1,
-  }));
-  const running: RunningJob[] = runningRows.map((r) => ({
-    id: r.id,
-    userId: r.userId,
-    teamId: r.teamId,
-    jobType: r.jobType === "local" ? "local" : "cloud",
-    allocatedGpus: parseJson<number[]>(r.allocatedGpus, []),
-    workerId: r.workerId === localWorkerId ? null : r.workerId,
-  }));
-  const remote: WorkerView[] = workerRows
-    .filter((w) => w.role !== "local" && w.status !== "connecting" && w.status !== "draining")
-    .map((w) => ({
-      id: w.id,
-      labels: parseJson<Record<string, string>>(w.labels, {}),
-      gpuCount: parseJson<unknown[]>(w.gpus, []).length,
-      idle: w.status === "IDLE" && !busyWorkers.has(w.id),
-      idleSince: Date.parse(w.idleSince ?? w.registeredAt ?? w.createdAt),
-    }));
   const localOnline = localBox !== null && (localBox.status === "IDLE" || localBox.status === "busy");
-  const localDevices = localOnline ? parseJson<{ index: number }[]>(localBox.gpus, []).map((g) => g.index) : null;
-  return { limits, pending, running, localDevices, workers: remote, localWorkerId };
+  return {
+    limits,
+    localWorkerId: localBox?.id ?? null,
+    localDevices: localOnline ? parseJson<{ index: number }[]>(localBox.gpus, []).map((g) => g.index) : null,
+    remote: workerRows
+      .filter((w) => w.role !== "local" && w.status !== "connecting" && w.status !== "draining")
+      .map((w) => ({
+        id: w.id,
+        labels: parseJson<Record<string, string>>(w.labels, {}),
+        gpuCount: parseJson<unknown[]>(w.gpus, []).length,
+        statusIdle: w.status === "IDLE",
+        idleSince: Date.parse(w.idleSince ?? w.registeredAt ?? w.createdAt),
+      })),
+  };
+}
+
+/** A pass's input from the active entries and the capacity. */
+export function planInput(entries: Iterable<ActiveEntry>, capacity: Capacity, now: number): PlanInput {
+  const pending: PendingJob[] = [];
+  const running: RunningJob[] = [];
+  const busyWorkers = new Set<number>();
+  for (const e of entries) {
+    if (e.status === "pending") pending.push(e.job);
+    else {
+      if (e.workerId !== null) busyWorkers.add(e.workerId);
+      running.push({ id: e.job.id, userId: e.job.userId, teamId: e.job.teamId, jobType: e.job.jobType, allocatedGpus: e.allocatedGpus, workerId: e.workerId === capacity.localWorkerId ? null : e.workerId });
+    }
+  }
+  const workersView: WorkerView[] = capacity.remote.map(({ statusIdle, ...w }) => ({ ...w, idle: statusIdle && !busyWorkers.has(w.id) }));
+  return { now, limits: capacity.limits, pending, running, localDevices: capacity.localDevices, workers: workersView };
 }
 
 /** The statements that start the admitted jobs; each only if the job is still pending. */
@@ -90,7 +119,7 @@ export function admissionStatements(admitted: Admission[], localWorkerId: number
   for (const a of admitted) {
     const workerId = a.workerId ?? (a.gpus !== null ? localWorkerId : null);
     statements.push({
-      sql: `UPDATE queue_entries SET status = 'running', started_at = ?, allocated_gpus = ?, worker_id = ?, updated_at = ? WHERE id = ? AND status = 'pending'`,
+      sql: `UPDATE queue_entries SET status = 'running', started_at = ?, allocated_gpus = ?, worker_id = ?, updated_at = ? WHERE id = ? AND status = 'pending' RETURNING id AS admitted_id`,
       args: [now, a.gpus === null ? null : JSON.stringify(a.gpus), workerId, now, a.id],
     });
     if (a.workerId !== null) statements.push(workerBusyStatement(a.workerId, a.jobId));
@@ -112,10 +141,10 @@ export function workerBusyStatement(workerId: number, jobId: string): InStatemen
  * worker back in the queue (attempt + 1) or, at max_attempts, fails them. Their GPUs are freed
  * with them, since allocations live on the running entries. Returns the workers taken offline.
  */
-export async function sweepOfflineWorkers(db: Database, timeoutSeconds: number, now: Date): Promise<{ id: number; name: string }[]> {
+export async function sweepOfflineWorkers(db: Database, timeoutSeconds: number, now: Date): Promise<{ workers: { id: number; name: string }[]; jobIds: string[] }> {
   const cutoff = new Date(now.getTime() - timeoutSeconds * 1000).toISOString();
   const stamp = now.toISOString();
-  const [gone] = await db.$client.batch(
+  const [gone, failed, requeued] = await db.$client.batch(
     [
       {
         sql: `UPDATE workers SET status = 'offline' WHERE status IN ('IDLE', 'busy', 'draining') AND last_heartbeat < ? RETURNING id, name`,
@@ -124,20 +153,23 @@ export async function sweepOfflineWorkers(db: Database, timeoutSeconds: number, 
       {
         sql: `UPDATE queue_entries SET status = 'failed', completed_at = ?, updated_at = ?,
                 error_message = 'worker ' || COALESCE((SELECT name FROM workers w WHERE w.id = queue_entries.worker_id), '?') || ' went offline; attempt ' || attempt || ' of ' || max_attempts || ', no retries left'
-              WHERE status = 'running' AND attempt >= max_attempts AND worker_id IN (SELECT id FROM workers WHERE status = 'offline')`,
+              WHERE status = 'running' AND attempt >= max_attempts AND worker_id IN (SELECT id FROM workers WHERE status = 'offline') RETURNING job_id`,
         args: [stamp, stamp],
       },
       {
         sql: `UPDATE queue_entries SET status = 'pending', attempt = attempt + 1, started_at = NULL, allocated_gpus = NULL, updated_at = ?,
                 error_message = 'worker ' || COALESCE((SELECT name FROM workers w WHERE w.id = queue_entries.worker_id), '?') || ' went offline during attempt ' || attempt || '; retrying',
                 worker_id = NULL
-              WHERE status = 'running' AND attempt < max_attempts AND worker_id IN (SELECT id FROM workers WHERE status = 'offline')`,
+              WHERE status = 'running' AND attempt < max_attempts AND worker_id IN (SELECT id FROM workers WHERE status = 'offline') RETURNING job_id`,
         args: [stamp],
       },
     ],
     "write",
   );
-  return (gone?.rows ?? []).map((r) => ({ id: Number(r.id), name: String(r.name) }));
+  return {
+    workers: gone!.rows.map((r) => ({ id: Number(r.id), name: String(r.name) })),
+    jobIds: [...failed!.rows, ...requeued!.rows].map((r) => String(r.job_id)),
+  };
 }
 
 /** The local box shows busy while it runs anything, IDLE otherwise. */
@@ -147,11 +179,4 @@ export function localBoxStatusStatement(localWorkerId: number): InStatement {
           WHERE id = ?1 AND status IN ('IDLE', 'busy')`,
     args: [localWorkerId],
   };
-}
-
-/** Ids of entries in `ids` that are still pending (after a batch some may have been cancelled). */
-export async function stillPending(db: Database, ids: number[]): Promise<Set<number>> {
-  if (ids.length === 0) return new Set();
-  const rows = await db.select({ id: queueEntries.id }).from(queueEntries).where(and(inArray(queueEntries.id, ids), eq(queueEntries.status, "pending")));
-  return new Set(rows.map((r) => r.id));
 }

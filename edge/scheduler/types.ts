@@ -45,7 +45,8 @@ export interface PassResult {
 
 /** The Scheduler's RPC methods (edge/scheduler/scheduler.ts). */
 export interface SchedulerApi {
-  pass(trigger: string): Promise<PassResult>;
+  /** `changed`: ids of jobs whose state a route just changed, so the pass sees them at once. */
+  pass(trigger: string, changed?: string[], rereadAll?: boolean): Promise<PassResult>;
   submit(job: NewJob, noWait: boolean): Promise<SubmitOutcome>;
   waitInfo(): Promise<WaitInfo[]>;
 }

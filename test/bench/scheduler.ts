@@ -55,22 +55,25 @@ try {
   const rows = pending.map((p) => ({ sql: "INSERT INTO queue_entries (job_id, user_id, team_id, priority, status, queued_at, job_type) VALUES (?, ?, ?, ?, 'pending', ?, 'cloud')", args: [p.jobId, p.userId, p.teamId, p.priority, new Date(p.queuedAt).toISOString()] }));
   for (let i = 0; i < rows.length; i += 1000) await db.batch(rows.slice(i, i + 1000), "write");
   db.close();
-  // Capacity 0 first, so the timed pass is the one that admits everything.
+  // Capacity 0 first: a manual pass re-reads all 10,000 entries (cold) and admits nothing.
   await stack.post("/api/queue/concurrency", { ...LIMITS, max_concurrent: 0 });
+  let t0 = performance.now();
   await stack.post("/api/queue/process", {});
-  await stack.post("/api/queue/concurrency", LIMITS); // nudges a pass itself; measure a clean one next
-  const reset = await createClient({ url: `file:${join(stack.dataDir, "service.db")}` });
-  await reset.execute("UPDATE queue_entries SET status = 'pending', started_at = NULL WHERE status = 'running'");
-  reset.close();
-  const passTimes: number[] = [];
-  let started = 0;
-  for (let i = 0; i < 3; i++) {
-    const t0 = performance.now();
-    const answer = (await (await stack.post("/api/queue/process", {})).json()) as { started: string[] };
-    passTimes.push(performance.now() - t0);
-    if (i === 0) started = answer.started.length;
-  }
-  out(`1b. full pass through POST /api/queue/process (HTTP + DO + libSQL): ${started} admitted in the first pass; ${passTimes.map((t) => t.toFixed(0) + " ms").join(", ")} (first admits, later ones find nothing to do)`);
+  const cold = performance.now() - t0;
+  // Raising the limit is the timed pass: it runs on the Scheduler's in-memory entries.
+  t0 = performance.now();
+  await stack.post("/api/queue/concurrency", LIMITS);
+  const warm = performance.now() - t0;
+  const stats = (await (await fetch(`${stack.base}/api/queue/stats`, { headers: auth })).json()) as { running: number; queue_depth: number };
+  out(`1b. whole pass in the Scheduler DO over HTTP: cold re-read of 10,000 entries (POST /api/queue/process) ${cold.toFixed(0)} ms;`);
+  out(`    limit raised to 500 (POST /api/queue/concurrency, settings write + pass + 500-row admission batch): ${warm.toFixed(0)} ms, ${stats.running} running, ${stats.queue_depth} still pending`);
+  out(`    target: 500 admitted in one pass (${stats.running === 500 ? "met" : "NOT met"}), pass <= 100 ms (${warm <= 100 ? "met" : "NOT met"})`);
+
+  // The backlog goes before the local measurements (it is cloud work and would only add planning time).
+  const clear = createClient({ url: `file:${join(stack.dataDir, "service.db")}` });
+  await clear.execute("UPDATE queue_entries SET status = 'cancelled', completed_at = datetime('now') WHERE status IN ('pending', 'running')");
+  clear.close();
+  await stack.post("/api/queue/process", {});
 
   // --- 2. submit-to-running latency ---------------------------------------------------------
   const created = (await (await stack.post("/api/admin/workers", { name: "bench-box" })).json()) as { token: string };
