@@ -1,22 +1,18 @@
 import type { WaitReason } from "../../shared/schemas/queue";
+import type { PendingJob } from "./plan";
 
 /*
  * What the Scheduler Durable Object offers over RPC, apart from its class, so that code type-checked
  * for Node (tests, the local host) can name it without the Workers runtime's types.
  */
 
-export interface NewJob {
+/** A submission for the Scheduler: what it needs to place the job, and what to store with it. */
+export interface NewJob extends Pick<PendingJob, "jobType" | "numProcesses" | "target" | "workerLabels" | "deviceIds" | "anyGpu"> {
   jobId: string;
   userId: number;
   teamId: string | null;
   priority: number;
   configName: string;
-  jobType: "local" | "cloud";
-  numProcesses: number;
-  target: "auto" | "worker" | "local";
-  workerLabels: Record<string, string> | null;
-  deviceIds: number[] | null;
-  anyGpu: boolean;
   estimatedCost: number;
   metadata: Record<string, unknown> | null;
   /** The approval rule that caught it, or null when it may run without approval. */
