@@ -2,6 +2,10 @@ import type { ConcurrencySettings } from "../../shared/schemas/queue";
 import type { Database } from "../db/client";
 
 export interface LocalView {
+  /** The local box's worker name, null when none is registered. */
+  name: string | null;
+  /** Its registered inventory, as the runner sent it. */
+  inventory: { index: number; uuid?: string; name: string; memory_mb: number }[];
   devices: { index: number; name: string; memory_gb: number; allocated: boolean; job_id: string | null }[];
   allocated: number[];
   available: number[];
@@ -19,18 +23,20 @@ export interface LocalView {
 export async function localView(db: Database): Promise<LocalView> {
   const [box, running, pending] = await db.$client.batch(
     [
-      "SELECT id, status, gpus, host_stats FROM workers WHERE role = 'local'",
+      "SELECT id, name, status, gpus, host_stats FROM workers WHERE role = 'local'",
       "SELECT q.job_id, q.allocated_gpus FROM queue_entries q JOIN workers w ON w.id = q.worker_id AND w.role = 'local' WHERE q.status = 'running'",
       "SELECT count(*) AS n FROM queue_entries WHERE status = 'pending' AND job_type = 'local'",
     ],
     "read",
   );
   const row = box!.rows[0];
-  const gpus = row ? (JSON.parse(String(row.gpus)) as { index: number; name?: string; memory_mb?: number }[]) : [];
+  const gpus = row ? (JSON.parse(String(row.gpus)) as LocalView["inventory"]) : [];
   const holder = new Map<number, string>();
   for (const r of running!.rows) for (const index of JSON.parse(String(r.allocated_gpus ?? "[]")) as number[]) holder.set(index, String(r.job_id));
-  const devices = gpus.map((g) => ({ index: g.index, name: g.name ?? "GPU", memory_gb: Math.round(((g.memory_mb ?? 0) / 1024) * 10) / 10, allocated: holder.has(g.index), job_id: holder.get(g.index) ?? null }));
+  const devices = gpus.map((g) => ({ index: g.index, name: g.name, memory_gb: Math.round((g.memory_mb / 1024) * 10) / 10, allocated: holder.has(g.index), job_id: holder.get(g.index) ?? null }));
   return {
+    name: row ? String(row.name) : null,
+    inventory: gpus,
     devices,
     allocated: [...holder.keys()].sort((a, b) => a - b),
     available: devices.filter((d) => !d.allocated).map((d) => d.index),

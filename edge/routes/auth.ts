@@ -20,14 +20,13 @@ import { checkPassword, createFirstAdmin, createUser, needsSetup } from "../auth
 import { principalOf } from "../middleware/authorize";
 import { ApiError } from "../errors";
 import { createRouter } from "../router";
+import { json, jsonBody } from "./openapi";
 import { getSetting, setSetting } from "../settings";
 import { clearSessionCookie, setSessionCookie } from "./session-cookie";
 
 export const auth = createRouter();
 
 const tags = ["Authentication"];
-const json = <T extends z.ZodType>(schema: T, description: string) => ({ description, content: { "application/json": { schema } } });
-const body = <T extends z.ZodType>(schema: T) => ({ body: { required: true, content: { "application/json": { schema } } } });
 const errors = {
   401: json(ErrorBody, "No valid credential"),
   403: json(ErrorBody, "Credential valid but not allowed"),
@@ -54,7 +53,7 @@ auth.openapi(
     path: "/api/cloud/auth/setup/first-admin",
     tags,
     summary: "Create the first admin (only while no user exists); logs them in",
-    request: body(FirstAdminRequest),
+    request: jsonBody(FirstAdminRequest),
     responses: { 201: json(SessionInfo, "The admin, logged in (Set-Cookie)"), 409: json(ErrorBody, "Setup already complete"), 422: errors[422] },
   }),
   async (c) => {
@@ -74,7 +73,7 @@ auth.openapi(
     tags,
     summary: "Log in with username (or email) and password; sets the session cookie",
     description: "The cookie `st_session` is HttpOnly, SameSite=Lax, Secure over HTTPS, and lasts 24 hours (30 days with `remember_me`).",
-    request: body(LoginRequest),
+    request: jsonBody(LoginRequest),
     responses: { 200: json(SessionInfo, "Logged in (Set-Cookie)"), 401: json(ErrorBody, "Wrong username or password"), 422: errors[422] },
   }),
   async (c) => {
@@ -114,7 +113,7 @@ auth.openapi(
     path: "/api/cloud/auth/register",
     tags,
     summary: "Public self-registration as a researcher, when an admin has enabled it",
-    request: body(RegisterRequest),
+    request: jsonBody(RegisterRequest),
     responses: { 201: json(User, "Registered; log in next"), 403: json(ErrorBody, "Registration is disabled"), 409: json(ErrorBody, "Username or email taken"), 422: errors[422] },
   }),
   async (c) => {
@@ -134,7 +133,7 @@ auth.openapi(
     path: "/api/cloud/auth/registration",
     tags,
     summary: "Enable or disable public registration (admin)",
-    request: body(RegistrationSetting),
+    request: jsonBody(RegistrationSetting),
     responses: { 200: json(RegistrationSetting, "Saved"), ...errors },
   }),
   async (c) => {
@@ -151,7 +150,7 @@ auth.openapi(
     path: "/api/cloud/auth/api-keys",
     tags,
     summary: "Create an API key (needs a session); the key is shown only in this answer",
-    request: body(ApiKeyCreate),
+    request: jsonBody(ApiKeyCreate),
     responses: { 201: json(ApiKeyCreated, "The new key"), ...errors },
   }),
   async (c) => {

@@ -1,4 +1,4 @@
-import { createRoute, z } from "@hono/zod-openapi";
+import { createRoute } from "@hono/zod-openapi";
 import { ErrorBody } from "../../shared/schemas/common";
 import {
   ConfigListQuery,
@@ -18,12 +18,11 @@ import { createEnvironment, exportEnvironment, getEnvironment, listEnvironments,
 import { EXAMPLE_ENVIRONMENTS } from "../environments/examples";
 import { principalOf } from "../middleware/authorize";
 import { createRouter } from "../router";
+import { json, jsonBody } from "./openapi";
 
 export const environments = createRouter();
 
 const tags = ["Environments"];
-const json = <T extends z.ZodType>(schema: T, description: string) => ({ description, content: { "application/json": { schema } } });
-const body = <T extends z.ZodType>(schema: T) => ({ body: { required: true, content: { "application/json": { schema } } } });
 const errors = {
   401: json(ErrorBody, "No valid credential"),
   403: json(ErrorBody, "Credential valid but level too low"),
@@ -40,7 +39,7 @@ environments.openapi(
     description:
       "The option map starts with `--model_family`, `--model_flavour`, `--model_type` and `--lora_type` for the fields given. " +
       "The dataloader starts with one image dataset read from `datasets/<name>` and the default text-embed dataset, cached under `cache/<name>/`.",
-    request: body(EnvironmentCreate),
+    request: jsonBody(EnvironmentCreate),
     responses: { 201: json(Environment, "Created"), 409: json(ErrorBody, "The name is taken"), ...errors },
   }),
   async (c) => {
@@ -99,7 +98,7 @@ environments.openapi(
       "Fields left out are kept. `config` replaces the whole option map (it is not merged): send every option to keep. " +
       "`model_family`, `model_flavour`, `model_type` and `lora_type` follow the new map's `--model_family`, `--model_flavour`, `--model_type` and `--lora_type`. " +
       "A rename keeps the environment active if it was, and keeps its dataloader paths (regenerate the dataloader to follow the new name).",
-    request: { params: EnvironmentParams, ...body(EnvironmentUpdate) },
+    request: { params: EnvironmentParams, ...jsonBody(EnvironmentUpdate) },
     responses: { 200: json(Environment, "Saved"), ...notFound, 409: json(ErrorBody, "The new name is taken"), ...errors },
   }),
   async (c) => {

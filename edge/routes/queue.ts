@@ -1,4 +1,4 @@
-import { createRoute, z } from "@hono/zod-openapi";
+import { createRoute } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { levelAtLeast } from "../../shared/levels";
 import { ErrorBody } from "../../shared/schemas/common";
@@ -29,6 +29,7 @@ import { queueStats } from "../queue/stats";
 import { prepareLocalJob } from "../queue/submit";
 import { cancelJob, cleanupQueue, decideApproval, overridePriority } from "../queue/transitions";
 import { createRouter } from "../router";
+import { json } from "./openapi";
 import type { WaitInfo } from "../scheduler/types";
 import { schedulerOf } from "../scheduler/stub";
 import { getSetting, setSetting } from "../settings";
@@ -36,7 +37,6 @@ import { getSetting, setSetting } from "../settings";
 export const queue = createRouter();
 
 const tags = ["Queue"];
-const json = <T extends z.ZodType>(schema: T, description: string) => ({ description, content: { "application/json": { schema } } });
 const errors = {
   401: json(ErrorBody, "No valid credential"),
   403: json(ErrorBody, "Level too low"),

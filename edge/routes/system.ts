@@ -16,10 +16,8 @@ system.openapi(
     responses: { 200: { description: "Status", content: { "application/json": { schema: SystemStatus } } }, 401: { description: "No valid credential", content: { "application/json": { schema: ErrorBody } } } },
   }),
   async (c) => {
-    const db = c.get("db");
-    const view = await localView(db);
-    const box = await db.$client.execute("SELECT name, gpus FROM workers WHERE role = 'local'");
-    const inventory = box.rows[0] ? (JSON.parse(String(box.rows[0].gpus)) as { index: number; uuid?: string; name: string; memory_mb: number }[]) : [];
+    const view = await localView(c.get("db"));
+    const inventory = view.inventory;
     const holder = new Map(view.devices.map((d) => [d.index, d.job_id]));
     return c.json(
       {
@@ -30,7 +28,7 @@ system.openapi(
         gpu_inventory: {
           backend: inventory.length ? ("cuda" as const) : ("none" as const),
           count: inventory.length,
-          capabilities: { local_box: box.rows[0] ? String(box.rows[0].name) : null, online: view.online, total_memory_gb: view.devices.reduce((sum, d) => sum + d.memory_gb, 0) },
+          capabilities: { local_box: view.name, online: view.online, total_memory_gb: view.devices.reduce((sum, d) => sum + d.memory_gb, 0) },
         },
         ...(c.req.valid("query").include_allocation
           ? { gpu_allocation: { allocated_gpus: view.allocated, available_gpus: view.available, running_local_jobs: view.runningJobs, devices: view.devices } }

@@ -1,14 +1,13 @@
 import { createRoute } from "@hono/zod-openapi";
-import { ErrorBody } from "../../shared/schemas/common";
 import { Me, User, UserCreate, UserList } from "../../shared/schemas/users";
 import { createUser, listUsers } from "../auth/users";
 import { principalOf } from "../middleware/authorize";
 import { createRouter } from "../router";
+import { error } from "./openapi";
 
 export const users = createRouter();
 
 const tags = ["Users"];
-const error = (description: string) => ({ description, content: { "application/json": { schema: ErrorBody } } });
 
 users.openapi(
   createRoute({

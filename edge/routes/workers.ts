@@ -1,10 +1,10 @@
-import { createRoute, z } from "@hono/zod-openapi";
-import { ErrorBody } from "../../shared/schemas/common";
+import { createRoute, type z } from "@hono/zod-openapi";
 import { HeartbeatAnswer, WorkerCreate, WorkerCreated, WorkerHeartbeat, WorkerList, WorkerRegister } from "../../shared/schemas/workers";
 import type { AppEnv } from "../app-env";
 import { ApiError } from "../errors";
 import { principalOf } from "../middleware/authorize";
 import { createRouter } from "../router";
+import { error, json } from "./openapi";
 import { schedulerOf } from "../scheduler/stub";
 import { getSetting } from "../settings";
 import { assignmentsOf, createWorker, heartbeat, HEARTBEAT_INTERVAL_SECONDS, listWorkers, registerWorker } from "../workers/workers";
@@ -13,8 +13,6 @@ import type { Context } from "hono";
 export const workersRoutes = createRouter();
 
 const tags = ["Workers"];
-const json = <T extends z.ZodType>(schema: T, description: string) => ({ description, content: { "application/json": { schema } } });
-const e = (description: string) => json(ErrorBody, description);
 
 function workerOf(c: Context<AppEnv>) {
   const worker = c.get("worker");
@@ -30,7 +28,7 @@ workersRoutes.openapi(
     summary: "Create a worker and its token (admin)",
     description: "The token is shown once. Start the runner on the box with it; it registers and heartbeats.",
     request: { body: { required: true, content: { "application/json": { schema: WorkerCreate } } } },
-    responses: { 201: json(WorkerCreated, "Created (status connecting)"), 401: e("No valid credential"), 403: e("Not an admin"), 409: e("Name taken"), 422: e("Invalid body") },
+    responses: { 201: json(WorkerCreated, "Created (status connecting)"), 401: error("No valid credential"), 403: error("Not an admin"), 409: error("Name taken"), 422: error("Invalid body") },
   }),
   async (c) => {
     const worker = await createWorker(c.get("db"), c.req.valid("json").name);
@@ -40,7 +38,7 @@ workersRoutes.openapi(
 );
 
 workersRoutes.openapi(
-  createRoute({ method: "get", path: "/api/admin/workers", tags, summary: "GPU boxes and workers with status and current job (admin)", responses: { 200: json(WorkerList, "Workers"), 401: e("No valid credential"), 403: e("Not an admin") } }),
+  createRoute({ method: "get", path: "/api/admin/workers", tags, summary: "GPU boxes and workers with status and current job (admin)", responses: { 200: json(WorkerList, "Workers"), 401: error("No valid credential"), 403: error("Not an admin") } }),
   async (c) => c.json({ workers: await listWorkers(c.get("db")) }, 200),
 );
 
@@ -58,7 +56,7 @@ workersRoutes.openapi(
     summary: "A runner registers its box (worker token)",
     description: "Inventory (index, uuid, name, memory per GPU), labels and role. role local makes it this service's local GPU box (at most one). Registering again updates the inventory and keeps running jobs.",
     request: { body: { required: true, content: { "application/json": { schema: WorkerRegister } } } },
-    responses: { 200: json(HeartbeatAnswer, "Registered"), 401: e("No valid worker token"), 409: e("Another box is the local box"), 422: e("Invalid body") },
+    responses: { 200: json(HeartbeatAnswer, "Registered"), 401: error("No valid worker token"), 409: error("Another box is the local box"), 422: error("Invalid body") },
   }),
   async (c) => {
     const worker = await registerWorker(c.get("db"), workerOf(c), c.req.valid("json"));
@@ -76,7 +74,7 @@ workersRoutes.openapi(
     summary: "A runner says it is alive (worker token)",
     description: "Send at least every heartbeat_interval_seconds. Silence past heartbeat_timeout_seconds takes the worker offline and its running jobs back to the queue. The answer lists the jobs assigned to this worker.",
     request: { body: { required: true, content: { "application/json": { schema: WorkerHeartbeat } } } },
-    responses: { 200: json(HeartbeatAnswer, "Alive"), 401: e("No valid worker token"), 409: e("Not registered yet"), 422: e("Invalid body") },
+    responses: { 200: json(HeartbeatAnswer, "Alive"), 401: error("No valid worker token"), 409: error("Not registered yet"), 422: error("Invalid body") },
   }),
   async (c) => {
     const worker = workerOf(c);

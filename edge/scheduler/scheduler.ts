@@ -82,12 +82,9 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
       this.active = { entries: new Map((await loadActive(db)).map((e) => [e.job.id, e])), loadedAt };
       return this.active.entries;
     }
-    const { active, gone } = await loadEntries(db, changed);
+    const { active, inactiveIds } = await loadEntries(db, changed);
     const entries = this.active.entries;
-    if (gone.length) {
-      const goneIds = new Set(gone);
-      for (const [id, e] of entries) if (goneIds.has(e.job.jobId)) entries.delete(id);
-    }
+    for (const id of inactiveIds) entries.delete(id);
     for (const e of active) entries.set(e.job.id, e);
     return entries;
   }

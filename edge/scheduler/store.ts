@@ -58,14 +58,13 @@ export async function loadActive(db: Database): Promise<ActiveEntry[]> {
   return result.rows.map((r) => toActive(r as Record<string, unknown>));
 }
 
-/** The named entries as they are now: active ones, and the job ids that are no longer active. */
-export async function loadEntries(db: Database, jobIds: string[]): Promise<{ active: ActiveEntry[]; gone: string[] }> {
-  if (jobIds.length === 0) return { active: [], gone: [] };
+/** The named entries as they are now: the active ones, and the ids of those no longer active. */
+export async function loadEntries(db: Database, jobIds: string[]): Promise<{ active: ActiveEntry[]; inactiveIds: number[] }> {
+  if (jobIds.length === 0) return { active: [], inactiveIds: [] };
   const result = await db.$client.execute({ sql: `SELECT ${ACTIVE_COLUMNS} FROM queue_entries WHERE job_id IN (${jobIds.map(() => "?").join(", ")})`, args: jobIds });
   const rows = result.rows.map((r) => r as Record<string, unknown>);
-  const active = rows.filter((r) => r.status === "pending" || r.status === "running").map(toActive);
-  const activeIds = new Set(active.map((a) => a.job.jobId));
-  return { active, gone: jobIds.filter((id) => !activeIds.has(id)) };
+  const isActive = (r: Record<string, unknown>) => r.status === "pending" || r.status === "running";
+  return { active: rows.filter(isActive).map(toActive), inactiveIds: rows.filter((r) => !isActive(r)).map((r) => Number(r.id)) };
 }
 
 export interface Capacity {

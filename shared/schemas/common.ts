@@ -14,3 +14,9 @@ export const ErrorBody = z
 export type ErrorBody = z.infer<typeof ErrorBody>;
 
 export const Timestamp = z.string().openapi({ description: "ISO 8601 UTC", example: "2026-11-23T09:00:00.000Z" });
+
+/** A boolean query parameter: `true`/`1` or `false`/`0`. */
+export const BooleanQuery = z
+  .enum(["true", "false", "1", "0"])
+  .transform((v) => v === "true" || v === "1")
+  .openapi({ type: "boolean" });

@@ -1,5 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import { Timestamp } from "./common";
+import { BooleanQuery, Timestamp } from "./common";
 
 export const JOB_STATUSES = ["pending", "running", "blocked", "completed", "failed", "cancelled"] as const;
 export const ACTIVE_STATUSES = ["pending", "running", "blocked"] as const;
@@ -109,15 +109,10 @@ export type QueueEntry = z.infer<typeof QueueEntry>;
 
 export const QueueList = z.object({ jobs: z.array(QueueEntry), total: z.number().int() }).openapi("QueueList");
 
-const boolParam = z
-  .enum(["true", "false", "1", "0"])
-  .transform((v) => v === "true" || v === "1")
-  .openapi({ type: "boolean" });
-
 export const QueueListQuery = z.object({
   status: z.enum(ACTIVE_STATUSES).optional().openapi({ description: "Only entries in this status" }),
   limit: z.coerce.number().int().min(1).max(1000).default(50),
-  include_completed: boolParam.default(false).openapi({ description: "Also list completed, failed and cancelled entries" }),
+  include_completed: BooleanQuery.default(false).openapi({ description: "Also list completed, failed and cancelled entries" }),
 });
 
 export const LocalStats = z.object({

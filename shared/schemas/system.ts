@@ -1,11 +1,8 @@
 import { z } from "@hono/zod-openapi";
+import { BooleanQuery } from "./common";
 
 export const SystemStatusQuery = z.object({
-  include_allocation: z
-    .enum(["true", "false", "1", "0"])
-    .transform((v) => v === "true" || v === "1")
-    .default(false)
-    .openapi({ type: "boolean" }),
+  include_allocation: BooleanQuery.default(false),
 });
 
 export const SystemStatus = z
