@@ -16,8 +16,13 @@ type SettingValue<K extends SettingKey> = (typeof SETTING_DEFAULTS)[K];
 
 export async function getSetting<K extends SettingKey>(db: Database, key: K): Promise<SettingValue<K>> {
   const [row] = await db.select({ value: settings.value }).from(settings).where(eq(settings.key, key));
-  if (!row) return SETTING_DEFAULTS[key];
-  const stored = JSON.parse(row.value) as SettingValue<K>;
+  return parseSetting(key, row?.value ?? null);
+}
+
+/** A setting from its stored JSON (null when never set). */
+export function parseSetting<K extends SettingKey>(key: K, value: string | null): SettingValue<K> {
+  if (value === null) return SETTING_DEFAULTS[key];
+  const stored = JSON.parse(value) as SettingValue<K>;
   // Object settings gain fields over time: a stored value keeps the defaults of fields added since.
   const fallback = SETTING_DEFAULTS[key];
   return typeof fallback === "object" && fallback !== null ? ({ ...fallback, ...(stored as object) } as SettingValue<K>) : stored;

@@ -306,6 +306,17 @@ it("serves a cached statement correctly after the schema under it changes", asyn
   expect(after.rows[0]).toMatchObject({ a: 1, b: "x" });
 });
 
+it("compiles a repeated statement once, writes and commits included", async () => {
+  const c = httpClient();
+  await c.execute("CREATE TABLE r (a INTEGER)");
+  const insert = () => c.batch([{ sql: "INSERT INTO r VALUES (?)", args: [1] }, "SELECT count(*) FROM r"], "write");
+  await insert();
+  const compiled = server.compiledCount();
+  for (let i = 0; i < 5; i++) await insert();
+  expect(server.compiledCount()).toBe(compiled);
+  expect((await c.execute("SELECT count(*) AS n FROM r")).rows[0]!.n).toBe(6);
+});
+
 it("refuses an execute holding several statements instead of running only the first", async () => {
   const c = httpClient();
   await expect(c.execute("CREATE TABLE one (a); CREATE TABLE two (b)")).rejects.toThrow(/more than one statement/);

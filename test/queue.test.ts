@@ -197,6 +197,34 @@ describe("with a registered local box of 4 GPUs", () => {
     expect(jobs.filter((j) => j.status === "pending").map((j) => j.position)).toEqual(Array.from({ length: 50 - free }, (_, i) => i + 1));
     await drain();
   });
+
+  it("decides a burst of submissions together, each with its own answer; refused and rejected ones store nothing", async () => {
+    await env("broken", { "--num_processes": "lots" });
+    // The race above left every GPU taken, so the burst's GPU jobs wait (or, with no_wait, are rejected).
+    await limits({ local_job_max_concurrent: 100 });
+    const before = (await list()).length;
+    const gpu = { config_name: "one-gpu", target: "local", any_gpu: true };
+    // Interleaved, so a rejected submission sits between queued ones in the same decision.
+    const bodies = [gpu, { ...gpu, no_wait: true }, gpu, { config_name: "nope" }, { ...gpu, no_wait: true }, gpu, { config_name: "broken" }, gpu, { ...gpu, no_wait: true }, { config_name: "cpu", target: "local" }, gpu, { config_name: "nope" }, gpu, { config_name: "broken" }];
+    const replies = await Promise.all(bodies.map((body, i) => submit(i % 2 ? researcher : other, body)));
+    const of = (test: (b: Record<string, unknown>) => boolean) => replies.filter((_, i) => test(bodies[i]!));
+    const queued = of((b) => b.config_name === "one-gpu" && !b.no_wait);
+    expect(queued.map((r) => [r.status, r.body.status, r.body.wait_reason])).toEqual(Array(6).fill([200, "queued", "gpus_busy"]));
+    expect(queued.map((r) => r.body.queue_position).sort((a, b) => a - b)).toEqual([1, 2, 3, 4, 5, 6]);
+    expect(of((b) => b.no_wait === true).map((r) => [r.body.status, r.body.job_id, r.body.wait_reason])).toEqual(Array(3).fill(["rejected", null, "gpus_busy"]));
+    expect(of((b) => b.config_name === "nope").map((r) => [r.status, r.body.detail])).toEqual(Array(2).fill([404, "Environment nope not found"]));
+    expect(of((b) => b.config_name === "broken").map((r) => [r.status, r.body.code])).toEqual(Array(2).fill([422, "invalid_environment"]));
+    const [cpu] = of((b) => b.config_name === "cpu");
+    expect(cpu!.body).toMatchObject({ status: "running", allocated_gpus: [] });
+    const jobs = await list();
+    expect(jobs).toHaveLength(before + 7);
+    expect(new Set([...queued, cpu!].map((r) => r.body.job_id)).size).toBe(7);
+    // The queue's positions agree with the answers, with no gap where the rejected ones were.
+    const pending = jobs.filter((j) => j.status === "pending");
+    expect(pending.map((j) => j.position)).toEqual([1, 2, 3, 4, 5, 6]);
+    for (const r of queued) expect(pending.find((j) => j.job_id === r.body.job_id)?.position).toBe(r.body.queue_position);
+    await drain();
+  });
 });
 
 describe("settings and housekeeping", () => {

@@ -23,6 +23,8 @@ export interface HranaServer {
   handle(request: Request): Promise<Response>;
   /** The same, without Request/Response objects (the loopback server's fast path). */
   answer(method: string, pathname: string, body: string): Promise<Answer>;
+  /** How many statements have been compiled so far (a repeated statement should not add to it). */
+  compiledCount(): number;
   /** Rolls back any open transaction and closes the database. */
   close(): void;
 }
@@ -77,19 +79,33 @@ export function createHranaServer(dbPath: string, options: HranaServerOptions = 
   // A schema change (ours or another process's) empties it: a statement's column list is fixed
   // when it is compiled, so `SELECT *` would otherwise miss a new column.
   const compiled = new Map<string, ReturnType<typeof db.prepare>>();
-  const schemaVersion = db.prepare("PRAGMA schema_version").pluck(true);
-  let knownSchema = schemaVersion.get([]);
+  // raw, not pluck: libsql's get() ignores pluck and returns a fresh object each time, which
+  // never compares equal and would empty the cache on every statement.
+  const schemaVersionStatement = db.prepare("PRAGMA schema_version").raw(true);
+  const schemaVersion = () => (schemaVersionStatement.get([]) as number[])[0];
+  let knownSchema = schemaVersion();
+  let compiledTotal = 0;
   const noticeSchemaChange = () => {
-    const now = schemaVersion.get([]);
+    const now = schemaVersion();
     if (now !== knownSchema) {
       knownSchema = now;
       compiled.clear();
     }
   };
+  // A compiled statement's columns never change (a schema change recompiles), so they are read once.
+  const columnCache = new WeakMap<object, StmtResult["cols"]>();
+  const columnsOf = (prepared: ReturnType<typeof db.prepare>) => {
+    let cols = columnCache.get(prepared);
+    if (!cols) columnCache.set(prepared, (cols = prepared.columns().map((c) => ({ name: c.name, decltype: c.type }))));
+    return cols;
+  };
   const statement = (sql: string) => {
     let prepared = compiled.get(sql);
     if (prepared) compiled.delete(sql);
-    else prepared = db.prepare(sql).safeIntegers(true);
+    else {
+      prepared = db.prepare(sql).safeIntegers(true);
+      compiledTotal++;
+    }
     compiled.set(sql, prepared);
     if (compiled.size > 256) compiled.delete(compiled.keys().next().value!);
     return prepared;
@@ -154,7 +170,7 @@ export function createHranaServer(dbPath: string, options: HranaServerOptions = 
     let cols: StmtResult["cols"] = [];
     let rows: ProtoValue[][] = [];
     if (prepared.reader) {
-      cols = prepared.columns().map((c) => ({ name: c.name, decltype: c.type }));
+      cols = columnsOf(prepared);
       const raw = prepared.raw(true).all(params) as unknown[][];
       if (stmt.want_rows !== false) rows = raw.map((row) => row.map(encodeValue));
     } else {
@@ -283,6 +299,7 @@ export function createHranaServer(dbPath: string, options: HranaServerOptions = 
       return new Response(result.body, { status: result.status, headers: result.headers });
     },
     answer,
+    compiledCount: () => compiledTotal,
     close() {
       if (closed) return;
       closed = true;
@@ -410,12 +427,22 @@ export function serveHranaOverHttp(
   });
 }
 
+// Events rather than `for await`: the async iterator costs more than the tiny bodies it reads.
+function readBody(req: IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (chunk: Buffer) => chunks.push(chunk));
+    req.on("end", () => resolve(chunks.length === 1 ? chunks[0]!.toString("utf8") : Buffer.concat(chunks).toString("utf8")));
+    req.on("error", reject);
+  });
+}
+
 async function forward(server: HranaServer, req: IncomingMessage, res: ServerResponse): Promise<void> {
   try {
-    const chunks: Buffer[] = [];
-    for await (const chunk of req) chunks.push(chunk as Buffer);
-    const pathname = new URL(req.url ?? "/", "http://localhost").pathname;
-    const result = await server.answer(req.method ?? "GET", pathname, Buffer.concat(chunks).toString("utf8"));
+    const body = await readBody(req);
+    const url = req.url ?? "/";
+    const query = url.search(/[?#]/);
+    const result = await server.answer(req.method ?? "GET", query === -1 ? url : url.slice(0, query), body);
     res.writeHead(result.status, result.headers);
     res.end(result.body);
   } catch (e) {

@@ -1,9 +1,6 @@
-import type { LocalSubmit } from "../../shared/schemas/queue";
-import type { User } from "../../shared/schemas/users";
-import type { Database } from "../db/client";
+import type { ApprovalRules, LocalSubmit } from "../../shared/schemas/queue";
 import { ApiError, notFound } from "../errors";
-import type { NewJob } from "../scheduler/types";
-import { getSetting } from "../settings";
+import type { NewJob, Submitter } from "../scheduler/types";
 
 /** `--num_processes` and `--accelerate_visible_devices` of an environment's option map. */
 export function gpuRequirements(config: Record<string, unknown>): { numProcesses: number; deviceIds: number[] | null } {
@@ -22,15 +19,12 @@ export function gpuRequirements(config: Record<string, unknown>): { numProcesses
   return { numProcesses, deviceIds };
 }
 
-async function environmentConfig(db: Database, name: string): Promise<Record<string, unknown>> {
-  const found = await db.$client.execute({ sql: "SELECT config FROM environments WHERE name = ?", args: [name] });
-  if (!found.rows.length) throw notFound(`Environment ${name}`);
-  return JSON.parse(String(found.rows[0]!.config ?? "{}")) as Record<string, unknown>;
-}
-
-/** A local submission made ready for the Scheduler: requirements from the environment, approval rule applied. */
-export async function prepareLocalJob(db: Database, user: User, body: LocalSubmit): Promise<NewJob> {
-  const [config, rules] = await Promise.all([environmentConfig(db, body.config_name), getSetting(db, "approval_rules")]);
+/**
+ * A local submission made ready for the Scheduler: requirements from the environment's option
+ * map (`config`, null when there is no such environment), the approval rules applied.
+ */
+export function prepareLocalJob(user: Submitter, body: LocalSubmit, config: Record<string, unknown> | null, rules: ApprovalRules): NewJob {
+  if (config === null) throw notFound(`Environment ${body.config_name}`);
   const { numProcesses, deviceIds } = gpuRequirements(config);
   const threshold = rules.local_gpu_threshold;
   return {

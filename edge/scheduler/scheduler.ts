@@ -5,8 +5,11 @@ import { openDatabase, type Database } from "../db/client";
 import type { Env } from "../env";
 import { createLogger, type Logger } from "../log";
 import { planPass, type PendingJob, type Plan } from "./plan";
-import type { NewJob, PassResult, SchedulerApi, SubmitOutcome, WaitInfo } from "./types";
-import { admissionStatements, loadActive, loadCapacity, loadEntries, localBoxStatusStatement, planInput, sweepOfflineWorkers, workerBusyStatement, type ActiveEntry } from "./store";
+import type { NewJob, PassResult, SchedulerApi, SubmitOutcome, Submitter, WaitInfo } from "./types";
+import type { LocalSubmit } from "../../shared/schemas/queue";
+import { ApiError } from "../errors";
+import { prepareLocalJob } from "../queue/submit";
+import { admissionStatements, capacityFrom, capacityStatements, loadActive, loadCapacity, loadEntries, localBoxStatusStatement, planInput, sweepOfflineWorkers, workerBusyStatement, type ActiveEntry } from "./store";
 
 /** Seconds between background passes (spec 8). */
 export const PASS_INTERVAL_MS = 5_000;
@@ -32,6 +35,8 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
   private lastPlan: { at: number; waiting: Map<number, WaitInfo> } | null = null;
   private active: { entries: Map<number, ActiveEntry>; loadedAt: number } | null = null;
   private readonly log: Logger;
+  private submissions: { user: Submitter; body: LocalSubmit; resolve: (o: SubmitOutcome) => void; reject: (e: unknown) => void }[] = [];
+  private armed = false;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -44,12 +49,18 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     return run;
   }
 
+  // One client for the object's lifetime: unlike a Worker's requests, a Durable Object's calls
+  // share one I/O context, so nothing is cancelled across them.
+  private database: Database | null = null;
   private db(): Database {
-    return openDatabase(readConfig(this.env));
+    return (this.database ??= openDatabase(readConfig(this.env)));
   }
 
+  /** Makes sure the background alarm is set (once per instance: the alarm re-arms itself). */
   private async arm(): Promise<void> {
+    if (this.armed) return;
     if ((await this.ctx.storage.getAlarm()) === null) await this.ctx.storage.setAlarm(Date.now() + PASS_INTERVAL_MS);
+    this.armed = true;
   }
 
   override async alarm(): Promise<void> {
@@ -110,70 +121,131 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
    * Decides a local submission in the same pass that would start it, so two submissions can
    * never be given the same GPU: admitted jobs are inserted as running, others as pending (or not
    * at all with `noWait`), jobs caught by an approval rule as blocked.
+   *
+   * Submissions that arrive while another is being decided are decided together (group commit):
+   * one read of the capacity, one plan with every new job in arrival order, one write batch. A
+   * burst of submits then costs a few round trips in all instead of a few each.
    */
-  async submit(job: NewJob, noWait: boolean): Promise<SubmitOutcome> {
+  async submit(user: Submitter, body: LocalSubmit): Promise<SubmitOutcome> {
     await this.arm();
-    return this.exclusive(async () => {
-      const db = this.db();
-      const now = new Date();
-      const stamp = now.toISOString();
-      if (job.approvalRule !== null) {
-        const [inserted, approval] = await db.$client.batch([insertStatement(job, "blocked", stamp, null, null), ...approvalStatements(job, stamp)], "write");
-        const id = Number(inserted!.rows[0]!.id);
-        const approvalId = Number(approval!.rows[0]!.id);
-        this.log.info("job blocked for approval", { job_id: job.jobId, rule: job.approvalRule });
-        return { status: "blocked", id, approvalId, message: `awaiting an admin's approval: ${job.approvalRule}` };
+    return new Promise<SubmitOutcome>((resolve, reject) => {
+      this.submissions.push({ user, body, resolve, reject });
+      // The first one in schedules a group; later arrivals join it until it starts.
+      if (this.submissions.length === 1) void this.exclusive(() => this.submitGroup());
+    });
+  }
+
+  private async submitGroup(): Promise<void> {
+    const group = this.submissions.splice(0);
+    if (!group.length) return;
+    try {
+      const outcomes = await this.decide(group);
+      group.forEach((s, i) => s.resolve(outcomes[i]!));
+    } catch (error) {
+      for (const s of group) s.reject(error);
+    }
+  }
+
+  /** One group of submissions: one read (capacity, rules, environments), one plan, one write batch. */
+  private async decide(submissions: { user: Submitter; body: LocalSubmit }[]): Promise<SubmitOutcome[]> {
+    const db = this.db();
+    const names = [...new Set(submissions.map((s) => s.body.config_name))];
+    const environments: InStatement = { sql: `SELECT name, config FROM environments WHERE name IN (${names.map(() => "?").join(", ")})`, args: names };
+    const [reads, entries] = await Promise.all([db.$client.batch([...capacityStatements(), environments], "read"), this.entries(db, [])]);
+    const [settingRows, workerRows, environmentRows] = reads.map((r) => r.rows as unknown as Record<string, unknown>[]) as [Row[], Row[], Row[]];
+    const capacity = capacityFrom(settingRows, workerRows);
+    const configs = new Map(environmentRows.map((r) => [String(r.name), JSON.parse(String(r.config ?? "{}")) as Record<string, unknown>]));
+    const now = new Date();
+    const stamp = now.toISOString();
+    const outcomes: (SubmitOutcome | null)[] = submissions.map(() => null);
+    const group: { job: NewJob; noWait: boolean }[] = [];
+    submissions.forEach(({ user, body }, index) => {
+      try {
+        group[index] = { job: prepareLocalJob(user, body, configs.get(body.config_name) ?? null, capacity.approvalRules), noWait: body.no_wait };
+      } catch (error) {
+        if (!(error instanceof ApiError)) throw error;
+        outcomes[index] = { status: "invalid", httpStatus: error.status === 404 ? 404 : 422, code: error.code, message: error.detail };
       }
-      const [capacity, entries] = await Promise.all([loadCapacity(db), this.entries(db, [])]);
-      const candidate: PendingJob = {
-        id: Number.MAX_SAFE_INTEGER, // sorts after every stored job of the same priority and time
-        jobId: job.jobId,
-        userId: job.userId,
-        teamId: job.teamId,
-        priority: job.priority,
-        priorityOverride: null,
-        queuedAt: now.getTime(),
-        jobType: job.jobType,
-        numProcesses: job.numProcesses,
-        target: job.target,
-        workerLabels: job.workerLabels,
-        deviceIds: job.deviceIds,
-        anyGpu: job.anyGpu,
-      };
-      const input = planInput(entries.values(), capacity, now.getTime());
-      const plan = planPass({ ...input, pending: [...input.pending, candidate] });
-      const mine = plan.admitted.find((a) => a.id === candidate.id);
-      const others: Plan = { admitted: plan.admitted.filter((a) => a.id !== candidate.id), waiting: [] };
-      const statements: InStatement[] = [];
-      let outcome: SubmitOutcome;
-      let stored: ActiveEntry | null = null;
-      if (mine) {
-        const workerId = mine.workerId ?? (mine.gpus !== null ? capacity.localWorkerId : null);
-        statements.push(insertStatement(job, "running", stamp, mine.gpus, workerId));
-        if (mine.workerId !== null) statements.push(workerBusyStatement(mine.workerId, job.jobId));
-        outcome = { status: "running", id: 0, gpus: mine.gpus, workerId: mine.workerId };
-        stored = { job: candidate, status: "running", allocatedGpus: mine.gpus ?? [], workerId };
+    });
+    const statements: InStatement[] = [];
+    // Where each submission's insert sits in the write batch (its RETURNING id), by group index.
+    const insertAt = new Map<number, number>();
+    const approvalAt = new Map<number, number>();
+    const candidates: { index: number; job: PendingJob }[] = [];
+    group.forEach(({ job }, index) => {
+      if (job.approvalRule !== null) {
+        insertAt.set(index, statements.length);
+        approvalAt.set(index, statements.length + 1);
+        statements.push(insertStatement(job, "blocked", stamp, null, null), ...approvalStatements(job, stamp));
+        this.log.info("job blocked for approval", { job_id: job.jobId, rule: job.approvalRule });
       } else {
-        const waiting = plan.waiting.find((w) => w.id === candidate.id)!;
-        if (noWait) outcome = { status: "rejected", reason: waiting.reason, message: waiting.message };
-        else {
+        candidates.push({ index, job: candidateOf(job, CANDIDATE_ID_BASE + index, now.getTime()) });
+      }
+    });
+
+    let plan: Plan = { admitted: [], waiting: [] };
+    const stored = new Map<number, ActiveEntry>(); // group index -> entry to keep in memory
+    const rejected = new Set<number>(); // candidate ids answered "rejected" (no_wait)
+    if (candidates.length) {
+      const input = planInput(entries.values(), capacity, now.getTime());
+      plan = planPass({ ...input, pending: [...input.pending, ...candidates.map((c) => c.job)] });
+      const admittedById = new Map(plan.admitted.map((a) => [a.id, a]));
+      const waitingById = new Map(plan.waiting.map((w) => [w.id, w]));
+      for (const { index, job: candidate } of candidates) {
+        const job = group[index]!.job;
+        const mine = admittedById.get(candidate.id);
+        if (mine) {
+          const workerId = mine.workerId ?? (mine.gpus !== null ? capacity.localWorkerId : null);
+          insertAt.set(index, statements.length);
+          statements.push(insertStatement(job, "running", stamp, mine.gpus, workerId));
+          if (mine.workerId !== null) statements.push(workerBusyStatement(mine.workerId, job.jobId));
+          outcomes[index] = { status: "running", id: 0, jobId: job.jobId, gpus: mine.gpus, workerId: mine.workerId };
+          stored.set(index, { job: candidate, status: "running", allocatedGpus: mine.gpus ?? [], workerId });
+        } else if (group[index]!.noWait) {
+          const waiting = waitingById.get(candidate.id)!;
+          outcomes[index] = { status: "rejected", reason: waiting.reason, message: waiting.message };
+          rejected.add(candidate.id);
+        } else {
+          insertAt.set(index, statements.length);
           statements.push(insertStatement(job, "pending", stamp, null, null));
-          outcome = { status: "queued", id: 0, position: waiting.position, reason: waiting.reason, message: waiting.message };
-          stored = { job: candidate, status: "pending", allocatedGpus: [], workerId: null };
+          stored.set(index, { job: candidate, status: "pending", allocatedGpus: [], workerId: null });
         }
       }
-      statements.push(...admissionStatements(others.admitted, capacity.localWorkerId, stamp));
-      if (capacity.localWorkerId !== null) statements.push(localBoxStatusStatement(capacity.localWorkerId));
-      const results = statements.length ? await db.$client.batch(statements, "write") : [];
-      if (stored !== null && (outcome.status === "running" || outcome.status === "queued")) {
-        outcome.id = Number(results[0]!.rows[0]!.id);
-        entries.set(outcome.id, { ...stored, job: { ...stored.job, id: outcome.id } });
+      // Rejected submissions were never stored: the others' positions close up behind them.
+      plan = { admitted: plan.admitted, waiting: plan.waiting.filter((w) => !rejected.has(w.id)).map((w, i) => ({ ...w, position: i + 1 })) };
+    }
+    const others: Plan = { admitted: plan.admitted.filter((a) => a.id < CANDIDATE_ID_BASE), waiting: [] };
+    const othersAt = statements.length;
+    statements.push(...admissionStatements(others.admitted, capacity.localWorkerId, stamp));
+    if (capacity.localWorkerId !== null) statements.push(localBoxStatusStatement(capacity.localWorkerId));
+    const results = (statements.length ? await db.$client.batch(statements, "write") : []) as unknown as { rows: Record<string, unknown>[] }[];
+
+    // The real ids, in memory and in the answers.
+    const realIds = new Map<number, number>(); // candidate id -> stored id
+    const waitingById = new Map(plan.waiting.map((w) => [w.id, w]));
+    group.forEach((s, index) => {
+      const at = insertAt.get(index);
+      if (at === undefined) return;
+      const id = Number(results[at]!.rows[0]!.id);
+      if (s.job.approvalRule !== null) {
+        const approvalId = Number(results[approvalAt.get(index)!]!.rows[0]!.id);
+        outcomes[index] = { status: "blocked", id, jobId: s.job.jobId, approvalId, message: `awaiting an admin's approval: ${s.job.approvalRule}` };
+        return;
       }
-      this.admitted(entries, others, results as unknown as { rows: Record<string, unknown>[] }[], capacity.localWorkerId);
-      this.remember(plan, candidate.id, outcome.status === "queued" ? outcome.id : null);
-      this.report(others.admitted.map((a) => a.jobId), "submit");
-      return outcome;
+      const entry = stored.get(index)!;
+      realIds.set(entry.job.id, id);
+      entries.set(id, { ...entry, job: { ...entry.job, id } });
+      const outcome = outcomes[index];
+      if (outcome?.status === "running") outcome.id = id;
+      else {
+        const waiting = waitingById.get(entry.job.id)!;
+        outcomes[index] = { status: "queued", id, jobId: s.job.jobId, position: waiting.position, reason: waiting.reason, message: waiting.message };
+      }
     });
+    this.admitted(entries, others, results.slice(othersAt), capacity.localWorkerId);
+    if (candidates.length) this.remember(plan, realIds);
+    this.report(others.admitted.map((a) => a.jobId), "submit");
+    return outcomes.map((o) => o!);
   }
 
   private async runPass(trigger: string, changed: string[]): Promise<PassResult> {
@@ -188,17 +260,18 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     if (capacity.localWorkerId !== null) statements.push(localBoxStatusStatement(capacity.localWorkerId));
     const results = statements.length ? await db.$client.batch(statements, "write") : [];
     this.admitted(entries, plan, results as unknown as { rows: Record<string, unknown>[] }[], capacity.localWorkerId);
-    this.remember(plan, null, null);
+    this.remember(plan);
     const started = plan.admitted.map((a) => a.jobId);
     this.report(started, trigger);
     return { started, waiting: plan.waiting.length, offline: offline.workers.map((w) => w.name) };
   }
 
-  private remember(plan: Plan, placeholderId: number | null, realId: number | null): void {
+  /** Keeps the plan's waiting jobs for `waitInfo`; `realIds` maps new submissions' placeholder ids to their stored ids. */
+  private remember(plan: Plan, realIds: Map<number, number> = new Map()): void {
     const waiting = new Map<number, WaitInfo>();
     for (const w of plan.waiting) {
-      const id = w.id === placeholderId ? realId : w.id;
-      if (id !== null) waiting.set(id, { id, position: w.position, effectivePriority: w.effectivePriority, reason: w.reason, message: w.message });
+      const id = w.id >= CANDIDATE_ID_BASE ? realIds.get(w.id) : w.id;
+      if (id !== undefined) waiting.set(id, { id, position: w.position, effectivePriority: w.effectivePriority, reason: w.reason, message: w.message });
     }
     this.lastPlan = { at: Date.now(), waiting };
   }
@@ -206,6 +279,29 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
   private report(started: string[], trigger: string): void {
     if (started.length) this.log.info(`scheduler started ${started.length} job(s)`, { trigger, job_ids: started.slice(0, 50) });
   }
+}
+
+type Row = Record<string, unknown>;
+
+/** Placeholder ids of new submissions sort after every stored job of the same priority and time, in arrival order. */
+const CANDIDATE_ID_BASE = Number.MAX_SAFE_INTEGER - 1_000_000;
+
+function candidateOf(job: NewJob, id: number, queuedAt: number): PendingJob {
+  return {
+    id,
+    jobId: job.jobId,
+    userId: job.userId,
+    teamId: job.teamId,
+    priority: job.priority,
+    priorityOverride: null,
+    queuedAt,
+    jobType: job.jobType,
+    numProcesses: job.numProcesses,
+    target: job.target,
+    workerLabels: job.workerLabels,
+    deviceIds: job.deviceIds,
+    anyGpu: job.anyGpu,
+  };
 }
 
 function insertStatement(job: NewJob, status: "running" | "pending" | "blocked", stamp: string, gpus: number[] | null, workerId: number | null): InStatement {

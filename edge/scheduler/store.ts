@@ -1,9 +1,7 @@
 import type { InStatement } from "@libsql/client/web";
-import { ne } from "drizzle-orm";
-import type { ConcurrencySettings } from "../../shared/schemas/queue";
+import type { ApprovalRules, ConcurrencySettings } from "../../shared/schemas/queue";
 import type { Database } from "../db/client";
-import { workers } from "../db/schema";
-import { getSetting } from "../settings";
+import { parseSetting } from "../settings";
 import type { Admission, PendingJob, PlanInput, RunningJob, WorkerView } from "./plan";
 
 /*
@@ -75,25 +73,53 @@ export interface Capacity {
   remote: (Omit<WorkerView, "idle"> & { statusIdle: boolean })[];
 }
 
-/** Limits and workers, read fresh on every pass (a handful of rows). */
-export async function loadCapacity(db: Database): Promise<Capacity> {
-  const [limits, workerRows] = await Promise.all([getSetting(db, "concurrency"), db.select().from(workers).where(ne(workers.status, "offline"))]);
-  const localBox = workerRows.find((w) => w.role === "local") ?? null;
+/** The reads a plan's capacity is made of: the settings it needs and the workers not offline. */
+export function capacityStatements(): InStatement[] {
+  return [
+    "SELECT key, value FROM settings WHERE key IN ('concurrency', 'approval_rules')",
+    "SELECT id, role, status, labels, gpus, idle_since, registered_at, created_at FROM workers WHERE status != 'offline'",
+  ];
+}
+
+type Row = Record<string, unknown>;
+
+/** Limits, approval rules and workers from the rows of `capacityStatements`. */
+export function capacityFrom(settingRows: Row[], workerRows: Row[]): Capacity & { approvalRules: ApprovalRules } {
+  const stored = (key: string) => {
+    const row = settingRows.find((r) => r.key === key);
+    return row ? String(row.value) : null;
+  };
+  const workerList = workerRows.map((w) => ({
+    id: Number(w.id),
+    role: String(w.role),
+    status: String(w.status),
+    labels: String(w.labels),
+    gpus: String(w.gpus),
+    idleSince: String(w.idle_since ?? w.registered_at ?? w.created_at),
+  }));
+  const localBox = workerList.find((w) => w.role === "local") ?? null;
   const localOnline = localBox !== null && (localBox.status === "IDLE" || localBox.status === "busy");
   return {
-    limits,
+    limits: parseSetting("concurrency", stored("concurrency")),
+    approvalRules: parseSetting("approval_rules", stored("approval_rules")),
     localWorkerId: localBox?.id ?? null,
     localDevices: localOnline ? parseJson<{ index: number }[]>(localBox.gpus, []).map((g) => g.index) : null,
-    remote: workerRows
+    remote: workerList
       .filter((w) => w.role !== "local" && w.status !== "connecting" && w.status !== "draining")
       .map((w) => ({
         id: w.id,
         labels: parseJson<Record<string, string>>(w.labels, {}),
         gpuCount: parseJson<unknown[]>(w.gpus, []).length,
         statusIdle: w.status === "IDLE",
-        idleSince: Date.parse(w.idleSince ?? w.registeredAt ?? w.createdAt),
+        idleSince: Date.parse(w.idleSince),
       })),
   };
+}
+
+/** Limits and workers, read fresh on every pass (a handful of rows, one round trip). */
+export async function loadCapacity(db: Database): Promise<Capacity> {
+  const [settingRows, workerRows] = await db.$client.batch(capacityStatements(), "read");
+  return capacityFrom(settingRows!.rows as unknown as Row[], workerRows!.rows as unknown as Row[]);
 }
 
 /** A pass's input from the active entries and the capacity. */

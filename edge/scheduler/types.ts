@@ -1,4 +1,4 @@
-import type { WaitReason } from "../../shared/schemas/queue";
+import type { LocalSubmit, WaitReason } from "../../shared/schemas/queue";
 import type { PendingJob } from "./plan";
 
 /*
@@ -19,11 +19,20 @@ export interface NewJob extends Pick<PendingJob, "jobType" | "numProcesses" | "t
   approvalRule: string | null;
 }
 
+/** Who submits: what the Scheduler needs of the caller. */
+export interface Submitter {
+  id: number;
+  team_id: string | null;
+  priority: number;
+}
+
 export type SubmitOutcome =
-  | { status: "running"; id: number; gpus: number[] | null; workerId: number | null }
-  | { status: "queued"; id: number; position: number; reason: WaitReason; message: string }
-  | { status: "blocked"; id: number; approvalId: number; message: string }
-  | { status: "rejected"; reason: WaitReason; message: string };
+  | { status: "running"; id: number; jobId: string; gpus: number[] | null; workerId: number | null }
+  | { status: "queued"; id: number; jobId: string; position: number; reason: WaitReason; message: string }
+  | { status: "blocked"; id: number; jobId: string; approvalId: number; message: string }
+  | { status: "rejected"; reason: WaitReason; message: string }
+  /** The submission itself is wrong (no such environment, bad device options); nothing stored. */
+  | { status: "invalid"; httpStatus: 404 | 422; code: string; message: string };
 
 export interface WaitInfo {
   id: number;
@@ -43,7 +52,7 @@ export interface PassResult {
 export interface SchedulerApi {
   /** `changed`: ids of jobs whose state a route just changed, so the pass sees them at once. */
   pass(trigger: string, changed?: string[], rereadAll?: boolean): Promise<PassResult>;
-  submit(job: NewJob, noWait: boolean): Promise<SubmitOutcome>;
+  submit(user: Submitter, body: LocalSubmit): Promise<SubmitOutcome>;
   waitInfo(): Promise<WaitInfo[]>;
 }
 

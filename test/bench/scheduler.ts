@@ -6,16 +6,17 @@
 //  2. Submit-to-running latency with free capacity (CPU jobs on the local box), p50 and p99
 //     over 200 sequential submits. Target: p50 < 50 ms.
 //  3. Sustained local submissions/s through HTTP next to the trivial-route ceiling measured in
-//     the same run. Target: >= 40 % of the ceiling.
-// Settings: BENCH_CONCURRENCY (16), BENCH_SECONDS (5).
+//     the same run, in alternating rounds. Target: >= 40 % of the ceiling.
+// Settings: BENCH_CONCURRENCY (16), BENCH_SECONDS (5), BENCH_ROUNDS (3).
 import { join } from "node:path";
 import { createClient } from "@libsql/client";
 import { CONCURRENCY_DEFAULTS } from "../../shared/schemas/queue";
 import { planPass, type PendingJob } from "../../edge/scheduler/plan";
-import { fmt, percentiles, round, startBenchStack } from "./lib";
+import { fmt, median, percentiles, round, startBenchStack } from "./lib";
 
 const concurrency = Number(process.env.BENCH_CONCURRENCY ?? 16);
 const seconds = Number(process.env.BENCH_SECONDS ?? 5);
+const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
 const out = (line: string) => process.stdout.write(line + "\n");
 const LIMITS = { max_concurrent: 500, user_max_concurrent: 5, team_max_concurrent: 100, enable_fair_share: true };
 
@@ -92,14 +93,31 @@ try {
   out(`2.  submit-to-running, 200 sequential submits with free capacity: p50 ${l.p50.toFixed(1)} ms, p99 ${l.p99.toFixed(1)} ms (target p50 < 50 ms: ${l.p50 < 50 ? "met" : "NOT met"})`);
 
   // --- 3. sustained submissions vs the trivial route -------------------------------------------
-  const trivial = await round({ url: `${stack.base}/api/cloud/health/live` }, { concurrency, seconds });
-  const submits = await round(
-    { url: `${stack.base}/api/queue/submit`, method: "POST", headers: { ...auth, "content-type": "application/json" }, body: () => JSON.stringify({ config_name: "cpu", target: "local" }) },
-    { concurrency, seconds },
-  );
-  out(`3.  ${concurrency} clients, ${seconds}s each: trivial route ${fmt(trivial.perSecond)} req/s; local submits ${fmt(submits.perSecond)} req/s (p50 ${submits.p50.toFixed(1)} ms, p99 ${submits.p99.toFixed(1)} ms)`);
-  const ratio = submits.perSecond / trivial.perSecond;
-  out(`    submits / trivial: ${(ratio * 100).toFixed(1)} % (target >= 40 %): ${ratio >= 0.4 ? "met" : "NOT met"}`);
+  // Alternating rounds, each pair compared, the median pair reported: this box's speed drifts
+  // by tens of percent over a minute, and a single pair can land on either side of the target.
+  const submitRequest = { url: `${stack.base}/api/queue/submit`, method: "POST", headers: { ...auth, "content-type": "application/json" }, body: () => JSON.stringify({ config_name: "cpu", target: "local" }) };
+  const pairs: { trivial: number; submits: number; keyed: number; p50: number; p99: number }[] = [];
+  const finishAll = async () => {
+    // Between rounds every submitted job "finishes" (the runner arrives with the next issue), so
+    // each round starts from the same empty queue instead of one thousands of jobs deeper.
+    const db = createClient({ url: `file:${join(stack.dataDir, "service.db")}` });
+    await db.execute("UPDATE queue_entries SET status = 'completed', completed_at = datetime('now') WHERE status IN ('pending', 'running')");
+    db.close();
+    await stack.post("/api/queue/process", {});
+  };
+  for (let r = 0; r < rounds; r++) {
+    await finishAll();
+    const trivial = await round({ url: `${stack.base}/api/cloud/health/live` }, { concurrency, seconds });
+    const submits = await round(submitRequest, { concurrency, seconds });
+    // For scale: the cheapest request that needs an API key (one key lookup, nothing else).
+    const keyed = await round({ url: `${stack.base}/api/users/me`, headers: auth }, { concurrency, seconds });
+    pairs.push({ trivial: trivial.perSecond, submits: submits.perSecond, keyed: keyed.perSecond, p50: submits.p50, p99: submits.p99 });
+    out(`3.  round ${r + 1}: trivial route ${fmt(trivial.perSecond)} req/s; local submits ${fmt(submits.perSecond)} req/s (p50 ${submits.p50.toFixed(1)} ms, p99 ${submits.p99.toFixed(1)} ms) = ${((submits.perSecond / trivial.perSecond) * 100).toFixed(1)} %; GET /api/users/me ${fmt(keyed.perSecond)} req/s = ${((keyed.perSecond / trivial.perSecond) * 100).toFixed(1)} %`);
+  }
+  const ratio = median(pairs.map((p) => p.submits / p.trivial));
+  const keyedRatio = median(pairs.map((p) => p.keyed / p.trivial));
+  out(`    ${concurrency} clients, ${rounds} alternating rounds of ${seconds}s: submits / trivial, median ${(ratio * 100).toFixed(1)} % (target >= 40 %): ${ratio >= 0.4 ? "met" : "NOT met"}`);
+  out(`    for scale, an API-key GET that does nothing else: median ${(keyedRatio * 100).toFixed(1)} % of the trivial route`);
 } finally {
   await stack.stop();
 }
