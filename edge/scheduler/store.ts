@@ -138,17 +138,30 @@ export function planInput(entries: Iterable<ActiveEntry>, capacity: Capacity, no
   return { now, limits: capacity.limits, pending, running, localDevices: capacity.localDevices, workers: workersView };
 }
 
-/** The statements that start the admitted jobs; each only if the job is still pending. */
+/**
+ * The statements that start the admitted jobs, each only if it is still pending: one UPDATE for
+ * all of them (the admissions travel as one JSON argument), then one per remote worker taken.
+ * One statement rather than one per job: a 500-job pass is otherwise 500 round trips' worth of
+ * work in the batch. RETURNING names the jobs that really started.
+ */
 export function admissionStatements(admitted: Admission[], localWorkerId: number | null, now: string): InStatement[] {
-  const statements: InStatement[] = [];
-  for (const a of admitted) {
-    const workerId = a.workerId ?? (a.gpus !== null ? localWorkerId : null);
-    statements.push({
-      sql: `UPDATE queue_entries SET status = 'running', started_at = ?, allocated_gpus = ?, worker_id = ?, updated_at = ? WHERE id = ? AND status = 'pending' RETURNING id AS admitted_id`,
-      args: [now, a.gpus === null ? null : JSON.stringify(a.gpus), workerId, now, a.id],
-    });
-    if (a.workerId !== null) statements.push(workerBusyStatement(a.workerId, a.jobId));
-  }
+  if (admitted.length === 0) return [];
+  const rows = admitted.map((a) => ({ id: a.id, gpus: a.gpus, worker: a.workerId ?? (a.gpus !== null ? localWorkerId : null) }));
+  const statements: InStatement[] = [
+    {
+      // The admissions are materialised first so SQLite looks each job up by id; joined directly,
+      // it walks the status index over every pending entry per admission (seconds at 10,000).
+      sql: `WITH a AS MATERIALIZED (
+              SELECT value ->> '$.id' AS id, value ->> '$.worker' AS worker,
+                     CASE json_type(value, '$.gpus') WHEN 'array' THEN value -> '$.gpus' END AS gpus
+              FROM json_each(?2))
+            UPDATE queue_entries SET status = 'running', started_at = ?1, updated_at = ?1, allocated_gpus = a.gpus, worker_id = a.worker
+            FROM a WHERE queue_entries.id = a.id AND queue_entries.status = 'pending'
+            RETURNING queue_entries.id AS admitted_id`,
+      args: [now, JSON.stringify(rows)],
+    },
+  ];
+  for (const a of admitted) if (a.workerId !== null) statements.push(workerBusyStatement(a.workerId, a.jobId));
   return statements;
 }
 
