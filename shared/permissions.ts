@@ -68,6 +68,7 @@ export const ROUTE_ACCESS: Record<string, Access> = {
   "POST /api/admin/workers": { level: "admin" },
   "POST /api/workers/register": "worker",
   "POST /api/workers/heartbeat": "worker",
+  "POST /api/workers/jobs/{job_id}/finish": "worker",
 };
 
 /** The access rule for a route, admin-only when the table does not name it. */

@@ -1,5 +1,5 @@
-import { createRoute, type z } from "@hono/zod-openapi";
-import { HeartbeatAnswer, WorkerCreate, WorkerCreated, WorkerHeartbeat, WorkerList, WorkerRegister } from "../../shared/schemas/workers";
+import { createRoute, z } from "@hono/zod-openapi";
+import { HeartbeatAnswer, JobFinish, JobFinished, WorkerCreate, WorkerCreated, WorkerHeartbeat, WorkerList, WorkerRegister } from "../../shared/schemas/workers";
 import type { AppEnv } from "../app-env";
 import { ApiError } from "../errors";
 import { principalOf } from "../middleware/authorize";
@@ -7,7 +7,7 @@ import { createRouter } from "../router";
 import { error, json } from "./openapi";
 import { schedulerOf } from "../scheduler/stub";
 import { getSetting } from "../settings";
-import { assignmentsOf, createWorker, heartbeat, HEARTBEAT_INTERVAL_SECONDS, listWorkers, registerWorker } from "../workers/workers";
+import { assignmentsOf, createWorker, finishJob, heartbeat, HEARTBEAT_INTERVAL_SECONDS, listWorkers, registerWorker } from "../workers/workers";
 import type { Context } from "hono";
 
 export const workersRoutes = createRouter();
@@ -81,5 +81,27 @@ workersRoutes.openapi(
     const { status, cameBack } = await heartbeat(c.get("db"), worker, c.req.valid("json"));
     if (cameBack || status === "IDLE") await schedulerOf(c.env).pass(cameBack ? "worker back online" : "worker idle");
     return c.json(await answer(c, worker.id, status), 200);
+  },
+);
+
+workersRoutes.openapi(
+  createRoute({
+    method: "post",
+    path: "/api/workers/jobs/{job_id}/finish",
+    tags,
+    summary: "A runner reports that a job has ended (worker token)",
+    description:
+      "completed when the trainer exited 0, failed otherwise (with the exit code and the last lines, kept as error_message). Only a running job of this worker changes; its GPUs are released and the queue is processed at once (spec 3).",
+    request: { params: z.object({ job_id: z.string().min(1).max(200) }), body: { required: true, content: { "application/json": { schema: JobFinish } } } },
+    responses: { 200: json(JobFinished, "Recorded"), 401: error("No valid worker token"), 404: error("Not a job of this worker"), 409: error("The job is not running"), 422: error("Invalid body") },
+  }),
+  async (c) => {
+    const worker = workerOf(c);
+    const { job_id } = c.req.valid("param");
+    const report = c.req.valid("json");
+    const status = await finishJob(c.get("db"), worker.id, job_id, report);
+    c.get("log").info("job finished", { job_id, status, exit_code: report.exit_code ?? null, worker: worker.name });
+    await schedulerOf(c.env).pass("job finished", [job_id]);
+    return c.json({ job_id, status }, 200);
   },
 );

@@ -1,11 +1,11 @@
 import { eq } from "drizzle-orm";
 import type { z } from "@hono/zod-openapi";
-import type { Worker, WorkerHeartbeat, WorkerRegister } from "../../shared/schemas/workers";
+import type { JobFinish, Worker, WorkerHeartbeat, WorkerRegister } from "../../shared/schemas/workers";
 import { constantTimeEqual, randomToken, sha256Hex } from "../auth/crypto";
 import type { Database } from "../db/client";
 import { isUniqueViolation } from "../db/errors";
 import { workers } from "../db/schema";
-import { ApiError, conflict } from "../errors";
+import { ApiError, conflict, notFound } from "../errors";
 
 /*
  * GPU boxes and remote workers. An admin creates a worker and receives its token once
@@ -119,14 +119,51 @@ export async function heartbeat(db: Database, worker: WorkerRow, body: z.infer<t
 /** The running jobs the scheduler has given a worker (what its runner should be running). */
 export async function assignmentsOf(db: Database, workerId: number) {
   const rows = await db.$client.execute({
-    sql: "SELECT job_id, config_name, allocated_gpus, num_processes, attempt FROM queue_entries WHERE worker_id = ? AND status = 'running' ORDER BY started_at, id",
+    sql: `SELECT q.job_id, q.config_name, q.allocated_gpus, q.num_processes, q.attempt, e.config
+          FROM queue_entries q LEFT JOIN environments e ON e.name = q.config_name
+          WHERE q.worker_id = ? AND q.status = 'running' ORDER BY q.started_at, q.id`,
     args: [workerId],
   });
   return rows.rows.map((r) => ({
     job_id: String(r.job_id),
     config_name: r.config_name === null ? null : String(r.config_name),
+    config: r.config === null ? {} : (JSON.parse(String(r.config)) as Record<string, unknown>),
     allocated_gpus: r.allocated_gpus === null ? null : (JSON.parse(String(r.allocated_gpus)) as number[]),
     num_processes: Number(r.num_processes),
     attempt: Number(r.attempt),
   }));
+}
+
+/**
+ * A runner reports that a job it ran has ended. Only a running job of this worker changes (one
+ * conditional statement); its GPUs are freed with it, since allocations live on running entries.
+ */
+export async function finishJob(db: Database, workerId: number, jobId: string, report: z.infer<typeof JobFinish>): Promise<"completed" | "failed"> {
+  const now = new Date().toISOString();
+  const tail = (report.last_lines ?? []).slice(-20).join("\n");
+  const message =
+    report.status === "completed"
+      ? null
+      : [report.error ?? `the trainer exited with code ${report.exit_code ?? "unknown"}`, tail ? `last lines:\n${tail}` : ""].filter(Boolean).join("\n").slice(0, 4000);
+  const [updated] = await db.$client.batch(
+    [
+      {
+        sql: `UPDATE queue_entries SET status = ?1, completed_at = ?2, updated_at = ?2, error_message = ?3
+              WHERE job_id = ?4 AND worker_id = ?5 AND status = 'running' RETURNING status`,
+        args: [report.status, now, message, jobId, workerId],
+      },
+      // Idle again at once when that was its last job, so the Scheduler can give it the next.
+      {
+        sql: `UPDATE workers SET status = 'IDLE', idle_since = ?2 WHERE id = ?1 AND status = 'busy'
+              AND NOT EXISTS (SELECT 1 FROM queue_entries WHERE worker_id = ?1 AND status = 'running')`,
+        args: [workerId, now],
+      },
+    ],
+    "write",
+  );
+  if (updated!.rows.length) return report.status;
+  const found = await db.$client.execute({ sql: "SELECT status, worker_id FROM queue_entries WHERE job_id = ?", args: [jobId] });
+  const row = found.rows[0];
+  if (!row || Number(row.worker_id) !== workerId) throw notFound(`Job ${jobId} of this worker`);
+  throw new ApiError(409, "not_running", `Job ${jobId} is ${String(row.status)}, not running; nothing was changed`);
 }

@@ -78,8 +78,27 @@ export const WorkerCreated = Worker.extend({
 export const WorkerList = z.object({ workers: z.array(Worker) }).openapi("WorkerList");
 
 export const Assignment = z
-  .object({ job_id: z.string(), config_name: z.string().nullable(), allocated_gpus: z.array(z.number().int()).nullable(), num_processes: z.number().int(), attempt: z.number().int() })
+  .object({
+    job_id: z.string(),
+    config_name: z.string().nullable(),
+    config: z.record(z.string(), z.unknown()).openapi({ description: "The environment's option map as it is now (empty when the environment is gone)" }),
+    allocated_gpus: z.array(z.number().int()).nullable(),
+    num_processes: z.number().int(),
+    attempt: z.number().int(),
+  })
   .openapi("Assignment");
+
+export const JobFinish = z
+  .object({
+    status: z.enum(["completed", "failed"]).openapi({ description: "completed: the trainer exited 0; failed: anything else" }),
+    exit_code: z.number().int().nullable().optional(),
+    error: z.string().max(2000).optional().openapi({ description: "Why it failed, in a line" }),
+    last_lines: z.array(z.string().max(1000)).max(50).optional().openapi({ description: "The last lines the trainer printed" }),
+  })
+  .strict()
+  .openapi("JobFinish");
+
+export const JobFinished = z.object({ job_id: z.string(), status: z.enum(["completed", "failed"]) }).openapi("JobFinished");
 
 export const HeartbeatAnswer = z
   .object({

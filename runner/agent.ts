@@ -1,0 +1,148 @@
+import { hostname } from "node:os";
+import { EdgeClient, EdgeError, type Assignment, type HeartbeatAnswer } from "./edge-client";
+import { detectGpus } from "./gpus";
+import { hostStats } from "./host";
+import { LaunchError, planLaunch, startJob, type RunningJob } from "./job";
+
+/*
+ * The runner agent on a GPU box: registers the box's inventory with the edge, heartbeats, and
+ * runs exactly the jobs the Scheduler has assigned to it. The edge is the source of truth: a
+ * job assigned and not running here is started; a job running here and no longer assigned
+ * (cancelled, or given away while this box was offline) is stopped; a job that ends is reported.
+ */
+
+export interface RunnerOptions {
+  url: string;
+  token: string;
+  role: "local" | "remote";
+  labels: Record<string, string>;
+  workDir: string;
+  /** How often to ask the edge for work (ms). Each ask is also the heartbeat. */
+  pollMs: number;
+  /** Seconds a stopping trainer gets between SIGTERM and SIGKILL. */
+  stopGraceSeconds: number;
+  nvidiaSmi?: string;
+  log: (line: string) => void;
+}
+
+interface Report {
+  jobId: string;
+  body: { status: "completed" | "failed"; exit_code?: number | null; error?: string; last_lines?: string[] };
+}
+
+export class Runner {
+  private readonly edge: EdgeClient;
+  private readonly jobs = new Map<string, { running: RunningJob; unassigned: boolean }>();
+  private readonly reports: Report[] = [];
+  private timer: NodeJS.Timeout | undefined;
+  private stopping = false;
+  private ticking: Promise<void> = Promise.resolve();
+
+  constructor(private readonly options: RunnerOptions) {
+    this.edge = new EdgeClient(options.url, options.token);
+  }
+
+  /** Registers, settles what a previous run left behind, and starts the loop. */
+  async start(): Promise<HeartbeatAnswer> {
+    const gpus = await detectGpus(this.options.nvidiaSmi);
+    const answer = await this.edge.post<HeartbeatAnswer>("/api/workers/register", {
+      role: this.options.role,
+      labels: this.options.labels,
+      gpus,
+      hostname: hostname(),
+      host_stats: await hostStats(),
+    });
+    this.options.log(`registered as worker ${answer.worker_id} (${this.options.role}) with ${gpus.length} GPU(s): ${gpus.map((g) => `${g.index} ${g.name}`).join(", ") || "none"}`);
+    // Jobs assigned before this runner started were running under a runner that is gone; their
+    // trainers died with it. They are reported failed rather than left "running" forever.
+    for (const job of answer.assignments) {
+      this.reports.push({ jobId: job.job_id, body: { status: "failed", error: `the runner restarted while the job was running (attempt ${job.attempt})` } });
+    }
+    await this.flushReports();
+    this.schedule(0);
+    return answer;
+  }
+
+  private schedule(ms: number): void {
+    if (this.stopping) return;
+    this.timer = setTimeout(() => {
+      this.ticking = this.tick().finally(() => this.schedule(this.options.pollMs));
+    }, ms);
+  }
+
+  private async tick(): Promise<void> {
+    try {
+      await this.flushReports();
+      const answer = await this.edge.post<HeartbeatAnswer>("/api/workers/heartbeat", { host_stats: await hostStats() });
+      this.reconcile(answer.assignments);
+    } catch (error) {
+      if (error instanceof EdgeError && error.status === 401) {
+        this.options.log(`the edge refused this runner's token (${error.detail}); stopping`);
+        void this.stop();
+        return;
+      }
+      this.options.log(`could not reach the edge: ${(error as Error).message}; retrying`);
+    }
+  }
+
+  private reconcile(assignments: Assignment[]): void {
+    const assigned = new Set(assignments.map((a) => a.job_id));
+    for (const job of assignments) if (!this.jobs.has(job.job_id) && !this.reports.some((r) => r.jobId === job.job_id)) this.launch(job);
+    for (const [jobId, job] of this.jobs) {
+      if (assigned.has(jobId) || job.unassigned) continue;
+      job.unassigned = true;
+      this.options.log(`job ${jobId} is no longer assigned to this box; stopping its trainer`);
+      job.running.stop(this.options.stopGraceSeconds * 1000);
+    }
+  }
+
+  private launch(job: Assignment): void {
+    let running: RunningJob;
+    try {
+      running = startJob(planLaunch(this.options.workDir, job), job.job_id);
+    } catch (error) {
+      const why = error instanceof LaunchError ? error.message : `could not start the trainer: ${(error as Error).message}`;
+      this.options.log(`job ${job.job_id}: ${why}`);
+      this.reports.push({ jobId: job.job_id, body: { status: "failed", error: why } });
+      void this.flushReports();
+      return;
+    }
+    this.options.log(`job ${job.job_id} started on GPUs [${(job.allocated_gpus ?? []).join(", ")}]`);
+    const entry = { running, unassigned: false };
+    this.jobs.set(job.job_id, entry);
+    void running.exited.then(({ exitCode, signal, lastLines }) => {
+      this.jobs.delete(job.job_id);
+      this.options.log(`job ${job.job_id} ended: ${signal ? `signal ${signal}` : `exit code ${exitCode}`}`);
+      // A job taken away from this box has already ended on the edge; there is nothing to say.
+      if (entry.unassigned || this.stopping) return;
+      this.reports.push({
+        jobId: job.job_id,
+        body: exitCode === 0 ? { status: "completed", exit_code: 0 } : { status: "failed", exit_code: exitCode, error: signal ? `the trainer was killed by signal ${signal}` : undefined, last_lines: lastLines.slice(-20) },
+      });
+      void this.flushReports();
+    });
+  }
+
+  /** Sends the reports not yet accepted; a refused one (409/404: already settled) is dropped. */
+  private async flushReports(): Promise<void> {
+    for (const report of [...this.reports]) {
+      try {
+        await this.edge.post(`/api/workers/jobs/${encodeURIComponent(report.jobId)}/finish`, report.body);
+      } catch (error) {
+        if (!(error instanceof EdgeError) || error.status >= 500) continue; // keep it for the next tick
+        this.options.log(`job ${report.jobId}: the edge did not take the report (${error.detail})`);
+      }
+      this.reports.splice(this.reports.indexOf(report), 1);
+    }
+  }
+
+  /** Stops asking for work and ends every trainer (SIGTERM, then SIGKILL after the grace period). */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    clearTimeout(this.timer);
+    await this.ticking;
+    const running = [...this.jobs.values()];
+    for (const job of running) job.running.stop(this.options.stopGraceSeconds * 1000);
+    await Promise.all(running.map((j) => j.running.exited));
+  }
+}

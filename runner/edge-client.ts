@@ -1,0 +1,53 @@
+/** The runner's side of the worker API: JSON over HTTPS with the worker token. */
+export class EdgeError extends Error {
+  constructor(
+    readonly status: number,
+    readonly detail: string,
+  ) {
+    super(`${status}: ${detail}`);
+  }
+}
+
+export interface Assignment {
+  job_id: string;
+  config_name: string | null;
+  config: Record<string, unknown>;
+  allocated_gpus: number[] | null;
+  num_processes: number;
+  attempt: number;
+}
+
+export interface HeartbeatAnswer {
+  worker_id: number;
+  status: string;
+  heartbeat_interval_seconds: number;
+  heartbeat_timeout_seconds: number;
+  assignments: Assignment[];
+}
+
+export class EdgeClient {
+  constructor(
+    private readonly base: string,
+    private readonly token: string,
+  ) {}
+
+  async post<T>(path: string, body: unknown): Promise<T> {
+    const response = await fetch(new URL(path, this.base), {
+      method: "POST",
+      headers: { authorization: `Bearer ${this.token}`, "content-type": "application/json" },
+      body: JSON.stringify(body),
+      signal: AbortSignal.timeout(30_000),
+    });
+    const text = await response.text();
+    if (!response.ok) {
+      let detail = text;
+      try {
+        detail = (JSON.parse(text) as { detail?: string }).detail ?? text;
+      } catch {
+        // not JSON: keep the text
+      }
+      throw new EdgeError(response.status, detail);
+    }
+    return JSON.parse(text) as T;
+  }
+}

@@ -1,0 +1,130 @@
+import { appendFileSync, mkdirSync, writeFileSync } from "node:fs";
+import { isAbsolute, join, relative, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import * as pty from "node-pty";
+import type { Assignment } from "./edge-client";
+
+/*
+ * One assigned job on this box: its directory (`<work_dir>/jobs/<job_id>/`), the trainer's
+ * command line built from the environment's options, and the trainer itself under a PTY with
+ * CUDA_VISIBLE_DEVICES set to the job's devices. Everything the trainer prints goes to
+ * `output.log`; the last lines travel with a failure report.
+ */
+
+/** Options the runner itself reads; they are not passed to the trainer. */
+const RUNNER_OPTIONS = new Set(["--trainer", "--trainer_command", "--num_processes", "--accelerate_visible_devices"]);
+const DEMO_TRAINER = fileURLToPath(new URL("./demo-trainer/main.ts", import.meta.url));
+const KEEP_LINES = 50;
+
+export interface Launch {
+  argv: string[];
+  env: Record<string, string>;
+  jobDir: string;
+}
+
+/** Thrown for a job that cannot be started as configured; the message says what to change. */
+export class LaunchError extends Error {}
+
+/** `--name value` pairs from an option map: true as "true", objects as JSON, empty and false flags left out. */
+function optionArgs(config: Record<string, unknown>): string[] {
+  const args: string[] = [];
+  for (const [name, value] of Object.entries(config)) {
+    if (!name.startsWith("--") || RUNNER_OPTIONS.has(name) || value === null || value === undefined || value === "" || value === false) continue;
+    args.push(name, typeof value === "object" ? JSON.stringify(value) : String(value));
+  }
+  return args;
+}
+
+/** `--trainer_command`: a JSON array of strings (the program, then its arguments), as an option value holds it. */
+function trainerCommand(value: unknown): string[] | null {
+  if (value === undefined || value === null || value === "") return null;
+  let parsed: unknown = value;
+  if (typeof value === "string") {
+    try {
+      parsed = JSON.parse(value);
+    } catch {
+      parsed = undefined;
+    }
+  }
+  if (Array.isArray(parsed) && parsed.length > 0 && parsed.every((p) => typeof p === "string")) return parsed as string[];
+  throw new LaunchError(`--trainer_command must be a JSON array of strings (the program and its arguments), not ${JSON.stringify(value)}`);
+}
+
+/** What to run for an assignment, and where. */
+export function planLaunch(workDir: string, job: Assignment): Launch {
+  const jobDir = join(workDir, "jobs", job.job_id);
+  const config = { ...job.config };
+  // The output directory stays inside the job's directory whatever the environment says.
+  const output = String(config["--output_dir"] ?? "output");
+  const outputDir = resolve(jobDir, output);
+  const inside = relative(jobDir, outputDir);
+  if (isAbsolute(output) || inside.startsWith("..") || isAbsolute(inside)) throw new LaunchError(`--output_dir must be a path inside the job's directory, not ${JSON.stringify(output)}`);
+  config["--output_dir"] = outputDir;
+  const trainer = config["--trainer"];
+  const command = trainerCommand(config["--trainer_command"]);
+  let base: string[];
+  // tsx by its resolved location: the trainer runs in the job's directory, where a bare
+  // "tsx" would not be found.
+  if (trainer === "demo") base = [process.execPath, "--import", import.meta.resolve("tsx"), DEMO_TRAINER];
+  else if (command) base = command;
+  else throw new LaunchError('this environment names no trainer: set "--trainer": "demo" for the built-in demo trainer, or "--trainer_command": ["program", "arg", ...]');
+  return {
+    argv: [...base, ...optionArgs(config)],
+    jobDir,
+    env: {
+      CUDA_VISIBLE_DEVICES: (job.allocated_gpus ?? []).join(","),
+      TRAINER_JOB_ID: job.job_id,
+      TRAINER_CONTROL_FILE: join(jobDir, "control.jsonl"),
+      TRAINER_OUTPUT_DIR: outputDir,
+    },
+  };
+}
+
+export interface RunningJob {
+  jobId: string;
+  /** Asks the trainer to stop (SIGTERM), then ends it (SIGKILL) if it is still there after `graceMs`. */
+  stop(graceMs: number): void;
+  /** Resolves when the trainer has exited: its exit code (null when killed by a signal) and last lines. */
+  exited: Promise<{ exitCode: number | null; signal: number | null; lastLines: string[] }>;
+}
+
+export function startJob(launch: Launch, jobId: string): RunningJob {
+  mkdirSync(launch.env.TRAINER_OUTPUT_DIR!, { recursive: true });
+  const log = join(launch.jobDir, "output.log");
+  writeFileSync(log, "");
+  const [file, ...args] = launch.argv;
+  const child = pty.spawn(file!, args, { name: "xterm-256color", cols: 400, rows: 50, cwd: launch.jobDir, env: { ...process.env, ...launch.env } as Record<string, string> });
+  const lastLines: string[] = [];
+  let partial = "";
+  child.onData((data) => {
+    appendFileSync(log, data);
+    const lines = (partial + data).split(/\r?\n/);
+    partial = lines.pop() ?? "";
+    for (const line of lines) {
+      lastLines.push(line.replace(/\r/g, ""));
+      if (lastLines.length > KEEP_LINES) lastLines.shift();
+    }
+  });
+  const exited = new Promise<{ exitCode: number | null; signal: number | null; lastLines: string[] }>((done) =>
+    child.onExit(({ exitCode, signal }) => {
+      if (partial) lastLines.push(partial.replace(/\r/g, ""));
+      done({ exitCode: signal ? null : exitCode, signal: signal || null, lastLines: lastLines.slice(-KEEP_LINES) });
+    }),
+  );
+  let killTimer: NodeJS.Timeout | undefined;
+  void exited.then(() => clearTimeout(killTimer));
+  return {
+    jobId,
+    exited,
+    stop(graceMs) {
+      child.kill("SIGTERM");
+      killTimer = setTimeout(() => child.kill("SIGKILL"), graceMs);
+      killTimer.unref();
+    },
+  };
+}
+
+/** Appends a command for the trainer (trainer protocol: one JSON line in the control file). */
+export function sendCommand(launch: Launch, command: "validation" | "checkpoint" | "stop"): void {
+  appendFileSync(launch.env.TRAINER_CONTROL_FILE!, JSON.stringify({ command }) + "\n");
+}

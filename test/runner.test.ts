@@ -1,0 +1,175 @@
+// The runner agent against the real stack: it registers the box's GPUs as a fake nvidia-smi
+// reports them, runs the jobs the Scheduler assigns it under a PTY with CUDA_VISIBLE_DEVICES,
+// and reports how they end; the edge frees the GPUs and starts what was waiting.
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parseGpuCsv } from "../runner/gpus";
+import { planLaunch } from "../runner/job";
+import { setUpAdmin, startTestStack, type TestStack } from "./helpers/stack";
+
+let t: TestStack;
+let admin: { key: string; cookie: string };
+let runner: ChildProcess;
+let runnerOutput = "";
+let token: string;
+
+function startRunner() {
+  runner = spawn(process.execPath, ["--import", "tsx", "runner/main.ts", "start", "--url", t.base, "--local", "--work-dir", workDir, "--poll-ms", "100", "--stop-grace-seconds", "2"], {
+    env: { ...process.env, RUNNER_TOKEN: token, PATH: `${resolve("test/fakes")}:${process.env.PATH}`, FAKE_NVIDIA_GPUS: "2" },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  runner.stdout!.on("data", (d: Buffer) => (runnerOutput += d.toString()));
+  runner.stderr!.on("data", (d: Buffer) => (runnerOutput += d.toString()));
+}
+const workDir = mkdtempSync(join(tmpdir(), "runner-test-"));
+const auth = () => ({ key: admin.key });
+
+async function env(name: string, config: Record<string, unknown>) {
+  expect((await t.call("POST", "/api/configs/environments", { json: { name }, auth: auth() })).status).toBe(201);
+  expect((await t.call("PUT", `/api/configs/${name}`, { json: { config }, auth: auth() })).status).toBe(200);
+}
+const submit = async (config_name: string) => (await t.call("POST", "/api/queue/submit", { json: { config_name, target: "local" }, auth: auth() })).body;
+const entry = async (jobId: string) => ((await t.call("GET", "/api/queue?include_completed=true&limit=1000", { auth: auth() })).body.jobs as any[]).find((j) => j.job_id === jobId);
+
+async function until<T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}\nrunner output:\n${runnerOutput}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+beforeAll(async () => {
+  t = await startTestStack();
+  admin = await setUpAdmin(t);
+  const created = await t.call("POST", "/api/admin/workers", { json: { name: "gpu-box" }, auth: auth() });
+  token = created.body.token;
+  startRunner();
+  await t.call("POST", "/api/queue/concurrency", { json: { local_job_max_concurrent: 4 }, auth: auth() });
+  await env("demo-1", { "--trainer": "demo", "--num_processes": 1, "--max_train_steps": 4, "--demo_step_ms": 50 });
+  await env("demo-2", { "--trainer": "demo", "--num_processes": 2, "--max_train_steps": 3, "--demo_step_ms": 20 });
+});
+afterAll(async () => {
+  if (runner && runner.exitCode === null) {
+    runner.kill("SIGTERM");
+    await new Promise((r) => runner.once("exit", r));
+  }
+  await t?.stop();
+  rmSync(workDir, { recursive: true, force: true });
+});
+
+describe("the runner", () => {
+  it("registers the GPUs nvidia-smi reports as the local box", async () => {
+    const box = await until("the box to register", async () => {
+      const workers = (await t.call("GET", "/api/admin/workers", { auth: auth() })).body.workers as any[];
+      return workers.find((w) => w.name === "gpu-box" && w.status === "IDLE");
+    });
+    expect(box).toMatchObject({ role: "local", gpu_count: 2, gpu_name: "NVIDIA A100-SXM4-80GB" });
+    await until("the runner's log line", async () => runnerOutput.includes("registered as worker"));
+    expect(runnerOutput).toContain("with 2 GPU(s): 0 NVIDIA A100-SXM4-80GB, 1 NVIDIA A100-SXM4-80GB");
+  });
+
+  it("runs assigned jobs on their devices, reports them completed, and the waiting job starts on the freed GPUs", async () => {
+    const first = await submit("demo-1");
+    expect(first).toMatchObject({ status: "running", allocated_gpus: [0] });
+    const second = await submit("demo-2");
+    expect(second).toMatchObject({ status: "queued", wait_reason: "gpus_busy" });
+    await until("the first job to complete", async () => (await entry(first.job_id))?.status === "completed");
+    const started = await until("the second job to start", async () => {
+      const e = await entry(second.job_id);
+      return e?.status !== "pending" && e;
+    });
+    expect(started.allocated_gpus).toEqual([0, 1]);
+    await until("the second job to complete", async () => (await entry(second.job_id))?.status === "completed");
+    const log1 = readFileSync(join(workDir, "jobs", first.job_id, "output.log"), "utf8");
+    expect(log1).toContain(`"job_id":"${first.job_id}"`);
+    expect(log1).toContain('"cuda_visible_devices":"0"');
+    expect(log1).toContain('"type":"training.completed"');
+    expect(readFileSync(join(workDir, "jobs", second.job_id, "output.log"), "utf8")).toContain('"cuda_visible_devices":"0,1"');
+    const box = ((await t.call("GET", "/api/admin/workers", { auth: auth() })).body.workers as any[]).find((w) => w.name === "gpu-box");
+    expect(box.status).toBe("IDLE");
+  });
+
+  it("reports a trainer that exits non-zero as failed with its exit code and last lines", async () => {
+    await env("crashes", { "--num_processes": 0, "--trainer_command": JSON.stringify([process.execPath, "-e", "console.log('loading model'); console.error('CUDA error: out of memory'); process.exit(3)", "--"]) });
+    const job = await submit("crashes");
+    const failed = await until("the job to fail", async () => {
+      const e = await entry(job.job_id);
+      return e?.status === "failed" && e;
+    });
+    expect(failed.error_message).toMatch(/^the trainer exited with code 3\nlast lines:\n/);
+    expect(failed.error_message).toContain("CUDA error: out of memory");
+  });
+
+  it("fails a job whose environment names no trainer, saying what to set", async () => {
+    await env("no-trainer", { "--num_processes": 0 });
+    const job = await submit("no-trainer");
+    const failed = await until("the job to fail", async () => {
+      const e = await entry(job.job_id);
+      return e?.status === "failed" && e;
+    });
+    expect(failed.error_message).toContain('set "--trainer": "demo"');
+  });
+
+  it("refuses a finish report for a job that is not this worker's", async () => {
+    const other = await t.call("POST", "/api/admin/workers", { json: { name: "other" }, auth: auth() });
+    await t.call("POST", "/api/workers/register", { json: { role: "remote" }, auth: { bearer: other.body.token } });
+    const job = await submit("demo-1");
+    const refused = await t.call("POST", `/api/workers/jobs/${job.job_id}/finish`, { json: { status: "completed" }, auth: { bearer: other.body.token } });
+    expect(refused.status).toBe(404);
+    await until("the job to complete", async () => (await entry(job.job_id))?.status === "completed");
+    const late = await t.call("POST", `/api/workers/jobs/${job.job_id}/finish`, { json: { status: "failed" }, auth: { bearer: other.body.token } });
+    expect(late.status).toBe(404);
+    expect((await t.call("POST", `/api/workers/jobs/${job.job_id}/finish`, { json: { status: "completed" } })).status).toBe(401);
+  });
+});
+
+describe("a runner killed mid-job", () => {
+  it("never leaves the job running: restarted, it reports the job failed and takes new work", async () => {
+    await env("long", { "--trainer": "demo", "--num_processes": 1, "--max_train_steps": 10000, "--demo_step_ms": 50 });
+    const job = await submit("long");
+    expect(job.status).toBe("running");
+    await until("the trainer to start", async () => runnerOutput.includes(`job ${job.job_id} started`));
+    runner.kill("SIGKILL");
+    await new Promise((r) => runner.once("exit", r));
+    expect((await entry(job.job_id)).status).toBe("running"); // nobody has said otherwise yet
+    startRunner();
+    const failed = await until("the job to be settled", async () => {
+      const e = await entry(job.job_id);
+      return e?.status === "failed" && e;
+    });
+    expect(failed.error_message).toBe("the runner restarted while the job was running (attempt 1)");
+    const next = await submit("demo-1");
+    expect(next.status).toBe("running");
+    await until("the next job to complete", async () => (await entry(next.job_id))?.status === "completed");
+  });
+});
+
+describe("runner pieces", () => {
+  it("reads nvidia-smi's CSV and refuses a line it cannot read", () => {
+    expect(parseGpuCsv("0, GPU-a, NVIDIA H100 80GB HBM3, 81559\n1, GPU-b, NVIDIA H100 80GB HBM3, 81559\n")).toEqual([
+      { index: 0, uuid: "GPU-a", name: "NVIDIA H100 80GB HBM3", memory_mb: 81559 },
+      { index: 1, uuid: "GPU-b", name: "NVIDIA H100 80GB HBM3", memory_mb: 81559 },
+    ]);
+    expect(parseGpuCsv("")).toEqual([]);
+    expect(() => parseGpuCsv("No devices were found")).toThrow("nvidia-smi printed a line this runner cannot read");
+  });
+
+  it("keeps --output_dir inside the job's directory and passes options as argv, never a shell string", () => {
+    const job = { job_id: "local-1", config_name: "x", allocated_gpus: [2, 3], num_processes: 2, attempt: 1 };
+    const launch = planLaunch("/w", { ...job, config: { "--trainer": "demo", "--max_train_steps": 5, "--validation_prompt": "a cat; rm -rf /", "--validation_preview": true, "--push_checkpoints_to_hub": false } });
+    expect(launch.env).toMatchObject({ CUDA_VISIBLE_DEVICES: "2,3", TRAINER_JOB_ID: "local-1", TRAINER_CONTROL_FILE: "/w/jobs/local-1/control.jsonl", TRAINER_OUTPUT_DIR: "/w/jobs/local-1/output" });
+    expect(launch.argv.slice(-8)).toEqual(["--max_train_steps", "5", "--validation_prompt", "a cat; rm -rf /", "--validation_preview", "true", "--output_dir", "/w/jobs/local-1/output"]);
+    for (const bad of ["../elsewhere", "/etc", "out/../../x"]) {
+      expect(() => planLaunch("/w", { ...job, config: { "--trainer": "demo", "--output_dir": bad } })).toThrow("--output_dir must be a path inside the job's directory");
+    }
+    expect(planLaunch("/w", { ...job, config: { "--trainer": "demo", "--output_dir": "runs/a" } }).env.TRAINER_OUTPUT_DIR).toBe("/w/jobs/local-1/runs/a");
+    expect(() => planLaunch("/w", { ...job, config: { "--trainer_command": "python train.py" } })).toThrow("--trainer_command must be a JSON array of strings");
+    expect(planLaunch("/w", { ...job, config: { "--trainer_command": '["python", "train.py"]', "--seed": 1 } }).argv).toEqual(["python", "train.py", "--seed", "1", "--output_dir", "/w/jobs/local-1/output"]);
+  });
+});
