@@ -27,7 +27,7 @@ export interface RunnerOptions {
 
 interface Report {
   jobId: string;
-  body: { status: "completed" | "failed"; exit_code?: number | null; error?: string; last_lines?: string[] };
+  body: { status: "completed" | "failed" | "interrupted"; exit_code?: number | null; error?: string; last_lines?: string[] };
 }
 
 export class Runner {
@@ -54,9 +54,10 @@ export class Runner {
     });
     this.options.log(`registered as worker ${answer.worker_id} (${this.options.role}) with ${gpus.length} GPU(s): ${gpus.map((g) => `${g.index} ${g.name}`).join(", ") || "none"}`);
     // Jobs assigned before this runner started were running under a runner that is gone; their
-    // trainers died with it. They are reported failed rather than left "running" forever.
+    // trainers died with it. They go back to the queue (or fail at max_attempts) rather than
+    // being left "running" forever; a trainer that resumes from its checkpoints picks up there.
     for (const job of answer.assignments) {
-      this.reports.push({ jobId: job.job_id, body: { status: "failed", error: `the runner restarted while the job was running (attempt ${job.attempt})` } });
+      this.reports.push({ jobId: job.job_id, body: { status: "interrupted", error: `the runner restarted while the job was running (attempt ${job.attempt})` } });
     }
     await this.flushReports();
     this.schedule(0);

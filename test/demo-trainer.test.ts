@@ -121,7 +121,9 @@ describe("the demo trainer", () => {
     const validation = events.find((e) => e.type === "validation.started")!;
     const checkpoint = events.find((e) => e.type === "checkpoint.saved")!;
     expect(validation.data).toMatchObject({ on_demand: true });
-    expect(validation.data.step).toBeGreaterThan(3);
+    // At the first step boundary after the request: step 3 itself when the trainer had not yet
+    // looked at the control file when the command arrived, a later one otherwise.
+    expect(validation.data.step).toBeGreaterThanOrEqual(3);
     expect(checkpoint.data).toMatchObject({ on_demand: true, step: validation.data.step });
     const stopped = events.at(-1)!;
     expect(stopped.type).toBe("training.stopped");

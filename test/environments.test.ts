@@ -102,7 +102,22 @@ describe("creating environments", () => {
       expect(reply.body.errors, name).toEqual(messages.map((message) => ({ path: "body.name", message })));
     }
     expect((await list()).map((e) => e.name)).toEqual(["bare", "portraits", "sd3.lycoris_v1"]);
-    expect((await t.call("GET", "/api/configs/examples", { auth: viewer })).body.examples).toHaveLength(3);
+    expect((await t.call("GET", "/api/configs/examples", { auth: viewer })).body.examples).toHaveLength(4);
+  });
+
+  it("starts from a shipped example with from_example; fields given win; an unknown example is 422", async () => {
+    const examples = (await t.call("GET", "/api/configs/examples", { auth: viewer })).body.examples as any[];
+    const demo = examples.find((e) => e.name === "demo");
+    expect(demo.config).toMatchObject({ "--trainer": "demo", "--num_processes": 0 });
+    const made = await create({ name: "my-demo", from_example: "demo", description: "mine" });
+    expect(made.status).toBe(201);
+    const got = (await get("my-demo")).body;
+    expect(got).toMatchObject({ name: "my-demo", description: "mine", tags: demo.tags, model_family: "demo", model_type: "full", config: demo.config });
+    expect(got.dataloader).toEqual(starter("my-demo"));
+    const unknown = await create({ name: "nope-demo", from_example: "nope" });
+    expect(unknown.status).toBe(422);
+    expect(unknown.body).toMatchObject({ code: "unknown_example", errors: [{ path: "body.from_example", message: "one of flux-dev-lora, sdxl-full, sd35-medium-lycoris, demo" }] });
+    expect((await get("nope-demo")).status).toBe(404);
   });
 
   it("refuses unknown fields and a missing name", async () => {
@@ -283,18 +298,20 @@ describe("examples", () => {
     const reply = await t.call("GET", "/api/configs/examples", { auth: viewer });
     expect(reply.status).toBe(200);
     const examples = reply.body.examples as any[];
-    expect(examples.map((e) => e.name)).toEqual(["flux-dev-lora", "sdxl-full", "sd35-medium-lycoris"]);
+    expect(examples.map((e) => e.name)).toEqual(["flux-dev-lora", "sdxl-full", "sd35-medium-lycoris", "demo"]);
     expect(examples.map((e) => [e.model_family, e.model_flavour, e.model_type, e.lora_type])).toEqual([
       ["flux", "dev", "lora", "standard"],
       ["sdxl", null, "full", null],
       ["sd3", "medium", "lora", "lycoris"],
+      ["demo", null, "full", null],
     ]);
     for (const example of examples) {
       expect(Object.keys(example).sort()).toEqual(["config", "dataloader", "description", "lora_type", "model_family", "model_flavour", "model_type", "name", "tags"]);
       expect(Object.keys(example.config).filter((key) => !key.startsWith("--"))).toEqual([]);
       expect(example.config["--model_family"]).toBe(example.model_family);
       expect(example.config["--model_type"]).toBe(example.model_type);
-      expect(example.config["--pretrained_model_name_or_path"]).toEqual(expect.any(String));
+      // The demo trainer needs no base model; the others name theirs.
+      if (example.config["--trainer"] !== "demo") expect(example.config["--pretrained_model_name_or_path"]).toEqual(expect.any(String));
       // Spec 2.9: of --num_train_epochs and --max_train_steps, the one not used is 0.
       expect([example.config["--num_train_epochs"], example.config["--max_train_steps"]].filter((v) => v === 0)).toHaveLength(1);
       expect(example.dataloader).toEqual(starter(example.name));
@@ -310,6 +327,7 @@ describe("listing and permissions", () => {
       "alpha",
       "bare",
       "beta-renamed",
+      "my-demo",
       "new-name",
       "portraits",
       "regen-2",
@@ -318,7 +336,7 @@ describe("listing and permissions", () => {
       "tuning",
     ]);
     const portraits = (await get("portraits")).body;
-    expect(reply.body.environments[4]).toEqual({
+    expect(reply.body.environments[5]).toEqual({
       name: "portraits",
       description: "Portrait LoRA",
       tags: [],

@@ -66,6 +66,37 @@ describe("npm start", () => {
     expect(logged.map((l) => l.message)).toEqual(expect.arrayContaining(["applying schema migration 4 (users_and_credentials)", "GET /api/cloud/health/live 200", "received SIGTERM, stopping"]));
   });
 
+  it("runs this machine's runner: the shipped demo environment trains to completion, and SIGTERM ends its trainer too", async () => {
+    const port = await freePort();
+    const dataDir = tempDataDir();
+    const run = start({ SERVICE_HOST: "127.0.0.1", SERVICE_PORT: String(port), SERVICE_DATA_DIR: dataDir, PATH: `${process.cwd()}/test/fakes:${process.env.PATH}`, FAKE_NVIDIA_GPUS: "1" });
+    await expect.poll(() => run.output().stdout, { timeout: 30_000, interval: 200 }).toContain("runner: registered as worker 1 (local) with 1 GPU(s): 0 NVIDIA A100-SXM4-80GB");
+    const base = `http://127.0.0.1:${port}`;
+    const post = (path: string, body: unknown, headers: Record<string, string>) => fetch(base + path, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
+    const admin = await post("/api/cloud/auth/setup/first-admin", { email: "a@example.com", username: "admin", password: "admin-password-1" }, {});
+    const cookie = /(st_session=[^;]+)/.exec(admin.headers.get("set-cookie") ?? "")![1]!;
+    const { key } = (await (await post("/api/cloud/auth/api-keys", { name: "k" }, { cookie })).json()) as { key: string };
+    const auth = { "x-api-key": key };
+    expect((await post("/api/configs/environments", { name: "demo", from_example: "demo" }, auth)).status).toBe(201);
+    // Faster steps than the shipped 200 ms, and a second job that will still be running at the end.
+    const config = ((await (await fetch(`${base}/api/configs/demo`, { headers: auth })).json()) as { config: Record<string, unknown> }).config;
+    await fetch(`${base}/api/configs/demo`, { method: "PUT", headers: { ...auth, "content-type": "application/json" }, body: JSON.stringify({ config: { ...config, "--demo_step_ms": 20 } }) });
+    const submitted = (await (await post("/api/queue/submit", { config_name: "demo" }, auth)).json()) as { job_id: string; status: string };
+    expect(submitted.status).toBe("running");
+    const status = async () => ((await (await fetch(`${base}/api/queue?include_completed=true`, { headers: auth })).json()) as { jobs: { job_id: string; status: string }[] }).jobs.find((j) => j.job_id === submitted.job_id)?.status;
+    await expect.poll(status, { timeout: 30_000, interval: 200 }).toBe("completed");
+    expect(readdirSync(`${dataDir}/runner/jobs/${submitted.job_id}/output`).sort()).toEqual(["checkpoint-40", "checkpoint-50"]);
+
+    await fetch(`${base}/api/configs/demo`, { method: "PUT", headers: { ...auth, "content-type": "application/json" }, body: JSON.stringify({ config: { ...config, "--max_train_steps": 100000, "--demo_step_ms": 50 } }) });
+    const long = (await (await post("/api/queue/submit", { config_name: "demo" }, auth)).json()) as { job_id: string };
+    await expect.poll(() => run.output().stdout, { timeout: 30_000, interval: 200 }).toContain(`runner: job ${long.job_id} started`);
+    const processes = descendants(run.child.pid!);
+    run.child.kill("SIGTERM");
+    expect(await run.exited).toBe(0);
+    expect(run.output().stdout).toContain(`runner: job ${long.job_id} ended`);
+    await expect.poll(() => processes.filter((pid) => existsSync(`/proc/${pid}`)), { timeout: 5_000 }).toEqual([]);
+  });
+
   it("exits 0 on SIGINT when run directly", async () => {
     const port = await freePort();
     const run = start({ SERVICE_HOST: "127.0.0.1", SERVICE_PORT: String(port), SERVICE_DATA_DIR: tempDataDir() });

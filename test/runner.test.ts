@@ -2,7 +2,7 @@
 // reports them, runs the jobs the Scheduler assigns it under a PTY with CUDA_VISIBLE_DEVICES,
 // and reports how they end; the edge frees the GPUs and starts what was waiting.
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -130,20 +130,25 @@ describe("the runner", () => {
 });
 
 describe("a runner killed mid-job", () => {
-  it("never leaves the job running: restarted, it reports the job failed and takes new work", async () => {
-    await env("long", { "--trainer": "demo", "--num_processes": 1, "--max_train_steps": 10000, "--demo_step_ms": 50 });
+  it("never leaves the job running: restarted, it puts the job back in the queue and runs it again", async () => {
+    await env("long", { "--trainer": "demo", "--num_processes": 1, "--max_train_steps": 10000, "--demo_step_ms": 50, "--checkpointing_steps": 5, "--resume_from_checkpoint": "latest" });
     const job = await submit("long");
     expect(job.status).toBe("running");
-    await until("the trainer to start", async () => runnerOutput.includes(`job ${job.job_id} started`));
+    const log = join(workDir, "jobs", job.job_id, "output.log");
+    const read = () => (existsSync(log) ? readFileSync(log, "utf8") : "");
+    await until("a checkpoint", async () => read().includes('"type":"checkpoint.saved"'));
     runner.kill("SIGKILL");
     await new Promise((r) => runner.once("exit", r));
     expect((await entry(job.job_id)).status).toBe("running"); // nobody has said otherwise yet
+    const before = runnerOutput.split(`job ${job.job_id} started`).length;
     startRunner();
-    const failed = await until("the job to be settled", async () => {
+    const again = await until("the job to run again", async () => {
       const e = await entry(job.job_id);
-      return e?.status === "failed" && e;
+      return e?.status === "running" && e.attempt === 2 && runnerOutput.split(`job ${job.job_id} started`).length > before && e;
     });
-    expect(failed.error_message).toBe("the runner restarted while the job was running (attempt 1)");
+    expect(again.error_message).toBe("the runner restarted while the job was running (attempt 1); retrying (attempt 2 of 3)");
+    // The demo trainer resumes from its last checkpoint in the same job directory.
+    await until("the resumed run", async () => /"resumed_from_step":[1-9]/.test(read()));
     const next = await submit("demo-1");
     expect(next.status).toBe("running");
     await until("the next job to complete", async () => (await entry(next.job_id))?.status === "completed");

@@ -10,9 +10,10 @@ import type {
 import type { Database } from "../db/client";
 import { isUniqueViolation } from "../db/errors";
 import { environments } from "../db/schema";
-import { conflict, notFound } from "../errors";
+import { ApiError, conflict, notFound } from "../errors";
 import { isActiveColumn } from "./activate";
 import { starterDataloader } from "./dataloader";
+import { EXAMPLE_ENVIRONMENTS } from "./examples";
 import { assertEnvironmentName } from "./names";
 
 // The environment's model columns mirror these options of its config map.
@@ -52,7 +53,13 @@ const taken = (name: string) => conflict(`An environment named ${JSON.stringify(
  */
 export async function createEnvironment(db: Database, input: EnvironmentCreate, createdBy: number | null): Promise<Environment> {
   assertEnvironmentName(input.name);
-  const config: ConfigOptions = {};
+  let example: (typeof EXAMPLE_ENVIRONMENTS)[number] | undefined;
+  if (input.from_example !== undefined) {
+    example = EXAMPLE_ENVIRONMENTS.find((e) => e.name === input.from_example);
+    if (!example) throw new ApiError(422, "unknown_example", `There is no example named ${JSON.stringify(input.from_example)}; GET /api/configs/examples lists them`, [{ path: "body.from_example", message: `one of ${EXAMPLE_ENVIRONMENTS.map((e) => e.name).join(", ")}` }]);
+    input = { ...pickDefined({ description: example.description ?? undefined, model_family: example.model_family ?? undefined, model_flavour: example.model_flavour ?? undefined, model_type: example.model_type ?? undefined, lora_type: example.lora_type ?? undefined }), ...pickDefined(input) } as EnvironmentCreate;
+  }
+  const config: ConfigOptions = { ...(example?.config ?? {}) };
   for (const [field, option] of Object.entries(MODEL_OPTIONS)) {
     const value = input[field as keyof typeof MODEL_OPTIONS];
     if (value !== undefined) config[option] = value;
@@ -68,7 +75,7 @@ export async function createEnvironment(db: Database, input: EnvironmentCreate, 
         modelFlavour: input.model_flavour ?? null,
         modelType: input.model_type ?? null,
         loraType: input.lora_type ?? null,
-        tags: [],
+        tags: example ? [...example.tags] : [],
         config,
         dataloader: starterDataloader(input.name),
         createdBy,
@@ -165,3 +172,5 @@ export async function exportEnvironment(db: Database, name: string): Promise<Env
   const { active: _active, created_at: _created, updated_at: _updated, ...definition } = await getEnvironment(db, name);
   return { ...definition, exported_at: new Date().toISOString() };
 }
+
+const pickDefined = <T extends Record<string, unknown>>(o: T): Partial<T> => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;

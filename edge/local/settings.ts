@@ -13,7 +13,10 @@ export function readConfigFromEnvironment(env: NodeJS.ProcessEnv): StackOptions 
   const logFormat = (env.SERVICE_LOG_FORMAT ?? "text").toLowerCase();
   if (logFormat !== "json" && logFormat !== "text") throw new StartupError(`SERVICE_LOG_FORMAT must be json or text, not "${env.SERVICE_LOG_FORMAT}"`);
   if (env.SERVICE_PUBLIC_URL && !/^https?:\/\//.test(env.SERVICE_PUBLIC_URL)) throw new StartupError(`SERVICE_PUBLIC_URL must be an http(s) URL, not "${env.SERVICE_PUBLIC_URL}"`);
+  const runner = (env.SERVICE_LOCAL_RUNNER ?? "1").toLowerCase();
+  if (!["1", "0", "true", "false", "yes", "no"].includes(runner)) throw new StartupError(`SERVICE_LOCAL_RUNNER must be 1 or 0, not "${env.SERVICE_LOCAL_RUNNER}"`);
   return {
+    localRunner: ["1", "true", "yes"].includes(runner),
     host: env.SERVICE_HOST || "0.0.0.0",
     port,
     dataDir: env.SERVICE_DATA_DIR || ".data",

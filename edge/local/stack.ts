@@ -11,6 +11,8 @@ import { createLogger, type Logger } from "../log";
 import { bundleWorker } from "./bundle";
 import { randomBytes } from "node:crypto";
 import { createHranaServer, serveHranaOverHttp } from "./hrana";
+import { startLocalRunner } from "./local-runner";
+import type { Runner } from "../../runner/agent";
 
 /** The Worker's compatibility date: at most the bundled workerd's (STACK.md). */
 export const COMPATIBILITY_DATE = "2026-04-26";
@@ -29,6 +31,8 @@ export interface StackOptions {
   publicUrl?: string;
   /** Where log lines go; stdout by default. */
   output?: (line: string) => void;
+  /** Start this machine's runner as the local GPU box (npm start: yes; tests: only when asked). */
+  localRunner?: boolean;
 }
 
 export interface Stack {
@@ -150,11 +154,18 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     const startup = await scheduler.get(scheduler.idFromName("main")).fetch("http://scheduler/pass?trigger=startup");
     const passed = (await startup.json()) as { started: string[] };
     if (passed.started.length) log.info(`start-up scheduler pass started ${passed.started.length} job(s)`);
+    let runner: Runner | null = null;
+    if (options.localRunner) {
+      const db = createClient({ url: "http://libsql.internal", fetch: (request: Request) => hrana.handle(request) });
+      runner = await startLocalRunner(db, { url: `http://127.0.0.1:${url.port}`, dataDir, log: (level, line) => log[level](line) });
+      db.close();
+    }
     return {
       url,
       dataDir,
       log,
       async stop() {
+        await runner?.stop();
         await mf.dispose();
         await closeBridge();
         hrana.close();

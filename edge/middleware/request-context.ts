@@ -27,9 +27,12 @@ export function requestContext(): MiddlewareHandler<AppEnv> {
     await next();
     c.header("X-Request-ID", requestId);
     const status = c.res.status;
-    const line = `${c.req.method} ${new URL(c.req.url).pathname} ${status}`;
+    const path = c.req.path;
+    const line = `${c.req.method} ${path} ${status}`;
     const extra = { status, duration_ms: Date.now() - started, user_id: c.get("principal")?.user.id ?? null };
     if (status >= 500) log.error(line, extra);
+    // Runners ask for work every second or so: their successful asks would drown everything else.
+    else if (status < 400 && path === "/api/workers/heartbeat") log.debug(line, extra);
     else log.info(line, extra);
   };
 }

@@ -139,7 +139,7 @@ queue.openapi(
     const base = { allocated_gpus: null, worker_id: null, queue_position: null, wait_reason: null };
     switch (outcome.status) {
       case "running":
-        return c.json({ ...base, success: true, job_id: outcome.jobId, status: "running" as const, allocated_gpus: outcome.gpus, worker_id: outcome.workerId, message: outcome.workerId !== null ? `dispatched to worker ${outcome.workerId}` : `running on GPUs [${(outcome.gpus ?? []).join(", ")}]` }, 200);
+        return c.json({ ...base, success: true, job_id: outcome.jobId, status: "running" as const, allocated_gpus: outcome.gpus, worker_id: outcome.workerId, message: outcome.workerId !== null ? `dispatched to worker ${outcome.workerId}` : outcome.gpus?.length ? `running on GPUs [${outcome.gpus.join(", ")}]` : "running on the CPU (no GPUs requested)" }, 200);
       case "queued":
         return c.json({ ...base, success: true, job_id: outcome.jobId, status: "queued" as const, queue_position: outcome.position, wait_reason: outcome.reason, message: `queued: ${outcome.message}` }, 200);
       case "blocked":

@@ -42,13 +42,19 @@ function toWorker(row: WorkerRow, running: string[]): Worker {
   };
 }
 
+/** A fresh worker token, with the lookup prefix and the hash that are stored instead of it. */
+export async function newWorkerToken(): Promise<{ token: string; prefix: string; hash: string }> {
+  const token = WORKER_TOKEN_PREFIX + randomToken(32);
+  return { token, prefix: token.slice(0, PREFIX_LENGTH), hash: await sha256Hex(token) };
+}
+
 /** Creates a worker in status `connecting`; the returned token is never shown again. */
 export async function createWorker(db: Database, name: string): Promise<Worker & { token: string }> {
-  const token = WORKER_TOKEN_PREFIX + randomToken(32);
+  const { token, prefix, hash } = await newWorkerToken();
   try {
     const [row] = await db
       .insert(workers)
-      .values({ name, tokenPrefix: token.slice(0, PREFIX_LENGTH), tokenHash: await sha256Hex(token), createdAt: new Date().toISOString() })
+      .values({ name, tokenPrefix: prefix, tokenHash: hash, createdAt: new Date().toISOString() })
       .returning();
     return { ...toWorker(row!, []), token };
   } catch (error) {
@@ -138,20 +144,38 @@ export async function assignmentsOf(db: Database, workerId: number) {
  * A runner reports that a job it ran has ended. Only a running job of this worker changes (one
  * conditional statement); its GPUs are freed with it, since allocations live on running entries.
  */
-export async function finishJob(db: Database, workerId: number, jobId: string, report: z.infer<typeof JobFinish>): Promise<"completed" | "failed"> {
+export async function finishJob(db: Database, workerId: number, jobId: string, report: z.infer<typeof JobFinish>): Promise<"completed" | "failed" | "pending"> {
   const now = new Date().toISOString();
   const tail = (report.last_lines ?? []).slice(-20).join("\n");
   const message =
     report.status === "completed"
       ? null
       : [report.error ?? `the trainer exited with code ${report.exit_code ?? "unknown"}`, tail ? `last lines:\n${tail}` : ""].filter(Boolean).join("\n").slice(0, 4000);
+  // An interrupted job is retried like one whose worker went offline: back to pending with
+  // attempt + 1 and its GPUs freed, or failed once max_attempts is reached.
+  const entryUpdate =
+    report.status === "interrupted"
+      ? {
+          sql: `UPDATE queue_entries SET
+                  status = CASE WHEN attempt < max_attempts THEN 'pending' ELSE 'failed' END,
+                  error_message = ?3 || CASE WHEN attempt < max_attempts THEN '; retrying (attempt ' || (attempt + 1) || ' of ' || max_attempts || ')' ELSE '; no retries left' END,
+                  completed_at = CASE WHEN attempt < max_attempts THEN NULL ELSE ?2 END,
+                  started_at = CASE WHEN attempt < max_attempts THEN NULL ELSE started_at END,
+                  allocated_gpus = CASE WHEN attempt < max_attempts THEN NULL ELSE allocated_gpus END,
+                  worker_id = CASE WHEN attempt < max_attempts THEN NULL ELSE worker_id END,
+                  attempt = CASE WHEN attempt < max_attempts THEN attempt + 1 ELSE attempt END,
+                  updated_at = ?2
+                WHERE job_id = ?4 AND worker_id = ?5 AND status = 'running' RETURNING status`,
+          args: [null, now, message, jobId, workerId],
+        }
+      : {
+          sql: `UPDATE queue_entries SET status = ?1, completed_at = ?2, updated_at = ?2, error_message = ?3
+                WHERE job_id = ?4 AND worker_id = ?5 AND status = 'running' RETURNING status`,
+          args: [report.status, now, message, jobId, workerId],
+        };
   const [updated] = await db.$client.batch(
     [
-      {
-        sql: `UPDATE queue_entries SET status = ?1, completed_at = ?2, updated_at = ?2, error_message = ?3
-              WHERE job_id = ?4 AND worker_id = ?5 AND status = 'running' RETURNING status`,
-        args: [report.status, now, message, jobId, workerId],
-      },
+      entryUpdate,
       // Idle again at once when that was its last job, so the Scheduler can give it the next.
       {
         sql: `UPDATE workers SET status = 'IDLE', idle_since = ?2 WHERE id = ?1 AND status = 'busy'
@@ -161,7 +185,7 @@ export async function finishJob(db: Database, workerId: number, jobId: string, r
     ],
     "write",
   );
-  if (updated!.rows.length) return report.status;
+  if (updated!.rows.length) return String(updated!.rows[0]!.status) as "completed" | "failed" | "pending";
   const found = await db.$client.execute({ sql: "SELECT status, worker_id FROM queue_entries WHERE job_id = ?", args: [jobId] });
   const row = found.rows[0];
   if (!row || Number(row.worker_id) !== workerId) throw notFound(`Job ${jobId} of this worker`);

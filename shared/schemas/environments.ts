@@ -69,6 +69,7 @@ export const EnvironmentCreate = z
     model_type: ModelField("lora", "For example `full` or `lora`").optional(),
     lora_type: ModelField("lycoris", "For example `standard` or `lycoris`").optional(),
     description: Description.optional().openapi({ example: "Portrait LoRA on FLUX.1 [dev]" }),
+    from_example: z.string().max(64).optional().openapi({ description: "Start from a shipped template (GET /api/configs/examples): its options, tags, description and model fields; fields given here win", example: "demo" }),
   })
   .openapi("EnvironmentCreate");
 export type EnvironmentCreate = z.infer<typeof EnvironmentCreate>;

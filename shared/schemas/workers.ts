@@ -90,7 +90,9 @@ export const Assignment = z
 
 export const JobFinish = z
   .object({
-    status: z.enum(["completed", "failed"]).openapi({ description: "completed: the trainer exited 0; failed: anything else" }),
+    status: z.enum(["completed", "failed", "interrupted"]).openapi({
+      description: "completed: the trainer exited 0; failed: anything else; interrupted: the trainer died with its runner (a restart), so the job goes back to the queue (attempt + 1) or fails at max_attempts",
+    }),
     exit_code: z.number().int().nullable().optional(),
     error: z.string().max(2000).optional().openapi({ description: "Why it failed, in a line" }),
     last_lines: z.array(z.string().max(1000)).max(50).optional().openapi({ description: "The last lines the trainer printed" }),
@@ -98,7 +100,7 @@ export const JobFinish = z
   .strict()
   .openapi("JobFinish");
 
-export const JobFinished = z.object({ job_id: z.string(), status: z.enum(["completed", "failed"]) }).openapi("JobFinished");
+export const JobFinished = z.object({ job_id: z.string(), status: z.enum(["completed", "failed", "pending"]).openapi({ description: "What the job is now: pending when an interrupted job was queued again" }) }).openapi("JobFinished");
 
 export const HeartbeatAnswer = z
   .object({
