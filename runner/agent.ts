@@ -2,6 +2,7 @@ import { hostname } from "node:os";
 import { EdgeClient, EdgeError, type Assignment, type HeartbeatAnswer } from "./edge-client";
 import { detectGpus } from "./gpus";
 import { hostStats } from "./host";
+import { EventShipper, lineToEvent } from "./events";
 import { LaunchError, planLaunch, startJob, type RunningJob } from "./job";
 
 /*
@@ -99,8 +100,12 @@ export class Runner {
 
   private launch(job: Assignment): void {
     let running: RunningJob;
+    const shipper = new EventShipper(this.edge, job.job_id, job.attempt, 100, this.options.log);
     try {
-      running = startJob(planLaunch(this.options.workDir, job), job.job_id);
+      running = startJob(planLaunch(this.options.workDir, job), job.job_id, (line) => {
+        const event = lineToEvent(line);
+        if (event) shipper.push(event);
+      });
     } catch (error) {
       const why = error instanceof LaunchError ? error.message : `could not start the trainer: ${(error as Error).message}`;
       this.options.log(`job ${job.job_id}: ${why}`);
@@ -111,7 +116,9 @@ export class Runner {
     this.options.log(`job ${job.job_id} started on GPUs [${(job.allocated_gpus ?? []).join(", ")}]`);
     const entry = { running, unassigned: false };
     this.jobs.set(job.job_id, entry);
-    void running.exited.then(({ exitCode, signal, lastLines }) => {
+    void running.exited.then(async ({ exitCode, signal, lastLines }) => {
+      // Every event reaches the edge before the job is reported ended.
+      await shipper.drain();
       this.jobs.delete(job.job_id);
       this.options.log(`job ${job.job_id} ended: ${signal ? `signal ${signal}` : `exit code ${exitCode}`}`);
       // A job taken away from this box has already ended on the edge; there is nothing to say.

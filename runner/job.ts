@@ -88,7 +88,8 @@ export interface RunningJob {
   exited: Promise<{ exitCode: number | null; signal: number | null; lastLines: string[] }>;
 }
 
-export function startJob(launch: Launch, jobId: string): RunningJob {
+/** `onLine`: every complete line the trainer prints, without its line ending. */
+export function startJob(launch: Launch, jobId: string, onLine: (line: string) => void = () => {}): RunningJob {
   mkdirSync(launch.env.TRAINER_OUTPUT_DIR!, { recursive: true });
   const log = join(launch.jobDir, "output.log");
   writeFileSync(log, "");
@@ -100,14 +101,19 @@ export function startJob(launch: Launch, jobId: string): RunningJob {
     appendFileSync(log, data);
     const lines = (partial + data).split(/\r?\n/);
     partial = lines.pop() ?? "";
-    for (const line of lines) {
-      lastLines.push(line.replace(/\r/g, ""));
+    for (const raw of lines) {
+      const line = raw.replace(/\r/g, "");
+      lastLines.push(line);
       if (lastLines.length > KEEP_LINES) lastLines.shift();
+      onLine(line);
     }
   });
   const exited = new Promise<{ exitCode: number | null; signal: number | null; lastLines: string[] }>((done) =>
     child.onExit(({ exitCode, signal }) => {
-      if (partial) lastLines.push(partial.replace(/\r/g, ""));
+      if (partial) {
+        lastLines.push(partial.replace(/\r/g, ""));
+        onLine(partial.replace(/\r/g, ""));
+      }
       done({ exitCode: signal ? null : exitCode, signal: signal || null, lastLines: lastLines.slice(-KEEP_LINES) });
     }),
   );

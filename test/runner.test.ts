@@ -93,6 +93,23 @@ describe("the runner", () => {
     expect(readFileSync(join(workDir, "jobs", second.job_id, "output.log"), "utf8")).toContain('"cuda_visible_devices":"0,1"');
     const box = ((await t.call("GET", "/api/admin/workers", { auth: auth() })).body.workers as any[]).find((w) => w.name === "gpu-box");
     expect(box.status).toBe("IDLE");
+
+    // Every event reached the edge, in order, with dense indexes, before the job was reported done.
+    const page = (await t.call("GET", `/api/training/events?job_id=${first.job_id}`, { auth: auth() })).body;
+    expect(page).toMatchObject({ job_id: first.job_id, status: "completed", next_index: page.events.length });
+    expect(page.events.map((e: any) => e.index)).toEqual(page.events.map((_: unknown, i: number) => i));
+    expect(page.events[0]).toMatchObject({ index: 0, type: "training.started", data: { job_id: first.job_id, cuda_visible_devices: "0", total_steps: 4 } });
+    expect(page.events.filter((e: any) => e.type === "training.progress").map((e: any) => e.data.step)).toEqual([1, 2, 3, 4]);
+    expect(page.events.at(-1)).toMatchObject({ type: "training.completed", data: { step: 4 } });
+    expect(page.events[0].timestamp).toMatch(/^\d{4}-\d\d-\d\dT/);
+    // Polling from an index gives the rest; past the end, nothing and the same next_index.
+    const rest = (await t.call("GET", `/api/training/events?job_id=${first.job_id}&since_index=3&limit=2`, { auth: auth() })).body;
+    expect(rest.events.map((e: any) => e.index)).toEqual([3, 4]);
+    expect(rest.next_index).toBe(5);
+    const end = (await t.call("GET", `/api/training/events?job_id=${first.job_id}&since_index=${page.next_index}`, { auth: auth() })).body;
+    expect(end).toMatchObject({ events: [], next_index: page.next_index });
+    expect((await t.call("GET", "/api/training/events?job_id=nope", { auth: auth() })).status).toBe(404);
+    expect((await t.call("GET", `/api/training/events?job_id=${first.job_id}`)).status).toBe(401);
   });
 
   it("reports a trainer that exits non-zero as failed with its exit code and last lines", async () => {
@@ -104,6 +121,28 @@ describe("the runner", () => {
     });
     expect(failed.error_message).toMatch(/^the trainer exited with code 3\nlast lines:\n/);
     expect(failed.error_message).toContain("CUDA error: out of memory");
+    // Lines that are not events arrive as log events.
+    const events = (await t.call("GET", `/api/training/events?job_id=${job.job_id}`, { auth: auth() })).body.events as any[];
+    expect(events.map((e) => [e.type, e.message])).toEqual(expect.arrayContaining([["log", "loading model"], ["log", "CUDA error: out of memory"]]));
+  });
+
+  it("stores a resent event batch once, and only for the job's own worker", async () => {
+    const job = await submit("demo-1");
+    await until("the job to complete", async () => (await entry(job.job_id))?.status === "completed");
+    const other = await t.call("POST", "/api/admin/workers", { json: { name: "events-other" }, auth: auth() });
+    const bearer = (token: string) => ({ bearer: token });
+    const batch = { attempt: 9, events: [{ seq: 0, event: { type: "custom.note", text: "a" } }, { seq: 1, event: { type: "custom.note", text: "b" } }] };
+    const path = `/api/workers/jobs/${job.job_id}/events`;
+    expect((await t.call("POST", path, { json: batch, auth: bearer(other.body.token) })).status).toBe(404);
+    const first = await t.call("POST", path, { json: batch, auth: bearer(token) });
+    expect(first.status).toBe(200);
+    const again = await t.call("POST", path, { json: batch, auth: bearer(token) });
+    expect(again.body).toEqual({ stored: 0, next_index: first.body.next_index });
+    expect(first.body.stored).toBe(2);
+    const tail = (await t.call("GET", `/api/training/events?job_id=${job.job_id}&since_index=${first.body.next_index - 2}`, { auth: auth() })).body.events;
+    expect(tail.map((e: any) => [e.index, e.type, e.text])).toEqual([[first.body.next_index - 2, "custom.note", "a"], [first.body.next_index - 1, "custom.note", "b"]]);
+    const bad = await t.call("POST", path, { json: { attempt: 1, events: [{ seq: 0, event: { title: "no type" } }] }, auth: bearer(token) });
+    expect(bad.status).toBe(422);
   });
 
   it("fails a job whose environment names no trainer, saying what to set", async () => {

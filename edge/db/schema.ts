@@ -50,6 +50,17 @@ export const approvalRequests = sqliteTable("approval_requests", {
   reason: text("reason"),
 });
 
+export const jobEvents = sqliteTable("job_events", {
+  id: integer("id").primaryKey({ autoIncrement: true }),
+  jobId: text("job_id").notNull(),
+  idx: integer("idx").notNull(),
+  attempt: integer("attempt").notNull(),
+  seq: integer("seq").notNull(),
+  type: text("type").notNull(),
+  payload: text("payload").notNull(),
+  createdAt: text("created_at").notNull(),
+});
+
 export const workers = sqliteTable("workers", {
   id: integer("id").primaryKey({ autoIncrement: true }),
   name: text("name").notNull().unique(),

@@ -7,6 +7,8 @@ import { createRouter } from "../router";
 import { error, json } from "./openapi";
 import { schedulerOf } from "../scheduler/stub";
 import { getSetting } from "../settings";
+import { EventBatch, EventBatchStored } from "../../shared/schemas/events";
+import { appendEvents } from "../jobs/events";
 import { assignmentsOf, createWorker, finishJob, heartbeat, HEARTBEAT_INTERVAL_SECONDS, listWorkers, registerWorker } from "../workers/workers";
 import type { Context } from "hono";
 
@@ -103,5 +105,21 @@ workersRoutes.openapi(
     c.get("log").info("job finished", { job_id, status, exit_code: report.exit_code ?? null, worker: worker.name });
     await schedulerOf(c.env).pass("job finished", [job_id]);
     return c.json({ job_id, status }, 200);
+  },
+);
+
+workersRoutes.openapi(
+  createRoute({
+    method: "post",
+    path: "/api/workers/jobs/{job_id}/events",
+    tags,
+    summary: "A runner sends a batch of its trainer's events (worker token)",
+    description: "Stored in order with the job's next dense indexes; events already stored (same attempt and seq) are skipped, so resending a batch is safe.",
+    request: { params: z.object({ job_id: z.string().min(1).max(200) }), body: { required: true, content: { "application/json": { schema: EventBatch } } } },
+    responses: { 200: json(EventBatchStored, "Stored"), 401: error("No valid worker token"), 404: error("Not a job of this worker"), 413: error("An event is too large"), 422: error("Invalid body") },
+  }),
+  async (c) => {
+    const { stored, nextIndex } = await appendEvents(c.get("db"), workerOf(c).id, c.req.valid("param").job_id, c.req.valid("json"));
+    return c.json({ stored, next_index: nextIndex }, 200);
   },
 );

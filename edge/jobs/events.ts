@@ -1,0 +1,66 @@
+import type { z } from "@hono/zod-openapi";
+import type { EventBatch } from "../../shared/schemas/events";
+import type { Database } from "../db/client";
+import { ApiError, notFound } from "../errors";
+
+/*
+ * Each job's event log in libSQL (ARCHITECTURE "Events"). The runner sends its trainer's events
+ * in batches numbered by (attempt, seq); each batch is stored by one statement that gives its
+ * events the next dense indexes of the job, and skips events already stored, so a batch the
+ * runner resends after a lost answer changes nothing.
+ */
+
+/** Largest event accepted (a validation image as a data URI fits well within it). */
+export const MAX_EVENT_BYTES = 512 * 1024;
+
+export async function appendEvents(db: Database, workerId: number, jobId: string, batch: z.infer<typeof EventBatch>): Promise<{ stored: number; nextIndex: number }> {
+  const rows = batch.events.map((e, i) => {
+    const payload = JSON.stringify(e.event);
+    if (payload.length > MAX_EVENT_BYTES) throw new ApiError(413, "event_too_large", `event ${i} (seq ${e.seq}) is ${payload.length} bytes; at most ${MAX_EVENT_BYTES} are accepted`);
+    return { seq: e.seq, type: e.event.type, payload };
+  });
+  const seqs = new Set(rows.map((r) => r.seq));
+  if (seqs.size !== rows.length) throw new ApiError(422, "duplicate_seq", "each event of a batch needs its own seq");
+  const now = new Date().toISOString();
+  // SQLite reads the SELECT in full before inserting (same table), so MAX(idx) is the log's end
+  // before this batch and the fresh events take the next indexes in order.
+  const [inserted, end] = await db.$client.batch(
+    [
+      {
+        sql: `INSERT INTO job_events (job_id, idx, attempt, seq, type, payload, created_at)
+              SELECT ?1, base.n + ROW_NUMBER() OVER (ORDER BY e.key), ?2, e.value ->> '$.seq', e.value ->> '$.type', e.value ->> '$.payload', ?3
+              FROM json_each(?4) AS e, (SELECT COALESCE(MAX(idx), -1) AS n FROM job_events WHERE job_id = ?1) AS base
+              WHERE EXISTS (SELECT 1 FROM queue_entries WHERE job_id = ?1 AND worker_id = ?5)
+                AND NOT EXISTS (SELECT 1 FROM job_events j WHERE j.job_id = ?1 AND j.attempt = ?2 AND j.seq = e.value ->> '$.seq')
+              RETURNING idx`,
+        args: [jobId, batch.attempt, now, JSON.stringify(rows), workerId],
+      },
+      { sql: "SELECT COALESCE(MAX(idx), -1) + 1 AS next, EXISTS (SELECT 1 FROM queue_entries WHERE job_id = ?1 AND worker_id = ?2) AS mine FROM job_events WHERE job_id = ?1", args: [jobId, workerId] },
+    ],
+    "write",
+  );
+  if (!Number(end!.rows[0]!.mine)) throw notFound(`Job ${jobId} of this worker`);
+  return { stored: inserted!.rows.length, nextIndex: Number(end!.rows[0]!.next) };
+}
+
+/** The job to show when none is named: the running one started last, else the one started last. */
+export async function defaultJob(db: Database): Promise<string> {
+  const found = await db.$client.execute(
+    "SELECT job_id FROM queue_entries WHERE started_at IS NOT NULL ORDER BY CASE status WHEN 'running' THEN 0 ELSE 1 END, started_at DESC, id DESC LIMIT 1",
+  );
+  if (!found.rows.length) throw notFound("A job that has started (none has yet)");
+  return String(found.rows[0]!.job_id);
+}
+
+export async function readEvents(db: Database, jobId: string, sinceIndex: number, limit: number) {
+  const [job, events] = await db.$client.batch(
+    [
+      { sql: "SELECT status FROM queue_entries WHERE job_id = ?", args: [jobId] },
+      { sql: "SELECT idx, created_at, payload FROM job_events WHERE job_id = ? AND idx >= ? ORDER BY idx LIMIT ?", args: [jobId, sinceIndex, limit] },
+    ],
+    "read",
+  );
+  if (!job!.rows.length) throw notFound(`Job ${jobId}`);
+  const list = events!.rows.map((r) => ({ ...(JSON.parse(String(r.payload)) as { type: string }), index: Number(r.idx), timestamp: String(r.created_at) }));
+  return { job_id: jobId, status: String(job!.rows[0]!.status), events: list, next_index: list.length ? list[list.length - 1]!.index + 1 : sinceIndex };
+}

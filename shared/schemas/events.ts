@@ -1,0 +1,39 @@
+import { z } from "@hono/zod-openapi";
+
+/** One event as a trainer reported it: at least a `type`; the spec 6.3 fields for validation images. */
+export const TrainerEvent = z
+  .object({ type: z.string().min(1).max(100) })
+  .catchall(z.unknown())
+  .openapi("TrainerEvent", { example: { type: "training.progress", title: "Step 5/20", data: { step: 5, total_steps: 20, loss: 0.41 } } });
+
+export const EventBatch = z
+  .strictObject({
+    attempt: z.number().int().min(1).openapi({ description: "The job attempt these events belong to (the assignment's attempt)" }),
+    events: z
+      .array(z.strictObject({ seq: z.number().int().min(0).openapi({ description: "The runner's own number for the event within this attempt, from 0; a resent event is stored once" }), event: TrainerEvent }))
+      .min(1)
+      .max(500),
+  })
+  .openapi("EventBatch");
+
+export const EventBatchStored = z.object({ stored: z.number().int(), next_index: z.number().int() }).openapi("EventBatchStored");
+
+export const JobEvent = z
+  .object({ index: z.number().int().openapi({ description: "Dense per job, from 0" }), timestamp: z.string(), type: z.string() })
+  .catchall(z.unknown())
+  .openapi("JobEvent");
+
+export const EventsQuery = z.object({
+  job_id: z.string().max(200).optional().openapi({ description: "The job; default: the most recently started one" }),
+  since_index: z.coerce.number().int().min(0).default(0).openapi({ description: "First index to return" }),
+  limit: z.coerce.number().int().min(1).max(1000).default(500),
+});
+
+export const EventPage = z
+  .object({
+    job_id: z.string(),
+    status: z.string().openapi({ description: "The job's queue status now" }),
+    events: z.array(JobEvent),
+    next_index: z.number().int().openapi({ description: "since_index for the next poll" }),
+  })
+  .openapi("EventPage");
