@@ -1,3 +1,4 @@
+import type { EventsHubNamespace } from "./jobs/hub-types";
 import type { SchedulerNamespace } from "./scheduler/types";
 
 /** A service binding, as far as this code uses one (workerd's Fetcher, or Miniflare's in Node). */
@@ -22,6 +23,8 @@ export interface Env {
   SERVICE_PUBLIC_URL?: string;
   /** The Scheduler Durable Object (one instance, named "main"). */
   SCHEDULER: SchedulerNamespace;
+  /** One events hub Durable Object per job (named by job id): live fan-out to watchers. */
+  EVENTS_HUB: EventsHubNamespace;
   /** Local default only: when the host process started (ISO 8601), for uptime. */
   SERVICE_STARTED_AT?: string;
 }

@@ -2,6 +2,7 @@ import { createApp } from "./app";
 import type { Env } from "./env";
 
 export { Scheduler } from "./scheduler/scheduler";
+export { EventsHub } from "./jobs/hub";
 
 const app = createApp();
 

@@ -71,6 +71,7 @@ export const ROUTE_ACCESS: Record<string, Access> = {
   "POST /api/workers/jobs/{job_id}/finish": "worker",
   "POST /api/workers/jobs/{job_id}/events": "worker",
   "GET /api/training/events": { level: "viewer" },
+  "GET /api/training/events/stream": { level: "viewer" },
 };
 
 /** The access rule for a route, admin-only when the table does not name it. */

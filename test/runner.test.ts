@@ -6,6 +6,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import WebSocket from "ws";
 import { parseGpuCsv } from "../runner/gpus";
 import { planLaunch } from "../runner/job";
 import { setUpAdmin, startTestStack, type TestStack } from "./helpers/stack";
@@ -165,6 +166,82 @@ describe("the runner", () => {
     const late = await t.call("POST", `/api/workers/jobs/${job.job_id}/finish`, { json: { status: "failed" }, auth: { bearer: other.body.token } });
     expect(late.status).toBe(404);
     expect((await t.call("POST", `/api/workers/jobs/${job.job_id}/finish`, { json: { status: "completed" } })).status).toBe(401);
+  });
+});
+
+/** Reads server-sent events from a stream until `stop` says so; returns them with their ids. */
+async function readSse(response: Response, stop: (e: { id: string | null; event: string; data: any }) => boolean) {
+  const reader = response.body!.getReader();
+  const decoder = new TextDecoder();
+  const got: { id: string | null; event: string; data: any }[] = [];
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true });
+    let cut: number;
+    while ((cut = buffer.indexOf("\n\n")) !== -1) {
+      const block = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      const fields = Object.fromEntries(block.split("\n").filter((l) => !l.startsWith(":")).map((l) => [l.slice(0, l.indexOf(":")), l.slice(l.indexOf(":") + 1).trimStart()]));
+      if (fields.data === undefined) continue;
+      const e = { id: fields.id ?? null, event: fields.event ?? "message", data: JSON.parse(fields.data) };
+      got.push(e);
+      if (stop(e)) {
+        await reader.cancel();
+        return got;
+      }
+    }
+  }
+  return got;
+}
+
+describe("watching a job live", () => {
+  it("streams server-sent events live in order, resumes after Last-Event-ID, and ends with the job", async () => {
+    await env("watched", { "--trainer": "demo", "--num_processes": 0, "--max_train_steps": 30, "--demo_step_ms": 30, "--validation_preview": true, "--validation_preview_steps": 4, "--validation_num_inference_steps": 9 });
+    const job = await submit("watched");
+    const url = `${t.base}/api/training/events/stream?job_id=${job.job_id}`;
+    const headers = { "x-api-key": admin.key, accept: "text/event-stream" };
+    const response = await fetch(url, { headers });
+    expect(response.status).toBe(200);
+    expect(response.headers.get("content-type")).toBe("text/event-stream; charset=utf-8");
+    // Read part of it live, then drop the connection.
+    const firstPart = await readSse(response, (e) => e.data.type === "training.progress" && e.data.data.step === 10);
+    expect(firstPart.map((e) => Number(e.id))).toEqual(firstPart.map((_, i) => i));
+    // Reconnect the way EventSource does: the rest follows without a gap, then the end.
+    const lastId = firstPart.at(-1)!.id!;
+    const rest = await readSse(await fetch(url, { headers: { ...headers, "last-event-id": lastId } }), (e) => e.event === "end");
+    expect(rest.at(-1)).toMatchObject({ event: "end", data: { status: "completed" } });
+    const all = [...firstPart, ...rest.slice(0, -1)];
+    expect(all.map((e) => Number(e.id))).toEqual(all.map((_, i) => i));
+    expect(all.filter((e) => e.data.type === "validation.image").map((e) => e.data.data.step_label)).toEqual(["1/9", "5/9", "9/9"]);
+    // The same as polling, event for event.
+    const polled = (await t.call("GET", `/api/training/events?job_id=${job.job_id}`, { auth: auth() })).body.events;
+    expect(all.map((e) => e.data)).toEqual(polled);
+    // An ended job's stream replays its log and closes.
+    const replay = await readSse(await fetch(url, { headers }), () => false);
+    expect(replay.length).toBe(polled.length + 1);
+    expect((await fetch(url.replace(job.job_id, "nope"), { headers })).status).toBe(404);
+    expect((await fetch(url, { headers: { ...headers, "last-event-id": "x" } })).status).toBe(422);
+    expect((await fetch(url)).status).toBe(401);
+  });
+
+  it("streams over a WebSocket on the same path", async () => {
+    const job = await submit("watched");
+    const messages: any[] = [];
+    const socket = new WebSocket(`${t.base.replace("http", "ws")}/api/training/events/stream?job_id=${job.job_id}`, { headers: { "x-api-key": admin.key } });
+    await new Promise<void>((done, fail) => {
+      socket.on("message", (data) => {
+        const m = JSON.parse(String(data));
+        messages.push(m);
+        if (m.type === "end") done();
+      });
+      socket.on("error", fail);
+      socket.on("close", () => done());
+    });
+    expect(messages.at(-1)).toEqual({ type: "end", status: "completed" });
+    expect(messages.slice(0, -1).map((m) => m.index)).toEqual(messages.slice(0, -1).map((_, i) => i));
+    expect(messages[0].type).toBe("training.started");
   });
 });
 

@@ -2,6 +2,7 @@ import type { z } from "@hono/zod-openapi";
 import type { EventBatch } from "../../shared/schemas/events";
 import type { Database } from "../db/client";
 import { ApiError, notFound } from "../errors";
+import type { HubEvent } from "./hub-types";
 
 /*
  * Each job's event log in libSQL (ARCHITECTURE "Events"). The runner sends its trainer's events
@@ -13,7 +14,8 @@ import { ApiError, notFound } from "../errors";
 /** Largest event accepted (a validation image as a data URI fits well within it). */
 export const MAX_EVENT_BYTES = 512 * 1024;
 
-export async function appendEvents(db: Database, workerId: number, jobId: string, batch: z.infer<typeof EventBatch>): Promise<{ stored: number; nextIndex: number }> {
+/** Stores a batch; returns the events it really added, as watchers receive them. */
+export async function appendEvents(db: Database, workerId: number, jobId: string, batch: z.infer<typeof EventBatch>): Promise<{ stored: HubEvent[]; nextIndex: number }> {
   const rows = batch.events.map((e, i) => {
     const payload = JSON.stringify(e.event);
     if (payload.length > MAX_EVENT_BYTES) throw new ApiError(413, "event_too_large", `event ${i} (seq ${e.seq}) is ${payload.length} bytes; at most ${MAX_EVENT_BYTES} are accepted`);
@@ -32,7 +34,7 @@ export async function appendEvents(db: Database, workerId: number, jobId: string
               FROM json_each(?4) AS e, (SELECT COALESCE(MAX(idx), -1) AS n FROM job_events WHERE job_id = ?1) AS base
               WHERE EXISTS (SELECT 1 FROM queue_entries WHERE job_id = ?1 AND worker_id = ?5)
                 AND NOT EXISTS (SELECT 1 FROM job_events j WHERE j.job_id = ?1 AND j.attempt = ?2 AND j.seq = e.value ->> '$.seq')
-              RETURNING idx`,
+              RETURNING idx, seq`,
         args: [jobId, batch.attempt, now, JSON.stringify(rows), workerId],
       },
       { sql: "SELECT COALESCE(MAX(idx), -1) + 1 AS next, EXISTS (SELECT 1 FROM queue_entries WHERE job_id = ?1 AND worker_id = ?2) AS mine FROM job_events WHERE job_id = ?1", args: [jobId, workerId] },
@@ -40,7 +42,11 @@ export async function appendEvents(db: Database, workerId: number, jobId: string
     "write",
   );
   if (!Number(end!.rows[0]!.mine)) throw notFound(`Job ${jobId} of this worker`);
-  return { stored: inserted!.rows.length, nextIndex: Number(end!.rows[0]!.next) };
+  const bySeq = new Map(batch.events.map((e) => [e.seq, e.event]));
+  const stored = inserted!.rows
+    .map((r) => ({ ...(bySeq.get(Number(r.seq)) as { type: string }), index: Number(r.idx), timestamp: now }))
+    .sort((a, b) => a.index - b.index);
+  return { stored, nextIndex: Number(end!.rows[0]!.next) };
 }
 
 /** The job to show when none is named: the running one started last, else the one started last. */

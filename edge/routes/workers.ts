@@ -9,6 +9,7 @@ import { schedulerOf } from "../scheduler/stub";
 import { getSetting } from "../settings";
 import { EventBatch, EventBatchStored } from "../../shared/schemas/events";
 import { appendEvents } from "../jobs/events";
+import { hubOf } from "../jobs/hub-types";
 import { assignmentsOf, createWorker, finishJob, heartbeat, HEARTBEAT_INTERVAL_SECONDS, listWorkers, registerWorker } from "../workers/workers";
 import type { Context } from "hono";
 
@@ -104,6 +105,7 @@ workersRoutes.openapi(
     const status = await finishJob(c.get("db"), worker.id, job_id, report);
     c.get("log").info("job finished", { job_id, status, exit_code: report.exit_code ?? null, worker: worker.name });
     await schedulerOf(c.env).pass("job finished", [job_id]);
+    if (status !== "pending") await hubOf(c.env, job_id).finish(status).catch((e: unknown) => c.get("log").warning("events hub unreachable", { job_id, error: String(e) }));
     return c.json({ job_id, status }, 200);
   },
 );
@@ -119,7 +121,11 @@ workersRoutes.openapi(
     responses: { 200: json(EventBatchStored, "Stored"), 401: error("No valid worker token"), 404: error("Not a job of this worker"), 413: error("An event is too large"), 422: error("Invalid body") },
   }),
   async (c) => {
-    const { stored, nextIndex } = await appendEvents(c.get("db"), workerOf(c).id, c.req.valid("param").job_id, c.req.valid("json"));
-    return c.json({ stored, next_index: nextIndex }, 200);
+    const jobId = c.req.valid("param").job_id;
+    const { stored, nextIndex } = await appendEvents(c.get("db"), workerOf(c).id, jobId, c.req.valid("json"));
+    // Watchers see them as soon as they are stored; a hub that cannot be reached only delays
+    // them until the watcher reconnects (the log has them).
+    if (stored.length) await hubOf(c.env, jobId).publish(stored).catch((e: unknown) => c.get("log").warning("events hub unreachable", { job_id: jobId, error: String(e) }));
+    return c.json({ stored: stored.length, next_index: nextIndex }, 200);
   },
 );

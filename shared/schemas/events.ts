@@ -37,3 +37,8 @@ export const EventPage = z
     next_index: z.number().int().openapi({ description: "since_index for the next poll" }),
   })
   .openapi("EventPage");
+
+export const StreamQuery = z.object({
+  job_id: z.string().max(200).optional().openapi({ description: "The job; default: the most recently started one" }),
+  since_index: z.coerce.number().int().min(0).default(0).openapi({ description: "First index to send (Last-Event-ID, when sent, wins)" }),
+});

@@ -1,0 +1,26 @@
+import type { Env } from "../env";
+
+/** An event as watchers receive it: the trainer's fields plus its index and time. */
+export interface HubEvent {
+  index: number;
+  timestamp: string;
+  type: string;
+  [field: string]: unknown;
+}
+
+/** The events hub's RPC methods (edge/jobs/hub.ts), for code type-checked without workerd's types. */
+export interface EventsHubApi {
+  publish(events: HubEvent[]): Promise<void>;
+  finish(status: string): Promise<void>;
+  fetch(request: Request): Promise<Response>;
+}
+
+export interface EventsHubNamespace {
+  idFromName(name: string): unknown;
+  get(id: never): EventsHubApi;
+}
+
+/** The hub of one job. */
+export function hubOf(env: Env, jobId: string): EventsHubApi {
+  return env.EVENTS_HUB.get(env.EVENTS_HUB.idFromName(jobId) as never);
+}
