@@ -10,6 +10,11 @@ export const SETTING_DEFAULTS = {
   concurrency: CONCURRENCY_DEFAULTS as ConcurrencySettings,
   /** When a submission needs an admin's approval (PUT /api/queue/approval-rules). */
   approval_rules: APPROVAL_DEFAULTS as ApprovalRules,
+  /**
+   * Set when a running local job is cancelled (spec 3): pending local jobs are then not started
+   * automatically until POST /api/queue/process or a restart clears it.
+   */
+  local_queue_paused: false as boolean,
 } satisfies Record<string, unknown>;
 export type SettingKey = keyof typeof SETTING_DEFAULTS;
 type SettingValue<K extends SettingKey> = (typeof SETTING_DEFAULTS)[K];

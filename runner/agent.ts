@@ -3,7 +3,7 @@ import { EdgeClient, EdgeError, type Assignment, type HeartbeatAnswer } from "./
 import { detectGpus } from "./gpus";
 import { hostStats } from "./host";
 import { EventShipper, lineToEvent } from "./events";
-import { LaunchError, planLaunch, startJob, type RunningJob } from "./job";
+import { LaunchError, planLaunch, sendCommand, startJob, type Launch, type RunningJob } from "./job";
 
 /*
  * The runner agent on a GPU box: registers the box's inventory with the edge, heartbeats, and
@@ -33,7 +33,10 @@ interface Report {
 
 export class Runner {
   private readonly edge: EdgeClient;
-  private readonly jobs = new Map<string, { running: RunningJob; unassigned: boolean }>();
+  private readonly jobs = new Map<string, { running: RunningJob; launch: Launch; unassigned: boolean }>();
+  /** Commands handed to trainers, acknowledged with the next ask for work. */
+  private acks: number[] = [];
+  private readonly handled = new Set<number>();
   private readonly reports: Report[] = [];
   private timer: NodeJS.Timeout | undefined;
   private stopping = false;
@@ -75,8 +78,12 @@ export class Runner {
   private async tick(): Promise<void> {
     try {
       await this.flushReports();
-      const answer = await this.edge.post<HeartbeatAnswer>("/api/workers/heartbeat", { host_stats: await hostStats() });
+      const acks = this.acks;
+      const answer = await this.edge.post<HeartbeatAnswer>("/api/workers/heartbeat", { host_stats: await hostStats(), acked_commands: acks });
+      this.acks = this.acks.filter((id) => !acks.includes(id));
+      for (const id of acks) this.handled.delete(id); // acknowledged: the edge will not send it again
       this.reconcile(answer.assignments);
+      this.obey(answer.commands ?? []);
     } catch (error) {
       if (error instanceof EdgeError && error.status === 401) {
         this.options.log(`the edge refused this runner's token (${error.detail}); stopping`);
@@ -98,11 +105,28 @@ export class Runner {
     }
   }
 
+  /** Hands each new command to its job's trainer (trainer protocol: the control file). */
+  private obey(commands: { id: number; job_id: string; command: "validation" | "checkpoint" | "stop" }[]): void {
+    for (const c of commands) {
+      if (!this.handled.has(c.id)) {
+        this.handled.add(c.id);
+        const job = this.jobs.get(c.job_id);
+        if (job && !job.unassigned) {
+          sendCommand(job.launch, c.command);
+          this.options.log(`job ${c.job_id}: ${c.command} requested`);
+        }
+      }
+      this.acks.push(c.id);
+    }
+  }
+
   private launch(job: Assignment): void {
     let running: RunningJob;
+    let launch: Launch;
     const shipper = new EventShipper(this.edge, job.job_id, job.attempt, 100, this.options.log);
     try {
-      running = startJob(planLaunch(this.options.workDir, job), job.job_id, (line) => {
+      launch = planLaunch(this.options.workDir, job);
+      running = startJob(launch, job.job_id, (line) => {
         const event = lineToEvent(line);
         if (event) shipper.push(event);
       });
@@ -114,7 +138,7 @@ export class Runner {
       return;
     }
     this.options.log(`job ${job.job_id} started on GPUs [${(job.allocated_gpus ?? []).join(", ")}]`);
-    const entry = { running, unassigned: false };
+    const entry = { running, launch, unassigned: false };
     this.jobs.set(job.job_id, entry);
     void running.exited.then(async ({ exitCode, signal, lastLines }) => {
       // Every event reaches the edge before the job is reported ended.

@@ -23,6 +23,7 @@ export interface HeartbeatAnswer {
   heartbeat_interval_seconds: number;
   heartbeat_timeout_seconds: number;
   assignments: Assignment[];
+  commands?: { id: number; job_id: string; command: "validation" | "checkpoint" | "stop" }[];
 }
 
 export class EdgeClient {

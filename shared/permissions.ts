@@ -72,6 +72,12 @@ export const ROUTE_ACCESS: Record<string, Access> = {
   "POST /api/workers/jobs/{job_id}/events": "worker",
   "GET /api/training/events": { level: "viewer" },
   "GET /api/training/events/stream": { level: "viewer" },
+  "GET /api/training/status": { level: "viewer" },
+  "POST /api/training/checkpoints": { level: "viewer" },
+  "POST /api/training/stop": { level: "researcher" },
+  "POST /api/training/cancel": { level: "researcher" },
+  "POST /api/training/validation/run": { level: "researcher" },
+  "POST /api/training/checkpoint/run": { level: "researcher" },
 };
 
 /** The access rule for a route, admin-only when the table does not name it. */

@@ -245,6 +245,71 @@ describe("watching a job live", () => {
   });
 });
 
+describe("training control", () => {
+  it("runs a validation and a checkpoint on request, reports status and checkpoints, and stops gracefully", async () => {
+    await env("controlled", { "--trainer": "demo", "--num_processes": 1, "--max_train_steps": 100000, "--demo_step_ms": 40, "--checkpointing_steps": 0 });
+    const job = await submit("controlled");
+    const events = async () => (await t.call("GET", `/api/training/events?job_id=${job.job_id}`, { auth: auth() })).body.events as any[];
+    await until("steps", async () => (await events()).some((e) => e.type === "training.progress"));
+    const status = (await t.call("GET", `/api/training/status?job_id=${job.job_id}`, { auth: auth() })).body;
+    expect(status).toMatchObject({ state: "running", job_id: job.job_id, status: "running", startup_stage: "training", allocated_gpus: [0], attempt: 1 });
+    expect(status.progress.step).toBeGreaterThan(0);
+    const validation = await t.call("POST", "/api/training/validation/run", { json: { job_id: job.job_id }, auth: auth() });
+    expect(validation.body).toMatchObject({ success: true, job_id: job.job_id });
+    // A form works too, as the spec's clients send it.
+    const form = new FormData();
+    form.set("job_id", job.job_id);
+    const checkpoint = await fetch(`${t.base}/api/training/checkpoint/run`, { method: "POST", headers: { "x-api-key": admin.key }, body: form });
+    expect(checkpoint.status).toBe(200);
+    const saved = await until("the requested checkpoint", async () => (await events()).find((e) => e.type === "checkpoint.saved"));
+    expect(saved.data.on_demand).toBe(true);
+    await until("the requested validation", async () => (await events()).some((e) => e.type === "validation.completed" && e.data.on_demand));
+    const listed = (await t.call("POST", "/api/training/checkpoints", { json: { job_id: job.job_id }, auth: auth() })).body;
+    expect(listed).toEqual({ job_id: job.job_id, checkpoints: [{ name: `checkpoint-${saved.data.step}`, path: saved.data.path, step: saved.data.step, saved_at: expect.any(String) }] });
+    expect((await t.call("POST", "/api/training/stop", { json: { job_id: job.job_id }, auth: auth() })).status).toBe(200);
+    await until("the job to end", async () => (await entry(job.job_id))?.status === "completed");
+    expect((await events()).at(-1)!.type).toBe("training.stopped");
+    // Nothing running any more: the spec's 400.
+    const none = await t.call("POST", "/api/training/validation/run", { auth: auth() });
+    expect(none.status).toBe(400);
+    expect(none.body).toMatchObject({ code: "no_active_job" });
+    expect((await t.call("POST", "/api/training/checkpoint/run", { json: { job_id: job.job_id }, auth: auth() })).status).toBe(409);
+  });
+
+  it("cancels a running local job at once; pending local jobs then wait for POST /api/queue/process (spec 3)", async () => {
+    await env("hog", { "--trainer": "demo", "--num_processes": 2, "--max_train_steps": 100000, "--demo_step_ms": 40 });
+    const running = await submit("hog");
+    expect(running.status).toBe("running");
+    const waiting = await submit("demo-1");
+    expect(waiting.status).toBe("queued");
+    await until("the trainer to start", async () => runnerOutput.includes(`job ${running.job_id} started`));
+    expect((await t.call("POST", "/api/training/cancel", { auth: auth() })).status).toBe(422);
+    const cancelled = await t.call("POST", "/api/training/cancel", { json: { job_id: running.job_id }, auth: auth() });
+    expect(cancelled.status).toBe(200);
+    expect(cancelled.body.message).toContain("Pending local jobs wait for POST /api/queue/process");
+    expect((await entry(running.job_id)).status).toBe("cancelled");
+    await until("the trainer to be stopped", async () => runnerOutput.includes(`job ${running.job_id} ended`));
+    const held = await entry(waiting.job_id);
+    expect(held).toMatchObject({ status: "pending", wait_reason: "local_paused" });
+    const status = (await t.call("GET", "/api/system/status?include_allocation=true", { auth: auth() })).body;
+    expect(status.gpu_allocation.available_gpus).toEqual([0, 1]);
+    expect((await t.call("POST", "/api/queue/process", { auth: auth() })).status).toBe(200);
+    await until("the waiting job to run", async () => (await entry(waiting.job_id))?.status !== "pending");
+    // A waiting job is cancelled through the same endpoint, with a form.
+    const later = await submit("hog");
+    await until("it to run", async () => (await entry(later.job_id))?.status === "running");
+    const pend = await submit("hog");
+    expect(pend.status).toBe("queued");
+    const body = new URLSearchParams({ job_id: pend.job_id });
+    const r = await fetch(`${t.base}/api/training/cancel`, { method: "POST", headers: { "x-api-key": admin.key, "content-type": "application/x-www-form-urlencoded" }, body });
+    expect(r.status).toBe(200);
+    expect((await entry(pend.job_id)).status).toBe("cancelled");
+    await t.call("POST", "/api/training/cancel", { json: { job_id: later.job_id }, auth: auth() });
+    await t.call("POST", "/api/queue/process", { auth: auth() });
+    await until("the GPUs to be free", async () => (await t.call("GET", "/api/system/status?include_allocation=true", { auth: auth() })).body.gpu_allocation.running_local_jobs === 0);
+  });
+});
+
 describe("a runner killed mid-job", () => {
   it("never leaves the job running: restarted, it puts the job back in the queue and runs it again", async () => {
     await env("long", { "--trainer": "demo", "--num_processes": 1, "--max_train_steps": 10000, "--demo_step_ms": 50, "--checkpointing_steps": 5, "--resume_from_checkpoint": "latest" });

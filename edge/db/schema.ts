@@ -61,6 +61,16 @@ export const jobEvents = sqliteTable("job_events", {
   createdAt: text("created_at").notNull(),
 });
 
+export const jobCommands = sqliteTable("job_commands", {
+  id: integer("id").primaryKey({ autoIncrement: true }),
+  jobId: text("job_id").notNull(),
+  workerId: integer("worker_id").notNull(),
+  command: text("command").notNull(),
+  requestedBy: integer("requested_by"),
+  createdAt: text("created_at").notNull(),
+  ackedAt: text("acked_at"),
+});
+
 export const workers = sqliteTable("workers", {
   id: integer("id").primaryKey({ autoIncrement: true }),
   name: text("name").notNull().unique(),

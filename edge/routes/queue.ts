@@ -270,7 +270,9 @@ queue.openapi(
 queue.openapi(
   createRoute({ method: "post", path: "/api/queue/process", tags, summary: "Run a scheduler pass now (admin)", responses: { 200: json(ProcessResult, "What the pass started"), 401: errors[401], 403: errors[403] } }),
   async (c) => {
-    // A manual pass re-reads every active entry, whatever changed behind the Scheduler's back.
+    // A manual pass re-reads every active entry, whatever changed behind the Scheduler's back,
+    // and lifts the hold a cancelled running local job put on the local queue (spec 3).
+    await setSetting(c.get("db"), "local_queue_paused", false);
     const result = await nudge(c, "manual", [], true);
     return c.json({ success: true as const, started: result.started, waiting: result.waiting }, 200);
   },

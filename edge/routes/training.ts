@@ -3,6 +3,14 @@ import { EventPage, EventsQuery, StreamQuery } from "../../shared/schemas/events
 import { ApiError } from "../errors";
 import { defaultJob, readEvents } from "../jobs/events";
 import { hubOf } from "../jobs/hub-types";
+import type { Context } from "hono";
+import { levelAtLeast } from "../../shared/levels";
+import type { AppEnv } from "../app-env";
+import { addCommand, type TrainerCommand } from "../jobs/commands";
+import { activeJob, cancelAnyJob, checkpointsOf, jobStatus } from "../jobs/control";
+import { principalOf } from "../middleware/authorize";
+import { schedulerOf } from "../scheduler/stub";
+import { wakeWorker } from "../workers/wake";
 import { createRouter } from "../router";
 import { error, json } from "./openapi";
 
@@ -60,5 +68,147 @@ training.openapi(
     target.searchParams.set("job_id", jobId);
     target.searchParams.set("since", String(since));
     return (await hubOf(c.env, jobId).fetch(new Request(target, c.req.raw))) as never;
+  },
+);
+
+// ---- control -------------------------------------------------------------------------------
+
+const JobRef = z.object({ job_id: z.string().min(1).max(200).optional().openapi({ description: "The job; default: your running job started last (a lead's or admin's: anyone's)" }) });
+const optionalJobBody = {
+  required: false,
+  content: { "application/json": { schema: JobRef }, "multipart/form-data": { schema: JobRef }, "application/x-www-form-urlencoded": { schema: JobRef } },
+};
+
+/** `job_id` from a JSON or form body, or the query string. */
+async function jobIdOf(c: Context<AppEnv>): Promise<string | undefined> {
+  const type = c.req.header("content-type") ?? "";
+  let value: unknown = c.req.query("job_id");
+  if (type.startsWith("application/json")) value = ((await c.req.json().catch(() => ({}))) as { job_id?: unknown }).job_id ?? value;
+  else if (type.startsWith("multipart/form-data") || type.startsWith("application/x-www-form-urlencoded")) value = (await c.req.parseBody())["job_id"] ?? value;
+  if (value === undefined || value === "") return undefined;
+  if (typeof value !== "string" || value.length > 200) throw new ApiError(422, "invalid_request", "job_id must be a job id", [{ path: "body.job_id", message: "a job id such as local-3f9c2a1b04de" }]);
+  return value;
+}
+
+/** Researchers act on their own jobs; leads and admins on any. */
+const ownerScope = (c: Context<AppEnv>) => {
+  const user = principalOf(c).user;
+  return levelAtLeast(user.level, "lead") ? null : user.id;
+};
+
+const JobAnswer = z.object({ success: z.literal(true), job_id: z.string(), message: z.string() }).openapi("TrainingCommandAnswer");
+
+function commandRoute(path: string, command: TrainerCommand, summary: string, message: string) {
+  training.openapi(
+    createRoute({
+      method: "post",
+      path,
+      tags,
+      summary,
+      description: `${message}. 400 when there is no running job to act on (spec 4.2); 409 when the named job is not running.`,
+      request: { body: optionalJobBody },
+      responses: { 200: json(JobAnswer, "Queued for the trainer"), 400: error("No active job"), 401: error("No valid credential"), 403: error("Not your job"), 404: error("No such job"), 409: error("Not running") },
+    }),
+    async (c) => {
+      const job = await activeJob(c.get("db"), await jobIdOf(c), ownerScope(c));
+      const { workerId } = await addCommand(c.get("db"), job.jobId, command, principalOf(c).user.id);
+      await wakeWorker(c, workerId);
+      c.get("log").info(`trainer command ${command}`, { job_id: job.jobId, worker_id: workerId });
+      return c.json({ success: true as const, job_id: job.jobId, message }, 200);
+    },
+  );
+}
+
+commandRoute("/api/training/validation/run", "validation", "Run a validation now (after the next step)", "The trainer runs a validation with the configured prompts after its next step");
+commandRoute("/api/training/checkpoint/run", "checkpoint", "Save a checkpoint now (after the next step)", "The trainer saves a checkpoint after its next step, with the usual retention");
+commandRoute("/api/training/stop", "stop", "Stop the run gracefully (after the next step)", "The trainer stops after its next step and the job ends completed");
+
+training.openapi(
+  createRoute({
+    method: "post",
+    path: "/api/training/cancel",
+    tags,
+    summary: "Cancel a job in any state (form field job_id)",
+    description:
+      "A pending or blocked job simply ends cancelled. A running one ends cancelled at once, its GPUs are released and its runner ends the trainer (SIGTERM, then SIGKILL after the grace period). Spec 3: after a running local job is cancelled, pending local jobs are NOT started automatically (they wait with reason local_paused) until POST /api/queue/process or a restart.",
+    request: { body: { required: true, content: optionalJobBody.content } },
+    responses: { 200: json(JobAnswer, "Cancelled"), 401: error("No valid credential"), 403: error("Not your job"), 404: error("No such job"), 409: error("Already ended"), 422: error("job_id missing") },
+  }),
+  async (c) => {
+    const jobId = await jobIdOf(c);
+    if (jobId === undefined) throw new ApiError(422, "invalid_request", "job_id is required", [{ path: "body.job_id", message: "required" }]);
+    const { was, workerId, localBox } = await cancelAnyJob(c.get("db"), jobId, ownerScope(c));
+    await schedulerOf(c.env).pass("cancel", [jobId]);
+    if (workerId !== null) await wakeWorker(c, workerId);
+    await hubOf(c.env, jobId).finish("cancelled").catch(() => {});
+    c.get("log").info("job cancelled", { job_id: jobId, was, by: principalOf(c).user.id });
+    const message =
+      was !== "running"
+        ? `Job ${jobId} was ${was} and is now cancelled`
+        : `Job ${jobId} is cancelled; its trainer is being stopped and its GPUs are free${localBox ? ". Pending local jobs wait for POST /api/queue/process" : ""}`;
+    return c.json({ success: true as const, job_id: jobId, message }, 200);
+  },
+);
+
+const TrainingStatus = z
+  .object({
+    state: z.string().openapi({ description: "idle (nothing running or queued), running, queued, or the job's final status" }),
+    job_id: z.string().nullable(),
+    status: z.string().nullable(),
+    config_name: z.string().nullable(),
+    startup_stage: z.string().nullable().openapi({ description: "While running: launching (the runner has it), starting (the trainer is up), training (steps are coming)" }),
+    progress: z.object({ step: z.unknown(), total_steps: z.unknown(), percent: z.unknown(), loss: z.unknown(), epoch: z.unknown() }).nullable(),
+    events: z.number().int(),
+    attempt: z.number().int().nullable(),
+    allocated_gpus: z.array(z.number().int()).nullable(),
+    started_at: z.string().nullable(),
+    completed_at: z.string().nullable(),
+    error_message: z.string().nullable(),
+  })
+  .openapi("TrainingStatus");
+
+training.openapi(
+  createRoute({
+    method: "get",
+    path: "/api/training/status",
+    tags,
+    summary: "High-level state, active job id and startup stage (spec 4.2)",
+    description: "For job_id, or else the running job started last, else the job queued first. state idle with nulls when there is none.",
+    request: { query: z.object({ job_id: z.string().max(200).optional() }) },
+    responses: { 200: json(TrainingStatus, "State"), 401: error("No valid credential"), 404: error("No such job") },
+  }),
+  async (c) => {
+    const db = c.get("db");
+    let jobId = c.req.valid("query").job_id;
+    if (jobId === undefined) {
+      const found = await db.$client.execute(
+        "SELECT job_id FROM queue_entries WHERE status IN ('running', 'pending') ORDER BY CASE status WHEN 'running' THEN 0 ELSE 1 END, started_at DESC, queued_at, id LIMIT 1",
+      );
+      if (!found.rows.length) {
+        return c.json({ state: "idle", job_id: null, status: null, config_name: null, startup_stage: null, progress: null, events: 0, attempt: null, allocated_gpus: null, started_at: null, completed_at: null, error_message: null }, 200);
+      }
+      jobId = String(found.rows[0]!.job_id);
+    } else await readEvents(db, jobId, 0, 1); // 404 for an unknown job
+    return c.json(await jobStatus(db, jobId), 200);
+  },
+);
+
+const CheckpointList = z
+  .object({ job_id: z.string(), checkpoints: z.array(z.object({ name: z.string(), path: z.string(), step: z.number().int().nullable(), saved_at: z.string() })) })
+  .openapi("CheckpointList");
+
+training.openapi(
+  createRoute({
+    method: "post",
+    path: "/api/training/checkpoints",
+    tags,
+    summary: "The checkpoints in the job's output directory (spec 4.2)",
+    description: "From the trainer's checkpoint.saved events: every checkpoint written and not since removed by rolling retention, oldest first. For job_id, or else the running job started last.",
+    request: { body: optionalJobBody },
+    responses: { 200: json(CheckpointList, "Checkpoints"), 400: error("No active job"), 401: error("No valid credential"), 404: error("No such job") },
+  }),
+  async (c) => {
+    const job = await activeJob(c.get("db"), await jobIdOf(c), null);
+    return c.json({ job_id: job.jobId, checkpoints: await checkpointsOf(c.get("db"), job.jobId) }, 200);
   },
 );

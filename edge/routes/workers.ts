@@ -10,6 +10,7 @@ import { getSetting } from "../settings";
 import { EventBatch, EventBatchStored } from "../../shared/schemas/events";
 import { appendEvents } from "../jobs/events";
 import { hubOf } from "../jobs/hub-types";
+import { ackCommands, openCommands } from "../jobs/commands";
 import { assignmentsOf, createWorker, finishJob, heartbeat, HEARTBEAT_INTERVAL_SECONDS, listWorkers, registerWorker } from "../workers/workers";
 import type { Context } from "hono";
 
@@ -47,8 +48,8 @@ workersRoutes.openapi(
 
 async function answer(c: Context<AppEnv>, workerId: number, status: z.infer<typeof HeartbeatAnswer>["status"]) {
   const db = c.get("db");
-  const [limits, assignments] = await Promise.all([getSetting(db, "concurrency"), assignmentsOf(db, workerId)]);
-  return { worker_id: workerId, status, heartbeat_interval_seconds: HEARTBEAT_INTERVAL_SECONDS, heartbeat_timeout_seconds: limits.worker_heartbeat_timeout_seconds, assignments };
+  const [limits, assignments, commands] = await Promise.all([getSetting(db, "concurrency"), assignmentsOf(db, workerId), openCommands(db, workerId)]);
+  return { worker_id: workerId, status, heartbeat_interval_seconds: HEARTBEAT_INTERVAL_SECONDS, heartbeat_timeout_seconds: limits.worker_heartbeat_timeout_seconds, assignments, commands };
 }
 
 workersRoutes.openapi(
@@ -81,7 +82,8 @@ workersRoutes.openapi(
   }),
   async (c) => {
     const worker = workerOf(c);
-    const { status, cameBack } = await heartbeat(c.get("db"), worker, c.req.valid("json"));
+    const body = c.req.valid("json");
+    const [{ status, cameBack }] = await Promise.all([heartbeat(c.get("db"), worker, body), ackCommands(c.get("db"), worker.id, body.acked_commands ?? [])]);
     if (cameBack || status === "IDLE") await schedulerOf(c.env).pass(cameBack ? "worker back online" : "worker idle");
     return c.json(await answer(c, worker.id, status), 200);
   },

@@ -63,6 +63,8 @@ export interface PlanInput {
   running: RunningJob[];
   /** The local GPU box's device indices, or null when none is registered and online. */
   localDevices: number[] | null;
+  /** True while local-box admissions are held (spec 3: after a running local job is cancelled). */
+  localPaused?: boolean;
   /** Online remote workers (busy ones included: they tell whether a job could ever match). */
   workers: WorkerView[];
 }
@@ -161,6 +163,7 @@ export function planPass(input: PlanInput): Plan {
       const where = job.anyGpu || !job.deviceIds?.length ? `the local box has ${devices.length}` : `only ${list(allowed)} of its configured devices ${list(job.deviceIds!)} exist here (submit with any_gpu to use others)`;
       return { ok: false, reason: "insufficient_gpus", message: `needs ${n} GPU(s) but ${where}`, never: true };
     }
+    if (input.localPaused) return { ok: false, reason: "local_paused", message: "a running local job was cancelled; local jobs wait until POST /api/queue/process (or a restart) starts them (spec 3)" };
     if (localJobs >= limits.local_job_max_concurrent) return { ok: false, reason: "local_job_limit", message: `${localJobs} of ${limits.local_job_max_concurrent} local jobs are running (local_job_max_concurrent)` };
     const gpuLimit = limits.local_gpu_max_concurrent;
     if (gpuLimit !== null && usedDevices.size + n > gpuLimit) {

@@ -1,6 +1,7 @@
 import { DurableObject } from "cloudflare:workers";
 import type { InStatement } from "@libsql/client/web";
 import { readConfig } from "../config";
+import { setSetting } from "../settings";
 import { openDatabase, type Database } from "../db/client";
 import type { Env } from "../env";
 import { createLogger, type Logger } from "../log";
@@ -74,6 +75,8 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
   /** HTTP entry for the local host process, which cannot call RPC methods: a start-up pass. */
   override async fetch(request: Request): Promise<Response> {
     const trigger = new URL(request.url).searchParams.get("trigger") ?? "http";
+    // Spec 3: a restart starts the local jobs a cancelled running job left waiting.
+    if (trigger === "startup") await setSetting(this.db(), "local_queue_paused", false);
     return Response.json(await this.pass(trigger));
   }
 

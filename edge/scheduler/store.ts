@@ -67,6 +67,8 @@ export async function loadEntries(db: Database, jobIds: string[]): Promise<{ act
 
 export interface Capacity {
   limits: ConcurrencySettings;
+  /** Local-box admissions held after a running local job was cancelled (spec 3). */
+  localPaused: boolean;
   localWorkerId: number | null;
   localDevices: number[] | null;
   /** Remote workers that may take jobs (not connecting, draining or offline); idle is decided with the entries. */
@@ -76,7 +78,7 @@ export interface Capacity {
 /** The reads a plan's capacity is made of: the settings it needs and the workers not offline. */
 export function capacityStatements(): InStatement[] {
   return [
-    "SELECT key, value FROM settings WHERE key IN ('concurrency', 'approval_rules')",
+    "SELECT key, value FROM settings WHERE key IN ('concurrency', 'approval_rules', 'local_queue_paused')",
     "SELECT id, role, status, labels, gpus, idle_since, registered_at, created_at FROM workers WHERE status != 'offline'",
   ];
 }
@@ -102,6 +104,7 @@ export function capacityFrom(settingRows: Row[], workerRows: Row[]): Capacity & 
   return {
     limits: parseSetting("concurrency", stored("concurrency")),
     approvalRules: parseSetting("approval_rules", stored("approval_rules")),
+    localPaused: parseSetting("local_queue_paused", stored("local_queue_paused")),
     localWorkerId: localBox?.id ?? null,
     localDevices: localOnline ? parseJson<{ index: number }[]>(localBox.gpus, []).map((g) => g.index) : null,
     remote: workerList
@@ -135,7 +138,7 @@ export function planInput(entries: Iterable<ActiveEntry>, capacity: Capacity, no
     }
   }
   const workersView: WorkerView[] = capacity.remote.map(({ statusIdle, ...w }) => ({ ...w, idle: statusIdle && !busyWorkers.has(w.id) }));
-  return { now, limits: capacity.limits, pending, running, localDevices: capacity.localDevices, workers: workersView };
+  return { now, limits: capacity.limits, pending, running, localDevices: capacity.localDevices, localPaused: capacity.localPaused, workers: workersView };
 }
 
 /**

@@ -48,6 +48,7 @@ export const WorkerHeartbeat = z
   .strictObject({
     host_stats: HostStats.optional(),
     draining: z.boolean().optional().openapi({ description: "true: finish the current job and take no new ones; false: take jobs again" }),
+    acked_commands: z.array(z.number().int()).max(1000).optional().openapi({ description: "Ids of commands this runner has handed to its trainers; they are not sent again" }),
   })
   .openapi("WorkerHeartbeat");
 
@@ -109,5 +110,8 @@ export const HeartbeatAnswer = z
     heartbeat_interval_seconds: z.number().int(),
     heartbeat_timeout_seconds: z.number().int(),
     assignments: z.array(Assignment).openapi({ description: "Jobs the scheduler has given this worker that are running now" }),
+    commands: z
+      .array(z.object({ id: z.number().int(), job_id: z.string(), command: z.enum(["validation", "checkpoint", "stop"]) }))
+      .openapi({ description: "Commands for trainers of running jobs, oldest first, sent until acknowledged (acked_commands)" }),
   })
   .openapi("HeartbeatAnswer");

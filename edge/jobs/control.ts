@@ -1,0 +1,116 @@
+import type { Database } from "../db/client";
+import { ApiError, notFound } from "../errors";
+import { cancelJob } from "../queue/transitions";
+
+/*
+ * Training control (spec 4.2) over the queue: which job is "the active one", cancelling a job
+ * whatever its state, a job's status with its startup stage and progress, and its checkpoints.
+ * Domain logic only; edge/routes/training.ts is the HTTP side.
+ */
+
+/**
+ * The job a control request is about: the one named, or else the caller's running job started
+ * last (`ownerId` null: anyone's). 400 when there is none, as the spec says for validation/run.
+ */
+export async function activeJob(db: Database, jobId: string | undefined, ownerId: number | null): Promise<{ jobId: string; userId: number | null; status: string }> {
+  const found = await db.$client.execute(
+    jobId !== undefined
+      ? { sql: "SELECT job_id, user_id, status FROM queue_entries WHERE job_id = ?", args: [jobId] }
+      : {
+          sql: "SELECT job_id, user_id, status FROM queue_entries WHERE status = 'running' AND (?1 IS NULL OR user_id = ?1) ORDER BY started_at DESC, id DESC LIMIT 1",
+          args: [ownerId],
+        },
+  );
+  const row = found.rows[0];
+  if (!row) {
+    if (jobId !== undefined) throw notFound(`Job ${jobId}`);
+    throw new ApiError(400, "no_active_job", ownerId === null ? "No job is running" : "You have no running job; name one with job_id");
+  }
+  const job = { jobId: String(row.job_id), userId: row.user_id === null ? null : Number(row.user_id), status: String(row.status) };
+  if (ownerId !== null && job.userId !== ownerId) throw new ApiError(403, "forbidden", "You can control only your own jobs; a lead or admin can control any");
+  return job;
+}
+
+/**
+ * Cancels a job in any active state. A waiting one simply ends; a running one ends `cancelled`
+ * with its GPUs released, its runner stops the trainer (the job leaves its assignments), and on
+ * the local box the local queue is held (spec 3). Returns what it was and the worker that ran it.
+ */
+export async function cancelAnyJob(db: Database, jobId: string, ownerId: number | null): Promise<{ was: "pending" | "blocked" | "running"; workerId: number | null; localBox: boolean }> {
+  const found = await db.$client.execute({ sql: "SELECT status FROM queue_entries WHERE job_id = ?", args: [jobId] });
+  if (!found.rows.length) throw notFound(`Job ${jobId}`);
+  if (String(found.rows[0]!.status) !== "running") {
+    const was = String(found.rows[0]!.status) as "pending" | "blocked";
+    await cancelJob(db, jobId, ownerId);
+    return { was, workerId: null, localBox: false };
+  }
+  const now = new Date().toISOString();
+  const [done] = await db.$client.batch(
+    [
+      {
+        sql: `UPDATE queue_entries SET status = 'cancelled', completed_at = ?1, updated_at = ?1, error_message = 'Cancelled while running'
+              WHERE job_id = ?2 AND status = 'running' AND (?3 IS NULL OR user_id = ?3)
+              RETURNING worker_id, (SELECT role FROM workers w WHERE w.id = queue_entries.worker_id) AS role`,
+        args: [now, jobId, ownerId],
+      },
+      {
+        sql: `INSERT INTO settings (key, value, updated_at) SELECT 'local_queue_paused', 'true', ?1
+              WHERE EXISTS (SELECT 1 FROM queue_entries q JOIN workers w ON w.id = q.worker_id WHERE q.job_id = ?2 AND q.status = 'cancelled' AND q.completed_at = ?1 AND w.role = 'local')
+              ON CONFLICT (key) DO UPDATE SET value = 'true', updated_at = ?1`,
+        args: [now, jobId],
+      },
+    ],
+    "write",
+  );
+  const row = done!.rows[0];
+  if (!row) {
+    // Lost a race (it just ended) or not the caller's job: cancelJob says which, with the right status.
+    await cancelJob(db, jobId, ownerId);
+    return { was: "pending", workerId: null, localBox: false };
+  }
+  return { was: "running", workerId: row.worker_id === null ? null : Number(row.worker_id), localBox: row.role === "local" };
+}
+
+/** A job's state for GET /api/training/status: queue status, startup stage and latest progress. */
+export async function jobStatus(db: Database, jobId: string) {
+  const [entry, progress, count] = await db.$client.batch(
+    [
+      { sql: "SELECT job_id, status, config_name, started_at, completed_at, error_message, allocated_gpus, attempt FROM queue_entries WHERE job_id = ?", args: [jobId] },
+      { sql: "SELECT payload FROM job_events WHERE job_id = ? AND type = 'training.progress' ORDER BY idx DESC LIMIT 1", args: [jobId] },
+      { sql: "SELECT COUNT(*) AS n, MAX(CASE WHEN type = 'training.started' THEN 1 ELSE 0 END) AS started FROM job_events WHERE job_id = ?", args: [jobId] },
+    ],
+    "read",
+  );
+  const e = entry!.rows[0]!;
+  const status = String(e.status);
+  const last = progress!.rows[0] ? (JSON.parse(String(progress!.rows[0].payload)) as { data?: Record<string, unknown> }).data ?? null : null;
+  const started = Number(count!.rows[0]!.started) === 1;
+  // launching: the runner has it, nothing heard yet; starting: the trainer is up, no step yet.
+  const stage = status !== "running" ? null : last ? "training" : started ? "starting" : "launching";
+  return {
+    state: status === "running" ? "running" : status === "pending" || status === "blocked" ? "queued" : status,
+    job_id: jobId,
+    status,
+    config_name: e.config_name === null ? null : String(e.config_name),
+    startup_stage: stage,
+    progress: last ? { step: last.step ?? null, total_steps: last.total_steps ?? null, percent: last.percent ?? null, loss: last.loss ?? null, epoch: last.epoch ?? null } : null,
+    events: Number(count!.rows[0]!.n),
+    attempt: Number(e.attempt),
+    allocated_gpus: e.allocated_gpus === null ? null : (JSON.parse(String(e.allocated_gpus)) as number[]),
+    started_at: e.started_at === null ? null : String(e.started_at),
+    completed_at: e.completed_at === null ? null : String(e.completed_at),
+    error_message: e.error_message === null ? null : String(e.error_message),
+  };
+}
+
+/** The job's checkpoints now: every checkpoint.saved event's path not removed by a later one. */
+export async function checkpointsOf(db: Database, jobId: string): Promise<{ name: string; path: string; step: number | null; saved_at: string }[]> {
+  const rows = await db.$client.execute({ sql: "SELECT payload, created_at FROM job_events WHERE job_id = ? AND type = 'checkpoint.saved' ORDER BY idx", args: [jobId] });
+  const kept = new Map<string, { name: string; path: string; step: number | null; saved_at: string }>();
+  for (const r of rows.rows) {
+    const data = ((JSON.parse(String(r.payload)) as { data?: { path?: unknown; step?: unknown; removed?: unknown } }).data ?? {}) as { path?: unknown; step?: unknown; removed?: unknown };
+    if (Array.isArray(data.removed)) for (const p of data.removed) kept.delete(String(p));
+    if (typeof data.path === "string") kept.set(data.path, { name: data.path.split("/").pop() ?? data.path, path: data.path, step: typeof data.step === "number" ? data.step : null, saved_at: String(r.created_at) });
+  }
+  return [...kept.values()];
+}
