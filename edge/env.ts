@@ -1,5 +1,6 @@
 import type { EventsHubNamespace } from "./jobs/hub-types";
 import type { SchedulerNamespace } from "./scheduler/types";
+import type { WorkerChannelNamespace } from "./workers/channel-types";
 
 /** A service binding, as far as this code uses one (workerd's Fetcher, or Miniflare's in Node). */
 export interface ServiceBinding {
@@ -25,6 +26,8 @@ export interface Env {
   SCHEDULER: SchedulerNamespace;
   /** One events hub Durable Object per job (named by job id): live fan-out to watchers. */
   EVENTS_HUB: EventsHubNamespace;
+  /** One channel Durable Object per worker (named by worker id): wakes its runner. */
+  WORKER_CHANNEL: WorkerChannelNamespace;
   /** Local default only: when the host process started (ISO 8601), for uptime. */
   SERVICE_STARTED_AT?: string;
 }

@@ -3,6 +3,7 @@ import type { Env } from "./env";
 
 export { Scheduler } from "./scheduler/scheduler";
 export { EventsHub } from "./jobs/hub";
+export { WorkerChannel } from "./workers/channel";
 
 const app = createApp();
 

@@ -2,6 +2,7 @@ import { hostname } from "node:os";
 import { EdgeClient, EdgeError, type Assignment, type HeartbeatAnswer } from "./edge-client";
 import { detectGpus } from "./gpus";
 import { hostStats } from "./host";
+import { WakeChannel } from "./channel";
 import { EventShipper, lineToEvent } from "./events";
 import { LaunchError, planLaunch, sendCommand, startJob, type Launch, type RunningJob } from "./job";
 
@@ -41,6 +42,9 @@ export class Runner {
   private timer: NodeJS.Timeout | undefined;
   private stopping = false;
   private ticking: Promise<void> = Promise.resolve();
+  private inTick = false;
+  private wakeAgain = false;
+  private channel: WakeChannel | null = null;
 
   constructor(private readonly options: RunnerOptions) {
     this.edge = new EdgeClient(options.url, options.token);
@@ -65,14 +69,32 @@ export class Runner {
     }
     await this.flushReports();
     this.schedule(0);
+    // The edge wakes this runner through the channel when work is waiting; the regular asks
+    // (pollMs) are the fallback and the heartbeat.
+    this.channel = new WakeChannel(this.options.url, this.options.token, () => this.wake(), this.options.log);
+    this.channel.open();
     return answer;
   }
 
   private schedule(ms: number): void {
     if (this.stopping) return;
+    clearTimeout(this.timer);
     this.timer = setTimeout(() => {
-      this.ticking = this.tick().finally(() => this.schedule(this.options.pollMs));
+      this.inTick = true;
+      this.ticking = this.tick().finally(() => {
+        this.inTick = false;
+        if (this.wakeAgain) {
+          this.wakeAgain = false;
+          this.schedule(0);
+        } else this.schedule(this.options.pollMs);
+      });
     }, ms);
+  }
+
+  /** Asks for work now: at once, or right after the ask in progress. */
+  private wake(): void {
+    if (this.inTick) this.wakeAgain = true;
+    else this.schedule(0);
   }
 
   private async tick(): Promise<void> {
@@ -172,6 +194,7 @@ export class Runner {
   async stop(): Promise<void> {
     this.stopping = true;
     clearTimeout(this.timer);
+    this.channel?.close();
     await this.ticking;
     const running = [...this.jobs.values()];
     for (const job of running) job.running.stop(this.options.stopGraceSeconds * 1000);

@@ -10,7 +10,8 @@ const USAGE = `usage: runner start --url <edge URL> --token <worker token> [--lo
   --local        this box is the service's local GPU box (at most one); otherwise a remote worker
   --label k=v    labels jobs can ask for with worker_labels (repeatable)
   --work-dir     where job directories go (default ./.runner)
-  --poll-ms      how often to ask for work; each ask is also the heartbeat (default 1000)`;
+  --poll-ms      how often to ask for work unprompted; each ask is also the heartbeat. The edge
+                 wakes the runner through its channel the moment work is waiting (default 5000)`;
 
 function fail(message: string): never {
   process.stderr.write(`runner: ${message}\n${USAGE}\n`);
@@ -29,7 +30,7 @@ try {
       local: { type: "boolean", default: false },
       label: { type: "string", multiple: true, default: [] },
       "work-dir": { type: "string", default: ".runner" },
-      "poll-ms": { type: "string", default: "1000" },
+      "poll-ms": { type: "string", default: "5000" },
       "stop-grace-seconds": { type: "string", default: "10" },
     },
   }));

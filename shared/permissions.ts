@@ -70,6 +70,7 @@ export const ROUTE_ACCESS: Record<string, Access> = {
   "POST /api/workers/heartbeat": "worker",
   "POST /api/workers/jobs/{job_id}/finish": "worker",
   "POST /api/workers/jobs/{job_id}/events": "worker",
+  "GET /api/workers/channel": "worker",
   "GET /api/training/events": { level: "viewer" },
   "GET /api/training/events/stream": { level: "viewer" },
   "GET /api/training/status": { level: "viewer" },

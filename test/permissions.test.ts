@@ -38,7 +38,7 @@ describe("the level/permission table (shared/permissions.ts, README)", () => {
 
   it.each(routes.filter((r) => r.access === "worker"))("$method $path refuses every user credential (worker token only)", async ({ method, path }) => {
     for (const level of LEVELS) {
-      const reply = await t.call(method, path, { json: {}, auth: { bearer: keys[level].key } });
+      const reply = await t.call(method, path, { json: method === "GET" ? undefined : {}, auth: { bearer: keys[level].key } });
       expect(reply.status).toBe(401);
       expect(reply.body.code).toBe("invalid_worker_token");
     }

@@ -18,7 +18,7 @@ let runnerOutput = "";
 let token: string;
 
 function startRunner() {
-  runner = spawn(process.execPath, ["--import", "tsx", "runner/main.ts", "start", "--url", t.base, "--local", "--work-dir", workDir, "--poll-ms", "100", "--stop-grace-seconds", "2"], {
+  runner = spawn(process.execPath, ["--import", "tsx", "runner/main.ts", "start", "--url", t.base, "--local", "--work-dir", workDir, "--poll-ms", "60000", "--stop-grace-seconds", "2"], {
     env: { ...process.env, RUNNER_TOKEN: token, PATH: `${resolve("test/fakes")}:${process.env.PATH}`, FAKE_NVIDIA_GPUS: "2" },
     stdio: ["ignore", "pipe", "pipe"],
   });
@@ -154,6 +154,16 @@ describe("the runner", () => {
       return e?.status === "failed" && e;
     });
     expect(failed.error_message).toContain('set "--trainer": "demo"');
+  });
+
+  it("wakes the runner through its channel: with a 60 s poll, assignments and commands still arrive at once", async () => {
+    // The runner here asks for work every 60 s; everything in this file relies on the channel.
+    expect((await t.call("GET", "/api/workers/channel", { auth: { bearer: token } })).status).toBe(426);
+    expect((await t.call("GET", "/api/workers/channel")).status).toBe(401);
+    const job = await submit("demo-1");
+    // Well inside the 60 s poll: only the wake-up can have brought it.
+    await until("the runner to start it", async () => runnerOutput.includes(`job ${job.job_id} started`), 10_000);
+    await until("the job to complete", async () => (await entry(job.job_id))?.status === "completed");
   });
 
   it("refuses a finish report for a job that is not this worker's", async () => {

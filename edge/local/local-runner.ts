@@ -26,7 +26,7 @@ export async function startLocalRunner(db: Client, options: { url: string; dataD
     role: "local",
     labels: {},
     workDir: join(options.dataDir, "runner"),
-    pollMs: 500,
+    pollMs: 5000,
     stopGraceSeconds: 10,
     log: (line) => options.log("info", `runner: ${line}`),
   });

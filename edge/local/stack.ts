@@ -122,7 +122,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       compatibilityFlags: ["nodejs_compat"],
       defaultPersistRoot: join(dataDir, "worker"),
       r2Buckets: ["STORAGE"],
-      durableObjects: { SCHEDULER: { className: "Scheduler", useSQLite: true }, EVENTS_HUB: { className: "EventsHub", useSQLite: true } },
+      durableObjects: { SCHEDULER: { className: "Scheduler", useSQLite: true }, EVENTS_HUB: { className: "EventsHub", useSQLite: true }, WORKER_CHANNEL: { className: "WorkerChannel", useSQLite: true } },
       bindings: {
         LIBSQL_URL: "http://libsql.internal",
         LIBSQL_AUTH_TOKEN: bridgeToken,

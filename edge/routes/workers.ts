@@ -11,6 +11,7 @@ import { EventBatch, EventBatchStored } from "../../shared/schemas/events";
 import { appendEvents } from "../jobs/events";
 import { hubOf } from "../jobs/hub-types";
 import { ackCommands, openCommands } from "../jobs/commands";
+import { channelOf } from "../workers/channel-types";
 import { assignmentsOf, createWorker, finishJob, heartbeat, HEARTBEAT_INTERVAL_SECONDS, listWorkers, registerWorker } from "../workers/workers";
 import type { Context } from "hono";
 
@@ -129,5 +130,21 @@ workersRoutes.openapi(
     // them until the watcher reconnects (the log has them).
     if (stored.length) await hubOf(c.env, jobId).publish(stored).catch((e: unknown) => c.get("log").warning("events hub unreachable", { job_id: jobId, error: String(e) }));
     return c.json({ stored: stored.length, next_index: nextIndex }, 200);
+  },
+);
+
+workersRoutes.openapi(
+  createRoute({
+    method: "get",
+    path: "/api/workers/channel",
+    tags,
+    summary: "A runner's wake-up channel: a WebSocket (worker token)",
+    description:
+      "The runner keeps this WebSocket open; the edge sends the text message `wake` whenever an assignment or a trainer command is waiting for it, and the runner asks for work at once (POST /api/workers/heartbeat). `ping` is answered `pong`. Nothing else travels here: a runner without the channel still gets everything on its regular asks.",
+    responses: { 101: { description: "WebSocket" }, 401: error("No valid worker token"), 426: error("Not a WebSocket upgrade") },
+  }),
+  async (c) => {
+    if (c.req.header("upgrade")?.toLowerCase() !== "websocket") throw new ApiError(426, "upgrade_required", "This is a WebSocket endpoint: connect with Upgrade: websocket");
+    return (await channelOf(c.env, workerOf(c).id).fetch(c.req.raw)) as never;
   },
 );

@@ -2,6 +2,7 @@ import { DurableObject } from "cloudflare:workers";
 import type { InStatement } from "@libsql/client/web";
 import { readConfig } from "../config";
 import { setSetting } from "../settings";
+import { channelOf } from "../workers/channel-types";
 import { openDatabase, type Database } from "../db/client";
 import type { Env } from "../env";
 import { createLogger, type Logger } from "../log";
@@ -246,6 +247,7 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
       }
     });
     this.admitted(entries, others, results.slice(othersAt), capacity.localWorkerId);
+    this.wake(plan.admitted, capacity.localWorkerId);
     if (candidates.length) this.remember(plan, realIds);
     this.report(others.admitted.map((a) => a.jobId), "submit");
     return outcomes.map((o) => o!);
@@ -263,6 +265,7 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     if (capacity.localWorkerId !== null) statements.push(localBoxStatusStatement(capacity.localWorkerId));
     const results = statements.length ? await db.$client.batch(statements, "write") : [];
     this.admitted(entries, plan, results as unknown as { rows: Record<string, unknown>[] }[], capacity.localWorkerId);
+    this.wake(plan.admitted, capacity.localWorkerId);
     this.remember(plan);
     const started = plan.admitted.map((a) => a.jobId);
     this.report(started, trigger);
@@ -277,6 +280,20 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
       if (id !== undefined) waiting.set(id, { id, position: w.position, effectivePriority: w.effectivePriority, reason: w.reason, message: w.message });
     }
     this.lastPlan = { at: Date.now(), waiting };
+  }
+
+  /** Tells the runners that were just given jobs to fetch them now (their worker channels). */
+  private wake(admitted: Plan["admitted"], localWorkerId: number | null): void {
+    const ids = new Set<number>();
+    for (const a of admitted) {
+      const id = a.workerId ?? (a.gpus !== null ? localWorkerId : null);
+      if (id !== null) ids.add(id);
+    }
+    for (const id of ids) {
+      void channelOf(this.env, id)
+        .notify()
+        .catch((error: unknown) => this.log.warning("could not wake a runner", { worker_id: id, error: String(error) }));
+    }
   }
 
   private report(started: string[], trigger: string): void {

@@ -1,8 +1,13 @@
 import type { Context } from "hono";
 import type { AppEnv } from "../app-env";
+import { channelOf } from "./channel-types";
 
 /**
- * Tells a worker's runner to ask for work now (a new assignment or command is waiting). Until the
- * worker channel arrives, runners ask on their own every second; this is where it will plug in.
+ * Tells a worker's runner to ask for work now (an assignment or a command is waiting). A wake-up
+ * that cannot be delivered is only logged: the runner still asks on its own schedule.
  */
-export async function wakeWorker(_c: Context<AppEnv>, _workerId: number): Promise<void> {}
+export async function wakeWorker(c: Context<AppEnv>, workerId: number): Promise<void> {
+  await channelOf(c.env, workerId)
+    .notify()
+    .catch((error: unknown) => c.get("log").warning("could not wake the worker's runner", { worker_id: workerId, error: String(error) }));
+}

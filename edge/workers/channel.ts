@@ -1,0 +1,43 @@
+import { DurableObject } from "cloudflare:workers";
+import type { Env } from "../env";
+
+/*
+ * The worker channel: one Durable Object per worker holding its runner's WebSocket, so the edge
+ * can tell the runner "ask for work now" the moment a job is assigned to it or a command for its
+ * trainer is waiting (ARCHITECTURE "Runner <-> edge": no polling delay). It carries no state of
+ * its own: the runner then fetches assignments and commands as always, so a lost wake-up only
+ * costs the runner's next regular ask. Hibernatable sockets: an idle channel costs nothing.
+ */
+export class WorkerChannel extends DurableObject<Env> {
+  /** Wakes every runner connected for this worker. */
+  async notify(): Promise<number> {
+    const sockets = this.ctx.getWebSockets();
+    for (const socket of sockets) {
+      try {
+        socket.send("wake");
+      } catch {
+        // closing: it will reconnect and ask anyway
+      }
+    }
+    return sockets.length;
+  }
+
+  override async fetch(request: Request): Promise<Response> {
+    if (request.headers.get("upgrade")?.toLowerCase() !== "websocket") return new Response("expected a WebSocket upgrade", { status: 426 });
+    const pair = new WebSocketPair();
+    this.ctx.acceptWebSocket(pair[1]);
+    return new Response(null, { status: 101, webSocket: pair[0] });
+  }
+
+  override async webSocketMessage(socket: WebSocket, message: string | ArrayBuffer): Promise<void> {
+    if (message === "ping") socket.send("pong");
+  }
+
+  override async webSocketClose(socket: WebSocket, code: number): Promise<void> {
+    try {
+      socket.close(code === 1005 ? 1000 : code, "closing");
+    } catch {
+      // already closed
+    }
+  }
+}
