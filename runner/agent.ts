@@ -45,6 +45,7 @@ export class Runner {
   private inTick = false;
   private wakeAgain = false;
   private channel: WakeChannel | null = null;
+  private gpuIndices: number[] = [];
 
   constructor(private readonly options: RunnerOptions) {
     this.edge = new EdgeClient(options.url, options.token);
@@ -53,6 +54,7 @@ export class Runner {
   /** Registers, settles what a previous run left behind, and starts the loop. */
   async start(): Promise<HeartbeatAnswer> {
     const gpus = await detectGpus(this.options.nvidiaSmi);
+    this.gpuIndices = gpus.map((g) => g.index);
     const answer = await this.edge.post<HeartbeatAnswer>("/api/workers/register", {
       role: this.options.role,
       labels: this.options.labels,
@@ -145,9 +147,9 @@ export class Runner {
   private launch(job: Assignment): void {
     let running: RunningJob;
     let launch: Launch;
-    const shipper = new EventShipper(this.edge, job.job_id, job.attempt, 100, this.options.log);
+    const shipper = new EventShipper(this.edge, job.job_id, job.attempt, 500, this.options.log);
     try {
-      launch = planLaunch(this.options.workDir, job);
+      launch = planLaunch(this.options.workDir, job, this.gpuIndices);
       running = startJob(launch, job.job_id, (line) => {
         const event = lineToEvent(line);
         if (event) shipper.push(event);
@@ -159,7 +161,7 @@ export class Runner {
       void this.flushReports();
       return;
     }
-    this.options.log(`job ${job.job_id} started on GPUs [${(job.allocated_gpus ?? []).join(", ")}]`);
+    this.options.log(`job ${job.job_id} started on GPUs [${launch.env.CUDA_VISIBLE_DEVICES!.split(",").filter(Boolean).join(", ")}]`);
     const entry = { running, launch, unassigned: false };
     this.jobs.set(job.job_id, entry);
     void running.exited.then(async ({ exitCode, signal, lastLines }) => {

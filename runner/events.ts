@@ -25,9 +25,11 @@ export function lineToEvent(line: string): ({ type: string } & Record<string, un
 }
 
 /**
- * Ships one job attempt's events to the edge in order, in batches: whatever has gathered is sent
- * at most every `intervalMs`, up to 200 at a time, one batch in flight; a failed batch is sent
- * again (the edge skips events it already has). `drain` waits until everything is delivered.
+ * Ships one job attempt's events to the edge in order. One batch is in flight at a time: an event
+ * that arrives while none is goes out at once (after the lines printed in the same tick), and
+ * whatever gathers meanwhile goes in the next batch (up to 200), so latency stays low at a few
+ * events a second and batches grow by themselves at thousands. A failed batch is sent again after
+ * `retryMs` (the edge skips events it already has). `drain` waits until all are delivered.
  */
 export class EventShipper {
   private queue: { seq: number; event: Record<string, unknown> }[] = [];
@@ -40,57 +42,61 @@ export class EventShipper {
     private readonly edge: EdgeClient,
     private readonly jobId: string,
     private readonly attempt: number,
-    private readonly intervalMs = 100,
+    private readonly retryMs = 500,
     private readonly log: (line: string) => void = () => {},
   ) {}
 
   push(event: Record<string, unknown>): void {
     this.queue.push({ seq: this.seq++, event });
-    if (this.queue.length >= 200) this.kick(0);
-    else this.kick(this.intervalMs);
+    this.kick(0);
   }
 
   private kick(delay: number): void {
-    if (this.closed || this.sending || (this.timer && delay > 0)) return;
-    clearTimeout(this.timer);
+    if (this.closed || this.sending || this.timer) return;
     this.timer = setTimeout(() => {
       this.timer = undefined;
-      this.sending = this.sendOnce().finally(() => {
-        this.sending = null;
-        if (this.queue.length) this.kick(this.intervalMs);
-      });
+      let delivered = false;
+      this.sending = this.sendOnce()
+        .then((ok) => void (delivered = ok))
+        .finally(() => {
+          this.sending = null;
+          // More arrived while that batch was out: the next goes now; after a failure, a little later.
+          if (this.queue.length) this.kick(delivered ? 0 : this.retryMs);
+        });
     }, delay);
   }
 
-  private async sendOnce(): Promise<void> {
+  /** Sends the oldest batch; true when the queue moved on (delivered, or refused for good). */
+  private async sendOnce(): Promise<boolean> {
     const batch = this.queue.slice(0, 200);
-    if (!batch.length) return;
+    if (!batch.length) return true;
     try {
       await this.edge.post(`/api/workers/jobs/${encodeURIComponent(this.jobId)}/events`, { attempt: this.attempt, events: batch });
       this.queue.splice(0, batch.length);
+      return true;
     } catch (error) {
       if (error instanceof EdgeError && error.status >= 400 && error.status < 500) {
         // Refused for good (the job is no longer this worker's, or an event is too large): drop it.
         this.log(`job ${this.jobId}: the edge refused ${batch.length} event(s): ${error.detail}`);
         this.queue.splice(0, batch.length);
+        return true;
       }
       // Otherwise (network, 5xx) it stays queued and goes again on the next round.
+      return false;
     }
   }
 
   /** Sends everything still queued; gives up after `timeoutMs`. */
   async drain(timeoutMs = 30_000): Promise<void> {
     const deadline = Date.now() + timeoutMs;
+    this.closed = true; // from here on only this loop sends
     clearTimeout(this.timer);
     this.timer = undefined;
     while (Date.now() < deadline) {
       if (this.sending) await this.sending;
       if (!this.queue.length) break;
-      this.sending = this.sendOnce();
-      await this.sending;
-      this.sending = null;
-      if (this.queue.length) await new Promise((r) => setTimeout(r, 200));
+      const ok = await this.sendOnce();
+      if (!ok) await new Promise((r) => setTimeout(r, this.retryMs));
     }
-    this.closed = true;
   }
 }

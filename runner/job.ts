@@ -1,4 +1,4 @@
-import { appendFileSync, mkdirSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { isAbsolute, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as pty from "node-pty";
@@ -13,6 +13,8 @@ import type { Assignment } from "./edge-client";
 
 /** Options the runner itself reads; they are not passed to the trainer. */
 const RUNNER_OPTIONS = new Set(["--trainer", "--trainer_command", "--num_processes", "--accelerate_visible_devices"]);
+// Built (npm run runner: .build/runner/demo-trainer.mjs beside this bundle) or from source (tests).
+const BUILT_DEMO_TRAINER = fileURLToPath(new URL("./demo-trainer.mjs", import.meta.url));
 const DEMO_TRAINER = fileURLToPath(new URL("./demo-trainer/main.ts", import.meta.url));
 const KEEP_LINES = 50;
 
@@ -50,8 +52,12 @@ function trainerCommand(value: unknown): string[] | null {
   throw new LaunchError(`--trainer_command must be a JSON array of strings (the program and its arguments), not ${JSON.stringify(value)}`);
 }
 
-/** What to run for an assignment, and where. */
-export function planLaunch(workDir: string, job: Assignment): Launch {
+/**
+ * What to run for an assignment, and where. `boxGpus`: this box's device indices; a job given
+ * the whole worker (a remote worker's assignment has no allocated_gpus) gets the first
+ * num_processes of them.
+ */
+export function planLaunch(workDir: string, job: Assignment, boxGpus: number[] = []): Launch {
   const jobDir = join(workDir, "jobs", job.job_id);
   const config = { ...job.config };
   // The output directory stays inside the job's directory whatever the environment says.
@@ -65,14 +71,14 @@ export function planLaunch(workDir: string, job: Assignment): Launch {
   let base: string[];
   // tsx by its resolved location: the trainer runs in the job's directory, where a bare
   // "tsx" would not be found.
-  if (trainer === "demo") base = [process.execPath, "--import", import.meta.resolve("tsx"), DEMO_TRAINER];
+  if (trainer === "demo") base = existsSync(BUILT_DEMO_TRAINER) ? [process.execPath, BUILT_DEMO_TRAINER] : [process.execPath, "--import", import.meta.resolve("tsx"), DEMO_TRAINER];
   else if (command) base = command;
   else throw new LaunchError('this environment names no trainer: set "--trainer": "demo" for the built-in demo trainer, or "--trainer_command": ["program", "arg", ...]');
   return {
     argv: [...base, ...optionArgs(config)],
     jobDir,
     env: {
-      CUDA_VISIBLE_DEVICES: (job.allocated_gpus ?? []).join(","),
+      CUDA_VISIBLE_DEVICES: (job.allocated_gpus ?? boxGpus.slice(0, job.num_processes)).join(","),
       TRAINER_JOB_ID: job.job_id,
       TRAINER_CONTROL_FILE: join(jobDir, "control.jsonl"),
       TRAINER_OUTPUT_DIR: outputDir,

@@ -1,7 +1,7 @@
 // The runner agent against the real stack: it registers the box's GPUs as a fake nvidia-smi
 // reports them, runs the jobs the Scheduler assigns it under a PTY with CUDA_VISIBLE_DEVICES,
 // and reports how they end; the edge frees the GPUs and starts what was waiting.
-import { spawn, type ChildProcess } from "node:child_process";
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -346,6 +346,38 @@ describe("a runner killed mid-job", () => {
   });
 });
 
+describe("a remote worker started as npm run runner starts it", () => {
+  it("builds to plain JavaScript, registers with labels, and runs a job sent to it by label glob", async () => {
+    execFileSync(process.execPath, ["runner/build.mjs"]);
+    const created = await t.call("POST", "/api/admin/workers", { json: { name: "remote-a100" }, auth: auth() });
+    const remoteDir = mkdtempSync(join(tmpdir(), "runner-remote-"));
+    let output = "";
+    const remote = spawn(process.execPath, [".build/runner/main.mjs", "start", "--url", t.base, "--label", "gpu=a100-80gb", "--label", "zone=eu", "--work-dir", remoteDir, "--poll-ms", "60000"], {
+      env: { ...process.env, RUNNER_TOKEN: created.body.token, PATH: `${resolve("test/fakes")}:${process.env.PATH}`, FAKE_NVIDIA_GPUS: "1" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    remote.stdout!.on("data", (d: Buffer) => (output += d.toString()));
+    remote.stderr!.on("data", (d: Buffer) => (output += d.toString()));
+    try {
+      await until("the remote worker to register", async () => output.includes("registered as worker"));
+      expect(output).toContain("(remote) with 1 GPU(s)");
+      const job = (await t.call("POST", "/api/queue/submit", { json: { config_name: "demo-1", target: "worker", worker_labels: { gpu: "a100*" } }, auth: auth() })).body;
+      expect(job).toMatchObject({ status: "running", worker_id: created.body.id });
+      await until("the job to complete", async () => (await entry(job.job_id))?.status === "completed");
+      // The built runner launched the built demo trainer (plain node, no TypeScript loader).
+      const log = readFileSync(join(remoteDir, "jobs", job.job_id, "output.log"), "utf8");
+      expect(log).toContain('"type":"training.completed"');
+      const events = (await t.call("GET", `/api/training/events?job_id=${job.job_id}`, { auth: auth() })).body.events as any[];
+      // The whole worker is the job's: its first num_processes devices.
+      expect(events[0]).toMatchObject({ type: "training.started", data: { cuda_visible_devices: "0" } });
+    } finally {
+      remote.kill("SIGTERM");
+      await new Promise((r) => remote.once("exit", r));
+      rmSync(remoteDir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe("runner pieces", () => {
   it("reads nvidia-smi's CSV and refuses a line it cannot read", () => {
     expect(parseGpuCsv("0, GPU-a, NVIDIA H100 80GB HBM3, 81559\n1, GPU-b, NVIDIA H100 80GB HBM3, 81559\n")).toEqual([
@@ -361,6 +393,7 @@ describe("runner pieces", () => {
     const launch = planLaunch("/w", { ...job, config: { "--trainer": "demo", "--max_train_steps": 5, "--validation_prompt": "a cat; rm -rf /", "--validation_preview": true, "--push_checkpoints_to_hub": false } });
     expect(launch.env).toMatchObject({ CUDA_VISIBLE_DEVICES: "2,3", TRAINER_JOB_ID: "local-1", TRAINER_CONTROL_FILE: "/w/jobs/local-1/control.jsonl", TRAINER_OUTPUT_DIR: "/w/jobs/local-1/output" });
     expect(launch.argv.slice(-8)).toEqual(["--max_train_steps", "5", "--validation_prompt", "a cat; rm -rf /", "--validation_preview", "true", "--output_dir", "/w/jobs/local-1/output"]);
+    expect(planLaunch("/w", { ...job, allocated_gpus: null, num_processes: 2, config: { "--trainer": "demo" } }, [0, 1, 2, 3]).env.CUDA_VISIBLE_DEVICES).toBe("0,1");
     for (const bad of ["../elsewhere", "/etc", "out/../../x"]) {
       expect(() => planLaunch("/w", { ...job, config: { "--trainer": "demo", "--output_dir": bad } })).toThrow("--output_dir must be a path inside the job's directory");
     }

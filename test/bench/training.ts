@@ -1,0 +1,161 @@
+// `npm run bench:training`: the issue's runner and event figures on this machine, through the
+// real stack (`npm start`'s process, with its local runner) and a real SSE client.
+//  1. Event latency trainer -> runner -> edge -> events hub -> SSE client, p50/p99, at 100 and at
+//     1,000 events/s; every event must arrive (dense indexes, nothing dropped).
+//     Target: p50 < 20 ms, nothing dropped at 1,000/s.
+//  2. Command latency: POST /api/training/validation/run -> the trainer sees the command in its
+//     control file. Target: p50 < 100 ms.
+//  3. Runner idle memory (RSS) of a separate runner process started as `npm run runner` starts
+//     it (built to plain JavaScript, see runner/build.mjs). Target: < 80 MB.
+// Settings: BENCH_SECONDS (5 per rate), BENCH_COMMANDS (20).
+import { execFileSync, spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { fmt, percentiles, startBenchStack } from "./lib";
+
+const seconds = Number(process.env.BENCH_SECONDS ?? 5);
+const commands = Number(process.env.BENCH_COMMANDS ?? 20);
+const out = (line: string) => process.stdout.write(line + "\n");
+const now = () => performance.timeOrigin + performance.now();
+
+// A trainer that waits 2 s (for the watcher to connect), then prints `rate` events a second for
+// `seconds`, each stamped with the wall-clock time it was printed.
+const EMITTER = `
+const arg = (n) => Number(process.argv[process.argv.indexOf(n) + 1]);
+const rate = arg("--bench_rate"), total = rate * arg("--bench_seconds");
+const stamp = () => performance.timeOrigin + performance.now();
+setTimeout(() => {
+  const start = stamp(); let n = 0;
+  const tick = () => {
+    const due = Math.min(total, Math.floor(((stamp() - start) / 1000) * rate) + 1);
+    while (n < due) process.stdout.write(JSON.stringify({ type: "bench.tick", data: { n: n++, t: stamp() } }) + "\\n");
+    if (n < total) setTimeout(tick, 1); else setTimeout(() => process.exit(0), 200);
+  };
+  tick();
+}, 2000);`;
+
+// A trainer that watches its control file and reports, with the time, each command it sees.
+const LISTENER = `
+const fs = require("node:fs");
+const file = process.env.TRAINER_CONTROL_FILE; let seen = 0;
+const stamp = () => performance.timeOrigin + performance.now();
+process.stdout.write(JSON.stringify({ type: "bench.ready", data: {} }) + "\\n");
+setInterval(() => {
+  let text = ""; try { text = fs.readFileSync(file, "utf8"); } catch {}
+  const lines = text.split("\\n").filter(Boolean);
+  while (seen < lines.length) process.stdout.write(JSON.stringify({ type: "bench.command", data: { n: seen++, t: stamp() } }) + "\\n");
+}, 1);
+process.on("SIGTERM", () => process.exit(0));`;
+
+interface Sse {
+  events: AsyncGenerator<{ id: number; data: any }>;
+  close(): void;
+}
+
+async function openSse(url: string, headers: Record<string, string>): Promise<Sse> {
+  const controller = new AbortController();
+  const response = await fetch(url, { headers: { ...headers, accept: "text/event-stream" }, signal: controller.signal });
+  if (!response.ok) throw new Error(`stream answered ${response.status}`);
+  const reader = response.body!.getReader();
+  const decoder = new TextDecoder();
+  async function* events() {
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      buffer += decoder.decode(value, { stream: true });
+      let cut: number;
+      while ((cut = buffer.indexOf("\n\n")) !== -1) {
+        const block = buffer.slice(0, cut);
+        buffer = buffer.slice(cut + 2);
+        const id = /^id: (\d+)$/m.exec(block)?.[1];
+        const data = /^data: (.*)$/m.exec(block)?.[1];
+        if (id !== undefined && data !== undefined) yield { id: Number(id), data: JSON.parse(data) };
+        else if (/^event: end$/m.test(block)) return;
+      }
+    }
+  }
+  return { events: events(), close: () => controller.abort() };
+}
+
+const stack = await startBenchStack();
+try {
+  const auth = { "x-api-key": stack.adminKey };
+  const json = { ...auth, "content-type": "application/json" };
+  const put = (name: string, config: Record<string, unknown>) => fetch(`${stack.base}/api/configs/${name}`, { method: "PUT", headers: json, body: JSON.stringify({ config }) });
+  await stack.post("/api/queue/concurrency", { local_job_max_concurrent: 4 });
+
+  // --- 1. event latency ----------------------------------------------------------------------
+  await stack.post("/api/configs/environments", { name: "emitter" });
+  await put("emitter", { "--num_processes": 0, "--trainer_command": JSON.stringify([process.execPath, "-e", EMITTER, "--"]) });
+  for (const rate of [100, 1000]) {
+    await put("emitter", { "--num_processes": 0, "--trainer_command": JSON.stringify([process.execPath, "-e", EMITTER, "--"]), "--bench_rate": rate, "--bench_seconds": seconds });
+    const job = (await (await stack.post("/api/queue/submit", { config_name: "emitter" })).json()) as { job_id: string; status: string };
+    if (job.status !== "running") throw new Error(`the emitter job is ${job.status}`);
+    const sse = await openSse(`${stack.base}/api/training/events/stream?job_id=${job.job_id}`, auth);
+    const latencies: number[] = [];
+    const seen: number[] = [];
+    let ids = 0;
+    let gaps = 0;
+    for await (const e of sse.events) {
+      if (e.id !== ids) gaps++;
+      ids = e.id + 1;
+      if (e.data.type !== "bench.tick") continue;
+      latencies.push(now() - e.data.data.t);
+      seen.push(e.data.data.n);
+    }
+    sse.close();
+    const expected = rate * seconds;
+    const missing = expected - new Set(seen).size;
+    const l = percentiles(latencies);
+    out(`1.  ${fmt(rate, 0)} events/s for ${seconds}s: ${seen.length} of ${expected} received, ${missing} missing, ${gaps} index gaps; trainer -> SSE client p50 ${l.p50.toFixed(1)} ms, p99 ${l.p99.toFixed(1)} ms`);
+    out(`    target p50 < 20 ms: ${l.p50 < 20 ? "met" : "NOT met"}${rate === 1000 ? `; nothing dropped at 1,000/s: ${missing === 0 && gaps === 0 ? "met" : "NOT met"}` : ""}`);
+  }
+
+  // --- 2. command latency --------------------------------------------------------------------
+  await stack.post("/api/configs/environments", { name: "listener" });
+  await put("listener", { "--num_processes": 0, "--trainer_command": JSON.stringify([process.execPath, "-e", LISTENER, "--"]) });
+  const job = (await (await stack.post("/api/queue/submit", { config_name: "listener" })).json()) as { job_id: string };
+  const sse = await openSse(`${stack.base}/api/training/events/stream?job_id=${job.job_id}`, auth);
+  // next(), not for-await: leaving a for-await loop would close the stream.
+  const waitFor = async (test: (data: any) => boolean) => {
+    for (;;) {
+      const { value, done } = await sse.events.next();
+      if (done) throw new Error("the stream ended");
+      if (test(value.data)) return value.data;
+    }
+  };
+  await waitFor((d) => d.type === "bench.ready");
+  const commandLatencies: number[] = [];
+  for (let i = 0; i < commands; i++) {
+    const t0 = now();
+    const reply = await stack.post("/api/training/validation/run", { job_id: job.job_id });
+    if (!reply.ok) throw new Error(`validation/run answered ${reply.status}`);
+    const seenAt = await waitFor((d) => d.type === "bench.command" && d.data.n === i);
+    commandLatencies.push(seenAt.data.t - t0);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  sse.close();
+  await stack.post("/api/training/cancel", { job_id: job.job_id });
+  const c = percentiles(commandLatencies);
+  out(`2.  command latency, ${commands} x POST /api/training/validation/run -> the trainer sees it: p50 ${c.p50.toFixed(1)} ms, p99 ${c.p99.toFixed(1)} ms (target p50 < 100 ms: ${c.p50 < 100 ? "met" : "NOT met"})`);
+
+  // --- 3. runner idle memory -----------------------------------------------------------------
+  const created = (await (await stack.post("/api/admin/workers", { name: "idle-runner" })).json()) as { token: string };
+  // As `npm run runner` starts it: built, then plain node.
+  execFileSync(process.execPath, ["runner/build.mjs"]);
+  const runner = spawn(process.execPath, ["--enable-source-maps", ".build/runner/main.mjs", "start", "--url", stack.base], { env: { ...process.env, RUNNER_TOKEN: created.token }, stdio: ["ignore", "pipe", "inherit"] });
+  await new Promise<void>((resolve, reject) => {
+    runner.stdout!.on("data", (d: Buffer) => d.toString().includes("registered as worker") && resolve());
+    runner.once("exit", (code) => reject(new Error(`the runner exited with ${code}`)));
+  });
+  const samples: number[] = [];
+  for (let i = 0; i < 10; i++) {
+    await new Promise((r) => setTimeout(r, 1000));
+    samples.push(Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${runner.pid}/status`, "utf8"))![1]) / 1024);
+  }
+  runner.kill("SIGTERM");
+  const rss = Math.max(...samples.slice(5));
+  out(`3.  runner idle RSS (npm run runner's process: registered, channel open, 10 s idle): ${rss.toFixed(1)} MB (target < 80 MB: ${rss < 80 ? "met" : "NOT met"})`);
+} finally {
+  await stack.stop();
+}
