@@ -76,6 +76,8 @@ export const ROUTE_ACCESS: Record<string, Access> = {
   "GET /api/training/status": { level: "viewer" },
   "POST /api/training/checkpoints": { level: "viewer" },
   "POST /api/training/stop": { level: "researcher" },
+  "POST /api/training/validate": { level: "researcher" },
+  "POST /api/training/start": { level: "researcher" },
   "POST /api/training/cancel": { level: "researcher" },
   "POST /api/training/validation/run": { level: "researcher" },
   "POST /api/training/checkpoint/run": { level: "researcher" },

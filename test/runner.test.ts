@@ -52,6 +52,7 @@ beforeAll(async () => {
   token = created.body.token;
   startRunner();
   await t.call("POST", "/api/queue/concurrency", { json: { local_job_max_concurrent: 4 }, auth: auth() });
+  await until("the runner to register", async () => runnerOutput.includes("registered as worker"));
   await env("demo-1", { "--trainer": "demo", "--num_processes": 1, "--max_train_steps": 4, "--demo_step_ms": 50 });
   await env("demo-2", { "--trainer": "demo", "--num_processes": 2, "--max_train_steps": 3, "--demo_step_ms": 20 });
 });
@@ -176,6 +177,8 @@ describe("the runner", () => {
     const late = await t.call("POST", `/api/workers/jobs/${job.job_id}/finish`, { json: { status: "failed" }, auth: { bearer: other.body.token } });
     expect(late.status).toBe(404);
     expect((await t.call("POST", `/api/workers/jobs/${job.job_id}/finish`, { json: { status: "completed" } })).status).toBe(401);
+    // No runner behind this worker: drained, so later jobs with target auto do not go to it.
+    await t.call("POST", "/api/workers/heartbeat", { json: { draining: true }, auth: { bearer: other.body.token } });
   });
 });
 
@@ -252,6 +255,78 @@ describe("watching a job live", () => {
     expect(messages.at(-1)).toEqual({ type: "end", status: "completed" });
     expect(messages.slice(0, -1).map((m) => m.index)).toEqual(messages.slice(0, -1).map((_, i) => i));
     expect(messages[0].type).toBe("training.started");
+  });
+});
+
+describe("validate and start (training forms)", () => {
+  const form = (fields: Record<string, string>) => {
+    const f = new FormData();
+    for (const [k, v] of Object.entries(fields)) f.set(k, v);
+    return f;
+  };
+  const post = (path: string, fields: Record<string, string>) => fetch(`${t.base}${path}`, { method: "POST", headers: { "x-api-key": admin.key }, body: form(fields) });
+  const inline = {
+    "--model_family": "demo",
+    "--model_type": "full",
+    "--pretrained_model_name_or_path": "none",
+    "--output_dir": "output",
+    "--data_backend_config": "config/multidatabackend.json",
+    "--max_train_steps": "3",
+    "--trainer": "demo",
+    "--num_processes": "0",
+    "--demo_step_ms": "10",
+    __active_tab__: "model",
+  };
+
+  it("validates field by field: an inline run needs the six options; types, ranges and the epochs/steps rule", async () => {
+    const empty = await (await post("/api/training/validate", { __active_tab__: "model" })).json();
+    expect(empty).toMatchObject({ valid: false, environment: null, active_tab: "model" });
+    expect(empty.errors.map((e: any) => e.field)).toEqual(["--model_family", "--model_type", "--pretrained_model_name_or_path", "--output_dir", "--data_backend_config", "--max_train_steps"]);
+    const ok = await (await post("/api/training/validate", inline)).json();
+    expect(ok).toMatchObject({ valid: true, message: "Configuration Valid", errors: [] });
+    expect(ok.options).toMatchObject({ "--max_train_steps": 3, "--num_train_epochs": 0, "--learning_rate": 0.0001, "--num_processes": 0 });
+    const bad = await (await post("/api/training/validate", { ...inline, "--learning_rate": "fast", "--train_batch_size": "0", "--num_train_epochs": "2", "--validation_resolution": "big", "--output_dir": "../x", "--webhook_config": '[{"callback_url":"ftp://x"}]', colour: "red" })).json();
+    expect(bad.valid).toBe(false);
+    expect(bad.message).toBe("7 problems found");
+    expect(bad.errors).toEqual(
+      expect.arrayContaining([
+        { field: "colour", message: 'not an option: option fields are named with their "--" prefix' },
+        { field: "--learning_rate", message: 'must be a number, not "fast"' },
+        { field: "--num_train_epochs", message: "set either --num_train_epochs or --max_train_steps; the other must be 0" },
+        { field: "--train_batch_size", message: "must be at least 1" },
+        { field: "--validation_resolution", message: "must look like 1024x1024 (or a comma-separated list)" },
+        { field: "--output_dir", message: "must be a relative path without .. (it is resolved inside the job's directory)" },
+        { field: "--webhook_config", message: "entry 0: callback_url must be an http(s) URL" },
+      ]),
+    );
+  });
+
+  it("starts an inline run: saved as the inline-run environment, queued through the Scheduler, runs to completion", async () => {
+    const refused = await post("/api/training/start", { ...inline, "--max_train_steps": "-1" });
+    expect(refused.status).toBe(422);
+    expect((await refused.json()).errors).toEqual([
+      { path: "form.--max_train_steps", message: "set --max_train_steps or --num_train_epochs (a positive number)" },
+      { path: "form.--max_train_steps", message: "must not be negative" },
+    ]);
+    expect((await t.call("GET", "/api/configs/inline-run", { auth: auth() })).status).toBe(404);
+    const started = await (await post("/api/training/start", inline)).json();
+    expect(started).toMatchObject({ success: true, status: "running", environment: "inline-run" });
+    await until(`the inline run to complete (${JSON.stringify(started)})`, async () => { const e = await entry(started.job_id); if (e?.status === "failed") throw new Error(e.error_message); return e?.status === "completed"; });
+    const saved = (await t.call("GET", "/api/configs/inline-run", { auth: auth() })).body;
+    expect(saved.config).toMatchObject({ "--max_train_steps": 3, "--num_train_epochs": 0, "--trainer": "demo", "--train_batch_size": 1 });
+  });
+
+  it("starts the active environment with the form's options merged on top, and writes them back", async () => {
+    await env("active-demo", { "--trainer": "demo", "--num_processes": 0, "--max_train_steps": 1000, "--demo_step_ms": 10, "--learning_rate": 0.05 });
+    expect((await t.call("POST", "/api/configs/active-demo/activate", { auth: auth() })).status).toBe(200);
+    const started = await (await post("/api/training/start", { "--max_train_steps": "4", __active_tab__: "training" })).json();
+    expect(started).toMatchObject({ status: "running", environment: "active-demo" });
+    await until("the run to complete", async () => (await entry(started.job_id))?.status === "completed");
+    const events = (await t.call("GET", `/api/training/events?job_id=${started.job_id}`, { auth: auth() })).body.events as any[];
+    expect(events[0].data.total_steps).toBe(4);
+    const saved = (await t.call("GET", "/api/configs/active-demo", { auth: auth() })).body.config;
+    expect(saved).toMatchObject({ "--max_train_steps": 4, "--learning_rate": 0.05, "--num_train_epochs": 0, "--seed": 42 });
+    expect((await fetch(`${t.base}/api/training/start`, { method: "POST", headers: { "x-api-key": admin.key, "content-type": "text/plain" }, body: "x" })).status).toBe(415);
   });
 });
 

@@ -11,6 +11,8 @@ import { activeJob, cancelAnyJob, checkpointsOf, jobStatus } from "../jobs/contr
 import { principalOf } from "../middleware/authorize";
 import { schedulerOf } from "../scheduler/stub";
 import { wakeWorker } from "../workers/wake";
+import { LocalSubmit } from "../../shared/schemas/queue";
+import { INLINE_ENVIRONMENT, prepareTraining, saveActiveConfiguration } from "../training/forms";
 import { createRouter } from "../router";
 import { error, json } from "./openapi";
 
@@ -210,5 +212,94 @@ training.openapi(
   async (c) => {
     const job = await activeJob(c.get("db"), await jobIdOf(c), null);
     return c.json({ job_id: job.jobId, checkpoints: await checkpointsOf(c.get("db"), job.jobId) }, 200);
+  },
+);
+
+// ---- validate and start ----------------------------------------------------------------------
+
+const TrainingForm = z.record(z.string(), z.unknown()).openapi("TrainingForm", {
+  description: 'Every option as a field named with its "--" prefix (spec 2.9), plus __active_tab__',
+  example: { "--max_train_steps": "2000", "--learning_rate": "0.0001", "--validation_preview": "true", __active_tab__: "model" },
+});
+const trainingBody = {
+  required: true,
+  content: { "multipart/form-data": { schema: TrainingForm }, "application/x-www-form-urlencoded": { schema: TrainingForm }, "application/json": { schema: TrainingForm } },
+};
+const FieldProblems = z.array(z.object({ field: z.string(), message: z.string() }));
+const ValidationResult = z
+  .object({
+    valid: z.boolean(),
+    message: z.string().openapi({ example: "Configuration Valid" }),
+    errors: FieldProblems,
+    environment: z.string().nullable().openapi({ description: "The active environment the form is merged onto; null: an inline run" }),
+    active_tab: z.string().nullable(),
+    options: z.record(z.string(), z.unknown()).openapi({ description: "The merged options start would use" }),
+  })
+  .openapi("TrainingValidation");
+const StartResult = z
+  .object({
+    success: z.literal(true),
+    job_id: z.string().nullable(),
+    status: z.enum(["running", "queued", "blocked", "rejected"]),
+    environment: z.string(),
+    allocated_gpus: z.array(z.number().int()).nullable(),
+    queue_position: z.number().int().nullable(),
+    wait_reason: z.string().nullable(),
+    message: z.string(),
+  })
+  .openapi("TrainingStart");
+
+const problemsMessage = (n: number) => `${n} problem${n === 1 ? "" : "s"} found`;
+
+training.openapi(
+  createRoute({
+    method: "post",
+    path: "/api/training/validate",
+    tags,
+    summary: "Check a training configuration field by field (spec 4.2)",
+    description:
+      "The form's options on top of the active environment's and the defaults (no active environment: an inline run, which needs --model_family, --model_type, --pretrained_model_name_or_path, --output_dir, --data_backend_config and one of --max_train_steps or --num_train_epochs). Always 200: valid with message 'Configuration Valid', or the problems per field. Nothing is saved.",
+    request: { body: trainingBody },
+    responses: { 200: json(ValidationResult, "The result"), 401: error("No valid credential"), 403: error("Below researcher"), 415: error("Not a form"), 422: error("Unreadable form") },
+  }),
+  async (c) => {
+    const p = await prepareTraining(c);
+    const valid = p.problems.length === 0;
+    return c.json({ valid, message: valid ? "Configuration Valid" : problemsMessage(p.problems.length), errors: p.problems, environment: p.environment, active_tab: p.activeTab, options: p.options }, 200);
+  },
+);
+
+training.openapi(
+  createRoute({
+    method: "post",
+    path: "/api/training/start",
+    tags,
+    summary: "Save the configuration and start training (spec 4.2)",
+    description: `Validates as /api/training/validate (422 with the problems per field, nothing saved), writes the merged options as the active configuration (the active environment's config; with none active, the environment "${INLINE_ENVIRONMENT}"), and submits the job through the Scheduler like POST /api/queue/submit: running at once where capacity exists, else queued.`,
+    request: { body: trainingBody },
+    responses: { 200: json(StartResult, "Started or queued"), 401: error("No valid credential"), 403: error("Below researcher"), 415: error("Not a form"), 422: error("Invalid configuration") },
+  }),
+  async (c) => {
+    const p = await prepareTraining(c);
+    if (p.problems.length) {
+      throw new ApiError(422, "invalid_configuration", problemsMessage(p.problems.length), p.problems.map((e) => ({ path: `form.${e.field}`, message: e.message })));
+    }
+    const user = principalOf(c).user;
+    const environment = await saveActiveConfiguration(c.get("db"), p, user.id);
+    const body = LocalSubmit.parse({ config_name: environment, metadata: { source: "training/start", active_tab: p.activeTab } });
+    const outcome = await schedulerOf(c.env).submit({ id: user.id, team_id: user.team_id, priority: user.priority }, body);
+    if (outcome.status === "invalid") throw new ApiError(outcome.httpStatus, outcome.code, outcome.message);
+    c.get("log").info("training started", { job_id: outcome.status === "rejected" ? null : outcome.jobId, outcome: outcome.status, environment });
+    const base = { success: true as const, environment, allocated_gpus: null, queue_position: null, wait_reason: null };
+    switch (outcome.status) {
+      case "running":
+        return c.json({ ...base, job_id: outcome.jobId, status: "running" as const, allocated_gpus: outcome.gpus, message: `Training started (job ${outcome.jobId})` }, 200);
+      case "queued":
+        return c.json({ ...base, job_id: outcome.jobId, status: "queued" as const, queue_position: outcome.position, wait_reason: outcome.reason, message: `Queued at position ${outcome.position}: ${outcome.message}` }, 200);
+      case "blocked":
+        return c.json({ ...base, job_id: outcome.jobId, status: "blocked" as const, wait_reason: "awaiting_approval", message: outcome.message }, 200);
+      case "rejected":
+        return c.json({ ...base, job_id: null, status: "rejected" as const, wait_reason: outcome.reason, message: outcome.message }, 200);
+    }
   },
 );

@@ -1,0 +1,115 @@
+/*
+ * Training forms (spec 2.9, 4.2): the `--` options of validate and start, checked field by field.
+ * Pure functions: the routes parse the multipart form into an option map and call these.
+ */
+
+export type OptionMap = Record<string, string | number | boolean | null>;
+
+/** Required for an inline run, one without an environment (spec 2.9); one of the last two. */
+export const INLINE_REQUIRED = ["--model_family", "--model_type", "--pretrained_model_name_or_path", "--output_dir", "--data_backend_config"] as const;
+
+/** What start fills in when neither the environment nor the form says. */
+export const TRAINING_DEFAULTS: OptionMap = {
+  "--train_batch_size": 1,
+  "--gradient_accumulation_steps": 1,
+  "--learning_rate": 0.0001,
+  "--lr_scheduler": "constant",
+  "--seed": 42,
+  "--num_processes": 1,
+  "--validation_preview": false,
+  "--report_to": "none",
+};
+
+export interface FieldProblem {
+  field: string;
+  message: string;
+}
+
+/** Form values are strings; these options are numbers (whole or not) and booleans. */
+const WHOLE = new Set(["--train_batch_size", "--gradient_accumulation_steps", "--lr_warmup_steps", "--seed", "--checkpoints_total_limit", "--checkpointing_steps", "--validation_steps", "--validation_num_inference_steps", "--validation_seed", "--validation_preview_steps", "--max_train_steps", "--num_train_epochs", "--lora_rank", "--num_processes", "--clip_skip", "--webhook_reporting_interval"]);
+const NUMBER = new Set(["--learning_rate", "--lora_dropout", "--validation_guidance"]);
+const BOOLEAN = new Set(["--validation_preview", "--push_checkpoints_to_hub", "--validation_external_background", "--dataloader_prefetch"]);
+const MINIMUM: Record<string, number> = { "--train_batch_size": 1, "--gradient_accumulation_steps": 1, "--validation_num_inference_steps": 1, "--validation_preview_steps": 1, "--lora_rank": 1 };
+
+/** Form strings to typed values where the option is known to be a number or a boolean. */
+export function typedOptions(raw: Record<string, string>): { options: OptionMap; problems: FieldProblem[] } {
+  const options: OptionMap = {};
+  const problems: FieldProblem[] = [];
+  for (const [field, text] of Object.entries(raw)) {
+    const value = text.trim();
+    if (WHOLE.has(field) || NUMBER.has(field)) {
+      if (value === "") continue;
+      const n = Number(value);
+      if (!Number.isFinite(n) || (WHOLE.has(field) && !Number.isInteger(n))) problems.push({ field, message: `must be a ${WHOLE.has(field) ? "whole number" : "number"}, not ${JSON.stringify(text)}` });
+      else options[field] = n;
+    } else if (BOOLEAN.has(field)) {
+      const v = value.toLowerCase();
+      if (["true", "1", "on", "yes"].includes(v)) options[field] = true;
+      else if (["false", "0", "off", "no", ""].includes(v)) options[field] = false;
+      else problems.push({ field, message: `must be true or false, not ${JSON.stringify(text)}` });
+    } else options[field] = text;
+  }
+  return { options, problems };
+}
+
+/**
+ * Checks a complete option map; `inline`: no environment backs it, so spec 2.9's required
+ * options must all be there. Also settles spec 2.9's rule that of --num_train_epochs and
+ * --max_train_steps the one not used is 0 (returns the map with that applied).
+ */
+export function checkOptions(input: OptionMap, inline: boolean): { options: OptionMap; problems: FieldProblem[] } {
+  const options = { ...input };
+  const problems: FieldProblem[] = [];
+  const has = (f: string) => options[f] !== undefined && options[f] !== null && options[f] !== "";
+  if (inline) for (const f of INLINE_REQUIRED) if (!has(f)) problems.push({ field: f, message: "required for a run without an environment" });
+  const steps = Number(options["--max_train_steps"] ?? 0);
+  const epochs = Number(options["--num_train_epochs"] ?? 0);
+  if (steps > 0 && epochs > 0) problems.push({ field: "--num_train_epochs", message: "set either --num_train_epochs or --max_train_steps; the other must be 0" });
+  else if (steps <= 0 && epochs <= 0) problems.push({ field: "--max_train_steps", message: "set --max_train_steps or --num_train_epochs (a positive number)" });
+  else if (steps > 0) options["--num_train_epochs"] = 0;
+  else options["--max_train_steps"] = 0;
+  for (const [field, value] of Object.entries(options)) {
+    if (!field.startsWith("--")) problems.push({ field, message: 'option names start with "--"' });
+    if (typeof value === "number") {
+      if (value < 0) problems.push({ field, message: "must not be negative" });
+      else if (MINIMUM[field] !== undefined && value < MINIMUM[field]!) problems.push({ field, message: `must be at least ${MINIMUM[field]}` });
+    }
+  }
+  const lr = options["--learning_rate"];
+  if (typeof lr === "number" && !(lr > 0 && lr < 1)) problems.push({ field: "--learning_rate", message: "must be between 0 and 1 (for example 0.0001)" });
+  const resolution = options["--validation_resolution"];
+  if (has("--validation_resolution") && !/^\d+(x\d+)?(,\d+(x\d+)?)*$/.test(String(resolution))) problems.push({ field: "--validation_resolution", message: "must look like 1024x1024 (or a comma-separated list)" });
+  const resume = options["--resume_from_checkpoint"];
+  if (has("--resume_from_checkpoint") && resume !== "latest" && !/^checkpoint-\d+$/.test(String(resume))) problems.push({ field: "--resume_from_checkpoint", message: 'must be "latest" or a checkpoint name like checkpoint-500' });
+  const processes = options["--num_processes"];
+  if (typeof processes === "number" && processes > 64) problems.push({ field: "--num_processes", message: "must be at most 64" });
+  for (const field of ["--output_dir", "--data_backend_config"]) {
+    const path = options[field];
+    if (has(field) && (String(path).startsWith("/") || String(path).split(/[\\/]/).includes(".."))) problems.push({ field, message: "must be a relative path without .. (it is resolved inside the job's directory)" });
+  }
+  if (has("--webhook_config")) problems.push(...checkWebhookConfig(String(options["--webhook_config"])));
+  if (options["--validation_method"] === "external-script" && !has("--validation_external_script")) problems.push({ field: "--validation_external_script", message: "required with --validation_method external-script" });
+  return { options, problems };
+}
+
+/** `--webhook_config`: a JSON array of webhook objects (spec 2.9). */
+export function checkWebhookConfig(text: string): FieldProblem[] {
+  const field = "--webhook_config";
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return [{ field, message: "must be a JSON array of webhook objects" }];
+  }
+  if (!Array.isArray(parsed)) return [{ field, message: "must be a JSON array of webhook objects" }];
+  const problems: FieldProblem[] = [];
+  parsed.forEach((hook, i) => {
+    const h = hook as { webhook_type?: unknown; callback_url?: unknown; ssl_no_verify?: unknown };
+    if (!h || typeof h !== "object") return problems.push({ field, message: `entry ${i} must be an object` });
+    if (typeof h.callback_url !== "string" || !/^https?:\/\//.test(h.callback_url)) problems.push({ field, message: `entry ${i}: callback_url must be an http(s) URL` });
+    if (h.webhook_type !== undefined && typeof h.webhook_type !== "string") problems.push({ field, message: `entry ${i}: webhook_type must be a string such as "raw"` });
+    if (h.ssl_no_verify !== undefined && typeof h.ssl_no_verify !== "boolean") problems.push({ field, message: `entry ${i}: ssl_no_verify must be true or false` });
+    return undefined;
+  });
+  return problems;
+}
