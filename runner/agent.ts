@@ -2,7 +2,9 @@ import { hostname } from "node:os";
 import { EdgeClient, EdgeError, type Assignment, type HeartbeatAnswer } from "./edge-client";
 import { detectGpus } from "./gpus";
 import { hostStats } from "./host";
+import { placeholderValues, type ScriptKind } from "../shared/placeholders";
 import { WakeChannel } from "./channel";
+import { runScript } from "./scripts";
 import { EventShipper, lineToEvent } from "./events";
 import { LaunchError, planLaunch, sendCommand, startJob, type Launch, type RunningJob } from "./job";
 
@@ -147,12 +149,17 @@ export class Runner {
   private launch(job: Assignment): void {
     let running: RunningJob;
     let launch: Launch;
+    const scripts: Promise<void>[] = [];
     const shipper = new EventShipper(this.edge, job.job_id, job.attempt, 500, this.options.log);
     try {
       launch = planLaunch(this.options.workDir, job, this.gpuIndices);
+      const scriptEnv = { ...launch.env };
       running = startJob(launch, job.job_id, (line) => {
         const event = lineToEvent(line);
-        if (event) shipper.push(event);
+        if (!event) return;
+        shipper.push(event);
+        const script = scriptFor(job.config, event);
+        if (script) scripts.push(runScript(script.kind, script.command, placeholderValues(script.kind, job.config, script.event), { cwd: launch.jobDir, env: scriptEnv }, (e) => shipper.push(e)));
       });
     } catch (error) {
       const why = error instanceof LaunchError ? error.message : `could not start the trainer: ${(error as Error).message}`;
@@ -165,7 +172,8 @@ export class Runner {
     const entry = { running, launch, unassigned: false };
     this.jobs.set(job.job_id, entry);
     void running.exited.then(async ({ exitCode, signal, lastLines }) => {
-      // Every event reaches the edge before the job is reported ended.
+      // Scripts still running get a minute; then every event reaches the edge before the job is reported ended.
+      await Promise.race([Promise.allSettled(scripts), new Promise((r) => setTimeout(r, 60_000).unref())]);
       await shipper.drain();
       this.jobs.delete(job.job_id);
       this.options.log(`job ${job.job_id} ended: ${signal ? `signal ${signal}` : `exit code ${exitCode}`}`);
@@ -202,4 +210,16 @@ export class Runner {
     for (const job of running) job.running.stop(this.options.stopGraceSeconds * 1000);
     await Promise.all(running.map((j) => j.running.exited));
   }
+}
+
+/** The script an event calls for, if the environment names one (spec 2.9). */
+function scriptFor(config: Record<string, unknown>, event: { type: string } & Record<string, unknown>): { kind: ScriptKind; command: string; event: { localCheckpointPath?: string; globalStep?: number } } | null {
+  const data = (event.data ?? {}) as { path?: unknown; step?: unknown };
+  const step = typeof data.step === "number" ? data.step : undefined;
+  const text = (name: string) => (typeof config[name] === "string" && (config[name] as string).trim() ? (config[name] as string) : null);
+  const postCheckpoint = text("--post_checkpoint_script");
+  if (event.type === "checkpoint.saved" && postCheckpoint) return { kind: "post_checkpoint", command: postCheckpoint, event: { localCheckpointPath: typeof data.path === "string" ? data.path : "", globalStep: step } };
+  const external = text("--validation_external_script");
+  if (event.type === "validation.started" && config["--validation_method"] === "external-script" && external) return { kind: "validation", command: external, event: { globalStep: step } };
+  return null;
 }

@@ -258,6 +258,50 @@ describe("watching a job live", () => {
   });
 });
 
+describe("scripts", () => {
+  it("runs --post_checkpoint_script after each checkpoint and the external validation script, placeholders in argv, no shell", async () => {
+    const echo = `${process.execPath} -e "console.log(JSON.stringify(process.argv.slice(1)))" --`;
+    await env("scripted", {
+      "--trainer": "demo",
+      "--num_processes": 0,
+      "--max_train_steps": 4,
+      "--demo_step_ms": 10,
+      "--checkpointing_steps": 2,
+      "--validation_steps": 4,
+      "--validation_prompt": "a cat; echo pwned $(whoami)",
+      "--post_checkpoint_script": `${echo} {local_checkpoint_path} {global_step} {validation_prompt} {remote_checkpoint_path}`,
+      "--validation_method": "external-script",
+      "--validation_external_script": `${echo} validate {global_step} {model_family}`,
+      "--model_family": "demo",
+    });
+    const job = await submit("scripted");
+    await until("the job to complete", async () => (await entry(job.job_id))?.status === "completed");
+    const events = (await t.call("GET", `/api/training/events?job_id=${job.job_id}`, { auth: auth() })).body.events as any[];
+    const outputs = events.filter((e) => e.type === "script.output").map((e) => [e.data.script, JSON.parse(e.message)]);
+    const out = join(workDir, "jobs", job.job_id, "output");
+    expect(outputs).toEqual(
+      expect.arrayContaining([
+        ["post_checkpoint", [`${out}/checkpoint-2`, "2", "a cat; echo pwned $(whoami)", ""]],
+        ["post_checkpoint", [`${out}/checkpoint-4`, "4", "a cat; echo pwned $(whoami)", ""]],
+        ["validation", ["validate", "4", "demo"]],
+      ]),
+    );
+    expect(events.filter((e) => e.type === "script.finished").map((e) => [e.data.script, e.data.exit_code])).toEqual(
+      expect.arrayContaining([["post_checkpoint", 0], ["post_checkpoint", 0], ["validation", 0]]),
+    );
+    // The events all arrived before the job was reported completed: the last one is the trainer's or a script's.
+    expect(events.map((e) => e.index)).toEqual(events.map((_, i) => i));
+  });
+
+  it("reports a script that cannot start as a script.failed event; the job goes on", async () => {
+    await env("bad-scripts", { "--trainer": "demo", "--num_processes": 0, "--max_train_steps": 2, "--demo_step_ms": 10, "--checkpointing_steps": 1, "--post_checkpoint_script": "/no/such/program {global_step}" });
+    const job = await submit("bad-scripts");
+    await until("the job to complete", async () => (await entry(job.job_id))?.status === "completed");
+    const events = (await t.call("GET", `/api/training/events?job_id=${job.job_id}`, { auth: auth() })).body.events as any[];
+    expect(events.filter((e) => e.type === "script.failed").map((e) => e.data.error)).toContain("spawn /no/such/program ENOENT");
+  });
+});
+
 describe("validate and start (training forms)", () => {
   const form = (fields: Record<string, string>) => {
     const f = new FormData();

@@ -1,0 +1,51 @@
+import { spawn } from "node:child_process";
+import { fillPlaceholders, splitCommand, type ScriptKind } from "../shared/placeholders";
+
+/*
+ * The scripts an environment names (spec 2.9): --post_checkpoint_script after each checkpoint,
+ * --validation_external_script for each validation with --validation_method external-script.
+ * Run by the runner beside the trainer (never blocking it), with the placeholders filled into
+ * argv and no shell. Their output and exit become the job's events.
+ */
+
+const MAX_OUTPUT_LINES = 200;
+
+export function runScript(
+  kind: ScriptKind,
+  commandLine: string,
+  values: Record<string, string>,
+  options: { cwd: string; env: Record<string, string> },
+  emit: (event: { type: string } & Record<string, unknown>) => void,
+): Promise<void> {
+  let argv: string[];
+  try {
+    argv = fillPlaceholders(splitCommand(commandLine), values);
+    if (!argv.length) throw new Error("the command is empty");
+  } catch (error) {
+    emit({ type: "script.failed", title: `${kind} script not run`, data: { script: kind, error: (error as Error).message } });
+    return Promise.resolve();
+  }
+  return new Promise((resolve) => {
+    const child = spawn(argv[0]!, argv.slice(1), { cwd: options.cwd, env: { ...process.env, ...options.env }, stdio: ["ignore", "pipe", "pipe"], shell: false });
+    let lines = 0;
+    const forward = (stream: NodeJS.ReadableStream) => {
+      let partial = "";
+      stream.on("data", (chunk: Buffer) => {
+        const parts = (partial + chunk.toString("utf8")).split("\n");
+        partial = parts.pop() ?? "";
+        for (const line of parts) if (line.trim() && lines++ < MAX_OUTPUT_LINES) emit({ type: "script.output", message: line.slice(0, 4000), data: { script: kind } });
+      });
+      stream.on("end", () => partial.trim() && lines++ < MAX_OUTPUT_LINES && emit({ type: "script.output", message: partial.slice(0, 4000), data: { script: kind } }));
+    };
+    forward(child.stdout);
+    forward(child.stderr);
+    child.on("error", (error) => {
+      emit({ type: "script.failed", title: `${kind} script could not start`, data: { script: kind, argv, error: error.message } });
+      resolve();
+    });
+    child.on("close", (code, signal) => {
+      emit({ type: "script.finished", title: `${kind} script exited ${signal ? `on ${signal}` : code}`, data: { script: kind, argv, exit_code: code, signal } });
+      resolve();
+    });
+  });
+}
