@@ -12,6 +12,7 @@ import { system } from "./routes/system";
 import { users } from "./routes/users";
 import { workersRoutes } from "./routes/workers";
 import { training } from "./routes/training";
+import { webhooksRoutes } from "./routes/webhooks";
 
 /**
  * The whole HTTP API: context and authorisation for every request, then one router per area.
@@ -31,6 +32,7 @@ export function createApp() {
   app.route("/", system);
   app.route("/", workersRoutes);
   app.route("/", training);
+  app.route("/", webhooksRoutes);
   app.route("/", docsRoutes(app));
   app.notFound((c) => c.json(new ApiError(404, "not_found", `No route for ${c.req.method} ${new URL(c.req.url).pathname}`).body(), 404));
   app.onError(handleError);

@@ -15,6 +15,10 @@ export const SETTING_DEFAULTS = {
    * automatically until POST /api/queue/process or a restart clears it.
    */
   local_queue_paused: false as boolean,
+  /** Outbound webhooks: may they go to loopback and private addresses (SSRF guard off)? */
+  webhooks: { allow_private_targets: false } as { allow_private_targets: boolean },
+  /** The service's Standard Webhooks signing secret (whsec_...), made on first use. */
+  webhook_signing_secret: "" as string,
 } satisfies Record<string, unknown>;
 export type SettingKey = keyof typeof SETTING_DEFAULTS;
 type SettingValue<K extends SettingKey> = (typeof SETTING_DEFAULTS)[K];

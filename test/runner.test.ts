@@ -7,6 +7,9 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { Webhook } from "standardwebhooks";
 import { parseGpuCsv } from "../runner/gpus";
 import { planLaunch } from "../runner/job";
 import { setUpAdmin, startTestStack, type TestStack } from "./helpers/stack";
@@ -258,6 +261,68 @@ describe("watching a job live", () => {
   });
 });
 
+describe("outbound webhooks", () => {
+  it("refuses a private receiver by default, then, allowed, signs each lifecycle message and retries a failed one", async () => {
+    const received: { headers: Record<string, string>; body: string }[] = [];
+    let failFirst = true;
+    const receiver = createServer((req, res) => {
+      let body = "";
+      req.on("data", (c) => (body += c));
+      req.on("end", () => {
+        const parsed = JSON.parse(body) as { type: string };
+        if (failFirst && parsed.type === "job.started") {
+          failFirst = false;
+          res.writeHead(503).end();
+          return;
+        }
+        received.push({ headers: req.headers as Record<string, string>, body });
+        res.writeHead(204).end();
+      });
+    });
+    await new Promise<void>((r) => receiver.listen(0, "127.0.0.1", r));
+    const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
+    try {
+      const hooks = JSON.stringify([{ webhook_type: "raw", callback_url: url, log_level: "info", ssl_no_verify: false }]);
+      await env("hooked", { "--trainer": "demo", "--num_processes": 0, "--max_train_steps": 3, "--demo_step_ms": 10, "--checkpointing_steps": 3, "--webhook_config": hooks, "--webhook_reporting_interval": 0 });
+      // Private targets are refused by default: at validation, and at delivery.
+      const inline = { "--model_family": "demo", "--model_type": "full", "--pretrained_model_name_or_path": "none", "--output_dir": "output", "--data_backend_config": "d.json", "--max_train_steps": "3", "--webhook_config": hooks };
+      const check = await fetch(`${t.base}/api/training/validate`, { method: "POST", headers: { "x-api-key": admin.key, "content-type": "application/json" }, body: JSON.stringify(inline) });
+      expect((await check.json()).errors).toEqual([{ field: "--webhook_config", message: `${url}: 127.0.0.1 is a loopback, private or reserved address; an admin can allow private targets (PUT /api/admin/webhooks)` }]);
+      const refused = await submit("hooked");
+      await until("the job to complete", async () => (await entry(refused.job_id))?.status === "completed");
+      const refusedList = await until("the refusals", async () => {
+        const d = (await t.call("GET", `/api/training/webhooks?job_id=${refused.job_id}`, { auth: auth() })).body.deliveries as any[];
+        return d.length >= 3 && d.every((x) => x.status !== "pending") && d;
+      });
+      expect(new Set(refusedList.map((d: any) => d.status))).toEqual(new Set(["refused"]));
+      expect(received).toEqual([]);
+
+      // An admin allows private targets; the receiver verifies every signature with the service's secret.
+      expect((await t.call("PUT", "/api/admin/webhooks", { json: { allow_private_targets: true }, auth: auth() })).status).toBe(200);
+      const { signing_secret } = (await t.call("GET", "/api/admin/webhooks", { auth: auth() })).body;
+      expect(signing_secret).toMatch(/^whsec_/);
+      const job = await submit("hooked");
+      await until("the job to complete", async () => (await entry(job.job_id))?.status === "completed");
+      const list = await until("every delivery, the retried one included", async () => {
+        const d = (await t.call("GET", `/api/training/webhooks?job_id=${job.job_id}`, { auth: auth() })).body.deliveries as any[];
+        return d.length > 0 && d.every((x) => x.status === "delivered") && d;
+      }, 30_000);
+      expect(list.find((d: any) => d.type === "job.started")).toMatchObject({ status: "delivered", attempts: 2, last_error: null });
+      const verifier = new Webhook(signing_secret);
+      const messages = received.map((r) => verifier.verify(r.body, r.headers) as any).filter((m) => m.job_id === job.job_id);
+      const types = messages.map((m) => m.type);
+      expect(types).toEqual(expect.arrayContaining(["job.started", "job.progress", "job.checkpoint", "job.completed"]));
+      expect(messages.find((m) => m.type === "job.completed")).toMatchObject({ job_id: job.job_id, data: { status: "completed", last_progress: { step: 3, total_steps: 3 } } });
+      expect(new Set(received.map((r) => r.headers["webhook-id"])).size).toBe(received.length);
+      // A tampered body does not verify.
+      expect(() => verifier.verify(received[0]!.body.replace("job", "jab"), received[0]!.headers)).toThrow();
+    } finally {
+      await t.call("PUT", "/api/admin/webhooks", { json: { allow_private_targets: false }, auth: auth() });
+      receiver.close();
+    }
+  });
+});
+
 describe("scripts", () => {
   it("runs --post_checkpoint_script after each checkpoint and the external validation script, placeholders in argv, no shell", async () => {
     const echo = `${process.execPath} -e "console.log(JSON.stringify(process.argv.slice(1)))" --`;
@@ -331,7 +396,7 @@ describe("validate and start (training forms)", () => {
     expect(ok.options).toMatchObject({ "--max_train_steps": 3, "--num_train_epochs": 0, "--learning_rate": 0.0001, "--num_processes": 0 });
     const bad = await (await post("/api/training/validate", { ...inline, "--learning_rate": "fast", "--train_batch_size": "0", "--num_train_epochs": "2", "--validation_resolution": "big", "--output_dir": "../x", "--webhook_config": '[{"callback_url":"ftp://x"}]', colour: "red" })).json();
     expect(bad.valid).toBe(false);
-    expect(bad.message).toBe("7 problems found");
+    expect(bad.message).toBe("8 problems found"); // the ftp receiver counts twice: its shape, and the SSRF guard
     expect(bad.errors).toEqual(
       expect.arrayContaining([
         { field: "colour", message: 'not an option: option fields are named with their "--" prefix' },

@@ -10,8 +10,9 @@ export interface HubEvent {
 
 /** The events hub's RPC methods (edge/jobs/hub.ts), for code type-checked without workerd's types. */
 export interface EventsHubApi {
-  publish(events: HubEvent[]): Promise<void>;
-  finish(status: string): Promise<void>;
+  publish(jobId: string, events: HubEvent[]): Promise<void>;
+  finish(jobId: string, status: string): Promise<void>;
+  deliveries(): Promise<{ url: string; type: string; status: string; attempts: number; last_error: string | null; created_at: string; delivered_at: string | null }[]>;
   fetch(request: Request): Promise<Response>;
 }
 

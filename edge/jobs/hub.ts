@@ -4,6 +4,9 @@ import { openDatabase, type Database } from "../db/client";
 import type { Env } from "../env";
 import { readEvents } from "./events";
 import type { HubEvent } from "./hub-types";
+import { getSetting } from "../settings";
+import { RETRY_DELAYS_SECONDS, sendWebhook, signingSecret } from "../webhooks/delivery";
+import { lifecycleOf, webhookConfig, type WebhookConfig } from "../webhooks/lifecycle";
 
 /*
  * The events hub: one Durable Object per job that pushes the job's events live to every
@@ -31,26 +34,113 @@ export class EventsHub extends DurableObject<Env> {
   private readonly watchers = new Set<Watcher>();
   private keepalive: ReturnType<typeof setInterval> | null = null;
   private database: Database | null = null;
+  /** The job's webhook receivers, read once from its environment. */
+  private hooks: Promise<WebhookConfig> | null = null;
+  private lastProgressAt = 0;
+  /** Progress not yet sent to receivers (throttled), and the last progress seen at all. */
+  private latestProgress: Record<string, unknown> | null = null;
+  private lastSeenProgress: Record<string, unknown> | null = null;
+
+  constructor(ctx: DurableObjectState, env: Env) {
+    super(ctx, env);
+    // The outbound webhook queue lives in this object's own storage: it survives restarts, and
+    // the alarm works through it with backoff.
+    ctx.storage.sql.exec(`CREATE TABLE IF NOT EXISTS deliveries (
+      id INTEGER PRIMARY KEY AUTOINCREMENT, message_id TEXT NOT NULL, url TEXT NOT NULL, type TEXT NOT NULL, body TEXT NOT NULL,
+      secret TEXT, attempts INTEGER NOT NULL DEFAULT 0, next_at INTEGER NOT NULL, status TEXT NOT NULL DEFAULT 'pending',
+      last_error TEXT, created_at TEXT NOT NULL, delivered_at TEXT)`);
+  }
 
   private db(): Database {
     return (this.database ??= openDatabase(readConfig(this.env)));
   }
 
   /** New events of the job, in index order (from the route that stored them). */
-  async publish(events: HubEvent[]): Promise<void> {
+  async publish(jobId: string, events: HubEvent[]): Promise<void> {
     for (const w of this.watchers) {
       if (w.held) w.held.push(...events);
       else for (const e of events) this.deliver(w, e);
     }
+    const messages: { type: string; data: Record<string, unknown> }[] = [];
+    for (const e of events) {
+      const message = lifecycleOf(e);
+      if (!message) continue;
+      if (message.type !== "job.progress") messages.push(message);
+      else this.latestProgress = this.lastSeenProgress = message.data;
+    }
+    const config = await this.webhooks(jobId);
+    if (!config.targets.length) return;
+    // Progress at most once per reporting interval: the latest one when the interval has passed.
+    if (this.latestProgress && Date.now() - this.lastProgressAt >= config.intervalSeconds * 1000) {
+      messages.push({ type: "job.progress", data: this.latestProgress });
+      this.latestProgress = null;
+      this.lastProgressAt = Date.now();
+    }
+    await this.enqueue(jobId, config, messages);
   }
 
-  /** The job has ended: watchers get an `end` with its status and are closed. */
-  async finish(status: string): Promise<void> {
+  /** The job has ended: watchers get an `end` with its status and are closed; receivers are told. */
+  async finish(jobId: string, status: string): Promise<void> {
     for (const w of [...this.watchers]) {
       if (w.held) continue; // still replaying: it reads the status itself when done
       w.end(status);
       this.drop(w);
     }
+    const config = await this.webhooks(jobId);
+    await this.enqueue(jobId, config, [{ type: `job.${status}`, data: { status, last_progress: this.lastSeenProgress } }]);
+  }
+
+  /** The job's outbound webhook deliveries, oldest first (GET /api/training/webhooks). */
+  async deliveries(): Promise<{ url: string; type: string; status: string; attempts: number; last_error: string | null; created_at: string; delivered_at: string | null }[]> {
+    return this.ctx.storage.sql
+      .exec("SELECT url, type, status, attempts, last_error, created_at, delivered_at FROM deliveries ORDER BY id")
+      .toArray()
+      .map((r) => ({ url: String(r.url), type: String(r.type), status: String(r.status), attempts: Number(r.attempts), last_error: r.last_error === null ? null : String(r.last_error), created_at: String(r.created_at), delivered_at: r.delivered_at === null ? null : String(r.delivered_at) }));
+  }
+
+  private webhooks(jobId: string): Promise<WebhookConfig> {
+    this.hooks ??= this.db()
+      .$client.execute({ sql: "SELECT e.config FROM queue_entries q LEFT JOIN environments e ON e.name = q.config_name WHERE q.job_id = ?", args: [jobId] })
+      .then((r) => webhookConfig(r.rows[0]?.config ? (JSON.parse(String(r.rows[0].config)) as Record<string, unknown>) : {}))
+      .catch((error: unknown) => {
+        this.hooks = null; // read again next time
+        throw error;
+      });
+    return this.hooks;
+  }
+
+  private async enqueue(jobId: string, config: WebhookConfig, messages: { type: string; data: Record<string, unknown> }[]): Promise<void> {
+    if (!config.targets.length || !messages.length) return;
+    const now = new Date();
+    for (const message of messages) {
+      for (const target of config.targets) {
+        const id = `msg_${crypto.randomUUID().replace(/-/g, "")}`;
+        const body = JSON.stringify({ type: message.type, job_id: jobId, timestamp: now.toISOString(), data: message.data });
+        this.ctx.storage.sql.exec("INSERT INTO deliveries (message_id, url, type, body, secret, next_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)", id, target.url, message.type, body, target.secret, now.getTime(), now.toISOString());
+      }
+    }
+    const alarm = await this.ctx.storage.getAlarm();
+    if (alarm === null || alarm > now.getTime()) await this.ctx.storage.setAlarm(now.getTime());
+  }
+
+  /** Sends what is due, in order; failures come back after RETRY_DELAYS_SECONDS, then are given up. */
+  override async alarm(): Promise<void> {
+    const db = this.db();
+    const [settings, serviceSecret] = await Promise.all([getSetting(db, "webhooks"), signingSecret(db)]);
+    const due = this.ctx.storage.sql.exec("SELECT id, message_id, url, body, secret, attempts FROM deliveries WHERE status = 'pending' AND next_at <= ? ORDER BY id LIMIT 100", Date.now()).toArray();
+    for (const d of due) {
+      const result = await sendWebhook(String(d.url), String(d.message_id), String(d.body), d.secret === null ? serviceSecret : String(d.secret), settings.allow_private_targets);
+      const attempts = Number(d.attempts) + 1;
+      if (result.ok) {
+        this.ctx.storage.sql.exec("UPDATE deliveries SET status = 'delivered', attempts = ?, last_error = NULL, delivered_at = ? WHERE id = ?", attempts, new Date().toISOString(), d.id);
+      } else if (result.retry && attempts <= RETRY_DELAYS_SECONDS.length) {
+        this.ctx.storage.sql.exec("UPDATE deliveries SET attempts = ?, last_error = ?, next_at = ? WHERE id = ?", attempts, result.error, Date.now() + RETRY_DELAYS_SECONDS[attempts - 1]! * 1000, d.id);
+      } else {
+        this.ctx.storage.sql.exec("UPDATE deliveries SET status = ?, attempts = ?, last_error = ? WHERE id = ?", result.error.startsWith("refused:") ? "refused" : "failed", attempts, result.error, d.id);
+      }
+    }
+    const next = this.ctx.storage.sql.exec("SELECT MIN(next_at) AS at FROM deliveries WHERE status = 'pending'").one().at;
+    if (next !== null) await this.ctx.storage.setAlarm(Math.max(Number(next), Date.now() + 10));
   }
 
   private deliver(w: Watcher, e: HubEvent): void {

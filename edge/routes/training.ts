@@ -142,7 +142,7 @@ training.openapi(
     const { was, workerId, localBox } = await cancelAnyJob(c.get("db"), jobId, ownerScope(c));
     await schedulerOf(c.env).pass("cancel", [jobId]);
     if (workerId !== null) await wakeWorker(c, workerId);
-    await hubOf(c.env, jobId).finish("cancelled").catch(() => {});
+    await hubOf(c.env, jobId).finish(jobId, "cancelled").catch(() => {});
     c.get("log").info("job cancelled", { job_id: jobId, was, by: principalOf(c).user.id });
     const message =
       was !== "running"
@@ -301,5 +301,39 @@ training.openapi(
       case "rejected":
         return c.json({ ...base, job_id: null, status: "rejected" as const, wait_reason: outcome.reason, message: outcome.message }, 200);
     }
+  },
+);
+
+const DeliveryList = z
+  .object({
+    job_id: z.string(),
+    deliveries: z.array(
+      z.object({
+        url: z.string(),
+        type: z.string().openapi({ example: "job.completed" }),
+        status: z.enum(["pending", "delivered", "failed", "refused"]),
+        attempts: z.number().int(),
+        last_error: z.string().nullable(),
+        created_at: z.string(),
+        delivered_at: z.string().nullable(),
+      }),
+    ),
+  })
+  .openapi("WebhookDeliveries");
+
+training.openapi(
+  createRoute({
+    method: "get",
+    path: "/api/training/webhooks",
+    tags,
+    summary: "The job's outbound webhook deliveries and how each went",
+    description: "Every message sent (or being sent) to the job's --webhook_config receivers: delivered, pending (retrying with backoff), failed (gave up, or the receiver answered a 4xx) or refused (a private target while those are not allowed).",
+    request: { query: z.object({ job_id: z.string().max(200) }) },
+    responses: { 200: json(DeliveryList, "Deliveries"), 401: error("No valid credential"), 404: error("No such job") },
+  }),
+  async (c) => {
+    const { job_id } = c.req.valid("query");
+    await readEvents(c.get("db"), job_id, 0, 1); // 404 for an unknown job
+    return c.json({ job_id, deliveries: (await hubOf(c.env, job_id).deliveries()) as z.infer<typeof DeliveryList>["deliveries"] }, 200);
   },
 );

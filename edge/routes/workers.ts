@@ -108,7 +108,7 @@ workersRoutes.openapi(
     const status = await finishJob(c.get("db"), worker.id, job_id, report);
     c.get("log").info("job finished", { job_id, status, exit_code: report.exit_code ?? null, worker: worker.name });
     await schedulerOf(c.env).pass("job finished", [job_id]);
-    if (status !== "pending") await hubOf(c.env, job_id).finish(status).catch((e: unknown) => c.get("log").warning("events hub unreachable", { job_id, error: String(e) }));
+    if (status !== "pending") await hubOf(c.env, job_id).finish(job_id, status).catch((e: unknown) => c.get("log").warning("events hub unreachable", { job_id, error: String(e) }));
     return c.json({ job_id, status }, 200);
   },
 );
@@ -128,7 +128,7 @@ workersRoutes.openapi(
     const { stored, nextIndex } = await appendEvents(c.get("db"), workerOf(c).id, jobId, c.req.valid("json"));
     // Watchers see them as soon as they are stored; a hub that cannot be reached only delays
     // them until the watcher reconnects (the log has them).
-    if (stored.length) await hubOf(c.env, jobId).publish(stored).catch((e: unknown) => c.get("log").warning("events hub unreachable", { job_id: jobId, error: String(e) }));
+    if (stored.length) await hubOf(c.env, jobId).publish(jobId, stored).catch((e: unknown) => c.get("log").warning("events hub unreachable", { job_id: jobId, error: String(e) }));
     return c.json({ stored: stored.length, next_index: nextIndex }, 200);
   },
 );

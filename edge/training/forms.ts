@@ -4,6 +4,9 @@ import type { Database } from "../db/client";
 import { ACTIVE_ENVIRONMENT_SETTING } from "../environments/activate";
 import { createEnvironment, updateEnvironment } from "../environments/environments";
 import { ApiError } from "../errors";
+import { getSetting } from "../settings";
+import { webhookConfig } from "../webhooks/lifecycle";
+import { refusedTarget } from "../webhooks/targets";
 import { checkOptions, TRAINING_DEFAULTS, typedOptions, type FieldProblem, type OptionMap } from "./options";
 
 /*
@@ -63,6 +66,12 @@ export async function prepareTraining(c: Context<AppEnv>): Promise<Prepared> {
   const merged: OptionMap = { ...TRAINING_DEFAULTS, ...(environment?.config ?? {}), ...typed.options };
   const checked = checkOptions(merged, environment === null);
   problems.push(...checked.problems);
+  // Receivers this service would refuse to call (SSRF guard) are a problem now, not a surprise later.
+  const { allow_private_targets } = await getSetting(c.get("db"), "webhooks");
+  for (const target of webhookConfig(checked.options).targets) {
+    const refused = refusedTarget(target.url, allow_private_targets);
+    if (refused) problems.push({ field: "--webhook_config", message: `${target.url}: ${refused}` });
+  }
   return { environment: environment?.name ?? null, activeTab, options: checked.options, problems };
 }
 
