@@ -13,6 +13,7 @@ import { users } from "./routes/users";
 import { workersRoutes } from "./routes/workers";
 import { training } from "./routes/training";
 import { webhooksRoutes } from "./routes/webhooks";
+import { datasetsRoutes } from "./routes/datasets";
 
 /**
  * The whole HTTP API: context and authorisation for every request, then one router per area.
@@ -33,6 +34,7 @@ export function createApp() {
   app.route("/", workersRoutes);
   app.route("/", training);
   app.route("/", webhooksRoutes);
+  app.route("/", datasetsRoutes);
   app.route("/", docsRoutes(app));
   app.notFound((c) => c.json(new ApiError(404, "not_found", `No route for ${c.req.method} ${new URL(c.req.url).pathname}`).body(), 404));
   app.onError(handleError);

@@ -1,3 +1,4 @@
+import type { Bucket } from "./datasets/bucket";
 import type { EventsHubNamespace } from "./jobs/hub-types";
 import type { SchedulerNamespace } from "./scheduler/types";
 import type { WorkerChannelNamespace } from "./workers/channel-types";
@@ -26,6 +27,8 @@ export interface Env {
   SCHEDULER: SchedulerNamespace;
   /** One events hub Durable Object per job (named by job id): live fan-out to watchers. */
   EVENTS_HUB: EventsHubNamespace;
+  /** R2: uploaded datasets (and, later, storage endpoint objects and archives). */
+  STORAGE: Bucket;
   /** One channel Durable Object per worker (named by worker id): wakes its runner. */
   WORKER_CHANNEL: WorkerChannelNamespace;
   /** Local default only: when the host process started (ISO 8601), for uptime. */

@@ -1,0 +1,185 @@
+import { unzipSync } from "fflate";
+import { ApiError } from "../errors";
+import type { Bucket } from "./bucket";
+import { ALLOWED_EXTENSIONS, checkName, checkPath, contentTypeOf, DATASETS_PREFIX, hasAllowedExtension, keyOf } from "./paths";
+
+/*
+ * Datasets in R2 under `datasets/` (spec 4.4): folders, file uploads and zip uploads extracted
+ * here. Every name is checked before anything is written, so a refused upload writes nothing.
+ * Each file is stored with its SHA-256, which the runner uses to verify its cached copy.
+ */
+
+/** Largest upload body accepted (files or a zip), and the most a zip may expand to. */
+export const MAX_UPLOAD_BYTES = 100 * 1024 * 1024;
+export const MAX_EXTRACTED_BYTES = 1024 * 1024 * 1024;
+export const MAX_ZIP_ENTRIES = 20_000;
+
+const bad = (field: string, message: string) => new ApiError(422, "invalid_path", `${field} ${message}`, [{ path: `form.${field}`, message }]);
+
+export function targetSegments(field: string, raw: string, allowRoot = true): string[] {
+  const checked = checkPath(raw, allowRoot);
+  if ("error" in checked) throw bad(field, checked.error);
+  return checked.segments;
+}
+
+async function sha256(bytes: Uint8Array): Promise<string> {
+  const digest = await crypto.subtle.digest("SHA-256", bytes as Uint8Array<ArrayBuffer>);
+  return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/** A folder is a marker object `<path>/` (as S3 consoles make them), so an empty one is listed. */
+export async function createFolder(bucket: Bucket, parentPath: string, folderName: string): Promise<string> {
+  const parent = targetSegments("parent_path", parentPath);
+  const problem = checkName(folderName);
+  if (problem) throw bad("folder_name", problem);
+  const segments = [...parent, folderName];
+  const key = `${keyOf(segments)}/`;
+  if ((await bucket.head(key)) || (await bucket.list({ prefix: key, limit: 1 })).objects.length) throw new ApiError(409, "exists", `The folder ${segments.join("/")} already exists`);
+  await bucket.put(key, new Uint8Array(0));
+  return segments.join("/");
+}
+
+export interface StoredFile {
+  name: string;
+  path: string;
+  size: number;
+  sha256: string;
+}
+
+interface Incoming {
+  name: string;
+  bytes: Uint8Array;
+}
+
+function checkFileName(label: string, name: string): void {
+  const problem = checkName(name);
+  if (problem) throw new ApiError(422, "invalid_file", `${label} ${JSON.stringify(name)}: the name ${problem}`, [{ path: `form.files`, message: `${name}: ${problem}` }]);
+  if (!hasAllowedExtension(name)) {
+    throw new ApiError(415, "unsupported_file", `${label} ${JSON.stringify(name)} is not an image or a .txt/.jsonl/.csv file (allowed: ${ALLOWED_EXTENSIONS.join(" ")})`, [{ path: "form.files", message: `${name}: not allowed` }]);
+  }
+}
+
+async function store(bucket: Bucket, target: string[], files: { segments: string[]; bytes: Uint8Array }[]): Promise<StoredFile[]> {
+  const stored: StoredFile[] = [];
+  for (const f of files) {
+    const segments = [...target, ...f.segments];
+    const hash = await sha256(f.bytes);
+    const name = segments[segments.length - 1]!;
+    await bucket.put(keyOf(segments), f.bytes, { httpMetadata: { contentType: contentTypeOf(name) }, customMetadata: { sha256: hash }, sha256: hash });
+    stored.push({ name, path: segments.join("/"), size: f.bytes.byteLength, sha256: hash });
+  }
+  return stored;
+}
+
+/** Plain files into `target_path`; all names are checked first. */
+export async function uploadFiles(bucket: Bucket, targetPath: string, files: Incoming[]): Promise<StoredFile[]> {
+  const target = targetSegments("target_path", targetPath);
+  if (!files.length) throw new ApiError(422, "no_files", "Send the files in the files[] field", [{ path: "form.files", message: "at least one file" }]);
+  for (const f of files) checkFileName("File", f.name);
+  const names = new Set<string>();
+  for (const f of files) {
+    if (names.has(f.name)) throw new ApiError(422, "duplicate_file", `File ${JSON.stringify(f.name)} is sent twice`);
+    names.add(f.name);
+  }
+  return store(bucket, target, files.map((f) => ({ segments: [f.name], bytes: f.bytes })));
+}
+
+// Unix file type bits in a zip entry's external attributes (upper 16 bits): a symbolic link.
+const S_IFMT = 0o170000;
+const S_IFLNK = 0o120000;
+
+/**
+ * A zip extracted into `target_path`. Refused, naming the entry, with nothing written: a path
+ * leaving the target (zip-slip: "..", absolute, backslashes), a symbolic link, a file type that
+ * is not allowed, more than MAX_ZIP_ENTRIES entries or MAX_EXTRACTED_BYTES in all. Folders in the
+ * zip become folders; macOS metadata (__MACOSX/, .DS_Store) is skipped.
+ */
+export async function uploadZip(bucket: Bucket, targetPath: string, zip: Uint8Array): Promise<{ files: StoredFile[]; skipped: string[] }> {
+  const target = targetSegments("target_path", targetPath);
+  let declared = 0;
+  let count = 0;
+  const refuse = (entry: string, message: string, status: 415 | 422 = 422) => new ApiError(status, "invalid_zip_entry", `Zip entry ${JSON.stringify(entry)} ${message}; nothing was extracted`, [{ path: "form.file", message: `${entry}: ${message}` }]);
+  const skipped: string[] = [];
+  let entries: Record<string, Uint8Array>;
+  try {
+    entries = unzipSync(zip, {
+      filter: (file) => {
+        if (++count > MAX_ZIP_ENTRIES) throw refuse(file.name, `is past the limit of ${MAX_ZIP_ENTRIES} entries`);
+        declared += file.originalSize;
+        if (declared > MAX_EXTRACTED_BYTES) throw new ApiError(413, "zip_too_large", `The zip expands to more than ${MAX_EXTRACTED_BYTES} bytes; nothing was extracted`);
+        return true;
+      },
+    });
+  } catch (error) {
+    if (error instanceof ApiError) throw error;
+    throw new ApiError(422, "invalid_zip", `The file is not a readable zip: ${(error as Error).message}`, [{ path: "form.file", message: "not a zip" }]);
+  }
+  const attributes = externalAttributes(zip);
+  const files: { segments: string[]; bytes: Uint8Array }[] = [];
+  for (const [name, bytes] of Object.entries(entries)) {
+    if (name.startsWith("__MACOSX/") || name.endsWith(".DS_Store")) {
+      skipped.push(name);
+      continue;
+    }
+    const mode = (attributes.get(name) ?? 0) >>> 16;
+    if ((mode & S_IFMT) === S_IFLNK) throw refuse(name, "is a symbolic link");
+    if (name.endsWith("/")) {
+      const checked = checkPath(name, false);
+      if ("error" in checked) throw refuse(name, checked.error);
+      continue; // folders appear through their files
+    }
+    const checked = checkPath(name, false);
+    if ("error" in checked) throw refuse(name, checked.error);
+    const base = checked.segments[checked.segments.length - 1]!;
+    if (!hasAllowedExtension(base)) throw refuse(name, `is not an image or a .txt/.jsonl/.csv file (allowed: ${ALLOWED_EXTENSIONS.join(" ")})`, 415);
+    files.push({ segments: checked.segments, bytes });
+  }
+  if (!files.length) throw new ApiError(422, "empty_zip", "The zip holds no files to extract", [{ path: "form.file", message: "no files" }]);
+  return { files: await store(bucket, target, files), skipped };
+}
+
+/**
+ * Each entry's external file attributes from the zip's central directory, which fflate does not
+ * expose: where the Unix file type (a symbolic link) is recorded.
+ */
+function externalAttributes(zip: Uint8Array): Map<string, number> {
+  const view = new DataView(zip.buffer, zip.byteOffset, zip.byteLength);
+  const out = new Map<string, number>();
+  // End of central directory: signature 0x06054b50 within the last 64 KiB + 22 bytes.
+  let eocd = -1;
+  for (let i = zip.byteLength - 22; i >= Math.max(0, zip.byteLength - 65_557); i--) {
+    if (view.getUint32(i, true) === 0x06054b50) {
+      eocd = i;
+      break;
+    }
+  }
+  if (eocd < 0) return out;
+  let at = view.getUint32(eocd + 16, true);
+  const total = view.getUint16(eocd + 10, true);
+  const decoder = new TextDecoder();
+  for (let n = 0; n < total && at + 46 <= zip.byteLength && view.getUint32(at, true) === 0x02014b50; n++) {
+    const nameLength = view.getUint16(at + 28, true);
+    const extraLength = view.getUint16(at + 30, true);
+    const commentLength = view.getUint16(at + 32, true);
+    const external = view.getUint32(at + 38, true);
+    out.set(decoder.decode(zip.subarray(at + 46, at + 46 + nameLength)), external);
+    at += 46 + nameLength + extraLength + commentLength;
+  }
+  return out;
+}
+
+/** Folders and files directly under `path`. */
+export async function listDatasets(bucket: Bucket, path: string): Promise<{ path: string; folders: string[]; files: { name: string; size: number; sha256: string | null; uploaded: string }[] }> {
+  const segments = targetSegments("path", path);
+  const prefix = segments.length ? `${keyOf(segments)}/` : DATASETS_PREFIX;
+  const folders: string[] = [];
+  const files: { name: string; size: number; sha256: string | null; uploaded: string }[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await bucket.list({ prefix, delimiter: "/", cursor, include: ["customMetadata"] });
+    for (const p of page.delimitedPrefixes) folders.push(p.slice(prefix.length, -1));
+    for (const o of page.objects) if (o.key !== prefix) files.push({ name: o.key.slice(prefix.length), size: o.size, sha256: o.customMetadata?.sha256 ?? null, uploaded: o.uploaded.toISOString() });
+    cursor = page.truncated ? page.cursor : undefined;
+  } while (cursor);
+  return { path: segments.join("/"), folders, files };
+}
