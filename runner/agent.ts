@@ -5,6 +5,9 @@ import { hostStats } from "./host";
 import { placeholderValues, type ScriptKind } from "../shared/placeholders";
 import { WakeChannel } from "./channel";
 import { runScript } from "./scripts";
+import { materialise } from "./datasets";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { EventShipper, lineToEvent } from "./events";
 import { LaunchError, planLaunch, sendCommand, startJob, type Launch, type RunningJob } from "./job";
 
@@ -40,6 +43,8 @@ export class Runner {
   /** Commands handed to trainers, acknowledged with the next ask for work. */
   private acks: number[] = [];
   private readonly handled = new Set<number>();
+  /** Jobs whose datasets are being fetched: assigned, not yet running. */
+  private readonly launching = new Set<string>();
   private readonly reports: Report[] = [];
   private timer: NodeJS.Timeout | undefined;
   private stopping = false;
@@ -122,7 +127,7 @@ export class Runner {
 
   private reconcile(assignments: Assignment[]): void {
     const assigned = new Set(assignments.map((a) => a.job_id));
-    for (const job of assignments) if (!this.jobs.has(job.job_id) && !this.reports.some((r) => r.jobId === job.job_id)) this.launch(job);
+    for (const job of assignments) if (!this.jobs.has(job.job_id) && !this.launching.has(job.job_id) && !this.reports.some((r) => r.jobId === job.job_id)) this.launch(job);
     for (const [jobId, job] of this.jobs) {
       if (assigned.has(jobId) || job.unassigned) continue;
       job.unassigned = true;
@@ -147,12 +152,30 @@ export class Runner {
   }
 
   private launch(job: Assignment): void {
+    this.launching.add(job.job_id);
+    void this.prepareAndStart(job).finally(() => this.launching.delete(job.job_id));
+  }
+
+  /** Brings the job's datasets into the cache, writes its files, then starts its trainer. */
+  private async prepareAndStart(job: Assignment): Promise<void> {
     let running: RunningJob;
     let launch: Launch;
     const scripts: Promise<void>[] = [];
     const shipper = new EventShipper(this.edge, job.job_id, job.attempt, 500, this.options.log);
     try {
-      launch = planLaunch(this.options.workDir, job, this.gpuIndices);
+      const jobDir = join(this.options.workDir, "jobs", job.job_id);
+      const dataloader = await this.prepareDatasets(job, shipper);
+      const config = { ...job.config };
+      if (dataloader) {
+        mkdirSync(join(jobDir, "config"), { recursive: true });
+        const file = join(jobDir, "config", "multidatabackend.json");
+        writeFileSync(file, JSON.stringify(dataloader, null, 2));
+        config["--data_backend_config"] = file;
+      }
+      launch = planLaunch(this.options.workDir, { ...job, config }, this.gpuIndices);
+      // The merged configuration as the trainer gets it, for reference and for trainers that read a file.
+      mkdirSync(join(jobDir, "config"), { recursive: true });
+      writeFileSync(join(jobDir, "config", "config.json"), JSON.stringify(config, null, 2));
       const scriptEnv = { ...launch.env };
       running = startJob(launch, job.job_id, (line) => {
         const event = lineToEvent(line);
@@ -164,6 +187,7 @@ export class Runner {
     } catch (error) {
       const why = error instanceof LaunchError ? error.message : `could not start the trainer: ${(error as Error).message}`;
       this.options.log(`job ${job.job_id}: ${why}`);
+      await shipper.drain();
       this.reports.push({ jobId: job.job_id, body: { status: "failed", error: why } });
       void this.flushReports();
       return;
@@ -185,6 +209,32 @@ export class Runner {
       });
       void this.flushReports();
     });
+  }
+
+  /**
+   * The job's dataloader with each `datasets/...` folder brought into the cache and pointed at
+   * it; null when the environment has no datasets. A dataset not uploaded yet is reported
+   * (dataset.missing) and left as it is: a trainer that needs it will say so.
+   */
+  private async prepareDatasets(job: Assignment, shipper: EventShipper): Promise<Record<string, unknown>[] | null> {
+    if (!job.dataloader?.length) return null;
+    const out: Record<string, unknown>[] = [];
+    for (const entry of job.dataloader) {
+      const dir = entry.instance_data_dir;
+      if (typeof dir !== "string" || !dir.startsWith("datasets/")) {
+        out.push(entry);
+        continue;
+      }
+      const got = await materialise(this.edge, join(this.options.workDir, "cache"), dir);
+      if (!got) {
+        shipper.push({ type: "dataset.missing", title: `Dataset ${dir} has no files`, data: { path: dir } });
+        out.push(entry);
+        continue;
+      }
+      shipper.push({ type: "dataset.ready", title: `Dataset ${dir}: ${got.files} file(s), ${got.downloaded} downloaded, ${got.reused} from the cache`, data: { ...got } });
+      out.push({ ...entry, instance_data_dir: got.localDir });
+    }
+    return out;
   }
 
   /** Sends the reports not yet accepted; a refused one (409/404: already settled) is dropped. */

@@ -12,6 +12,7 @@ export interface Assignment {
   job_id: string;
   config_name: string | null;
   config: Record<string, unknown>;
+  dataloader?: Record<string, unknown>[];
   allocated_gpus: number[] | null;
   num_processes: number;
   attempt: number;
@@ -31,6 +32,27 @@ export class EdgeClient {
     private readonly base: string,
     private readonly token: string,
   ) {}
+
+  async get<T>(path: string): Promise<T> {
+    const response = await this.fetch(path);
+    return (await response.json()) as T;
+  }
+
+  /** A GET with the token; throws EdgeError unless 2xx (the body is left to the caller). */
+  async fetch(path: string): Promise<Response> {
+    const response = await fetch(new URL(path, this.base), { headers: { authorization: `Bearer ${this.token}` }, signal: AbortSignal.timeout(300_000) });
+    if (!response.ok) {
+      const text = await response.text();
+      let detail = text;
+      try {
+        detail = (JSON.parse(text) as { detail?: string }).detail ?? text;
+      } catch {
+        // not JSON
+      }
+      throw new EdgeError(response.status, detail);
+    }
+    return response;
+  }
 
   async post<T>(path: string, body: unknown): Promise<T> {
     const response = await fetch(new URL(path, this.base), {

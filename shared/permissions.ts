@@ -71,6 +71,8 @@ export const ROUTE_ACCESS: Record<string, Access> = {
   "POST /api/workers/jobs/{job_id}/finish": "worker",
   "POST /api/workers/jobs/{job_id}/events": "worker",
   "GET /api/workers/channel": "worker",
+  "GET /api/workers/datasets/manifest": "worker",
+  "GET /api/workers/datasets/file": "worker",
   "GET /api/training/events": { level: "viewer" },
   "GET /api/training/events/stream": { level: "viewer" },
   "GET /api/training/status": { level: "viewer" },

@@ -2,7 +2,7 @@
 // reports them, runs the jobs the Scheduler assigns it under a PTY with CUDA_VISIBLE_DEVICES,
 // and reports how they end; the edge frees the GPUs and starts what was waiting.
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -103,7 +103,9 @@ describe("the runner", () => {
     const page = (await t.call("GET", `/api/training/events?job_id=${first.job_id}`, { auth: auth() })).body;
     expect(page).toMatchObject({ job_id: first.job_id, status: "completed", next_index: page.events.length });
     expect(page.events.map((e: any) => e.index)).toEqual(page.events.map((_: unknown, i: number) => i));
-    expect(page.events[0]).toMatchObject({ index: 0, type: "training.started", data: { job_id: first.job_id, cuda_visible_devices: "0", total_steps: 4 } });
+    // First the runner's word on the (never uploaded) dataset, then the trainer's events.
+    expect(page.events[0]).toMatchObject({ index: 0, type: "dataset.missing", data: { path: "datasets/demo-1" } });
+    expect(page.events[1]).toMatchObject({ index: 1, type: "training.started", data: { job_id: first.job_id, cuda_visible_devices: "0", total_steps: 4 } });
     expect(page.events.filter((e: any) => e.type === "training.progress").map((e: any) => e.data.step)).toEqual([1, 2, 3, 4]);
     expect(page.events.at(-1)).toMatchObject({ type: "training.completed", data: { step: 4 } });
     expect(page.events[0].timestamp).toMatch(/^\d{4}-\d\d-\d\dT/);
@@ -257,7 +259,43 @@ describe("watching a job live", () => {
     });
     expect(messages.at(-1)).toEqual({ type: "end", status: "completed" });
     expect(messages.slice(0, -1).map((m) => m.index)).toEqual(messages.slice(0, -1).map((_, i) => i));
-    expect(messages[0].type).toBe("training.started");
+    expect(messages.map((m) => m.type).slice(0, 2)).toEqual(["dataset.missing", "training.started"]);
+  });
+});
+
+describe("datasets on the box", () => {
+  it("brings a job's datasets from R2 into the cache, reuses them by hash, and fetches a damaged file again", async () => {
+    await env("faces", { "--trainer": "demo", "--num_processes": 0, "--max_train_steps": 2, "--demo_step_ms": 10 });
+    const form = new FormData();
+    form.set("target_path", "faces");
+    form.append("files[]", new Blob(["png bytes"]), "a.png");
+    form.append("files[]", new Blob(["a caption"]), "a.txt");
+    expect((await fetch(`${t.base}/api/datasets/upload`, { method: "POST", headers: { "x-api-key": admin.key }, body: form })).status).toBe(201);
+    const ready = async () => {
+      const job = await submit("faces");
+      await until("the job to complete", async () => (await entry(job.job_id))?.status === "completed");
+      const events = (await t.call("GET", `/api/training/events?job_id=${job.job_id}`, { auth: auth() })).body.events as any[];
+      return { job, event: events.find((e) => e.type === "dataset.ready"), first: events[0] };
+    };
+    const cached = join(workDir, "cache", "datasets", "faces");
+    const one = await ready();
+    expect(one.event.data).toMatchObject({ path: "faces", localDir: cached, files: 2, downloaded: 2, reused: 0 });
+    expect(one.first.type).toBe("dataset.ready"); // before the trainer started
+    expect(readFileSync(join(cached, "a.txt"), "utf8")).toBe("a caption");
+    const dataloader = JSON.parse(readFileSync(join(workDir, "jobs", one.job.job_id, "config", "multidatabackend.json"), "utf8"));
+    expect(dataloader[0]).toMatchObject({ dataset_type: "image", instance_data_dir: cached });
+    const config = JSON.parse(readFileSync(join(workDir, "jobs", one.job.job_id, "config", "config.json"), "utf8"));
+    expect(config["--data_backend_config"]).toBe(join(workDir, "jobs", one.job.job_id, "config", "multidatabackend.json"));
+    expect((await ready()).event.data).toMatchObject({ downloaded: 0, reused: 2 });
+    writeFileSync(join(cached, "a.png"), "damaged");
+    expect((await ready()).event.data).toMatchObject({ downloaded: 1, reused: 1 });
+    expect(readFileSync(join(cached, "a.png"), "utf8")).toBe("png bytes");
+    // An environment whose dataset was never uploaded: reported, and the job still runs.
+    await env("no-data", { "--trainer": "demo", "--num_processes": 0, "--max_train_steps": 1, "--demo_step_ms": 10 });
+    const job = await submit("no-data");
+    await until("the job to complete", async () => (await entry(job.job_id))?.status === "completed");
+    const events = (await t.call("GET", `/api/training/events?job_id=${job.job_id}`, { auth: auth() })).body.events as any[];
+    expect(events[0]).toMatchObject({ type: "dataset.missing", data: { path: "datasets/no-data" } });
   });
 });
 
@@ -432,7 +470,7 @@ describe("validate and start (training forms)", () => {
     expect(started).toMatchObject({ status: "running", environment: "active-demo" });
     await until("the run to complete", async () => (await entry(started.job_id))?.status === "completed");
     const events = (await t.call("GET", `/api/training/events?job_id=${started.job_id}`, { auth: auth() })).body.events as any[];
-    expect(events[0].data.total_steps).toBe(4);
+    expect(events.find((e) => e.type === "training.started").data.total_steps).toBe(4);
     const saved = (await t.call("GET", "/api/configs/active-demo", { auth: auth() })).body.config;
     expect(saved).toMatchObject({ "--max_train_steps": 4, "--learning_rate": 0.05, "--num_train_epochs": 0, "--seed": 42 });
     expect((await fetch(`${t.base}/api/training/start`, { method: "POST", headers: { "x-api-key": admin.key, "content-type": "text/plain" }, body: "x" })).status).toBe(415);
@@ -553,7 +591,7 @@ describe("a remote worker started as npm run runner starts it", () => {
       expect(log).toContain('"type":"training.completed"');
       const events = (await t.call("GET", `/api/training/events?job_id=${job.job_id}`, { auth: auth() })).body.events as any[];
       // The whole worker is the job's: its first num_processes devices.
-      expect(events[0]).toMatchObject({ type: "training.started", data: { cuda_visible_devices: "0" } });
+      expect(events.find((e) => e.type === "training.started")).toMatchObject({ data: { cuda_visible_devices: "0" } });
     } finally {
       remote.kill("SIGTERM");
       await new Promise((r) => remote.once("exit", r));

@@ -183,3 +183,17 @@ export async function listDatasets(bucket: Bucket, path: string): Promise<{ path
   } while (cursor);
   return { path: segments.join("/"), folders, files };
 }
+
+/** Every file under a dataset path, recursively, with size and SHA-256: what a runner caches. */
+export async function datasetManifest(bucket: Bucket, path: string): Promise<{ path: string; files: { path: string; size: number; sha256: string | null }[] }> {
+  const segments = targetSegments("path", path, false);
+  const prefix = `${keyOf(segments)}/`;
+  const files: { path: string; size: number; sha256: string | null }[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await bucket.list({ prefix, cursor, include: ["customMetadata"] });
+    for (const o of page.objects) if (!o.key.endsWith("/")) files.push({ path: o.key.slice(prefix.length), size: o.size, sha256: o.customMetadata?.sha256 ?? null });
+    cursor = page.truncated ? page.cursor : undefined;
+  } while (cursor);
+  return { path: segments.join("/"), files };
+}

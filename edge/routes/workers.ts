@@ -12,6 +12,9 @@ import { appendEvents } from "../jobs/events";
 import { hubOf } from "../jobs/hub-types";
 import { ackCommands, openCommands } from "../jobs/commands";
 import { channelOf } from "../workers/channel-types";
+import { datasetManifest, targetSegments } from "../datasets/datasets";
+import { keyOf } from "../datasets/paths";
+import { notFound } from "../errors";
 import { assignmentsOf, createWorker, finishJob, heartbeat, HEARTBEAT_INTERVAL_SECONDS, listWorkers, registerWorker } from "../workers/workers";
 import type { Context } from "hono";
 
@@ -146,5 +149,41 @@ workersRoutes.openapi(
   async (c) => {
     if (c.req.header("upgrade")?.toLowerCase() !== "websocket") throw new ApiError(426, "upgrade_required", "This is a WebSocket endpoint: connect with Upgrade: websocket");
     return (await channelOf(c.env, workerOf(c).id).fetch(c.req.raw)) as never;
+  },
+);
+
+const DatasetPath = z.object({ path: z.string().min(1).max(1024).openapi({ description: "Relative to the datasets root, e.g. portraits (or datasets/portraits as a dataloader names it)" }) });
+const stripRoot = (path: string) => path.replace(/^datasets\//, "");
+
+workersRoutes.openapi(
+  createRoute({
+    method: "get",
+    path: "/api/workers/datasets/manifest",
+    tags,
+    summary: "Every file of a dataset with its size and SHA-256, for the runner's cache (worker token)",
+    request: { query: DatasetPath },
+    responses: { 200: json(z.object({ path: z.string(), files: z.array(z.object({ path: z.string(), size: z.number().int(), sha256: z.string().nullable() })) }).openapi("DatasetManifest"), "Manifest (empty when there is no such dataset)"), 401: error("No valid worker token"), 422: error("A bad path") },
+  }),
+  async (c) => c.json(await datasetManifest(c.env.STORAGE, stripRoot(c.req.valid("query").path)), 200),
+);
+
+workersRoutes.openapi(
+  createRoute({
+    method: "get",
+    path: "/api/workers/datasets/file",
+    tags,
+    summary: "One dataset file's bytes (worker token)",
+    request: { query: DatasetPath },
+    responses: { 200: { description: "The file; X-Content-SHA256 carries its hash" }, 401: error("No valid worker token"), 404: error("No such file"), 422: error("A bad path") },
+  }),
+  async (c) => {
+    const segments = targetSegments("path", stripRoot(c.req.valid("query").path), false);
+    const object = await c.env.STORAGE.get(keyOf(segments));
+    if (!object) throw notFound(`Dataset file ${segments.join("/")}`);
+    return c.body(object.body, 200, {
+      "content-type": object.httpMetadata?.contentType ?? "application/octet-stream",
+      "content-length": String(object.size),
+      ...(object.customMetadata?.sha256 ? { "x-content-sha256": object.customMetadata.sha256 } : {}),
+    }) as never;
   },
 );

@@ -125,7 +125,7 @@ export async function heartbeat(db: Database, worker: WorkerRow, body: z.infer<t
 /** The running jobs the scheduler has given a worker (what its runner should be running). */
 export async function assignmentsOf(db: Database, workerId: number) {
   const rows = await db.$client.execute({
-    sql: `SELECT q.job_id, q.config_name, q.allocated_gpus, q.num_processes, q.attempt, e.config
+    sql: `SELECT q.job_id, q.config_name, q.allocated_gpus, q.num_processes, q.attempt, e.config, e.dataloader
           FROM queue_entries q LEFT JOIN environments e ON e.name = q.config_name
           WHERE q.worker_id = ? AND q.status = 'running' ORDER BY q.started_at, q.id`,
     args: [workerId],
@@ -134,6 +134,7 @@ export async function assignmentsOf(db: Database, workerId: number) {
     job_id: String(r.job_id),
     config_name: r.config_name === null ? null : String(r.config_name),
     config: r.config === null ? {} : (JSON.parse(String(r.config)) as Record<string, unknown>),
+    dataloader: r.dataloader === null || r.dataloader === undefined ? [] : (JSON.parse(String(r.dataloader)) as Record<string, unknown>[]),
     allocated_gpus: r.allocated_gpus === null ? null : (JSON.parse(String(r.allocated_gpus)) as number[]),
     num_processes: Number(r.num_processes),
     attempt: Number(r.attempt),

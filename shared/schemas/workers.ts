@@ -83,6 +83,7 @@ export const Assignment = z
     job_id: z.string(),
     config_name: z.string().nullable(),
     config: z.record(z.string(), z.unknown()).openapi({ description: "The environment's option map as it is now (empty when the environment is gone)" }),
+    dataloader: z.array(z.record(z.string(), z.unknown())).openapi({ description: "The environment's datasets (multidatabackend.json)" }),
     allocated_gpus: z.array(z.number().int()).nullable(),
     num_processes: z.number().int(),
     attempt: z.number().int(),

@@ -1,0 +1,64 @@
+import { createHash } from "node:crypto";
+import { createReadStream, createWriteStream, mkdirSync, renameSync, rmSync } from "node:fs";
+import { dirname, join, relative, resolve } from "node:path";
+import { Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import type { EdgeClient } from "./edge-client";
+
+/*
+ * The runner's dataset cache (`<work-dir>/cache/datasets/<path>/`): a job's datasets are brought
+ * from R2 before its trainer starts. A cached file is used only if its SHA-256 matches the one
+ * stored with the upload (hashed again each time, so a changed or damaged file is fetched anew);
+ * a download is verified before it takes its place. Jobs share the cache.
+ */
+
+export interface Materialised {
+  path: string;
+  localDir: string;
+  files: number;
+  downloaded: number;
+  reused: number;
+  bytes: number;
+}
+
+async function hashFile(file: string): Promise<string | null> {
+  try {
+    const hash = createHash("sha256");
+    await pipeline(createReadStream(file), hash);
+    return hash.digest("hex");
+  } catch {
+    return null; // not there
+  }
+}
+
+export async function materialise(edge: EdgeClient, cacheRoot: string, datasetPath: string): Promise<Materialised | null> {
+  const manifest = await edge.get<{ path: string; files: { path: string; size: number; sha256: string | null }[] }>(`/api/workers/datasets/manifest?path=${encodeURIComponent(datasetPath)}`);
+  if (!manifest.files.length) return null;
+  const localDir = join(cacheRoot, "datasets", ...manifest.path.split("/"));
+  const result: Materialised = { path: manifest.path, localDir, files: manifest.files.length, downloaded: 0, reused: 0, bytes: 0 };
+  for (const file of manifest.files) {
+    const target = resolve(localDir, file.path);
+    // The edge only hands out confined paths; this is the runner's own check of that.
+    if (relative(localDir, target).startsWith("..")) throw new Error(`dataset file ${file.path} leaves the cache`);
+    if (file.sha256 && (await hashFile(target)) === file.sha256) {
+      result.reused++;
+      continue;
+    }
+    mkdirSync(dirname(target), { recursive: true });
+    const partial = `${target}.partial`;
+    const response = await edge.fetch(`/api/workers/datasets/file?path=${encodeURIComponent(`${manifest.path}/${file.path}`)}`);
+    const hash = createHash("sha256");
+    const body = Readable.fromWeb(response.body as never);
+    body.on("data", (chunk: Buffer) => hash.update(chunk));
+    await pipeline(body, createWriteStream(partial));
+    const got = hash.digest("hex");
+    if (file.sha256 && got !== file.sha256) {
+      rmSync(partial, { force: true });
+      throw new Error(`dataset file ${manifest.path}/${file.path} arrived with SHA-256 ${got}, not ${file.sha256}`);
+    }
+    renameSync(partial, target);
+    result.downloaded++;
+    result.bytes += file.size;
+  }
+  return result;
+}
