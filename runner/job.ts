@@ -37,6 +37,23 @@ function optionArgs(config: Record<string, unknown>): string[] {
   return args;
 }
 
+/**
+ * The default trainer: SimpleTuner's training script under `accelerate launch`, one process per
+ * GPU (`--num_processes 0`: one process on the CPU). The script is SIMPLETUNER_TRAIN_SCRIPT on
+ * the runner's box (default simpletuner/train.py, relative to the job directory unless absolute).
+ */
+export function simpleTunerCommand(numProcesses: number): string[] {
+  const script = process.env.SIMPLETUNER_TRAIN_SCRIPT || "simpletuner/train.py";
+  const devices = numProcesses > 0 ? ["--num_processes", String(numProcesses)] : ["--num_processes", "1", "--cpu"];
+  return ["accelerate", "launch", ...devices, "--num_machines", "1", "--dynamo_backend", "no", script];
+}
+
+/** Whether a program can be run: a path that exists, or a name found on PATH. */
+function onPath(program: string): boolean {
+  if (program.includes("/")) return existsSync(program);
+  return (process.env.PATH ?? "").split(":").some((dir) => dir && existsSync(join(dir, program)));
+}
+
 /** `--trainer_command`: a JSON array of strings (the program, then its arguments), as an option value holds it. */
 function trainerCommand(value: unknown): string[] | null {
   if (value === undefined || value === null || value === "") return null;
@@ -73,7 +90,12 @@ export function planLaunch(workDir: string, job: Assignment, boxGpus: number[] =
   // "tsx" would not be found.
   if (trainer === "demo") base = existsSync(BUILT_DEMO_TRAINER) ? [process.execPath, BUILT_DEMO_TRAINER] : [process.execPath, "--import", import.meta.resolve("tsx"), DEMO_TRAINER];
   else if (command) base = command;
-  else throw new LaunchError('this environment names no trainer: set "--trainer": "demo" for the built-in demo trainer, or "--trainer_command": ["program", "arg", ...]');
+  else base = simpleTunerCommand(job.num_processes);
+  if (!onPath(base[0]!)) {
+    throw new LaunchError(
+      `${base[0]} is not installed on this box (not found on PATH)${command ? "" : ': the default trainer is SimpleTuner through accelerate; install it here (and set SIMPLETUNER_TRAIN_SCRIPT), or set "--trainer": "demo" or "--trainer_command" in the environment'}`,
+    );
+  }
   return {
     argv: [...base, ...optionArgs(config)],
     jobDir,

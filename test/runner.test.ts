@@ -11,7 +11,7 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Webhook } from "standardwebhooks";
 import { parseGpuCsv } from "../runner/gpus";
-import { planLaunch } from "../runner/job";
+import { planLaunch, simpleTunerCommand } from "../runner/job";
 import { setUpAdmin, startTestStack, type TestStack } from "./helpers/stack";
 
 let t: TestStack;
@@ -152,14 +152,15 @@ describe("the runner", () => {
     expect(bad.status).toBe(422);
   });
 
-  it("fails a job whose environment names no trainer, saying what to set", async () => {
-    await env("no-trainer", { "--num_processes": 0 });
-    const job = await submit("no-trainer");
-    const failed = await until("the job to fail", async () => {
-      const e = await entry(job.job_id);
-      return e?.status === "failed" && e;
-    });
-    expect(failed.error_message).toContain('set "--trainer": "demo"');
+  it("runs SimpleTuner through accelerate when the environment names no trainer", async () => {
+    await env("simpletuner", { "--num_processes": 1, "--learning_rate": 0.0001 });
+    const job = await submit("simpletuner");
+    await until("the job to complete", async () => (await entry(job.job_id))?.status === "completed");
+    const events = (await t.call("GET", `/api/training/events?job_id=${job.job_id}`, { auth: auth() })).body.events as any[];
+    const launched = events.find((e) => e.type === "fake.accelerate");
+    const out = join(workDir, "jobs", job.job_id, "output");
+    const dataloader = join(workDir, "jobs", job.job_id, "config", "multidatabackend.json");
+    expect(launched.data).toEqual({ argv: `launch --num_processes 1 --num_machines 1 --dynamo_backend no simpletuner/train.py --learning_rate 0.0001 --data_backend_config ${dataloader} --output_dir ${out}`, cuda: "0" });
   });
 
   it("wakes the runner through its channel: with a 60 s poll, assignments and commands still arrive at once", async () => {
@@ -621,6 +622,10 @@ describe("runner pieces", () => {
     }
     expect(planLaunch("/w", { ...job, config: { "--trainer": "demo", "--output_dir": "runs/a" } }).env.TRAINER_OUTPUT_DIR).toBe("/w/jobs/local-1/runs/a");
     expect(() => planLaunch("/w", { ...job, config: { "--trainer_command": "python train.py" } })).toThrow("--trainer_command must be a JSON array of strings");
-    expect(planLaunch("/w", { ...job, config: { "--trainer_command": '["python", "train.py"]', "--seed": 1 } }).argv).toEqual(["python", "train.py", "--seed", "1", "--output_dir", "/w/jobs/local-1/output"]);
+    expect(planLaunch("/w", { ...job, config: { "--trainer_command": JSON.stringify([process.execPath, "train.js"]), "--seed": 1 } }).argv).toEqual([process.execPath, "train.js", "--seed", "1", "--output_dir", "/w/jobs/local-1/output"]);
+    // The default trainer is SimpleTuner under accelerate; without accelerate on this PATH, it says so.
+    expect(simpleTunerCommand(0)).toEqual(["accelerate", "launch", "--num_processes", "1", "--cpu", "--num_machines", "1", "--dynamo_backend", "no", "simpletuner/train.py"]);
+    expect(() => planLaunch("/w", { ...job, config: {} })).toThrow(/accelerate is not installed on this box .*set "--trainer": "demo"/);
+    expect(() => planLaunch("/w", { ...job, config: { "--trainer_command": '["/no/such/trainer"]' } })).toThrow("/no/such/trainer is not installed on this box (not found on PATH)");
   });
 });

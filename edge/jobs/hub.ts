@@ -25,6 +25,8 @@ interface Watcher {
   next: number;
   /** Live events that arrived while the log was being replayed; null once live. */
   held: HubEvent[] | null;
+  /** The job ended while this watcher was still replaying: end it when the replay is done. */
+  endedWhileReplaying?: string;
   write(event: HubEvent): void;
   end(status: string): void;
   ping(): void;
@@ -82,7 +84,10 @@ export class EventsHub extends DurableObject<Env> {
   /** The job has ended: watchers get an `end` with its status and are closed; receivers are told. */
   async finish(jobId: string, status: string): Promise<void> {
     for (const w of [...this.watchers]) {
-      if (w.held) continue; // still replaying: it reads the status itself when done
+      if (w.held) {
+        w.endedWhileReplaying = status; // still replaying: ended right after it
+        continue;
+      }
       w.end(status);
       this.drop(w);
     }
@@ -216,8 +221,9 @@ export class EventsHub extends DurableObject<Env> {
       }
       for (const e of w.held ?? []) this.deliver(w, e);
       w.held = null;
-      if (TERMINAL.has(status)) {
-        w.end(status);
+      const ended = w.endedWhileReplaying ?? (TERMINAL.has(status) ? status : null);
+      if (ended) {
+        w.end(ended);
         this.drop(w);
       }
     } catch {
