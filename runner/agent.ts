@@ -5,6 +5,7 @@ import { hostStats } from "./host";
 import { placeholderValues, type ScriptKind } from "../shared/placeholders";
 import { WakeChannel } from "./channel";
 import { runScript } from "./scripts";
+import { startCallback, type Callback } from "./callback";
 import { materialise } from "./datasets";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -159,7 +160,8 @@ export class Runner {
   /** Brings the job's datasets into the cache, writes its files, then starts its trainer. */
   private async prepareAndStart(job: Assignment): Promise<void> {
     let running: RunningJob;
-    let launch: Launch;
+    let launch!: Launch;
+    let callback: Callback | null = null;
     const scripts: Promise<void>[] = [];
     const shipper = new EventShipper(this.edge, job.job_id, job.attempt, 500, this.options.log);
     try {
@@ -172,7 +174,12 @@ export class Runner {
         writeFileSync(file, JSON.stringify(dataloader, null, 2));
         config["--data_backend_config"] = file;
       }
-      launch = planLaunch(this.options.workDir, { ...job, config }, this.gpuIndices);
+      callback = await startCallback((event) => {
+        shipper.push(event);
+        const script = scriptFor(job.config, event);
+        if (script) scripts.push(runScript(script.kind, script.command, placeholderValues(script.kind, job.config, script.event), { cwd: launch.jobDir, env: { ...launch.env } }, (e) => shipper.push(e)));
+      });
+      launch = planLaunch(this.options.workDir, { ...job, config }, this.gpuIndices, callback.url);
       // The merged configuration as the trainer gets it, for reference and for trainers that read a file.
       mkdirSync(join(jobDir, "config"), { recursive: true });
       writeFileSync(join(jobDir, "config", "config.json"), JSON.stringify(config, null, 2));
@@ -187,6 +194,7 @@ export class Runner {
     } catch (error) {
       const why = error instanceof LaunchError ? error.message : `could not start the trainer: ${(error as Error).message}`;
       this.options.log(`job ${job.job_id}: ${why}`);
+      await callback?.close();
       await shipper.drain();
       this.reports.push({ jobId: job.job_id, body: { status: "failed", error: why } });
       void this.flushReports();
@@ -198,6 +206,7 @@ export class Runner {
     void running.exited.then(async ({ exitCode, signal, lastLines }) => {
       // Scripts still running get a minute; then every event reaches the edge before the job is reported ended.
       await Promise.race([Promise.allSettled(scripts), new Promise((r) => setTimeout(r, 60_000).unref())]);
+      await callback?.close();
       await shipper.drain();
       this.jobs.delete(job.job_id);
       this.options.log(`job ${job.job_id} ended: ${signal ? `signal ${signal}` : `exit code ${exitCode}`}`);

@@ -74,9 +74,12 @@ function trainerCommand(value: unknown): string[] | null {
  * the whole worker (a remote worker's assignment has no allocated_gpus) gets the first
  * num_processes of them.
  */
-export function planLaunch(workDir: string, job: Assignment, boxGpus: number[] = []): Launch {
+export function planLaunch(workDir: string, job: Assignment, boxGpus: number[] = [], callbackUrl: string | null = null): Launch {
   const jobDir = join(workDir, "jobs", job.job_id);
   const config = { ...job.config };
+  // The trainer's webhooks go to the runner (events in); the job's receivers are the edge's to call.
+  if (callbackUrl) config["--webhook_config"] = JSON.stringify([{ webhook_type: "raw", callback_url: callbackUrl, log_level: "info", ssl_no_verify: false }]);
+  else delete config["--webhook_config"];
   // The output directory stays inside the job's directory whatever the environment says.
   const output = String(config["--output_dir"] ?? "output");
   const outputDir = resolve(jobDir, output);
@@ -104,6 +107,7 @@ export function planLaunch(workDir: string, job: Assignment, boxGpus: number[] =
       TRAINER_JOB_ID: job.job_id,
       TRAINER_CONTROL_FILE: join(jobDir, "control.jsonl"),
       TRAINER_OUTPUT_DIR: outputDir,
+      ...(callbackUrl ? { TRAINER_CALLBACK_URL: callbackUrl } : {}),
     },
   };
 }

@@ -36,3 +36,13 @@ describe("placeholders", () => {
     expect(placeholderValues("validation", options, { remoteCheckpointPath: "s3://b/k", globalStep: 3 })).toMatchObject({ remote_checkpoint_path: "", global_step: "3", local_checkpoint_path: "" });
   });
 });
+
+describe("webhookToEvent", async () => {
+  const { webhookToEvent } = await import("../runner/callback");
+  it("keeps a type, uses SimpleTuner's message_type, and wraps anything else", () => {
+    expect(webhookToEvent({ type: "a.b", x: 1 })).toEqual({ type: "a.b", x: 1 });
+    expect(webhookToEvent({ message_type: "train_status", state: {} })).toEqual({ type: "train_status", message_type: "train_status", state: {} });
+    expect(webhookToEvent([1])).toEqual({ type: "webhook", data: [1] });
+    expect(webhookToEvent("text")).toEqual({ type: "webhook", data: "text" });
+  });
+});

@@ -152,6 +152,27 @@ describe("the runner", () => {
     expect(bad.status).toBe(422);
   });
 
+  it("takes events a trainer POSTs as raw webhooks to the callback the runner puts in its --webhook_config", async () => {
+    const poster = `
+      const hooks = JSON.parse(process.argv[process.argv.indexOf("--webhook_config") + 1]);
+      const post = (body) => fetch(hooks[0].callback_url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+      (async () => {
+        console.log(JSON.stringify({ type: "hooks.seen", data: { count: hooks.length, type: hooks[0].webhook_type, env: process.env.TRAINER_CALLBACK_URL === hooks[0].callback_url } }));
+        await post({ message_type: "train_status", state: { global_step: 3 } });
+        await post({ type: "custom.event", data: { x: 1 } });
+        await post([1, 2]);
+      })();`;
+    await env("webhook-trainer", { "--num_processes": 0, "--trainer_command": JSON.stringify([process.execPath, "-e", poster, "--"]), "--webhook_config": JSON.stringify([{ webhook_type: "raw", callback_url: "https://user-receiver.example/h" }]) });
+    const job = await submit("webhook-trainer");
+    await until("the job to complete", async () => (await entry(job.job_id))?.status === "completed");
+    const events = (await t.call("GET", `/api/training/events?job_id=${job.job_id}`, { auth: auth() })).body.events as any[];
+    // Only the runner's own callback reaches the trainer; the user's receiver is the edge's to call.
+    expect(events.find((e) => e.type === "hooks.seen").data).toEqual({ count: 1, type: "raw", env: true });
+    expect(events.find((e) => e.type === "train_status")).toMatchObject({ message_type: "train_status", state: { global_step: 3 } });
+    expect(events.find((e) => e.type === "custom.event")).toMatchObject({ data: { x: 1 } });
+    expect(events.find((e) => e.type === "webhook")).toMatchObject({ data: [1, 2] });
+  });
+
   it("runs SimpleTuner through accelerate when the environment names no trainer", async () => {
     await env("simpletuner", { "--num_processes": 1, "--learning_rate": 0.0001 });
     const job = await submit("simpletuner");
@@ -160,7 +181,13 @@ describe("the runner", () => {
     const launched = events.find((e) => e.type === "fake.accelerate");
     const out = join(workDir, "jobs", job.job_id, "output");
     const dataloader = join(workDir, "jobs", job.job_id, "config", "multidatabackend.json");
-    expect(launched.data).toEqual({ argv: `launch --num_processes 1 --num_machines 1 --dynamo_backend no simpletuner/train.py --learning_rate 0.0001 --data_backend_config ${dataloader} --output_dir ${out}`, cuda: "0" });
+    expect(launched.data.cuda).toBe("0");
+    const argv = launched.data.argv as string[];
+    expect(argv.slice(0, 10)).toEqual(["launch", "--num_processes", "1", "--num_machines", "1", "--dynamo_backend", "no", "simpletuner/train.py", "--learning_rate", "0.0001"]);
+    expect(argv.slice(10, 12)).toEqual(["--data_backend_config", dataloader]);
+    expect(argv.slice(14, 16)).toEqual(["--output_dir", out]);
+    expect(argv[12]).toBe("--webhook_config");
+    expect(JSON.parse(argv[13]!)).toEqual([{ webhook_type: "raw", callback_url: expect.stringMatching(/^http:\/\/127\.0\.0\.1:\d+\/$/), log_level: "info", ssl_no_verify: false }]);
   });
 
   it("wakes the runner through its channel: with a 60 s poll, assignments and commands still arrive at once", async () => {
