@@ -97,6 +97,50 @@ describe("npm start", () => {
     await expect.poll(() => processes.filter((pid) => existsSync(`/proc/${pid}`)), { timeout: 5_000 }).toEqual([]);
   });
 
+  it("--env <name> validates that environment at start and starts training it; an invalid one is reported field by field", async () => {
+    const port = await freePort();
+    const dataDir = tempDataDir();
+    const settings = { SERVICE_HOST: "127.0.0.1", SERVICE_PORT: String(port), SERVICE_DATA_DIR: dataDir };
+    const base = `http://127.0.0.1:${port}`;
+    const first = start(settings);
+    await expect.poll(() => first.output().stdout, { timeout: 30_000, interval: 200 }).toContain("runner: registered");
+    const post = (path: string, body: unknown, headers: Record<string, string>) => fetch(base + path, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
+    const admin = await post("/api/cloud/auth/setup/first-admin", { email: "a@example.com", username: "admin", password: "admin-password-1" }, {});
+    const cookie = /(st_session=[^;]+)/.exec(admin.headers.get("set-cookie") ?? "")![1]!;
+    const { key } = (await (await post("/api/cloud/auth/api-keys", { name: "k" }, { cookie })).json()) as { key: string };
+    const auth = { "x-api-key": key };
+    await post("/api/configs/environments", { name: "demo", from_example: "demo" }, auth);
+    const config = ((await (await fetch(`${base}/api/configs/demo`, { headers: auth })).json()) as { config: Record<string, unknown> }).config;
+    const put = (name: string, c: Record<string, unknown>) => fetch(`${base}/api/configs/${name}`, { method: "PUT", headers: { ...auth, "content-type": "application/json" }, body: JSON.stringify({ config: c }) });
+    await put("demo", { ...config, "--demo_step_ms": 10 });
+    await post("/api/configs/environments", { name: "broken" }, auth);
+    await put("broken", { "--trainer": "demo", "--max_train_steps": 0, "--learning_rate": 5 });
+    first.child.kill("SIGTERM");
+    expect(await first.exited).toBe(0);
+
+    const withEnv = spawn(process.execPath, ["--import", "tsx", "edge/local/main.ts", "--env", "demo"], { env: { ...process.env, ...settings }, stdio: ["ignore", "pipe", "pipe"] });
+    let out = "";
+    withEnv.stdout.on("data", (d) => (out += d));
+    const exited = new Promise((r) => withEnv.once("exit", r));
+    await expect.poll(() => out, { timeout: 30_000, interval: 200 }).toMatch(/--env demo: Configuration Valid; training started \(job (local-\w+)\)/);
+    const jobId = /training started \(job (local-\w+)\)/.exec(out)![1]!;
+    await expect
+      .poll(async () => ((await (await fetch(`${base}/api/queue?include_completed=true`, { headers: auth })).json()) as { jobs: { job_id: string; status: string }[] }).jobs.find((j) => j.job_id === jobId)?.status, { timeout: 30_000, interval: 200 })
+      .toBe("completed");
+    withEnv.kill("SIGTERM");
+    await exited;
+
+    const broken = spawn(process.execPath, ["--import", "tsx", "edge/local/main.ts", "--env", "broken"], { env: { ...process.env, ...settings }, stdio: ["ignore", "pipe", "pipe"] });
+    let said = "";
+    broken.stdout.on("data", (d) => (said += d));
+    const brokenExited = new Promise((r) => broken.once("exit", r));
+    await expect.poll(() => said, { timeout: 30_000, interval: 200 }).toContain("--env broken: not valid, nothing started");
+    expect(said).toContain("--env broken: --max_train_steps: set --max_train_steps or --num_train_epochs (a positive number)");
+    expect(said).toContain("--env broken: --learning_rate: must be between 0 and 1 (for example 0.0001)");
+    broken.kill("SIGTERM");
+    await brokenExited;
+  });
+
   it("exits 0 on SIGINT when run directly", async () => {
     const port = await freePort();
     const run = start({ SERVICE_HOST: "127.0.0.1", SERVICE_PORT: String(port), SERVICE_DATA_DIR: tempDataDir() });

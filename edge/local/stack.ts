@@ -12,6 +12,8 @@ import { bundleWorker } from "./bundle";
 import { randomBytes } from "node:crypto";
 import { createHranaServer, serveHranaOverHttp } from "./hrana";
 import { startLocalRunner } from "./local-runner";
+import { startEnvironmentAtBoot } from "./start-environment";
+import type { SubmitOutcome } from "../scheduler/types";
 import type { Runner } from "../../runner/agent";
 
 /** The Worker's compatibility date: at most the bundled workerd's (STACK.md). */
@@ -33,6 +35,8 @@ export interface StackOptions {
   output?: (line: string) => void;
   /** Start this machine's runner as the local GPU box (npm start: yes; tests: only when asked). */
   localRunner?: boolean;
+  /** `npm start -- --env <name>`: validate that environment and start training it once up. */
+  startEnvironment?: string;
 }
 
 export interface Stack {
@@ -158,6 +162,13 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     if (options.localRunner) {
       const db = createClient({ url: "http://libsql.internal", fetch: (request: Request) => hrana.handle(request) });
       runner = await startLocalRunner(db, { url: `http://127.0.0.1:${url.port}`, dataDir, log: (level, line) => log[level](line) });
+      db.close();
+    }
+    if (options.startEnvironment) {
+      const db = createClient({ url: "http://libsql.internal", fetch: (request: Request) => hrana.handle(request) });
+      const stub = scheduler.get(scheduler.idFromName("main"));
+      const submit = async (user: unknown, body: unknown) => (await (await stub.fetch("http://scheduler/submit", { method: "POST", body: JSON.stringify({ user, body }) })).json()) as SubmitOutcome;
+      await startEnvironmentAtBoot(db, submit, options.startEnvironment, (level, line) => log[level](line));
       db.close();
     }
     return {

@@ -73,8 +73,16 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     }
   }
 
-  /** HTTP entry for the local host process, which cannot call RPC methods: a start-up pass. */
+  /**
+   * HTTP entry for the local host process, which cannot call RPC methods: a start-up pass, and
+   * `npm start -- --env <name>`'s submission (POST /submit). Not routed from the Worker: only
+   * the host reaches it, through the Durable Object namespace.
+   */
   override async fetch(request: Request): Promise<Response> {
+    if (request.method === "POST" && new URL(request.url).pathname === "/submit") {
+      const { user, body } = (await request.json()) as { user: Submitter; body: LocalSubmit };
+      return Response.json(await this.submit(user, body));
+    }
     const trigger = new URL(request.url).searchParams.get("trigger") ?? "http";
     // Spec 3: a restart starts the local jobs a cancelled running job left waiting.
     if (trigger === "startup") await setSetting(this.db(), "local_queue_paused", false);
