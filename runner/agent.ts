@@ -272,12 +272,17 @@ export class Runner {
 }
 
 /** The script an event calls for, if the environment names one (spec 2.9). */
-function scriptFor(config: Record<string, unknown>, event: { type: string } & Record<string, unknown>): { kind: ScriptKind; command: string; event: { localCheckpointPath?: string; globalStep?: number } } | null {
+function scriptFor(config: Record<string, unknown>, event: { type: string } & Record<string, unknown>): { kind: ScriptKind; command: string; event: { localCheckpointPath?: string; remoteCheckpointPath?: string; globalStep?: number } } | null {
   const data = (event.data ?? {}) as { path?: unknown; step?: unknown };
   const step = typeof data.step === "number" ? data.step : undefined;
   const text = (name: string) => (typeof config[name] === "string" && (config[name] as string).trim() ? (config[name] as string) : null);
   const postCheckpoint = text("--post_checkpoint_script");
   if (event.type === "checkpoint.saved" && postCheckpoint) return { kind: "post_checkpoint", command: postCheckpoint, event: { localCheckpointPath: typeof data.path === "string" ? data.path : "", globalStep: step } };
+  const postUpload = text("--post_upload_script");
+  if (event.type === "upload.completed" && postUpload) {
+    const upload = (event.data ?? {}) as { local_path?: unknown; remote_path?: unknown; step?: unknown };
+    return { kind: "post_upload", command: postUpload, event: { localCheckpointPath: typeof upload.local_path === "string" ? upload.local_path : "", remoteCheckpointPath: typeof upload.remote_path === "string" ? upload.remote_path : "", globalStep: step } };
+  }
   const external = text("--validation_external_script");
   if (event.type === "validation.started" && config["--validation_method"] === "external-script" && external) return { kind: "validation", command: external, event: { globalStep: step } };
   return null;

@@ -139,7 +139,7 @@ describe("npm start", () => {
     expect(said).toContain("--env broken: --learning_rate: must be between 0 and 1 (for example 0.0001)");
     broken.kill("SIGTERM");
     await brokenExited;
-  });
+  }, 120_000); // three starts of the whole stack
 
   it("exits 0 on SIGINT when run directly", async () => {
     const port = await freePort();

@@ -424,6 +424,29 @@ describe("scripts", () => {
     expect(events.map((e) => e.index)).toEqual(events.map((_, i) => i));
   });
 
+  it("runs --post_upload_script once per upload.completed event, with the remote path, model_type and lora_type", async () => {
+    const echo = `${process.execPath} -e "console.log(JSON.stringify(process.argv.slice(1)))" --`;
+    const uploader = `for (const step of [5, 10]) console.log(JSON.stringify({ type: "upload.completed", data: { step, local_path: "/o/checkpoint-" + step, remote_path: "s3://bucket/run/checkpoint-" + step, provider: "s3" } }));`;
+    await env("uploads", {
+      "--num_processes": 0,
+      "--trainer_command": JSON.stringify([process.execPath, "-e", uploader, "--"]),
+      "--model_type": "lora",
+      "--lora_type": "lycoris",
+      "--post_upload_script": `${echo} {remote_checkpoint_path} {local_checkpoint_path} {global_step} {model_type} {lora_type}`,
+    });
+    const job = await submit("uploads");
+    await until("the job to complete", async () => (await entry(job.job_id))?.status === "completed");
+    const events = (await t.call("GET", `/api/training/events?job_id=${job.job_id}`, { auth: auth() })).body.events as any[];
+    const runs = events.filter((e) => e.type === "script.output" && e.data.script === "post_upload").map((e) => JSON.parse(e.message));
+    expect(runs).toEqual(
+      expect.arrayContaining([
+        ["s3://bucket/run/checkpoint-5", "/o/checkpoint-5", "5", "lora", "lycoris"],
+        ["s3://bucket/run/checkpoint-10", "/o/checkpoint-10", "10", "lora", "lycoris"],
+      ]),
+    );
+    expect(runs).toHaveLength(2);
+  });
+
   it("reports a script that cannot start as a script.failed event; the job goes on", async () => {
     await env("bad-scripts", { "--trainer": "demo", "--num_processes": 0, "--max_train_steps": 2, "--demo_step_ms": 10, "--checkpointing_steps": 1, "--post_checkpoint_script": "/no/such/program {global_step}" });
     const job = await submit("bad-scripts");
@@ -571,7 +594,7 @@ describe("training control", () => {
 });
 
 describe("a runner killed mid-job", () => {
-  it("never leaves the job running: restarted, it puts the job back in the queue and runs it again", async () => {
+  it("never leaves the job running: restarted, it puts the job back in the queue and runs it again, and fails it after max_attempts", async () => {
     await env("long", { "--trainer": "demo", "--num_processes": 1, "--max_train_steps": 10000, "--demo_step_ms": 50, "--checkpointing_steps": 5, "--resume_from_checkpoint": "latest" });
     const job = await submit("long");
     expect(job.status).toBe("running");
@@ -590,6 +613,18 @@ describe("a runner killed mid-job", () => {
     expect(again.error_message).toBe("the runner restarted while the job was running (attempt 1); retrying (attempt 2 of 3)");
     // The demo trainer resumes from its last checkpoint in the same job directory.
     await until("the resumed run", async () => /"resumed_from_step":[1-9]/.test(read()));
+    // Killed again during attempt 2, then during attempt 3 (max_attempts): the job fails.
+    for (const attempt of [2, 3]) {
+      await until(`attempt ${attempt} to be under way`, async () => (await entry(job.job_id))?.attempt === attempt && runnerOutput.split(`job ${job.job_id} started`).length > before + attempt - 2);
+      runner.kill("SIGKILL");
+      await new Promise((r) => runner.once("exit", r));
+      startRunner();
+    }
+    const failed = await until("the job to fail for good", async () => {
+      const e = await entry(job.job_id);
+      return e?.status === "failed" && e;
+    });
+    expect(failed).toMatchObject({ attempt: 3, error_message: "the runner restarted while the job was running (attempt 3); no retries left" });
     const next = await submit("demo-1");
     expect(next.status).toBe("running");
     await until("the next job to complete", async () => (await entry(next.job_id))?.status === "completed");
