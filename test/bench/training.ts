@@ -77,7 +77,7 @@ async function openSse(url: string, headers: Record<string, string>): Promise<Ss
   return { events: events(), close: () => controller.abort() };
 }
 
-const stack = await startBenchStack();
+const stack = await startBenchStack({ localRunner: true });
 try {
   const auth = { "x-api-key": stack.adminKey };
   const json = { ...auth, "content-type": "application/json" };
