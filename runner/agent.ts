@@ -7,7 +7,7 @@ import { WakeChannel } from "./channel";
 import { runScript } from "./scripts";
 import { startCallback, type Callback } from "./callback";
 import { materialise } from "./datasets";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { EventShipper, lineToEvent } from "./events";
 import { LaunchError, planLaunch, sendCommand, startJob, type Launch, type RunningJob } from "./job";
@@ -40,7 +40,7 @@ interface Report {
 
 export class Runner {
   private readonly edge: EdgeClient;
-  private readonly jobs = new Map<string, { running: RunningJob; launch: Launch; unassigned: boolean }>();
+  private readonly jobs = new Map<string, { running: RunningJob; launch: Launch; unassigned: boolean; shipper: EventShipper; checkpoints: string; settled: Promise<void> }>();
   /** Commands handed to trainers, acknowledged with the next ask for work. */
   private acks: number[] = [];
   private readonly handled = new Set<number>();
@@ -116,6 +116,7 @@ export class Runner {
       for (const id of acks) this.handled.delete(id); // acknowledged: the edge will not send it again
       this.reconcile(answer.assignments);
       this.obey(answer.commands ?? []);
+      for (const job of this.jobs.values()) this.reportCheckpoints(job);
     } catch (error) {
       if (error instanceof EdgeError && error.status === 401) {
         this.options.log(`the edge refused this runner's token (${error.detail}); stopping`);
@@ -135,6 +136,32 @@ export class Runner {
       this.options.log(`job ${jobId} is no longer assigned to this box; stopping its trainer`);
       job.running.stop(this.options.stopGraceSeconds * 1000);
     }
+  }
+
+  private rescan(jobId: string): void {
+    const job = this.jobs.get(jobId);
+    if (job) this.reportCheckpoints(job);
+  }
+
+  /**
+   * The job's output directory as it is (checkpoint-<step> folders), sent as a checkpoints.listed
+   * event whenever it changed: what POST /api/training/checkpoints shows, for any trainer.
+   */
+  private reportCheckpoints(job: { launch: Launch; shipper: EventShipper; checkpoints: string }): void {
+    const dir = job.launch.env.TRAINER_OUTPUT_DIR!;
+    let names: string[];
+    try {
+      names = readdirSync(dir).filter((n) => /^checkpoint-\d+$/.test(n));
+    } catch {
+      names = [];
+    }
+    const checkpoints = names
+      .map((name) => ({ name, path: join(dir, name), step: Number(name.slice("checkpoint-".length)), modified: statSync(join(dir, name)).mtime.toISOString() }))
+      .sort((a, b) => a.step - b.step);
+    const signature = JSON.stringify(checkpoints.map((c) => [c.name, c.modified]));
+    if (signature === job.checkpoints) return;
+    job.checkpoints = signature;
+    job.shipper.push({ type: "checkpoints.listed", title: `${checkpoints.length} checkpoint(s) in the output directory`, data: { output_dir: dir, checkpoints } });
   }
 
   /** Hands each new command to its job's trainer (trainer protocol: the control file). */
@@ -176,6 +203,7 @@ export class Runner {
       }
       callback = await startCallback((event) => {
         shipper.push(event);
+        if (event.type.startsWith("checkpoint")) this.rescan(job.job_id);
         const script = scriptFor(job.config, event);
         if (script) scripts.push(runScript(script.kind, script.command, placeholderValues(script.kind, job.config, script.event), { cwd: launch.jobDir, env: { ...launch.env } }, (e) => shipper.push(e)));
       });
@@ -188,6 +216,7 @@ export class Runner {
         const event = lineToEvent(line);
         if (!event) return;
         shipper.push(event);
+        if (event.type.startsWith("checkpoint")) this.rescan(job.job_id);
         const script = scriptFor(job.config, event);
         if (script) scripts.push(runScript(script.kind, script.command, placeholderValues(script.kind, job.config, script.event), { cwd: launch.jobDir, env: scriptEnv }, (e) => shipper.push(e)));
       });
@@ -201,15 +230,17 @@ export class Runner {
       return;
     }
     this.options.log(`job ${job.job_id} started on GPUs [${launch.env.CUDA_VISIBLE_DEVICES!.split(",").filter(Boolean).join(", ")}]`);
-    const entry = { running, launch, unassigned: false };
+    const entry = { running, launch, unassigned: false, shipper, checkpoints: "", settled: Promise.resolve() as Promise<void> };
     this.jobs.set(job.job_id, entry);
-    void running.exited.then(async ({ exitCode, signal, lastLines }) => {
-      // Scripts still running get a minute; then every event reaches the edge before the job is reported ended.
-      await Promise.race([Promise.allSettled(scripts), new Promise((r) => setTimeout(r, 60_000).unref())]);
-      await callback?.close();
-      await shipper.drain();
-      this.jobs.delete(job.job_id);
+    entry.settled = running.exited.then(async ({ exitCode, signal, lastLines }) => {
       this.options.log(`job ${job.job_id} ended: ${signal ? `signal ${signal}` : `exit code ${exitCode}`}`);
+      // Scripts still running get a minute (less when the runner is stopping); then every event
+      // reaches the edge before the job is reported ended.
+      await Promise.race([Promise.allSettled(scripts), new Promise((r) => setTimeout(r, this.stopping ? 5_000 : 60_000).unref())]);
+      this.reportCheckpoints(entry);
+      await callback?.close();
+      await shipper.drain(this.stopping ? 5_000 : 30_000);
+      this.jobs.delete(job.job_id);
       // A job taken away from this box has already ended on the edge; there is nothing to say.
       if (entry.unassigned || this.stopping) return;
       this.reports.push({
@@ -267,7 +298,8 @@ export class Runner {
     await this.ticking;
     const running = [...this.jobs.values()];
     for (const job of running) job.running.stop(this.options.stopGraceSeconds * 1000);
-    await Promise.all(running.map((j) => j.running.exited));
+    // Trainers ended and their last events delivered, while the edge is still there to take them.
+    await Promise.all(running.map((j) => j.running.exited.then(() => j.settled)));
   }
 }
 

@@ -549,8 +549,11 @@ describe("training control", () => {
     await until("the requested validation", async () => (await events()).some((e) => e.type === "validation.completed" && e.data.on_demand));
     const listed = (await t.call("POST", "/api/training/checkpoints", { json: { job_id: job.job_id }, auth: auth() })).body;
     expect(listed).toEqual({ job_id: job.job_id, checkpoints: [{ name: `checkpoint-${saved.data.step}`, path: saved.data.path, step: saved.data.step, saved_at: expect.any(String) }] });
+    // The list is the output directory as the runner sees it: a checkpoint deleted on the box is gone.
+    rmSync(saved.data.path, { recursive: true });
     expect((await t.call("POST", "/api/training/stop", { json: { job_id: job.job_id }, auth: auth() })).status).toBe(200);
     await until("the job to end", async () => (await entry(job.job_id))?.status === "completed");
+    expect((await t.call("POST", "/api/training/checkpoints", { json: { job_id: job.job_id }, auth: auth() })).body.checkpoints).toEqual([]);
     expect((await events()).at(-1)!.type).toBe("training.stopped");
     // Nothing running any more: the spec's 400.
     const none = await t.call("POST", "/api/training/validation/run", { auth: auth() });

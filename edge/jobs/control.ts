@@ -103,8 +103,17 @@ export async function jobStatus(db: Database, jobId: string) {
   };
 }
 
-/** The job's checkpoints now: every checkpoint.saved event's path not removed by a later one. */
+/**
+ * The job's checkpoints: the runner's latest look at its output directory (checkpoints.listed,
+ * sent whenever it changes), or, before the first such look, every checkpoint.saved event's path
+ * not removed by a later one.
+ */
 export async function checkpointsOf(db: Database, jobId: string): Promise<{ name: string; path: string; step: number | null; saved_at: string }[]> {
+  const listed = await db.$client.execute({ sql: "SELECT payload FROM job_events WHERE job_id = ? AND type = 'checkpoints.listed' ORDER BY idx DESC LIMIT 1", args: [jobId] });
+  if (listed.rows.length) {
+    const data = (JSON.parse(String(listed.rows[0]!.payload)) as { data?: { checkpoints?: { name: string; path: string; step: number; modified: string }[] } }).data;
+    return (data?.checkpoints ?? []).map((c) => ({ name: c.name, path: c.path, step: c.step, saved_at: c.modified }));
+  }
   const rows = await db.$client.execute({ sql: "SELECT payload, created_at FROM job_events WHERE job_id = ? AND type = 'checkpoint.saved' ORDER BY idx", args: [jobId] });
   const kept = new Map<string, { name: string; path: string; step: number | null; saved_at: string }>();
   for (const r of rows.rows) {
