@@ -201,24 +201,21 @@ export class Runner {
         writeFileSync(file, JSON.stringify(dataloader, null, 2));
         config["--data_backend_config"] = file;
       }
-      callback = await startCallback((event) => {
+      // Every event, from stdout or from the webhook callback: shipped, and acted on by the runner.
+      const onEvent = (event: { type: string } & Record<string, unknown>) => {
         shipper.push(event);
         if (event.type.startsWith("checkpoint")) this.rescan(job.job_id);
         const script = scriptFor(job.config, event);
-        if (script) scripts.push(runScript(script.kind, script.command, placeholderValues(script.kind, job.config, script.event), { cwd: launch.jobDir, env: { ...launch.env } }, (e) => shipper.push(e)));
-      });
+        if (script) scripts.push(runScript(script.kind, script.command, placeholderValues(script.kind, job.config, script.event), { cwd: launch.jobDir, env: launch.env }, (e) => shipper.push(e)));
+      };
+      callback = await startCallback(onEvent);
       launch = planLaunch(this.options.workDir, { ...job, config }, this.gpuIndices, callback.url);
       // The merged configuration as the trainer gets it, for reference and for trainers that read a file.
       mkdirSync(join(jobDir, "config"), { recursive: true });
       writeFileSync(join(jobDir, "config", "config.json"), JSON.stringify(config, null, 2));
-      const scriptEnv = { ...launch.env };
       running = startJob(launch, job.job_id, (line) => {
         const event = lineToEvent(line);
-        if (!event) return;
-        shipper.push(event);
-        if (event.type.startsWith("checkpoint")) this.rescan(job.job_id);
-        const script = scriptFor(job.config, event);
-        if (script) scripts.push(runScript(script.kind, script.command, placeholderValues(script.kind, job.config, script.event), { cwd: launch.jobDir, env: scriptEnv }, (e) => shipper.push(e)));
+        if (event) onEvent(event);
       });
     } catch (error) {
       const why = error instanceof LaunchError ? error.message : `could not start the trainer: ${(error as Error).message}`;

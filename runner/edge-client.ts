@@ -41,16 +41,7 @@ export class EdgeClient {
   /** A GET with the token; throws EdgeError unless 2xx (the body is left to the caller). */
   async fetch(path: string): Promise<Response> {
     const response = await fetch(new URL(path, this.base), { headers: { authorization: `Bearer ${this.token}` }, signal: AbortSignal.timeout(300_000) });
-    if (!response.ok) {
-      const text = await response.text();
-      let detail = text;
-      try {
-        detail = (JSON.parse(text) as { detail?: string }).detail ?? text;
-      } catch {
-        // not JSON
-      }
-      throw new EdgeError(response.status, detail);
-    }
+    if (!response.ok) throw await edgeError(response);
     return response;
   }
 
@@ -61,16 +52,17 @@ export class EdgeClient {
       body: JSON.stringify(body),
       signal: AbortSignal.timeout(30_000),
     });
-    const text = await response.text();
-    if (!response.ok) {
-      let detail = text;
-      try {
-        detail = (JSON.parse(text) as { detail?: string }).detail ?? text;
-      } catch {
-        // not JSON: keep the text
-      }
-      throw new EdgeError(response.status, detail);
-    }
-    return JSON.parse(text) as T;
+    if (!response.ok) throw await edgeError(response);
+    return (await response.json()) as T;
+  }
+}
+
+/** A refusal as an EdgeError with the answer's `detail` (or its text when it is not JSON). */
+async function edgeError(response: Response): Promise<EdgeError> {
+  const text = await response.text();
+  try {
+    return new EdgeError(response.status, (JSON.parse(text) as { detail?: string }).detail ?? text);
+  } catch {
+    return new EdgeError(response.status, text);
   }
 }

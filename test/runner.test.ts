@@ -12,6 +12,7 @@ import type { AddressInfo } from "node:net";
 import { Webhook } from "standardwebhooks";
 import { parseGpuCsv } from "../runner/gpus";
 import { planLaunch, simpleTunerCommand } from "../runner/job";
+import { sseEvents, type SseEvent } from "./helpers/sse";
 import { setUpAdmin, startTestStack, type TestStack } from "./helpers/stack";
 
 let t: TestStack;
@@ -216,28 +217,12 @@ describe("the runner", () => {
 });
 
 /** Reads server-sent events from a stream until `stop` says so; returns them with their ids. */
-async function readSse(response: Response, stop: (e: { id: string | null; event: string; data: any }) => boolean) {
-  const reader = response.body!.getReader();
-  const decoder = new TextDecoder();
-  const got: { id: string | null; event: string; data: any }[] = [];
-  let buffer = "";
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    buffer += decoder.decode(value, { stream: true });
-    let cut: number;
-    while ((cut = buffer.indexOf("\n\n")) !== -1) {
-      const block = buffer.slice(0, cut);
-      buffer = buffer.slice(cut + 2);
-      const fields = Object.fromEntries(block.split("\n").filter((l) => !l.startsWith(":")).map((l) => [l.slice(0, l.indexOf(":")), l.slice(l.indexOf(":") + 1).trimStart()]));
-      if (fields.data === undefined) continue;
-      const e = { id: fields.id ?? null, event: fields.event ?? "message", data: JSON.parse(fields.data) };
-      got.push(e);
-      if (stop(e)) {
-        await reader.cancel();
-        return got;
-      }
-    }
+/** Server-sent events from a stream until `stop` says so (or the stream ends). */
+async function readSse(response: Response, stop: (e: SseEvent) => boolean) {
+  const got: SseEvent[] = [];
+  for await (const e of sseEvents(response.body!)) {
+    got.push(e);
+    if (stop(e)) break;
   }
   return got;
 }

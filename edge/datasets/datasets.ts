@@ -168,19 +168,26 @@ function externalAttributes(zip: Uint8Array): Map<string, number> {
   return out;
 }
 
+/** Every page of a listing (R2 returns at most 1,000 keys at a time). */
+async function* listPages(bucket: Bucket, prefix: string, delimiter?: string) {
+  let cursor: string | undefined;
+  do {
+    const page = await bucket.list({ prefix, delimiter, cursor, include: ["customMetadata"] });
+    yield page;
+    cursor = page.truncated ? page.cursor : undefined;
+  } while (cursor);
+}
+
 /** Folders and files directly under `path`. */
 export async function listDatasets(bucket: Bucket, path: string): Promise<{ path: string; folders: string[]; files: { name: string; size: number; sha256: string | null; uploaded: string }[] }> {
   const segments = targetSegments("path", path);
   const prefix = segments.length ? `${keyOf(segments)}/` : DATASETS_PREFIX;
   const folders: string[] = [];
   const files: { name: string; size: number; sha256: string | null; uploaded: string }[] = [];
-  let cursor: string | undefined;
-  do {
-    const page = await bucket.list({ prefix, delimiter: "/", cursor, include: ["customMetadata"] });
+  for await (const page of listPages(bucket, prefix, "/")) {
     for (const p of page.delimitedPrefixes) folders.push(p.slice(prefix.length, -1));
     for (const o of page.objects) if (o.key !== prefix) files.push({ name: o.key.slice(prefix.length), size: o.size, sha256: o.customMetadata?.sha256 ?? null, uploaded: o.uploaded.toISOString() });
-    cursor = page.truncated ? page.cursor : undefined;
-  } while (cursor);
+  }
   return { path: segments.join("/"), folders, files };
 }
 
@@ -189,11 +196,8 @@ export async function datasetManifest(bucket: Bucket, path: string): Promise<{ p
   const segments = targetSegments("path", path, false);
   const prefix = `${keyOf(segments)}/`;
   const files: { path: string; size: number; sha256: string | null }[] = [];
-  let cursor: string | undefined;
-  do {
-    const page = await bucket.list({ prefix, cursor, include: ["customMetadata"] });
+  for await (const page of listPages(bucket, prefix)) {
     for (const o of page.objects) if (!o.key.endsWith("/")) files.push({ path: o.key.slice(prefix.length), size: o.size, sha256: o.customMetadata?.sha256 ?? null });
-    cursor = page.truncated ? page.cursor : undefined;
-  } while (cursor);
+  }
   return { path: segments.join("/"), files };
 }

@@ -58,6 +58,12 @@ export async function defaultJob(db: Database): Promise<string> {
   return String(found.rows[0]!.job_id);
 }
 
+/** 404 unless the job exists. */
+export async function assertJobExists(db: Database, jobId: string): Promise<void> {
+  const found = await db.$client.execute({ sql: "SELECT 1 FROM queue_entries WHERE job_id = ?", args: [jobId] });
+  if (!found.rows.length) throw notFound(`Job ${jobId}`);
+}
+
 export async function readEvents(db: Database, jobId: string, sinceIndex: number, limit: number) {
   const [job, events] = await db.$client.batch(
     [

@@ -2,7 +2,6 @@ import { createRoute } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { levelAtLeast } from "../../shared/levels";
 import { ErrorBody } from "../../shared/schemas/common";
-import { ApiError } from "../errors";
 import {
   ApprovalRules,
   ApprovalRulesUpdate,
@@ -27,6 +26,7 @@ import type { AppEnv } from "../app-env";
 import { principalOf } from "../middleware/authorize";
 import { getEntry, listEntries, toQueueEntry, userEntries, type EntryRow } from "../queue/entries";
 import { queueStats } from "../queue/stats";
+import { submitAnswer } from "../queue/answer";
 import { cancelJob, cleanupQueue, decideApproval, overridePriority } from "../queue/transitions";
 import { createRouter } from "../router";
 import { json } from "./openapi";
@@ -133,20 +133,9 @@ queue.openapi(
     const body = c.req.valid("json");
     const user = principalOf(c).user;
     const outcome = await schedulerOf(c.env).submit({ id: user.id, team_id: user.team_id, priority: user.priority }, body);
-    if (outcome.status === "invalid") throw new ApiError(outcome.httpStatus, outcome.code, outcome.message);
-    const jobId = outcome.status === "rejected" ? null : outcome.jobId;
-    c.get("log").info("local job submitted", { job_id: jobId, outcome: outcome.status, user_id: user.id });
-    const base = { allocated_gpus: null, worker_id: null, queue_position: null, wait_reason: null };
-    switch (outcome.status) {
-      case "running":
-        return c.json({ ...base, success: true, job_id: outcome.jobId, status: "running" as const, allocated_gpus: outcome.gpus, worker_id: outcome.workerId, message: outcome.workerId !== null ? `dispatched to worker ${outcome.workerId}` : outcome.gpus?.length ? `running on GPUs [${outcome.gpus.join(", ")}]` : "running on the CPU (no GPUs requested)" }, 200);
-      case "queued":
-        return c.json({ ...base, success: true, job_id: outcome.jobId, status: "queued" as const, queue_position: outcome.position, wait_reason: outcome.reason, message: `queued: ${outcome.message}` }, 200);
-      case "blocked":
-        return c.json({ ...base, success: true, job_id: outcome.jobId, status: "blocked" as const, wait_reason: "awaiting_approval" as const, message: outcome.message }, 200);
-      case "rejected":
-        return c.json({ ...base, success: false, job_id: null, status: "rejected" as const, wait_reason: outcome.reason, message: `rejected (no_wait): ${outcome.message}` }, 200);
-    }
+    const answer = submitAnswer(outcome);
+    c.get("log").info("local job submitted", { job_id: answer.job_id, outcome: answer.status, user_id: user.id });
+    return c.json(answer, 200);
   },
 );
 

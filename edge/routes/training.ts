@@ -1,7 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { EventPage, EventsQuery, StreamQuery } from "../../shared/schemas/events";
 import { ApiError } from "../errors";
-import { defaultJob, readEvents } from "../jobs/events";
+import { assertJobExists, defaultJob, readEvents } from "../jobs/events";
 import { hubOf } from "../jobs/hub-types";
 import type { Context } from "hono";
 import { levelAtLeast } from "../../shared/levels";
@@ -11,7 +11,9 @@ import { activeJob, cancelAnyJob, checkpointsOf, jobStatus } from "../jobs/contr
 import { principalOf } from "../middleware/authorize";
 import { schedulerOf } from "../scheduler/stub";
 import { wakeWorker } from "../workers/wake";
-import { LocalSubmit } from "../../shared/schemas/queue";
+import { LocalSubmit, LocalSubmitResult } from "../../shared/schemas/queue";
+import { submitAnswer } from "../queue/answer";
+import { readFields } from "./body";
 import { INLINE_ENVIRONMENT, prepareTraining, saveActiveConfiguration } from "../training/forms";
 import { createRouter } from "../router";
 import { error, json } from "./openapi";
@@ -59,7 +61,7 @@ training.openapi(
     const q = c.req.valid("query");
     const db = c.get("db");
     const jobId = q.job_id ?? (await defaultJob(db));
-    await readEvents(db, jobId, 0, 1); // 404 for an unknown job, before any stream opens
+    await assertJobExists(db, jobId); // before any stream opens
     const lastId = c.req.header("last-event-id");
     let since = q.since_index;
     if (lastId !== undefined && lastId !== "") {
@@ -83,10 +85,7 @@ const optionalJobBody = {
 
 /** `job_id` from a JSON or form body, or the query string. */
 async function jobIdOf(c: Context<AppEnv>): Promise<string | undefined> {
-  const type = c.req.header("content-type") ?? "";
-  let value: unknown = c.req.query("job_id");
-  if (type.startsWith("application/json")) value = ((await c.req.json().catch(() => ({}))) as { job_id?: unknown }).job_id ?? value;
-  else if (type.startsWith("multipart/form-data") || type.startsWith("application/x-www-form-urlencoded")) value = (await c.req.parseBody())["job_id"] ?? value;
+  const value = (await readFields(c, false)).job_id ?? c.req.query("job_id");
   if (value === undefined || value === "") return undefined;
   if (typeof value !== "string" || value.length > 200) throw new ApiError(422, "invalid_request", "job_id must be a job id", [{ path: "body.job_id", message: "a job id such as local-3f9c2a1b04de" }]);
   return value;
@@ -190,7 +189,7 @@ training.openapi(
         return c.json({ state: "idle", job_id: null, status: null, config_name: null, startup_stage: null, progress: null, events: 0, attempt: null, allocated_gpus: null, started_at: null, completed_at: null, error_message: null }, 200);
       }
       jobId = String(found.rows[0]!.job_id);
-    } else await readEvents(db, jobId, 0, 1); // 404 for an unknown job
+    } else await assertJobExists(db, jobId);
     return c.json(await jobStatus(db, jobId), 200);
   },
 );
@@ -236,18 +235,7 @@ const ValidationResult = z
     options: z.record(z.string(), z.unknown()).openapi({ description: "The merged options start would use" }),
   })
   .openapi("TrainingValidation");
-const StartResult = z
-  .object({
-    success: z.literal(true),
-    job_id: z.string().nullable(),
-    status: z.enum(["running", "queued", "blocked", "rejected"]),
-    environment: z.string(),
-    allocated_gpus: z.array(z.number().int()).nullable(),
-    queue_position: z.number().int().nullable(),
-    wait_reason: z.string().nullable(),
-    message: z.string(),
-  })
-  .openapi("TrainingStart");
+const StartResult = LocalSubmitResult.extend({ environment: z.string().openapi({ description: "The environment the job runs (the active one, or inline-run)" }) }).openapi("TrainingStart");
 
 const problemsMessage = (n: number) => `${n} problem${n === 1 ? "" : "s"} found`;
 
@@ -263,7 +251,7 @@ training.openapi(
     responses: { 200: json(ValidationResult, "The result"), 401: error("No valid credential"), 403: error("Below researcher"), 415: error("Not a form"), 422: error("Unreadable form") },
   }),
   async (c) => {
-    const p = await prepareTraining(c);
+    const p = await prepareTraining(c.get("db"), await readFields(c, true));
     const valid = p.problems.length === 0;
     return c.json({ valid, message: valid ? "Configuration Valid" : problemsMessage(p.problems.length), errors: p.problems, environment: p.environment, active_tab: p.activeTab, options: p.options }, 200);
   },
@@ -280,27 +268,16 @@ training.openapi(
     responses: { 200: json(StartResult, "Started or queued"), 401: error("No valid credential"), 403: error("Below researcher"), 415: error("Not a form"), 422: error("Invalid configuration") },
   }),
   async (c) => {
-    const p = await prepareTraining(c);
+    const p = await prepareTraining(c.get("db"), await readFields(c, true));
     if (p.problems.length) {
       throw new ApiError(422, "invalid_configuration", problemsMessage(p.problems.length), p.problems.map((e) => ({ path: `form.${e.field}`, message: e.message })));
     }
     const user = principalOf(c).user;
     const environment = await saveActiveConfiguration(c.get("db"), p, user.id);
     const body = LocalSubmit.parse({ config_name: environment, metadata: { source: "training/start", active_tab: p.activeTab } });
-    const outcome = await schedulerOf(c.env).submit({ id: user.id, team_id: user.team_id, priority: user.priority }, body);
-    if (outcome.status === "invalid") throw new ApiError(outcome.httpStatus, outcome.code, outcome.message);
-    c.get("log").info("training started", { job_id: outcome.status === "rejected" ? null : outcome.jobId, outcome: outcome.status, environment });
-    const base = { success: true as const, environment, allocated_gpus: null, queue_position: null, wait_reason: null };
-    switch (outcome.status) {
-      case "running":
-        return c.json({ ...base, job_id: outcome.jobId, status: "running" as const, allocated_gpus: outcome.gpus, message: `Training started (job ${outcome.jobId})` }, 200);
-      case "queued":
-        return c.json({ ...base, job_id: outcome.jobId, status: "queued" as const, queue_position: outcome.position, wait_reason: outcome.reason, message: `Queued at position ${outcome.position}: ${outcome.message}` }, 200);
-      case "blocked":
-        return c.json({ ...base, job_id: outcome.jobId, status: "blocked" as const, wait_reason: "awaiting_approval", message: outcome.message }, 200);
-      case "rejected":
-        return c.json({ ...base, job_id: null, status: "rejected" as const, wait_reason: outcome.reason, message: outcome.message }, 200);
-    }
+    const answer = submitAnswer(await schedulerOf(c.env).submit({ id: user.id, team_id: user.team_id, priority: user.priority }, body));
+    c.get("log").info("training started", { job_id: answer.job_id, outcome: answer.status, environment });
+    return c.json({ ...answer, environment }, 200);
   },
 );
 
@@ -333,7 +310,7 @@ training.openapi(
   }),
   async (c) => {
     const { job_id } = c.req.valid("query");
-    await readEvents(c.get("db"), job_id, 0, 1); // 404 for an unknown job
+    await assertJobExists(c.get("db"), job_id);
     return c.json({ job_id, deliveries: (await hubOf(c.env, job_id).deliveries()) as z.infer<typeof DeliveryList>["deliveries"] }, 200);
   },
 );

@@ -1,5 +1,3 @@
-import type { Context } from "hono";
-import type { AppEnv } from "../app-env";
 import type { Database } from "../db/client";
 import { ACTIVE_ENVIRONMENT_SETTING } from "../environments/activate";
 import { createEnvironment, updateEnvironment } from "../environments/environments";
@@ -25,14 +23,8 @@ export interface Prepared {
   problems: FieldProblem[];
 }
 
-/** The form's fields: `--` options and `__active_tab__` (multipart or urlencoded; a JSON object too). */
-async function formFields(c: Context<AppEnv>): Promise<Record<string, string>> {
-  const type = c.req.header("content-type") ?? "";
-  let raw: Record<string, unknown>;
-  if (type.startsWith("multipart/form-data") || type.startsWith("application/x-www-form-urlencoded")) raw = await c.req.parseBody();
-  else if (type.startsWith("application/json")) raw = (await c.req.json().catch(() => null)) ?? {};
-  else throw new ApiError(415, "unsupported_media_type", "Send the options as a form (multipart/form-data or application/x-www-form-urlencoded), or a JSON object");
-  if (typeof raw !== "object" || raw === null || Array.isArray(raw)) throw new ApiError(422, "invalid_request", "The body must be a form or a JSON object of options");
+/** The form's fields as text: `--` options and `__active_tab__`; files and objects are refused. */
+function formFields(raw: Record<string, unknown>): Record<string, string> {
   const fields: Record<string, string> = {};
   for (const [name, value] of Object.entries(raw)) {
     if (typeof value === "object" && value !== null) throw new ApiError(422, "invalid_request", `${name} must be a plain value, not a file or an object`, [{ path: `form.${name}`, message: "a plain value" }]);
@@ -50,8 +42,9 @@ async function activeEnvironment(db: Database): Promise<{ name: string; config: 
   return row ? { name: String(row.name), config: JSON.parse(String(row.config ?? "{}")) as OptionMap } : null;
 }
 
-export async function prepareTraining(c: Context<AppEnv>): Promise<Prepared> {
-  const fields = await formFields(c);
+/** The body's fields (a form or a JSON object) merged and checked; nothing is saved. */
+export async function prepareTraining(db: Database, body: Record<string, unknown>): Promise<Prepared> {
+  const fields = formFields(body);
   const problems: FieldProblem[] = [];
   const activeTab = fields.__active_tab__ ?? null;
   const optionFields: Record<string, string> = {};
@@ -62,12 +55,12 @@ export async function prepareTraining(c: Context<AppEnv>): Promise<Prepared> {
   }
   const typed = typedOptions(optionFields);
   problems.push(...typed.problems);
-  const environment = await activeEnvironment(c.get("db"));
+  const environment = await activeEnvironment(db);
   const merged: OptionMap = { ...TRAINING_DEFAULTS, ...(environment?.config ?? {}), ...typed.options };
   const checked = checkOptions(merged, environment === null);
   problems.push(...checked.problems);
   // Receivers this service would refuse to call (SSRF guard) are a problem now, not a surprise later.
-  const { allow_private_targets } = await getSetting(c.get("db"), "webhooks");
+  const { allow_private_targets } = await getSetting(db, "webhooks");
   for (const target of webhookConfig(checked.options).targets) {
     const refused = refusedTarget(target.url, allow_private_targets);
     if (refused) problems.push({ field: "--webhook_config", message: `${target.url}: ${refused}` });

@@ -10,6 +10,7 @@
 // Settings: BENCH_SECONDS (5 per rate), BENCH_COMMANDS (20).
 import { execFileSync, spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
+import { sseEvents } from "../helpers/sse";
 import { fmt, percentiles, startBenchStack } from "./lib";
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 5);
@@ -55,23 +56,10 @@ async function openSse(url: string, headers: Record<string, string>): Promise<Ss
   const controller = new AbortController();
   const response = await fetch(url, { headers: { ...headers, accept: "text/event-stream" }, signal: controller.signal });
   if (!response.ok) throw new Error(`stream answered ${response.status}`);
-  const reader = response.body!.getReader();
-  const decoder = new TextDecoder();
   async function* events() {
-    let buffer = "";
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) return;
-      buffer += decoder.decode(value, { stream: true });
-      let cut: number;
-      while ((cut = buffer.indexOf("\n\n")) !== -1) {
-        const block = buffer.slice(0, cut);
-        buffer = buffer.slice(cut + 2);
-        const id = /^id: (\d+)$/m.exec(block)?.[1];
-        const data = /^data: (.*)$/m.exec(block)?.[1];
-        if (id !== undefined && data !== undefined) yield { id: Number(id), data: JSON.parse(data) };
-        else if (/^event: end$/m.test(block)) return;
-      }
+    for await (const e of sseEvents(response.body!)) {
+      if (e.event === "end") return;
+      yield { id: Number(e.id), data: e.data };
     }
   }
   return { events: events(), close: () => controller.abort() };
