@@ -23,6 +23,16 @@ export interface AppEnv {
     log: Logger;
     requestId: string;
     principal: Principal | null;
+    /**
+     * The client's address: the direct peer, or the forwarding headers' client when the peer is a
+     * trusted proxy (edge/ratelimit/client-ip.ts). Set before authorisation on every request.
+     */
+    clientIp: string;
+    /**
+     * The rate limiter's verdict on this request (null: not counted: excluded path, limiting off,
+     * or loopback in development). `limited`: it was refused with 429. Read by the HTTP metrics.
+     */
+    rateLimit: { rule: string; limited: boolean } | null;
     /** The worker whose token authenticated a runner's request ("worker" routes). */
     worker: typeof workers.$inferSelect | null;
   };

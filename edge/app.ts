@@ -14,6 +14,11 @@ import { workersRoutes } from "./routes/workers";
 import { training } from "./routes/training";
 import { webhooksRoutes } from "./routes/webhooks";
 import { datasetsRoutes } from "./routes/datasets";
+import { httpMetrics } from "./middleware/http-metrics";
+import { rateLimit } from "./middleware/rate-limit";
+import { metricsRoutes } from "./routes/metrics";
+import { auditRoutes } from "./routes/audit";
+import { providersRoutes } from "./routes/providers";
 
 /**
  * The whole HTTP API: context and authorisation for every request, then one router per area.
@@ -24,6 +29,8 @@ import { datasetsRoutes } from "./routes/datasets";
 export function createApp() {
   const app = createRouter();
   app.use("*", requestContext());
+  app.use("*", httpMetrics());
+  app.use("*", rateLimit());
   app.use("*", authorize());
   app.route("/", health);
   app.route("/", auth);
@@ -35,6 +42,9 @@ export function createApp() {
   app.route("/", training);
   app.route("/", webhooksRoutes);
   app.route("/", datasetsRoutes);
+  app.route("/", metricsRoutes);
+  app.route("/", auditRoutes);
+  app.route("/", providersRoutes);
   app.route("/", docsRoutes(app));
   app.notFound((c) => c.json(new ApiError(404, "not_found", `No route for ${c.req.method} ${new URL(c.req.url).pathname}`).body(), 404));
   app.onError(handleError);

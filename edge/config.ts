@@ -1,5 +1,6 @@
 import type { Env, ServiceBinding } from "./env";
 import { ApiError } from "./errors";
+import { readRateLimitSettings, type RateLimitSettings } from "./ratelimit/settings";
 
 export const LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
@@ -14,6 +15,10 @@ export interface Config {
   publicUrl: URL | undefined;
   /** Epoch ms the service counts its uptime from. */
   startedAt: number;
+  /** RATE_LIMIT_CALLS, RATE_LIMIT_PERIOD, RATE_LIMIT_LOOPBACK, TRUSTED_PROXIES. */
+  rateLimit: RateLimitSettings;
+  /** The bearer token Prometheus may scrape with instead of an admin credential (unset: none). */
+  metricsScrapeToken: string | undefined;
 }
 
 const isolateStartedAt = Date.now();
@@ -25,15 +30,18 @@ export function readConfig(env: Env): Config {
   if (cached) return cached;
   if (!env.LIBSQL_URL) throw new ApiError(500, "misconfigured", "LIBSQL_URL is not set");
   const logLevel = (env.SERVICE_LOG_LEVEL ?? "INFO").toUpperCase();
+  const environment = env.SERVICE_ENV === "development" ? "development" : "production";
   const config: Config = {
     libsqlUrl: env.LIBSQL_URL,
     libsqlAuthToken: env.LIBSQL_AUTH_TOKEN || undefined,
     libsqlBridge: env.LIBSQL_BRIDGE,
-    environment: env.SERVICE_ENV === "development" ? "development" : "production",
+    environment,
     logLevel: (LOG_LEVELS as readonly string[]).includes(logLevel) ? (logLevel as LogLevel) : "INFO",
     logFormat: env.SERVICE_LOG_FORMAT?.toLowerCase() === "text" ? "text" : "json",
     publicUrl: env.SERVICE_PUBLIC_URL ? new URL(env.SERVICE_PUBLIC_URL) : undefined,
     startedAt: env.SERVICE_STARTED_AT ? Date.parse(env.SERVICE_STARTED_AT) : isolateStartedAt,
+    rateLimit: readRateLimitSettings(env, environment),
+    metricsScrapeToken: env.METRICS_SCRAPE_TOKEN || undefined,
   };
   cache.set(env, config);
   return config;

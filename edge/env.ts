@@ -2,6 +2,8 @@ import type { Bucket } from "./datasets/bucket";
 import type { EventsHubNamespace } from "./jobs/hub-types";
 import type { SchedulerNamespace } from "./scheduler/types";
 import type { WorkerChannelNamespace } from "./workers/channel-types";
+import type { RateLimiterNamespace } from "./ratelimit/limiter-types";
+import type { MetricsNamespace } from "./metrics/collector-types";
 
 /** A service binding, as far as this code uses one (workerd's Fetcher, or Miniflare's in Node). */
 export interface ServiceBinding {
@@ -31,6 +33,19 @@ export interface Env {
   STORAGE: Bucket;
   /** One channel Durable Object per worker (named by worker id): wakes its runner. */
   WORKER_CHANNEL: WorkerChannelNamespace;
+  /** One rate limiter Durable Object per client address (named by the address). */
+  RATE_LIMITER: RateLimiterNamespace;
+  /** The metrics collector Durable Object (one, named "main"): HTTP counts from every isolate. */
+  METRICS: MetricsNamespace;
   /** Local default only: when the host process started (ISO 8601), for uptime. */
   SERVICE_STARTED_AT?: string;
+  /** Rate limiting (README "Rate limiting"): the default rule's calls (0: off) and period in seconds. */
+  RATE_LIMIT_CALLS?: string;
+  RATE_LIMIT_PERIOD?: string;
+  /** `1`: count loopback clients in development too (production always counts them). */
+  RATE_LIMIT_LOOPBACK?: string;
+  /** Peers whose X-Forwarded-For / X-Real-IP name the client: addresses, CIDRs, `loopback`, or `none`. */
+  TRUSTED_PROXIES?: string;
+  /** Secret: a bearer token that may scrape GET /api/cloud/metrics/prometheus (README "Metrics"). */
+  METRICS_SCRAPE_TOKEN?: string;
 }

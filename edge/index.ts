@@ -4,6 +4,8 @@ import type { Env } from "./env";
 export { Scheduler } from "./scheduler/scheduler";
 export { EventsHub } from "./jobs/hub";
 export { WorkerChannel } from "./workers/channel";
+export { RateLimiter } from "./ratelimit/limiter";
+export { MetricsCollector } from "./metrics/collector";
 
 const app = createApp();
 

@@ -2,6 +2,7 @@ import { eq } from "drizzle-orm";
 import type { Database } from "./db/client";
 import { settings } from "./db/schema";
 import { APPROVAL_DEFAULTS, CONCURRENCY_DEFAULTS, type ApprovalRules, type ConcurrencySettings } from "../shared/schemas/queue";
+import { METRIC_TEMPLATES, type MetricsConfig } from "../shared/schemas/metrics";
 
 /** Service settings stored in libSQL, JSON-encoded, with their defaults. */
 export const SETTING_DEFAULTS = {
@@ -19,6 +20,8 @@ export const SETTING_DEFAULTS = {
   webhooks: { allow_private_targets: false } as { allow_private_targets: boolean },
   /** The service's Standard Webhooks signing secret (whsec_...), made on first use. */
   webhook_signing_secret: "" as string,
+  /** Prometheus export (spec 2.12): off by default; the standard template's categories. */
+  metrics: { prometheus_enabled: false, prometheus_categories: [...METRIC_TEMPLATES.standard] } as MetricsConfig,
 } satisfies Record<string, unknown>;
 export type SettingKey = keyof typeof SETTING_DEFAULTS;
 type SettingValue<K extends SettingKey> = (typeof SETTING_DEFAULTS)[K];

@@ -11,8 +11,10 @@ import type { Level } from "./levels";
  *   mint further credentials).
  * - "worker": a worker token (`Authorization: Bearer stw_...`), for the runner on a GPU box;
  *   user credentials are refused there.
+ * - { level, scrapeToken: true }: as { level }, or the metrics scrape token
+ *   (`Authorization: Bearer <METRICS_SCRAPE_TOKEN>`), so Prometheus needs no user's key.
  */
-export type Access = "public" | "worker" | { level: Level; session?: true };
+export type Access = "public" | "worker" | { level: Level; session?: true; scrapeToken?: true };
 
 export const ROUTE_ACCESS: Record<string, Access> = {
   "GET /api/cloud/health": "public",
@@ -90,6 +92,20 @@ export const ROUTE_ACCESS: Record<string, Access> = {
   "POST /api/training/cancel": { level: "researcher" },
   "POST /api/training/validation/run": { level: "researcher" },
   "POST /api/training/checkpoint/run": { level: "researcher" },
+
+  "GET /api/cloud/providers": "public",
+  "GET /api/cloud/providers/{provider}": { level: "admin" },
+  "PUT /api/cloud/providers/{provider}": { level: "admin" },
+  "GET /api/cloud/providers/{provider}/webhooks": { level: "admin" },
+  "POST /api/webhooks/{provider}": "public",
+  "GET /api/audit": { level: "admin" },
+  "GET /api/audit/verify": { level: "admin" },
+
+  "GET /api/cloud/metrics/prometheus": { level: "admin", scrapeToken: true },
+  "GET /api/cloud/metrics/config": { level: "admin" },
+  "PUT /api/cloud/metrics/config": { level: "admin" },
+  "POST /api/cloud/metrics/config/templates/{template}": { level: "admin" },
+  "GET /api/cloud/metrics/config/preview": { level: "admin" },
 };
 
 /** The access rule for a route, admin-only when the table does not name it. */

@@ -77,7 +77,7 @@ describe("the README's level/permission table", () => {
     const { readFileSync } = await import("node:fs");
     const readme = readFileSync(new URL("../README.md", import.meta.url), "utf8");
     const rows = new Map([...readme.matchAll(/^\| `([A-Z]+ [^`]+)` \| ([^|]+) \|$/gm)].map((m) => [m[1]!, m[2]!.trim()]));
-    const expected = Object.entries(ROUTE_ACCESS).map(([route, access]) => [route, access === "public" ? "public" : access === "worker" ? "worker token" : access.session ? `${access.level}, session cookie only` : access.level]);
+    const expected = Object.entries(ROUTE_ACCESS).map(([route, access]) => [route, access === "public" ? "public" : access === "worker" ? "worker token" : access.session ? `${access.level}, session cookie only` : access.scrapeToken ? `${access.level} or the metrics scrape token` : access.level]);
     expect(Object.fromEntries(rows)).toEqual(Object.fromEntries(expected));
   });
 });

@@ -153,3 +153,35 @@ export const environments = sqliteTable("environments", {
   createdAt: text("created_at").notNull(),
   updatedAt: text("updated_at").notNull(),
 });
+
+export const auditLog = sqliteTable("audit_log", {
+  id: integer("id").primaryKey(),
+  occurredAt: text("occurred_at").notNull(),
+  eventType: text("event_type").notNull(),
+  actorUserId: integer("actor_user_id"),
+  actor: text("actor"),
+  clientIp: text("client_ip"),
+  userAgent: text("user_agent"),
+  target: text("target"),
+  details: text("details").notNull().default("{}"),
+  prevHash: text("prev_hash").notNull(),
+  hash: text("hash").notNull(),
+});
+
+export const providerSettings = sqliteTable("provider_settings", {
+  provider: text("provider").primaryKey(),
+  settings: text("settings").notNull(),
+  updatedAt: text("updated_at").notNull(),
+  updatedBy: integer("updated_by"),
+});
+
+export const providerWebhookEvents = sqliteTable("provider_webhook_events", {
+  id: integer("id").primaryKey({ autoIncrement: true }),
+  provider: text("provider").notNull(),
+  webhookId: text("webhook_id"),
+  receivedAt: text("received_at").notNull(),
+  clientIp: text("client_ip"),
+  signed: integer("signed").notNull().default(0),
+  payload: text("payload").notNull(),
+  processedAt: text("processed_at"),
+});

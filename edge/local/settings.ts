@@ -1,5 +1,9 @@
 import { LOG_LEVELS, type LogLevel } from "../config";
+import { readRateLimitSettings } from "../ratelimit/settings";
 import { StartupError, type StackOptions } from "./stack";
+
+/** Environment variables handed to the Worker as they are (the Worker validates them). */
+export const WORKER_VARIABLES = ["RATE_LIMIT_CALLS", "RATE_LIMIT_PERIOD", "RATE_LIMIT_LOOPBACK", "TRUSTED_PROXIES", "METRICS_SCRAPE_TOKEN"] as const;
 
 /**
  * The local default's settings, from the environment (README "Configuration"). Invalid values
@@ -15,7 +19,16 @@ export function readConfigFromEnvironment(env: NodeJS.ProcessEnv): StackOptions 
   if (env.SERVICE_PUBLIC_URL && !/^https?:\/\//.test(env.SERVICE_PUBLIC_URL)) throw new StartupError(`SERVICE_PUBLIC_URL must be an http(s) URL, not "${env.SERVICE_PUBLIC_URL}"`);
   const runner = (env.SERVICE_LOCAL_RUNNER ?? "1").toLowerCase();
   if (!["1", "0", "true", "false", "yes", "no"].includes(runner)) throw new StartupError(`SERVICE_LOCAL_RUNNER must be 1 or 0, not "${env.SERVICE_LOCAL_RUNNER}"`);
+  const bindings: Record<string, string> = {};
+  for (const name of WORKER_VARIABLES) if (env[name] !== undefined) bindings[name] = env[name]!;
+  // The Worker would answer every request with a 500 naming it; better not to start at all.
+  try {
+    readRateLimitSettings(bindings, "development");
+  } catch (error) {
+    throw new StartupError((error as Error).message);
+  }
   return {
+    bindings,
     localRunner: ["1", "true", "yes"].includes(runner),
     host: env.SERVICE_HOST || "0.0.0.0",
     port,

@@ -37,6 +37,8 @@ export interface StackOptions {
   localRunner?: boolean;
   /** `npm start -- --env <name>`: validate that environment and start training it once up. */
   startEnvironment?: string;
+  /** More Worker variables (rate limiting, metrics, trusted proxies: README "Configuration"). */
+  bindings?: Record<string, string>;
 }
 
 export interface Stack {
@@ -126,7 +128,10 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       compatibilityFlags: ["nodejs_compat"],
       defaultPersistRoot: join(dataDir, "worker"),
       r2Buckets: ["STORAGE"],
-      durableObjects: { SCHEDULER: { className: "Scheduler", useSQLite: true }, EVENTS_HUB: { className: "EventsHub", useSQLite: true }, WORKER_CHANNEL: { className: "WorkerChannel", useSQLite: true } },
+      durableObjects: { SCHEDULER: { className: "Scheduler", useSQLite: true }, EVENTS_HUB: { className: "EventsHub", useSQLite: true }, WORKER_CHANNEL: { className: "WorkerChannel", useSQLite: true },
+        RATE_LIMITER: { className: "RateLimiter", useSQLite: true },
+        METRICS: { className: "MetricsCollector", useSQLite: true },
+      },
       bindings: {
         LIBSQL_URL: "http://libsql.internal",
         LIBSQL_AUTH_TOKEN: bridgeToken,
@@ -135,6 +140,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         SERVICE_LOG_FORMAT: logFormat,
         SERVICE_STARTED_AT: new Date().toISOString(),
         ...(options.publicUrl ? { SERVICE_PUBLIC_URL: options.publicUrl } : {}),
+        ...options.bindings,
       },
       serviceBindings: { LIBSQL_BRIDGE: { external: { address: `127.0.0.1:${bridge.port}`, http: {} } } },
       host,

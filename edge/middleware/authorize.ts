@@ -5,6 +5,7 @@ import { levelAtLeast } from "../../shared/levels";
 import { accessFor } from "../../shared/permissions";
 import type { AppEnv, Principal } from "../app-env";
 import { findApiKeyUser } from "../auth/api-keys";
+import { constantTimeEqual } from "../auth/crypto";
 import { findSessionUser, SESSION_COOKIE } from "../auth/sessions";
 import { ApiError } from "../errors";
 import { findWorkerByToken } from "../workers/workers";
@@ -41,6 +42,14 @@ async function identify(c: Context<AppEnv>): Promise<Principal | null> {
   return null;
 }
 
+// Prometheus scrapes with a dedicated token rather than a user's key: it can read metrics and
+// nothing else. Any other bearer falls through to the usual API key check.
+function presentsScrapeToken(c: Context<AppEnv>): boolean {
+  const expected = c.get("config").metricsScrapeToken;
+  const bearer = /^Bearer\s+(\S+)$/i.exec(c.req.header("authorization") ?? "")?.[1];
+  return expected !== undefined && bearer !== undefined && constantTimeEqual(bearer, expected);
+}
+
 // A browser sends Origin on cross-site POSTs (and Sec-Fetch-Site on all); a cookie-carrying
 // request from another site is refused. Non-browser clients send neither and are not at risk.
 function isCrossSite(c: Context<AppEnv>): boolean {
@@ -54,7 +63,8 @@ function isCrossSite(c: Context<AppEnv>): boolean {
 
 /**
  * The one authorisation middleware: finds the route's rule in shared/permissions.ts, identifies
- * the caller by API key (X-API-Key or Authorization: Bearer) or session cookie, and answers 401
+ * the caller by API key (X-API-Key or Authorization: Bearer) or session cookie (or, where the rule
+ * allows it, the metrics scrape token), and answers 401
  * (no or bad credential), 403 (level too low, API key where a session is required, or a
  * cross-site cookie request) before any handler runs.
  */
@@ -73,6 +83,7 @@ export function authorize(): MiddlewareHandler<AppEnv> {
       c.set("worker", worker);
       return next();
     }
+    if (access.scrapeToken && presentsScrapeToken(c)) return next();
 
     const principal = await identify(c);
     if (!principal) {

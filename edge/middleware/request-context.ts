@@ -24,6 +24,7 @@ export function requestContext(): MiddlewareHandler<AppEnv> {
     c.set("db", openDatabase(config));
     c.set("principal", null);
     c.set("worker", null);
+    c.set("rateLimit", null);
     await next();
     c.header("X-Request-ID", requestId);
     const status = c.res.status;

@@ -14,6 +14,7 @@ import {
 } from "../../shared/schemas/auth";
 import { ErrorBody } from "../../shared/schemas/common";
 import { User } from "../../shared/schemas/users";
+import { auditLater } from "../audit/trail";
 import { createApiKey, listApiKeys, revokeApiKey } from "../auth/api-keys";
 import { createSession, deleteSession } from "../auth/sessions";
 import { checkPassword, createFirstAdmin, createUser, needsSetup } from "../auth/users";
@@ -62,6 +63,7 @@ auth.openapi(
     const session = await createSession(db, user.id, false);
     setSessionCookie(c, session.token, session.expiresAt);
     c.get("log").info("first admin created", { user_id: user.id, username: user.username });
+    auditLater(c, { event_type: "first_admin_created", actor_user_id: user.id, actor: user.username, target: `user:${user.id}` });
     return c.json({ user, expires_at: session.expiresAt.toISOString() }, 201);
   },
 );
@@ -82,11 +84,13 @@ auth.openapi(
     const user = await checkPassword(db, username, password);
     if (!user) {
       c.get("log").warning("login failed", { username });
+      auditLater(c, { event_type: "login_failed", actor: username.slice(0, 128), details: { reason: "wrong username or password" } });
       throw new ApiError(401, "invalid_credentials", "Wrong username or password");
     }
     const session = await createSession(db, user.id, remember_me);
     setSessionCookie(c, session.token, session.expiresAt);
     c.get("log").info("login succeeded", { user_id: user.id });
+    auditLater(c, { event_type: "login_succeeded", actor_user_id: user.id, actor: user.username, details: { remember_me } });
     return c.json({ user, expires_at: session.expiresAt.toISOString() }, 200);
   },
 );
@@ -103,6 +107,7 @@ auth.openapi(
     const { sessionTokenHash } = principalOf(c);
     if (sessionTokenHash) await deleteSession(c.get("db"), sessionTokenHash);
     clearSessionCookie(c);
+    auditLater(c, { event_type: "logout" });
     return c.json({ success: true as const }, 200);
   },
 );
@@ -123,6 +128,7 @@ auth.openapi(
     }
     const user = await createUser(db, c.req.valid("json"), ["researcher"]);
     c.get("log").info("user registered", { user_id: user.id });
+    auditLater(c, { event_type: "user_created", actor_user_id: user.id, actor: user.username, target: `user:${user.id}`, details: { via: "registration", levels: user.levels } });
     return c.json(user, 201);
   },
 );
@@ -158,6 +164,7 @@ auth.openapi(
     const { user } = principalOf(c);
     const created = await createApiKey(c.get("db"), user.id, name, expires_in_days);
     c.get("log").info("API key created", { user_id: user.id, key_id: created.id, prefix: created.prefix });
+    auditLater(c, { event_type: "api_key_created", target: `api_key:${created.id}`, details: { name, prefix: created.prefix, expires_at: created.expires_at } });
     return c.json(created, 201);
   },
 );
@@ -186,6 +193,7 @@ auth.openapi(
     const { user } = principalOf(c);
     const key = await revokeApiKey(c.get("db"), c.req.valid("param").key_id, user.id, user.level === "admin");
     c.get("log").info("API key revoked", { key_id: key.id, by: user.id });
+    auditLater(c, { event_type: "api_key_revoked", target: `api_key:${key.id}`, details: { name: key.name, prefix: key.prefix } });
     return c.json(key, 200);
   },
 );

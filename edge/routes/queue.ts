@@ -23,6 +23,7 @@ import {
   RejectQuery,
 } from "../../shared/schemas/queue";
 import type { AppEnv } from "../app-env";
+import { auditLater, changedFields } from "../audit/trail";
 import { principalOf } from "../middleware/authorize";
 import { getEntry, listEntries, toQueueEntry, userEntries, type EntryRow } from "../queue/entries";
 import { queueStats } from "../queue/stats";
@@ -168,6 +169,7 @@ queue.openapi(
   async (c) => {
     const { job_id } = c.req.valid("param");
     await decideApproval(c.get("db"), job_id, principalOf(c).user.id, { approve: true });
+    auditLater(c, { event_type: "job_approved", target: job_id });
     await nudge(c, "approval", [job_id]);
     return c.json(await actionResult(c, job_id), 200);
   },
@@ -185,7 +187,9 @@ queue.openapi(
   }),
   async (c) => {
     const { job_id } = c.req.valid("param");
-    await decideApproval(c.get("db"), job_id, principalOf(c).user.id, { approve: false, reason: c.req.valid("query").reason });
+    const { reason } = c.req.valid("query");
+    await decideApproval(c.get("db"), job_id, principalOf(c).user.id, { approve: false, reason });
+    auditLater(c, { event_type: "job_rejected", target: job_id, details: { reason } });
     await nudge(c, "rejection", [job_id]);
     return c.json(await actionResult(c, job_id), 200);
   },
@@ -202,7 +206,9 @@ queue.openapi(
   }),
   async (c) => {
     const { job_id } = c.req.valid("param");
-    await overridePriority(c.get("db"), job_id, c.req.valid("json").priority);
+    const { priority } = c.req.valid("json");
+    await overridePriority(c.get("db"), job_id, priority);
+    auditLater(c, { event_type: "priority_overridden", target: job_id, details: { priority } });
     await nudge(c, "priority", [job_id]);
     return c.json(await actionResult(c, job_id), 200);
   },
@@ -225,8 +231,10 @@ queue.openapi(
   }),
   async (c) => {
     const db = c.get("db");
-    const next = { ...(await getSetting(db, "concurrency")), ...c.req.valid("json") };
+    const previous = await getSetting(db, "concurrency");
+    const next = { ...previous, ...c.req.valid("json") };
     await setSetting(db, "concurrency", next);
+    auditLater(c, { event_type: "limits_changed", target: "concurrency", details: { changed: changedFields(previous, next) } });
     c.get("log").info("concurrency settings changed", { by: principalOf(c).user.id, settings: next });
     await nudge(c, "limits");
     return c.json(next, 200);
@@ -250,8 +258,10 @@ queue.openapi(
   }),
   async (c) => {
     const db = c.get("db");
-    const next = { ...(await getSetting(db, "approval_rules")), ...c.req.valid("json") };
+    const previous = await getSetting(db, "approval_rules");
+    const next = { ...previous, ...c.req.valid("json") };
     await setSetting(db, "approval_rules", next);
+    auditLater(c, { event_type: "approval_rules_changed", target: "approval_rules", details: { changed: changedFields(previous, next) } });
     return c.json(next, 200);
   },
 );

@@ -1,5 +1,6 @@
 import { createRoute } from "@hono/zod-openapi";
 import { Me, User, UserCreate, UserList } from "../../shared/schemas/users";
+import { auditLater } from "../audit/trail";
 import { createUser, listUsers } from "../auth/users";
 import { principalOf } from "../middleware/authorize";
 import { createRouter } from "../router";
@@ -53,6 +54,7 @@ users.openapi(
     const { level_names, ...input } = c.req.valid("json");
     const user = await createUser(c.get("db"), input, level_names);
     c.get("log").info("user created", { user_id: user.id, levels: user.levels, by: principalOf(c).user.id });
+    auditLater(c, { event_type: "user_created", target: `user:${user.id}`, details: { username: user.username, levels: user.levels, via: "admin" } });
     return c.json(user, 201);
   },
 );

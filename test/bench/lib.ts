@@ -69,13 +69,14 @@ export interface BenchStack {
 /**
  * Starts `npm start`'s entry point on a free port in a temporary data directory, with an admin
  * and its API key. `localRunner`: also this machine's runner (off unless a benchmark runs jobs:
- * a runner executing every submitted job would be part of what is measured).
+ * a runner executing every submitted job would be part of what is measured). `env`: more
+ * environment variables for it (README "Configuration").
  */
-export async function startBenchStack(options: { localRunner?: boolean } = {}): Promise<BenchStack> {
+export async function startBenchStack(options: { localRunner?: boolean; env?: Record<string, string> } = {}): Promise<BenchStack> {
   const dataDir = mkdtempSync(join(tmpdir(), "training-service-bench-"));
   const port = await freePort();
   const service = spawn(process.execPath, ["--import", "tsx", "edge/local/main.ts"], {
-    env: { ...process.env, SERVICE_HOST: "127.0.0.1", SERVICE_PORT: String(port), SERVICE_DATA_DIR: dataDir, SERVICE_LOG_LEVEL: "WARNING", SERVICE_LOCAL_RUNNER: options.localRunner ? "1" : "0" },
+    env: { ...process.env, SERVICE_HOST: "127.0.0.1", SERVICE_PORT: String(port), SERVICE_DATA_DIR: dataDir, SERVICE_LOG_LEVEL: "WARNING", SERVICE_LOCAL_RUNNER: options.localRunner ? "1" : "0", ...options.env },
     stdio: ["ignore", "ignore", "inherit"],
   });
   const exited = new Promise((done) => service.once("exit", done));

@@ -29,10 +29,10 @@ export interface TestStack {
 /** A fresh data directory under the system temp dir. */
 export const tempDataDir = () => mkdtempSync(join(tmpdir(), "training-service-test-"));
 
-/** Starts the real local stack (workerd, libSQL, R2) on a free loopback port. */
-export async function startTestStack(dataDir = tempDataDir()): Promise<TestStack> {
+/** Starts the real local stack (workerd, libSQL, R2) on a free loopback port; `bindings`: more Worker variables. */
+export async function startTestStack(dataDir = tempDataDir(), bindings?: Record<string, string>): Promise<TestStack> {
   const lines: string[] = [];
-  const stack = await startStack({ dataDir, host: "127.0.0.1", port: 0, logFormat: "json", logLevel: "DEBUG", output: (line) => lines.push(line) });
+  const stack = await startStack({ dataDir, host: "127.0.0.1", port: 0, logFormat: "json", logLevel: "DEBUG", output: (line) => lines.push(line), bindings });
   const base = stack.url.origin;
   return {
     stack,

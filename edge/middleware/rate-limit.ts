@@ -1,0 +1,85 @@
+import type { MiddlewareHandler } from "hono";
+import { ipInRanges, LOOPBACK_RANGES } from "../../shared/ip";
+import { matchRateRule, type RateRule } from "../../shared/rate-rules";
+import type { AppEnv } from "../app-env";
+import { auditLater } from "../audit/trail";
+import { ApiError } from "../errors";
+import { clientAddress } from "../ratelimit/client-ip";
+import { limiterOf, type RateVerdict } from "../ratelimit/limiter-types";
+
+/** The spec's three headers and the IETF draft's two, for one verdict. */
+function rateLimitHeaders(rule: RateRule, verdict: RateVerdict): Record<string, string> {
+  const seconds = Math.max(0, Math.ceil((verdict.resetAt - verdict.now) / 1000));
+  return {
+    "X-RateLimit-Limit": String(rule.calls),
+    "X-RateLimit-Remaining": String(verdict.remaining),
+    // Rounded up: a client that waits until then is admitted (when it was refused).
+    "X-RateLimit-Reset": String(Math.ceil(verdict.resetAt / 1000)),
+    "RateLimit-Policy": `"${rule.name}";q=${rule.calls};w=${rule.periodSeconds}`,
+    RateLimit: `"${rule.name}";r=${verdict.remaining};t=${seconds}`,
+  };
+}
+
+/**
+ * Per-client rate limiting (spec 8), before authorisation: resolves the client's address (set as
+ * `clientIp` for everything after), picks the request's rule (shared/rate-rules.ts) and asks that
+ * client's RateLimiter Durable Object for a verdict. A refusal is a 429 with `Retry-After`
+ * before any credential is looked at, so no credential, valid or not, changes a limit; every
+ * other response of a counted request carries the headers too, errors and 404s included (Hono
+ * has turned them into `c.res` by the time `next()` returns). Not counted: limiting off, excluded
+ * paths, and loopback clients in development unless RATE_LIMIT_LOOPBACK is on. When the limiter
+ * cannot be reached the request is served, without headers, and a warning logged: an outage of
+ * the limiter must not become an outage of the service.
+ *
+ * @example
+ * app.use("*", rateLimit());
+ */
+export function rateLimit(): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    const settings = c.get("config").rateLimit;
+    const clientIp = clientAddress(c.req.raw.headers, settings.trustedProxies);
+    c.set("clientIp", clientIp);
+    if (!settings.enabled || (settings.exemptLoopback && ipInRanges(clientIp, LOOPBACK_RANGES))) return next();
+    const method = c.req.method;
+    const path = c.req.path;
+    const rule = matchRateRule(method, path, settings.defaultRule);
+    if (!rule) return next();
+
+    let verdict: RateVerdict;
+    try {
+      verdict = await limiterOf(c.env, clientIp).hit(rule.name, rule.calls, rule.periodSeconds * 1000);
+    } catch (error) {
+      c.get("log").warning("rate limiter unreachable: request served without limiting", { client_ip: clientIp, rule: rule.name, error: String(error) });
+      return next();
+    }
+    c.set("rateLimit", { rule: rule.name, limited: !verdict.allowed });
+    const headers = rateLimitHeaders(rule, verdict);
+
+    if (!verdict.allowed) {
+      const retryAfter = Math.max(1, Math.ceil((verdict.resetAt - verdict.now) / 1000));
+      if (verdict.audit > 0) {
+        auditLater(c, {
+          event_type: "rate_limited",
+          target: path,
+          details: { method, path, rule: rule.name, limit: rule.calls, window_seconds: rule.periodSeconds, refusals: verdict.audit },
+        });
+      }
+      throw new ApiError(
+        429,
+        "rate_limited",
+        `Rate limit exceeded: at most ${rule.calls} requests per ${rule.periodSeconds} s for ${method} ${path} (rule "${rule.name}"); retry in ${retryAfter} s`,
+        undefined,
+        { ...headers, "Retry-After": String(retryAfter) },
+      );
+    }
+
+    await next();
+    // In place: c.header() would copy the whole Response per header. A Response passed through
+    // from a fetch has immutable headers, and only then is a copy needed.
+    try {
+      for (const [name, value] of Object.entries(headers)) c.res.headers.set(name, value);
+    } catch {
+      for (const [name, value] of Object.entries(headers)) c.header(name, value);
+    }
+  };
+}

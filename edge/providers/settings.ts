@@ -1,0 +1,124 @@
+import { eq } from "drizzle-orm";
+import { findProvider } from "../../shared/providers";
+import type { ProviderSettingsUpdate } from "../../shared/schemas/providers";
+import { parseRange } from "../../shared/ip";
+import type { Database } from "../db/client";
+import { providerSettings } from "../db/schema";
+import { ApiError, notFound } from "../errors";
+
+/** A provider's settings as stored (spec 2.8), the write-only webhook secret included. */
+export interface StoredProviderSettings {
+  webhook_allowed_ips: string[];
+  ssl_verify: boolean;
+  ssl_ca_bundle: string | null;
+  proxy_url: string | null;
+  http_timeout: number;
+  s3_endpoint_enabled: boolean;
+  s3_public_url: string | null;
+  s3_output_path: string;
+  webhook_secret: string | null;
+}
+
+/** Spec 8: outbound calls time out after 30 s unless SERVICE_HTTP_TIMEOUT says otherwise. */
+export const DEFAULT_HTTP_TIMEOUT_S = 30;
+
+export function providerDefaults(): StoredProviderSettings {
+  return {
+    webhook_allowed_ips: [],
+    ssl_verify: true,
+    ssl_ca_bundle: null,
+    proxy_url: null,
+    http_timeout: DEFAULT_HTTP_TIMEOUT_S,
+    s3_endpoint_enabled: false,
+    s3_public_url: null,
+    s3_output_path: "outputs",
+    webhook_secret: null,
+  };
+}
+
+/** The provider named, or a 404 that lists the known ones. */
+export function requireProvider(name: string) {
+  const provider = findProvider(name);
+  if (!provider) throw notFound(`Provider "${name}"`);
+  return provider;
+}
+
+export async function getProviderSettings(db: Database, provider: string): Promise<StoredProviderSettings & { updated_at: string | null }> {
+  const [row] = await db.select().from(providerSettings).where(eq(providerSettings.provider, provider));
+  if (!row) return { ...providerDefaults(), updated_at: null };
+  return { ...providerDefaults(), ...(JSON.parse(row.settings) as Partial<StoredProviderSettings>), updated_at: row.updatedAt };
+}
+
+/** What admins see: no secret, a proxy password masked. */
+export function publicSettings(provider: string, stored: StoredProviderSettings & { updated_at: string | null }) {
+  const { webhook_secret, updated_at, ...rest } = stored;
+  return { provider, ...rest, proxy_url: maskPassword(rest.proxy_url), webhook_secret_set: Boolean(webhook_secret), updated_at };
+}
+
+function maskPassword(url: string | null): string | null {
+  if (!url) return url;
+  const parsed = new URL(url);
+  if (!parsed.password) return url;
+  parsed.password = "***";
+  return parsed.toString();
+}
+
+type Field = { path: string; message: string };
+
+function httpUrl(value: string, path: string, fields: Field[]): void {
+  let parsed: URL | null = null;
+  try {
+    parsed = new URL(value);
+  } catch {}
+  if (!parsed || (parsed.protocol !== "http:" && parsed.protocol !== "https:")) fields.push({ path, message: `must be an http(s) URL, not "${value}"` });
+}
+
+// A folder inside the storage bucket: relative, no "." or ".." segments, no empty segments.
+const SAFE_SEGMENT = /^[A-Za-z0-9._-]+$/;
+function outputPath(value: string, fields: Field[]): void {
+  const segments = value.replace(/\/+$/, "").split("/");
+  if (value.startsWith("/") || segments.some((s) => !SAFE_SEGMENT.test(s) || s === "." || s === "..")) {
+    fields.push({ path: "s3_output_path", message: `must be a relative folder of letters, digits, ".", "_" and "-" separated by "/", without "." or ".." parts, not "${value}"` });
+  }
+}
+
+/**
+ * Applies an update (any subset; null restores a field's default) after checking every field;
+ * any problem is one 422 listing each field, and nothing is saved. Returns the settings before
+ * and after.
+ */
+export async function updateProviderSettings(db: Database, provider: string, update: ProviderSettingsUpdate, userId: number) {
+  const before = await getProviderSettings(db, provider);
+  const defaults = providerDefaults();
+  const fields: Field[] = [];
+  update.webhook_allowed_ips?.forEach((entry, i) => {
+    try {
+      parseRange(entry);
+    } catch (error) {
+      fields.push({ path: `webhook_allowed_ips.${i}`, message: (error as Error).message });
+    }
+  });
+  if (update.proxy_url) httpUrl(update.proxy_url, "proxy_url", fields);
+  if (update.s3_public_url) httpUrl(update.s3_public_url, "s3_public_url", fields);
+  if (update.s3_output_path) outputPath(update.s3_output_path, fields);
+  if (update.ssl_verify === false && before.ssl_verify && update.confirm_insecure !== true) {
+    fields.push({ path: "ssl_verify", message: "turning certificate verification off needs confirm_insecure: true in the same request" });
+  }
+  if (update.webhook_secret && !/^(whsec_)?[A-Za-z0-9+/=]{16,}$/.test(update.webhook_secret)) {
+    fields.push({ path: "webhook_secret", message: "must be the provider's signing secret: whsec_ followed by base64" });
+  }
+  if (fields.length) throw new ApiError(422, "invalid_request", fields.map((f) => `${f.path}: ${f.message}`).join("; "), fields);
+
+  const { updated_at: _updatedAt, ...current } = before;
+  const next: StoredProviderSettings = { ...current };
+  for (const key of Object.keys(defaults) as (keyof StoredProviderSettings)[]) {
+    if (!(key in update)) continue;
+    const value = update[key];
+    (next as unknown as Record<string, unknown>)[key] = value === null ? defaults[key] : value;
+  }
+  if (next.webhook_allowed_ips.length) next.webhook_allowed_ips = next.webhook_allowed_ips.map((e) => e.trim());
+  const now = new Date().toISOString();
+  const row = { provider, settings: JSON.stringify(next), updatedAt: now, updatedBy: userId };
+  await db.insert(providerSettings).values(row).onConflictDoUpdate({ target: providerSettings.provider, set: { settings: row.settings, updatedAt: now, updatedBy: userId } });
+  return { before, after: { ...next, updated_at: now } };
+}

@@ -1,0 +1,87 @@
+export interface WindowVerdict {
+  allowed: boolean;
+  /** How many more requests would be admitted right now (after this one, if it was). */
+  remaining: number;
+  /**
+   * Epoch ms when the oldest request still in the window leaves it, so `remaining` goes up by
+   * one; when refused, the moment the next request is admitted.
+   */
+  resetAt: number;
+}
+
+/**
+ * An exact sliding window, "at most `limit` requests in any `windowMs`": the times of the last
+ * `limit` admitted requests, in a ring (REFERENCE "Rate limiting"). A request is admitted iff
+ * fewer than `limit` of them are less than `windowMs` old, i.e. the ring is not full yet or its
+ * oldest entry is at least `windowMs` old; it is then recorded over that oldest entry. Refused
+ * requests are not recorded. Counters and token buckets approximate this and can admit more at a
+ * window's edge; this cannot. O(log limit) per request (the count in the window is a binary
+ * search over the ring, which stays in time order), O(limit) memory.
+ *
+ * @example
+ * const login = new SlidingWindow(5, 60_000); // at most 5 in any 60 s
+ * if (!login.take(Date.now()).allowed) refuse();
+ */
+export class SlidingWindow {
+  readonly #times: number[];
+  /** Where the oldest entry sits once the ring is full (the next one to overwrite). */
+  #head = 0;
+
+  /** `history`: admission times, oldest first (the newest `limit` of them are kept). */
+  constructor(
+    readonly limit: number,
+    readonly windowMs: number,
+    history: readonly number[] = [],
+  ) {
+    this.#times = history.slice(-limit);
+  }
+
+  /** The newest admission time, if any. */
+  get newest(): number | undefined {
+    const size = this.#times.length;
+    if (size === 0) return undefined;
+    return this.#times[(this.#head + size - 1) % size];
+  }
+
+  /**
+   * Decides on a request at `now` (epoch ms) and records it when admitted.
+   *
+   * @example
+   * const window = new SlidingWindow(5, 60_000);
+   * window.take(Date.now()); // { allowed: true, remaining: 4, resetAt: <now + 60 s> }
+   */
+  take(now: number): WindowVerdict {
+    const size = this.#times.length;
+    const firstInWindow = this.#firstAfter(now - this.windowMs);
+    const inWindow = size - firstInWindow;
+    if (inWindow >= this.limit) return { allowed: false, remaining: 0, resetAt: this.#at(firstInWindow) + this.windowMs };
+    // A clock that stepped back must not break the ring's time order (the binary search needs it).
+    const at = Math.max(now, this.newest ?? now);
+    if (size < this.limit) this.#times.push(at);
+    else {
+      // Full and admitted: the oldest entry is out of the window; overwrite it, and every index
+      // from the oldest moves down by one.
+      this.#times[this.#head] = at;
+      this.#head = (this.#head + 1) % this.limit;
+    }
+    const oldestInWindow = inWindow === 0 ? at : this.#at(size < this.limit ? firstInWindow : firstInWindow - 1);
+    return { allowed: true, remaining: this.limit - inWindow - 1, resetAt: oldestInWindow + this.windowMs };
+  }
+
+  /** The `index`-th entry counting from the oldest. */
+  #at(index: number): number {
+    return this.#times[(this.#head + index) % this.#times.length]!;
+  }
+
+  /** The index (from the oldest) of the first entry later than `time`; the size when none is. */
+  #firstAfter(time: number): number {
+    let low = 0;
+    let high = this.#times.length;
+    while (low < high) {
+      const middle = (low + high) >>> 1;
+      if (this.#at(middle) > time) high = middle;
+      else low = middle + 1;
+    }
+    return low;
+  }
+}

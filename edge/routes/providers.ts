@@ -1,0 +1,138 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import { PROVIDERS } from "../../shared/providers";
+import { ProviderList, ProviderSettings, ProviderSettingsUpdate, ReceivedWebhookList, WebhookReceipt } from "../../shared/schemas/providers";
+import { auditLater, changedFields } from "../audit/trail";
+import { ApiError } from "../errors";
+import { principalOf } from "../middleware/authorize";
+import { addressRefusal, listWebhooks, MAX_WEBHOOK_BYTES, parsePayload, recordWebhook, signatureRefusal } from "../providers/intake";
+import { getProviderSettings, publicSettings, requireProvider, updateProviderSettings } from "../providers/settings";
+import { createRouter } from "../router";
+import { error, json, jsonBody } from "./openapi";
+
+/** Hosted providers: the public list, admins' settings (spec 2.8), and webhook intake. */
+export const providersRoutes = createRouter();
+
+const tags = ["Providers"];
+const ProviderParam = z.object({ provider: z.string().max(64).openapi({ param: { name: "provider", in: "path" }, example: "replicate" }) });
+const errors = { 401: error("No valid credential"), 403: error("Not an admin"), 404: error("No such provider"), 422: error("Invalid body") };
+
+providersRoutes.openapi(
+  createRoute({ method: "get", path: "/api/cloud/providers", tags, summary: "The providers this service knows and what each can do (public, no settings)", responses: { 200: json(ProviderList, "Providers") } }),
+  (c) => c.json({ providers: PROVIDERS.map((p) => ({ name: p.name, display_name: p.display_name, capabilities: [...p.capabilities], webhook_path: `/api/webhooks/${p.name}` })) }, 200),
+);
+
+providersRoutes.openapi(
+  createRoute({ method: "get", path: "/api/cloud/providers/{provider}", tags, summary: "A provider's settings (admin; secrets never shown)", request: { params: ProviderParam }, responses: { 200: json(ProviderSettings, "Settings"), ...errors } }),
+  async (c) => {
+    const { provider } = c.req.valid("param");
+    requireProvider(provider);
+    return c.json(publicSettings(provider, await getProviderSettings(c.get("db"), provider)), 200);
+  },
+);
+
+providersRoutes.openapi(
+  createRoute({
+    method: "put",
+    path: "/api/cloud/providers/{provider}",
+    tags,
+    summary: "Change a provider's settings (admin)",
+    description:
+      "Any subset of the spec 2.8 fields; omitted fields keep their values and null restores the default. Saved at once. `webhook_allowed_ips` entries are CIDR ranges or single addresses (IPv4 or IPv6), each checked: one bad entry refuses the whole update. Turning `ssl_verify` off needs `confirm_insecure: true`.",
+    request: { params: ProviderParam, ...jsonBody(ProviderSettingsUpdate) },
+    responses: { 200: json(ProviderSettings, "The settings now in force"), ...errors },
+  }),
+  async (c) => {
+    const { provider } = c.req.valid("param");
+    requireProvider(provider);
+    const { before, after } = await updateProviderSettings(c.get("db"), provider, c.req.valid("json"), principalOf(c).user.id);
+    // The secret is audited as set or not, never by value.
+    const redact = (s: typeof before) => ({ ...s, webhook_secret: Boolean(s.webhook_secret), proxy_url: publicSettings(provider, s).proxy_url, updated_at: undefined });
+    const changed = changedFields(redact(before), redact(after));
+    auditLater(c, { event_type: "provider_settings_changed", target: provider, details: { changed } });
+    c.get("log").info("provider settings changed", { provider, fields: Object.keys(changed) });
+    return c.json(publicSettings(provider, after), 200);
+  },
+);
+
+providersRoutes.openapi(
+  createRoute({
+    method: "get",
+    path: "/api/cloud/providers/{provider}/webhooks",
+    tags,
+    summary: "The provider's most recent webhooks received (admin)",
+    request: { params: ProviderParam, query: z.object({ limit: z.coerce.number().int().min(1).max(500).default(50) }) },
+    responses: { 200: json(ReceivedWebhookList, "Newest first"), ...errors },
+  }),
+  async (c) => {
+    const { provider } = c.req.valid("param");
+    requireProvider(provider);
+    return c.json({ events: await listWebhooks(c.get("db"), provider, c.req.valid("query").limit) }, 200);
+  },
+);
+
+/** The body as text, refusing (413) past `limit` bytes without reading further. */
+async function readCapped(request: Request, limit: number): Promise<string> {
+  const declared = Number(request.headers.get("content-length") ?? NaN);
+  const tooLarge = () => new ApiError(413, "payload_too_large", `The webhook body is larger than ${limit} bytes`);
+  if (declared > limit) throw tooLarge();
+  if (!request.body) return "";
+  const reader = request.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > limit) {
+      await reader.cancel();
+      throw tooLarge();
+    }
+    chunks.push(value);
+  }
+  const bytes = new Uint8Array(size);
+  let at = 0;
+  for (const chunk of chunks) (bytes.set(chunk, at), (at += chunk.byteLength));
+  return new TextDecoder().decode(bytes);
+}
+
+providersRoutes.openapi(
+  createRoute({
+    method: "post",
+    path: "/api/webhooks/{provider}",
+    tags,
+    summary: "A provider's status update (public: authenticated by address allowlist and signature)",
+    description:
+      "Refused with 403 when `webhook_allowed_ips` is set and the sender is outside it, and with 401 when the provider has a webhook secret and the Standard Webhooks signature (webhook-id, webhook-timestamp, webhook-signature) does not verify; both are audited as `webhook_rejected`. Accepted payloads are stored once per webhook-id (202).",
+    request: { params: ProviderParam },
+    responses: {
+      202: json(WebhookReceipt, "Recorded"),
+      400: error("Not a JSON object"),
+      401: error("Bad signature"),
+      403: error("Sender outside the allowlist"),
+      404: error("No such provider"),
+      413: error("Body over 1 MiB"),
+    },
+  }),
+  async (c) => {
+    const { provider } = c.req.valid("param");
+    requireProvider(provider);
+    const db = c.get("db");
+    const settings = await getProviderSettings(db, provider);
+    const clientIp = c.get("clientIp");
+    const refuse = (refusal: { status: 401 | 403; reason: string; detail: string }) => {
+      auditLater(c, { event_type: "webhook_rejected", target: provider, details: { reason: refusal.reason, path: c.req.path } });
+      c.get("log").warning("provider webhook refused", { provider, reason: refusal.reason, client_ip: clientIp });
+      return new ApiError(refusal.status, refusal.reason, refusal.detail);
+    };
+    const byAddress = addressRefusal(settings, provider, clientIp);
+    if (byAddress) throw refuse(byAddress);
+    const body = await readCapped(c.req.raw, MAX_WEBHOOK_BYTES);
+    const bySignature = signatureRefusal(settings, c.req.raw.headers, body);
+    if (bySignature) throw refuse(bySignature);
+    parsePayload(body);
+    const webhookId = c.req.header("webhook-id")?.slice(0, 256) || null;
+    const receipt = await recordWebhook(db, { provider, webhookId, clientIp, signed: Boolean(settings.webhook_secret), payload: body });
+    c.get("log").info("provider webhook received", { provider, id: receipt.id, duplicate: receipt.duplicate });
+    return c.json({ received: true as const, ...receipt }, 202);
+  },
+);

@@ -1,0 +1,48 @@
+import ipaddr from "ipaddr.js";
+
+/*
+ * Client addresses and address ranges (trusted proxies, webhook allowlists). ipaddr.js does the
+ * parsing and prefix matching for IPv4 and IPv6; this adds what both callers need: IPv4-mapped
+ * IPv6 addresses (::ffff:10.0.0.1) treated as the IPv4 address, and an entry's error naming it.
+ */
+
+export type AddressRange = [ipaddr.IPv4 | ipaddr.IPv6, number];
+
+/** An address in its canonical text form (IPv4-mapped IPv6 as IPv4), or null when not an address. */
+export function normalizeIp(text: string): string | null {
+  const trimmed = text.trim().replace(/^\[(.*)\]$/, "$1");
+  if (!ipaddr.isValid(trimmed)) return null;
+  const parsed = ipaddr.process(trimmed);
+  return parsed.toString();
+}
+
+/**
+ * One allowlist or proxy-list entry: a CIDR range (`10.0.0.0/8`, `2001:db8::/32`) or a single
+ * address (`203.0.113.7`, taken as /32 or /128). Throws an Error naming the entry when invalid.
+ */
+export function parseRange(entry: string): AddressRange {
+  const text = entry.trim();
+  if (text.includes("/")) {
+    try {
+      const [address, bits] = ipaddr.parseCIDR(text);
+      if (address.kind() === "ipv6" && (address as ipaddr.IPv6).isIPv4MappedAddress() && bits >= 96) return [(address as ipaddr.IPv6).toIPv4Address(), bits - 96];
+      return [address, bits];
+    } catch {
+      throw new Error(`"${entry}" is not a valid CIDR range (like 10.0.0.0/8 or 2001:db8::/32)`);
+    }
+  }
+  if (!ipaddr.isValid(text)) throw new Error(`"${entry}" is not a valid IP address or CIDR range`);
+  const address = ipaddr.process(text);
+  return [address, address.kind() === "ipv4" ? 32 : 128];
+}
+
+/** Whether `ip` lies in any of `ranges` (an unparseable ip never does). */
+export function ipInRanges(ip: string, ranges: readonly AddressRange[]): boolean {
+  const normalized = normalizeIp(ip);
+  if (normalized === null) return false;
+  const address = ipaddr.process(normalized);
+  return ranges.some(([base, bits]) => base.kind() === address.kind() && address.match(base, bits));
+}
+
+/** Loopback: 127.0.0.0/8 and ::1. */
+export const LOOPBACK_RANGES: readonly AddressRange[] = [parseRange("127.0.0.0/8"), parseRange("::1")];

@@ -1,0 +1,95 @@
+/**
+ * The rate-limit rules of spec 8, as data, and the one function that picks a request's rule.
+ *
+ * A pattern covers its path and everything under it, segment by segment (`/api/webhooks/` and
+ * `/api/webhooks` both cover `/api/webhooks/github`, neither covers `/api/webhooksx`); `<id>`
+ * stands for one path segment. The first rule whose pattern and method match wins, so the table
+ * is ordered most specific first: the spec lists `/api/cloud/jobs` before
+ * `/api/cloud/jobs/<id>/cancel`, which would make the cancel rule unreachable.
+ */
+
+export interface RateRule {
+  /** Names the rule's window (one per client and rule) and its `RateLimit-Policy`. */
+  name: string;
+  patterns: readonly string[];
+  /** Upper-case methods the rule applies to; "all": every method. */
+  methods: readonly string[] | "all";
+  /** At most `calls` requests in any `periodSeconds` seconds. */
+  calls: number;
+  periodSeconds: number;
+}
+
+/**
+ * Spec 8's table. The sign-in rules guard the service's real paths (`/api/cloud/auth/...`) as
+ * well as the spec's `/api/auth/...`; both share one window, so alternating paths gains nothing.
+ */
+export const RATE_RULES: readonly RateRule[] = [
+  { name: "login", patterns: ["/api/auth/login", "/api/cloud/auth/login"], methods: ["POST"], calls: 5, periodSeconds: 60 },
+  { name: "register", patterns: ["/api/auth/register", "/api/cloud/auth/register"], methods: ["POST"], calls: 3, periodSeconds: 60 },
+  { name: "api-keys", patterns: ["/api/auth/api-keys", "/api/cloud/auth/api-keys"], methods: ["POST"], calls: 10, periodSeconds: 60 },
+  { name: "job-cancel", patterns: ["/api/cloud/jobs/<id>/cancel"], methods: ["POST"], calls: 30, periodSeconds: 60 },
+  { name: "job-submit", patterns: ["/api/cloud/jobs"], methods: ["POST"], calls: 20, periodSeconds: 60 },
+  { name: "webhooks", patterns: ["/api/webhooks/"], methods: "all", calls: 100, periodSeconds: 60 },
+  { name: "storage", patterns: ["/api/cloud/storage/"], methods: "all", calls: 50, periodSeconds: 60 },
+  { name: "quotas", patterns: ["/api/quotas/"], methods: "all", calls: 30, periodSeconds: 60 },
+];
+
+/**
+ * The rule of every other request, with the numbers of RATE_LIMIT_CALLS / RATE_LIMIT_PERIOD.
+ *
+ * @example
+ * defaultRateRule(100, 60); // at most 100 requests in any 60 s
+ */
+export function defaultRateRule(calls: number, periodSeconds: number): RateRule {
+  return { name: "default", patterns: ["/"], methods: "all", calls, periodSeconds };
+}
+
+/**
+ * Never counted, whatever the method. Spec 8's list, plus the service's own forms of the same
+ * things: the health probes under `/api/cloud/health` (a load balancer's probes must never be
+ * refused), the job event stream `/api/training/events/stream` (long-lived), the documentation's
+ * static files `/docs/assets/`, and the runner protocol `/api/workers/` (machine-to-machine
+ * behind admin-issued worker tokens, paced by the protocol; a runner drops an event batch the
+ * edge refuses with a 4xx, so a 429 there would lose training events).
+ */
+export const RATE_LIMIT_EXCLUSIONS: readonly string[] = [
+  "/health",
+  "/api/cloud/health",
+  "/api/events/stream",
+  "/api/training/events/stream",
+  "/static/",
+  "/docs/assets/",
+  "/api/cloud/hints",
+  "/api/users/me",
+  "/api/cloud/providers",
+  "/api/workers/",
+];
+
+function compile(pattern: string): RegExp {
+  const base = pattern.replace(/\/+$/, "");
+  const source = base
+    .split("/")
+    .map((segment) => (segment === "<id>" ? "[^/]+" : segment.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")))
+    .join("/");
+  return new RegExp(`^${source}(?:/.*)?$`);
+}
+
+const EXCLUDED = RATE_LIMIT_EXCLUSIONS.map(compile);
+const COMPILED = RATE_RULES.map((rule) => ({ rule, patterns: rule.patterns.map(compile) }));
+
+/**
+ * The rule that counts `method path` (`fallback` when no listed rule does), or null when the
+ * path is excluded.
+ *
+ * @example
+ * matchRateRule("POST", "/api/cloud/auth/login", defaultRateRule(100, 60)); // the "login" rule
+ */
+export function matchRateRule(method: string, path: string, fallback: RateRule): RateRule | null {
+  const clean = path.replace(/\/{2,}/g, "/");
+  if (EXCLUDED.some((pattern) => pattern.test(clean))) return null;
+  const upper = method.toUpperCase();
+  for (const { rule, patterns } of COMPILED) {
+    if ((rule.methods === "all" || rule.methods.includes(upper)) && patterns.some((pattern) => pattern.test(clean))) return rule;
+  }
+  return fallback;
+}

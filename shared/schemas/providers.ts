@@ -1,0 +1,75 @@
+import { z } from "@hono/zod-openapi";
+import { Timestamp } from "./common";
+
+/** A CIDR range or a single address, IPv4 or IPv6 (checked on save: edge/providers/settings.ts). */
+const AddressEntry = z.string().min(1).max(64).openapi({ example: "203.0.113.0/24" });
+
+export const ProviderSummary = z
+  .object({
+    name: z.string().openapi({ example: "replicate" }),
+    display_name: z.string().openapi({ example: "Replicate" }),
+    capabilities: z.array(z.string()).openapi({ example: ["cloud_training", "webhooks"] }),
+    webhook_path: z.string().openapi({ description: "Where the provider posts status updates", example: "/api/webhooks/replicate" }),
+  })
+  .openapi("ProviderSummary");
+
+export const ProviderList = z.object({ providers: z.array(ProviderSummary) }).openapi("ProviderList");
+
+export const ProviderSettings = z
+  .object({
+    provider: z.string(),
+    webhook_allowed_ips: z.array(z.string()).openapi({ description: "CIDR ranges and single IPs allowed to post webhooks; empty: any address" }),
+    ssl_verify: z.boolean().openapi({ description: "Verify certificates on outbound provider calls" }),
+    ssl_ca_bundle: z.string().nullable().openapi({ description: "Path of a CA bundle for outbound calls" }),
+    proxy_url: z.string().nullable().openapi({ description: "HTTP proxy for outbound calls (a password in it is shown as ***)" }),
+    http_timeout: z.number().openapi({ description: "Seconds per outbound call" }),
+    s3_endpoint_enabled: z.boolean().openapi({ description: "Cloud jobs of this provider may upload to the storage endpoint" }),
+    s3_public_url: z.string().nullable().openapi({ description: "The URL jobs upload to; null: SERVICE_PUBLIC_URL" }),
+    s3_output_path: z.string().openapi({ description: "Where uploads are stored (a folder in the storage bucket)" }),
+    webhook_secret_set: z.boolean().openapi({ description: "Whether webhooks must carry a valid Standard Webhooks signature (the secret itself is never shown)" }),
+    updated_at: Timestamp.nullable(),
+  })
+  .openapi("ProviderSettings");
+
+export const ProviderSettingsUpdate = z
+  .strictObject({
+    webhook_allowed_ips: z.array(AddressEntry).max(256).nullable().optional(),
+    ssl_verify: z.boolean().nullable().optional(),
+    confirm_insecure: z.boolean().optional().openapi({ description: "Must be true to turn ssl_verify off" }),
+    ssl_ca_bundle: z.string().min(1).max(1024).nullable().optional(),
+    proxy_url: z.string().max(2048).nullable().optional(),
+    http_timeout: z.number().min(1).max(600).nullable().optional(),
+    s3_endpoint_enabled: z.boolean().nullable().optional(),
+    s3_public_url: z.string().max(2048).nullable().optional(),
+    s3_output_path: z.string().min(1).max(256).nullable().optional(),
+    webhook_secret: z
+      .string()
+      .max(256)
+      .nullable()
+      .optional()
+      .openapi({ description: "The provider's webhook signing secret (whsec_...); null removes it. Write-only." }),
+  })
+  .openapi("ProviderSettingsUpdate", { description: "Any subset; omitted fields keep their values, null restores the default." });
+export type ProviderSettingsUpdate = z.infer<typeof ProviderSettingsUpdate>;
+
+export const WebhookReceipt = z
+  .object({
+    received: z.literal(true),
+    id: z.number().int().openapi({ description: "The stored event's id" }),
+    duplicate: z.boolean().openapi({ description: "True when this webhook-id was received before (a provider retry); stored once" }),
+  })
+  .openapi("WebhookReceipt");
+
+export const ReceivedWebhook = z
+  .object({
+    id: z.number().int(),
+    webhook_id: z.string().nullable(),
+    received_at: Timestamp,
+    client_ip: z.string().nullable(),
+    signed: z.boolean(),
+    payload: z.unknown(),
+    processed_at: Timestamp.nullable(),
+  })
+  .openapi("ReceivedWebhook");
+
+export const ReceivedWebhookList = z.object({ events: z.array(ReceivedWebhook) }).openapi("ReceivedWebhookList");
