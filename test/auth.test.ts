@@ -132,6 +132,8 @@ describe("API keys", () => {
       expect(reply.headers.get("www-authenticate")).toBe("Bearer");
     }
 
+    // Used first, so the service has just verified it: revocation must still take effect at once.
+    expect((await t.call("GET", "/api/users/me", { auth: { key: created.key } })).status).toBe(200);
     const revoked = await t.call("DELETE", `/api/cloud/auth/api-keys/${created.id}`, { auth: { cookie } });
     expect(revoked.status).toBe(200);
     expect(revoked.body.revoked_at).not.toBeNull();

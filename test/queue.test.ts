@@ -227,6 +227,23 @@ describe("with a registered local box of 4 GPUs", () => {
   });
 });
 
+describe("changes seen by the very next submission", () => {
+  it("uses an environment's new GPU options and a new approval rule at once", async () => {
+    await env("shifting", { "--num_processes": 0 });
+    const before = await submit(researcher, { config_name: "shifting", target: "local" });
+    expect(before.body).toMatchObject({ status: "running", allocated_gpus: [] });
+    // Every GPU is taken by now: with one GPU asked for, the very next submission must wait.
+    expect((await t.call("PUT", "/api/configs/shifting", { json: { config: { "--model_family": "flux", "--num_processes": 1 } }, auth: as(admin) })).status).toBe(200);
+    const after = await submit(researcher, { config_name: "shifting", target: "local", no_wait: true });
+    expect(after.body).toMatchObject({ status: "rejected", wait_reason: "gpus_busy" });
+    // And a rule made just now catches the next one.
+    expect((await t.call("PUT", "/api/queue/approval-rules", { json: { local_gpu_threshold: 0 }, auth: as(admin) })).status).toBe(200);
+    expect((await submit(researcher, { config_name: "shifting", target: "local" })).body.status).toBe("blocked");
+    await t.call("PUT", "/api/queue/approval-rules", { json: { local_gpu_threshold: null }, auth: as(admin) });
+    await drain();
+  });
+});
+
 describe("settings and housekeeping", () => {
   it("validates limits and keeps fields not sent", async () => {
     const bad = await limits({ max_concurrent: -1, local_gpu_max_concurrent: "many" });

@@ -61,6 +61,7 @@ export async function revokeApiKey(db: Database, keyId: number, userId: number, 
     .set({ revokedAt: new Date().toISOString() })
     .where(and(eq(apiKeys.id, keyId), owner, isNull(apiKeys.revokedAt)))
     .returning(publicColumns);
+  forgetVerifiedKeys();
   if (row) return row;
   const [existing] = await db.select(publicColumns).from(apiKeys).where(and(eq(apiKeys.id, keyId), owner));
   if (!existing) throw notFound(`API key ${keyId}`);
@@ -102,19 +103,49 @@ const keyLookup = compileSelect<{
   Object.keys(keyLookupFields) as (keyof typeof keyLookupFields)[],
 );
 
+/*
+ * Verified keys are remembered by the isolate for KEY_CACHE_MS, so a client's burst of requests
+ * costs one lookup instead of one each (the lookup is most of an authenticated request's cost).
+ * The price: a key revoked through another isolate keeps working there for at most KEY_CACHE_MS;
+ * the isolate that revokes forgets at once (locally there is only one). Expiry is checked on
+ * every use. Entries are keyed by the key's SHA-256, which the check computes anyway.
+ */
+export const KEY_CACHE_MS = 2_000;
+const KEY_CACHE_MAX = 1_000;
+type KeyRow = Awaited<ReturnType<typeof keyLookup>>[number];
+const verifiedKeys = new Map<string, { row: KeyRow; at: number }>();
+
+/** Forgets every remembered key (after a revocation). */
+export function forgetVerifiedKeys(): void {
+  verifiedKeys.clear();
+}
+
+async function verifiedRow(db: Database, key: string, now: number): Promise<KeyRow | null> {
+  const hash = await sha256Hex(key);
+  const known = verifiedKeys.get(hash);
+  if (known && now - known.at < KEY_CACHE_MS) return known.row;
+  const [row] = await keyLookup(db, { prefix: key.slice(0, PREFIX_LENGTH) });
+  if (!row || row.disabledAt || !constantTimeEqual(hash, row.keyHash)) return null;
+  if (verifiedKeys.size >= KEY_CACHE_MAX) verifiedKeys.clear();
+  verifiedKeys.set(hash, { row, at: now });
+  return row;
+}
+
 /**
- * The user of a valid key, or null. One indexed query; `touch` is the deferred last_used_at
- * write, for the caller to run after the response (ctx.waitUntil).
+ * The user of a valid key, or null. One indexed query (none when the isolate verified the key
+ * in the last KEY_CACHE_MS); `touch` is the deferred last_used_at write, for the caller to run
+ * after the response (ctx.waitUntil).
  */
 export async function findApiKeyUser(db: Database, key: string): Promise<{ user: User; keyId: number; touch: () => Promise<unknown> } | null> {
   if (!key.startsWith(API_KEY_PREFIX) || key.length < PREFIX_LENGTH + 8) return null;
-  const [row] = await keyLookup(db, { prefix: key.slice(0, PREFIX_LENGTH) });
-  if (!row || row.disabledAt || !constantTimeEqual(await sha256Hex(key), row.keyHash)) return null;
   const now = new Date();
+  const row = await verifiedRow(db, key, now.getTime());
+  if (!row) return null;
   if (row.expiresAt && row.expiresAt <= now.toISOString()) return null;
   const stale = new Date(now.getTime() - LAST_USED_RESOLUTION_MS).toISOString();
   const touch = async () => {
     if (row.lastUsedAt && row.lastUsedAt > stale) return;
+    row.lastUsedAt = now.toISOString(); // a remembered row: its later uses need no write
     await db
       .update(apiKeys)
       .set({ lastUsedAt: now.toISOString() })

@@ -17,6 +17,7 @@ import { regenerateDataloader } from "../environments/dataloader";
 import { createEnvironment, exportEnvironment, getEnvironment, listEnvironments, updateEnvironment } from "../environments/environments";
 import { EXAMPLE_ENVIRONMENTS } from "../environments/examples";
 import { principalOf } from "../middleware/authorize";
+import { schedulerOf } from "../scheduler/stub";
 import { createRouter } from "../router";
 import { json, jsonBody } from "./openapi";
 
@@ -104,6 +105,8 @@ environments.openapi(
   async (c) => {
     const { name } = c.req.valid("param");
     const env = await updateEnvironment(c.get("db"), name, c.req.valid("json"));
+    // The Scheduler keeps environments' GPU options briefly for submissions: the next must see these.
+    await schedulerOf(c.env).forget();
     c.get("log").info("environment updated", { environment: env.name, was: name, by: principalOf(c).user.id });
     return c.json(env, 200);
   },

@@ -261,6 +261,7 @@ queue.openapi(
     const previous = await getSetting(db, "approval_rules");
     const next = { ...previous, ...c.req.valid("json") };
     await setSetting(db, "approval_rules", next);
+    await schedulerOf(c.env).forget();
     auditLater(c, { event_type: "approval_rules_changed", target: "approval_rules", details: { changed: changedFields(previous, next) } });
     return c.json(next, 200);
   },

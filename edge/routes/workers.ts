@@ -89,6 +89,7 @@ workersRoutes.openapi(
     const body = c.req.valid("json");
     const [{ status, cameBack }] = await Promise.all([heartbeat(c.get("db"), worker, body), ackCommands(c.get("db"), worker.id, body.acked_commands ?? [])]);
     if (cameBack || status === "IDLE") await schedulerOf(c.env).pass(cameBack ? "worker back online" : "worker idle");
+    else if (status === "draining" && worker.status !== "draining") await schedulerOf(c.env).forget();
     return c.json(await answer(c, worker.id, status), 200);
   },
 );

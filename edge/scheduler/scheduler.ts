@@ -11,7 +11,7 @@ import type { NewJob, PassResult, SchedulerApi, SubmitOutcome, Submitter, WaitIn
 import type { LocalSubmit } from "../../shared/schemas/queue";
 import { ApiError } from "../errors";
 import { prepareLocalJob } from "../queue/submit";
-import { admissionStatements, capacityFrom, capacityStatements, loadActive, loadCapacity, loadEntries, localBoxStatusStatement, planInput, sweepOfflineWorkers, workerBusyStatement, type ActiveEntry } from "./store";
+import { admissionStatements, capacityFrom, capacityStatements, loadActive, loadCapacity, loadEntries, localBoxStatusStatement, planInput, sweepOfflineWorkers, workerBusyStatement, type ActiveEntry, type CapacityWithRules } from "./store";
 
 /** Seconds between background passes (spec 8). */
 export const PASS_INTERVAL_MS = 5_000;
@@ -23,6 +23,19 @@ export const PASS_INTERVAL_MS = 5_000;
  * conditional on the entry still being pending, and only this object allocates.
  */
 export const FULL_RELOAD_MS = 30_000;
+/**
+ * Limits, rules, workers and environments' GPU options are kept this long for the submissions
+ * that follow a read, so a burst of submits does not re-read them per group. Every pass reads
+ * them afresh, and the routes that change them without a pass call `forget`; this bound only
+ * covers a change made behind the service's back (a hand edit of the database).
+ */
+export const READ_CACHE_MS = 2_000;
+/**
+ * A submission waits this long for others to join its group (group commit, like PostgreSQL's
+ * commit_delay): under load, groups grow and each costs one plan and one write batch, so
+ * sustained submits gain far more than the wait costs one submission.
+ */
+export const GROUP_WAIT_MS = 4;
 
 /**
  * The only place capacity is handed out: every admission (a pending job to running, with its GPUs
@@ -38,6 +51,8 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
   private active: { entries: Map<number, ActiveEntry>; loadedAt: number } | null = null;
   private readonly log: Logger;
   private submissions: { user: Submitter; body: LocalSubmit; resolve: (o: SubmitOutcome) => void; reject: (e: unknown) => void }[] = [];
+  private capacityRead: { capacity: CapacityWithRules; at: number } | null = null;
+  private configs = new Map<string, { config: Record<string, unknown>; at: number }>();
   private armed = false;
 
   constructor(ctx: DurableObjectState, env: Env) {
@@ -87,6 +102,15 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     // Spec 3: a restart starts the local jobs a cancelled running job left waiting.
     if (trigger === "startup") await setSetting(this.db(), "local_queue_paused", false);
     return Response.json(await this.pass(trigger));
+  }
+
+  /**
+   * Drops what was read for submissions (limits, rules, workers, environments): for the routes
+   * that change those without running a pass (environments, approval rules, a draining worker).
+   */
+  async forget(): Promise<void> {
+    this.capacityRead = null;
+    this.configs.clear();
   }
 
   /** Runs one pass now and reports what it started. `changed`: job ids just changed elsewhere. */
@@ -142,8 +166,9 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     await this.arm();
     return new Promise<SubmitOutcome>((resolve, reject) => {
       this.submissions.push({ user, body, resolve, reject });
-      // The first one in schedules a group; later arrivals join it until it starts.
-      if (this.submissions.length === 1) void this.exclusive(() => this.submitGroup());
+      // The first one in schedules a group; submissions arriving within GROUP_WAIT_MS (and while
+      // earlier work runs) join it.
+      if (this.submissions.length === 1) setTimeout(() => void this.exclusive(() => this.submitGroup()), GROUP_WAIT_MS);
     });
   }
 
@@ -161,12 +186,7 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
   /** One group of submissions: one read (capacity, rules, environments), one plan, one write batch. */
   private async decide(submissions: { user: Submitter; body: LocalSubmit }[]): Promise<SubmitOutcome[]> {
     const db = this.db();
-    const names = [...new Set(submissions.map((s) => s.body.config_name))];
-    const environments: InStatement = { sql: `SELECT name, config FROM environments WHERE name IN (${names.map(() => "?").join(", ")})`, args: names };
-    const [reads, entries] = await Promise.all([db.$client.batch([...capacityStatements(), environments], "read"), this.entries(db, [])]);
-    const [settingRows, workerRows, environmentRows] = reads.map((r) => r.rows as unknown as Record<string, unknown>[]) as [Row[], Row[], Row[]];
-    const capacity = capacityFrom(settingRows, workerRows);
-    const configs = new Map(environmentRows.map((r) => [String(r.name), JSON.parse(String(r.config ?? "{}")) as Record<string, unknown>]));
+    const [{ capacity, configs }, entries] = await Promise.all([this.submissionReads(db, submissions), this.entries(db, [])]);
     const now = new Date();
     const stamp = now.toISOString();
     const outcomes: (SubmitOutcome | null)[] = submissions.map(() => null);
@@ -261,6 +281,23 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     return outcomes.map((o) => o!);
   }
 
+  /** Capacity and the environments' options a group needs: from the last read when recent, else one read batch. */
+  private async submissionReads(db: Database, submissions: { body: LocalSubmit }[]) {
+    const at = Date.now();
+    const fresh = (read: { at: number } | null | undefined) => read !== null && read !== undefined && at - read.at < READ_CACHE_MS;
+    const cached = fresh(this.capacityRead) ? this.capacityRead!.capacity : null;
+    const missing = [...new Set(submissions.map((s) => s.body.config_name))].filter((name) => !fresh(this.configs.get(name)));
+    const statements: InStatement[] = cached ? [] : capacityStatements();
+    if (missing.length) statements.push({ sql: `SELECT name, config FROM environments WHERE name IN (${missing.map(() => "?").join(", ")})`, args: missing });
+    const reads = statements.length ? (await db.$client.batch(statements, "read")).map((r) => r.rows as unknown as Row[]) : [];
+    const capacity = cached ?? capacityFrom(reads[0]!, reads[1]!);
+    if (!cached) this.capacityRead = { capacity, at };
+    for (const row of missing.length ? reads.at(-1)! : []) this.configs.set(String(row.name), { config: JSON.parse(String(row.config ?? "{}")) as Record<string, unknown>, at });
+    const configs = new Map<string, Record<string, unknown>>();
+    for (const [name, read] of this.configs) if (fresh(read)) configs.set(name, read.config);
+    return { capacity, configs };
+  }
+
   private async runPass(trigger: string, changed: string[]): Promise<PassResult> {
     const db = this.db();
     const now = new Date();
@@ -268,6 +305,7 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     const offline = await sweepOfflineWorkers(db, before.limits.worker_heartbeat_timeout_seconds, now);
     for (const w of offline.workers) this.log.warning("worker went offline: no heartbeat", { worker_id: w.id, worker: w.name, timeout_s: before.limits.worker_heartbeat_timeout_seconds });
     const [capacity, entries] = await Promise.all([offline.workers.length ? loadCapacity(db) : before, this.entries(db, [...changed, ...offline.jobIds])]);
+    this.capacityRead = { capacity, at: now.getTime() };
     const plan = planPass(planInput(entries.values(), capacity, now.getTime()));
     const statements = admissionStatements(plan.admitted, capacity.localWorkerId, now.toISOString());
     if (capacity.localWorkerId !== null) statements.push(localBoxStatusStatement(capacity.localWorkerId));

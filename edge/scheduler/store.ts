@@ -119,8 +119,10 @@ export function capacityFrom(settingRows: Row[], workerRows: Row[]): Capacity & 
   };
 }
 
+export type CapacityWithRules = Capacity & { approvalRules: ApprovalRules };
+
 /** Limits and workers, read fresh on every pass (a handful of rows, one round trip). */
-export async function loadCapacity(db: Database): Promise<Capacity> {
+export async function loadCapacity(db: Database): Promise<CapacityWithRules> {
   const [settingRows, workerRows] = await db.$client.batch(capacityStatements(), "read");
   return capacityFrom(settingRows!.rows as unknown as Row[], workerRows!.rows as unknown as Row[]);
 }

@@ -54,6 +54,8 @@ export interface SchedulerApi {
   pass(trigger: string, changed?: string[], rereadAll?: boolean): Promise<PassResult>;
   submit(user: Submitter, body: LocalSubmit): Promise<SubmitOutcome>;
   waitInfo(): Promise<WaitInfo[]>;
+  /** Drops the limits, rules, workers and environments kept for submissions (after changing them without a pass). */
+  forget(): Promise<void>;
 }
 
 /** The SCHEDULER binding, as far as this code uses it. */
