@@ -19,6 +19,7 @@ import { rateLimit } from "./middleware/rate-limit";
 import { metricsRoutes } from "./routes/metrics";
 import { auditRoutes } from "./routes/audit";
 import { providersRoutes } from "./routes/providers";
+import { storageRoutes } from "./routes/storage";
 
 /**
  * The whole HTTP API: context and authorisation for every request, then one router per area.
@@ -45,6 +46,7 @@ export function createApp() {
   app.route("/", metricsRoutes);
   app.route("/", auditRoutes);
   app.route("/", providersRoutes);
+  app.route("/", storageRoutes);
   app.route("/", docsRoutes(app));
   app.notFound((c) => c.json(new ApiError(404, "not_found", `No route for ${c.req.method} ${new URL(c.req.url).pathname}`).body(), 404));
   app.onError(handleError);

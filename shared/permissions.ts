@@ -100,6 +100,7 @@ export const ROUTE_ACCESS: Record<string, Access> = {
   "POST /api/webhooks/{provider}": "public",
   "GET /api/audit": { level: "admin" },
   "GET /api/audit/verify": { level: "admin" },
+  "POST /api/queue/{job_id}/storage-credentials": { level: "researcher" },
 
   "GET /api/cloud/metrics/prometheus": { level: "admin", scrapeToken: true },
   "GET /api/cloud/metrics/config": { level: "admin" },

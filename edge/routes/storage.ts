@@ -1,0 +1,56 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import { levelAtLeast } from "../../shared/levels";
+import { JobIdParam } from "../../shared/schemas/queue";
+import { ApiError } from "../errors";
+import { principalOf } from "../middleware/authorize";
+import { getEntry } from "../queue/entries";
+import { createRouter } from "../router";
+import { issueStorageCredentials } from "../storage/credentials";
+import { handleStorage, STORAGE_PREFIX, type StorageBucket } from "../storage/endpoint";
+import type { Context } from "hono";
+import type { AppEnv } from "../app-env";
+import { error, json } from "./openapi";
+
+/** The storage endpoint's credentials for jobs (the S3-compatible API itself: edge/storage). */
+export const storageRoutes = createRouter();
+
+const StorageCredentials = z
+  .object({
+    job_id: z.string(),
+    access_key_id: z.string().openapi({ description: "The job's upload token, used as the S3 access key id" }),
+    secret_access_key: z.string().openapi({ description: "Shown only in this answer" }),
+    endpoint_url: z.string().openapi({ description: "The S3 endpoint URL for clients (path-style addressing)", example: "https://train.example.com/api/cloud/storage" }),
+    bucket: z.string().openapi({ description: "The job's bucket: its directory on the storage endpoint" }),
+    region: z.string().openapi({ example: "auto" }),
+  })
+  .openapi("StorageCredentials");
+
+storageRoutes.openapi(
+  createRoute({
+    method: "post",
+    path: "/api/queue/{job_id}/storage-credentials",
+    tags: ["Storage"],
+    summary: "Issue S3 credentials for an active job (its owner, leads and admins)",
+    description:
+      "A new access key id (the job's upload token) and secret for the storage endpoint, valid only for this job's bucket and only while the job is pending, blocked or running. Issuing again replaces the earlier pair.",
+    request: { params: JobIdParam },
+    responses: { 201: json(StorageCredentials, "Issued; the secret is not shown again"), 401: error("No valid credential"), 403: error("Not your job"), 404: error("No such job"), 409: error("The job has ended") },
+  }),
+  async (c) => {
+    const { job_id } = c.req.valid("param");
+    const { user } = principalOf(c);
+    const db = c.get("db");
+    const entry = await getEntry(db, job_id);
+    if (entry.userId !== user.id && !levelAtLeast(user.level, "lead")) throw new ApiError(403, "forbidden", `Job ${job_id} is not yours`);
+    const issued = await issueStorageCredentials(db, job_id);
+    const base = c.get("config").publicUrl?.origin ?? new URL(c.req.url).origin;
+    c.get("log").info("storage credentials issued", { job_id, access_key_id: issued.access_key_id, by: user.id });
+    return c.json({ ...issued, endpoint_url: `${base}/api/cloud/storage`, bucket: job_id, region: "auto" }, 201);
+  },
+);
+
+// The S3 API itself: authenticated inside by SigV4 with a job's credentials (so not in the
+// access table's user levels), answered in S3's XML.
+const s3 = (c: Context<AppEnv>) => handleStorage(c.req.raw, c.get("db"), c.env.STORAGE as unknown as StorageBucket, c.get("requestId"));
+storageRoutes.all(STORAGE_PREFIX, s3);
+storageRoutes.all(`${STORAGE_PREFIX}/*`, s3);

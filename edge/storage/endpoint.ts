@@ -1,0 +1,273 @@
+import type { Database } from "../db/client";
+import { awsChunkedDecoder, awsChunkedOptions, isAwsChunked } from "./chunked";
+import { lookupStorageCredentials } from "./credentials";
+import { S3Error } from "./errors";
+import { chunkSigner, parseSigV4, payloadSha256Verifier, verifySigV4 } from "./sigv4";
+import { MAX_COMPLETE_MULTIPART_BYTES, parseCompleteMultipartUpload, readLimitedText, s3ErrorResponse, xmlEscape } from "./xml";
+
+/*
+ * The S3-compatible storage endpoint (spec 4.7) over R2, path-style:
+ * `/api/cloud/storage` (ListBuckets), `/api/cloud/storage/{bucket}` (ListObjectsV2, HeadBucket),
+ * `/api/cloud/storage/{bucket}/{key}` (objects and multipart uploads). A job's bucket is its job
+ * id; its objects live in R2 under `<output root>/<job id>/<key>`. Requests are SigV4-signed with
+ * the job's credentials (credentials.ts), which reach that bucket only and only while the job is
+ * active. Bodies stream into R2 (FixedLengthStream: R2 needs the length up front) and never sit
+ * in memory whole.
+ */
+
+/** An R2 object as far as this file reads one. */
+interface StoredObject {
+  key: string;
+  size: number;
+  etag: string;
+  uploaded: Date;
+  httpMetadata?: { contentType?: string };
+}
+
+/**
+ * The R2 calls this endpoint makes (workerd's R2Bucket), typed here rather than through the
+ * Workers types so that Node-side checks of the tests that import this file need none.
+ */
+export interface StorageBucket {
+  put(key: string, value: ReadableStream, options?: { httpMetadata?: { contentType?: string } }): Promise<StoredObject | null>;
+  head(key: string): Promise<StoredObject | null>;
+  get(key: string, options?: { range?: { offset: number; length: number } }): Promise<(StoredObject & { body: ReadableStream }) | null>;
+  delete(key: string): Promise<void>;
+  list(options: { prefix?: string; delimiter?: string; limit?: number; cursor?: string; startAfter?: string }): Promise<{ objects: StoredObject[]; delimitedPrefixes: string[]; truncated: boolean; cursor?: string }>;
+  createMultipartUpload(key: string, options?: { httpMetadata?: { contentType?: string } }): Promise<{ uploadId: string }>;
+  resumeMultipartUpload(
+    key: string,
+    uploadId: string,
+  ): {
+    uploadPart(partNumber: number, value: ReadableStream): Promise<{ partNumber: number; etag: string }>;
+    abort(): Promise<void>;
+    complete(parts: { partNumber: number; etag: string }[]): Promise<StoredObject>;
+  };
+}
+
+// workerd's stream of a declared length (R2 needs one to accept a stream).
+declare const FixedLengthStream: new (length: number) => TransformStream<Uint8Array, Uint8Array>;
+
+export const STORAGE_PREFIX = "/api/cloud/storage";
+/** Where job buckets live in R2. */
+export const OUTPUT_ROOT = "outputs";
+/** S3's own limit on key length, in UTF-8 bytes. */
+const MAX_KEY_BYTES = 1024;
+/** A single PUT larger than this cannot pass Cloudflare's request body limit: use multipart. */
+export const MAX_SINGLE_PUT_BYTES = 100 * 1024 * 1024;
+const MAX_LIST_KEYS = 1000;
+
+function xml(body: string, status = 200, headers: Record<string, string> = {}): Response {
+  return new Response(`<?xml version="1.0" encoding="UTF-8"?>\n${body}`, { status, headers: { "content-type": "application/xml", ...headers } });
+}
+
+const quote = (etag: string) => (etag.startsWith('"') ? etag : `"${etag}"`);
+
+interface Target {
+  bucket: string | null;
+  key: string | null;
+}
+
+/** Bucket and key of a path under STORAGE_PREFIX, with the key checked (no `.`/`..` parts, not too long). */
+export function storageTarget(rawPath: string): Target {
+  const rest = rawPath.slice(STORAGE_PREFIX.length).replace(/^\/+/, "");
+  if (rest === "") return { bucket: null, key: null };
+  const slash = rest.indexOf("/");
+  const bucket = decodeURIComponent(slash < 0 ? rest : rest.slice(0, slash));
+  const rawKey = slash < 0 ? "" : rest.slice(slash + 1);
+  if (rawKey === "") return { bucket, key: null };
+  let key: string;
+  try {
+    key = decodeURIComponent(rawKey);
+  } catch {
+    throw new S3Error("InvalidArgument", "The object key is not valid percent-encoding.");
+  }
+  if (new TextEncoder().encode(key).byteLength > MAX_KEY_BYTES) throw new S3Error("KeyTooLongError", `Your key is too long: at most ${MAX_KEY_BYTES} bytes.`);
+  if (key.startsWith("/") || key.split("/").some((part) => part === "." || part === "..") || /[\u0000-\u001f\\]/.test(key)) {
+    throw new S3Error("InvalidArgument", `The object key "${key}" is refused: it may not start with "/", contain "." or ".." parts, backslashes or control characters.`);
+  }
+  return { bucket, key };
+}
+
+const objectKey = (bucket: string, key: string) => `${OUTPUT_ROOT}/${bucket}/${key}`;
+
+/** The request body as a stream of the object's bytes: aws-chunked decoded, a signed hash checked. */
+function objectBody(request: Request, payload: { mode: string; hash: string; signer?: ReturnType<typeof chunkSigner> }): { stream: ReadableStream<Uint8Array>; length: number } {
+  if (!request.body) return { stream: new Blob([]).stream(), length: 0 };
+  if (isAwsChunked(request.headers)) {
+    const options = awsChunkedOptions(request.headers);
+    if (options instanceof S3Error) throw options;
+    if (options.decodedContentLength === null || options.decodedContentLength === undefined) throw new S3Error("MissingContentLength", "aws-chunked uploads must send x-amz-decoded-content-length.");
+    const decoded = request.body.pipeThrough(awsChunkedDecoder({ ...options, signer: payload.signer }));
+    return { stream: decoded, length: options.decodedContentLength };
+  }
+  const declared = request.headers.get("content-length");
+  if (declared === null) throw new S3Error("MissingContentLength", "You must provide the Content-Length HTTP header.");
+  const length = Number(declared);
+  const stream = payload.mode === "sha256" ? request.body.pipeThrough(payloadSha256Verifier(payload.hash)) : request.body;
+  return { stream, length };
+}
+
+/** Pipes `stream` into a FixedLengthStream of `length` (R2 refuses streams of unknown length). */
+function sized(stream: ReadableStream<Uint8Array>, length: number): ReadableStream<Uint8Array> {
+  const fixed = new FixedLengthStream(length);
+  void stream.pipeTo(fixed.writable).catch(() => {});
+  return fixed.readable;
+}
+
+async function listObjects(bucket: StorageBucket, name: string, url: URL): Promise<Response> {
+  const q = url.searchParams;
+  const prefix = q.get("prefix") ?? "";
+  const delimiter = q.get("delimiter") ?? undefined;
+  const maxKeys = Math.min(MAX_LIST_KEYS, Math.max(0, Number(q.get("max-keys") ?? MAX_LIST_KEYS) || 0));
+  const token = q.get("continuation-token");
+  const startAfter = q.get("start-after");
+  const root = `${OUTPUT_ROOT}/${name}/`;
+  const listed: Awaited<ReturnType<StorageBucket["list"]>> = maxKeys === 0 ? { objects: [], delimitedPrefixes: [], truncated: false } : await bucket.list({ prefix: root + prefix, delimiter, limit: maxKeys, cursor: token ?? undefined, startAfter: !token && startAfter ? root + startAfter : undefined });
+  const contents = listed.objects
+    .map((o) => `<Contents><Key>${xmlEscape(o.key.slice(root.length))}</Key><LastModified>${o.uploaded.toISOString()}</LastModified><ETag>${xmlEscape(quote(o.etag))}</ETag><Size>${o.size}</Size><StorageClass>STANDARD</StorageClass></Contents>`)
+    .join("");
+  const prefixes = listed.delimitedPrefixes.map((p) => `<CommonPrefixes><Prefix>${xmlEscape(p.slice(root.length))}</Prefix></CommonPrefixes>`).join("");
+  const next = listed.truncated && "cursor" in listed && listed.cursor ? `<NextContinuationToken>${xmlEscape(listed.cursor)}</NextContinuationToken>` : "";
+  return xml(
+    `<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>${xmlEscape(name)}</Name><Prefix>${xmlEscape(prefix)}</Prefix>${delimiter ? `<Delimiter>${xmlEscape(delimiter)}</Delimiter>` : ""}<MaxKeys>${maxKeys}</MaxKeys><KeyCount>${listed.objects.length + listed.delimitedPrefixes.length}</KeyCount><IsTruncated>${listed.truncated}</IsTruncated>${token ? `<ContinuationToken>${xmlEscape(token)}</ContinuationToken>` : ""}${next}${contents}${prefixes}</ListBucketResult>`,
+  );
+}
+
+function objectHeaders(object: StoredObject): Record<string, string> {
+  const headers: Record<string, string> = { etag: quote(object.etag), "last-modified": object.uploaded.toUTCString(), "accept-ranges": "bytes" };
+  if (object.httpMetadata?.contentType) headers["content-type"] = object.httpMetadata.contentType;
+  return headers;
+}
+
+/** A `Range: bytes=a-b` header as R2's range, or null for none; throws InvalidRange for one S3 would refuse. */
+function parseRange(header: string | null, size: number): { offset: number; length: number } | null {
+  if (!header) return null;
+  const match = /^bytes=(\d*)-(\d*)$/.exec(header.trim());
+  if (!match || (match[1] === "" && match[2] === "")) return null; // S3 ignores a range it cannot parse
+  let start: number;
+  let end: number;
+  if (match[1] === "") {
+    const suffix = Number(match[2]);
+    start = Math.max(0, size - suffix);
+    end = size - 1;
+  } else {
+    start = Number(match[1]);
+    end = match[2] === "" ? size - 1 : Math.min(Number(match[2]), size - 1);
+  }
+  if (start >= size || end < start) throw new S3Error("InvalidRange", "The requested range is not satisfiable");
+  return { offset: start, length: end - start + 1 };
+}
+
+/**
+ * Answers one storage request. `db` resolves credentials; `bucket` is the R2 bucket. Every refusal
+ * is S3 XML with S3's status, and a refused write stores nothing.
+ */
+export async function handleStorage(request: Request, db: Database, bucket: StorageBucket, requestId: string): Promise<Response> {
+  const url = new URL(request.url);
+  const rawPath = url.pathname;
+  const method = request.method;
+  try {
+    const parsed = parseSigV4(request);
+    if (parsed instanceof S3Error) throw parsed;
+    const credentials = await lookupStorageCredentials(db, parsed.accessKeyId);
+    if (credentials === null) throw new S3Error("InvalidAccessKeyId", "The AWS Access Key Id you provided does not exist in our records.");
+    if (!credentials.active) throw new S3Error("ExpiredToken", `The provided token has expired: ${credentials.reason}.`);
+    const refused = await verifySigV4(request, parsed, credentials.secret, new Date());
+    if (refused) throw refused;
+
+    const target = storageTarget(rawPath);
+    if (target.bucket === null) {
+      if (method !== "GET") throw new S3Error("MethodNotAllowed", "The specified method is not allowed against this resource.");
+      return xml(
+        `<ListAllMyBucketsResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Owner><ID>${xmlEscape(credentials.jobId)}</ID></Owner><Buckets><Bucket><Name>${xmlEscape(credentials.jobId)}</Name><CreationDate>${new Date(0).toISOString()}</CreationDate></Bucket></Buckets></ListAllMyBucketsResult>`,
+      );
+    }
+    if (target.bucket !== credentials.jobId) throw new S3Error("AccessDenied", `These credentials belong to job ${credentials.jobId}: bucket ${target.bucket} is not theirs.`);
+    const name = target.bucket;
+
+    if (target.key === null) {
+      if (method === "HEAD") return new Response(null, { status: 200, headers: { "x-amz-bucket-region": "auto" } });
+      if (method === "GET" && url.searchParams.has("uploads")) throw new S3Error("NotImplemented", "ListMultipartUploads is not supported by this endpoint.");
+      if (method === "GET") return listObjects(bucket, name, url);
+      throw new S3Error("MethodNotAllowed", "Creating or deleting a job's bucket is not allowed: it exists as long as the job.");
+    }
+    const key = objectKey(name, target.key);
+    const q = url.searchParams;
+    const payload = { mode: parsed.payloadMode, hash: parsed.payloadHash, signer: parsed.payloadMode.startsWith("streaming-signed") ? chunkSigner(parsed, credentials.secret) : undefined };
+
+    if (method === "POST" && q.has("uploads")) {
+      const upload = await bucket.createMultipartUpload(key, { httpMetadata: { contentType: request.headers.get("content-type") ?? undefined } });
+      return xml(`<InitiateMultipartUploadResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Bucket>${xmlEscape(name)}</Bucket><Key>${xmlEscape(target.key)}</Key><UploadId>${xmlEscape(upload.uploadId)}</UploadId></InitiateMultipartUploadResult>`);
+    }
+    const uploadId = q.get("uploadId");
+    if (uploadId !== null) {
+      const upload = bucket.resumeMultipartUpload(key, uploadId);
+      if (method === "PUT") {
+        const partNumber = Number(q.get("partNumber"));
+        if (!Number.isInteger(partNumber) || partNumber < 1 || partNumber > 10_000) throw new S3Error("InvalidArgument", "partNumber must be a whole number from 1 to 10000.");
+        const body = objectBody(request, payload);
+        const part = await upload.uploadPart(partNumber, sized(body.stream, body.length)).catch(noSuchUpload);
+        return new Response(null, { status: 200, headers: { etag: quote(part.etag) } });
+      }
+      if (method === "POST") {
+        const text = await readLimitedText(request.body, MAX_COMPLETE_MULTIPART_BYTES);
+        if (text instanceof S3Error) throw text;
+        const parts = parseCompleteMultipartUpload(text);
+        if (parts instanceof S3Error) throw parts;
+        const object = await upload.complete(parts.map((p) => ({ partNumber: p.partNumber, etag: p.etag.replace(/"/g, "") }))).catch(noSuchUpload);
+        return xml(
+          `<CompleteMultipartUploadResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Location>${xmlEscape(`${url.origin}${rawPath}`)}</Location><Bucket>${xmlEscape(name)}</Bucket><Key>${xmlEscape(target.key)}</Key><ETag>${xmlEscape(quote(object.etag))}</ETag></CompleteMultipartUploadResult>`,
+        );
+      }
+      if (method === "DELETE") {
+        await upload.abort().catch(noSuchUpload);
+        return new Response(null, { status: 204 });
+      }
+      throw new S3Error("NotImplemented", "ListParts is not supported by this endpoint.");
+    }
+
+    if (method === "PUT") {
+      if (request.headers.has("x-amz-copy-source")) throw new S3Error("NotImplemented", "CopyObject is not supported by this endpoint.");
+      const body = objectBody(request, payload);
+      if (body.length > MAX_SINGLE_PUT_BYTES) throw new S3Error("EntityTooLarge", `A single PUT may be at most ${MAX_SINGLE_PUT_BYTES} bytes here (the platform's request limit): upload larger files as multipart (aws s3 cp and boto3 upload_file do so above their multipart threshold).`);
+      try {
+        const object = await bucket.put(key, sized(body.stream, body.length), { httpMetadata: { contentType: request.headers.get("content-type") ?? undefined } });
+        return new Response(null, { status: 200, headers: { etag: quote(object!.etag) } });
+      } catch (error) {
+        // A body refused while streaming (bad checksum, wrong length) may have reached R2: remove it.
+        await bucket.delete(key).catch(() => {});
+        throw error;
+      }
+    }
+    if (method === "GET" || method === "HEAD") {
+      const head = await bucket.head(key);
+      if (!head) throw new S3Error("NoSuchKey", "The specified key does not exist.");
+      const range = parseRange(request.headers.get("range"), head.size);
+      if (method === "HEAD") return new Response(null, { status: 200, headers: { ...objectHeaders(head), "content-length": String(head.size) } });
+      const object = await bucket.get(key, range ? { range } : {});
+      if (!object || !("body" in object)) throw new S3Error("NoSuchKey", "The specified key does not exist.");
+      const headers = objectHeaders(object);
+      if (range) {
+        headers["content-range"] = `bytes ${range.offset}-${range.offset + range.length - 1}/${head.size}`;
+        headers["content-length"] = String(range.length);
+        return new Response(object.body, { status: 206, headers });
+      }
+      headers["content-length"] = String(head.size);
+      return new Response(object.body, { status: 200, headers });
+    }
+    if (method === "DELETE") {
+      await bucket.delete(key);
+      return new Response(null, { status: 204 });
+    }
+    throw new S3Error("MethodNotAllowed", "The specified method is not allowed against this resource.");
+  } catch (error) {
+    if (error instanceof S3Error) return s3ErrorResponse(error, rawPath, requestId, method);
+    throw error;
+  }
+}
+
+function noSuchUpload(error: unknown): never {
+  if (String(error).toLowerCase().includes("upload")) throw new S3Error("NoSuchUpload", "The specified multipart upload does not exist: it may have been completed or aborted.");
+  throw error;
+}

@@ -1,0 +1,103 @@
+// Storage endpoint throughput: a 1 GiB object uploaded as multipart (8 MiB parts, 4 in flight,
+// as the AWS tools do) and downloaded again through the local stack with the AWS SDK v3, next
+// to a plain copy of the same file on this disk, with the stack process's memory sampled.
+// Target: >= 30 % of the disk copy each way; memory flat (no whole-object buffering).
+import { CompleteMultipartUploadCommand, CreateMultipartUploadCommand, GetObjectCommand, S3Client, UploadPartCommand } from "@aws-sdk/client-s3";
+import { execFileSync } from "node:child_process";
+import { createHash, randomBytes } from "node:crypto";
+import { closeSync, copyFileSync, mkdtempSync, openSync, readSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { startBenchStack } from "./lib";
+
+const SIZE = Number(process.env.BENCH_STORAGE_MIB ?? 1024) * 1024 * 1024;
+const PART = 8 * 1024 * 1024;
+const IN_FLIGHT = 4;
+const out = (line: string) => console.log(line);
+
+const dir = mkdtempSync(join(tmpdir(), "storage-bench-"));
+const source = join(dir, "object.bin");
+// Written in 64 MiB slices of random bytes, so the file itself never sits in memory here.
+const slice = randomBytes(64 * 1024 * 1024);
+for (let written = 0; written < SIZE; written += slice.length) writeFileSync(source, slice.subarray(0, Math.min(slice.length, SIZE - written)), { flag: written ? "a" : "w" });
+let t0 = performance.now();
+copyFileSync(source, join(dir, "copy.bin"));
+execFileSync("sync");
+const diskSeconds = (performance.now() - t0) / 1000;
+const diskMBs = SIZE / 1e6 / diskSeconds;
+out(`disk copy of ${SIZE / 1024 / 1024} MiB (cp + sync): ${diskSeconds.toFixed(2)} s = ${diskMBs.toFixed(0)} MB/s`);
+
+const stack = await startBenchStack();
+/** RSS of the stack: the host process and its workerd child, from /proc. */
+function stackRss(): number {
+  const pids = execFileSync("sh", ["-c", `pgrep -f "${stack.dataDir}" || true`]).toString().trim().split(/\s+/).filter(Boolean);
+  const workerd = execFileSync("sh", ["-c", "pgrep -x workerd || true"]).toString().trim().split(/\s+/).filter(Boolean);
+  let kb = 0;
+  for (const pid of new Set([...pids, ...workerd])) {
+    try {
+      const status = execFileSync("cat", [`/proc/${pid}/status`]).toString();
+      kb += Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
+    } catch {}
+  }
+  return kb * 1024;
+}
+try {
+  const auth = { "x-api-key": stack.adminKey };
+  await stack.post("/api/configs/environments", { name: "bench" });
+  const job = ((await (await stack.post("/api/queue/submit", { config_name: "bench", target: "local" })).json()) as { job_id: string }).job_id;
+  const creds = (await (await fetch(`${stack.base}/api/queue/${job}/storage-credentials`, { method: "POST", headers: auth })).json()) as { access_key_id: string; secret_access_key: string; endpoint_url: string };
+  const s3 = new S3Client({ endpoint: creds.endpoint_url, forcePathStyle: true, region: "auto", credentials: { accessKeyId: creds.access_key_id, secretAccessKey: creds.secret_access_key }, expectContinueHeader: false });
+  const rssBefore = stackRss();
+  let rssPeak = rssBefore;
+  const sampler = setInterval(() => (rssPeak = Math.max(rssPeak, stackRss())), 500);
+
+  const sourceHash = createHash("sha256");
+  const fd = openSync(source, "r");
+  const created = await s3.send(new CreateMultipartUploadCommand({ Bucket: job, Key: "model.bin" }));
+  const parts: { PartNumber: number; ETag: string }[] = [];
+  let next = 0;
+  t0 = performance.now();
+  const readPart = (index: number) => {
+    const buffer = Buffer.alloc(Math.min(PART, SIZE - index * PART));
+    readSync(fd, buffer, 0, buffer.length, index * PART);
+    return buffer;
+  };
+  const count = Math.ceil(SIZE / PART);
+  const buffers = new Map<number, Buffer>();
+  await Promise.all(
+    Array.from({ length: IN_FLIGHT }, async () => {
+      for (let index = next++; index < count; index = next++) {
+        const body = readPart(index);
+        buffers.set(index, body);
+        const part = await s3.send(new UploadPartCommand({ Bucket: job, Key: "model.bin", UploadId: created.UploadId, PartNumber: index + 1, Body: body }));
+        parts[index] = { PartNumber: index + 1, ETag: part.ETag! };
+        buffers.delete(index);
+      }
+    }),
+  );
+  await s3.send(new CompleteMultipartUploadCommand({ Bucket: job, Key: "model.bin", UploadId: created.UploadId, MultipartUpload: { Parts: parts } }));
+  const upSeconds = (performance.now() - t0) / 1000;
+  for (let index = 0; index < count; index++) sourceHash.update(readPart(index));
+  closeSync(fd);
+
+  t0 = performance.now();
+  const got = await s3.send(new GetObjectCommand({ Bucket: job, Key: "model.bin" }));
+  const downHash = createHash("sha256");
+  let received = 0;
+  for await (const chunk of got.Body as AsyncIterable<Uint8Array>) {
+    downHash.update(chunk);
+    received += chunk.byteLength;
+  }
+  const downSeconds = (performance.now() - t0) / 1000;
+  clearInterval(sampler);
+  const exact = received === SIZE && downHash.digest("hex") === sourceHash.digest("hex");
+  const upMBs = SIZE / 1e6 / upSeconds;
+  const downMBs = SIZE / 1e6 / downSeconds;
+  out(`upload   ${count} parts of 8 MiB, ${IN_FLIGHT} in flight: ${upSeconds.toFixed(1)} s = ${upMBs.toFixed(1)} MB/s = ${((upMBs / diskMBs) * 100).toFixed(1)} % of the disk copy (target >= 30 %: ${upMBs / diskMBs >= 0.3 ? "met" : "NOT met"})`);
+  out(`download one GetObject stream: ${downSeconds.toFixed(1)} s = ${downMBs.toFixed(1)} MB/s = ${((downMBs / diskMBs) * 100).toFixed(1)} % of the disk copy (target >= 30 %: ${downMBs / diskMBs >= 0.3 ? "met" : "NOT met"})`);
+  out(`byte-exact: ${exact ? "yes" : "NO"}`);
+  out(`stack RSS (host + workerd): ${(rssBefore / 1e6).toFixed(0)} MB before, peak ${(rssPeak / 1e6).toFixed(0)} MB during (+${((rssPeak - rssBefore) / 1e6).toFixed(0)} MB for a ${SIZE / 1e6} MB object)`);
+} finally {
+  await stack.stop();
+  rmSync(dir, { recursive: true, force: true });
+}
