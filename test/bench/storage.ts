@@ -5,7 +5,7 @@
 import { CompleteMultipartUploadCommand, CreateMultipartUploadCommand, GetObjectCommand, S3Client, UploadPartCommand } from "@aws-sdk/client-s3";
 import { execFileSync } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
-import { closeSync, copyFileSync, mkdtempSync, openSync, readSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, copyFileSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startBenchStack } from "./lib";
@@ -28,18 +28,18 @@ const diskMBs = SIZE / 1e6 / diskSeconds;
 out(`disk copy of ${SIZE / 1024 / 1024} MiB (cp + sync): ${diskSeconds.toFixed(2)} s = ${diskMBs.toFixed(0)} MB/s`);
 
 const stack = await startBenchStack();
-/** RSS of the stack: the host process and its workerd child, from /proc. */
-function stackRss(): number {
-  const pids = execFileSync("sh", ["-c", `pgrep -f "${stack.dataDir}" || true`]).toString().trim().split(/\s+/).filter(Boolean);
-  const workerd = execFileSync("sh", ["-c", "pgrep -x workerd || true"]).toString().trim().split(/\s+/).filter(Boolean);
-  let kb = 0;
-  for (const pid of new Set([...pids, ...workerd])) {
-    try {
-      const status = execFileSync("cat", [`/proc/${pid}/status`]).toString();
-      kb += Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
-    } catch {}
-  }
-  return kb * 1024;
+/** RSS of the stack's processes, by name: the Node host (edge/local/main.ts) and workerd. */
+function stackRss(): { host: number; workerd: number } {
+  const pidsOf = (pattern: string) => execFileSync("sh", ["-c", `pgrep ${pattern} || true`]).toString().trim().split(/\s+/).filter(Boolean);
+  const rss = (pids: string[]) =>
+    pids.reduce((sum, pid) => {
+      try {
+        return sum + Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0) * 1024;
+      } catch {
+        return sum; // exited meanwhile
+      }
+    }, 0);
+  return { host: rss(pidsOf(`-f "edge/local/main.ts"`)), workerd: rss(pidsOf("-x workerd")) };
 }
 try {
   const auth = { "x-api-key": stack.adminKey };
@@ -48,8 +48,12 @@ try {
   const creds = (await (await fetch(`${stack.base}/api/queue/${job}/storage-credentials`, { method: "POST", headers: auth })).json()) as { access_key_id: string; secret_access_key: string; endpoint_url: string };
   const s3 = new S3Client({ endpoint: creds.endpoint_url, forcePathStyle: true, region: "auto", credentials: { accessKeyId: creds.access_key_id, secretAccessKey: creds.secret_access_key }, expectContinueHeader: false });
   const rssBefore = stackRss();
-  let rssPeak = rssBefore;
-  const sampler = setInterval(() => (rssPeak = Math.max(rssPeak, stackRss())), 500);
+  const rssPeak = { ...rssBefore };
+  const sampler = setInterval(() => {
+    const now = stackRss();
+    rssPeak.host = Math.max(rssPeak.host, now.host);
+    rssPeak.workerd = Math.max(rssPeak.workerd, now.workerd);
+  }, 250);
 
   const sourceHash = createHash("sha256");
   const fd = openSync(source, "r");
@@ -96,7 +100,8 @@ try {
   out(`upload   ${count} parts of 8 MiB, ${IN_FLIGHT} in flight: ${upSeconds.toFixed(1)} s = ${upMBs.toFixed(1)} MB/s = ${((upMBs / diskMBs) * 100).toFixed(1)} % of the disk copy (target >= 30 %: ${upMBs / diskMBs >= 0.3 ? "met" : "NOT met"})`);
   out(`download one GetObject stream: ${downSeconds.toFixed(1)} s = ${downMBs.toFixed(1)} MB/s = ${((downMBs / diskMBs) * 100).toFixed(1)} % of the disk copy (target >= 30 %: ${downMBs / diskMBs >= 0.3 ? "met" : "NOT met"})`);
   out(`byte-exact: ${exact ? "yes" : "NO"}`);
-  out(`stack RSS (host + workerd): ${(rssBefore / 1e6).toFixed(0)} MB before, peak ${(rssPeak / 1e6).toFixed(0)} MB during (+${((rssPeak - rssBefore) / 1e6).toFixed(0)} MB for a ${SIZE / 1e6} MB object)`);
+  const mb = (n: number) => (n / 1e6).toFixed(0);
+  out(`RSS, host process: ${mb(rssBefore.host)} MB before, peak ${mb(rssPeak.host)} MB (+${mb(rssPeak.host - rssBefore.host)}); workerd: ${mb(rssBefore.workerd)} MB before, peak ${mb(rssPeak.workerd)} MB (+${mb(rssPeak.workerd - rssBefore.workerd)}), for a ${mb(SIZE)} MB object`);
 } finally {
   await stack.stop();
   rmSync(dir, { recursive: true, force: true });
