@@ -81,6 +81,7 @@ try {
   );
   await s3.send(new CompleteMultipartUploadCommand({ Bucket: job, Key: "model.bin", UploadId: created.UploadId, MultipartUpload: { Parts: parts } }));
   const upSeconds = (performance.now() - t0) / 1000;
+  const afterUpload = { ...rssPeak };
   for (let index = 0; index < count; index++) sourceHash.update(readPart(index));
   closeSync(fd);
 
@@ -101,6 +102,7 @@ try {
   out(`download one GetObject stream: ${downSeconds.toFixed(1)} s = ${downMBs.toFixed(1)} MB/s = ${((downMBs / diskMBs) * 100).toFixed(1)} % of the disk copy (target >= 30 %: ${downMBs / diskMBs >= 0.3 ? "met" : "NOT met"})`);
   out(`byte-exact: ${exact ? "yes" : "NO"}`);
   const mb = (n: number) => (n / 1e6).toFixed(0);
+  out(`RSS peak by the end of the upload: host ${mb(afterUpload.host)} MB, workerd ${mb(afterUpload.workerd)} MB`);
   out(`RSS, host process: ${mb(rssBefore.host)} MB before, peak ${mb(rssPeak.host)} MB (+${mb(rssPeak.host - rssBefore.host)}); workerd: ${mb(rssBefore.workerd)} MB before, peak ${mb(rssPeak.workerd)} MB (+${mb(rssPeak.workerd - rssBefore.workerd)}), for a ${mb(SIZE)} MB object`);
 } finally {
   await stack.stop();
