@@ -156,6 +156,25 @@ describe("refusals, with nothing written", () => {
     expect(await absent("x")).toBe(true);
   });
 
+  it("refuses a body that is not the one signed, and a chunked body whose checksum is wrong", async () => {
+    const signer = new SignatureV4({ credentials: { accessKeyId: creds.access_key_id, secretAccessKey: creds.secret_access_key }, region: "auto", service: "s3", sha256: Sha256, uriEscapePath: false });
+    const url = new URL(`${creds.endpoint_url}/${job}/forged.bin`);
+    const signedHash = createHash("sha256").update("the signed body").digest("hex");
+    const signed = await signer.sign({ method: "PUT", protocol: "http:", hostname: url.hostname, port: Number(url.port), path: url.pathname, query: {}, headers: { host: url.host, "x-amz-content-sha256": signedHash, "content-length": "15" }, body: "the signed body" });
+    const forged = await fetch(url, { method: "PUT", headers: signed.headers as Record<string, string>, body: "the forged body" });
+    expect(forged.status).toBe(400);
+    expect(await forged.text()).toContain("<Code>XAmzContentSHA256Mismatch</Code>");
+
+    const payload = "x".repeat(1000);
+    const chunked = `${(1000).toString(16)}\r\n${payload}\r\n0\r\nx-amz-checksum-crc32:AAAAAA==\r\n\r\n`;
+    const headers = { host: url.host, "x-amz-content-sha256": "STREAMING-UNSIGNED-PAYLOAD-TRAILER", "content-encoding": "aws-chunked", "x-amz-decoded-content-length": "1000", "x-amz-trailer": "x-amz-checksum-crc32", "content-length": String(chunked.length) };
+    const bad = await signer.sign({ method: "PUT", protocol: "http:", hostname: url.hostname, port: Number(url.port), path: url.pathname, query: {}, headers });
+    const refused = await fetch(url, { method: "PUT", headers: bad.headers as Record<string, string>, body: chunked });
+    expect(refused.status).toBe(400);
+    expect(await refused.text()).toContain("<Code>BadDigest</Code>");
+    expect(await absent("forged.bin")).toBe(true);
+  });
+
   it("refuses path tricks in keys", async () => {
     for (const key of ["a/../b", "../escape", "./here", `${"k".repeat(1025)}`]) {
       // Refused by this endpoint (400), or, where the client's URL handling resolves the dots,

@@ -73,15 +73,17 @@ export function storageTarget(rawPath: string): Target {
   const rest = rawPath.slice(STORAGE_PREFIX.length).replace(/^\/+/, "");
   if (rest === "") return { bucket: null, key: null };
   const slash = rest.indexOf("/");
-  const bucket = decodeURIComponent(slash < 0 ? rest : rest.slice(0, slash));
+  const decode = (text: string, what: string) => {
+    try {
+      return decodeURIComponent(text);
+    } catch {
+      throw new S3Error("InvalidArgument", `The ${what} is not valid percent-encoding.`);
+    }
+  };
+  const bucket = decode(slash < 0 ? rest : rest.slice(0, slash), "bucket name");
   const rawKey = slash < 0 ? "" : rest.slice(slash + 1);
   if (rawKey === "") return { bucket, key: null };
-  let key: string;
-  try {
-    key = decodeURIComponent(rawKey);
-  } catch {
-    throw new S3Error("InvalidArgument", "The object key is not valid percent-encoding.");
-  }
+  const key = decode(rawKey, "object key");
   if (new TextEncoder().encode(key).byteLength > MAX_KEY_BYTES) throw new S3Error("KeyTooLongError", `Your key is too long: at most ${MAX_KEY_BYTES} bytes.`);
   if (key.startsWith("/") || key.split("/").some((part) => part === "." || part === "..") || /[\u0000-\u001f\\]/.test(key)) {
     throw new S3Error("InvalidArgument", `The object key "${key}" is refused: it may not start with "/", contain "." or ".." parts, backslashes or control characters.`);
@@ -108,11 +110,48 @@ function objectBody(request: Request, payload: { mode: string; hash: string; sig
   return { stream, length };
 }
 
-/** Pipes `stream` into a FixedLengthStream of `length` (R2 refuses streams of unknown length). */
-function sized(stream: ReadableStream<Uint8Array>, length: number): ReadableStream<Uint8Array> {
+/**
+ * Passes chunks on one behind, and the last only once the stream before it has ended cleanly.
+ * The checks on a body (its signed hash, its trailing checksum) can only fail at its very end;
+ * by then R2 would have every byte it was promised and store the object. Held back, the last
+ * chunk never arrives when the check fails, so R2 stores nothing.
+ */
+function holdLastChunk(): TransformStream<Uint8Array, Uint8Array> {
+  let held: Uint8Array | null = null;
+  return new TransformStream({
+    transform(chunk, controller) {
+      if (held) controller.enqueue(held);
+      held = chunk;
+    },
+    flush(controller) {
+      if (held) controller.enqueue(held);
+    },
+  });
+}
+
+/**
+ * Stores `stream` of `length` bytes with `store` (R2 wants a stream of known length: a
+ * FixedLengthStream). When the body is refused on the way (a checksum, a hash, its length), the
+ * store fails, and the refusal, an S3Error, is what is thrown, not R2's report of the broken
+ * stream.
+ */
+async function storeSized<T>(stream: ReadableStream<Uint8Array>, length: number, store: (body: ReadableStream<Uint8Array>) => Promise<T>): Promise<T> {
   const fixed = new FixedLengthStream(length);
-  void stream.pipeTo(fixed.writable).catch(() => {});
-  return fixed.readable;
+  let refusal: unknown = null;
+  const piping = stream.pipeThrough(holdLastChunk()).pipeTo(fixed.writable).catch((error: unknown) => {
+    refusal = error;
+  });
+  try {
+    const stored = await store(fixed.readable);
+    await piping;
+    if (refusal !== null) throw refusal;
+    return stored;
+  } catch (error) {
+    await piping;
+    if (refusal instanceof S3Error) throw refusal;
+    if (refusal !== null && String(refusal).includes("FixedLengthStream")) throw new S3Error("IncompleteBody", `The body was not the ${length} bytes declared.`);
+    throw error;
+  }
 }
 
 async function listObjects(bucket: StorageBucket, name: string, url: URL): Promise<Response> {
@@ -207,7 +246,7 @@ export async function handleStorage(request: Request, db: Database, bucket: Stor
         const partNumber = Number(q.get("partNumber"));
         if (!Number.isInteger(partNumber) || partNumber < 1 || partNumber > 10_000) throw new S3Error("InvalidArgument", "partNumber must be a whole number from 1 to 10000.");
         const body = objectBody(request, payload);
-        const part = await upload.uploadPart(partNumber, sized(body.stream, body.length)).catch(noSuchUpload);
+        const part = await storeSized(body.stream, body.length, (sized) => upload.uploadPart(partNumber, sized)).catch(noSuchUpload);
         return new Response(null, { status: 200, headers: { etag: quote(part.etag) } });
       }
       if (method === "POST") {
@@ -231,14 +270,10 @@ export async function handleStorage(request: Request, db: Database, bucket: Stor
       if (request.headers.has("x-amz-copy-source")) throw new S3Error("NotImplemented", "CopyObject is not supported by this endpoint.");
       const body = objectBody(request, payload);
       if (body.length > MAX_SINGLE_PUT_BYTES) throw new S3Error("EntityTooLarge", `A single PUT may be at most ${MAX_SINGLE_PUT_BYTES} bytes here (the platform's request limit): upload larger files as multipart (aws s3 cp and boto3 upload_file do so above their multipart threshold).`);
-      try {
-        const object = await bucket.put(key, sized(body.stream, body.length), { httpMetadata: { contentType: request.headers.get("content-type") ?? undefined } });
-        return new Response(null, { status: 200, headers: { etag: quote(object!.etag) } });
-      } catch (error) {
-        // A body refused while streaming (bad checksum, wrong length) may have reached R2: remove it.
-        await bucket.delete(key).catch(() => {});
-        throw error;
-      }
+      // A body refused while streaming (bad checksum, wrong length) errors the stream, and R2
+      // then stores nothing: a put is all or nothing, and an object it would replace stays.
+      const object = await storeSized(body.stream, body.length, (sized) => bucket.put(key, sized, { httpMetadata: { contentType: request.headers.get("content-type") ?? undefined } }));
+      return new Response(null, { status: 200, headers: { etag: quote(object!.etag) } });
     }
     if (method === "GET" || method === "HEAD") {
       const head = await bucket.head(key);
@@ -268,6 +303,6 @@ export async function handleStorage(request: Request, db: Database, bucket: Stor
 }
 
 function noSuchUpload(error: unknown): never {
-  if (String(error).toLowerCase().includes("upload")) throw new S3Error("NoSuchUpload", "The specified multipart upload does not exist: it may have been completed or aborted.");
+  if (!(error instanceof S3Error) && String(error).toLowerCase().includes("upload")) throw new S3Error("NoSuchUpload", "The specified multipart upload does not exist: it may have been completed or aborted.");
   throw error;
 }
