@@ -7,7 +7,8 @@ import { SignatureV4 } from "@smithy/signature-v4";
 import { createHash, randomBytes } from "node:crypto";
 import { Readable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { setUpAdmin, startTestStack, type TestStack } from "./helpers/stack";
+import { storagePattern, storageTarget } from "../edge/storage/endpoint";
+import { createUserWithKey, setUpAdmin, startTestStack, type TestStack } from "./helpers/stack";
 
 let t: TestStack;
 let admin: { key: string; cookie: string };
@@ -146,6 +147,25 @@ describe("objects through the AWS SDK", () => {
   });
 });
 
+describe("admins with a session or API key", () => {
+  it("list every job's bucket and download its results, read-only; others are refused", async () => {
+    const buckets = await t.call("GET", "/api/cloud/storage", { auth: { key: admin.key } });
+    expect(buckets.status).toBe(200);
+    expect(buckets.text).toContain(`<Name>${job}</Name>`);
+    const listed = await t.call("GET", `/api/cloud/storage/${job}?list-type=2&prefix=range`, { auth: { cookie: admin.cookie } });
+    expect(listed.text).toContain("<Key>range.txt</Key>");
+    const file = await t.call("GET", `/api/cloud/storage/${job}/range.txt`, { auth: { key: admin.key } });
+    expect(file.text).toBe("0123456789abcdefghij");
+    const write = await t.call("PUT", `/api/cloud/storage/${job}/admin.txt`, { body: "x", auth: { key: admin.key } });
+    expect(write.status).toBe(403);
+    expect(write.text).toContain("<Code>AccessDenied</Code>");
+    const researcher = await createUserWithKey(t, { cookie: admin.cookie }, "researcher");
+    const refused = await t.call("GET", `/api/cloud/storage/${job}/range.txt`, { auth: { key: researcher.key } });
+    expect(refused.status).toBe(403);
+    expect((await t.call("GET", `/api/cloud/storage/${job}/range.txt`)).status).toBe(403);
+  });
+});
+
 describe("refusals, with nothing written", () => {
   const absent = async (key: string) => (await client().send(new ListObjectsV2Command({ Bucket: job, Prefix: key }))).KeyCount === 0;
 
@@ -189,5 +209,24 @@ describe("refusals, with nothing written", () => {
     expect((await t.call("POST", `/api/queue/${job}/cancel`, { auth: { key: admin.key } })).status).toBe(200);
     expect(await s3Error(client().send(new PutObjectCommand({ Bucket: job, Key: "late.bin", Body: "x" })))).toEqual({ code: "ExpiredToken", status: 400 });
     expect((await t.call("POST", `/api/queue/${job}/storage-credentials`, { auth: { key: admin.key } })).status).toBe(409);
+    // The results outlive the job: admins still download them.
+    expect((await t.call("GET", `/api/cloud/storage/${job}/range.txt`, { auth: { key: admin.key } })).text).toBe("0123456789abcdefghij");
+  });
+});
+
+describe("paths (pure)", () => {
+  it("labels storage requests by pattern for metrics, never by bucket or key", () => {
+    expect(storagePattern("/api/cloud/storage")).toBe("/api/cloud/storage");
+    expect(storagePattern("/api/cloud/storage/job-1")).toBe("/api/cloud/storage/{bucket}");
+    expect(storagePattern("/api/cloud/storage/job-1/a/b/c.bin")).toBe("/api/cloud/storage/{bucket}/{key}");
+    expect(storagePattern("/api/cloud/storagex")).toBeNull();
+  });
+
+  it("decodes bucket and key once, and refuses keys that climb or hide", () => {
+    expect(storageTarget("/api/cloud/storage/job-1/dir%2Fsub/file%20one.bin")).toEqual({ bucket: "job-1", key: "dir/sub/file one.bin" });
+    expect(storageTarget("/api/cloud/storage/job-1")).toEqual({ bucket: "job-1", key: null });
+    for (const bad of ["/api/cloud/storage/job-1/a%2F..%2Fb", "/api/cloud/storage/job-1/%2Fabs", "/api/cloud/storage/job-1/%E0%A4%A", "/api/cloud/storage/job-1/a%5Cb"]) {
+      expect(() => storageTarget(bad), bad).toThrow();
+    }
   });
 });

@@ -23,7 +23,8 @@ export function routePattern(c: Context): string | null {
   return route ? toOpenApiPath(route.path) : null;
 }
 
-async function identify(c: Context<AppEnv>): Promise<Principal | null> {
+/** The caller of a request by API key or session cookie (null: neither sent); a wrong key throws 401. */
+export async function identify(c: Context<AppEnv>): Promise<Principal | null> {
   const db = c.get("db");
   const bearer = /^Bearer\s+(\S+)$/i.exec(c.req.header("authorization") ?? "")?.[1];
   const key = c.req.header("x-api-key") ?? bearer;

@@ -5,6 +5,7 @@ import type { Env } from "../env";
 import type { Logger } from "../log";
 import { collectorOf } from "../metrics/collector-types";
 import { HttpTally, trackedClientWindowMs } from "../metrics/tally";
+import { storagePattern } from "../storage/endpoint";
 import { routePattern } from "./authorize";
 
 /** An isolate hands its figures to the collector at most this often... */
@@ -53,7 +54,7 @@ export function httpMetrics(): MiddlewareHandler<AppEnv> {
     const verdict = c.get("rateLimit");
     const method = METHODS.has(c.req.method) ? c.req.method : "OTHER";
     tally.add({
-      endpoint: `${method}_${routePattern(c) ?? "unmatched"}`,
+      endpoint: `${method}_${routePattern(c) ?? storagePattern(c.req.path) ?? "unmatched"}`,
       status: c.res.status,
       latencyMs: performance.now() - started,
       countedClient: verdict ? (c.get("clientIp") ?? null) : null,

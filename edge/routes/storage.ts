@@ -2,11 +2,11 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { levelAtLeast } from "../../shared/levels";
 import { JobIdParam } from "../../shared/schemas/queue";
 import { ApiError } from "../errors";
-import { principalOf } from "../middleware/authorize";
+import { identify, principalOf } from "../middleware/authorize";
 import { getEntry } from "../queue/entries";
 import { createRouter } from "../router";
 import { issueStorageCredentials } from "../storage/credentials";
-import { handleStorage, STORAGE_PREFIX, type StorageBucket } from "../storage/endpoint";
+import { handleStorage, isSigned, STORAGE_PREFIX, type StorageBucket, type StorageUser } from "../storage/endpoint";
 import type { Context } from "hono";
 import type { AppEnv } from "../app-env";
 import { error, json } from "./openapi";
@@ -51,6 +51,14 @@ storageRoutes.openapi(
 
 // The S3 API itself: authenticated inside by SigV4 with a job's credentials (so not in the
 // access table's user levels), answered in S3's XML.
-const s3 = (c: Context<AppEnv>) => handleStorage(c.req.raw, c.get("db"), c.env.STORAGE as unknown as StorageBucket, c.get("requestId"));
+// Admins may also read every job's results with their session or API key.
+const s3 = async (c: Context<AppEnv>) => {
+  let user: StorageUser | null = null;
+  if (!isSigned(c.req.raw)) {
+    const principal = await identify(c).catch(() => null);
+    if (principal) user = { username: principal.user.username, admin: levelAtLeast(principal.user.level, "admin") };
+  }
+  return handleStorage(c.req.raw, c.get("db"), c.env.STORAGE as unknown as StorageBucket, c.get("requestId"), user);
+};
 storageRoutes.all(STORAGE_PREFIX, s3);
 storageRoutes.all(`${STORAGE_PREFIX}/*`, s3);

@@ -91,6 +91,13 @@ export function storageTarget(rawPath: string): Target {
   return { bucket, key };
 }
 
+/** The route pattern of a storage path, for metrics labels (bounded: never the bucket or key). */
+export function storagePattern(path: string): string | null {
+  if (path !== STORAGE_PREFIX && !path.startsWith(`${STORAGE_PREFIX}/`)) return null;
+  const depth = path.slice(STORAGE_PREFIX.length).split("/").filter(Boolean).length;
+  return depth === 0 ? STORAGE_PREFIX : depth === 1 ? `${STORAGE_PREFIX}/{bucket}` : `${STORAGE_PREFIX}/{bucket}/{key}`;
+}
+
 const objectKey = (bucket: string, key: string) => `${OUTPUT_ROOT}/${bucket}/${key}`;
 
 /** The request body as a stream of the object's bytes: aws-chunked decoded, a signed hash checked. */
@@ -198,31 +205,58 @@ function parseRange(header: string | null, size: number): { offset: number; leng
   return { offset: start, length: end - start + 1 };
 }
 
+/** A user who called with a session or API key instead of a job's signature (the route identifies them). */
+export interface StorageUser {
+  username: string;
+  admin: boolean;
+}
+
+type Access = { kind: "job"; jobId: string; payload: { mode: string; hash: string; signer?: ReturnType<typeof chunkSigner> } } | { kind: "user"; owner: string };
+
+async function userAccess(user: StorageUser): Promise<Access> {
+  if (!user.admin) throw new S3Error("AccessDenied", "Only admins may browse the storage endpoint with a session or API key; jobs use their own credentials.");
+  return { kind: "user", owner: user.username };
+}
+
+/** The job whose credentials signed `request`, after checking the signature. */
+async function jobAccess(request: Request, db: Database): Promise<Access> {
+  const parsed = parseSigV4(request);
+  if (parsed instanceof S3Error) throw parsed;
+  const credentials = await lookupStorageCredentials(db, parsed.accessKeyId);
+  if (credentials === null) throw new S3Error("InvalidAccessKeyId", "The AWS Access Key Id you provided does not exist in our records.");
+  if (!credentials.active) throw new S3Error("ExpiredToken", `The provided token has expired: ${credentials.reason}.`);
+  const refused = await verifySigV4(request, parsed, credentials.secret, new Date());
+  if (refused) throw refused;
+  const signer = parsed.payloadMode.startsWith("streaming-signed") ? chunkSigner(parsed, credentials.secret) : undefined;
+  return { kind: "job", jobId: credentials.jobId, payload: { mode: parsed.payloadMode, hash: parsed.payloadHash, signer } };
+}
+
+/** Whether a request carries an S3 signature (header or presigned), rather than a user's credential. */
+export function isSigned(request: Request): boolean {
+  return /^AWS4-HMAC-SHA256\s/i.test(request.headers.get("authorization") ?? "") || new URL(request.url).searchParams.has("X-Amz-Signature");
+}
+
 /**
  * Answers one storage request. `db` resolves credentials; `bucket` is the R2 bucket. Every refusal
  * is S3 XML with S3's status, and a refused write stores nothing.
  */
-export async function handleStorage(request: Request, db: Database, bucket: StorageBucket, requestId: string): Promise<Response> {
+export async function handleStorage(request: Request, db: Database, bucket: StorageBucket, requestId: string, user: StorageUser | null = null): Promise<Response> {
   const url = new URL(request.url);
   const rawPath = url.pathname;
   const method = request.method;
   try {
-    const parsed = parseSigV4(request);
-    if (parsed instanceof S3Error) throw parsed;
-    const credentials = await lookupStorageCredentials(db, parsed.accessKeyId);
-    if (credentials === null) throw new S3Error("InvalidAccessKeyId", "The AWS Access Key Id you provided does not exist in our records.");
-    if (!credentials.active) throw new S3Error("ExpiredToken", `The provided token has expired: ${credentials.reason}.`);
-    const refused = await verifySigV4(request, parsed, credentials.secret, new Date());
-    if (refused) throw refused;
-
+    // An admin's session or API key (the route identified it) may read every job's results;
+    // everyone else signs with a job's credentials.
+    const access = user ? await userAccess(user) : await jobAccess(request, db);
     const target = storageTarget(rawPath);
+    if (access.kind === "user" && method !== "GET" && method !== "HEAD") throw new S3Error("AccessDenied", "With a session or API key the storage endpoint is read-only: jobs upload with their own credentials.");
     if (target.bucket === null) {
       if (method !== "GET") throw new S3Error("MethodNotAllowed", "The specified method is not allowed against this resource.");
-      return xml(
-        `<ListAllMyBucketsResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Owner><ID>${xmlEscape(credentials.jobId)}</ID></Owner><Buckets><Bucket><Name>${xmlEscape(credentials.jobId)}</Name><CreationDate>${new Date(0).toISOString()}</CreationDate></Bucket></Buckets></ListAllMyBucketsResult>`,
-      );
+      const names = access.kind === "job" ? [access.jobId] : (await bucket.list({ prefix: `${OUTPUT_ROOT}/`, delimiter: "/", limit: MAX_LIST_KEYS })).delimitedPrefixes.map((p) => p.slice(OUTPUT_ROOT.length + 1, -1));
+      const entries = names.map((n) => `<Bucket><Name>${xmlEscape(n)}</Name><CreationDate>${new Date(0).toISOString()}</CreationDate></Bucket>`).join("");
+      return xml(`<ListAllMyBucketsResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Owner><ID>${xmlEscape(access.kind === "job" ? access.jobId : access.owner)}</ID></Owner><Buckets>${entries}</Buckets></ListAllMyBucketsResult>`);
     }
-    if (target.bucket !== credentials.jobId) throw new S3Error("AccessDenied", `These credentials belong to job ${credentials.jobId}: bucket ${target.bucket} is not theirs.`);
+    if (access.kind === "job" && target.bucket !== access.jobId) throw new S3Error("AccessDenied", `These credentials belong to job ${access.jobId}: bucket ${target.bucket} is not theirs.`);
     const name = target.bucket;
 
     if (target.key === null) {
@@ -233,7 +267,7 @@ export async function handleStorage(request: Request, db: Database, bucket: Stor
     }
     const key = objectKey(name, target.key);
     const q = url.searchParams;
-    const payload = { mode: parsed.payloadMode, hash: parsed.payloadHash, signer: parsed.payloadMode.startsWith("streaming-signed") ? chunkSigner(parsed, credentials.secret) : undefined };
+    const payload = access.kind === "job" ? access.payload : { mode: "unsigned", hash: "UNSIGNED-PAYLOAD" };
 
     if (method === "POST" && q.has("uploads")) {
       const upload = await bucket.createMultipartUpload(key, { httpMetadata: { contentType: request.headers.get("content-type") ?? undefined } });
