@@ -31,7 +31,7 @@ interface StoredObject {
 export interface StorageBucket {
   put(key: string, value: ReadableStream, options?: { httpMetadata?: { contentType?: string } }): Promise<StoredObject | null>;
   head(key: string): Promise<StoredObject | null>;
-  get(key: string, options?: { range?: { offset: number; length: number } }): Promise<(StoredObject & { body: ReadableStream }) | null>;
+  get(key: string, options?: { range?: { offset: number; length: number }; onlyIf?: { etagMatches?: string } }): Promise<StoredObject | (StoredObject & { body: ReadableStream }) | null>;
   delete(key: string): Promise<void>;
   list(options: { prefix?: string; delimiter?: string; limit?: number; cursor?: string; startAfter?: string }): Promise<{ objects: StoredObject[]; delimitedPrefixes: string[]; truncated: boolean; cursor?: string }>;
   createMultipartUpload(key: string, options?: { httpMetadata?: { contentType?: string } }): Promise<{ uploadId: string }>;
@@ -186,6 +186,42 @@ function objectHeaders(object: StoredObject): Record<string, string> {
   return headers;
 }
 
+/** How much of an object one R2 read covers when a download is served as successive reads. */
+export const READ_STEP_BYTES = 16 * 1024 * 1024;
+
+/**
+ * An object's bytes `span` as a stream of successive ranged R2 reads of READ_STEP_BYTES, each
+ * only when the client has taken the one before (pull). Memory stays at about one step whatever
+ * the object's size: the local R2 buffers a whole multipart object served as one read (measured:
+ * workerd grew by the object's size). Every read must still match `etag`, so an object replaced
+ * mid-download ends the stream in an error rather than mixing two versions.
+ */
+function rangedBody(bucket: StorageBucket, key: string, etag: string, span: { offset: number; length: number }): ReadableStream<Uint8Array> {
+  let at = span.offset;
+  const end = span.offset + span.length;
+  let reader: ReadableStreamDefaultReader<Uint8Array> | null = null;
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      for (;;) {
+        if (!reader) {
+          if (at >= end) return controller.close();
+          const length = Math.min(READ_STEP_BYTES, end - at);
+          const part = await bucket.get(key, { range: { offset: at, length }, onlyIf: { etagMatches: etag } });
+          if (!part || !("body" in part)) return controller.error(new Error(`${key} changed or vanished during the download`));
+          at += length;
+          reader = (part.body as ReadableStream<Uint8Array>).getReader();
+        }
+        const { done, value } = await reader.read();
+        if (!done) return controller.enqueue(value);
+        reader = null;
+      }
+    },
+    async cancel(reason) {
+      await reader?.cancel(reason);
+    },
+  });
+}
+
 /** A `Range: bytes=a-b` header as R2's range, or null for none; throws InvalidRange for one S3 would refuse. */
 function parseRange(header: string | null, size: number): { offset: number; length: number } | null {
   if (!header) return null;
@@ -314,16 +350,11 @@ export async function handleStorage(request: Request, db: Database, bucket: Stor
       if (!head) throw new S3Error("NoSuchKey", "The specified key does not exist.");
       const range = parseRange(request.headers.get("range"), head.size);
       if (method === "HEAD") return new Response(null, { status: 200, headers: { ...objectHeaders(head), "content-length": String(head.size) } });
-      const object = await bucket.get(key, range ? { range } : {});
-      if (!object || !("body" in object)) throw new S3Error("NoSuchKey", "The specified key does not exist.");
-      const headers = objectHeaders(object);
-      if (range) {
-        headers["content-range"] = `bytes ${range.offset}-${range.offset + range.length - 1}/${head.size}`;
-        headers["content-length"] = String(range.length);
-        return new Response(object.body, { status: 206, headers });
-      }
-      headers["content-length"] = String(head.size);
-      return new Response(object.body, { status: 200, headers });
+      const span = range ?? { offset: 0, length: head.size };
+      const headers = objectHeaders(head);
+      headers["content-length"] = String(span.length);
+      if (range) headers["content-range"] = `bytes ${range.offset}-${range.offset + range.length - 1}/${head.size}`;
+      return new Response(rangedBody(bucket, key, head.etag, span), { status: range ? 206 : 200, headers });
     }
     if (method === "DELETE") {
       await bucket.delete(key);
