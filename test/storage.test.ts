@@ -193,6 +193,16 @@ describe("refusals, with nothing written", () => {
     expect(refused.status).toBe(400);
     expect(await refused.text()).toContain("<Code>BadDigest</Code>");
     expect(await absent("forged.bin")).toBe(true);
+
+    // An unsigned payload with a checksum header (what the SDKs send over HTTPS): the header guards the bytes.
+    const unsigned = await signer.sign({ method: "PUT", protocol: "http:", hostname: url.hostname, port: Number(url.port), path: url.pathname, query: {}, headers: { host: url.host, "x-amz-content-sha256": "UNSIGNED-PAYLOAD", "x-amz-checksum-crc32": "AAAAAA==", "content-length": "5" } });
+    const corrupted = await fetch(url, { method: "PUT", headers: unsigned.headers as Record<string, string>, body: "hello" });
+    expect(corrupted.status).toBe(400);
+    expect(await corrupted.text()).toContain("<Code>BadDigest</Code>");
+    expect(await absent("forged.bin")).toBe(true);
+    const right = await signer.sign({ method: "PUT", protocol: "http:", hostname: url.hostname, port: Number(url.port), path: url.pathname, query: {}, headers: { host: url.host, "x-amz-content-sha256": "UNSIGNED-PAYLOAD", "x-amz-checksum-crc32": "NhCmhg==", "content-length": "5" } });
+    expect((await fetch(url, { method: "PUT", headers: right.headers as Record<string, string>, body: "hello" })).status).toBe(200);
+    await client().send(new DeleteObjectCommand({ Bucket: job, Key: "forged.bin" }));
   });
 
   it("refuses path tricks in keys", async () => {

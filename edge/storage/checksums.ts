@@ -1,4 +1,4 @@
-import { Crc32 } from "@aws-crypto/crc32";
+import CRC32 from "crc-32";
 import { Crc32c } from "@aws-crypto/crc32c";
 import { sha1 } from "@noble/hashes/legacy";
 import { sha256 } from "@noble/hashes/sha2";
@@ -43,7 +43,7 @@ export function checksumAlgorithmOfHeader(name: string): ChecksumAlgorithm | nul
 export function createChecksum(algorithm: ChecksumAlgorithm): IncrementalChecksum {
   switch (algorithm) {
     case "crc32":
-      return crcChecksum(new Crc32());
+      return fastCrc32();
     case "crc32c":
       return crcChecksum(new Crc32c());
     case "crc64nvme":
@@ -53,6 +53,23 @@ export function createChecksum(algorithm: ChecksumAlgorithm): IncrementalChecksu
     case "sha256":
       return nobleChecksum(sha256.create());
   }
+}
+
+/**
+ * CRC32, the checksum the SDKs and the AWS CLI send by default, on every part of every upload:
+ * crc-32 (slicing-by-16) runs about 20 times faster than @aws-crypto/crc32 (650 against 32 MB/s
+ * here), which made it the bottleneck of a multipart upload.
+ */
+function fastCrc32(): IncrementalChecksum {
+  let crc = 0;
+  return {
+    update: (bytes) => void (crc = CRC32.buf(bytes, crc)),
+    digest: () => {
+      const out = new Uint8Array(4);
+      new DataView(out.buffer).setUint32(0, crc >>> 0);
+      return out;
+    },
+  };
 }
 
 function crcChecksum(crc: { update(data: Uint8Array): unknown; digest(): number }): IncrementalChecksum {

@@ -1,5 +1,6 @@
 import type { Database } from "../db/client";
 import { awsChunkedDecoder, awsChunkedOptions, isAwsChunked } from "./chunked";
+import { checksumAlgorithmOfHeader, createChecksum, toBase64, type ChecksumAlgorithm } from "./checksums";
 import { lookupStorageCredentials } from "./credentials";
 import { S3Error } from "./errors";
 import { chunkSigner, parseSigV4, payloadSha256Verifier, verifySigV4 } from "./sigv4";
@@ -113,8 +114,29 @@ function objectBody(request: Request, payload: { mode: string; hash: string; sig
   const declared = request.headers.get("content-length");
   if (declared === null) throw new S3Error("MissingContentLength", "You must provide the Content-Length HTTP header.");
   const length = Number(declared);
-  const stream = payload.mode === "sha256" ? request.body.pipeThrough(payloadSha256Verifier(payload.hash)) : request.body;
+  let stream = payload.mode === "sha256" ? request.body.pipeThrough(payloadSha256Verifier(payload.hash)) : request.body;
+  // A checksum header (the SDKs send one with a buffered body, x-amz-checksum-crc32 by default)
+  // is checked too: over HTTPS the payload is usually UNSIGNED-PAYLOAD, and this is all that
+  // guards the bytes.
+  for (const [name, value] of request.headers) {
+    const algorithm = checksumAlgorithmOfHeader(name);
+    if (algorithm) stream = stream.pipeThrough(checksumVerifier(algorithm, name, value));
+  }
   return { stream, length };
+}
+
+/** Passes a body through and errors it with BadDigest when its checksum is not `expected` (base64). */
+function checksumVerifier(algorithm: ChecksumAlgorithm, header: string, expected: string): TransformStream<Uint8Array, Uint8Array> {
+  const checksum = createChecksum(algorithm);
+  return new TransformStream({
+    transform(chunk, controller) {
+      checksum.update(chunk);
+      controller.enqueue(chunk);
+    },
+    flush() {
+      if (toBase64(checksum.digest()) !== expected.trim()) throw new S3Error("BadDigest", `The ${header} you specified did not match the calculated checksum.`);
+    },
+  });
 }
 
 /**
