@@ -13,6 +13,14 @@ export function highestLevel(levels: readonly string[]): Level | null {
   return LEVELS.find((level) => levels.includes(level)) ?? null;
 }
 
+/**
+ * Whose jobs a user may act on: null (anyone's) for leads and admins, else their own id. The
+ * one rule behind cancelling, training control and storage credentials.
+ */
+export function ownerScope(user: { id: number; level: Level | null }): number | null {
+  return levelAtLeast(user.level, "lead") ? null : user.id;
+}
+
 /** True when `held` is at least as high as `required`. */
 export function levelAtLeast(held: Level | null, required: Level): boolean {
   if (held === null) return false;

@@ -59,6 +59,14 @@ describe("credentials", () => {
     expect(creds.secret_access_key.length).toBeGreaterThanOrEqual(40);
   });
 
+  it("are issued only to the job's owner (or a lead or admin), and a refusal changes nothing", async () => {
+    const researcher = await createUserWithKey(t, { cookie: admin.cookie }, "researcher", "rita");
+    const refused = await t.call("POST", `/api/queue/${job}/storage-credentials`, { auth: { key: researcher.key } });
+    expect(refused.status).toBe(403);
+    expect(refused.body.code).toBe("forbidden");
+    await client().send(new HeadBucketCommand({ Bucket: job }));
+  });
+
   it("are refused for an unknown job and need a credential", async () => {
     expect((await t.call("POST", "/api/queue/nope/storage-credentials", { auth: { key: admin.key } })).status).toBe(404);
     expect((await t.call("POST", `/api/queue/${job}/storage-credentials`)).status).toBe(401);

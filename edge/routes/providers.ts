@@ -3,6 +3,7 @@ import { PROVIDERS } from "../../shared/providers";
 import { ProviderList, ProviderSettings, ProviderSettingsUpdate, ReceivedWebhookList, WebhookReceipt } from "../../shared/schemas/providers";
 import { auditLater, changedFields } from "../audit/trail";
 import { ApiError } from "../errors";
+import { readLimitedText } from "../limited-body";
 import { principalOf } from "../middleware/authorize";
 import { addressRefusal, listWebhooks, MAX_WEBHOOK_BYTES, parsePayload, recordWebhook, signatureRefusal } from "../providers/intake";
 import { getProviderSettings, publicSettings, requireProvider, updateProviderSettings } from "../providers/settings";
@@ -70,31 +71,6 @@ providersRoutes.openapi(
   },
 );
 
-/** The body as text, refusing (413) past `limit` bytes without reading further. */
-async function readCapped(request: Request, limit: number): Promise<string> {
-  const declared = Number(request.headers.get("content-length") ?? NaN);
-  const tooLarge = () => new ApiError(413, "payload_too_large", `The webhook body is larger than ${limit} bytes`);
-  if (declared > limit) throw tooLarge();
-  if (!request.body) return "";
-  const reader = request.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > limit) {
-      await reader.cancel();
-      throw tooLarge();
-    }
-    chunks.push(value);
-  }
-  const bytes = new Uint8Array(size);
-  let at = 0;
-  for (const chunk of chunks) (bytes.set(chunk, at), (at += chunk.byteLength));
-  return new TextDecoder().decode(bytes);
-}
-
 providersRoutes.openapi(
   createRoute({
     method: "post",
@@ -126,7 +102,10 @@ providersRoutes.openapi(
     };
     const byAddress = addressRefusal(settings, provider, clientIp);
     if (byAddress) throw refuse(byAddress);
-    const body = await readCapped(c.req.raw, MAX_WEBHOOK_BYTES);
+    const tooLarge = () => new ApiError(413, "payload_too_large", `The webhook body is larger than ${MAX_WEBHOOK_BYTES} bytes`);
+    if (Number(c.req.header("content-length") ?? 0) > MAX_WEBHOOK_BYTES) throw tooLarge();
+    const body = await readLimitedText(c.req.raw.body, MAX_WEBHOOK_BYTES);
+    if (body === null) throw tooLarge();
     const bySignature = signatureRefusal(settings, c.req.raw.headers, body);
     if (bySignature) throw refuse(bySignature);
     parsePayload(body);

@@ -1,6 +1,6 @@
 import { createRoute } from "@hono/zod-openapi";
 import type { Context } from "hono";
-import { levelAtLeast } from "../../shared/levels";
+import { ownerScope } from "../../shared/levels";
 import { ErrorBody } from "../../shared/schemas/common";
 import {
   ApprovalRules,
@@ -158,7 +158,7 @@ queue.openapi(
   async (c) => {
     const { job_id } = c.req.valid("param");
     const { user } = principalOf(c);
-    await cancelJob(c.get("db"), job_id, levelAtLeast(user.level, "lead") ? null : user.id);
+    await cancelJob(c.get("db"), job_id, ownerScope(user));
     await nudge(c, "cancel", [job_id]);
     return c.json(await actionResult(c, job_id), 200);
   },

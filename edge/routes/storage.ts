@@ -1,9 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { levelAtLeast } from "../../shared/levels";
+import { levelAtLeast, ownerScope } from "../../shared/levels";
 import { JobIdParam } from "../../shared/schemas/queue";
-import { ApiError } from "../errors";
 import { identify, principalOf } from "../middleware/authorize";
-import { getEntry } from "../queue/entries";
 import { createRouter } from "../router";
 import { issueStorageCredentials } from "../storage/credentials";
 import { handleStorage, isSigned, STORAGE_PREFIX, type StorageBucket, type StorageUser } from "../storage/endpoint";
@@ -39,10 +37,7 @@ storageRoutes.openapi(
   async (c) => {
     const { job_id } = c.req.valid("param");
     const { user } = principalOf(c);
-    const db = c.get("db");
-    const entry = await getEntry(db, job_id);
-    if (entry.userId !== user.id && !levelAtLeast(user.level, "lead")) throw new ApiError(403, "forbidden", `Job ${job_id} is not yours`);
-    const issued = await issueStorageCredentials(db, job_id);
+    const issued = await issueStorageCredentials(c.get("db"), job_id, ownerScope(user));
     const base = c.get("config").publicUrl?.origin ?? new URL(c.req.url).origin;
     c.get("log").info("storage credentials issued", { job_id, access_key_id: issued.access_key_id, by: user.id });
     return c.json({ ...issued, endpoint_url: `${base}/api/cloud/storage`, bucket: job_id, region: "auto" }, 201);

@@ -4,7 +4,7 @@ import { ApiError } from "../errors";
 import { assertJobExists, defaultJob, readEvents } from "../jobs/events";
 import { hubOf } from "../jobs/hub-types";
 import type { Context } from "hono";
-import { levelAtLeast } from "../../shared/levels";
+import { ownerScope } from "../../shared/levels";
 import type { AppEnv } from "../app-env";
 import { addCommand, type TrainerCommand } from "../jobs/commands";
 import { activeJob, cancelAnyJob, checkpointsOf, jobStatus } from "../jobs/control";
@@ -92,10 +92,7 @@ async function jobIdOf(c: Context<AppEnv>): Promise<string | undefined> {
 }
 
 /** Researchers act on their own jobs; leads and admins on any. */
-const ownerScope = (c: Context<AppEnv>) => {
-  const user = principalOf(c).user;
-  return levelAtLeast(user.level, "lead") ? null : user.id;
-};
+const callerScope = (c: Context<AppEnv>) => ownerScope(principalOf(c).user);
 
 const JobAnswer = z.object({ success: z.literal(true), job_id: z.string(), message: z.string() }).openapi("TrainingCommandAnswer");
 
@@ -111,7 +108,7 @@ function commandRoute(path: string, command: TrainerCommand, summary: string, me
       responses: { 200: json(JobAnswer, "Queued for the trainer"), 400: error("No active job"), 401: error("No valid credential"), 403: error("Not your job"), 404: error("No such job"), 409: error("Not running") },
     }),
     async (c) => {
-      const job = await activeJob(c.get("db"), await jobIdOf(c), ownerScope(c));
+      const job = await activeJob(c.get("db"), await jobIdOf(c), callerScope(c));
       const { workerId } = await addCommand(c.get("db"), job.jobId, command, principalOf(c).user.id);
       await wakeWorker(c, workerId);
       c.get("log").info(`trainer command ${command}`, { job_id: job.jobId, worker_id: workerId });
@@ -138,7 +135,7 @@ training.openapi(
   async (c) => {
     const jobId = await jobIdOf(c);
     if (jobId === undefined) throw new ApiError(422, "invalid_request", "job_id is required", [{ path: "body.job_id", message: "required" }]);
-    const { was, workerId, localBox } = await cancelAnyJob(c.get("db"), jobId, ownerScope(c));
+    const { was, workerId, localBox } = await cancelAnyJob(c.get("db"), jobId, callerScope(c));
     await schedulerOf(c.env).pass("cancel", [jobId]);
     if (workerId !== null) await wakeWorker(c, workerId);
     await hubOf(c.env, jobId).finish(jobId, "cancelled").catch(() => {});

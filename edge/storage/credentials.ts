@@ -18,30 +18,29 @@ export interface IssuedCredentials {
   secret_access_key: string;
 }
 
-/** New credentials for an active job (the previous ones revoked); 404 unknown job, 409 not active. */
-export async function issueStorageCredentials(db: Database, jobId: string): Promise<IssuedCredentials> {
+/**
+ * New credentials for an active job (the previous ones revoked), in one batch: 404 unknown job,
+ * 403 someone else's (`ownerId` set), 409 not active; nothing changes on any refusal.
+ */
+export async function issueStorageCredentials(db: Database, jobId: string, ownerId: number | null): Promise<IssuedCredentials> {
   const accessKeyId = `STU${randomToken(15).replace(/[-_]/g, "0").toUpperCase()}`;
   const secret = randomToken(30);
   const now = new Date().toISOString();
+  // The job is this caller's to act on, and active: what both writes require.
+  const mayIssue = `EXISTS (SELECT 1 FROM queue_entries WHERE job_id = ? AND (? IS NULL OR user_id = ?) AND status IN (${ACTIVE.map(() => "?").join(", ")}))`;
+  const mayIssueArgs = [jobId, ownerId, ownerId, ...ACTIVE];
   const [job, , inserted] = await db.$client.batch(
     [
-      { sql: "SELECT status FROM queue_entries WHERE job_id = ?", args: [jobId] },
-      {
-        sql: `UPDATE storage_credentials SET revoked_at = ? WHERE job_id = ? AND revoked_at IS NULL
-              AND EXISTS (SELECT 1 FROM queue_entries WHERE job_id = ? AND status IN (${ACTIVE.map(() => "?").join(", ")}))`,
-        args: [now, jobId, jobId, ...ACTIVE],
-      },
-      {
-        sql: `INSERT INTO storage_credentials (access_key_id, job_id, secret, created_at)
-              SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM queue_entries WHERE job_id = ? AND status IN (${ACTIVE.map(() => "?").join(", ")}))`,
-        args: [accessKeyId, jobId, secret, now, jobId, ...ACTIVE],
-      },
+      { sql: "SELECT status, user_id FROM queue_entries WHERE job_id = ?", args: [jobId] },
+      { sql: `UPDATE storage_credentials SET revoked_at = ? WHERE job_id = ? AND revoked_at IS NULL AND ${mayIssue}`, args: [now, jobId, ...mayIssueArgs] },
+      { sql: `INSERT INTO storage_credentials (access_key_id, job_id, secret, created_at) SELECT ?, ?, ?, ? WHERE ${mayIssue}`, args: [accessKeyId, jobId, secret, now, ...mayIssueArgs] },
     ],
     "write",
   );
-  const status = job!.rows[0]?.status as string | undefined;
-  if (status === undefined) throw notFound(`Job ${jobId}`);
-  if (inserted!.rowsAffected === 0) throw new ApiError(409, "job_not_active", `Job ${jobId} is ${status}: storage credentials are only issued to pending, blocked or running jobs`);
+  const row = job!.rows[0];
+  if (row === undefined) throw notFound(`Job ${jobId}`);
+  if (ownerId !== null && Number(row.user_id) !== ownerId) throw new ApiError(403, "forbidden", `Job ${jobId} is not yours; a lead or admin can issue credentials for any job`);
+  if (inserted!.rowsAffected === 0) throw new ApiError(409, "job_not_active", `Job ${jobId} is ${String(row.status)}: storage credentials are only issued to pending, blocked or running jobs`);
   return { job_id: jobId, access_key_id: accessKeyId, secret_access_key: secret };
 }
 

@@ -1,3 +1,4 @@
+import { readLimitedText as readCapped } from "../limited-body";
 import { S3Error } from "./errors";
 
 /**
@@ -61,29 +62,15 @@ const MALFORMED = "The XML you provided was not well-formed or did not validate 
 const PART_FIELDS = new Set(["PartNumber", "ETag", "ChecksumCRC32", "ChecksumCRC32C", "ChecksumCRC64NVME", "ChecksumSHA1", "ChecksumSHA256"]);
 
 /**
- * Reads a request body as UTF-8 text, refusing it with MaxMessageLengthExceeded as soon as it
- * passes `maxBytes`, so an oversized body is never held whole.
+ * A request body as text, refused with MaxMessageLengthExceeded as soon as it passes `maxBytes`
+ * (edge/limited-body.ts, in S3's terms).
  *
  * @example
  * const xml = await readLimitedText(request.body, MAX_COMPLETE_MULTIPART_BYTES);
  * if (xml instanceof S3Error) return s3ErrorResponse(xml, path, requestId);
  */
 export async function readLimitedText(body: ReadableStream<Uint8Array> | null, maxBytes: number): Promise<string | S3Error> {
-  if (!body) return "";
-  const reader = body.getReader();
-  const decoder = new TextDecoder();
-  let text = "";
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) return text + decoder.decode();
-    size += value.byteLength;
-    if (size > maxBytes) {
-      await reader.cancel();
-      return new S3Error("MaxMessageLengthExceeded", `Your request was too big: at most ${maxBytes} bytes.`);
-    }
-    text += decoder.decode(value, { stream: true });
-  }
+  return (await readCapped(body, maxBytes)) ?? new S3Error("MaxMessageLengthExceeded", `Your request was too big: at most ${maxBytes} bytes.`);
 }
 
 /**
@@ -105,26 +92,15 @@ export function parseCompleteMultipartUpload(xml: string): CompletedPart[] | S3E
   const body = root[1]!;
   const partPattern = /\s*<Part>([\s\S]*?)<\/Part>\s*/y;
   const fieldPattern = /\s*<([A-Za-z0-9]+)>([^<]*)<\/\1>\s*/y;
+  const partScan = stickyScan(partPattern, body);
+  if ("unexpected" in partScan) return malformed(`unexpected content "${partScan.unexpected}"`);
+  if (partScan.matches.length > MAX_PARTS) return malformed(`more than ${MAX_PARTS} parts`);
   const parts: CompletedPart[] = [];
-  partPattern.lastIndex = 0;
-  while (partPattern.lastIndex < body.length) {
-    const start = partPattern.lastIndex;
-    const part = partPattern.exec(body);
-    if (!part) {
-      if (/^\s*$/.test(body.slice(start))) break;
-      return malformed(`unexpected content "${body.slice(start, start + 40).trim()}"`);
-    }
-    if (parts.length === MAX_PARTS) return malformed(`more than ${MAX_PARTS} parts`);
+  for (const part of partScan.matches) {
+    const fieldScan = stickyScan(fieldPattern, part[1]!);
+    if ("unexpected" in fieldScan) return malformed(`unexpected content in a Part: "${fieldScan.unexpected}"`);
     const fields = new Map<string, string>();
-    const inner = part[1]!;
-    fieldPattern.lastIndex = 0;
-    while (fieldPattern.lastIndex < inner.length) {
-      const at = fieldPattern.lastIndex;
-      const field = fieldPattern.exec(inner);
-      if (!field) {
-        if (/^\s*$/.test(inner.slice(at))) break;
-        return malformed(`unexpected content in a Part: "${inner.slice(at, at + 40).trim()}"`);
-      }
+    for (const field of fieldScan.matches) {
       const [, name, raw] = field as unknown as [string, string, string];
       if (!PART_FIELDS.has(name)) return malformed(`a Part has an unknown element <${name}>`);
       if (fields.has(name)) return malformed(`a Part has two <${name}> elements`);
@@ -148,6 +124,25 @@ export function parseCompleteMultipartUpload(xml: string): CompletedPart[] | S3E
   }
   if (parts.length === 0) return malformed("there are no parts");
   return parts;
+}
+
+/**
+ * The matches of a sticky (`y`) `pattern` laid end to end over `text`, or the first stretch that
+ * none covers (trailing whitespace is allowed). Every pattern given must match at least a character.
+ */
+function stickyScan(pattern: RegExp, text: string): { matches: RegExpExecArray[] } | { unexpected: string } {
+  const matches: RegExpExecArray[] = [];
+  pattern.lastIndex = 0;
+  while (pattern.lastIndex < text.length) {
+    const at = pattern.lastIndex;
+    const match = pattern.exec(text);
+    if (!match) {
+      if (/^\s*$/.test(text.slice(at))) break;
+      return { unexpected: text.slice(at, at + 40).trim() };
+    }
+    matches.push(match);
+  }
+  return { matches };
 }
 
 const ENTITY = /&(#x[0-9a-fA-F]{1,6}|#\d{1,7}|amp|lt|gt|quot|apos);/g;
