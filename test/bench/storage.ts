@@ -2,12 +2,16 @@
 // as the AWS tools do) and downloaded again through the local stack with the AWS SDK v3, next
 // to a plain copy of the same file on this disk, with the stack process's memory sampled.
 // Target: >= 30 % of the disk copy each way; memory flat (no whole-object buffering).
+// A third figure is the local R2 simulator's own ceiling for uploads: the same parts piped by a
+// bare Worker straight into R2 (no signature, no checks), in the same Miniflare, on the same box.
 import { CompleteMultipartUploadCommand, CreateMultipartUploadCommand, GetObjectCommand, S3Client, UploadPartCommand } from "@aws-sdk/client-s3";
 import { execFileSync } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { closeSync, copyFileSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Miniflare } from "miniflare";
+import { COMPATIBILITY_DATE } from "../../edge/local/stack";
 import { startBenchStack } from "./lib";
 
 const SIZE = Number(process.env.BENCH_STORAGE_MIB ?? 1024) * 1024 * 1024;
@@ -104,7 +108,46 @@ try {
   const mb = (n: number) => (n / 1e6).toFixed(0);
   out(`RSS peak by the end of the upload: host ${mb(afterUpload.host)} MB, workerd ${mb(afterUpload.workerd)} MB`);
   out(`RSS, host process: ${mb(rssBefore.host)} MB before, peak ${mb(rssPeak.host)} MB (+${mb(rssPeak.host - rssBefore.host)}); workerd: ${mb(rssBefore.workerd)} MB before, peak ${mb(rssPeak.workerd)} MB (+${mb(rssPeak.workerd - rssBefore.workerd)}), for a ${mb(SIZE)} MB object`);
+  const ceiling = await r2UploadCeiling();
+  out(`local R2 simulator alone (a bare Worker piping each part into uploadPart): ${ceiling.toFixed(1)} MB/s = ${((ceiling / diskMBs) * 100).toFixed(1)} % of the disk copy; the endpoint's upload reaches ${((upMBs / ceiling) * 100).toFixed(0)} % of it`);
 } finally {
   await stack.stop();
   rmSync(dir, { recursive: true, force: true });
+}
+
+/**
+ * What the local R2 simulator allows by itself for uploads: the same 8 MiB parts, 4 in flight,
+ * sent with fetch to a bare Worker that pipes each request body into R2's uploadPart. No
+ * signature, no checksum, no service code: the ceiling any endpoint on this R2 can reach here.
+ */
+async function r2UploadCeiling(): Promise<number> {
+  const script = `export default { async fetch(request, env) {
+    const url = new URL(request.url);
+    if (url.pathname === "/create") return new Response((await env.B.createMultipartUpload("o")).uploadId);
+    return new Response((await env.B.resumeMultipartUpload("o", url.searchParams.get("upload")).uploadPart(Number(url.searchParams.get("n")), request.body)).etag);
+  } };`;
+  const mf = new Miniflare({ modules: true, script, compatibilityDate: COMPATIBILITY_DATE, r2Buckets: ["B"], r2Persist: mkdtempSync(join(dir, "r2-")), host: "127.0.0.1", port: 0 });
+  try {
+    const base = await mf.ready;
+    const uploadId = await (await fetch(new URL("/create", base), { method: "POST" })).text();
+    const fd = openSync(source, "r");
+    const count = Math.ceil(SIZE / PART);
+    let next = 0;
+    const t0 = performance.now();
+    await Promise.all(
+      Array.from({ length: IN_FLIGHT }, async () => {
+        for (let index = next++; index < count; index = next++) {
+          const body = Buffer.alloc(Math.min(PART, SIZE - index * PART));
+          readSync(fd, body, 0, body.length, index * PART);
+          const answer = await fetch(new URL(`/part?upload=${encodeURIComponent(uploadId)}&n=${index + 1}`, base), { method: "PUT", body });
+          if (!answer.ok) throw new Error(`bare uploadPart answered ${answer.status}`);
+          await answer.text();
+        }
+      }),
+    );
+    closeSync(fd);
+    return SIZE / 1e6 / ((performance.now() - t0) / 1000);
+  } finally {
+    await mf.dispose();
+  }
 }
