@@ -1,7 +1,9 @@
 // The S3-compatible storage endpoint over real HTTP, driven by the real AWS SDK v3 client: a job's
 // credentials, objects byte-exact (single, aws-chunked stream and multipart), ranges, listing,
 // presigned URLs, and every refusal as S3 XML with nothing written.
-import { CompleteMultipartUploadCommand, CreateMultipartUploadCommand, DeleteObjectCommand, GetObjectCommand, HeadBucketCommand, HeadObjectCommand, ListBucketsCommand, ListObjectsV2Command, PutObjectCommand, S3Client, UploadPartCommand } from "@aws-sdk/client-s3";
+import { AbortMultipartUploadCommand, CompleteMultipartUploadCommand, CreateMultipartUploadCommand, DeleteObjectCommand, GetObjectCommand, HeadBucketCommand, HeadObjectCommand, ListBucketsCommand, ListMultipartUploadsCommand, ListObjectsV2Command, ListPartsCommand, PutObjectCommand, S3Client, UploadPartCommand } from "@aws-sdk/client-s3";
+import { createClient } from "@libsql/client";
+import { join } from "node:path";
 import { Sha256 } from "@aws-crypto/sha256-js";
 import { SignatureV4 } from "@smithy/signature-v4";
 import { createHash, randomBytes } from "node:crypto";
@@ -152,6 +154,119 @@ describe("objects through the AWS SDK", () => {
     const expired = await fetch(`${url.origin}${url.pathname}?${new URLSearchParams(old.query as Record<string, string>).toString()}`);
     expect(expired.status).toBe(403);
     expect(await expired.text()).toContain("<Code>AccessDenied</Code>");
+  });
+});
+
+describe("multipart uploads in progress", () => {
+  it("are listed with their parts (paged), so an interrupted upload resumes from what was stored", async () => {
+    const key = "resume/model.bin";
+    const first = randomBytes(5 * 1024 * 1024);
+    const second = randomBytes(3000);
+    const created = await client().send(new CreateMultipartUploadCommand({ Bucket: job, Key: key }));
+    const other = await client().send(new CreateMultipartUploadCommand({ Bucket: job, Key: "resume/other.bin" }));
+    // A part's ETag is its MD5, as S3 gives it.
+    expect((await client().send(new UploadPartCommand({ Bucket: job, Key: key, UploadId: created.UploadId, PartNumber: 1, Body: first }))).ETag).toBe(md5(first));
+    await client().send(new UploadPartCommand({ Bucket: job, Key: key, UploadId: created.UploadId, PartNumber: 2, Body: randomBytes(10) }));
+    // Part 2 sent again (a retry): the later one counts, as in S3.
+    await client().send(new UploadPartCommand({ Bucket: job, Key: key, UploadId: created.UploadId, PartNumber: 2, Body: second }));
+
+    const uploads = await client().send(new ListMultipartUploadsCommand({ Bucket: job, Prefix: "resume/" }));
+    expect(uploads.Uploads?.map((u) => [u.Key, u.UploadId])).toEqual([
+      ["resume/model.bin", created.UploadId],
+      ["resume/other.bin", other.UploadId],
+    ]);
+    const paged = await client().send(new ListMultipartUploadsCommand({ Bucket: job, Prefix: "resume/", MaxUploads: 1 }));
+    expect(paged).toMatchObject({ IsTruncated: true, NextKeyMarker: key, NextUploadIdMarker: created.UploadId });
+    const rest = await client().send(new ListMultipartUploadsCommand({ Bucket: job, Prefix: "resume/", KeyMarker: paged.NextKeyMarker, UploadIdMarker: paged.NextUploadIdMarker }));
+    expect(rest.Uploads?.map((u) => u.Key)).toEqual(["resume/other.bin"]);
+
+    const page1 = await client().send(new ListPartsCommand({ Bucket: job, Key: key, UploadId: created.UploadId, MaxParts: 1 }));
+    expect(page1).toMatchObject({ IsTruncated: true, NextPartNumberMarker: "1" });
+    expect(page1.Parts?.map((p) => [p.PartNumber, p.ETag, p.Size])).toEqual([[1, md5(first), first.length]]);
+    const page2 = await client().send(new ListPartsCommand({ Bucket: job, Key: key, UploadId: created.UploadId, PartNumberMarker: page1.NextPartNumberMarker }));
+    expect(page2.IsTruncated).toBe(false);
+    expect(page2.Parts?.map((p) => [p.PartNumber, p.ETag, p.Size])).toEqual([[2, md5(second), second.length]]);
+
+    // The client resumes: it completes with the parts the listing gave.
+    const parts = [...page1.Parts!, ...page2.Parts!].map((p) => ({ PartNumber: p.PartNumber, ETag: p.ETag }));
+    // Completing with an ETag that was never given for that part is refused, and changes nothing.
+    const wrong = [parts[0]!, { PartNumber: 2, ETag: md5(Buffer.from("something else")) }];
+    expect(await s3Error(client().send(new CompleteMultipartUploadCommand({ Bucket: job, Key: key, UploadId: created.UploadId, MultipartUpload: { Parts: wrong } })))).toEqual({ code: "InvalidPart", status: 400 });
+    const done = await client().send(new CompleteMultipartUploadCommand({ Bucket: job, Key: key, UploadId: created.UploadId, MultipartUpload: { Parts: parts } }));
+    // The multipart ETag as S3 computes it: the MD5 of the parts' MD5s, then the count.
+    const expected = createHash("md5").update(Buffer.concat([first, second].map((p) => createHash("md5").update(p).digest()))).digest("hex");
+    expect(done.ETag).toBe(`"${expected}-2"`);
+    expect((await client().send(new HeadObjectCommand({ Bucket: job, Key: key }))).ETag).toBe(`"${expected}-2"`);
+    const sha = (data: Buffer) => createHash("sha256").update(data).digest("hex");
+    const stored = await bytesOf((await client().send(new GetObjectCommand({ Bucket: job, Key: key }))).Body);
+    expect([stored.length, sha(stored)]).toEqual([first.length + second.length, sha(Buffer.concat([first, second]))]);
+    await client().send(new AbortMultipartUploadCommand({ Bucket: job, Key: "resume/other.bin", UploadId: other.UploadId }));
+    expect((await client().send(new ListMultipartUploadsCommand({ Bucket: job, Prefix: "resume/" }))).Uploads ?? []).toEqual([]);
+    // A finished upload has no parts to list any more; nor has one that never existed.
+    expect(await s3Error(client().send(new ListPartsCommand({ Bucket: job, Key: key, UploadId: created.UploadId })))).toEqual({ code: "NoSuchUpload", status: 404 });
+    expect(await s3Error(client().send(new ListPartsCommand({ Bucket: job, Key: key, UploadId: "no-such-upload" })))).toEqual({ code: "NoSuchUpload", status: 404 });
+    await client().send(new DeleteObjectCommand({ Bucket: job, Key: key }));
+  });
+
+  it("refuses a bad max-parts with a message", async () => {
+    const created = await client().send(new CreateMultipartUploadCommand({ Bucket: job, Key: "bad-list.bin" }));
+    const refused = await s3Error(client().send(new ListPartsCommand({ Bucket: job, Key: "bad-list.bin", UploadId: created.UploadId, MaxParts: -1 })));
+    expect(refused).toEqual({ code: "InvalidArgument", status: 400 });
+    await client().send(new AbortMultipartUploadCommand({ Bucket: job, Key: "bad-list.bin", UploadId: created.UploadId }));
+  });
+});
+
+describe("a provider's jobs", () => {
+  // Until cloud submission exists, a queue entry is made a provider's job the way the cloud
+  // tracker will record one: its provider column.
+  let cloudJob: string;
+  const setProvider = async (settings: Record<string, unknown>) => {
+    const reply = await t.call("PUT", "/api/cloud/providers/replicate", { json: settings, auth: { key: admin.key } });
+    expect(reply.status).toBe(200);
+  };
+  beforeAll(async () => {
+    cloudJob = await submitJob("gpu");
+    const db = createClient({ url: `file:${join(t.dataDir, "service.db")}` });
+    await db.execute({ sql: "UPDATE queue_entries SET provider = 'replicate' WHERE job_id = ?", args: [cloudJob] });
+    db.close();
+  });
+
+  it("get credentials only while the provider's s3_endpoint_enabled is on, with its s3_public_url, and upload under its s3_output_path", async () => {
+    const off = await t.call("POST", `/api/queue/${cloudJob}/storage-credentials`, { auth: { key: admin.key } });
+    expect(off.status).toBe(409);
+    expect(off.body).toMatchObject({ code: "storage_endpoint_disabled" });
+    expect(off.body.detail).toContain('PUT /api/cloud/providers/replicate {"s3_endpoint_enabled": true}');
+
+    await setProvider({ s3_endpoint_enabled: true, s3_output_path: "results/cloud", s3_public_url: "https://train.example.com/" });
+    const issued = await t.call("POST", `/api/queue/${cloudJob}/storage-credentials`, { auth: { key: admin.key } });
+    expect(issued.status).toBe(201);
+    expect(issued.body.endpoint_url).toBe("https://train.example.com/api/cloud/storage");
+    // Here the job reaches the service directly; the signature covers the Host it sends.
+    const cloud = (secret = issued.body.secret_access_key) => new S3Client({ endpoint: creds.endpoint_url, forcePathStyle: true, region: "auto", credentials: { accessKeyId: issued.body.access_key_id, secretAccessKey: secret }, maxAttempts: 1, expectContinueHeader: false });
+    await cloud().send(new PutObjectCommand({ Bucket: cloudJob, Key: "out/model.bin", Body: "weights" }));
+
+    const db = createClient({ url: `file:${join(t.dataDir, "service.db")}` });
+    const roots = await db.execute({ sql: "SELECT DISTINCT output_root FROM storage_credentials WHERE job_id = ?", args: [cloudJob] });
+    db.close();
+    expect(roots.rows.map((r) => r.output_root)).toEqual(["results/cloud"]);
+
+    // A later change of the output path does not move a running job's directory.
+    await setProvider({ s3_output_path: "elsewhere" });
+    const rotated = await t.call("POST", `/api/queue/${cloudJob}/storage-credentials`, { auth: { key: admin.key } });
+    const again = new S3Client({ endpoint: creds.endpoint_url, forcePathStyle: true, region: "auto", credentials: { accessKeyId: rotated.body.access_key_id, secretAccessKey: rotated.body.secret_access_key }, maxAttempts: 1, expectContinueHeader: false });
+    expect(await bytesOf((await again.send(new GetObjectCommand({ Bucket: cloudJob, Key: "out/model.bin" }))).Body)).toEqual(Buffer.from("weights"));
+    expect((await t.call("GET", `/api/cloud/storage/${cloudJob}/out/model.bin`, { auth: { key: admin.key } })).text).toBe("weights");
+
+    // Turned off, the provider's jobs are refused at once, and nothing is written.
+    await setProvider({ s3_endpoint_enabled: false });
+    expect(await s3Error(again.send(new PutObjectCommand({ Bucket: cloudJob, Key: "out/late.bin", Body: "x" })))).toEqual({ code: "AccessDenied", status: 403 });
+    await setProvider({ s3_endpoint_enabled: true });
+    expect((await again.send(new ListObjectsV2Command({ Bucket: cloudJob }))).Contents?.map((o) => o.Key)).toEqual(["out/model.bin"]);
+  });
+
+  it("jobs on this service's own GPUs need no provider setting", () => {
+    // The job of the other tests is a local one: its credentials were issued with every provider setting at its default.
+    expect(creds.endpoint_url).toBe(`${t.base}/api/cloud/storage`);
   });
 });
 

@@ -30,17 +30,19 @@ storageRoutes.openapi(
     tags: ["Storage"],
     summary: "Issue S3 credentials for an active job (its owner, leads and admins)",
     description:
-      "A new access key id (the job's upload token) and secret for the storage endpoint, valid only for this job's bucket and only while the job is pending, blocked or running. Issuing again replaces the earlier pair.",
+      "A new access key id (the job's upload token) and secret for the storage endpoint, valid only for this job's bucket and only while the job is pending, blocked or running. Issuing again replaces the earlier pair. Jobs on local GPUs and remote workers may always have them; a provider's jobs only while that provider's s3_endpoint_enabled is on. endpoint_url uses the provider's s3_public_url, else SERVICE_PUBLIC_URL.",
     request: { params: JobIdParam },
-    responses: { 201: json(StorageCredentials, "Issued; the secret is not shown again"), 401: error("No valid credential"), 403: error("Not your job"), 404: error("No such job"), 409: error("The job has ended") },
+    responses: { 201: json(StorageCredentials, "Issued; the secret is not shown again"), 401: error("No valid credential"), 403: error("Not your job"), 404: error("No such job"), 409: error("The job has ended, or its provider's storage endpoint is off (s3_endpoint_enabled)") },
   }),
   async (c) => {
     const { job_id } = c.req.valid("param");
     const { user } = principalOf(c);
-    const issued = await issueStorageCredentials(c.get("db"), job_id, ownerScope(user));
-    const base = c.get("config").publicUrl?.origin ?? new URL(c.req.url).origin;
+    const { public_url, ...issued } = await issueStorageCredentials(c.get("db"), job_id, ownerScope(user));
+    // What the job is told to upload to: its provider's s3_public_url, else SERVICE_PUBLIC_URL,
+    // else the address this request came to. SigV4 signs the path, so only the origin counts.
+    const base = public_url ? new URL(public_url).origin : (c.get("config").publicUrl?.origin ?? new URL(c.req.url).origin);
     c.get("log").info("storage credentials issued", { job_id, access_key_id: issued.access_key_id, by: user.id });
-    return c.json({ ...issued, endpoint_url: `${base}/api/cloud/storage`, bucket: job_id, region: "auto" }, 201);
+    return c.json({ ...issued, endpoint_url: `${base}${STORAGE_PREFIX}`, bucket: job_id, region: "auto" }, 201);
   },
 );
 

@@ -1,6 +1,6 @@
 import { crc32 } from "node:zlib";
 import { Crc32c } from "@aws-crypto/crc32c";
-import { sha1 } from "@noble/hashes/legacy";
+import { md5, sha1 } from "@noble/hashes/legacy";
 import { sha256 } from "@noble/hashes/sha2";
 
 /**
@@ -161,4 +161,45 @@ export function toHex(bytes: Uint8Array): string {
   let hex = "";
   for (const byte of bytes) hex += byte.toString(16).padStart(2, "0");
   return hex;
+}
+
+type DigestStreamConstructor = new (algorithm: string) => WritableStream<ArrayBufferView> & { readonly digest: Promise<ArrayBuffer> };
+
+/**
+ * Passes a body through unchanged and, once it has ended, hands its digest to `done`, which may
+ * throw to error the stream (a check) or keep the digest (an ETag). Uses workerd's native
+ * crypto.DigestStream where present, else noble's incremental hashers (Node, unit tests).
+ *
+ * @example
+ * let etag = "";
+ * const tap = digestTap("MD5", (digest) => void (etag = toHex(digest)));
+ * await bucket.put(key, body.pipeThrough(tap));
+ */
+export function digestTap(algorithm: "MD5" | "SHA-256", done: (digest: Uint8Array) => void): TransformStream<Uint8Array, Uint8Array> {
+  const Native = (crypto as unknown as { DigestStream?: DigestStreamConstructor }).DigestStream;
+  if (Native) {
+    const sink = new Native(algorithm);
+    const writer = sink.getWriter();
+    return new TransformStream({
+      async transform(chunk, controller) {
+        // Hashed before it is handed on, so a consumer that transfers the buffer cannot race it.
+        await writer.write(chunk);
+        controller.enqueue(chunk);
+      },
+      async flush() {
+        await writer.close();
+        done(new Uint8Array(await sink.digest));
+      },
+    });
+  }
+  const hash = nobleChecksum(algorithm === "MD5" ? md5.create() : sha256.create());
+  return new TransformStream({
+    transform(chunk, controller) {
+      hash.update(chunk);
+      controller.enqueue(chunk);
+    },
+    flush() {
+      done(hash.digest());
+    },
+  });
 }

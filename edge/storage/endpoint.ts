@@ -1,9 +1,10 @@
 import type { Database } from "../db/client";
 import { awsChunkedDecoder, awsChunkedOptions, isAwsChunked } from "./chunked";
-import { checksumAlgorithmOfHeader, createChecksum, toBase64, type ChecksumAlgorithm } from "./checksums";
-import { lookupStorageCredentials } from "./credentials";
+import { checksumAlgorithmOfHeader, createChecksum, digestTap, toBase64, toHex, type ChecksumAlgorithm } from "./checksums";
+import { lookupStorageCredentials, storageDirectories } from "./credentials";
 import { S3Error } from "./errors";
 import { largeChunks } from "./large-chunks";
+import { forgetUpload, listParts, listUploads, partsForCompletion, recordPart, recordUpload } from "./uploads";
 import { chunkSigner, parseSigV4, payloadSha256Verifier, verifySigV4 } from "./sigv4";
 import { MAX_COMPLETE_MULTIPART_BYTES, parseCompleteMultipartUpload, readLimitedText, s3ErrorResponse, xmlEscape } from "./xml";
 
@@ -11,7 +12,8 @@ import { MAX_COMPLETE_MULTIPART_BYTES, parseCompleteMultipartUpload, readLimited
  * The S3-compatible storage endpoint (spec 4.7) over R2, path-style:
  * `/api/cloud/storage` (ListBuckets), `/api/cloud/storage/{bucket}` (ListObjectsV2, HeadBucket),
  * `/api/cloud/storage/{bucket}/{key}` (objects and multipart uploads). A job's bucket is its job
- * id; its objects live in R2 under `<output root>/<job id>/<key>`. Requests are SigV4-signed with
+ * id; its objects live in R2 under `<output root>/<job id>/<key>`, the output root being the
+ * provider's s3_output_path when the job's first credentials were issued (credentials.ts). Requests are SigV4-signed with
  * the job's credentials (credentials.ts), which reach that bucket only and only while the job is
  * active. Bodies stream into R2 (FixedLengthStream: R2 needs the length up front) and never sit
  * in memory whole.
@@ -51,8 +53,6 @@ export interface StorageBucket {
 declare const FixedLengthStream: new (length: number) => TransformStream<Uint8Array, Uint8Array>;
 
 export const STORAGE_PREFIX = "/api/cloud/storage";
-/** Where job buckets live in R2. */
-export const OUTPUT_ROOT = "outputs";
 /** S3's own limit on key length, in UTF-8 bytes. */
 const MAX_KEY_BYTES = 1024;
 /** A single PUT larger than this cannot pass Cloudflare's request body limit: use multipart. */
@@ -100,7 +100,7 @@ export function storagePattern(path: string): string | null {
   return depth === 0 ? STORAGE_PREFIX : depth === 1 ? `${STORAGE_PREFIX}/{bucket}` : `${STORAGE_PREFIX}/{bucket}/{key}`;
 }
 
-const objectKey = (bucket: string, key: string) => `${OUTPUT_ROOT}/${bucket}/${key}`;
+const objectKey = (root: string, bucket: string, key: string) => `${root}/${bucket}/${key}`;
 
 /** The request body as a stream of the object's bytes: aws-chunked decoded, a signed hash checked. */
 function objectBody(request: Request, payload: { mode: string; hash: string; signer?: ReturnType<typeof chunkSigner> }): { stream: ReadableStream<Uint8Array>; length: number } {
@@ -185,14 +185,14 @@ async function storeSized<T>(stream: ReadableStream<Uint8Array>, length: number,
   }
 }
 
-async function listObjects(bucket: StorageBucket, name: string, url: URL): Promise<Response> {
+async function listObjects(bucket: StorageBucket, outputRoot: string, name: string, url: URL): Promise<Response> {
   const q = url.searchParams;
   const prefix = q.get("prefix") ?? "";
   const delimiter = q.get("delimiter") ?? undefined;
   const maxKeys = Math.min(MAX_LIST_KEYS, Math.max(0, Number(q.get("max-keys") ?? MAX_LIST_KEYS) || 0));
   const token = q.get("continuation-token");
   const startAfter = q.get("start-after");
-  const root = `${OUTPUT_ROOT}/${name}/`;
+  const root = `${outputRoot}/${name}/`;
   const listed: Awaited<ReturnType<StorageBucket["list"]>> = maxKeys === 0 ? { objects: [], delimitedPrefixes: [], truncated: false } : await bucket.list({ prefix: root + prefix, delimiter, limit: maxKeys, cursor: token ?? undefined, startAfter: !token && startAfter ? root + startAfter : undefined });
   const contents = listed.objects
     .map((o) => `<Contents><Key>${xmlEscape(o.key.slice(root.length))}</Key><LastModified>${o.uploaded.toISOString()}</LastModified><ETag>${xmlEscape(quote(o.etag))}</ETag><Size>${o.size}</Size><StorageClass>STANDARD</StorageClass></Contents>`)
@@ -201,6 +201,44 @@ async function listObjects(bucket: StorageBucket, name: string, url: URL): Promi
   const next = listed.truncated && "cursor" in listed && listed.cursor ? `<NextContinuationToken>${xmlEscape(listed.cursor)}</NextContinuationToken>` : "";
   return xml(
     `<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>${xmlEscape(name)}</Name><Prefix>${xmlEscape(prefix)}</Prefix>${delimiter ? `<Delimiter>${xmlEscape(delimiter)}</Delimiter>` : ""}<MaxKeys>${maxKeys}</MaxKeys><KeyCount>${listed.objects.length + listed.delimitedPrefixes.length}</KeyCount><IsTruncated>${listed.truncated}</IsTruncated>${token ? `<ContinuationToken>${xmlEscape(token)}</ContinuationToken>` : ""}${next}${contents}${prefixes}</ListBucketResult>`,
+  );
+}
+
+/** A whole-number query parameter from 0 to `max` (S3's max-keys, max-parts, max-uploads, markers), `fallback` when absent. */
+function countParam(url: URL, name: string, fallback: number, max: number): number {
+  const raw = url.searchParams.get(name);
+  if (raw === null || raw === "") return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 0) throw new S3Error("InvalidArgument", `${name} must be a whole number from 0, not "${raw}".`);
+  return Math.min(value, max);
+}
+
+/** ListParts: the parts of one of the job's uploads in progress, paged by part number. */
+async function listUploadParts(db: Database, name: string, key: string, uploadId: string, url: URL): Promise<Response> {
+  const marker = countParam(url, "part-number-marker", 0, 10_000);
+  const max = countParam(url, "max-parts", 1000, 1000);
+  const listed = await listParts(db, name, key, uploadId, { marker, max });
+  if (!listed) throw new S3Error("NoSuchUpload", "The specified multipart upload does not exist: it may have been completed or aborted.");
+  const parts = listed.parts.map((p) => `<Part><PartNumber>${p.partNumber}</PartNumber><LastModified>${p.uploaded}</LastModified><ETag>${xmlEscape(quote(p.etag))}</ETag><Size>${p.size}</Size></Part>`).join("");
+  const next = listed.truncated ? `<NextPartNumberMarker>${listed.parts.at(-1)!.partNumber}</NextPartNumberMarker>` : "";
+  return xml(
+    `<ListPartsResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Bucket>${xmlEscape(name)}</Bucket><Key>${xmlEscape(key)}</Key><UploadId>${xmlEscape(uploadId)}</UploadId><PartNumberMarker>${marker}</PartNumberMarker>${next}<MaxParts>${max}</MaxParts><IsTruncated>${listed.truncated}</IsTruncated><StorageClass>STANDARD</StorageClass>${parts}</ListPartsResult>`,
+  );
+}
+
+/** ListMultipartUploads: the job's uploads in progress, by key then upload id (prefix and markers; keys in full, no delimiter grouping). */
+async function listMultipartUploads(db: Database, name: string, url: URL): Promise<Response> {
+  const q = url.searchParams;
+  const prefix = q.get("prefix") ?? "";
+  const keyMarker = q.get("key-marker") ?? "";
+  const uploadIdMarker = q.get("upload-id-marker") ?? "";
+  const max = countParam(url, "max-uploads", 1000, 1000);
+  const listed = await listUploads(db, name, { prefix, keyMarker, uploadIdMarker, max });
+  const last = listed.uploads.at(-1);
+  const next = listed.truncated && last ? `<NextKeyMarker>${xmlEscape(last.key)}</NextKeyMarker><NextUploadIdMarker>${xmlEscape(last.uploadId)}</NextUploadIdMarker>` : "";
+  const uploads = listed.uploads.map((u) => `<Upload><Key>${xmlEscape(u.key)}</Key><UploadId>${xmlEscape(u.uploadId)}</UploadId><Initiated>${u.initiated}</Initiated><StorageClass>STANDARD</StorageClass></Upload>`).join("");
+  return xml(
+    `<ListMultipartUploadsResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Bucket>${xmlEscape(name)}</Bucket><KeyMarker>${xmlEscape(keyMarker)}</KeyMarker><UploadIdMarker>${xmlEscape(uploadIdMarker)}</UploadIdMarker>${next}<Prefix>${xmlEscape(prefix)}</Prefix><MaxUploads>${max}</MaxUploads><IsTruncated>${listed.truncated}</IsTruncated>${uploads}</ListMultipartUploadsResult>`,
   );
 }
 
@@ -263,7 +301,7 @@ export interface StorageUser {
   admin: boolean;
 }
 
-type Access = { kind: "job"; jobId: string; payload: { mode: string; hash: string; signer?: ReturnType<typeof chunkSigner> } } | { kind: "user"; owner: string };
+type Access = { kind: "job"; jobId: string; outputRoot: string; payload: { mode: string; hash: string; signer?: ReturnType<typeof chunkSigner> } } | { kind: "user"; owner: string };
 
 async function userAccess(user: StorageUser): Promise<Access> {
   if (!user.admin) throw new S3Error("AccessDenied", "Only admins may browse the storage endpoint with a session or API key; jobs use their own credentials.");
@@ -276,11 +314,11 @@ async function jobAccess(request: Request, db: Database): Promise<Access> {
   if (parsed instanceof S3Error) throw parsed;
   const credentials = await lookupStorageCredentials(db, parsed.accessKeyId);
   if (credentials === null) throw new S3Error("InvalidAccessKeyId", "The AWS Access Key Id you provided does not exist in our records.");
-  if (!credentials.active) throw new S3Error("ExpiredToken", `The provided token has expired: ${credentials.reason}.`);
+  if (!credentials.active) throw new S3Error(credentials.code, credentials.code === "ExpiredToken" ? `The provided token has expired: ${credentials.reason}.` : `Access Denied: ${credentials.reason}.`);
   const refused = await verifySigV4(request, parsed, credentials.secret, new Date());
   if (refused) throw refused;
   const signer = parsed.payloadMode.startsWith("streaming-signed") ? chunkSigner(parsed, credentials.secret) : undefined;
-  return { kind: "job", jobId: credentials.jobId, payload: { mode: parsed.payloadMode, hash: parsed.payloadHash, signer } };
+  return { kind: "job", jobId: credentials.jobId, outputRoot: credentials.outputRoot, payload: { mode: parsed.payloadMode, hash: parsed.payloadHash, signer } };
 }
 
 /** Whether a request carries an S3 signature (header or presigned), rather than a user's credential. */
@@ -304,25 +342,29 @@ export async function handleStorage(request: Request, db: Database, bucket: Stor
     if (access.kind === "user" && method !== "GET" && method !== "HEAD") throw new S3Error("AccessDenied", "With a session or API key the storage endpoint is read-only: jobs upload with their own credentials.");
     if (target.bucket === null) {
       if (method !== "GET") throw new S3Error("MethodNotAllowed", "The specified method is not allowed against this resource.");
-      const names = access.kind === "job" ? [access.jobId] : (await bucket.list({ prefix: `${OUTPUT_ROOT}/`, delimiter: "/", limit: MAX_LIST_KEYS })).delimitedPrefixes.map((p) => p.slice(OUTPUT_ROOT.length + 1, -1));
-      const entries = names.map((n) => `<Bucket><Name>${xmlEscape(n)}</Name><CreationDate>${new Date(0).toISOString()}</CreationDate></Bucket>`).join("");
+      // A job sees its own bucket; an admin every job that was ever given credentials.
+      const buckets = access.kind === "job" ? await storageDirectories(db, access.jobId) : await storageDirectories(db);
+      const entries = buckets.map((b) => `<Bucket><Name>${xmlEscape(b.jobId)}</Name><CreationDate>${b.createdAt}</CreationDate></Bucket>`).join("");
       return xml(`<ListAllMyBucketsResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Owner><ID>${xmlEscape(access.kind === "job" ? access.jobId : access.owner)}</ID></Owner><Buckets>${entries}</Buckets></ListAllMyBucketsResult>`);
     }
     if (access.kind === "job" && target.bucket !== access.jobId) throw new S3Error("AccessDenied", `These credentials belong to job ${access.jobId}: bucket ${target.bucket} is not theirs.`);
     const name = target.bucket;
+    const outputRoot = access.kind === "job" ? access.outputRoot : (await storageDirectories(db, name))[0]?.outputRoot;
+    if (outputRoot === undefined) throw new S3Error("NoSuchBucket", `No job ${name} has stored anything here.`);
 
     if (target.key === null) {
       if (method === "HEAD") return new Response(null, { status: 200, headers: { "x-amz-bucket-region": "auto" } });
-      if (method === "GET" && url.searchParams.has("uploads")) throw new S3Error("NotImplemented", "ListMultipartUploads is not supported by this endpoint.");
-      if (method === "GET") return listObjects(bucket, name, url);
+      if (method === "GET" && url.searchParams.has("uploads")) return await listMultipartUploads(db, name, url);
+      if (method === "GET") return await listObjects(bucket, outputRoot, name, url);
       throw new S3Error("MethodNotAllowed", "Creating or deleting a job's bucket is not allowed: it exists as long as the job.");
     }
-    const key = objectKey(name, target.key);
+    const key = objectKey(outputRoot, name, target.key);
     const q = url.searchParams;
     const payload = access.kind === "job" ? access.payload : { mode: "unsigned", hash: "UNSIGNED-PAYLOAD" };
 
     if (method === "POST" && q.has("uploads")) {
       const upload = await bucket.createMultipartUpload(key, { httpMetadata: { contentType: request.headers.get("content-type") ?? undefined } });
+      await recordUpload(db, name, target.key, upload.uploadId);
       return xml(`<InitiateMultipartUploadResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Bucket>${xmlEscape(name)}</Bucket><Key>${xmlEscape(target.key)}</Key><UploadId>${xmlEscape(upload.uploadId)}</UploadId></InitiateMultipartUploadResult>`);
     }
     const uploadId = q.get("uploadId");
@@ -332,24 +374,34 @@ export async function handleStorage(request: Request, db: Database, bucket: Stor
         const partNumber = Number(q.get("partNumber"));
         if (!Number.isInteger(partNumber) || partNumber < 1 || partNumber > 10_000) throw new S3Error("InvalidArgument", "partNumber must be a whole number from 1 to 10000.");
         const body = objectBody(request, payload);
-        const part = await storeSized(body.stream, body.length, (sized) => upload.uploadPart(partNumber, sized)).catch(noSuchUpload);
-        return new Response(null, { status: 200, headers: { etag: quote(part.etag) } });
+        // S3 gives a part's MD5 as its ETag (R2's binding gives a tag of its own): computed on the
+        // way, recorded with R2's tag, which completing the upload needs.
+        let md5 = "";
+        const tapped = body.stream.pipeThrough(digestTap("MD5", (digest) => void (md5 = toHex(digest))));
+        const part = await storeSized(tapped, body.length, (sized) => upload.uploadPart(partNumber, sized)).catch(noSuchUpload);
+        await recordPart(db, uploadId, { partNumber, etag: md5, r2Etag: part.etag, size: body.length });
+        return new Response(null, { status: 200, headers: { etag: quote(md5) } });
       }
       if (method === "POST") {
         const text = await readLimitedText(request.body, MAX_COMPLETE_MULTIPART_BYTES);
         if (text instanceof S3Error) throw text;
         const parts = parseCompleteMultipartUpload(text);
         if (parts instanceof S3Error) throw parts;
-        const object = await upload.complete(parts.map((p) => ({ partNumber: p.partNumber, etag: p.etag.replace(/"/g, "") }))).catch(noSuchUpload);
+        const stored = await partsForCompletion(db, uploadId, parts.map((p) => ({ partNumber: p.partNumber, etag: p.etag.replace(/"/g, "") })));
+        if ("missing" in stored) throw new S3Error("InvalidPart", `Part ${stored.missing} was not uploaded to this upload with the ETag given: list the parts stored with ListParts.`);
+        const object = await upload.complete(stored).catch(noSuchUpload);
+        await forgetUpload(db, uploadId);
         return xml(
           `<CompleteMultipartUploadResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Location>${xmlEscape(`${url.origin}${rawPath}`)}</Location><Bucket>${xmlEscape(name)}</Bucket><Key>${xmlEscape(target.key)}</Key><ETag>${xmlEscape(quote(object.etag))}</ETag></CompleteMultipartUploadResult>`,
         );
       }
       if (method === "DELETE") {
         await upload.abort().catch(noSuchUpload);
+        await forgetUpload(db, uploadId);
         return new Response(null, { status: 204 });
       }
-      throw new S3Error("NotImplemented", "ListParts is not supported by this endpoint.");
+      if (method === "GET") return await listUploadParts(db, name, target.key, uploadId, url);
+      throw new S3Error("MethodNotAllowed", "The specified method is not allowed against this resource.");
     }
 
     if (method === "PUT") {

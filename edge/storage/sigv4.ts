@@ -2,7 +2,7 @@ import { Sha256 } from "@aws-crypto/sha256-js";
 import { ALGORITHM_IDENTIFIER, getCanonicalHeaders, SignatureV4 } from "@smithy/signature-v4";
 import { constantTimeEqual } from "../auth/crypto";
 import type { ChunkSigner } from "./chunked";
-import { createChecksum, toHex } from "./checksums";
+import { digestTap, toHex } from "./checksums";
 import { S3Error, type S3AuthError } from "./errors";
 
 /**
@@ -365,44 +365,17 @@ export function chunkSigner(parsed: ParsedAuth, secret: string): ChunkSigner {
   };
 }
 
-type DigestStreamConstructor = new (algorithm: string) => WritableStream<ArrayBufferView> & { readonly digest: Promise<ArrayBuffer> };
-
 /**
  * Passes a body through unchanged and errors the stream with XAmzContentSHA256Mismatch at its
  * end when its SHA-256 is not `expectedHex` (the x-amz-content-sha256 of a request whose
  * payloadMode is "sha256"). Whoever consumes the stream (an R2 put) then fails, so a body that
- * does not match its signature is never stored. Uses workerd's native crypto.DigestStream where
- * present, else an incremental pure-JS SHA-256 (Node, tests).
+ * does not match its signature is never stored.
  *
  * @example
  * await env.STORAGE.put(key, request.body!.pipeThrough(payloadSha256Verifier(parsed.payloadHash)));
  */
 export function payloadSha256Verifier(expectedHex: string): TransformStream<Uint8Array, Uint8Array> {
-  const mismatch = () => new S3Error("XAmzContentSHA256Mismatch", "The provided 'x-amz-content-sha256' header does not match what was computed.");
-  const Native = (crypto as unknown as { DigestStream?: DigestStreamConstructor }).DigestStream;
-  if (Native) {
-    const sink = new Native("SHA-256");
-    const writer = sink.getWriter();
-    return new TransformStream({
-      async transform(chunk, controller) {
-        // Hashed before it is handed on, so a consumer that transfers the buffer cannot race it.
-        await writer.write(chunk);
-        controller.enqueue(chunk);
-      },
-      async flush() {
-        await writer.close();
-        if (!constantTimeEqual(toHex(new Uint8Array(await sink.digest)), expectedHex)) throw mismatch();
-      },
-    });
-  }
-  const hash = createChecksum("sha256");
-  return new TransformStream({
-    transform(chunk, controller) {
-      hash.update(chunk);
-      controller.enqueue(chunk);
-    },
-    flush() {
-      if (!constantTimeEqual(toHex(hash.digest()), expectedHex)) throw mismatch();
-    },
+  return digestTap("SHA-256", (digest) => {
+    if (!constantTimeEqual(toHex(digest), expectedHex)) throw new S3Error("XAmzContentSHA256Mismatch", "The provided 'x-amz-content-sha256' header does not match what was computed.");
   });
 }
