@@ -270,8 +270,8 @@ describe("a provider's jobs", () => {
   });
 });
 
-describe("admins with a session or API key", () => {
-  it("list every job's bucket and download its results, read-only; others are refused", async () => {
+describe("users with a session or API key", () => {
+  it("admins list every job's bucket and download its results, read-only; others' jobs are refused", async () => {
     const buckets = await t.call("GET", "/api/cloud/storage", { auth: { key: admin.key } });
     expect(buckets.status).toBe(200);
     expect(buckets.text).toContain(`<Name>${job}</Name>`);
@@ -286,6 +286,26 @@ describe("admins with a session or API key", () => {
     const refused = await t.call("GET", `/api/cloud/storage/${job}/range.txt`, { auth: { key: researcher.key } });
     expect(refused.status).toBe(403);
     expect((await t.call("GET", `/api/cloud/storage/${job}/range.txt`)).status).toBe(403);
+  });
+
+  it("a researcher reads their own jobs' results, and only theirs, also after the job", async () => {
+    const owner = await createUserWithKey(t, { cookie: admin.cookie }, "researcher", "olga");
+    const submitted = await t.call("POST", "/api/queue/submit", { json: { config_name: "gpu", target: "local" }, auth: { key: owner.key } });
+    const own = submitted.body.job_id as string;
+    const issued = await t.call("POST", `/api/queue/${own}/storage-credentials`, { auth: { key: owner.key } });
+    expect(issued.status).toBe(201);
+    const jobClient = new S3Client({ endpoint: issued.body.endpoint_url, forcePathStyle: true, region: "auto", credentials: { accessKeyId: issued.body.access_key_id, secretAccessKey: issued.body.secret_access_key }, maxAttempts: 1, expectContinueHeader: false });
+    await jobClient.send(new PutObjectCommand({ Bucket: own, Key: "samples/final.png", Body: "png bytes" }));
+    expect((await t.call("POST", `/api/queue/${own}/cancel`, { auth: { key: owner.key } })).status).toBe(200);
+
+    const buckets = await t.call("GET", "/api/cloud/storage", { auth: { cookie: owner.cookie } });
+    expect([...buckets.text.matchAll(/<Name>([^<]+)<\/Name>/g)].map((m) => m[1])).toEqual([own]);
+    expect((await t.call("GET", `/api/cloud/storage/${own}?list-type=2`, { auth: { cookie: owner.cookie } })).text).toContain("<Key>samples/final.png</Key>");
+    expect((await t.call("GET", `/api/cloud/storage/${own}/samples/final.png`, { auth: { key: owner.key } })).text).toBe("png bytes");
+    const theirs = await t.call("GET", `/api/cloud/storage/${job}?list-type=2`, { auth: { key: owner.key } });
+    expect(theirs.status).toBe(403);
+    expect(theirs.text).toContain("<Code>AccessDenied</Code>");
+    expect((await t.call("GET", "/api/cloud/storage/no-such-job?list-type=2", { auth: { key: owner.key } })).text).toContain("<Code>NoSuchBucket</Code>");
   });
 });
 

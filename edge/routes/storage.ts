@@ -1,5 +1,5 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { levelAtLeast, ownerScope } from "../../shared/levels";
+import { ownerScope } from "../../shared/levels";
 import { JobIdParam } from "../../shared/schemas/queue";
 import { identify, principalOf } from "../middleware/authorize";
 import { createRouter } from "../router";
@@ -48,12 +48,13 @@ storageRoutes.openapi(
 
 // The S3 API itself: authenticated inside by SigV4 with a job's credentials (so not in the
 // access table's user levels), answered in S3's XML.
-// Admins may also read every job's results with their session or API key.
+// Users may also read results with their session or API key: their own jobs', or (leads and
+// admins) every job's.
 const s3 = async (c: Context<AppEnv>) => {
   let user: StorageUser | null = null;
   if (!isSigned(c.req.raw)) {
     const principal = await identify(c).catch(() => null);
-    if (principal) user = { username: principal.user.username, admin: levelAtLeast(principal.user.level, "admin") };
+    if (principal) user = { username: principal.user.username, ownerId: ownerScope(principal.user) };
   }
   return handleStorage(c.req.raw, c.get("db"), c.env.STORAGE as unknown as StorageBucket, c.get("requestId"), user);
 };

@@ -92,13 +92,24 @@ export async function lookupStorageCredentials(db: Database, accessKeyId: string
 
 /**
  * The jobs that have a directory on the storage endpoint (every job that was ever issued
- * credentials: nothing else can write there), with where it lives, for admins browsing results.
- * One job when `jobId` is given.
+ * credentials: nothing else can write there), with where it lives and whose job it is: one job
+ * (`jobId`), one user's jobs (`ownerId`), or all.
  */
-export async function storageDirectories(db: Database, jobId: string | null = null): Promise<{ jobId: string; outputRoot: string; createdAt: string }[]> {
+export async function storageDirectories(db: Database, only: { jobId?: string; ownerId?: number | null } = {}): Promise<{ jobId: string; outputRoot: string; createdAt: string; userId: number | null }[]> {
+  const where: string[] = [];
+  const args: (string | number)[] = [];
+  if (only.jobId !== undefined) {
+    where.push("c.job_id = ?");
+    args.push(only.jobId);
+  }
+  if (only.ownerId !== undefined && only.ownerId !== null) {
+    where.push("q.user_id = ?");
+    args.push(only.ownerId);
+  }
   const result = await db.$client.execute({
-    sql: `SELECT job_id, output_root, MIN(created_at) AS created_at FROM storage_credentials ${jobId === null ? "" : "WHERE job_id = ?"} GROUP BY job_id ORDER BY job_id`,
-    args: jobId === null ? [] : [jobId],
+    sql: `SELECT c.job_id, c.output_root, MIN(c.created_at) AS created_at, q.user_id FROM storage_credentials c LEFT JOIN queue_entries q ON q.job_id = c.job_id
+          ${where.length ? `WHERE ${where.join(" AND ")}` : ""} GROUP BY c.job_id ORDER BY c.job_id`,
+    args,
   });
-  return result.rows.map((row) => ({ jobId: String(row.job_id), outputRoot: String(row.output_root), createdAt: String(row.created_at) }));
+  return result.rows.map((row) => ({ jobId: String(row.job_id), outputRoot: String(row.output_root), createdAt: String(row.created_at), userId: row.user_id === null ? null : Number(row.user_id) }));
 }

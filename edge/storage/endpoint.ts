@@ -295,18 +295,17 @@ function parseRange(header: string | null, size: number): { offset: number; leng
   return { offset: start, length: end - start + 1 };
 }
 
-/** A user who called with a session or API key instead of a job's signature (the route identifies them). */
+/**
+ * A user who called with a session or API key instead of a job's signature (the route identifies
+ * them): they read the results of the jobs they may act on, `ownerId` null meaning everyone's
+ * (leads and admins), else their own.
+ */
 export interface StorageUser {
   username: string;
-  admin: boolean;
+  ownerId: number | null;
 }
 
-type Access = { kind: "job"; jobId: string; outputRoot: string; payload: { mode: string; hash: string; signer?: ReturnType<typeof chunkSigner> } } | { kind: "user"; owner: string };
-
-async function userAccess(user: StorageUser): Promise<Access> {
-  if (!user.admin) throw new S3Error("AccessDenied", "Only admins may browse the storage endpoint with a session or API key; jobs use their own credentials.");
-  return { kind: "user", owner: user.username };
-}
+type Access = { kind: "job"; jobId: string; outputRoot: string; payload: { mode: string; hash: string; signer?: ReturnType<typeof chunkSigner> } } | { kind: "user"; owner: string; ownerId: number | null };
 
 /** The job whose credentials signed `request`, after checking the signature. */
 async function jobAccess(request: Request, db: Database): Promise<Access> {
@@ -337,20 +336,26 @@ export async function handleStorage(request: Request, db: Database, bucket: Stor
   try {
     // An admin's session or API key (the route identified it) may read every job's results;
     // everyone else signs with a job's credentials.
-    const access = user ? await userAccess(user) : await jobAccess(request, db);
+    const access: Access = user ? { kind: "user", owner: user.username, ownerId: user.ownerId } : await jobAccess(request, db);
     const target = storageTarget(rawPath);
     if (access.kind === "user" && method !== "GET" && method !== "HEAD") throw new S3Error("AccessDenied", "With a session or API key the storage endpoint is read-only: jobs upload with their own credentials.");
     if (target.bucket === null) {
       if (method !== "GET") throw new S3Error("MethodNotAllowed", "The specified method is not allowed against this resource.");
-      // A job sees its own bucket; an admin every job that was ever given credentials.
-      const buckets = access.kind === "job" ? await storageDirectories(db, access.jobId) : await storageDirectories(db);
+      // A job sees its own bucket; a user the buckets of the jobs they may act on.
+      const buckets = access.kind === "job" ? await storageDirectories(db, { jobId: access.jobId }) : await storageDirectories(db, { ownerId: access.ownerId });
       const entries = buckets.map((b) => `<Bucket><Name>${xmlEscape(b.jobId)}</Name><CreationDate>${b.createdAt}</CreationDate></Bucket>`).join("");
       return xml(`<ListAllMyBucketsResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Owner><ID>${xmlEscape(access.kind === "job" ? access.jobId : access.owner)}</ID></Owner><Buckets>${entries}</Buckets></ListAllMyBucketsResult>`);
     }
     if (access.kind === "job" && target.bucket !== access.jobId) throw new S3Error("AccessDenied", `These credentials belong to job ${access.jobId}: bucket ${target.bucket} is not theirs.`);
     const name = target.bucket;
-    const outputRoot = access.kind === "job" ? access.outputRoot : (await storageDirectories(db, name))[0]?.outputRoot;
-    if (outputRoot === undefined) throw new S3Error("NoSuchBucket", `No job ${name} has stored anything here.`);
+    let outputRoot: string;
+    if (access.kind === "job") outputRoot = access.outputRoot;
+    else {
+      const [directory] = await storageDirectories(db, { jobId: name });
+      if (!directory) throw new S3Error("NoSuchBucket", `No job ${name} has stored anything here.`);
+      if (access.ownerId !== null && directory.userId !== access.ownerId) throw new S3Error("AccessDenied", `Job ${name} is not yours: with a session or API key you read your own jobs' results (leads and admins: every job's).`);
+      outputRoot = directory.outputRoot;
+    }
 
     if (target.key === null) {
       if (method === "HEAD") return new Response(null, { status: 200, headers: { "x-amz-bucket-region": "auto" } });
