@@ -248,6 +248,20 @@ describe("rate limiting over HTTP (development, 4 per 2 s by default, loopback t
     });
   });
 
+  it("refuses storage requests past the storage rule as S3's SlowDown, which S3 clients back off from and retry", async () => {
+    const headers = from("203.0.113.60");
+    const answers = await Promise.all(Array.from({ length: 50 }, () => t.call("GET", "/api/cloud/storage/some-job?list-type=2", { headers })));
+    // Unsigned, so refused by the endpoint, but counted: 50 per 60 s is the storage rule.
+    expect(new Set(answers.map((a) => a.status))).toEqual(new Set([403]));
+    const refused = await t.call("GET", "/api/cloud/storage/some-job/model.bin", { headers });
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get("content-type")).toBe("application/xml");
+    expect(refused.text).toContain("<Code>SlowDown</Code>");
+    expect(refused.text).toContain("at most 50 requests per 60 s for GET /api/cloud/storage/some-job/model.bin (rule &quot;storage&quot;)");
+    expect(Number(refused.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    expect(policyOf(refused)).toBe('"storage";q=50;w=60');
+  });
+
   it("refuses before looking at credentials: neither a bad nor a valid one changes the limit", async () => {
     const bad = { ...from("203.0.113.70"), "x-api-key": "st_" + "y".repeat(40) };
     const statuses = [];
