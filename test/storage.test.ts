@@ -348,6 +348,23 @@ describe("refusals, with nothing written", () => {
     await client().send(new DeleteObjectCommand({ Bucket: job, Key: "forged.bin" }));
   });
 
+  it("answers GetBucketLocation, and refuses subresources it does not keep rather than serving the object", async () => {
+    const signer = new SignatureV4({ credentials: { accessKeyId: creds.access_key_id, secretAccessKey: creds.secret_access_key }, region: "auto", service: "s3", sha256: Sha256, uriEscapePath: false });
+    const get = async (path: string, query: Record<string, string>) => {
+      const url = new URL(`${creds.endpoint_url}/${path}`);
+      const signed = await signer.sign({ method: "GET", protocol: "http:", hostname: url.hostname, port: Number(url.port), path: url.pathname, query, headers: { host: url.host, "x-amz-content-sha256": "UNSIGNED-PAYLOAD" } });
+      const response = await fetch(`${url}?${new URLSearchParams(query)}`, { headers: signed.headers as Record<string, string> });
+      return { status: response.status, text: await response.text() };
+    };
+    const location = await get(job, { location: "" });
+    expect(location.status).toBe(200);
+    expect(location.text).toContain(">auto</LocationConstraint>");
+    for (const [path, query] of [[`${job}/range.txt`, "tagging"], [`${job}/range.txt`, "acl"], [job, "versioning"]] as const) {
+      const refused = await get(path, { [query]: "" });
+      expect([refused.status, refused.text.includes("<Code>NotImplemented</Code>")], query).toEqual([501, true]);
+    }
+  });
+
   it("refuses path tricks in keys", async () => {
     for (const key of ["a/../b", "../escape", "./here", `${"k".repeat(1025)}`]) {
       // Refused by this endpoint (400), or, where the client's URL handling resolves the dots,

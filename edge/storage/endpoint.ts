@@ -58,6 +58,11 @@ const MAX_KEY_BYTES = 1024;
 /** A single PUT larger than this cannot pass Cloudflare's request body limit: use multipart. */
 export const MAX_SINGLE_PUT_BYTES = 100 * 1024 * 1024;
 const MAX_LIST_KEYS = 1000;
+/**
+ * S3 subresources this endpoint does not keep (ACLs, tags, policies, versioning, ...): a request
+ * for one is NotImplemented, not mistaken for the object or listing it would otherwise address.
+ */
+const UNSUPPORTED_SUBRESOURCES = ["acl", "tagging", "policy", "cors", "lifecycle", "versioning", "versions", "website", "logging", "notification", "replication", "encryption", "object-lock", "retention", "legal-hold", "attributes", "torrent", "restore", "select", "accelerate", "requestPayment", "ownershipControls", "publicAccessBlock", "analytics", "metrics", "inventory", "intelligent-tiering"];
 
 function xml(body: string, status = 200, headers: Record<string, string> = {}): Response {
   return new Response(`<?xml version="1.0" encoding="UTF-8"?>\n${body}`, { status, headers: { "content-type": "application/xml", ...headers } });
@@ -357,8 +362,11 @@ export async function handleStorage(request: Request, db: Database, bucket: Stor
       outputRoot = directory.outputRoot;
     }
 
+    const unsupported = UNSUPPORTED_SUBRESOURCES.find((name) => url.searchParams.has(name));
+    if (unsupported) throw new S3Error("NotImplemented", `The ?${unsupported} subresource is not supported by this endpoint.`);
     if (target.key === null) {
       if (method === "HEAD") return new Response(null, { status: 200, headers: { "x-amz-bucket-region": "auto" } });
+      if (method === "GET" && url.searchParams.has("location")) return xml(`<LocationConstraint xmlns="http://s3.amazonaws.com/doc/2006-03-01/">auto</LocationConstraint>`);
       if (method === "GET" && url.searchParams.has("uploads")) return await listMultipartUploads(db, name, url);
       if (method === "GET") return await listObjects(bucket, outputRoot, name, url);
       throw new S3Error("MethodNotAllowed", "Creating or deleting a job's bucket is not allowed: it exists as long as the job.");
