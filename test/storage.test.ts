@@ -3,6 +3,7 @@
 // presigned URLs, and every refusal as S3 XML with nothing written.
 import { AbortMultipartUploadCommand, CompleteMultipartUploadCommand, CreateMultipartUploadCommand, DeleteObjectCommand, GetObjectCommand, HeadBucketCommand, HeadObjectCommand, ListBucketsCommand, ListMultipartUploadsCommand, ListObjectsV2Command, ListPartsCommand, PutObjectCommand, S3Client, UploadPartCommand } from "@aws-sdk/client-s3";
 import { createClient } from "@libsql/client";
+import { connect } from "node:net";
 import { join } from "node:path";
 import { Sha256 } from "@aws-crypto/sha256-js";
 import { SignatureV4 } from "@smithy/signature-v4";
@@ -363,6 +364,36 @@ describe("refusals, with nothing written", () => {
       const refused = await get(path, { [query]: "" });
       expect([refused.status, refused.text.includes("<Code>NotImplemented</Code>")], query).toEqual([501, true]);
     }
+  });
+
+  it("answers a body that breaks off as the client's error, storing nothing and logging no server error", async () => {
+    const signer = new SignatureV4({ credentials: { accessKeyId: creds.access_key_id, secretAccessKey: creds.secret_access_key }, region: "auto", service: "s3", sha256: Sha256, uriEscapePath: false });
+    const url = new URL(`${creds.endpoint_url}/${job}/broken.bin`);
+    const signed = await signer.sign({ method: "PUT", protocol: "http:", hostname: url.hostname, port: Number(url.port), path: url.pathname, query: {}, headers: { host: url.host, "x-amz-content-sha256": "UNSIGNED-PAYLOAD" } });
+    const head = (framing: string) => `PUT ${url.pathname} HTTP/1.1\r\n${Object.entries(signed.headers).map(([k, v]) => `${k}: ${v}`).join("\r\n")}\r\n${framing}\r\n\r\n`;
+    const linesBefore = t.lines.length;
+    // Broken HTTP chunking: a chunk size that is not hex. The answer is an S3 error, not a 500.
+    const answer = await new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(url.port), url.hostname, () => socket.write(head("content-length: 1048576\r\ntransfer-encoding: chunked") + "zz\r\nabc\r\n"));
+      let text = "";
+      socket.on("data", (data) => (text += data.toString()));
+      socket.on("end", () => resolve(text));
+      socket.on("error", reject);
+      setTimeout(() => socket.end(), 2000);
+    });
+    expect(answer).toMatch(/^HTTP\/1\.1 400 /);
+    expect(answer).toContain("<Code>IncompleteBody</Code>");
+    // A client that goes away after part of its declared body.
+    await new Promise<void>((resolve) => {
+      const socket = connect(Number(url.port), url.hostname, () => {
+        socket.write(head("content-length: 1048576") + "x".repeat(100_000));
+        setTimeout(() => (socket.destroy(), resolve()), 300);
+      });
+    });
+    await new Promise((r) => setTimeout(r, 500));
+    const errors = t.lines.slice(linesBefore).filter((line) => line.includes('"level":"ERROR"'));
+    expect(errors).toEqual([]);
+    expect((await client().send(new ListObjectsV2Command({ Bucket: job, Prefix: "broken" }))).KeyCount).toBe(0);
   });
 
   it("refuses path tricks in keys", async () => {

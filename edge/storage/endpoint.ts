@@ -110,7 +110,8 @@ const objectKey = (root: string, bucket: string, key: string) => `${root}/${buck
 /** The request body as a stream of the object's bytes: aws-chunked decoded, a signed hash checked. */
 function objectBody(request: Request, payload: { mode: string; hash: string; signer?: ReturnType<typeof chunkSigner> }): { stream: ReadableStream<Uint8Array>; length: number } {
   if (!request.body) return { stream: new Blob([]).stream(), length: 0 };
-  const body = largeChunks(request.body);
+  // A body that breaks off (the client went away, bad HTTP chunking) is the client's error.
+  const body = largeChunks(request.body, undefined, (error) => new S3Error("IncompleteBody", `The request body ended before its declared length: ${String(error)}`));
   if (isAwsChunked(request.headers)) {
     const options = awsChunkedOptions(request.headers);
     if (options instanceof S3Error) throw options;

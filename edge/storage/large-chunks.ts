@@ -13,10 +13,13 @@ type AtLeastReader = ReadableStreamBYOBReader & {
  * of 1 MiB costs the same as one of 4 KiB. Where `readAtLeast` is missing (not workerd) the body
  * is returned as it is.
  *
+ * A failed read (the client went away, broken HTTP chunking) errors the stream with what
+ * `readError` makes of it, so the caller can answer it as the client's fault.
+ *
  * @example
  * const body = largeChunks(request.body!); // chunks of 1 MiB
  */
-export function largeChunks(body: ReadableStream<Uint8Array>, size = LARGE_CHUNK_BYTES): ReadableStream<Uint8Array> {
+export function largeChunks(body: ReadableStream<Uint8Array>, size = LARGE_CHUNK_BYTES, readError: (error: unknown) => unknown = (error) => error): ReadableStream<Uint8Array> {
   let reader: AtLeastReader;
   try {
     reader = body.getReader({ mode: "byob" }) as AtLeastReader;
@@ -30,7 +33,13 @@ export function largeChunks(body: ReadableStream<Uint8Array>, size = LARGE_CHUNK
   const readAtLeast = reader.readAtLeast.bind(reader);
   return new ReadableStream<Uint8Array>({
     async pull(controller) {
-      const { done, value } = await readAtLeast(size, new Uint8Array(size));
+      let read: ReadableStreamReadResult<Uint8Array>;
+      try {
+        read = await readAtLeast(size, new Uint8Array(size));
+      } catch (error) {
+        throw readError(error);
+      }
+      const { done, value } = read;
       if (value && value.byteLength > 0) controller.enqueue(value);
       if (done) controller.close();
     },
