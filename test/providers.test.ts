@@ -58,6 +58,8 @@ describe("provider settings", () => {
       s3_endpoint_enabled: false,
       s3_public_url: null,
       s3_output_path: "outputs",
+      s3_access_key_id: null,
+      s3_secret_access_key_set: false,
       webhook_secret_set: false,
       updated_at: null,
     });
@@ -88,6 +90,22 @@ describe("provider settings", () => {
     const entry = await eventuallyAudited("provider_settings_changed", (e) => "http_timeout" in e.details.changed && e.details.changed.http_timeout.to === 12);
     expect(entry.target).toBe("replicate");
     expect(JSON.stringify(await auditEntries("provider_settings_changed"))).not.toContain("hunter2");
+  });
+
+  it("keeps manually configured storage credentials: the key id shown, the secret never (not in answers, not in the audit trail)", async () => {
+    const halfway = await put({ s3_access_key_id: "MANUALKEY0000000001" });
+    expect(halfway.status).toBe(422);
+    expect(halfway.body.detail).toContain("s3_access_key_id and s3_secret_access_key are set (or cleared with null) together");
+    const tokenShaped = await put({ s3_access_key_id: "STU00000000000000000001", s3_secret_access_key: "manual-secret-0123456789" });
+    expect(tokenShaped.body.errors.map((e: any) => e.path)).toEqual(["s3_access_key_id"]);
+    const saved = await put({ s3_access_key_id: "MANUALKEY0000000001", s3_secret_access_key: "manual-secret-0123456789" });
+    expect(saved.status).toBe(200);
+    expect(saved.body).toMatchObject({ s3_access_key_id: "MANUALKEY0000000001", s3_secret_access_key_set: true });
+    expect(JSON.stringify(await settings())).not.toContain("manual-secret");
+    await eventuallyAudited("provider_settings_changed", (e) => "s3_access_key_id" in e.details.changed);
+    expect(JSON.stringify(await auditEntries("provider_settings_changed"))).not.toContain("manual-secret");
+    const cleared = await put({ s3_access_key_id: null, s3_secret_access_key: null });
+    expect(cleared.body).toMatchObject({ s3_access_key_id: null, s3_secret_access_key_set: false });
   });
 
   it("turns certificate verification off only with confirm_insecure", async () => {

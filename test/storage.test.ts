@@ -241,13 +241,13 @@ describe("a provider's jobs", () => {
     await setProvider({ s3_endpoint_enabled: true, s3_output_path: "results/cloud", s3_public_url: "https://train.example.com/" });
     const issued = await t.call("POST", `/api/queue/${cloudJob}/storage-credentials`, { auth: { key: admin.key } });
     expect(issued.status).toBe(201);
-    expect(issued.body.endpoint_url).toBe("https://train.example.com/api/cloud/storage");
+    expect(issued.body).toMatchObject({ endpoint_url: "https://train.example.com/api/cloud/storage", source: "job" });
     // Here the job reaches the service directly; the signature covers the Host it sends.
     const cloud = (secret = issued.body.secret_access_key) => new S3Client({ endpoint: creds.endpoint_url, forcePathStyle: true, region: "auto", credentials: { accessKeyId: issued.body.access_key_id, secretAccessKey: secret }, maxAttempts: 1, expectContinueHeader: false });
     await cloud().send(new PutObjectCommand({ Bucket: cloudJob, Key: "out/model.bin", Body: "weights" }));
 
     const db = createClient({ url: `file:${join(t.dataDir, "service.db")}` });
-    const roots = await db.execute({ sql: "SELECT DISTINCT output_root FROM storage_credentials WHERE job_id = ?", args: [cloudJob] });
+    const roots = await db.execute({ sql: "SELECT output_root FROM storage_directories WHERE job_id = ?", args: [cloudJob] });
     db.close();
     expect(roots.rows.map((r) => r.output_root)).toEqual(["results/cloud"]);
 
@@ -263,6 +263,27 @@ describe("a provider's jobs", () => {
     expect(await s3Error(again.send(new PutObjectCommand({ Bucket: cloudJob, Key: "out/late.bin", Body: "x" })))).toEqual({ code: "AccessDenied", status: 403 });
     await setProvider({ s3_endpoint_enabled: true });
     expect((await again.send(new ListObjectsV2Command({ Bucket: cloudJob }))).Contents?.map((o) => o.Key)).toEqual(["out/model.bin"]);
+  });
+
+  it("use the provider's manually configured credentials instead of fresh ones, for that provider's active jobs only", async () => {
+    const manual = { s3_access_key_id: "MANUALKEY0000000001", s3_secret_access_key: "manual-secret-0123456789" };
+    await setProvider({ ...manual, s3_endpoint_enabled: true });
+    const issued = await t.call("POST", `/api/queue/${cloudJob}/storage-credentials`, { auth: { key: admin.key } });
+    expect(issued.status).toBe(201);
+    // The secret is the server's: the caller gets the key id only.
+    expect(issued.body).toMatchObject({ access_key_id: manual.s3_access_key_id, secret_access_key: null, source: "provider", bucket: cloudJob });
+    const withManual = (secret = manual.s3_secret_access_key) => new S3Client({ endpoint: creds.endpoint_url, forcePathStyle: true, region: "auto", credentials: { accessKeyId: manual.s3_access_key_id, secretAccessKey: secret }, maxAttempts: 1, expectContinueHeader: false });
+    await withManual().send(new PutObjectCommand({ Bucket: cloudJob, Key: "out/manual.bin", Body: "m" }));
+    // Into the job's own directory, beside what its earlier per-job credentials uploaded.
+    expect((await withManual().send(new ListObjectsV2Command({ Bucket: cloudJob }))).Contents?.map((o) => o.Key)).toEqual(["out/manual.bin", "out/model.bin"]);
+    expect((await withManual().send(new ListBucketsCommand({}))).Buckets?.map((b) => b.Name)).toEqual([cloudJob]);
+    // Not a job of another provider (here: a local one), not with a wrong secret.
+    expect(await s3Error(withManual().send(new PutObjectCommand({ Bucket: job, Key: "intruder.bin", Body: "x" })))).toEqual({ code: "AccessDenied", status: 403 });
+    expect(await s3Error(withManual("wrong-secret-0123456789").send(new PutObjectCommand({ Bucket: cloudJob, Key: "x.bin", Body: "x" })))).toEqual({ code: "SignatureDoesNotMatch", status: 403 });
+    // Cleared, the key is unknown again.
+    await setProvider({ s3_access_key_id: null, s3_secret_access_key: null });
+    expect(await s3Error(withManual().send(new ListObjectsV2Command({ Bucket: cloudJob })))).toEqual({ code: "InvalidAccessKeyId", status: 403 });
+    expect((await client().send(new ListObjectsV2Command({ Bucket: job, Prefix: "intruder" }))).KeyCount).toBe(0);
   });
 
   it("jobs on this service's own GPUs need no provider setting", () => {

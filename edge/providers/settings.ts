@@ -16,6 +16,9 @@ export interface StoredProviderSettings {
   s3_endpoint_enabled: boolean;
   s3_public_url: string | null;
   s3_output_path: string;
+  /** Credentials configured manually for the storage endpoint (spec 1): then the provider's jobs use these instead of fresh ones. */
+  s3_access_key_id: string | null;
+  s3_secret_access_key: string | null;
   webhook_secret: string | null;
 }
 
@@ -32,6 +35,8 @@ export function providerDefaults(): StoredProviderSettings {
     s3_endpoint_enabled: false,
     s3_public_url: null,
     s3_output_path: "outputs",
+    s3_access_key_id: null,
+    s3_secret_access_key: null,
     webhook_secret: null,
   };
 }
@@ -51,8 +56,8 @@ export async function getProviderSettings(db: Database, provider: string): Promi
 
 /** What admins see: no secret, a proxy password masked. */
 export function publicSettings(provider: string, stored: StoredProviderSettings & { updated_at: string | null }) {
-  const { webhook_secret, updated_at, ...rest } = stored;
-  return { provider, ...rest, proxy_url: maskPassword(rest.proxy_url), webhook_secret_set: Boolean(webhook_secret), updated_at };
+  const { webhook_secret, s3_secret_access_key, updated_at, ...rest } = stored;
+  return { provider, ...rest, proxy_url: maskPassword(rest.proxy_url), s3_secret_access_key_set: Boolean(s3_secret_access_key), webhook_secret_set: Boolean(webhook_secret), updated_at };
 }
 
 function maskPassword(url: string | null): string | null {
@@ -107,6 +112,16 @@ export async function updateProviderSettings(db: Database, provider: string, upd
   if (update.webhook_secret && !/^(whsec_)?[A-Za-z0-9+/=]{16,}$/.test(update.webhook_secret)) {
     fields.push({ path: "webhook_secret", message: "must be the provider's signing secret: whsec_ followed by base64" });
   }
+  // A manual key id is never shaped like a job's upload token (STU...), so the two cannot collide.
+  if (update.s3_access_key_id && (!/^[A-Z0-9]{16,128}$/.test(update.s3_access_key_id) || update.s3_access_key_id.startsWith("STU"))) {
+    fields.push({ path: "s3_access_key_id", message: "must be 16 to 128 upper-case letters and digits, not starting with STU (the prefix of jobs' own upload tokens)" });
+  }
+  if (update.s3_secret_access_key && !/^[\x21-\x7e]{16,256}$/.test(update.s3_secret_access_key)) {
+    fields.push({ path: "s3_secret_access_key", message: "must be 16 to 256 printable characters without spaces" });
+  }
+  const keyAfter = "s3_access_key_id" in update ? (update.s3_access_key_id ?? null) : before.s3_access_key_id;
+  const secretAfter = "s3_secret_access_key" in update ? (update.s3_secret_access_key ?? null) : before.s3_secret_access_key;
+  if ((keyAfter === null) !== (secretAfter === null)) fields.push({ path: "s3_secret_access_key", message: "s3_access_key_id and s3_secret_access_key are set (or cleared with null) together" });
   if (fields.length) throw new ApiError(422, "invalid_request", fields.map((f) => `${f.path}: ${f.message}`).join("; "), fields);
 
   const { updated_at: _updatedAt, ...current } = before;

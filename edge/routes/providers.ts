@@ -47,7 +47,7 @@ providersRoutes.openapi(
     requireProvider(provider);
     const { before, after } = await updateProviderSettings(c.get("db"), provider, c.req.valid("json"), principalOf(c).user.id);
     // The secret is audited as set or not, never by value.
-    const redact = (s: typeof before) => ({ ...s, webhook_secret: Boolean(s.webhook_secret), proxy_url: publicSettings(provider, s).proxy_url, updated_at: undefined });
+    const redact = (s: typeof before) => ({ ...s, webhook_secret: Boolean(s.webhook_secret), s3_secret_access_key: Boolean(s.s3_secret_access_key), proxy_url: publicSettings(provider, s).proxy_url, updated_at: undefined });
     const changed = changedFields(redact(before), redact(after));
     auditLater(c, { event_type: "provider_settings_changed", target: provider, details: { changed } });
     c.get("log").info("provider settings changed", { provider, fields: Object.keys(changed) });

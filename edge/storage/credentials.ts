@@ -18,7 +18,10 @@ export const DEFAULT_OUTPUT_ROOT = "outputs";
 export interface IssuedCredentials {
   job_id: string;
   access_key_id: string;
-  secret_access_key: string;
+  /** Null when the provider's credentials were configured manually: the job gets them from the server, never the caller. */
+  secret_access_key: string | null;
+  /** "job": fresh ones for this job; "provider": the provider's manually configured pair (spec 1). */
+  source: "job" | "provider";
   /** The provider's s3_public_url, when it set one: what the job is told to upload to. */
   public_url: string | null;
 }
@@ -26,33 +29,38 @@ export interface IssuedCredentials {
 // A job's provider settings (spec 2.8) as SQL sees them: a job without a provider (local GPUs,
 // remote workers) may always use the endpoint; a provider's job only when s3_endpoint_enabled.
 const ENABLED = `(q.provider IS NULL OR json_extract(ps.settings, '$.s3_endpoint_enabled') = 1)`;
+const MANUAL_KEY = `json_extract(ps.settings, '$.s3_access_key_id')`;
 const JOB_WITH_SETTINGS = "queue_entries q LEFT JOIN provider_settings ps ON ps.provider = q.provider";
 
 /**
- * New credentials for an active job (the previous ones revoked), in one batch: 404 unknown job,
- * 403 someone else's (`ownerId` set), 409 not active or its provider's storage endpoint off;
- * nothing changes on any refusal. The job's objects go under the output path in force when its
- * first credentials were issued (the provider's s3_output_path, else DEFAULT_OUTPUT_ROOT), so
- * rotating never moves them.
+ * Credentials for an active job, in one batch: 404 unknown job, 403 someone else's (`ownerId`
+ * set), 409 not active or its provider's storage endpoint off; nothing changes on any refusal.
+ * Fresh ones (the previous revoked) unless the job's provider has credentials configured
+ * manually: then those are the job's (spec 1), and only their key id is returned. Either way the
+ * job's directory is fixed at the first issue: the provider's s3_output_path then (else
+ * DEFAULT_OUTPUT_ROOT), so a later change of the setting never moves a job's files.
  */
 export async function issueStorageCredentials(db: Database, jobId: string, ownerId: number | null): Promise<IssuedCredentials> {
   const accessKeyId = `STU${randomToken(15).replace(/[-_]/g, "0").toUpperCase()}`;
   const secret = randomToken(30);
   const now = new Date().toISOString();
-  // The job is this caller's to act on, active, and allowed the endpoint: what both writes require.
+  // The job is this caller's to act on, active, and allowed the endpoint: what every write requires.
   const mayIssue = `EXISTS (SELECT 1 FROM ${JOB_WITH_SETTINGS} WHERE q.job_id = ? AND (? IS NULL OR q.user_id = ?) AND q.status IN (${ACTIVE.map(() => "?").join(", ")}) AND ${ENABLED})`;
   const mayIssueArgs = [jobId, ownerId, ownerId, ...ACTIVE];
-  const outputRoot = `COALESCE(
-    (SELECT output_root FROM storage_credentials WHERE job_id = ? ORDER BY created_at LIMIT 1),
-    (SELECT json_extract(ps.settings, '$.s3_output_path') FROM ${JOB_WITH_SETTINGS} WHERE q.job_id = ?),
-    ?)`;
-  const [job, , inserted] = await db.$client.batch(
+  const manual = `(SELECT ${MANUAL_KEY} FROM ${JOB_WITH_SETTINGS} WHERE q.job_id = ?)`;
+  const [job] = await db.$client.batch(
     [
-      { sql: `SELECT q.status, q.user_id, q.provider, ${ENABLED} AS enabled, json_extract(ps.settings, '$.s3_public_url') AS public_url FROM ${JOB_WITH_SETTINGS} WHERE q.job_id = ?`, args: [jobId] },
-      { sql: `UPDATE storage_credentials SET revoked_at = ? WHERE job_id = ? AND revoked_at IS NULL AND ${mayIssue}`, args: [now, jobId, ...mayIssueArgs] },
       {
-        sql: `INSERT INTO storage_credentials (access_key_id, job_id, secret, created_at, output_root) SELECT ?, ?, ?, ?, ${outputRoot} WHERE ${mayIssue}`,
-        args: [accessKeyId, jobId, secret, now, jobId, jobId, DEFAULT_OUTPUT_ROOT, ...mayIssueArgs],
+        sql: `SELECT q.status, q.user_id, q.provider, ${ENABLED} AS enabled, json_extract(ps.settings, '$.s3_public_url') AS public_url, ${MANUAL_KEY} AS manual_key, ${mayIssue} AS may
+              FROM ${JOB_WITH_SETTINGS} WHERE q.job_id = ?`,
+        args: [...mayIssueArgs, jobId],
+      },
+      { sql: `UPDATE storage_credentials SET revoked_at = ? WHERE job_id = ? AND revoked_at IS NULL AND ${mayIssue}`, args: [now, jobId, ...mayIssueArgs] },
+      { sql: `INSERT INTO storage_credentials (access_key_id, job_id, secret, created_at) SELECT ?, ?, ?, ? WHERE ${mayIssue} AND ${manual} IS NULL`, args: [accessKeyId, jobId, secret, now, ...mayIssueArgs, jobId] },
+      {
+        sql: `INSERT OR IGNORE INTO storage_directories (job_id, output_root, created_at)
+              SELECT ?, COALESCE((SELECT json_extract(ps.settings, '$.s3_output_path') FROM ${JOB_WITH_SETTINGS} WHERE q.job_id = ?), ?), ? WHERE ${mayIssue}`,
+        args: [jobId, jobId, DEFAULT_OUTPUT_ROOT, now, ...mayIssueArgs],
       },
     ],
     "write",
@@ -60,55 +68,97 @@ export async function issueStorageCredentials(db: Database, jobId: string, owner
   const row = job!.rows[0];
   if (row === undefined) throw notFound(`Job ${jobId}`);
   if (ownerId !== null && Number(row.user_id) !== ownerId) throw new ApiError(403, "forbidden", `Job ${jobId} is not yours; a lead or admin can issue credentials for any job`);
-  if (inserted!.rowsAffected === 0) {
+  if (!Number(row.may)) {
     if (!Number(row.enabled)) throw new ApiError(409, "storage_endpoint_disabled", `The storage endpoint is off for provider ${String(row.provider)}: an admin turns it on with PUT /api/cloud/providers/${String(row.provider)} {"s3_endpoint_enabled": true}`);
     throw new ApiError(409, "job_not_active", `Job ${jobId} is ${String(row.status)}: storage credentials are only issued to pending, blocked or running jobs`);
   }
-  return { job_id: jobId, access_key_id: accessKeyId, secret_access_key: secret, public_url: row.public_url === null || row.public_url === undefined ? null : String(row.public_url) };
+  const publicUrl = row.public_url === null || row.public_url === undefined ? null : String(row.public_url);
+  if (row.manual_key !== null && row.manual_key !== undefined) return { job_id: jobId, access_key_id: String(row.manual_key), secret_access_key: null, source: "provider", public_url: publicUrl };
+  return { job_id: jobId, access_key_id: accessKeyId, secret_access_key: secret, source: "job", public_url: publicUrl };
 }
 
+/** Why a signed request is refused before its signature is even checked. */
+type Inactive = { active: false; reason: string; code: "ExpiredToken" | "AccessDenied" };
+
 export type CredentialLookup =
-  | { jobId: string; secret: string; outputRoot: string; active: true }
-  | { jobId: string; active: false; reason: string; code: "ExpiredToken" | "AccessDenied" }
+  /** One job's own credentials: that job's bucket only. */
+  | { kind: "job"; jobId: string; secret: string; outputRoot: string; active: true }
+  /** A provider's manually configured credentials: the buckets of that provider's active jobs. */
+  | { kind: "provider"; provider: string; secret: string; active: true }
+  | (Inactive & { jobId: string })
   | null;
 
-/** What an access key id stands for: null when unknown; inactive when revoked, its job ended or its provider's endpoint is off. */
+/**
+ * What an access key id stands for: null when unknown; inactive when revoked, its job ended or
+ * its provider's endpoint is off. A key id that is no job's may be a provider's manual one.
+ */
 export async function lookupStorageCredentials(db: Database, accessKeyId: string): Promise<CredentialLookup> {
-  const result = await db.$client.execute({
-    sql: `SELECT c.job_id, c.secret, c.revoked_at, c.output_root, q.status, q.provider, ${ENABLED} AS enabled
-          FROM storage_credentials c LEFT JOIN queue_entries q ON q.job_id = c.job_id LEFT JOIN provider_settings ps ON ps.provider = q.provider
-          WHERE c.access_key_id = ?`,
-    args: [accessKeyId],
-  });
-  const row = result.rows[0] as Record<string, unknown> | undefined;
-  if (!row) return null;
+  const [own, manual] = await db.$client.batch(
+    [
+      {
+        sql: `SELECT c.job_id, c.secret, c.revoked_at, d.output_root, q.status, q.provider, ${ENABLED} AS enabled
+              FROM storage_credentials c LEFT JOIN storage_directories d ON d.job_id = c.job_id
+              LEFT JOIN queue_entries q ON q.job_id = c.job_id LEFT JOIN provider_settings ps ON ps.provider = q.provider
+              WHERE c.access_key_id = ?`,
+        args: [accessKeyId],
+      },
+      { sql: `SELECT provider, json_extract(settings, '$.s3_secret_access_key') AS secret FROM provider_settings WHERE json_extract(settings, '$.s3_access_key_id') = ?`, args: [accessKeyId] },
+    ],
+    "read",
+  );
+  const row = own!.rows[0] as Record<string, unknown> | undefined;
+  if (!row) {
+    const provider = manual!.rows[0];
+    return provider ? { kind: "provider", provider: String(provider.provider), secret: String(provider.secret), active: true } : null;
+  }
   const jobId = String(row.job_id);
   if (row.revoked_at !== null) return { jobId, active: false, code: "ExpiredToken", reason: "these credentials were replaced by newer ones" };
   const status = row.status === null ? "deleted" : String(row.status);
   if (!(ACTIVE as readonly string[]).includes(status)) return { jobId, active: false, code: "ExpiredToken", reason: `job ${jobId} is ${status}` };
   if (!Number(row.enabled)) return { jobId, active: false, code: "AccessDenied", reason: `the storage endpoint is turned off for provider ${String(row.provider)}` };
-  return { jobId, secret: String(row.secret), outputRoot: String(row.output_root), active: true };
+  return { kind: "job", jobId, secret: String(row.secret), outputRoot: String(row.output_root ?? DEFAULT_OUTPUT_ROOT), active: true };
+}
+
+/**
+ * Where job `jobId` keeps its results when a provider's manual credentials address it: only a job
+ * of that provider, active, with the endpoint on and a directory (its credentials were issued).
+ */
+export async function providerJobDirectory(db: Database, provider: string, jobId: string): Promise<{ outputRoot: string } | Inactive> {
+  const result = await db.$client.execute({
+    sql: `SELECT q.status, q.provider, ${ENABLED} AS enabled, d.output_root FROM ${JOB_WITH_SETTINGS} LEFT JOIN storage_directories d ON d.job_id = q.job_id WHERE q.job_id = ?`,
+    args: [jobId],
+  });
+  const row = result.rows[0];
+  if (!row || row.provider !== provider) return { active: false, code: "AccessDenied", reason: `bucket ${jobId} is not a job of provider ${provider}` };
+  if (!(ACTIVE as readonly string[]).includes(String(row.status))) return { active: false, code: "ExpiredToken", reason: `job ${jobId} is ${String(row.status)}` };
+  if (!Number(row.enabled)) return { active: false, code: "AccessDenied", reason: `the storage endpoint is turned off for provider ${provider}` };
+  if (row.output_root === null) return { active: false, code: "AccessDenied", reason: `job ${jobId} has no storage directory yet: issue its credentials first (POST /api/queue/${jobId}/storage-credentials)` };
+  return { outputRoot: String(row.output_root) };
 }
 
 /**
  * The jobs that have a directory on the storage endpoint (every job that was ever issued
  * credentials: nothing else can write there), with where it lives and whose job it is: one job
- * (`jobId`), one user's jobs (`ownerId`), or all.
+ * (`jobId`), one user's jobs (`ownerId`), one provider's active jobs (`provider`), or all.
  */
-export async function storageDirectories(db: Database, only: { jobId?: string; ownerId?: number | null } = {}): Promise<{ jobId: string; outputRoot: string; createdAt: string; userId: number | null }[]> {
+export async function storageDirectories(db: Database, only: { jobId?: string; ownerId?: number | null; provider?: string } = {}): Promise<{ jobId: string; outputRoot: string; createdAt: string; userId: number | null }[]> {
   const where: string[] = [];
   const args: (string | number)[] = [];
   if (only.jobId !== undefined) {
-    where.push("c.job_id = ?");
+    where.push("d.job_id = ?");
     args.push(only.jobId);
   }
   if (only.ownerId !== undefined && only.ownerId !== null) {
     where.push("q.user_id = ?");
     args.push(only.ownerId);
   }
+  if (only.provider !== undefined) {
+    where.push(`q.provider = ? AND q.status IN (${ACTIVE.map(() => "?").join(", ")})`);
+    args.push(only.provider, ...ACTIVE);
+  }
   const result = await db.$client.execute({
-    sql: `SELECT c.job_id, c.output_root, MIN(c.created_at) AS created_at, q.user_id FROM storage_credentials c LEFT JOIN queue_entries q ON q.job_id = c.job_id
-          ${where.length ? `WHERE ${where.join(" AND ")}` : ""} GROUP BY c.job_id ORDER BY c.job_id`,
+    sql: `SELECT d.job_id, d.output_root, d.created_at, q.user_id FROM storage_directories d LEFT JOIN queue_entries q ON q.job_id = d.job_id
+          ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY d.job_id`,
     args,
   });
   return result.rows.map((row) => ({ jobId: String(row.job_id), outputRoot: String(row.output_root), createdAt: String(row.created_at), userId: row.user_id === null ? null : Number(row.user_id) }));

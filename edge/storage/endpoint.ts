@@ -1,7 +1,7 @@
 import type { Database } from "../db/client";
 import { awsChunkedDecoder, awsChunkedOptions, isAwsChunked } from "./chunked";
 import { checksumAlgorithmOfHeader, createChecksum, digestTap, toBase64, toHex, type ChecksumAlgorithm } from "./checksums";
-import { lookupStorageCredentials, storageDirectories } from "./credentials";
+import { lookupStorageCredentials, providerJobDirectory, storageDirectories } from "./credentials";
 import { S3Error } from "./errors";
 import { largeChunks } from "./large-chunks";
 import { forgetUpload, listParts, listUploads, partsForCompletion, recordPart, recordUpload } from "./uploads";
@@ -311,19 +311,29 @@ export interface StorageUser {
   ownerId: number | null;
 }
 
-type Access = { kind: "job"; jobId: string; outputRoot: string; payload: { mode: string; hash: string; signer?: ReturnType<typeof chunkSigner> } } | { kind: "user"; owner: string; ownerId: number | null };
+type Payload = { mode: string; hash: string; signer?: ReturnType<typeof chunkSigner> };
+type Access =
+  | { kind: "job"; jobId: string; outputRoot: string; payload: Payload }
+  /** A provider's manually configured credentials: any active job of that provider. */
+  | { kind: "provider"; provider: string; payload: Payload }
+  | { kind: "user"; owner: string; ownerId: number | null };
 
-/** The job whose credentials signed `request`, after checking the signature. */
-async function jobAccess(request: Request, db: Database): Promise<Access> {
+const refusal = (inactive: { code: "ExpiredToken" | "AccessDenied"; reason: string }) =>
+  new S3Error(inactive.code, inactive.code === "ExpiredToken" ? `The provided token has expired: ${inactive.reason}.` : `Access Denied: ${inactive.reason}.`);
+
+/** Whose credentials signed `request` (a job's, or a provider's manual pair), after checking the signature. */
+async function signedAccess(request: Request, db: Database): Promise<Access> {
   const parsed = parseSigV4(request);
   if (parsed instanceof S3Error) throw parsed;
   const credentials = await lookupStorageCredentials(db, parsed.accessKeyId);
   if (credentials === null) throw new S3Error("InvalidAccessKeyId", "The AWS Access Key Id you provided does not exist in our records.");
-  if (!credentials.active) throw new S3Error(credentials.code, credentials.code === "ExpiredToken" ? `The provided token has expired: ${credentials.reason}.` : `Access Denied: ${credentials.reason}.`);
+  if (!credentials.active) throw refusal(credentials);
   const refused = await verifySigV4(request, parsed, credentials.secret, new Date());
   if (refused) throw refused;
   const signer = parsed.payloadMode.startsWith("streaming-signed") ? chunkSigner(parsed, credentials.secret) : undefined;
-  return { kind: "job", jobId: credentials.jobId, outputRoot: credentials.outputRoot, payload: { mode: parsed.payloadMode, hash: parsed.payloadHash, signer } };
+  const payload = { mode: parsed.payloadMode, hash: parsed.payloadHash, signer };
+  if (credentials.kind === "provider") return { kind: "provider", provider: credentials.provider, payload };
+  return { kind: "job", jobId: credentials.jobId, outputRoot: credentials.outputRoot, payload };
 }
 
 /** Whether a request carries an S3 signature (header or presigned), rather than a user's credential. */
@@ -342,21 +352,27 @@ export async function handleStorage(request: Request, db: Database, bucket: Stor
   try {
     // An admin's session or API key (the route identified it) may read every job's results;
     // everyone else signs with a job's credentials.
-    const access: Access = user ? { kind: "user", owner: user.username, ownerId: user.ownerId } : await jobAccess(request, db);
+    const access: Access = user ? { kind: "user", owner: user.username, ownerId: user.ownerId } : await signedAccess(request, db);
     const target = storageTarget(rawPath);
     if (access.kind === "user" && method !== "GET" && method !== "HEAD") throw new S3Error("AccessDenied", "With a session or API key the storage endpoint is read-only: jobs upload with their own credentials.");
     if (target.bucket === null) {
       if (method !== "GET") throw new S3Error("MethodNotAllowed", "The specified method is not allowed against this resource.");
       // A job sees its own bucket; a user the buckets of the jobs they may act on.
-      const buckets = access.kind === "job" ? await storageDirectories(db, { jobId: access.jobId }) : await storageDirectories(db, { ownerId: access.ownerId });
+      // A provider's manual credentials the buckets of its active jobs.
+      const buckets = await storageDirectories(db, access.kind === "job" ? { jobId: access.jobId } : access.kind === "provider" ? { provider: access.provider } : { ownerId: access.ownerId });
       const entries = buckets.map((b) => `<Bucket><Name>${xmlEscape(b.jobId)}</Name><CreationDate>${b.createdAt}</CreationDate></Bucket>`).join("");
-      return xml(`<ListAllMyBucketsResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Owner><ID>${xmlEscape(access.kind === "job" ? access.jobId : access.owner)}</ID></Owner><Buckets>${entries}</Buckets></ListAllMyBucketsResult>`);
+      const owner = access.kind === "job" ? access.jobId : access.kind === "provider" ? access.provider : access.owner;
+      return xml(`<ListAllMyBucketsResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Owner><ID>${xmlEscape(owner)}</ID></Owner><Buckets>${entries}</Buckets></ListAllMyBucketsResult>`);
     }
     if (access.kind === "job" && target.bucket !== access.jobId) throw new S3Error("AccessDenied", `These credentials belong to job ${access.jobId}: bucket ${target.bucket} is not theirs.`);
     const name = target.bucket;
     let outputRoot: string;
     if (access.kind === "job") outputRoot = access.outputRoot;
-    else {
+    else if (access.kind === "provider") {
+      const directory = await providerJobDirectory(db, access.provider, name);
+      if ("active" in directory) throw refusal(directory);
+      outputRoot = directory.outputRoot;
+    } else {
       const [directory] = await storageDirectories(db, { jobId: name });
       if (!directory) throw new S3Error("NoSuchBucket", `No job ${name} has stored anything here.`);
       if (access.ownerId !== null && directory.userId !== access.ownerId) throw new S3Error("AccessDenied", `Job ${name} is not yours: with a session or API key you read your own jobs' results (leads and admins: every job's).`);
@@ -374,7 +390,7 @@ export async function handleStorage(request: Request, db: Database, bucket: Stor
     }
     const key = objectKey(outputRoot, name, target.key);
     const q = url.searchParams;
-    const payload = access.kind === "job" ? access.payload : { mode: "unsigned", hash: "UNSIGNED-PAYLOAD" };
+    const payload = access.kind === "user" ? { mode: "unsigned", hash: "UNSIGNED-PAYLOAD" } : access.payload;
 
     if (method === "POST" && q.has("uploads")) {
       const upload = await bucket.createMultipartUpload(key, { httpMetadata: { contentType: request.headers.get("content-type") ?? undefined } });

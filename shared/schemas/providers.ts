@@ -26,6 +26,8 @@ export const ProviderSettings = z
     s3_endpoint_enabled: z.boolean().openapi({ description: "Cloud jobs of this provider may upload to the storage endpoint" }),
     s3_public_url: z.string().nullable().openapi({ description: "The URL jobs upload to; null: SERVICE_PUBLIC_URL" }),
     s3_output_path: z.string().openapi({ description: "Where uploads are stored (a folder in the storage bucket)" }),
+    s3_access_key_id: z.string().nullable().openapi({ description: "Storage credentials configured manually: this provider's jobs use them instead of fresh ones per job; null: fresh ones" }),
+    s3_secret_access_key_set: z.boolean().openapi({ description: "Whether the manual credentials' secret is set (it is never shown)" }),
     webhook_secret_set: z.boolean().openapi({ description: "Whether webhooks must carry a valid Standard Webhooks signature (the secret itself is never shown)" }),
     updated_at: Timestamp.nullable(),
   })
@@ -42,6 +44,8 @@ export const ProviderSettingsUpdate = z
     s3_endpoint_enabled: z.boolean().nullable().optional(),
     s3_public_url: z.string().max(2048).nullable().optional(),
     s3_output_path: z.string().min(1).max(256).nullable().optional(),
+    s3_access_key_id: z.string().max(128).nullable().optional().openapi({ description: "Storage credentials configured manually (with s3_secret_access_key); null returns to fresh credentials per job" }),
+    s3_secret_access_key: z.string().max(256).nullable().optional().openapi({ description: "The manual credentials' secret. Write-only." }),
     webhook_secret: z
       .string()
       .max(256)

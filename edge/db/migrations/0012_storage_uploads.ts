@@ -1,17 +1,21 @@
 import type { Migration } from "./index";
 
 /**
- * v12: where a job's objects live (the output path when its first credentials were issued, so a
- * job's directory never moves), and the multipart uploads in progress with their parts: R2's
- * binding can neither list a bucket's uploads nor an upload's parts, and S3 clients resume
- * interrupted uploads with ListMultipartUploads and ListParts. A part's `etag` is its MD5, as S3
+ * v12: each job's directory on the storage endpoint (its output path, fixed when its first
+ * credentials were issued, so a job's directory never moves), and the multipart uploads in
+ * progress with their parts: R2's binding can neither list a bucket's uploads nor an upload's
+ * parts, and S3 clients resume interrupted uploads with ListMultipartUploads and ListParts. A part's `etag` is its MD5, as S3
  * gives it to clients; `r2_etag` is R2's own (opaque) tag, which completing the upload needs.
  */
 export const v12: Migration = {
   version: 12,
   name: "storage_uploads",
   statements: [
-    `ALTER TABLE storage_credentials ADD COLUMN output_root TEXT NOT NULL DEFAULT 'outputs'`,
+    `CREATE TABLE storage_directories (
+      job_id TEXT PRIMARY KEY,
+      output_root TEXT NOT NULL,
+      created_at TEXT NOT NULL
+    )`,
     `CREATE TABLE storage_uploads (
       upload_id TEXT PRIMARY KEY,
       job_id TEXT NOT NULL,
