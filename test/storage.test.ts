@@ -417,6 +417,32 @@ describe("refusals, with nothing written", () => {
     expect((await client().send(new ListObjectsV2Command({ Bucket: job, Prefix: "broken" }))).KeyCount).toBe(0);
   });
 
+  it("refuses a single PUT over the platform's body limit at once, telling the client to use multipart", async () => {
+    const signer = new SignatureV4({ credentials: { accessKeyId: creds.access_key_id, secretAccessKey: creds.secret_access_key }, region: "auto", service: "s3", sha256: Sha256, uriEscapePath: false });
+    const url = new URL(`${creds.endpoint_url}/${job}/huge.bin`);
+    const declared = 100 * 1024 * 1024 + 1;
+    const signed = await signer.sign({ method: "PUT", protocol: "http:", hostname: url.hostname, port: Number(url.port), path: url.pathname, query: {}, headers: { host: url.host, "x-amz-content-sha256": "UNSIGNED-PAYLOAD", "content-length": String(declared) } });
+    // Only the head and a first slice are sent: the answer must come before the body does.
+    const answer = await new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(url.port), url.hostname, () => {
+        socket.write(`PUT ${url.pathname} HTTP/1.1\r\n${Object.entries(signed.headers).map(([k, v]) => `${k}: ${v}`).join("\r\n")}\r\n\r\n` + "x".repeat(64 * 1024));
+      });
+      let text = "";
+      socket.on("data", (data) => {
+        text += data.toString();
+        if (text.includes("</Error>")) {
+          socket.destroy();
+          resolve(text);
+        }
+      });
+      socket.on("error", reject);
+    });
+    expect(answer).toMatch(/^HTTP\/1\.1 400 /);
+    expect(answer).toContain("<Code>EntityTooLarge</Code>");
+    expect(answer).toContain("upload larger files as multipart");
+    expect((await client().send(new ListObjectsV2Command({ Bucket: job, Prefix: "huge" }))).KeyCount).toBe(0);
+  });
+
   it("refuses path tricks in keys", async () => {
     for (const key of ["a/../b", "../escape", "./here", `${"k".repeat(1025)}`]) {
       // Refused by this endpoint (400), or, where the client's URL handling resolves the dots,
