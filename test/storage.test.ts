@@ -451,6 +451,29 @@ describe("refusals, with nothing written", () => {
       expect([400, 403], key).toContain(refused.status);
     }
     expect(await absent("a/")).toBe(true);
+    // Sent raw and signed as sent: encoded slashes and dots that would climb out of the job's
+    // directory once decoded, and a key that ends where a climb would start.
+    const signer = new SignatureV4({ credentials: { accessKeyId: creds.access_key_id, secretAccessKey: creds.secret_access_key }, region: "auto", service: "s3", sha256: Sha256, uriEscapePath: false });
+    const base = new URL(creds.endpoint_url);
+    const putRaw = async (rawKey: string) => {
+      const path = `${base.pathname}/${job}/${rawKey}`;
+      const signed = await signer.sign({ method: "PUT", protocol: "http:", hostname: base.hostname, port: Number(base.port), path, query: {}, headers: { host: base.host, "x-amz-content-sha256": "UNSIGNED-PAYLOAD", "content-length": "1" } });
+      const answer = await fetch(`${base.origin}${path}`, { method: "PUT", headers: signed.headers as Record<string, string>, body: "x" });
+      return { status: answer.status, text: await answer.text() };
+    };
+    // Encoded slashes are no separators in a URL: the endpoint decodes the key and refuses the climb.
+    for (const rawKey of [`a%2F..%2F..%2F${other}%2Fx`, "sub/..%2Fb", "..%2F..%2Fetc"]) {
+      const refused = await putRaw(rawKey);
+      expect([refused.status, refused.text.includes("<Code>InvalidArgument</Code>")], rawKey).toEqual([400, true]);
+    }
+    // Encoded dots are dot segments to URL parsers (the client's and workerd's): the path is
+    // resolved before the Worker sees it, no longer matches its signature, or leaves the endpoint.
+    for (const rawKey of [`%2E%2E/%2E%2E/${other}/x`, "a/%2e%2e/b"]) {
+      expect([403, 404], rawKey).toContain((await putRaw(rawKey)).status);
+    }
+    expect(await absent("b")).toBe(true);
+    expect(await absent("a")).toBe(true);
+    expect(await absent("sub")).toBe(true);
   });
 
   it("stops accepting the job's credentials once it is cancelled", async () => {
