@@ -184,6 +184,28 @@ export class Runner {
     void this.prepareAndStart(job).finally(() => this.launching.delete(job.job_id));
   }
 
+  /**
+   * The storage endpoint's credentials for a job's trainer, as TRAINER_STORAGE_* variables (not
+   * AWS_*: a trainer may use its own AWS credentials for other buckets). A job starts without
+   * them, with a log line, when the edge cannot give them: uploading is the trainer's choice.
+   */
+  private async storageEnv(jobId: string): Promise<Record<string, string>> {
+    try {
+      const creds = await this.edge.post<{ endpoint_url: string; bucket: string; region: string; access_key_id: string; secret_access_key: string | null }>(`/api/workers/jobs/${encodeURIComponent(jobId)}/storage-credentials`, {});
+      if (creds.secret_access_key === null) return {};
+      return {
+        TRAINER_STORAGE_ENDPOINT_URL: creds.endpoint_url,
+        TRAINER_STORAGE_BUCKET: creds.bucket,
+        TRAINER_STORAGE_REGION: creds.region,
+        TRAINER_STORAGE_ACCESS_KEY_ID: creds.access_key_id,
+        TRAINER_STORAGE_SECRET_ACCESS_KEY: creds.secret_access_key,
+      };
+    } catch (error) {
+      this.options.log(`job ${jobId}: no storage credentials for the trainer (${(error as Error).message})`);
+      return {};
+    }
+  }
+
   /** Brings the job's datasets into the cache, writes its files, then starts its trainer. */
   private async prepareAndStart(job: Assignment): Promise<void> {
     let running: RunningJob;
@@ -210,6 +232,7 @@ export class Runner {
       };
       callback = await startCallback(onEvent);
       launch = planLaunch(this.options.workDir, { ...job, config }, this.gpuIndices, callback.url);
+      Object.assign(launch.env, await this.storageEnv(job.job_id));
       // The merged configuration as the trainer gets it, for reference and for trainers that read a file.
       mkdirSync(join(jobDir, "config"), { recursive: true });
       writeFileSync(join(jobDir, "config", "config.json"), JSON.stringify(config, null, 2));

@@ -72,6 +72,7 @@ export const ROUTE_ACCESS: Record<string, Access> = {
   "POST /api/workers/heartbeat": "worker",
   "POST /api/workers/jobs/{job_id}/finish": "worker",
   "POST /api/workers/jobs/{job_id}/events": "worker",
+  "POST /api/workers/jobs/{job_id}/storage-credentials": "worker",
   "GET /api/workers/channel": "worker",
   "GET /api/workers/datasets/manifest": "worker",
   "GET /api/workers/datasets/file": "worker",

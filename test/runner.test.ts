@@ -432,6 +432,26 @@ describe("scripts", () => {
     expect(runs).toHaveLength(2);
   });
 
+  it("hands the trainer the job's storage credentials, with which it uploads its result to the storage endpoint", async () => {
+    // The trainer uploads with the stock AWS SDK (from this repository's node_modules), as a
+    // Python trainer would with boto3, reading only the TRAINER_STORAGE_* variables.
+    const trainer = `
+      const aws = require("node:module").createRequire(${JSON.stringify(join(process.cwd(), "package.json"))})("@aws-sdk/client-s3");
+      const e = process.env;
+      const s3 = new aws.S3Client({ endpoint: e.TRAINER_STORAGE_ENDPOINT_URL, forcePathStyle: true, region: e.TRAINER_STORAGE_REGION, expectContinueHeader: false,
+        credentials: { accessKeyId: e.TRAINER_STORAGE_ACCESS_KEY_ID, secretAccessKey: e.TRAINER_STORAGE_SECRET_ACCESS_KEY } });
+      s3.send(new aws.PutObjectCommand({ Bucket: e.TRAINER_STORAGE_BUCKET, Key: "final/model.txt", Body: "weights of " + e.TRAINER_JOB_ID }))
+        .then((r) => console.log(JSON.stringify({ type: "upload.completed", data: { etag: r.ETag, bucket: e.TRAINER_STORAGE_BUCKET } })), (err) => { console.error(String(err)); process.exit(4); });`;
+    await env("uploads-results", { "--num_processes": 0, "--trainer_command": JSON.stringify([process.execPath, "-e", trainer, "--"]) });
+    const job = await submit("uploads-results");
+    await until("the job to complete", async () => (await entry(job.job_id))?.status === "completed");
+    const events = (await t.call("GET", `/api/training/events?job_id=${job.job_id}`, { auth: auth() })).body.events as any[];
+    expect(events.find((e) => e.type === "upload.completed")?.data).toMatchObject({ bucket: job.job_id });
+    const stored = await t.call("GET", `/api/cloud/storage/${job.job_id}/final/model.txt`, { auth: auth() });
+    expect([stored.status, stored.text]).toEqual([200, `weights of ${job.job_id}`]);
+    expect(runnerOutput).not.toContain("TRAINER_STORAGE_SECRET_ACCESS_KEY");
+  });
+
   it("reports a script that cannot start as a script.failed event; the job goes on", async () => {
     await env("bad-scripts", { "--trainer": "demo", "--num_processes": 0, "--max_train_steps": 2, "--demo_step_ms": 10, "--checkpointing_steps": 1, "--post_checkpoint_script": "/no/such/program {global_step}" });
     const job = await submit("bad-scripts");

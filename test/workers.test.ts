@@ -69,6 +69,24 @@ describe("remote workers", () => {
     for (const job of [second, never]) await t.call("POST", `/api/queue/${job.body.job_id}/cancel`, { auth: as(admin) });
   });
 
+  it("gives a worker the storage credentials of a job it runs, the same pair each time, and no other job's", async () => {
+    const box = await worker("storage-box", { role: "storage-test" });
+    const other = await worker("other-box", { role: "other" });
+    const job = (await submit({ target: "worker", worker_labels: { role: "storage-test" } })).body.job_id as string;
+    const ask = (token: string, jobId = job) => t.call("POST", `/api/workers/jobs/${jobId}/storage-credentials`, { json: {}, auth: { bearer: token } });
+    const first = await ask(box.token);
+    expect(first.status).toBe(200);
+    expect(first.body).toMatchObject({ job_id: job, bucket: job, source: "job", endpoint_url: `${t.base}/api/cloud/storage` });
+    // Asking again (a restarted runner) never revokes the pair its trainer may be using.
+    expect((await ask(box.token)).body).toEqual(first.body);
+    expect((await ask(other.token)).status).toBe(404);
+    expect((await ask(box.token, "no-such-job")).status).toBe(404);
+    expect((await t.call("POST", `/api/workers/jobs/${job}/storage-credentials`, { json: {} })).status).toBe(401);
+    // Once the job has ended, neither the runner nor the pair it was given has any use.
+    expect((await t.call("POST", `/api/workers/jobs/${job}/finish`, { json: { status: "completed", exit_code: 0 }, auth: { bearer: box.token } })).status).toBe(200);
+    expect((await ask(box.token)).status).toBe(404);
+  });
+
   it("takes a silent worker offline, retries its job, and fails it after max_attempts", async () => {
     const w = await worker("flaky", { pool: "flaky" });
     const job = await submit({ target: "worker", worker_labels: { pool: "flaky" } });

@@ -3,10 +3,11 @@ import { ownerScope } from "../../shared/levels";
 import { JobIdParam } from "../../shared/schemas/queue";
 import { identify, principalOf } from "../middleware/authorize";
 import { createRouter } from "../router";
-import { issueStorageCredentials } from "../storage/credentials";
+import { issueStorageCredentials, runnerStorageCredentials, type IssuedCredentials } from "../storage/credentials";
 import { handleStorage, isSigned, STORAGE_PREFIX, type StorageBucket, type StorageUser } from "../storage/endpoint";
 import type { Context } from "hono";
 import type { AppEnv } from "../app-env";
+import { ApiError } from "../errors";
 import { error, json } from "./openapi";
 
 /** The storage endpoint's credentials for jobs (the S3-compatible API itself: edge/storage). */
@@ -38,12 +39,37 @@ storageRoutes.openapi(
   async (c) => {
     const { job_id } = c.req.valid("param");
     const { user } = principalOf(c);
-    const { public_url, ...issued } = await issueStorageCredentials(c.get("db"), job_id, ownerScope(user));
-    // What the job is told to upload to: its provider's s3_public_url, else SERVICE_PUBLIC_URL,
-    // else the address this request came to. SigV4 signs the path, so only the origin counts.
-    const base = public_url ? new URL(public_url).origin : (c.get("config").publicUrl?.origin ?? new URL(c.req.url).origin);
+    const issued = await issueStorageCredentials(c.get("db"), job_id, ownerScope(user));
     c.get("log").info("storage credentials issued", { job_id, access_key_id: issued.access_key_id, by: user.id });
-    return c.json({ ...issued, endpoint_url: `${base}${STORAGE_PREFIX}`, bucket: job_id, region: "auto" }, 201);
+    return c.json(credentialsAnswer(c, issued), 201);
+  },
+);
+
+/**
+ * Issued credentials as the API answers them. `endpoint_url` is what the job is told to upload
+ * to: its provider's s3_public_url, else SERVICE_PUBLIC_URL, else the address this request came
+ * to. SigV4 signs the path, so only the origin counts.
+ */
+function credentialsAnswer(c: Context<AppEnv>, { public_url, ...issued }: IssuedCredentials) {
+  const base = public_url ? new URL(public_url).origin : (c.get("config").publicUrl?.origin ?? new URL(c.req.url).origin);
+  return { ...issued, endpoint_url: `${base}${STORAGE_PREFIX}`, bucket: issued.job_id, region: "auto" };
+}
+
+storageRoutes.openapi(
+  createRoute({
+    method: "post",
+    path: "/api/workers/jobs/{job_id}/storage-credentials",
+    tags: ["Workers"],
+    summary: "A runner fetches the storage credentials of a job it runs, for its trainer (worker token)",
+    description:
+      "The job's current credentials, or fresh ones when it has none (asking again never revokes a pair a trainer may be using). The runner passes them to the trainer as TRAINER_STORAGE_* environment variables. Only for a job running on this worker.",
+    request: { params: z.object({ job_id: z.string().min(1).max(200) }) },
+    responses: { 200: json(StorageCredentials, "The job's credentials"), 401: error("No valid worker token"), 404: error("Not a running job of this worker") },
+  }),
+  async (c) => {
+    const worker = c.get("worker");
+    if (!worker) throw new ApiError(500, "internal", "worker route reached without a worker");
+    return c.json(credentialsAnswer(c, await runnerStorageCredentials(c.get("db"), worker.id, c.req.valid("param").job_id)), 200);
   },
 );
 

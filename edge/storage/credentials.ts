@@ -163,3 +163,22 @@ export async function storageDirectories(db: Database, only: { jobId?: string; o
   });
   return result.rows.map((row) => ({ jobId: String(row.job_id), outputRoot: String(row.output_root), createdAt: String(row.created_at), userId: row.user_id === null ? null : Number(row.user_id) }));
 }
+
+/**
+ * The credentials a runner hands the trainer of a job it runs: the job's current pair, or fresh
+ * ones when it has none, so a runner asking again (a restarted runner, a retried attempt) never
+ * revokes the pair a trainer may be using. 404 unless the job is running on `workerId`.
+ */
+export async function runnerStorageCredentials(db: Database, workerId: number, jobId: string): Promise<IssuedCredentials> {
+  const [job, current] = await db.$client.batch(
+    [
+      { sql: "SELECT 1 FROM queue_entries WHERE job_id = ? AND worker_id = ? AND status = 'running'", args: [jobId, workerId] },
+      { sql: "SELECT access_key_id, secret FROM storage_credentials WHERE job_id = ? AND revoked_at IS NULL ORDER BY created_at DESC LIMIT 1", args: [jobId] },
+    ],
+    "read",
+  );
+  if (!job!.rows.length) throw notFound(`Running job ${jobId} of this worker`);
+  const pair = current!.rows[0];
+  if (pair) return { job_id: jobId, access_key_id: String(pair.access_key_id), secret_access_key: String(pair.secret), source: "job", public_url: null };
+  return issueStorageCredentials(db, jobId, null);
+}
