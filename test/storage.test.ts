@@ -209,10 +209,11 @@ describe("multipart uploads in progress", () => {
     await client().send(new DeleteObjectCommand({ Bucket: job, Key: key }));
   });
 
-  it("refuses a bad max-parts with a message", async () => {
+  it("refuses a bad max-parts or max-keys with a message", async () => {
     const created = await client().send(new CreateMultipartUploadCommand({ Bucket: job, Key: "bad-list.bin" }));
     const refused = await s3Error(client().send(new ListPartsCommand({ Bucket: job, Key: "bad-list.bin", UploadId: created.UploadId, MaxParts: -1 })));
     expect(refused).toEqual({ code: "InvalidArgument", status: 400 });
+    expect(await s3Error(client().send(new ListObjectsV2Command({ Bucket: job, MaxKeys: -1 })))).toEqual({ code: "InvalidArgument", status: 400 });
     await client().send(new AbortMultipartUploadCommand({ Bucket: job, Key: "bad-list.bin", UploadId: created.UploadId }));
   });
 });

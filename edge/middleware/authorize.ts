@@ -106,6 +106,13 @@ export function authorize(): MiddlewareHandler<AppEnv> {
   };
 }
 
+/** The runner inside a handler of a worker-token route. */
+export function workerOf(c: Context<AppEnv>) {
+  const worker = c.get("worker");
+  if (!worker) throw new ApiError(500, "internal", "worker route reached without a worker");
+  return worker;
+}
+
 /** The authenticated caller inside a handler whose route is not public. */
 export function principalOf(c: Context<AppEnv>): Principal {
   const principal = c.get("principal");

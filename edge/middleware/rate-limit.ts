@@ -6,9 +6,6 @@ import { auditLater } from "../audit/trail";
 import { ApiError } from "../errors";
 import { clientAddress } from "../ratelimit/client-ip";
 import { limiterOf, type RateVerdict } from "../ratelimit/limiter-types";
-import { storagePattern } from "../storage/endpoint";
-import { S3Error } from "../storage/errors";
-import { s3ErrorResponse } from "../storage/xml";
 
 /** The spec's three headers and the IETF draft's two, for one verdict. */
 function rateLimitHeaders(rule: RateRule, verdict: RateVerdict): Record<string, string> {
@@ -67,14 +64,13 @@ export function rateLimit(): MiddlewareHandler<AppEnv> {
           details: { method, path, rule: rule.name, limit: rule.calls, window_seconds: rule.periodSeconds, refusals: verdict.audit },
         });
       }
-      const detail = `Rate limit exceeded: at most ${rule.calls} requests per ${rule.periodSeconds} s for ${method} ${path} (rule "${rule.name}"); retry in ${retryAfter} s`;
-      if (storagePattern(path) !== null) {
-        // S3 clients read S3's XML: as SlowDown they back off and retry the request.
-        const refused = s3ErrorResponse(new S3Error("SlowDown", detail), path, c.get("requestId"), method);
-        for (const [name, value] of Object.entries({ ...headers, "Retry-After": String(retryAfter) })) refused.headers.set(name, value);
-        return refused;
-      }
-      throw new ApiError(429, "rate_limited", detail, undefined, { ...headers, "Retry-After": String(retryAfter) });
+      throw new ApiError(
+        429,
+        "rate_limited",
+        `Rate limit exceeded: at most ${rule.calls} requests per ${rule.periodSeconds} s for ${method} ${path} (rule "${rule.name}"); retry in ${retryAfter} s`,
+        undefined,
+        { ...headers, "Retry-After": String(retryAfter) },
+      );
     }
 
     await next();

@@ -5,6 +5,7 @@ import { parseRange } from "../../shared/ip";
 import type { Database } from "../db/client";
 import { providerSettings } from "../db/schema";
 import { ApiError, notFound } from "../errors";
+import { UPLOAD_TOKEN_PREFIX } from "../storage/credentials";
 
 /** A provider's settings as stored (spec 2.8), the write-only webhook secret included. */
 export interface StoredProviderSettings {
@@ -113,7 +114,7 @@ export async function updateProviderSettings(db: Database, provider: string, upd
     fields.push({ path: "webhook_secret", message: "must be the provider's signing secret: whsec_ followed by base64" });
   }
   // A manual key id is never shaped like a job's upload token (STU...), so the two cannot collide.
-  if (update.s3_access_key_id && (!/^[A-Z0-9]{16,128}$/.test(update.s3_access_key_id) || update.s3_access_key_id.startsWith("STU"))) {
+  if (update.s3_access_key_id && (!/^[A-Z0-9]{16,128}$/.test(update.s3_access_key_id) || update.s3_access_key_id.startsWith(UPLOAD_TOKEN_PREFIX))) {
     fields.push({ path: "s3_access_key_id", message: "must be 16 to 128 upper-case letters and digits, not starting with STU (the prefix of jobs' own upload tokens)" });
   }
   if (update.s3_secret_access_key && !/^[\x21-\x7e]{16,256}$/.test(update.s3_secret_access_key)) {

@@ -1,13 +1,12 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { ownerScope } from "../../shared/levels";
 import { JobIdParam } from "../../shared/schemas/queue";
-import { identify, principalOf } from "../middleware/authorize";
+import { identify, principalOf, workerOf } from "../middleware/authorize";
 import { createRouter } from "../router";
 import { issueStorageCredentials, runnerStorageCredentials, type IssuedCredentials } from "../storage/credentials";
 import { handleStorage, isSigned, STORAGE_PREFIX, type StorageBucket, type StorageUser } from "../storage/endpoint";
 import type { Context } from "hono";
 import type { AppEnv } from "../app-env";
-import { ApiError } from "../errors";
 import { error, json } from "./openapi";
 
 /** The storage endpoint's credentials for jobs (the S3-compatible API itself: edge/storage). */
@@ -67,9 +66,7 @@ storageRoutes.openapi(
     responses: { 200: json(StorageCredentials, "The job's credentials"), 401: error("No valid worker token"), 404: error("Not a running job of this worker") },
   }),
   async (c) => {
-    const worker = c.get("worker");
-    if (!worker) throw new ApiError(500, "internal", "worker route reached without a worker");
-    return c.json(credentialsAnswer(c, await runnerStorageCredentials(c.get("db"), worker.id, c.req.valid("param").job_id)), 200);
+    return c.json(credentialsAnswer(c, await runnerStorageCredentials(c.get("db"), workerOf(c).id, c.req.valid("param").job_id)), 200);
   },
 );
 

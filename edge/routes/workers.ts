@@ -2,7 +2,7 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { HeartbeatAnswer, JobFinish, JobFinished, WorkerCreate, WorkerCreated, WorkerHeartbeat, WorkerList, WorkerRegister } from "../../shared/schemas/workers";
 import type { AppEnv } from "../app-env";
 import { ApiError } from "../errors";
-import { principalOf } from "../middleware/authorize";
+import { principalOf, workerOf } from "../middleware/authorize";
 import { createRouter } from "../router";
 import { error, json } from "./openapi";
 import { schedulerOf } from "../scheduler/stub";
@@ -21,12 +21,6 @@ import type { Context } from "hono";
 export const workersRoutes = createRouter();
 
 const tags = ["Workers"];
-
-function workerOf(c: Context<AppEnv>) {
-  const worker = c.get("worker");
-  if (!worker) throw new ApiError(500, "internal", "worker route reached without a worker");
-  return worker;
-}
 
 workersRoutes.openapi(
   createRoute({

@@ -15,6 +15,9 @@ const ACTIVE = ["pending", "running", "blocked"] as const;
 /** Where jobs without a provider (local GPUs and remote workers) keep their results. */
 export const DEFAULT_OUTPUT_ROOT = "outputs";
 
+/** The prefix of every job's own access key id (its upload token); manual key ids may not use it. */
+export const UPLOAD_TOKEN_PREFIX = "STU";
+
 export interface IssuedCredentials {
   job_id: string;
   access_key_id: string;
@@ -41,7 +44,7 @@ const JOB_WITH_SETTINGS = "queue_entries q LEFT JOIN provider_settings ps ON ps.
  * DEFAULT_OUTPUT_ROOT), so a later change of the setting never moves a job's files.
  */
 export async function issueStorageCredentials(db: Database, jobId: string, ownerId: number | null): Promise<IssuedCredentials> {
-  const accessKeyId = `STU${randomToken(15).replace(/[-_]/g, "0").toUpperCase()}`;
+  const accessKeyId = `${UPLOAD_TOKEN_PREFIX}${randomToken(15).replace(/[-_]/g, "0").toUpperCase()}`;
   const secret = randomToken(30);
   const now = new Date().toISOString();
   // The job is this caller's to act on, active, and allowed the endpoint: what every write requires.
@@ -90,27 +93,27 @@ export type CredentialLookup =
 
 /**
  * What an access key id stands for: null when unknown; inactive when revoked, its job ended or
- * its provider's endpoint is off. A key id that is no job's may be a provider's manual one.
+ * its provider's endpoint is off. A job's own key id starts with UPLOAD_TOKEN_PREFIX; any other is
+ * looked for among the providers' manual ones. One query either way.
  */
 export async function lookupStorageCredentials(db: Database, accessKeyId: string): Promise<CredentialLookup> {
-  const [own, manual] = await db.$client.batch(
-    [
-      {
-        sql: `SELECT c.job_id, c.secret, c.revoked_at, d.output_root, q.status, q.provider, ${ENABLED} AS enabled
-              FROM storage_credentials c LEFT JOIN storage_directories d ON d.job_id = c.job_id
-              LEFT JOIN queue_entries q ON q.job_id = c.job_id LEFT JOIN provider_settings ps ON ps.provider = q.provider
-              WHERE c.access_key_id = ?`,
-        args: [accessKeyId],
-      },
-      { sql: `SELECT provider, json_extract(settings, '$.s3_secret_access_key') AS secret FROM provider_settings WHERE json_extract(settings, '$.s3_access_key_id') = ?`, args: [accessKeyId] },
-    ],
-    "read",
-  );
-  const row = own!.rows[0] as Record<string, unknown> | undefined;
-  if (!row) {
-    const provider = manual!.rows[0];
+  if (!accessKeyId.startsWith(UPLOAD_TOKEN_PREFIX)) {
+    const manual = await db.$client.execute({
+      sql: `SELECT provider, json_extract(settings, '$.s3_secret_access_key') AS secret FROM provider_settings WHERE json_extract(settings, '$.s3_access_key_id') = ?`,
+      args: [accessKeyId],
+    });
+    const provider = manual.rows[0];
     return provider ? { kind: "provider", provider: String(provider.provider), secret: String(provider.secret), active: true } : null;
   }
+  const own = await db.$client.execute({
+    sql: `SELECT c.job_id, c.secret, c.revoked_at, d.output_root, q.status, q.provider, ${ENABLED} AS enabled
+          FROM storage_credentials c LEFT JOIN storage_directories d ON d.job_id = c.job_id
+          LEFT JOIN queue_entries q ON q.job_id = c.job_id LEFT JOIN provider_settings ps ON ps.provider = q.provider
+          WHERE c.access_key_id = ?`,
+    args: [accessKeyId],
+  });
+  const row = own.rows[0] as Record<string, unknown> | undefined;
+  if (!row) return null;
   const jobId = String(row.job_id);
   if (row.revoked_at !== null) return { jobId, active: false, code: "ExpiredToken", reason: "these credentials were replaced by newer ones" };
   const status = row.status === null ? "deleted" : String(row.status);

@@ -1,6 +1,6 @@
 import type { Database } from "../db/client";
 import { awsChunkedDecoder, awsChunkedOptions, isAwsChunked } from "./chunked";
-import { checksumAlgorithmOfHeader, createChecksum, digestTap, toBase64, toHex, type ChecksumAlgorithm } from "./checksums";
+import { checksumAlgorithmOfHeader, checksumTap, createChecksum, digestTap, toBase64, toHex, type ChecksumAlgorithm } from "./checksums";
 import { lookupStorageCredentials, providerJobDirectory, storageDirectories } from "./credentials";
 import { S3Error } from "./errors";
 import { largeChunks } from "./large-chunks";
@@ -12,11 +12,11 @@ import { MAX_COMPLETE_MULTIPART_BYTES, parseCompleteMultipartUpload, readLimited
  * The S3-compatible storage endpoint (spec 4.7) over R2, path-style:
  * `/api/cloud/storage` (ListBuckets), `/api/cloud/storage/{bucket}` (ListObjectsV2, HeadBucket),
  * `/api/cloud/storage/{bucket}/{key}` (objects and multipart uploads). A job's bucket is its job
- * id; its objects live in R2 under `<output root>/<job id>/<key>`, the output root being the
- * provider's s3_output_path when the job's first credentials were issued (credentials.ts). Requests are SigV4-signed with
- * the job's credentials (credentials.ts), which reach that bucket only and only while the job is
- * active. Bodies stream into R2 (FixedLengthStream: R2 needs the length up front) and never sit
- * in memory whole.
+ * id; its objects live in R2 under `<output root>/<job id>/<key>`, the output root fixed when the
+ * job's first credentials were issued (credentials.ts). Requests are SigV4-signed with the job's
+ * credentials, which reach that bucket only and only while the job is active, or with a
+ * provider's manual pair; users read with their session or API key. Bodies stream into R2
+ * (FixedLengthStream: R2 needs the length up front) and never sit in memory whole.
  */
 
 /** An R2 object as far as this file reads one. */
@@ -135,15 +135,8 @@ function objectBody(request: Request, payload: { mode: string; hash: string; sig
 
 /** Passes a body through and errors it with BadDigest when its checksum is not `expected` (base64). */
 function checksumVerifier(algorithm: ChecksumAlgorithm, header: string, expected: string): TransformStream<Uint8Array, Uint8Array> {
-  const checksum = createChecksum(algorithm);
-  return new TransformStream({
-    transform(chunk, controller) {
-      checksum.update(chunk);
-      controller.enqueue(chunk);
-    },
-    flush() {
-      if (toBase64(checksum.digest()) !== expected.trim()) throw new S3Error("BadDigest", `The ${header} you specified did not match the calculated checksum.`);
-    },
+  return checksumTap(createChecksum(algorithm), (digest) => {
+    if (toBase64(digest) !== expected.trim()) throw new S3Error("BadDigest", `The ${header} you specified did not match the calculated checksum.`);
   });
 }
 
@@ -195,7 +188,7 @@ async function listObjects(bucket: StorageBucket, outputRoot: string, name: stri
   const q = url.searchParams;
   const prefix = q.get("prefix") ?? "";
   const delimiter = q.get("delimiter") ?? undefined;
-  const maxKeys = Math.min(MAX_LIST_KEYS, Math.max(0, Number(q.get("max-keys") ?? MAX_LIST_KEYS) || 0));
+  const maxKeys = countParam(url, "max-keys", MAX_LIST_KEYS, MAX_LIST_KEYS);
   const token = q.get("continuation-token");
   const startAfter = q.get("start-after");
   const root = `${outputRoot}/${name}/`;
@@ -350,8 +343,8 @@ export async function handleStorage(request: Request, db: Database, bucket: Stor
   const rawPath = url.pathname;
   const method = request.method;
   try {
-    // An admin's session or API key (the route identified it) may read every job's results;
-    // everyone else signs with a job's credentials.
+    // A user's session or API key (the route identified it) reads the results of the jobs they
+    // may act on; everyone else signs, with a job's credentials or a provider's manual pair.
     const access: Access = user ? { kind: "user", owner: user.username, ownerId: user.ownerId } : await signedAccess(request, db);
     const target = storageTarget(rawPath);
     if (access.kind === "user" && method !== "GET" && method !== "HEAD") throw new S3Error("AccessDenied", "With a session or API key the storage endpoint is read-only: jobs upload with their own credentials.");

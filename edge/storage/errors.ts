@@ -32,6 +32,7 @@ export const S3_ERROR_STATUS = {
   // S3 itself answers SlowDown with 503; the rate limiter's refusals are 429 (spec 8). S3 clients
   // go by the code: boto3, the AWS CLI and the SDKs back off and retry a SlowDown.
   SlowDown: 429,
+  InternalError: 500,
   NotImplemented: 501,
 } as const;
 
@@ -72,3 +73,19 @@ export type S3AuthError = S3Error & {
     | "InvalidRequest"
     | "InvalidArgument";
 };
+
+/**
+ * The S3 code for an error the service raised outside the endpoint's own checks (a middleware's
+ * ApiError, an unexpected failure) on a storage path, so S3 clients can act on it: a rate-limit
+ * refusal is SlowDown, which they back off from and retry.
+ *
+ * @example
+ * s3CodeForStatus(429); // "SlowDown"
+ */
+export function s3CodeForStatus(status: number): S3ErrorCode {
+  if (status === 429) return "SlowDown";
+  if (status === 401 || status === 403) return "AccessDenied";
+  if (status === 413) return "EntityTooLarge";
+  if (status >= 500) return "InternalError";
+  return "InvalidRequest";
+}
