@@ -36,6 +36,8 @@ export const queueEntries = sqliteTable("queue_entries", {
   anyGpu: integer("any_gpu").notNull().default(0),
   workerId: integer("worker_id"),
   updatedAt: text("updated_at"),
+  configSnapshot: text("config_snapshot"),
+  dataloaderSnapshot: text("dataloader_snapshot"),
 });
 
 export const approvalRequests = sqliteTable("approval_requests", {
@@ -151,6 +153,13 @@ export const environments = sqliteTable("environments", {
   dataloader: text("dataloader", { mode: "json" }).$type<import("../../shared/schemas/environments").DataloaderDataset[]>().notNull().default([]),
   createdBy: integer("created_by").references(() => users.id),
   createdAt: text("created_at").notNull(),
+  updatedAt: text("updated_at").notNull(),
+});
+
+/** Each user's active environment (at most one per user). */
+export const activeEnvironments = sqliteTable("active_environments", {
+  userId: integer("user_id").primaryKey().references(() => users.id),
+  environmentId: integer("environment_id").notNull().references(() => environments.id),
   updatedAt: text("updated_at").notNull(),
 });
 
