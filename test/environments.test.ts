@@ -55,6 +55,7 @@ describe("creating environments", () => {
       config: { "--model_family": "flux", "--model_flavour": "dev", "--model_type": "lora" },
       dataloader: starter("portraits"),
       active: false,
+      owner: "researcher-user",
       created_at: ISO,
       updated_at: created.body.created_at,
     });
@@ -225,28 +226,31 @@ describe("updating", () => {
 });
 
 describe("activation", () => {
-  it("keeps exactly one environment active, through a rename", async () => {
+  it("keeps exactly one environment active per user, through a rename; other users' views are untouched", async () => {
     await create({ name: "alpha" });
     await create({ name: "beta" });
-    expect((await list()).filter((e) => e.active)).toEqual([]);
+    expect((await list(researcher)).filter((e) => e.active)).toEqual([]);
 
     const first = await t.call("POST", "/api/configs/alpha/activate", { auth: researcher });
     expect(first.status).toBe(200);
     expect(first.body).toEqual({ success: true, active: "alpha" });
-    expect((await get("alpha")).body.active).toBe(true);
-    expect((await list()).filter((e) => e.active).map((e) => e.name)).toEqual(["alpha"]);
+    expect((await get("alpha", researcher)).body.active).toBe(true);
+    expect((await list(researcher)).filter((e) => e.active).map((e) => e.name)).toEqual(["alpha"]);
 
     expect((await t.call("POST", "/api/configs/beta/activate", { auth: researcher })).body).toEqual({ success: true, active: "beta" });
-    expect((await get("alpha")).body.active).toBe(false);
-    expect((await list()).filter((e) => e.active).map((e) => e.name)).toEqual(["beta"]);
+    expect((await get("alpha", researcher)).body.active).toBe(false);
+    expect((await list(researcher)).filter((e) => e.active).map((e) => e.name)).toEqual(["beta"]);
 
     const renamed = await put("beta", { name: "beta-renamed" });
     expect(renamed.body.active).toBe(true);
-    expect((await get("beta-renamed")).body.active).toBe(true);
-    expect((await list()).filter((e) => e.active).map((e) => e.name)).toEqual(["beta-renamed"]);
+    expect((await get("beta-renamed", researcher)).body.active).toBe(true);
+    expect((await list(researcher)).filter((e) => e.active).map((e) => e.name)).toEqual(["beta-renamed"]);
 
     expect((await t.call("POST", "/api/configs/beta-renamed/activate", { auth: researcher })).body).toEqual({ success: true, active: "beta-renamed" });
-    expect((await list()).filter((e) => e.active).map((e) => e.name)).toEqual(["beta-renamed"]);
+    expect((await list(researcher)).filter((e) => e.active).map((e) => e.name)).toEqual(["beta-renamed"]);
+    // The active environment is the caller's own: the viewer has none.
+    expect((await get("beta-renamed", viewer)).body.active).toBe(false);
+    expect((await list(viewer)).filter((e) => e.active)).toEqual([]);
   });
 });
 
@@ -343,12 +347,15 @@ describe("listing and permissions", () => {
       model_family: "flux",
       model_type: "lora",
       active: false,
+      owner: "researcher-user",
       created_at: portraits.created_at,
       updated_at: portraits.updated_at,
     });
     expect((await t.call("GET", "/api/configs/?config_type=model", { auth: viewer })).body).toEqual(reply.body);
     expect((await t.call("GET", "/api/configs", { auth: viewer })).body).toEqual(reply.body);
-    expect(reply.body.environments.filter((e: { active: boolean }) => e.active).map((e: { name: string }) => e.name)).toEqual(["shipping"]);
+    // Each caller sees their own active environment: the researcher activated shipping, the viewer nothing.
+    expect(reply.body.environments.filter((e: { active: boolean }) => e.active)).toEqual([]);
+    expect((await list(researcher)).filter((e) => e.active).map((e) => e.name)).toEqual(["shipping"]);
 
     const wrongType = await t.call("GET", "/api/configs/?config_type=lora", { auth: viewer });
     expect(wrongType.status).toBe(422);

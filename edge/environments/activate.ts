@@ -1,31 +1,30 @@
 import { sql } from "drizzle-orm";
+import { ownerScope } from "../../shared/levels";
 import type { Database } from "../db/client";
-import { environments, settings } from "../db/schema";
-import { notFound } from "../errors";
+import { environments } from "../db/schema";
+import { whyUnchanged, type Actor } from "./ownership";
 
 /**
- * The settings key naming the active environment. It holds the environment's id, not its name,
- * so a rename keeps the environment active without touching the setting; one key means at most
- * one environment is ever active.
+ * 1 when the row of `environments` is `userId`'s active environment, else 0: a column for
+ * selects. The active environment is per user (table active_environments, one row per user), so
+ * one user's choice never changes what another's forms run.
  */
-export const ACTIVE_ENVIRONMENT_SETTING = "active_environment";
-
-/** 1 for the active environment's row, else 0: a column for selects over `environments`. */
-export const isActiveColumn = sql<number>`coalesce(${environments.id} = (SELECT CAST(${settings.value} AS INTEGER) FROM ${settings} WHERE ${settings.key} = ${ACTIVE_ENVIRONMENT_SETTING}), 0)`;
+export const isActiveFor = (userId: number) => sql<number>`EXISTS (SELECT 1 FROM active_environments a WHERE a.user_id = ${userId} AND a.environment_id = ${environments.id})`;
 
 /**
- * Makes the named environment the active one, replacing any other, in one statement: the
- * setting is written only if the environment exists, else 404.
+ * Makes the named environment the caller's active one, replacing their previous choice, in one
+ * statement that writes only if the environment exists and the caller may change it (its owner,
+ * a lead or an admin): else 404 or 403 `not_owner`, and nothing changes.
  *
  * @example
- * await activateEnvironment(db, "portraits");
+ * await activateEnvironment(db, "portraits", { id: 7, level: "researcher" });
  */
-export async function activateEnvironment(db: Database, name: string): Promise<void> {
+export async function activateEnvironment(db: Database, name: string, actor: Actor): Promise<void> {
   const result = await db.$client.execute({
-    sql: `INSERT INTO settings (key, value, updated_at)
-          SELECT ?, CAST(id AS TEXT), ? FROM environments WHERE name = ?
-          ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`,
-    args: [ACTIVE_ENVIRONMENT_SETTING, new Date().toISOString(), name],
+    sql: `INSERT INTO active_environments (user_id, environment_id, updated_at)
+          SELECT ?1, id, ?2 FROM environments WHERE name = ?3 AND (?4 IS NULL OR created_by = ?4)
+          ON CONFLICT (user_id) DO UPDATE SET environment_id = excluded.environment_id, updated_at = excluded.updated_at`,
+    args: [actor.id, new Date().toISOString(), name, ownerScope(actor)],
   });
-  if (result.rowsAffected !== 1) throw notFound(`Environment ${JSON.stringify(name)}`);
+  if (result.rowsAffected !== 1) throw await whyUnchanged(db, name);
 }

@@ -1,8 +1,9 @@
-import { eq } from "drizzle-orm";
+import { and, eq } from "drizzle-orm";
+import { ownerScope } from "../../shared/levels";
 import type { DataloaderDataset } from "../../shared/schemas/environments";
 import type { Database } from "../db/client";
 import { environments } from "../db/schema";
-import { notFound } from "../errors";
+import { whyUnchanged, type Actor } from "./ownership";
 
 /**
  * The dataloader a new environment starts with: one image dataset read from `datasets/<name>`
@@ -39,18 +40,20 @@ export function starterDataloader(name: string): DataloaderDataset[] {
 
 /**
  * Replaces an environment's dataloader with the starter one for its current name (after a
- * rename the paths follow the new name); 404 when there is no such environment.
+ * rename the paths follow the new name); 404 when there is no such environment, 403 when the
+ * caller is not its owner, a lead or an admin.
  *
  * @example
- * const dataloader = await regenerateDataloader(db, "portraits");
+ * const dataloader = await regenerateDataloader(db, "portraits", { id: 7, level: "researcher" });
  */
-export async function regenerateDataloader(db: Database, name: string): Promise<DataloaderDataset[]> {
+export async function regenerateDataloader(db: Database, name: string, actor: Actor): Promise<DataloaderDataset[]> {
   const dataloader = starterDataloader(name);
+  const scope = ownerScope(actor);
   const [row] = await db
     .update(environments)
     .set({ dataloader, updatedAt: new Date().toISOString() })
-    .where(eq(environments.name, name))
+    .where(scope === null ? eq(environments.name, name) : and(eq(environments.name, name), eq(environments.createdBy, scope)))
     .returning({ dataloader: environments.dataloader });
-  if (!row) throw notFound(`Environment ${JSON.stringify(name)}`);
+  if (!row) throw await whyUnchanged(db, name);
   return row.dataloader;
 }

@@ -1,4 +1,6 @@
-import { asc, eq } from "drizzle-orm";
+import { and, asc, eq, sql } from "drizzle-orm";
+import { adminOnlyOptionsIn } from "../../shared/admin-options";
+import { ownerScope } from "../../shared/levels";
 import type {
   ConfigOptions,
   Environment,
@@ -7,14 +9,16 @@ import type {
   EnvironmentSummary,
   EnvironmentUpdate,
 } from "../../shared/schemas/environments";
+import { keepMaskedSecrets, maskSecrets, MaskWithoutValue } from "../../shared/secrets-mask";
 import type { Database } from "../db/client";
 import { isUniqueViolation } from "../db/errors";
 import { environments } from "../db/schema";
 import { ApiError, conflict, notFound } from "../errors";
-import { isActiveColumn } from "./activate";
+import { isActiveFor } from "./activate";
 import { starterDataloader } from "./dataloader";
 import { EXAMPLE_ENVIRONMENTS } from "./examples";
-import { assertEnvironmentName } from "./names";
+import { assertEnvironmentName, assertNotOthersInlineName } from "./names";
+import { whyUnchanged, type Actor } from "./ownership";
 
 // The environment's model columns mirror these options of its config map.
 const MODEL_OPTIONS = {
@@ -24,7 +28,8 @@ const MODEL_OPTIONS = {
   lora_type: "--lora_type",
 } as const;
 
-const columns = {
+// `active` and `owner` as the caller sees them: their own active environment, the owner's username.
+const columnsFor = (userId: number) => ({
   name: environments.name,
   description: environments.description,
   tags: environments.tags,
@@ -34,25 +39,37 @@ const columns = {
   lora_type: environments.loraType,
   config: environments.config,
   dataloader: environments.dataloader,
-  active: isActiveColumn,
+  active: isActiveFor(userId),
+  owner: sql<string | null>`(SELECT u.username FROM users u WHERE u.id = ${environments.createdBy})`,
   created_at: environments.createdAt,
   updated_at: environments.updatedAt,
-};
+});
 
 type Row = Omit<Environment, "active"> & { active: number };
-const toEnvironment = (row: Row): Environment => ({ ...row, active: Number(row.active) === 1 });
+/** A stored row as every response shows it: secret-looking options masked, for everyone. */
+const toEnvironment = (row: Row): Environment => ({ ...row, config: maskSecrets(row.config), active: Number(row.active) === 1 });
+
+/** 422 naming each admin-only option a caller below admin tried to save. */
+function assertMaySet(config: ConfigOptions, actor: Actor, pathPrefix: string): void {
+  if (actor.level === "admin") return;
+  const refused = adminOnlyOptionsIn(config);
+  if (refused.length) {
+    throw new ApiError(422, "admin_only_option", `${refused.join(", ")} may be set only by an admin; remove ${refused.length === 1 ? "it" : "them"} (pick a trainer the box declares with --trainer <name>)`, refused.map((option) => ({ path: `${pathPrefix}${option}`, message: "admin only" })));
+  }
+}
 const missing = (name: string) => notFound(`Environment ${JSON.stringify(name)}`);
 const taken = (name: string) => conflict(`An environment named ${JSON.stringify(name)} already exists; choose another name`);
 
 /**
  * Creates an environment with its option map seeded from the model fields given and the starter
- * dataloader; 409 when the name is taken.
+ * dataloader, owned by its creator; 409 when the name is taken.
  *
  * @example
  * const env = await createEnvironment(db, { name: "portraits", model_family: "flux", model_type: "lora" }, userId);
  */
-export async function createEnvironment(db: Database, input: EnvironmentCreate, createdBy: number | null): Promise<Environment> {
+export async function createEnvironment(db: Database, input: EnvironmentCreate, createdBy: number): Promise<Environment> {
   assertEnvironmentName(input.name);
+  assertNotOthersInlineName(input.name, createdBy);
   let example: (typeof EXAMPLE_ENVIRONMENTS)[number] | undefined;
   if (input.from_example !== undefined) {
     example = EXAMPLE_ENVIRONMENTS.find((e) => e.name === input.from_example);
@@ -82,7 +99,7 @@ export async function createEnvironment(db: Database, input: EnvironmentCreate, 
         createdAt: now,
         updatedAt: now,
       })
-      .returning(columns);
+      .returning(columnsFor(createdBy));
     return toEnvironment(row!);
   } catch (error) {
     if (isUniqueViolation(error)) throw taken(input.name);
@@ -91,24 +108,25 @@ export async function createEnvironment(db: Database, input: EnvironmentCreate, 
 }
 
 /**
- * The named environment; 404 when there is none.
+ * The named environment as `userId` sees it (their active flag; secrets masked); 404 when there is none.
  *
  * @example
- * const { config, dataloader, active } = await getEnvironment(db, "portraits");
+ * const { config, dataloader, active, owner } = await getEnvironment(db, "portraits", userId);
  */
-export async function getEnvironment(db: Database, name: string): Promise<Environment> {
-  const [row] = await db.select(columns).from(environments).where(eq(environments.name, name));
+export async function getEnvironment(db: Database, name: string, userId: number): Promise<Environment> {
+  const [row] = await db.select(columnsFor(userId)).from(environments).where(eq(environments.name, name));
   if (!row) throw missing(name);
   return toEnvironment(row);
 }
 
 /**
- * Every environment, by name, without its option map and dataloader.
+ * Every environment, by name, without its option map and dataloader; `active` is `userId`'s.
  *
  * @example
- * const active = (await listEnvironments(db)).find((env) => env.active);
+ * const active = (await listEnvironments(db, userId)).find((env) => env.active);
  */
-export async function listEnvironments(db: Database): Promise<EnvironmentSummary[]> {
+export async function listEnvironments(db: Database, userId: number): Promise<EnvironmentSummary[]> {
+  const columns = columnsFor(userId);
   const rows = await db
     .select({
       name: columns.name,
@@ -117,6 +135,7 @@ export async function listEnvironments(db: Database): Promise<EnvironmentSummary
       model_family: columns.model_family,
       model_type: columns.model_type,
       active: columns.active,
+      owner: columns.owner,
       created_at: columns.created_at,
       updated_at: columns.updated_at,
     })
@@ -129,12 +148,25 @@ export async function listEnvironments(db: Database): Promise<EnvironmentSummary
  * Applies an update in one statement. `config` replaces the whole option map (not a merge) and
  * the model columns follow its `--model_*` and `--lora_type` options; `name` renames (409 when
  * taken). The dataloader keeps its paths across a rename: regenerate it to follow the new name.
+ * Only the owner, a lead or an admin may (else 403 `not_owner`); admin-only options only from an
+ * admin (else 422). An option sent as the mask keeps its stored value.
  *
  * @example
- * await updateEnvironment(db, "portraits", { name: "portraits-v2", config: { "--learning_rate": 0.0001 } });
+ * await updateEnvironment(db, "portraits", { name: "portraits-v2", config: { "--learning_rate": 0.0001 } }, { id: 7, level: "researcher" });
  */
-export async function updateEnvironment(db: Database, name: string, changes: EnvironmentUpdate): Promise<Environment> {
-  if (changes.name !== undefined) assertEnvironmentName(changes.name);
+export async function updateEnvironment(db: Database, name: string, changes: EnvironmentUpdate, actor: Actor): Promise<Environment> {
+  if (changes.name !== undefined) {
+    assertEnvironmentName(changes.name);
+    assertNotOthersInlineName(changes.name, actor.id);
+  }
+  const scope = ownerScope(actor);
+  const owned = scope === null ? eq(environments.name, name) : and(eq(environments.name, name), eq(environments.createdBy, scope));
+  if (changes.config !== undefined) {
+    const [stored] = await db.select({ config: environments.config }).from(environments).where(owned);
+    if (!stored) throw await whyUnchanged(db, name);
+    changes = { ...changes, config: keepSecrets(changes.config, stored.config, "body.config.") };
+    assertMaySet(changes.config!, actor, "body.config.");
+  }
   const set: Partial<typeof environments.$inferInsert> = { updatedAt: new Date().toISOString() };
   if (changes.name !== undefined) set.name = changes.name;
   if (changes.description !== undefined) set.description = changes.description;
@@ -153,8 +185,8 @@ export async function updateEnvironment(db: Database, name: string, changes: Env
     });
   }
   try {
-    const [row] = await db.update(environments).set(set).where(eq(environments.name, name)).returning(columns);
-    if (!row) throw missing(name);
+    const [row] = await db.update(environments).set(set).where(owned).returning(columnsFor(actor.id));
+    if (!row) throw await whyUnchanged(db, name);
     return toEnvironment(row);
   } catch (error) {
     if (isUniqueViolation(error)) throw taken(changes.name!);
@@ -163,14 +195,52 @@ export async function updateEnvironment(db: Database, name: string, changes: Env
 }
 
 /**
- * The named environment as a portable file: no active flag, and no timestamps but the export's own.
+ * The named environment as a portable file: no owner or active flag, no timestamps but the
+ * export's own, secrets masked.
  *
  * @example
- * const file = JSON.stringify(await exportEnvironment(db, "portraits"));
+ * const file = JSON.stringify(await exportEnvironment(db, "portraits", userId));
  */
-export async function exportEnvironment(db: Database, name: string): Promise<EnvironmentExport> {
-  const { active: _active, created_at: _created, updated_at: _updated, ...definition } = await getEnvironment(db, name);
+export async function exportEnvironment(db: Database, name: string, userId: number): Promise<EnvironmentExport> {
+  const { active: _active, owner: _owner, created_at: _created, updated_at: _updated, ...definition } = await getEnvironment(db, name, userId);
   return { ...definition, exported_at: new Date().toISOString() };
+}
+
+/**
+ * Deletes an environment (and anyone's choice of it as active): for its owner, leads and admins,
+ * else 403 `not_owner`; 404 when there is none. Jobs already submitted keep running: they carry
+ * their own snapshot of its configuration.
+ *
+ * @example
+ * await deleteEnvironment(db, "portraits", { id: 7, level: "researcher" });
+ */
+export async function deleteEnvironment(db: Database, name: string, actor: Actor): Promise<void> {
+  const owned = "name = ?1 AND (?2 IS NULL OR created_by = ?2)";
+  const args = [name, ownerScope(actor)];
+  const [, deleted] = await db.$client.batch(
+    [
+      { sql: `DELETE FROM active_environments WHERE environment_id IN (SELECT id FROM environments WHERE ${owned})`, args },
+      { sql: `DELETE FROM environments WHERE ${owned} RETURNING id`, args },
+    ],
+    "write",
+  );
+  if (!deleted!.rows.length) throw await whyUnchanged(db, name);
+}
+
+/**
+ * `incoming` with every mask sent back replaced by the stored value at its key path; 422 naming
+ * the path where a mask stands for nothing stored.
+ *
+ * @example
+ * keepSecrets({ "--hub_token": "********" }, { "--hub_token": "hf_x" }, "body.config."); // { "--hub_token": "hf_x" }
+ */
+export function keepSecrets(incoming: ConfigOptions, stored: ConfigOptions | null, pathPrefix: string): ConfigOptions {
+  try {
+    return keepMaskedSecrets(incoming, stored);
+  } catch (error) {
+    if (!(error instanceof MaskWithoutValue)) throw error;
+    throw new ApiError(422, "mask_without_value", error.message, [{ path: `${pathPrefix}${error.path}`, message: "the mask stands for a stored value, and none is stored here" }]);
+  }
 }
 
 const pickDefined = <T extends Record<string, unknown>>(o: T): Partial<T> => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;

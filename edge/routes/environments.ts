@@ -6,6 +6,7 @@ import {
   Environment,
   EnvironmentActivated,
   EnvironmentCreate,
+  EnvironmentDeleted,
   EnvironmentExport,
   EnvironmentList,
   EnvironmentParams,
@@ -14,7 +15,7 @@ import {
 } from "../../shared/schemas/environments";
 import { activateEnvironment } from "../environments/activate";
 import { regenerateDataloader } from "../environments/dataloader";
-import { createEnvironment, exportEnvironment, getEnvironment, listEnvironments, updateEnvironment } from "../environments/environments";
+import { createEnvironment, deleteEnvironment, exportEnvironment, getEnvironment, listEnvironments, updateEnvironment } from "../environments/environments";
 import { EXAMPLE_ENVIRONMENTS } from "../environments/examples";
 import { principalOf } from "../middleware/authorize";
 import { schedulerOf } from "../scheduler/stub";
@@ -30,6 +31,7 @@ const errors = {
   422: json(ErrorBody, "Invalid name, body or query"),
 };
 const notFound = { 404: json(ErrorBody, "No environment of that name") };
+const notOwner = { 403: json(ErrorBody, "Level too low, or not_owner: only the owner, a lead or an admin may change it") };
 
 environments.openapi(
   createRoute({
@@ -61,7 +63,7 @@ for (const path of ["/api/configs/", "/api/configs"] as const) {
       request: { query: ConfigListQuery },
       responses: { 200: json(EnvironmentList, "Every environment, by name"), ...errors },
     }),
-    async (c) => c.json({ environments: await listEnvironments(c.get("db")) }, 200),
+    async (c) => c.json({ environments: await listEnvironments(c.get("db"), principalOf(c).user.id) }, 200),
   );
 }
 
@@ -86,7 +88,7 @@ environments.openapi(
     request: { params: EnvironmentParams },
     responses: { 200: json(Environment, "The environment"), ...notFound, ...errors },
   }),
-  async (c) => c.json(await getEnvironment(c.get("db"), c.req.valid("param").name), 200),
+  async (c) => c.json(await getEnvironment(c.get("db"), c.req.valid("param").name, principalOf(c).user.id), 200),
 );
 
 environments.openapi(
@@ -98,13 +100,14 @@ environments.openapi(
     description:
       "Fields left out are kept. `config` replaces the whole option map (it is not merged): send every option to keep. " +
       "`model_family`, `model_flavour`, `model_type` and `lora_type` follow the new map's `--model_family`, `--model_flavour`, `--model_type` and `--lora_type`. " +
-      "A rename keeps the environment active if it was, and keeps its dataloader paths (regenerate the dataloader to follow the new name).",
+      "A rename keeps the environment active if it was, and keeps its dataloader paths (regenerate the dataloader to follow the new name). " +
+      "Only its owner, a lead or an admin may change it (else 403 `not_owner`). An option sent as `********` keeps its stored value; `--trainer_command` only from an admin (else 422 `admin_only_option`).",
     request: { params: EnvironmentParams, ...jsonBody(EnvironmentUpdate) },
-    responses: { 200: json(Environment, "Saved"), ...notFound, 409: json(ErrorBody, "The new name is taken"), ...errors },
+    responses: { 200: json(Environment, "Saved"), ...notFound, 409: json(ErrorBody, "The new name is taken"), ...errors, ...notOwner },
   }),
   async (c) => {
     const { name } = c.req.valid("param");
-    const env = await updateEnvironment(c.get("db"), name, c.req.valid("json"));
+    const env = await updateEnvironment(c.get("db"), name, c.req.valid("json"), principalOf(c).user);
     // The Scheduler keeps environments' GPU options briefly for submissions: the next must see these.
     await schedulerOf(c.env).forget();
     c.get("log").info("environment updated", { environment: env.name, was: name, by: principalOf(c).user.id });
@@ -117,13 +120,14 @@ environments.openapi(
     method: "post",
     path: "/api/configs/{name}/activate",
     tags,
-    summary: "Make this the active environment (there is at most one)",
+    summary: "Make this your active environment (each user has at most one)",
+    description: "The training forms use the caller's active environment. Only its owner, a lead or an admin may activate it (else 403 `not_owner`).",
     request: { params: EnvironmentParams },
-    responses: { 200: json(EnvironmentActivated, "Activated"), ...notFound, ...errors },
+    responses: { 200: json(EnvironmentActivated, "Activated"), ...notFound, ...errors, ...notOwner },
   }),
   async (c) => {
     const { name } = c.req.valid("param");
-    await activateEnvironment(c.get("db"), name);
+    await activateEnvironment(c.get("db"), name, principalOf(c).user);
     c.get("log").info("environment activated", { environment: name, by: principalOf(c).user.id });
     return c.json({ success: true as const, active: name }, 200);
   },
@@ -136,11 +140,11 @@ environments.openapi(
     tags,
     summary: "Replace the dataloader with the starter one for this name",
     request: { params: EnvironmentParams },
-    responses: { 200: json(DataloaderRegenerated, "The new dataloader"), ...notFound, ...errors },
+    responses: { 200: json(DataloaderRegenerated, "The new dataloader"), ...notFound, ...errors, ...notOwner },
   }),
   async (c) => {
     const { name } = c.req.valid("param");
-    const dataloader = await regenerateDataloader(c.get("db"), name);
+    const dataloader = await regenerateDataloader(c.get("db"), name, principalOf(c).user);
     c.get("log").info("environment dataloader regenerated", { environment: name, by: principalOf(c).user.id });
     return c.json({ success: true as const, dataloader }, 200);
   },
@@ -156,7 +160,27 @@ environments.openapi(
     responses: { 200: json(EnvironmentExport, "The exported configuration, as an attachment"), ...notFound, ...errors },
   }),
   async (c) => {
-    const exported = await exportEnvironment(c.get("db"), c.req.valid("param").name);
+    const exported = await exportEnvironment(c.get("db"), c.req.valid("param").name, principalOf(c).user.id);
     return c.json(exported, 200, { "Content-Disposition": `attachment; filename="${exported.name}.json"` });
+  },
+);
+
+environments.openapi(
+  createRoute({
+    method: "delete",
+    path: "/api/configs/{name}",
+    tags,
+    summary: "Delete an environment",
+    description:
+      "Only its owner, a lead or an admin (else 403 `not_owner`). Jobs already submitted are unaffected: each runs the configuration snapshotted when it was submitted. Anyone who had it active has no active environment afterwards.",
+    request: { params: EnvironmentParams },
+    responses: { 200: json(EnvironmentDeleted, "Deleted"), ...notFound, ...errors, ...notOwner },
+  }),
+  async (c) => {
+    const { name } = c.req.valid("param");
+    await deleteEnvironment(c.get("db"), name, principalOf(c).user);
+    await schedulerOf(c.env).forget();
+    c.get("log").info("environment deleted", { environment: name, by: principalOf(c).user.id });
+    return c.json({ success: true as const, deleted: name }, 200);
   },
 );

@@ -24,7 +24,7 @@ export const OptionValue = z
 export const ConfigOptions = z
   .record(OptionName, OptionValue, { error: (issue) => (issue.code === "invalid_key" ? `option names start with "--", for example "--learning_rate"` : undefined) })
   .openapi("ConfigOptions", {
-    description: "Training options by name, each prefixed with `--` (spec 2.9)",
+    description: "Training options by name, each prefixed with `--` (spec 2.9). Secret-looking values (a key containing secret, token, password, api_key or auth, at any depth, also inside JSON such as `--webhook_config`) read back as `********`; sending `********` back keeps the stored value. `--trainer_command` may be set only by an admin.",
     example: { "--model_family": "flux", "--learning_rate": 0.0001, "--lora_rank": 16, "--validation_preview": false },
   });
 export type ConfigOptions = z.infer<typeof ConfigOptions>;
@@ -99,7 +99,8 @@ const definition = {
 export const Environment = z
   .object({
     ...definition,
-    active: z.boolean().openapi({ description: "True for the one active environment" }),
+    active: z.boolean().openapi({ description: "True when this is the caller's active environment (each user has at most one)" }),
+    owner: z.string().nullable().openapi({ description: "Username of its owner (who created it); only the owner, a lead or an admin may change, activate or delete it", example: "ada" }),
     created_at: Timestamp,
     updated_at: Timestamp,
   })
@@ -123,6 +124,7 @@ export const EnvironmentSummary = z
     model_family: z.string().nullable(),
     model_type: z.string().nullable(),
     active: z.boolean(),
+    owner: z.string().nullable(),
     created_at: Timestamp,
     updated_at: Timestamp,
   })
@@ -139,5 +141,9 @@ export const EnvironmentParams = z.object({ name: EnvironmentName.openapi({ para
 export const EnvironmentActivated = z
   .object({ success: z.literal(true), active: z.string().openapi({ description: "The name of the environment now active" }) })
   .openapi("EnvironmentActivated");
+
+export const EnvironmentDeleted = z
+  .object({ success: z.literal(true), deleted: z.string().openapi({ description: "The name of the environment deleted" }) })
+  .openapi("EnvironmentDeleted");
 
 export const DataloaderRegenerated = z.object({ success: z.literal(true), dataloader: Dataloader }).openapi("DataloaderRegenerated");
