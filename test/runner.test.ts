@@ -504,18 +504,19 @@ describe("validate and start (training forms)", () => {
     );
   });
 
-  it("starts an inline run: saved as the inline-run environment, queued through the Scheduler, runs to completion", async () => {
+  it("starts an inline run: saved as the caller's own inline-run environment, queued through the Scheduler, runs to completion", async () => {
     const refused = await post("/api/training/start", { ...inline, "--max_train_steps": "-1" });
     expect(refused.status).toBe(422);
     expect((await refused.json()).errors).toEqual([
       { path: "form.--max_train_steps", message: "set --max_train_steps or --num_train_epochs (a positive number)" },
       { path: "form.--max_train_steps", message: "must not be negative" },
     ]);
-    expect((await t.call("GET", "/api/configs/inline-run", { auth: auth() })).status).toBe(404);
+    const inlineName = `inline-run-${(await t.call("GET", "/api/users/me", { auth: auth() })).body.id}`;
+    expect((await t.call("GET", `/api/configs/${inlineName}`, { auth: auth() })).status).toBe(404);
     const started = await (await post("/api/training/start", inline)).json();
-    expect(started).toMatchObject({ success: true, status: "running", environment: "inline-run" });
+    expect(started).toMatchObject({ success: true, status: "running", environment: inlineName });
     await until(`the inline run to complete (${JSON.stringify(started)})`, async () => { const e = await entry(started.job_id); if (e?.status === "failed") throw new Error(e.error_message); return e?.status === "completed"; });
-    const saved = (await t.call("GET", "/api/configs/inline-run", { auth: auth() })).body;
+    const saved = (await t.call("GET", `/api/configs/${inlineName}`, { auth: auth() })).body;
     expect(saved.config).toMatchObject({ "--max_train_steps": 3, "--num_train_epochs": 0, "--trainer": "demo", "--train_batch_size": 1 });
   });
 

@@ -49,11 +49,15 @@ export async function appendEvents(db: Database, workerId: number, jobId: string
   return { stored, nextIndex: Number(end!.rows[0]!.next) };
 }
 
-/** The job to show when none is named: the running one started last, else the one started last. */
-export async function defaultJob(db: Database): Promise<string> {
-  const found = await db.$client.execute(
-    "SELECT job_id FROM queue_entries WHERE started_at IS NOT NULL ORDER BY CASE status WHEN 'running' THEN 0 ELSE 1 END, started_at DESC, id DESC LIMIT 1",
-  );
+/**
+ * The job to show when none is named: among the jobs the caller may read (`scope`: ownerScope,
+ * null for anyone's), the running one started last, else the one started last.
+ */
+export async function defaultJob(db: Database, scope: number | null): Promise<string> {
+  const found = await db.$client.execute({
+    sql: "SELECT job_id FROM queue_entries WHERE started_at IS NOT NULL AND (?1 IS NULL OR user_id = ?1) ORDER BY CASE status WHEN 'running' THEN 0 ELSE 1 END, started_at DESC, id DESC LIMIT 1",
+    args: [scope],
+  });
   if (!found.rows.length) throw notFound("A job that has started (none has yet)");
   return String(found.rows[0]!.job_id);
 }

@@ -10,7 +10,7 @@ import { checkOptions, type OptionMap } from "../training/options";
  */
 export async function startEnvironmentAtBoot(
   db: Client,
-  submit: (user: { id: number; team_id: string | null; priority: number }, body: LocalSubmit) => Promise<SubmitOutcome>,
+  submit: (user: { id: number; team_id: string | null; priority: number; level: "admin" }, body: LocalSubmit) => Promise<SubmitOutcome>,
   name: string,
   log: (level: "info" | "warning" | "error", line: string) => void,
 ): Promise<string | null> {
@@ -34,7 +34,7 @@ export async function startEnvironmentAtBoot(
     log("warning", `--env ${name}: valid, but no admin exists yet to own the job; create the first admin and start again`);
     return null;
   }
-  const outcome = await submit({ id: Number(owner.id), team_id: owner.team_id === null ? null : String(owner.team_id), priority: Number(owner.priority) }, LocalSubmit.parse({ config_name: name, metadata: { source: "npm start --env" } }));
+  const outcome = await submit({ id: Number(owner.id), team_id: owner.team_id === null ? null : String(owner.team_id), priority: Number(owner.priority), level: "admin" }, LocalSubmit.parse({ config_name: name, metadata: { source: "npm start --env" } }));
   switch (outcome.status) {
     case "running":
       log("info", `--env ${name}: Configuration Valid; training started (job ${outcome.jobId})`);

@@ -10,7 +10,7 @@ export function submitAnswer(outcome: SubmitOutcome): LocalSubmitResult {
   const base = { allocated_gpus: null, worker_id: null, queue_position: null, wait_reason: null };
   switch (outcome.status) {
     case "invalid":
-      throw new ApiError(outcome.httpStatus, outcome.code, outcome.message);
+      throw new ApiError(outcome.httpStatus, outcome.code, outcome.message, outcome.errors);
     case "running": {
       const where = outcome.workerId !== null ? `dispatched to worker ${outcome.workerId}` : outcome.gpus?.length ? `running on GPUs [${outcome.gpus.join(", ")}]` : "running on the CPU (no GPUs requested)";
       return { ...base, success: true, job_id: outcome.jobId, status: "running", allocated_gpus: outcome.gpus, worker_id: outcome.workerId, message: where };

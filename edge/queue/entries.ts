@@ -1,12 +1,12 @@
 import { and, desc, eq, inArray, sql } from "drizzle-orm";
-import { ACTIVE_STATUSES, TERMINAL_STATUSES, type QueueEntry, type WaitReason } from "../../shared/schemas/queue";
+import { ACTIVE_STATUSES, PUBLIC_QUEUE_FIELDS, TERMINAL_STATUSES, type PublicQueueEntry, type QueueEntry, type WaitReason } from "../../shared/schemas/queue";
 import type { Database } from "../db/client";
-import { queueEntries, workers } from "../db/schema";
+import { queueEntries, users, workers } from "../db/schema";
 import { notFound } from "../errors";
 import type { WaitInfo } from "../scheduler/types";
 import { effectivePriority } from "../scheduler/plan";
 
-export type EntryRow = typeof queueEntries.$inferSelect & { workerName: string | null };
+export type EntryRow = typeof queueEntries.$inferSelect & { workerName: string | null; owner: string | null };
 
 const parse = <T>(text: string | null): T | null => (text ? (JSON.parse(text) as T) : null);
 
@@ -26,6 +26,7 @@ export function toQueueEntry(row: EntryRow, wait: Map<number, WaitInfo>, starvat
     id: row.id,
     job_id: row.jobId,
     user_id: row.userId,
+    owner: row.owner,
     team_id: row.teamId,
     provider: row.provider,
     config_name: row.configName,
@@ -58,14 +59,27 @@ export function toQueueEntry(row: EntryRow, wait: Map<number, WaitInfo>, starvat
   };
 }
 
-function selectEntries(db: Database) {
-  return db
-    .select({ entry: queueEntries, workerName: workers.name })
-    .from(queueEntries)
-    .leftJoin(workers, eq(workers.id, queueEntries.workerId));
+/**
+ * An entry as `scope` (shared/levels.ts ownerScope: null for leads and admins, else the caller's
+ * id) may see it: in full when it is theirs to read, else only the public fields.
+ *
+ * @example
+ * const shown = visibleEntry(entry, ownerScope(user));
+ */
+export function visibleEntry(entry: QueueEntry, scope: number | null): QueueEntry | PublicQueueEntry {
+  if (scope === null || entry.user_id === scope) return entry;
+  return Object.fromEntries(PUBLIC_QUEUE_FIELDS.map((field) => [field, entry[field]])) as PublicQueueEntry;
 }
 
-const flatten = (r: { entry: typeof queueEntries.$inferSelect; workerName: string | null }): EntryRow => ({ ...r.entry, workerName: r.workerName });
+function selectEntries(db: Database) {
+  return db
+    .select({ entry: queueEntries, workerName: workers.name, owner: users.username })
+    .from(queueEntries)
+    .leftJoin(workers, eq(workers.id, queueEntries.workerId))
+    .leftJoin(users, eq(users.id, queueEntries.userId));
+}
+
+const flatten = (r: { entry: typeof queueEntries.$inferSelect; workerName: string | null; owner: string | null }): EntryRow => ({ ...r.entry, workerName: r.workerName, owner: r.owner });
 
 /** Entries by status (active ones by default), scheduling order first, newest terminal last. */
 export async function listEntries(db: Database, options: { status?: string; limit: number; includeCompleted: boolean }): Promise<{ rows: EntryRow[]; total: number }> {

@@ -1,3 +1,4 @@
+import { adminOnlyOptionsIn } from "../../shared/admin-options";
 import type { ApprovalRules, LocalSubmit } from "../../shared/schemas/queue";
 import { ApiError, notFound } from "../errors";
 import type { NewJob, Submitter } from "../scheduler/types";
@@ -19,12 +20,28 @@ export function gpuRequirements(config: Record<string, unknown>): { numProcesses
   return { numProcesses, deviceIds };
 }
 
+/** An environment's configuration as a submission reads it. */
+export interface EnvironmentConfig {
+  config: Record<string, unknown>;
+  dataloader: unknown[];
+}
+
 /**
  * A local submission made ready for the Scheduler: requirements from the environment's option
- * map (`config`, null when there is no such environment), the approval rules applied.
+ * map (`environment`, null when there is no such environment), the approval rules applied, and
+ * the configuration snapshotted for the job to run. 422 naming each admin-only option when the
+ * submitter is not an admin, whoever wrote the environment.
+ *
+ * @example
+ * const job = prepareLocalJob(user, body, { config: { "--num_processes": 1 }, dataloader: [] }, rules);
  */
-export function prepareLocalJob(user: Submitter, body: LocalSubmit, config: Record<string, unknown> | null, rules: ApprovalRules): NewJob {
-  if (config === null) throw notFound(`Environment ${body.config_name}`);
+export function prepareLocalJob(user: Submitter, body: LocalSubmit, environment: EnvironmentConfig | null, rules: ApprovalRules): NewJob {
+  if (environment === null) throw notFound(`Environment ${body.config_name}`);
+  const { config } = environment;
+  const refused = user.level === "admin" ? [] : adminOnlyOptionsIn(config);
+  if (refused.length) {
+    throw new ApiError(422, "admin_only_option", `Environment ${JSON.stringify(body.config_name)} sets ${refused.join(", ")}, which only an admin may run; ask its owner to remove it or an admin to submit it`, refused.map((option) => ({ path: `environment.config.${option}`, message: "admin only" })));
+  }
   const { numProcesses, deviceIds } = gpuRequirements(config);
   const threshold = rules.local_gpu_threshold;
   return {
@@ -42,5 +59,7 @@ export function prepareLocalJob(user: Submitter, body: LocalSubmit, config: Reco
     estimatedCost: 0,
     metadata: body.metadata ?? null,
     approvalRule: threshold !== null && numProcesses > threshold ? `asks for ${numProcesses} GPUs; more than ${threshold} needs approval` : null,
+    configSnapshot: config,
+    dataloaderSnapshot: environment.dataloader,
   };
 }

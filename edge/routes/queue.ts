@@ -25,7 +25,7 @@ import {
 import type { AppEnv } from "../app-env";
 import { auditLater, changedFields } from "../audit/trail";
 import { principalOf } from "../middleware/authorize";
-import { getEntry, listEntries, toQueueEntry, userEntries, type EntryRow } from "../queue/entries";
+import { getEntry, listEntries, toQueueEntry, userEntries, visibleEntry, type EntryRow } from "../queue/entries";
 import { queueStats } from "../queue/stats";
 import { submitAnswer } from "../queue/answer";
 import { cancelJob, cleanupQueue, decideApproval, overridePriority } from "../queue/transitions";
@@ -60,14 +60,23 @@ function nudge(c: Context<AppEnv>, trigger: string, changed: string[] = [], rere
 }
 
 queue.openapi(
-  createRoute({ method: "get", path: "/api/queue", tags, summary: "List queue entries", request: { query: QueueListQuery }, responses: { 200: json(QueueList, "Entries, scheduling order"), 401: errors[401], 422: errors[422] } }),
+  createRoute({
+    method: "get",
+    path: "/api/queue",
+    tags,
+    summary: "List queue entries",
+    description: "Your own jobs in full; other users' jobs with only the public fields (id, job_id, user_id, owner, status, priority, effective_priority, position, wait_reason, wait_message, queued_at). Leads and admins see every job in full.",
+    request: { query: QueueListQuery },
+    responses: { 200: json(QueueList, "Entries, scheduling order"), 401: errors[401], 422: errors[422] },
+  }),
   async (c) => {
     const q = c.req.valid("query");
     const { rows, total } = await listEntries(c.get("db"), { status: q.status, limit: q.limit, includeCompleted: q.include_completed });
     const jobs = await present(c, rows);
     // Pending jobs in the Scheduler's order (priority with boost, then submission time).
     jobs.sort((a, b) => (a.status === "pending" && b.status === "pending" ? (a.position ?? Infinity) - (b.position ?? Infinity) : 0));
-    return c.json({ jobs, total }, 200);
+    const scope = ownerScope(principalOf(c).user);
+    return c.json({ jobs: jobs.map((job) => visibleEntry(job, scope)), total }, 200);
   },
 );
 
@@ -133,7 +142,7 @@ queue.openapi(
   async (c) => {
     const body = c.req.valid("json");
     const user = principalOf(c).user;
-    const outcome = await schedulerOf(c.env).submit({ id: user.id, team_id: user.team_id, priority: user.priority }, body);
+    const outcome = await schedulerOf(c.env).submit({ id: user.id, team_id: user.team_id, priority: user.priority, level: user.level }, body);
     const answer = submitAnswer(outcome);
     c.get("log").info("local job submitted", { job_id: answer.job_id, outcome: answer.status, user_id: user.id });
     return c.json(answer, 200);

@@ -1,7 +1,10 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { EventPage, EventsQuery, StreamQuery } from "../../shared/schemas/events";
 import { ApiError } from "../errors";
-import { assertJobExists, defaultJob, readEvents } from "../jobs/events";
+import { defaultJob, readEvents } from "../jobs/events";
+import { assertCanReadJob } from "../jobs/access";
+import { jobConfig } from "../jobs/config-snapshot";
+import { maskSecrets } from "../../shared/secrets-mask";
 import { hubOf } from "../jobs/hub-types";
 import type { Context } from "hono";
 import { ownerScope } from "../../shared/levels";
@@ -14,7 +17,7 @@ import { wakeWorker } from "../workers/wake";
 import { LocalSubmit, LocalSubmitResult } from "../../shared/schemas/queue";
 import { submitAnswer } from "../queue/answer";
 import { readFields } from "./body";
-import { INLINE_ENVIRONMENT, prepareTraining, saveActiveConfiguration } from "../training/forms";
+import { prepareTraining, saveActiveConfiguration } from "../training/forms";
 import { createRouter } from "../router";
 import { error, json } from "./openapi";
 
@@ -29,14 +32,17 @@ training.openapi(
     tags,
     summary: "A job's events from since_index on (spec 4.2, 6.1)",
     description:
-      "Events in order with dense indexes from 0: what the trainer reported (training.progress, checkpoint.saved, validation.image with the spec 6.3 fields, ...) and its other output lines as `log` events. Poll with since_index = the previous answer's next_index. Without job_id: the running job started last, else the job started last.",
+      "Events in order with dense indexes from 0: what the trainer reported (training.progress, checkpoint.saved, validation.image with the spec 6.3 fields, ...) and its other output lines as `log` events. Poll with since_index = the previous answer's next_index. Without job_id: the running job started last, else the job started last (among the jobs the caller may read). A job's events are for its owner, leads and admins: others get 403 `not_your_job`.",
     request: { query: EventsQuery },
-    responses: { 200: json(EventPage, "Events"), 401: error("No valid credential"), 404: error("No such job, or none has started"), 422: error("Invalid query") },
+    responses: { 200: json(EventPage, "Events"), 401: error("No valid credential"), 403: error("Another user's job"), 404: error("No such job, or none has started"), 422: error("Invalid query") },
   }),
   async (c) => {
     const q = c.req.valid("query");
     const db = c.get("db");
-    return c.json(await readEvents(db, q.job_id ?? (await defaultJob(db)), q.since_index, q.limit), 200);
+    const scope = callerScope(c);
+    const jobId = q.job_id ?? (await defaultJob(db, scope));
+    await assertCanReadJob(db, jobId, scope);
+    return c.json(await readEvents(db, jobId, q.since_index, q.limit), 200);
   },
 );
 
@@ -53,6 +59,7 @@ training.openapi(
       101: { description: "WebSocket" },
       200: { description: "Event stream", content: { "text/event-stream": { schema: z.string() } } },
       401: error("No valid credential"),
+      403: error("Another user's job"),
       404: error("No such job, or none has started"),
       422: error("Invalid query or Last-Event-ID"),
     },
@@ -60,8 +67,9 @@ training.openapi(
   async (c) => {
     const q = c.req.valid("query");
     const db = c.get("db");
-    const jobId = q.job_id ?? (await defaultJob(db));
-    await assertJobExists(db, jobId); // before any stream opens
+    const scope = callerScope(c);
+    const jobId = q.job_id ?? (await defaultJob(db, scope));
+    await assertCanReadJob(db, jobId, scope); // before any stream opens
     const lastId = c.req.header("last-event-id");
     let since = q.since_index;
     if (lastId !== undefined && lastId !== "") {
@@ -171,22 +179,25 @@ training.openapi(
     path: "/api/training/status",
     tags,
     summary: "High-level state, active job id and startup stage (spec 4.2)",
-    description: "For job_id, or else the running job started last, else the job queued first. state idle with nulls when there is none.",
+    description:
+      "For job_id, or else the running job started last, else the job queued first, among the jobs the caller may read (researchers and viewers: their own). state idle with nulls when there is none. Another user's job: 403 `not_your_job` (leads and admins read any).",
     request: { query: z.object({ job_id: z.string().max(200).optional() }) },
-    responses: { 200: json(TrainingStatus, "State"), 401: error("No valid credential"), 404: error("No such job") },
+    responses: { 200: json(TrainingStatus, "State"), 401: error("No valid credential"), 403: error("Another user's job"), 404: error("No such job") },
   }),
   async (c) => {
     const db = c.get("db");
+    const scope = callerScope(c);
     let jobId = c.req.valid("query").job_id;
     if (jobId === undefined) {
-      const found = await db.$client.execute(
-        "SELECT job_id FROM queue_entries WHERE status IN ('running', 'pending') ORDER BY CASE status WHEN 'running' THEN 0 ELSE 1 END, started_at DESC, queued_at, id LIMIT 1",
-      );
+      const found = await db.$client.execute({
+        sql: "SELECT job_id FROM queue_entries WHERE status IN ('running', 'pending') AND (?1 IS NULL OR user_id = ?1) ORDER BY CASE status WHEN 'running' THEN 0 ELSE 1 END, started_at DESC, queued_at, id LIMIT 1",
+        args: [scope],
+      });
       if (!found.rows.length) {
         return c.json({ state: "idle", job_id: null, status: null, config_name: null, startup_stage: null, progress: null, events: 0, attempt: null, allocated_gpus: null, started_at: null, completed_at: null, error_message: null }, 200);
       }
       jobId = String(found.rows[0]!.job_id);
-    } else await assertJobExists(db, jobId);
+    } else await assertCanReadJob(db, jobId, scope);
     return c.json(await jobStatus(db, jobId), 200);
   },
 );
@@ -201,12 +212,15 @@ training.openapi(
     path: "/api/training/checkpoints",
     tags,
     summary: "The checkpoints in the job's output directory (spec 4.2)",
-    description: "From the trainer's checkpoint.saved events: every checkpoint written and not since removed by rolling retention, oldest first. For job_id, or else the running job started last.",
+    description:
+      "From the trainer's checkpoint.saved events: every checkpoint written and not since removed by rolling retention, oldest first. For job_id, or else the caller's running job started last (a lead's or admin's: anyone's). Another user's job: 403 `not_your_job`.",
     request: { body: optionalJobBody },
-    responses: { 200: json(CheckpointList, "Checkpoints"), 400: error("No active job"), 401: error("No valid credential"), 404: error("No such job") },
+    responses: { 200: json(CheckpointList, "Checkpoints"), 400: error("No active job"), 401: error("No valid credential"), 403: error("Another user's job"), 404: error("No such job") },
   }),
   async (c) => {
-    const job = await activeJob(c.get("db"), await jobIdOf(c), null);
+    const jobId = await jobIdOf(c);
+    if (jobId !== undefined) await assertCanReadJob(c.get("db"), jobId, callerScope(c));
+    const job = await activeJob(c.get("db"), jobId, callerScope(c));
     return c.json({ job_id: job.jobId, checkpoints: await checkpointsOf(c.get("db"), job.jobId) }, 200);
   },
 );
@@ -227,12 +241,12 @@ const ValidationResult = z
     valid: z.boolean(),
     message: z.string().openapi({ example: "Configuration Valid" }),
     errors: FieldProblems,
-    environment: z.string().nullable().openapi({ description: "The active environment the form is merged onto; null: an inline run" }),
+    environment: z.string().nullable().openapi({ description: "Your active environment, which the form is merged onto; null: an inline run" }),
     active_tab: z.string().nullable(),
-    options: z.record(z.string(), z.unknown()).openapi({ description: "The merged options start would use" }),
+    options: z.record(z.string(), z.unknown()).openapi({ description: "The merged options start would use, secret-looking values masked" }),
   })
   .openapi("TrainingValidation");
-const StartResult = LocalSubmitResult.extend({ environment: z.string().openapi({ description: "The environment the job runs (the active one, or inline-run)" }) }).openapi("TrainingStart");
+const StartResult = LocalSubmitResult.extend({ environment: z.string().openapi({ description: "The environment the job runs (your active one, or your inline-run-<user id>)" }) }).openapi("TrainingStart");
 
 const problemsMessage = (n: number) => `${n} problem${n === 1 ? "" : "s"} found`;
 
@@ -248,9 +262,9 @@ training.openapi(
     responses: { 200: json(ValidationResult, "The result"), 401: error("No valid credential"), 403: error("Below researcher"), 415: error("Not a form"), 422: error("Unreadable form") },
   }),
   async (c) => {
-    const p = await prepareTraining(c.get("db"), await readFields(c, true));
+    const p = await prepareTraining(c.get("db"), await readFields(c, true), principalOf(c).user);
     const valid = p.problems.length === 0;
-    return c.json({ valid, message: valid ? "Configuration Valid" : problemsMessage(p.problems.length), errors: p.problems, environment: p.environment, active_tab: p.activeTab, options: p.options }, 200);
+    return c.json({ valid, message: valid ? "Configuration Valid" : problemsMessage(p.problems.length), errors: p.problems, environment: p.environment, active_tab: p.activeTab, options: maskSecrets(p.options) }, 200);
   },
 );
 
@@ -260,19 +274,19 @@ training.openapi(
     path: "/api/training/start",
     tags,
     summary: "Save the configuration and start training (spec 4.2)",
-    description: `Validates as /api/training/validate (422 with the problems per field, nothing saved), writes the merged options as the active configuration (the active environment's config; with none active, the environment "${INLINE_ENVIRONMENT}"), and submits the job through the Scheduler like POST /api/queue/submit: running at once where capacity exists, else queued.`,
+    description: `Validates as /api/training/validate (422 with the problems per field, nothing saved), writes the merged options as your active configuration (your active environment's config; with none active, your own environment "inline-run-<your user id>"), and submits the job through the Scheduler like POST /api/queue/submit: running at once where capacity exists, else queued.`,
     request: { body: trainingBody },
     responses: { 200: json(StartResult, "Started or queued"), 401: error("No valid credential"), 403: error("Below researcher"), 415: error("Not a form"), 422: error("Invalid configuration") },
   }),
   async (c) => {
-    const p = await prepareTraining(c.get("db"), await readFields(c, true));
+    const p = await prepareTraining(c.get("db"), await readFields(c, true), principalOf(c).user);
     if (p.problems.length) {
       throw new ApiError(422, "invalid_configuration", problemsMessage(p.problems.length), p.problems.map((e) => ({ path: `form.${e.field}`, message: e.message })));
     }
     const user = principalOf(c).user;
-    const environment = await saveActiveConfiguration(c.get("db"), p, user.id);
+    const environment = await saveActiveConfiguration(c.get("db"), p, user);
     const body = LocalSubmit.parse({ config_name: environment, metadata: { source: "training/start", active_tab: p.activeTab } });
-    const answer = submitAnswer(await schedulerOf(c.env).submit({ id: user.id, team_id: user.team_id, priority: user.priority }, body));
+    const answer = submitAnswer(await schedulerOf(c.env).submit({ id: user.id, team_id: user.team_id, priority: user.priority, level: user.level }, body));
     c.get("log").info("training started", { job_id: answer.job_id, outcome: answer.status, environment });
     return c.json({ ...answer, environment }, 200);
   },
@@ -301,13 +315,41 @@ training.openapi(
     path: "/api/training/webhooks",
     tags,
     summary: "The job's outbound webhook deliveries and how each went",
-    description: "Every message sent (or being sent) to the job's --webhook_config receivers: delivered, pending (retrying with backoff), failed (gave up, or the receiver answered a 4xx) or refused (a private target while those are not allowed).",
+    description:
+      "Every message sent (or being sent) to the job's --webhook_config receivers: delivered, pending (retrying with backoff), failed (gave up, or the receiver answered a 4xx) or refused (a private target while those are not allowed). For the job's owner, leads and admins: others get 403 `not_your_job`.",
     request: { query: z.object({ job_id: z.string().max(200) }) },
-    responses: { 200: json(DeliveryList, "Deliveries"), 401: error("No valid credential"), 404: error("No such job") },
+    responses: { 200: json(DeliveryList, "Deliveries"), 401: error("No valid credential"), 403: error("Another user's job"), 404: error("No such job") },
   }),
   async (c) => {
     const { job_id } = c.req.valid("query");
-    await assertJobExists(c.get("db"), job_id);
+    await assertCanReadJob(c.get("db"), job_id, callerScope(c));
     return c.json({ job_id, deliveries: (await hubOf(c.env, job_id).deliveries()) as z.infer<typeof DeliveryList>["deliveries"] }, 200);
+  },
+);
+
+const JobConfig = z
+  .object({
+    job_id: z.string(),
+    config_name: z.string().nullable().openapi({ description: "The environment it was submitted from (it may have changed or gone since)" }),
+    config: z.record(z.string(), z.unknown()).nullable().openapi({ description: "The option map snapshotted at submit, secret-looking values masked; null for a job finished before snapshots existed" }),
+    dataloader: z.array(z.record(z.string(), z.unknown())).nullable(),
+  })
+  .openapi("JobConfig");
+
+training.openapi(
+  createRoute({
+    method: "get",
+    path: "/api/training/config",
+    tags,
+    summary: "The configuration a job runs: its snapshot taken at submit",
+    description:
+      "The environment's option map and dataloader as they were when the job was submitted: the runner launches from this, so editing or deleting the environment later changes nothing for the job. Secret-looking values read `********`. For the job's owner, leads and admins: others get 403 `not_your_job`.",
+    request: { query: z.object({ job_id: z.string().min(1).max(200) }) },
+    responses: { 200: json(JobConfig, "The snapshot"), 401: error("No valid credential"), 403: error("Another user's job"), 404: error("No such job"), 422: error("job_id missing") },
+  }),
+  async (c) => {
+    const { job_id } = c.req.valid("query");
+    await assertCanReadJob(c.get("db"), job_id, callerScope(c));
+    return c.json(await jobConfig(c.get("db"), job_id), 200);
   },
 );

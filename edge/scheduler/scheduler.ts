@@ -10,7 +10,7 @@ import { planPass, type PendingJob, type Plan } from "./plan";
 import type { NewJob, PassResult, SchedulerApi, SubmitOutcome, Submitter, WaitInfo } from "./types";
 import type { LocalSubmit } from "../../shared/schemas/queue";
 import { ApiError } from "../errors";
-import { prepareLocalJob } from "../queue/submit";
+import { prepareLocalJob, type EnvironmentConfig } from "../queue/submit";
 import { admissionStatements, capacityFrom, capacityStatements, loadActive, loadCapacity, loadEntries, localBoxStatusStatement, planInput, sweepOfflineWorkers, workerBusyStatement, type ActiveEntry, type CapacityWithRules } from "./store";
 
 /** Seconds between background passes (spec 8). */
@@ -52,7 +52,7 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
   private readonly log: Logger;
   private submissions: { user: Submitter; body: LocalSubmit; resolve: (o: SubmitOutcome) => void; reject: (e: unknown) => void }[] = [];
   private capacityRead: { capacity: CapacityWithRules; at: number } | null = null;
-  private configs = new Map<string, { config: Record<string, unknown>; at: number }>();
+  private configs = new Map<string, { environment: EnvironmentConfig; at: number }>();
   private armed = false;
 
   constructor(ctx: DurableObjectState, env: Env) {
@@ -196,7 +196,7 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
         group[index] = { job: prepareLocalJob(user, body, configs.get(body.config_name) ?? null, capacity.approvalRules), noWait: body.no_wait };
       } catch (error) {
         if (!(error instanceof ApiError)) throw error;
-        outcomes[index] = { status: "invalid", httpStatus: error.status === 404 ? 404 : 422, code: error.code, message: error.detail };
+        outcomes[index] = { status: "invalid", httpStatus: error.status === 404 ? 404 : 422, code: error.code, message: error.detail, ...(error.fields ? { errors: error.fields } : {}) };
       }
     });
     const statements: InStatement[] = [];
@@ -288,13 +288,16 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     const cached = fresh(this.capacityRead) ? this.capacityRead!.capacity : null;
     const missing = [...new Set(submissions.map((s) => s.body.config_name))].filter((name) => !fresh(this.configs.get(name)));
     const statements: InStatement[] = cached ? [] : capacityStatements();
-    if (missing.length) statements.push({ sql: `SELECT name, config FROM environments WHERE name IN (${missing.map(() => "?").join(", ")})`, args: missing });
+    if (missing.length) statements.push({ sql: `SELECT name, config, dataloader FROM environments WHERE name IN (${missing.map(() => "?").join(", ")})`, args: missing });
     const reads = statements.length ? (await db.$client.batch(statements, "read")).map((r) => r.rows as unknown as Row[]) : [];
     const capacity = cached ?? capacityFrom(reads[0]!, reads[1]!);
     if (!cached) this.capacityRead = { capacity, at };
-    for (const row of missing.length ? reads.at(-1)! : []) this.configs.set(String(row.name), { config: JSON.parse(String(row.config ?? "{}")) as Record<string, unknown>, at });
-    const configs = new Map<string, Record<string, unknown>>();
-    for (const [name, read] of this.configs) if (fresh(read)) configs.set(name, read.config);
+    for (const row of missing.length ? reads.at(-1)! : []) {
+      const environment = { config: JSON.parse(String(row.config ?? "{}")) as Record<string, unknown>, dataloader: JSON.parse(String(row.dataloader ?? "[]")) as unknown[] };
+      this.configs.set(String(row.name), { environment, at });
+    }
+    const configs = new Map<string, EnvironmentConfig>();
+    for (const [name, read] of this.configs) if (fresh(read)) configs.set(name, read.environment);
     return { capacity, configs };
   }
 
@@ -373,8 +376,9 @@ function candidateOf(job: NewJob, id: number, queuedAt: number): PendingJob {
 function insertStatement(job: NewJob, status: "running" | "pending" | "blocked", stamp: string, gpus: number[] | null, workerId: number | null): InStatement {
   return {
     sql: `INSERT INTO queue_entries (job_id, user_id, team_id, provider, config_name, priority, status, queued_at, started_at, estimated_cost,
-            requires_approval, metadata, allocated_gpus, job_type, num_processes, target, worker_labels, device_ids, any_gpu, worker_id, updated_at)
-          VALUES (?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+            requires_approval, metadata, allocated_gpus, job_type, num_processes, target, worker_labels, device_ids, any_gpu, worker_id, updated_at,
+            config_snapshot, dataloader_snapshot)
+          VALUES (?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
     args: [
       job.jobId,
       job.userId,
@@ -396,6 +400,8 @@ function insertStatement(job: NewJob, status: "running" | "pending" | "blocked",
       job.anyGpu ? 1 : 0,
       workerId,
       stamp,
+      JSON.stringify(job.configSnapshot),
+      JSON.stringify(job.dataloaderSnapshot),
     ],
   };
 }

@@ -1,3 +1,5 @@
+import type { Level } from "../../shared/levels";
+import type { ErrorBody } from "../../shared/schemas/common";
 import type { LocalSubmit, WaitReason } from "../../shared/schemas/queue";
 import type { PendingJob } from "./plan";
 
@@ -17,6 +19,9 @@ export interface NewJob extends Pick<PendingJob, "jobType" | "numProcesses" | "t
   metadata: Record<string, unknown> | null;
   /** The approval rule that caught it, or null when it may run without approval. */
   approvalRule: string | null;
+  /** The environment's option map and dataloader at submit: what the job runs, whatever happens to the environment later. */
+  configSnapshot: Record<string, unknown>;
+  dataloaderSnapshot: unknown[];
 }
 
 /** Who submits: what the Scheduler needs of the caller. */
@@ -24,6 +29,8 @@ export interface Submitter {
   id: number;
   team_id: string | null;
   priority: number;
+  /** Decides which options the submitter may run (shared/admin-options.ts). */
+  level: Level | null;
 }
 
 export type SubmitOutcome =
@@ -32,7 +39,7 @@ export type SubmitOutcome =
   | { status: "blocked"; id: number; jobId: string; approvalId: number; message: string }
   | { status: "rejected"; reason: WaitReason; message: string }
   /** The submission itself is wrong (no such environment, bad device options); nothing stored. */
-  | { status: "invalid"; httpStatus: 404 | 422; code: string; message: string };
+  | { status: "invalid"; httpStatus: 404 | 422; code: string; message: string; errors?: ErrorBody["errors"] };
 
 export interface WaitInfo {
   id: number;

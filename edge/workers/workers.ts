@@ -125,8 +125,10 @@ export async function heartbeat(db: Database, worker: WorkerRow, body: z.infer<t
 /** The running jobs the scheduler has given a worker (what its runner should be running). */
 export async function assignmentsOf(db: Database, workerId: number) {
   const rows = await db.$client.execute({
-    sql: `SELECT q.job_id, q.config_name, q.allocated_gpus, q.num_processes, q.attempt, e.config, e.dataloader
-          FROM queue_entries q LEFT JOIN environments e ON e.name = q.config_name
+    // The configuration snapshotted at submit, never the live environment: editing or deleting
+    // the environment afterwards cannot change what a submitted job runs.
+    sql: `SELECT q.job_id, q.config_name, q.allocated_gpus, q.num_processes, q.attempt, q.config_snapshot AS config, q.dataloader_snapshot AS dataloader
+          FROM queue_entries q
           WHERE q.worker_id = ? AND q.status = 'running' ORDER BY q.started_at, q.id`,
     args: [workerId],
   });

@@ -75,6 +75,7 @@ export const QueueEntry = z
     id: z.number().int(),
     job_id: z.string(),
     user_id: z.number().int().nullable(),
+    owner: z.string().nullable().openapi({ description: "The submitter's username" }),
     team_id: z.string().nullable(),
     provider: z.string().nullable(),
     config_name: z.string().nullable(),
@@ -108,7 +109,19 @@ export const QueueEntry = z
   .openapi("QueueEntry");
 export type QueueEntry = z.infer<typeof QueueEntry>;
 
-export const QueueList = z.object({ jobs: z.array(QueueEntry), total: z.number().int() }).openapi("QueueList");
+/** What anyone may see of another user's job; the other fields are for its owner, leads and admins. */
+export const PUBLIC_QUEUE_FIELDS = ["id", "job_id", "user_id", "owner", "status", "priority", "effective_priority", "position", "wait_reason", "wait_message", "queued_at"] as const;
+export const PublicQueueEntry = QueueEntry.pick(Object.fromEntries(PUBLIC_QUEUE_FIELDS.map((f) => [f, true])) as { [K in (typeof PUBLIC_QUEUE_FIELDS)[number]]: true }).openapi("PublicQueueEntry", {
+  description: "Another user's job as researchers and viewers see it: only the public fields",
+});
+export type PublicQueueEntry = z.infer<typeof PublicQueueEntry>;
+
+export const QueueList = z
+  .object({
+    jobs: z.array(z.union([QueueEntry, PublicQueueEntry])).openapi({ description: "Your own jobs in full; other users' jobs with the public fields only (leads and admins see every job in full)" }),
+    total: z.number().int(),
+  })
+  .openapi("QueueList");
 
 export const QueueListQuery = z.object({
   status: z.enum(ACTIVE_STATUSES).optional().openapi({ description: "Only entries in this status" }),
