@@ -82,8 +82,8 @@ export const Assignment = z
   .object({
     job_id: z.string(),
     config_name: z.string().nullable(),
-    config: z.record(z.string(), z.unknown()).openapi({ description: "The environment's option map as it is now (empty when the environment is gone)" }),
-    dataloader: z.array(z.record(z.string(), z.unknown())).openapi({ description: "The environment's datasets (multidatabackend.json)" }),
+    config: z.record(z.string(), z.unknown()).openapi({ description: "The environment's option map as snapshotted when the job was submitted (later edits do not apply)" }),
+    dataloader: z.array(z.record(z.string(), z.unknown())).openapi({ description: "The environment's datasets (multidatabackend.json), snapshotted at submit" }),
     allocated_gpus: z.array(z.number().int()).nullable(),
     num_processes: z.number().int(),
     attempt: z.number().int(),
