@@ -105,7 +105,8 @@ export class EventsHub extends DurableObject<Env> {
 
   private webhooks(jobId: string): Promise<WebhookConfig> {
     this.hooks ??= this.db()
-      .$client.execute({ sql: "SELECT e.config FROM queue_entries q LEFT JOIN environments e ON e.name = q.config_name WHERE q.job_id = ?", args: [jobId] })
+      // The job's own snapshot, as the runner gets it: later edits of the environment do not apply.
+      .$client.execute({ sql: "SELECT config_snapshot AS config FROM queue_entries WHERE job_id = ?", args: [jobId] })
       .then((r) => webhookConfig(r.rows[0]?.config ? (JSON.parse(String(r.rows[0].config)) as Record<string, unknown>) : {}))
       .catch((error: unknown) => {
         this.hooks = null; // read again next time
