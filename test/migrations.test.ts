@@ -78,6 +78,27 @@ describe("schema migrations", () => {
     if (version >= 3) expect(byId["job-v3"]).toMatchObject({ allocated_gpus: "[0,1]", job_type: "local", num_processes: 2 });
   });
 
+  it("version 13 snapshots the configuration of jobs still waiting or running, and gives every user the old global active environment", async () => {
+    await withDatabase(tempDataDir(), async (client) => {
+      await applyMigrations(client, { upTo: 12 });
+      const at = "2026-11-01T00:00:00.000Z";
+      for (const name of ["ada", "bo"]) await client.execute({ sql: "INSERT INTO users (username, email, password_hash, created_at) VALUES (?, ?, 'x', ?)", args: [name, `${name}@example.com`, at] });
+      await client.execute({ sql: `INSERT INTO environments (name, config, dataloader, created_by, created_at, updated_at) VALUES ('live', '{"--seed":1}', '[{"id":"live-images"}]', 1, ?, ?), ('other', '{}', '[]', 2, ?, ?)`, args: [at, at, at, at] });
+      await client.execute({ sql: "INSERT INTO settings (key, value, updated_at) VALUES ('active_environment', '1', ?)", args: [at] });
+      const job = (id: string, status: string, config: string) => client.execute({ sql: "INSERT INTO queue_entries (job_id, user_id, config_name, status, queued_at) VALUES (?, 1, ?, ?, ?)", args: [id, config, status, at] });
+      await job("waiting", "pending", "live");
+      await job("running", "running", "live");
+      await job("done", "completed", "live");
+      await job("orphan", "pending", "gone");
+
+      expect(await applyMigrations(client)).toEqual([13, ...MIGRATIONS.filter((m) => m.version > 13).map((m) => m.version)]);
+      const jobs = Object.fromEntries((await client.execute("SELECT job_id, config_snapshot, dataloader_snapshot FROM queue_entries")).rows.map((r) => [r.job_id, [r.config_snapshot, r.dataloader_snapshot]]));
+      expect(jobs).toEqual({ waiting: ['{"--seed":1}', '[{"id":"live-images"}]'], running: ['{"--seed":1}', '[{"id":"live-images"}]'], done: [null, null], orphan: [null, null] });
+      expect((await client.execute("SELECT user_id, environment_id FROM active_environments ORDER BY user_id")).rows.map((r) => [r.user_id, r.environment_id])).toEqual([[1, 1], [2, 1]]);
+      expect((await client.execute("SELECT 1 FROM settings WHERE key = 'active_environment'")).rows).toHaveLength(0);
+    });
+  });
+
   it("apply each version atomically: a failing one leaves the database at the previous version", async () => {
     const broken = [...MIGRATIONS, { version: LATEST_SCHEMA_VERSION + 1, name: "broken", statements: ["CREATE TABLE half_done (a INTEGER)", "THIS IS NOT SQL"] }];
     await withDatabase(tempDataDir(), async (client) => {
