@@ -145,6 +145,7 @@ environments.openapi(
   async (c) => {
     const { name } = c.req.valid("param");
     const dataloader = await regenerateDataloader(c.get("db"), name, principalOf(c).user);
+    await schedulerOf(c.env).forget(); // the next submission's snapshot must carry it
     c.get("log").info("environment dataloader regenerated", { environment: name, by: principalOf(c).user.id });
     return c.json({ success: true as const, dataloader }, 200);
   },
