@@ -57,6 +57,7 @@ function assertMaySet(config: ConfigOptions, actor: Actor, pathPrefix: string): 
     throw new ApiError(422, "admin_only_option", `${refused.join(", ")} may be set only by an admin; remove ${refused.length === 1 ? "it" : "them"} (pick a trainer the box declares with --trainer <name>)`, refused.map((option) => ({ path: `${pathPrefix}${option}`, message: "admin only" })));
   }
 }
+
 const missing = (name: string) => notFound(`Environment ${JSON.stringify(name)}`);
 const taken = (name: string) => conflict(`An environment named ${JSON.stringify(name)} already exists; choose another name`);
 
@@ -145,7 +146,8 @@ export async function listEnvironments(db: Database, userId: number): Promise<En
 }
 
 /**
- * Applies an update in one statement. `config` replaces the whole option map (not a merge) and
+ * Applies an update in one statement, conditional on the caller's right to change it (the stored
+ * options are read first only to keep the values sent back masked). `config` replaces the whole option map (not a merge) and
  * the model columns follow its `--model_*` and `--lora_type` options; `name` renames (409 when
  * taken). The dataloader keeps its paths across a rename: regenerate it to follow the new name.
  * Only the owner, a lead or an admin may (else 403 `not_owner`); admin-only options only from an
