@@ -185,3 +185,15 @@ export const providerWebhookEvents = sqliteTable("provider_webhook_events", {
   payload: text("payload").notNull(),
   processedAt: text("processed_at"),
 });
+
+export const storageUsage = sqliteTable("storage_usage", {
+  jobId: text("job_id").primaryKey(),
+  bytes: integer("bytes").notNull().default(0),
+  objects: integer("objects").notNull().default(0),
+});
+
+export const datasetFolders = sqliteTable("dataset_folders", {
+  name: text("name").primaryKey(),
+  createdBy: integer("created_by"),
+  createdAt: text("created_at").notNull(),
+});

@@ -10,6 +10,7 @@ import { v9 } from "./0009_audit_log";
 import { v10 } from "./0010_provider_settings";
 import { v11 } from "./0011_storage_credentials";
 import { v12 } from "./0012_storage_uploads";
+import { v14 } from "./0014_bounds";
 
 /** One schema version: statements applied together in one transaction. */
 export interface Migration {
@@ -19,5 +20,5 @@ export interface Migration {
 }
 
 /** Every schema version, in order. Append; never edit one that has shipped. */
-export const MIGRATIONS: readonly Migration[] = [v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11, v12];
+export const MIGRATIONS: readonly Migration[] = [v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11, v12, v14];
 export const LATEST_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
