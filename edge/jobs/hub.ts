@@ -5,6 +5,8 @@ import type { Env } from "../env";
 import { readEvents } from "./events";
 import type { HubEvent } from "./hub-types";
 import { getSetting } from "../settings";
+import type { StorageBucket } from "../storage/endpoint";
+import { abortEndedUploads } from "../storage/sweep";
 import { RETRY_DELAYS_SECONDS, sendWebhook, signingSecret } from "../webhooks/delivery";
 import { lifecycleOf, webhookConfig, type WebhookConfig } from "../webhooks/lifecycle";
 
@@ -91,6 +93,8 @@ export class EventsHub extends DurableObject<Env> {
       w.end(status);
       this.drop(w);
     }
+    // Its storage credentials died with it: nobody can finish its open multipart uploads.
+    await abortEndedUploads(this.db(), this.env.STORAGE as unknown as StorageBucket, jobId).catch(() => {});
     const config = await this.webhooks(jobId);
     await this.enqueue(jobId, config, [{ type: `job.${status}`, data: { status, last_progress: this.lastSeenProgress } }]);
   }
