@@ -138,7 +138,7 @@ export class EventsHub extends DurableObject<Env> {
     const [settings, serviceSecret] = await Promise.all([getSetting(db, "webhooks"), signingSecret(db)]);
     const due = this.ctx.storage.sql.exec("SELECT id, message_id, url, body, secret, attempts FROM deliveries WHERE status = 'pending' AND next_at <= ? ORDER BY id LIMIT 100", Date.now()).toArray();
     for (const d of due) {
-      const result = await sendWebhook(String(d.url), String(d.message_id), String(d.body), d.secret === null ? serviceSecret : String(d.secret), settings.allow_private_targets);
+      const result = await sendWebhook(String(d.url), String(d.message_id), String(d.body), d.secret === null ? serviceSecret : String(d.secret), settings.allow_private_targets, this.env.WEBHOOK_OUTBOUND);
       const attempts = Number(d.attempts) + 1;
       if (result.ok) {
         this.ctx.storage.sql.exec("UPDATE deliveries SET status = 'delivered', attempts = ?, last_error = NULL, delivered_at = ? WHERE id = ?", attempts, new Date().toISOString(), d.id);
