@@ -221,7 +221,8 @@ export class EventsHub extends DurableObject<Env> {
         const page = await readEvents(this.db(), jobId, w.next, 1000);
         status = page.status;
         for (const e of page.events) this.deliver(w, e as HubEvent);
-        if (page.events.length < 1000) break;
+        // A page may stop early at its byte cap: the log is replayed when a page comes back empty.
+        if (page.events.length === 0) break;
       }
       for (const e of w.held ?? []) this.deliver(w, e);
       w.held = null;
