@@ -197,3 +197,10 @@ export const datasetFolders = sqliteTable("dataset_folders", {
   createdBy: integer("created_by"),
   createdAt: text("created_at").notNull(),
 });
+
+export const eventWatchers = sqliteTable("event_watchers", {
+  id: text("id").primaryKey(),
+  userId: integer("user_id").notNull(),
+  jobId: text("job_id").notNull(),
+  expiresAt: integer("expires_at").notNull(),
+});

@@ -2,7 +2,9 @@ import { DurableObject } from "cloudflare:workers";
 import { readConfig } from "../config";
 import { openDatabase, type Database } from "../db/client";
 import type { Env } from "../env";
+import { boundedWriter } from "./bounded-writer";
 import { readEvents } from "./events";
+import { claimWatcher, MAX_WATCHERS_PER_JOB, MAX_WATCHERS_PER_USER, releaseWatcher, renewWatchers } from "./watchers";
 import type { HubEvent } from "./hub-types";
 import { getSetting } from "../settings";
 import type { StorageBucket } from "../storage/endpoint";
@@ -23,6 +25,8 @@ const KEEPALIVE_MS = 15_000;
 const encoder = new TextEncoder();
 
 interface Watcher {
+  /** Its lease in event_watchers (watchers.ts). */
+  id: string;
   /** Next index this watcher needs. */
   next: number;
   /** Live events that arrived while the log was being replayed; null once live. */
@@ -32,7 +36,12 @@ interface Watcher {
   write(event: HubEvent): void;
   end(status: string): void;
   ping(): void;
+  /** Resolves when the watcher has read enough of what was sent (a replay waits between pages). */
+  drained(): Promise<void>;
 }
+
+/** Unread bytes a server-sent events watcher may hold (a full event page and then some) before it is given up; it resumes with Last-Event-ID. */
+export const MAX_UNREAD_BYTES = 4 * 1024 * 1024;
 
 export class EventsHub extends DurableObject<Env> {
   private readonly watchers = new Set<Watcher>();
@@ -159,7 +168,7 @@ export class EventsHub extends DurableObject<Env> {
   }
 
   private drop(w: Watcher): void {
-    this.watchers.delete(w);
+    if (this.watchers.delete(w)) void releaseWatcher(this.db(), w.id).catch(() => {});
     if (this.watchers.size === 0 && this.keepalive) {
       clearInterval(this.keepalive);
       this.keepalive = null;
@@ -170,15 +179,22 @@ export class EventsHub extends DurableObject<Env> {
     const url = new URL(request.url);
     const jobId = url.searchParams.get("job_id") ?? "";
     const since = Number(url.searchParams.get("since") ?? 0);
+    const userId = Number(url.searchParams.get("user_id") ?? 0);
+    if (this.watchers.size >= MAX_WATCHERS_PER_JOB) return tooManyWatchers(`Job ${jobId} already has ${MAX_WATCHERS_PER_JOB} live watchers, the most one job has: close one, or poll GET /api/training/events`);
+    const id = crypto.randomUUID();
+    if (!(await claimWatcher(this.db(), { id, userId, jobId }))) return tooManyWatchers(`You already have ${MAX_WATCHERS_PER_USER} live event streams, the most one user has: close one, or poll GET /api/training/events`);
     let watcher: Watcher;
     let response: Response;
     if (request.headers.get("upgrade")?.toLowerCase() === "websocket") {
       const pair = new WebSocketPair();
       const socket = pair[1];
       socket.accept();
+      // workerd's WebSocket shows no bufferedAmount: its watchers are bounded by count only.
       watcher = {
+        id,
         next: since,
         held: [],
+        drained: () => Promise.resolve(),
         write: (e) => socket.send(JSON.stringify(e)),
         end: (status) => {
           socket.send(JSON.stringify({ type: "end", status }));
@@ -191,17 +207,31 @@ export class EventsHub extends DurableObject<Env> {
       response = new Response(null, { status: 101, webSocket: pair[0] });
     } else {
       const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>();
-      const writer = writable.getWriter();
-      const send = (text: string) => writer.write(encoder.encode(text)).catch(() => this.drop(watcher));
+      // A reader that falls MAX_UNREAD_BYTES behind is given up rather than buffered for.
+      const writer = boundedWriter(writable, MAX_UNREAD_BYTES, () => {
+        this.drop(watcher);
+        void writer.abort("the client read too slowly; reconnect with Last-Event-ID");
+      });
+      // The client went away: its place is free at once, not at the next keep-alive.
+      void writer.closed.then(() => this.drop(watcher));
+      const send = (text: string) => writer.write(encoder.encode(text));
       watcher = {
+        id,
         next: since,
         held: [],
+        drained: () => writer.drained(),
         write: (e) => void send(`id: ${e.index}\ndata: ${JSON.stringify(e)}\n\n`),
         end: (status) => {
-          void send(`event: end\ndata: ${JSON.stringify({ status })}\n\n`);
-          void writer.close().catch(() => {});
+          send(`event: end\ndata: ${JSON.stringify({ status })}\n\n`);
+          void writer.close();
         },
-        ping: () => void send(": keep-alive\n\n"),
+        ping: () => {
+          // A reader that has taken nothing for two keep-alives is gone (or too slow to keep).
+          if (writer.stalledFor() > 2 * KEEPALIVE_MS) {
+            this.drop(watcher);
+            void writer.abort("the client stopped reading");
+          } else send(": keep-alive\n\n");
+        },
       };
       void send("retry: 2000\n\n");
       response = new Response(readable, { headers: { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-store", "x-accel-buffering": "no" } });
@@ -209,6 +239,7 @@ export class EventsHub extends DurableObject<Env> {
     this.watchers.add(watcher);
     this.keepalive ??= setInterval(() => {
       for (const w of this.watchers) w.ping();
+      void renewWatchers(this.db(), [...this.watchers].map((w) => w.id)).catch(() => {});
     }, KEEPALIVE_MS);
     void this.replay(watcher, jobId);
     return response;
@@ -221,6 +252,8 @@ export class EventsHub extends DurableObject<Env> {
         const page = await readEvents(this.db(), jobId, w.next, 1000);
         status = page.status;
         for (const e of page.events) this.deliver(w, e as HubEvent);
+        if (!this.watchers.has(w)) return; // given up while replaying
+        await w.drained();
         // A page may stop early at its byte cap: the log is replayed when a page comes back empty.
         if (page.events.length === 0) break;
       }
@@ -236,4 +269,9 @@ export class EventsHub extends DurableObject<Env> {
       this.drop(w);
     }
   }
+}
+
+/** 429 for a watcher over a limit, in the API's error shape. */
+function tooManyWatchers(detail: string): Response {
+  return Response.json({ detail, code: "too_many_watchers" }, { status: 429, headers: { "retry-after": "15" } });
 }

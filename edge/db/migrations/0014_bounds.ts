@@ -8,6 +8,8 @@ import type { Migration } from "./index";
  *   version are not counted.
  * - dataset_folders: who created each top-level dataset folder. Folders that existed before
  *   this version have no row: they belong to nobody, so only leads and admins change them.
+ * - event_watchers: leases of live event watchers (SSE, WebSocket), so one user's watchers over
+ *   all jobs can be counted; a lease lapses unless its events hub renews it.
  * - provider webhooks are deduplicated only when signed: an unsigned delivery must not claim a
  *   webhook-id and so block the genuine, signed one; received_at is indexed for the retention sweep.
  */
@@ -25,6 +27,13 @@ export const v14: Migration = {
       created_by INTEGER,
       created_at TEXT NOT NULL
     )`,
+    `CREATE TABLE event_watchers (
+      id TEXT PRIMARY KEY,
+      user_id INTEGER NOT NULL,
+      job_id TEXT NOT NULL,
+      expires_at INTEGER NOT NULL
+    )`,
+    `CREATE INDEX event_watchers_user ON event_watchers (user_id, expires_at)`,
     `DROP INDEX provider_webhook_events_dedupe`,
     `CREATE UNIQUE INDEX provider_webhook_events_dedupe ON provider_webhook_events (provider, webhook_id) WHERE webhook_id IS NOT NULL AND signed = 1`,
     `CREATE INDEX provider_webhook_events_received ON provider_webhook_events (received_at)`,
