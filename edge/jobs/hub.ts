@@ -45,6 +45,8 @@ export const MAX_UNREAD_BYTES = 4 * 1024 * 1024;
 
 export class EventsHub extends DurableObject<Env> {
   private readonly watchers = new Set<Watcher>();
+  /** Watchers whose lease is being taken (fetch awaits libSQL before adding them). */
+  private connecting = 0;
   private keepalive: ReturnType<typeof setInterval> | null = null;
   private database: Database | null = null;
   /** The job's webhook receivers, read once from its environment. */
@@ -180,9 +182,12 @@ export class EventsHub extends DurableObject<Env> {
     const jobId = url.searchParams.get("job_id") ?? "";
     const since = Number(url.searchParams.get("since") ?? 0);
     const userId = Number(url.searchParams.get("user_id") ?? 0);
-    if (this.watchers.size >= MAX_WATCHERS_PER_JOB) return tooManyWatchers(`Job ${jobId} already has ${MAX_WATCHERS_PER_JOB} live watchers, the most one job has: close one, or poll GET /api/training/events`);
+    // Counted with the connects still taking their lease, so parallel ones cannot pass the limit.
+    if (this.watchers.size + this.connecting >= MAX_WATCHERS_PER_JOB) return tooManyWatchers(`Job ${jobId} already has ${MAX_WATCHERS_PER_JOB} live watchers, the most one job has: close one, or poll GET /api/training/events`);
     const id = crypto.randomUUID();
-    if (!(await claimWatcher(this.db(), { id, userId, jobId }))) return tooManyWatchers(`You already have ${MAX_WATCHERS_PER_USER} live event streams, the most one user has: close one, or poll GET /api/training/events`);
+    this.connecting++;
+    const leased = await claimWatcher(this.db(), { id, userId, jobId }).finally(() => this.connecting--);
+    if (!leased) return tooManyWatchers(`You already have ${MAX_WATCHERS_PER_USER} live event streams, the most one user has: close one, or poll GET /api/training/events`);
     let watcher: Watcher;
     let response: Response;
     if (request.headers.get("upgrade")?.toLowerCase() === "websocket") {
@@ -212,7 +217,8 @@ export class EventsHub extends DurableObject<Env> {
         this.drop(watcher);
         void writer.abort("the client read too slowly; reconnect with Last-Event-ID");
       });
-      // The client went away: its place is free at once, not at the next keep-alive.
+      // The stream ended or the runtime reported the client gone (it may not: then the
+      // keep-alive's stall check below notices).
       void writer.closed.then(() => this.drop(watcher));
       const send = (text: string) => writer.write(encoder.encode(text));
       watcher = {
