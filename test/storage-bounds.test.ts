@@ -112,6 +112,16 @@ describe("the per-job storage quota", () => {
     expect(bad.status).toBe(422);
     expect(bad.text).toContain("max_bytes");
     expect((await t.call("GET", "/api/admin/storage-quota", { auth: { key: admin.key } })).body.max_bytes).toBe(53_687_091_200);
+    // Changes are audited, with what they replaced.
+    expect((await setQuota({ max_objects: 5000 })).body).toEqual({ max_bytes: 53_687_091_200, max_objects: 5000 });
+    for (const deadline = Date.now() + 5000; ; await new Promise((r) => setTimeout(r, 50))) {
+      const entries = (await t.call("GET", "/api/audit?event_type=storage_quota_changed", { auth: { key: admin.key } })).body.entries;
+      if (entries.length) {
+        expect(entries[0]).toMatchObject({ actor: "admin", target: "storage_quota", details: { before: { max_objects: 100_000 }, after: { max_objects: 5000 } } });
+        break;
+      }
+      if (Date.now() > deadline) throw new Error("no storage_quota_changed audit entry");
+    }
   });
 
   it("refuses a PUT that would pass the bytes quota with QuotaExceeded, storing nothing; one that fits is stored", async () => {

@@ -3,6 +3,7 @@ import { ownerScope } from "../../shared/levels";
 import { JobIdParam } from "../../shared/schemas/queue";
 import { identify, principalOf, workerOf } from "../middleware/authorize";
 import { createRouter } from "../router";
+import { auditLater } from "../audit/trail";
 import { schedulerOf } from "../scheduler/stub";
 import { getSetting, setSetting } from "../settings";
 import { assertJobCanRun, issueStorageCredentials, runnerStorageCredentials, type IssuedCredentials } from "../storage/credentials";
@@ -97,8 +98,10 @@ storageRoutes.openapi(
   }),
   async (c) => {
     const db = c.get("db");
-    const next = { ...(await getSetting(db, "storage_quota")), ...c.req.valid("json") };
+    const before = await getSetting(db, "storage_quota");
+    const next = { ...before, ...c.req.valid("json") };
     await setSetting(db, "storage_quota", next);
+    auditLater(c, { event_type: "storage_quota_changed", target: "storage_quota", details: { before, after: next } });
     c.get("log").info("storage quota changed", { ...next, by: principalOf(c).user.id });
     return c.json(next, 200);
   },
