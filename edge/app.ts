@@ -1,6 +1,7 @@
 import type { AppEnv } from "./app-env";
 import { ApiError } from "./errors";
 import { authorize } from "./middleware/authorize";
+import { requestBodyLimits } from "./middleware/body-limit";
 import { requestContext } from "./middleware/request-context";
 import { createRouter, handleError } from "./router";
 import { auth } from "./routes/auth";
@@ -33,6 +34,7 @@ export function createApp() {
   app.use("*", httpMetrics());
   app.use("*", rateLimit());
   app.use("*", authorize());
+  app.use("*", requestBodyLimits());
   app.route("/", health);
   app.route("/", auth);
   app.route("/", users);

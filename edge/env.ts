@@ -21,6 +21,8 @@ export interface Env {
   LIBSQL_AUTH_TOKEN?: string;
   /** Local default only: the host process's Hrana server, as a service binding. */
   LIBSQL_BRIDGE?: ServiceBinding;
+  /** Local default only: the host's webhook fetcher, which resolves names and refuses private addresses (edge/local/webhook-outbound.ts). */
+  WEBHOOK_OUTBOUND?: ServiceBinding;
   SERVICE_ENV?: string;
   SERVICE_LOG_LEVEL?: string;
   SERVICE_LOG_FORMAT?: string;

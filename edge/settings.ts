@@ -3,6 +3,7 @@ import type { Database } from "./db/client";
 import { settings } from "./db/schema";
 import { APPROVAL_DEFAULTS, CONCURRENCY_DEFAULTS, type ApprovalRules, type ConcurrencySettings } from "../shared/schemas/queue";
 import { METRIC_TEMPLATES, type MetricsConfig } from "../shared/schemas/metrics";
+import { STORAGE_QUOTA_DEFAULTS, type StorageQuota } from "../shared/schemas/storage";
 
 /** Service settings stored in libSQL, JSON-encoded, with their defaults. */
 export const SETTING_DEFAULTS = {
@@ -22,6 +23,8 @@ export const SETTING_DEFAULTS = {
   webhook_signing_secret: "" as string,
   /** Prometheus export (spec 2.12): off by default; the standard template's categories. */
   metrics: { prometheus_enabled: false, prometheus_categories: [...METRIC_TEMPLATES.standard] } as MetricsConfig,
+  /** What one job may keep on the storage endpoint (PUT /api/admin/storage-quota). */
+  storage_quota: STORAGE_QUOTA_DEFAULTS as StorageQuota,
 } satisfies Record<string, unknown>;
 export type SettingKey = keyof typeof SETTING_DEFAULTS;
 type SettingValue<K extends SettingKey> = (typeof SETTING_DEFAULTS)[K];

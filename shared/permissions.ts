@@ -104,6 +104,8 @@ export const ROUTE_ACCESS: Record<string, Access> = {
   "GET /api/audit": { level: "admin" },
   "GET /api/audit/verify": { level: "admin" },
   "POST /api/queue/{job_id}/storage-credentials": { level: "researcher" },
+  "GET /api/admin/storage-quota": { level: "admin" },
+  "PUT /api/admin/storage-quota": { level: "admin" },
 
   "GET /api/cloud/metrics/prometheus": { level: "admin", scrapeToken: true },
   "GET /api/cloud/metrics/config": { level: "admin" },

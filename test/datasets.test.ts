@@ -1,5 +1,6 @@
 // Datasets (spec 4.4) over real HTTP into the real R2 binding: folders, uploads, zip extraction,
-// and every way a name could leave the datasets root - refused, naming the culprit, nothing written.
+// and every way a name could leave the datasets root - refused, naming the culprit, nothing written;
+// zip bombs stopped by the bytes really produced; folders changed only by their creator, leads and admins.
 import { strToU8, zipSync } from "fflate";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createUserWithKey, setUpAdmin, startTestStack, type TestStack } from "./helpers/stack";
@@ -7,11 +8,13 @@ import { createUserWithKey, setUpAdmin, startTestStack, type TestStack } from ".
 let t: TestStack;
 let key: string;
 let viewerKey: string;
+let adminCookie: string;
 const PNG = new Uint8Array([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 1, 2, 3]);
 
 beforeAll(async () => {
   t = await startTestStack();
   const admin = await setUpAdmin(t);
+  adminCookie = admin.cookie;
   key = (await createUserWithKey(t, { cookie: admin.cookie }, "researcher")).key;
   viewerKey = (await createUserWithKey(t, { cookie: admin.cookie }, "viewer")).key;
 });
@@ -112,5 +115,71 @@ describe("zip uploads", () => {
     const notZip = await post("/api/datasets/upload/zip", { target_path: "slip", file: new Blob(["not a zip"]) });
     expect(notZip.status).toBe(422);
     expect((await list("")).folders).not.toContain("slip");
+  });
+});
+
+describe("zip bombs", () => {
+  /** A zip whose one entry declares `declared` bytes but inflates to `actual` zeros. */
+  function bomb(name: string, actual: number, declared: number): Uint8Array {
+    const zip = zipSync({ [name]: new Uint8Array(actual) }, { level: 9 });
+    const view = new DataView(zip.buffer, zip.byteOffset, zip.byteLength);
+    view.setUint32(22, declared, true); // local file header: uncompressed size
+    const central = view.getUint32(zip.byteLength - 22 + 16, true);
+    view.setUint32(central + 24, declared, true); // central directory: uncompressed size
+    return zip;
+  }
+
+  it("stops extracting once an entry produces more than its cap, whatever it declares (413), writing nothing", async () => {
+    const zip = bomb("bomb.png", 101 * 1024 * 1024, 1000);
+    expect(zip.byteLength).toBeLessThan(200 * 1024);
+    const reply = await post("/api/datasets/upload/zip", { target_path: "bombed", file: new Blob([zip as Uint8Array<ArrayBuffer>]) });
+    expect(reply.status).toBe(413);
+    expect(reply.body).toMatchObject({ code: "zip_too_large", detail: `Zip entry "bomb.png" expands to more than ${100 * 1024 * 1024} bytes (counted while extracting, whatever it declares); nothing was extracted` });
+    expect((await list("")).folders).not.toContain("bombed");
+  });
+
+  it("still extracts a zip whose entries are within the caps", async () => {
+    const reply = await post("/api/datasets/upload/zip", { target_path: "bombed-not", file: new Blob([zipSync({ "a.png": new Uint8Array(1024 * 1024) }) as Uint8Array<ArrayBuffer>]) });
+    expect(reply.status).toBe(201);
+    expect(reply.body.files).toEqual([expect.objectContaining({ path: "bombed-not/a.png", size: 1024 * 1024 })]);
+  });
+});
+
+describe("folder owners", () => {
+  let other: string;
+  let lead: string;
+  beforeAll(async () => {
+    other = (await createUserWithKey(t, { cookie: adminCookie }, "researcher", "otto")).key;
+    lead = (await createUserWithKey(t, { cookie: adminCookie }, "lead", "lena")).key;
+    expect((await post("/api/datasets/folders", { parent_path: "", folder_name: "mine" })).status).toBe(201);
+    expect((await post("/api/datasets/upload", { target_path: "mine", "files[]": [[blob(PNG), "1.png"]] })).status).toBe(201);
+  });
+  const refusal = { code: "folder_not_yours", detail: "Dataset folder mine belongs to another user: only its creator, leads and admins change its files (reading it is open to all)" };
+
+  it("refuse another researcher's upload, zip and new subfolder in the creator's folder (403), changing nothing", async () => {
+    const before = JSON.stringify([await list("mine"), await list("mine/sub")]);
+    expect(await post("/api/datasets/upload", { target_path: "mine", "files[]": [[blob(PNG), "1.png"]] }, other)).toMatchObject({ status: 403, body: refusal });
+    expect(await post("/api/datasets/upload", { target_path: "mine/sub", "files[]": [[blob(PNG), "2.png"]] }, other)).toMatchObject({ status: 403, body: refusal });
+    expect(await post("/api/datasets/upload/zip", { target_path: "mine", file: new Blob([zipSync({ "1.png": strToU8("overwritten") })]) }, other)).toMatchObject({ status: 403, body: refusal });
+    expect(await post("/api/datasets/upload/zip", { target_path: "", file: new Blob([zipSync({ "mine/1.png": strToU8("overwritten") })]) }, other)).toMatchObject({ status: 403, body: refusal });
+    expect(await post("/api/datasets/folders", { parent_path: "mine", folder_name: "sub" }, other)).toMatchObject({ status: 403, body: refusal });
+    expect(JSON.stringify([await list("mine"), await list("mine/sub")])).toBe(before);
+    // Reading stays open.
+    expect((await (await fetch(`${t.base}/api/datasets?path=mine`, { headers: { "x-api-key": other } })).json()).files).toHaveLength(1);
+  });
+
+  it("let the creator and leads change the folder, and give a new folder to whoever writes into it first", async () => {
+    expect((await post("/api/datasets/folders", { parent_path: "mine", folder_name: "sub" })).status).toBe(201);
+    expect((await post("/api/datasets/upload", { target_path: "mine/sub", "files[]": [[blob(PNG), "by-lead.png"]] }, lead)).status).toBe(201);
+    expect((await post("/api/datasets/upload", { target_path: "ottos", "files[]": [[blob(PNG), "1.png"]] }, other)).status).toBe(201);
+    expect((await post("/api/datasets/upload", { target_path: "ottos", "files[]": [[blob(PNG), "2.png"]] })).status).toBe(403);
+    expect((await list("mine/sub")).files.map((f: any) => f.name)).toEqual(["by-lead.png"]);
+  });
+
+  it("keep files straight under the datasets root for leads and admins", async () => {
+    const refused = await post("/api/datasets/upload", { target_path: "", "files[]": [[blob(PNG), "root.png"]] }, other);
+    expect(refused).toMatchObject({ status: 403, body: { code: "folder_not_yours" } });
+    expect((await list("")).files.map((f: any) => f.name)).not.toContain("root.png");
+    expect((await post("/api/datasets/upload", { target_path: "", "files[]": [[blob(PNG), "root.png"]] }, lead)).status).toBe(201);
   });
 });

@@ -61,6 +61,7 @@ describe("provider settings", () => {
       s3_access_key_id: null,
       s3_secret_access_key_set: false,
       webhook_secret_set: false,
+      webhook_allow_unsigned: false,
       updated_at: null,
     });
     expect((await t.call("GET", "/api/cloud/providers/replicate", { auth: { key: viewer.key } })).status).toBe(403);
@@ -118,7 +119,20 @@ describe("provider settings", () => {
 });
 
 describe("POST /api/webhooks/{provider}", () => {
-  it("accepts from any address while the allowlist is empty, and records the payload", async () => {
+  it("refuses every webhook while the provider has no signing secret (403, audited), storing nothing", async () => {
+    const before = (await t.call("GET", "/api/cloud/providers/replicate/webhooks?limit=500", { auth: { key: admin.key } })).body.events;
+    const refused = await hook("198.51.100.70", JSON.stringify({ id: "pred-0", status: "succeeded" }), { "webhook-id": "msg-unset" });
+    expect(refused.status).toBe(403);
+    expect(refused.body).toEqual({
+      code: "webhook_secret_not_set",
+      detail: 'Webhooks for replicate are refused until an admin sets its signing secret (PUT /api/cloud/providers/replicate {"webhook_secret": "whsec_..."}) or explicitly allows unsigned ones ({"webhook_allow_unsigned": true})',
+    });
+    await eventuallyAudited("webhook_rejected", (e) => e.client_ip === "198.51.100.70" && e.details.reason === "webhook_secret_not_set");
+    expect((await t.call("GET", "/api/cloud/providers/replicate/webhooks?limit=500", { auth: { key: admin.key } })).body.events).toEqual(before);
+  });
+
+  it("accepts from any address while the allowlist is empty once an admin allows unsigned webhooks, and records the payload", async () => {
+    expect((await put({ webhook_allow_unsigned: true })).body.webhook_allow_unsigned).toBe(true);
     const sent = await hook("198.51.100.7", JSON.stringify({ id: "pred-1", status: "processing" }), { "webhook-id": "msg-open-1" });
     expect(sent.status).toBe(202);
     expect(sent.body).toMatchObject({ received: true, duplicate: false });
@@ -167,6 +181,27 @@ describe("POST /api/webhooks/{provider}", () => {
     const listed = (await t.call("GET", "/api/cloud/providers/replicate/webhooks", { auth: { key: admin.key } })).body.events as any[];
     expect(listed.filter((e) => e.webhook_id === "msg-3")).toHaveLength(1);
     expect(listed[0]).toMatchObject({ webhook_id: "msg-3", signed: true });
+    expect((await put({ webhook_secret: null })).body.webhook_secret_set).toBe(false);
+  });
+
+  it("never deduplicates unsigned deliveries, so one cannot claim the webhook-id of a genuine signed one", async () => {
+    const body = JSON.stringify({ id: "pred-4", status: "succeeded" });
+    const forged = await hook("198.51.100.12", JSON.stringify({ id: "pred-4", status: "failed" }), { "webhook-id": "msg-4" });
+    expect(forged.status).toBe(202);
+    const again = await hook("198.51.100.12", JSON.stringify({ id: "pred-4", status: "failed" }), { "webhook-id": "msg-4" });
+    expect(again.body).toMatchObject({ received: true, duplicate: false });
+    expect(again.body.id).not.toBe(forged.body.id);
+
+    expect((await put({ webhook_secret: SECRET })).status).toBe(200);
+    const now = new Date();
+    const headers = { "webhook-id": "msg-4", "webhook-timestamp": String(Math.floor(now.getTime() / 1000)), "webhook-signature": new Webhook(SECRET).sign("msg-4", now, body) };
+    const genuine = await hook("198.51.100.8", body, headers);
+    expect(genuine.status).toBe(202);
+    expect(genuine.body.duplicate).toBe(false);
+    const replayed = await hook("198.51.100.8", body, headers);
+    expect(replayed.body).toEqual({ received: true, id: genuine.body.id, duplicate: true });
+    const listed = (await t.call("GET", "/api/cloud/providers/replicate/webhooks", { auth: { key: admin.key } })).body.events as any[];
+    expect(listed.filter((e) => e.webhook_id === "msg-4").map((e) => e.signed)).toEqual([true, false, false]);
     expect((await put({ webhook_secret: null })).body.webhook_secret_set).toBe(false);
   });
 

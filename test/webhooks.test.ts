@@ -2,7 +2,7 @@
 // --webhook_config means, and which events become lifecycle messages.
 import { describe, expect, it } from "vitest";
 import { lifecycleOf, webhookConfig } from "../edge/webhooks/lifecycle";
-import { refusedTarget } from "../edge/webhooks/targets";
+import { refusedAddress, refusedTarget, webhookLimitProblems } from "../edge/webhooks/targets";
 
 describe("refusedTarget", () => {
   it("refuses loopback, private, link-local and local names unless private targets are allowed", () => {
@@ -16,6 +16,50 @@ describe("refusedTarget", () => {
     expect(refusedTarget("ftp://example.com/x", true)).toBe("only http and https URLs are called");
     expect(refusedTarget("https://user:pw@example.com/x", true)).toBe("credentials in the URL are not allowed");
     expect(refusedTarget("not a url", true)).toBe("not a URL");
+  });
+
+  it("refuses the tricks: a trailing dot, IPv4 in other notations, and IPv6 ranges that embed or reach IPv4", () => {
+    const cases: [string, RegExp][] = [
+      ["http://localhost./h", /^localhost\. ends with a dot: write the name without it$/],
+      ["http://hooks.example.com./h", /ends with a dot/],
+      ["http://0x7f.1/h", /^127\.0\.0\.1 is a loopback, private or reserved address; /],
+      ["http://2130706433/h", /^127\.0\.0\.1 is a loopback/],
+      ["http://[64:ff9b::7f00:1]/h", /\(rfc6052\)/],
+      ["http://[64:ff9b:1::a00:1]/h", /\(rfc6052\)/],
+      ["http://[2002:7f00:1::]/h", /\(6to4\)/],
+      ["http://[::7f00:1]/h", /IPv4-compatible address/],
+      ["http://[::a00:1]/h", /IPv4-compatible address/],
+      ["http://[2001::1]/h", /\(teredo\)/],
+      ["http://[100::1]/h", /\(discard\)/],
+      ["http://[fec0::1]/h", /\(deprecatedSiteLocal\)/],
+      ["http://[2001:db8::1]/h", /\(reserved\)/],
+      ["http://[::]/h", /\(unspecified\)/],
+      ["http://[::ffff:a00:1]/h", /^::ffff:a00:1 is a loopback, private or reserved address; /],
+      ["http://192.0.2.1/h", /^192\.0\.2\.1 is a loopback, private or reserved address; /],
+      ["http://255.255.255.255/h", /^255\.255\.255\.255 is a loopback/],
+      ["http://router.home.arpa/h", /local name/],
+    ];
+    for (const [url, expected] of cases) {
+      expect(refusedTarget(url, false), url).toMatch(expected);
+      expect(refusedTarget(url, true), url).toBeNull();
+    }
+    expect(refusedTarget("http://[2606:4700:4700::1111]/h", false)).toBeNull();
+    expect(refusedAddress("1.1.1.1")).toBeNull();
+    expect(refusedAddress("2a00:1450:4001::1")).toBeNull();
+    expect(refusedAddress("::ffff:10.0.0.1")).toMatch(/^::ffff:10\.0\.0\.1 is a loopback, private or reserved address; /);
+    expect(refusedAddress("not-an-address")).toBe("not-an-address is not an IP address");
+  });
+
+  it("limits a job to 5 targets and a reporting interval of at least 5 s, naming the option", () => {
+    expect(webhookLimitProblems(5, 5)).toEqual([]);
+    expect(webhookLimitProblems(6, 4)).toEqual([
+      { field: "--webhook_config", message: "at most 5 webhook targets per job; this names 6" },
+      { field: "--webhook_reporting_interval", message: "must be at least 5 (seconds)" },
+    ]);
+    // Stored before the limits, a config is still bounded when delivered.
+    const many = JSON.stringify(Array.from({ length: 8 }, (_, i) => ({ callback_url: `https://h${i}.example/in` })));
+    expect(webhookConfig({ "--webhook_config": many, "--webhook_reporting_interval": 0 })).toMatchObject({ intervalSeconds: 5, targets: expect.any(Array) });
+    expect(webhookConfig({ "--webhook_config": many }).targets).toHaveLength(5);
   });
 });
 

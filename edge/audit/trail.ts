@@ -26,6 +26,7 @@ export const AUDIT_EVENT_TYPES = [
   "approval_rules_changed",
   "provider_settings_changed",
   "metrics_config_changed",
+  "storage_quota_changed",
   "webhook_rejected",
   "rate_limited",
 ] as const;

@@ -1,4 +1,4 @@
-import { unzipSync } from "fflate";
+import { Unzip, UnzipInflate } from "fflate";
 import { ApiError } from "../errors";
 import type { Bucket } from "./bucket";
 import { ALLOWED_EXTENSIONS, checkName, checkPath, contentTypeOf, DATASETS_PREFIX, hasAllowedExtension, keyOf } from "./paths";
@@ -13,6 +13,8 @@ import { ALLOWED_EXTENSIONS, checkName, checkPath, contentTypeOf, DATASETS_PREFI
 export const MAX_UPLOAD_BYTES = 100 * 1024 * 1024;
 export const MAX_EXTRACTED_BYTES = 1024 * 1024 * 1024;
 export const MAX_ZIP_ENTRIES = 20_000;
+/** The most one zip entry may expand to (as much as a whole upload). */
+export const MAX_ZIP_ENTRY_BYTES = MAX_UPLOAD_BYTES;
 
 const bad = (field: string, message: string) => new ApiError(422, "invalid_path", `${field} ${message}`, [{ path: `form.${field}`, message }]);
 
@@ -27,14 +29,21 @@ async function sha256(bytes: Uint8Array): Promise<string> {
   return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
 }
 
+/**
+ * Called with the segments a request is about to write under, after every other check and
+ * before the first write: throws to refuse (edge/datasets/folders.ts: who may change a folder).
+ */
+export type WriteCheck = (segments: string[]) => Promise<void>;
+
 /** A folder is a marker object `<path>/` (as S3 consoles make them), so an empty one is listed. */
-export async function createFolder(bucket: Bucket, parentPath: string, folderName: string): Promise<string> {
+export async function createFolder(bucket: Bucket, parentPath: string, folderName: string, mayWrite: WriteCheck): Promise<string> {
   const parent = targetSegments("parent_path", parentPath);
   const problem = checkName(folderName);
   if (problem) throw bad("folder_name", problem);
   const segments = [...parent, folderName];
   const key = `${keyOf(segments)}/`;
   if ((await bucket.head(key)) || (await bucket.list({ prefix: key, limit: 1 })).objects.length) throw new ApiError(409, "exists", `The folder ${segments.join("/")} already exists`);
+  await mayWrite(segments);
   await bucket.put(key, new Uint8Array(0));
   return segments.join("/");
 }
@@ -72,7 +81,7 @@ async function store(bucket: Bucket, target: string[], files: { segments: string
 }
 
 /** Plain files into `target_path`; all names are checked first. */
-export async function uploadFiles(bucket: Bucket, targetPath: string, files: Incoming[]): Promise<StoredFile[]> {
+export async function uploadFiles(bucket: Bucket, targetPath: string, files: Incoming[], mayWrite: WriteCheck): Promise<StoredFile[]> {
   const target = targetSegments("target_path", targetPath);
   if (!files.length) throw new ApiError(422, "no_files", "Send the files in the files[] field", [{ path: "form.files", message: "at least one file" }]);
   for (const f of files) checkFileName("File", f.name);
@@ -81,6 +90,7 @@ export async function uploadFiles(bucket: Bucket, targetPath: string, files: Inc
     if (names.has(f.name)) throw new ApiError(422, "duplicate_file", `File ${JSON.stringify(f.name)} is sent twice`);
     names.add(f.name);
   }
+  await mayWrite(target);
   return store(bucket, target, files.map((f) => ({ segments: [f.name], bytes: f.bytes })));
 }
 
@@ -94,29 +104,22 @@ const S_IFLNK = 0o120000;
  * is not allowed, more than MAX_ZIP_ENTRIES entries or MAX_EXTRACTED_BYTES in all. Folders in the
  * zip become folders; macOS metadata (__MACOSX/, .DS_Store) is skipped.
  */
-export async function uploadZip(bucket: Bucket, targetPath: string, zip: Uint8Array): Promise<{ files: StoredFile[]; skipped: string[] }> {
+export async function uploadZip(bucket: Bucket, targetPath: string, zip: Uint8Array, mayWrite: WriteCheck): Promise<{ files: StoredFile[]; skipped: string[] }> {
   const target = targetSegments("target_path", targetPath);
-  let declared = 0;
-  let count = 0;
   const refuse = (entry: string, message: string, status: 415 | 422 = 422) => new ApiError(status, "invalid_zip_entry", `Zip entry ${JSON.stringify(entry)} ${message}; nothing was extracted`, [{ path: "form.file", message: `${entry}: ${message}` }]);
+  const notZip = (why: string) => new ApiError(422, "invalid_zip", `The file is not a readable zip: ${why}`, [{ path: "form.file", message: "not a zip" }]);
   const skipped: string[] = [];
-  let entries: Record<string, Uint8Array>;
+  const attributes = externalAttributes(zip);
+  if (attributes === null) throw notZip("it has no end of central directory record");
+  let names: string[];
   try {
-    entries = unzipSync(zip, {
-      filter: (file) => {
-        if (++count > MAX_ZIP_ENTRIES) throw refuse(file.name, `is past the limit of ${MAX_ZIP_ENTRIES} entries`);
-        declared += file.originalSize;
-        if (declared > MAX_EXTRACTED_BYTES) throw new ApiError(413, "zip_too_large", `The zip expands to more than ${MAX_EXTRACTED_BYTES} bytes; nothing was extracted`);
-        return true;
-      },
-    });
+    names = scanZip(zip, refuse);
   } catch (error) {
     if (error instanceof ApiError) throw error;
-    throw new ApiError(422, "invalid_zip", `The file is not a readable zip: ${(error as Error).message}`, [{ path: "form.file", message: "not a zip" }]);
+    throw notZip((error as Error).message);
   }
-  const attributes = externalAttributes(zip);
-  const files: { segments: string[]; bytes: Uint8Array }[] = [];
-  for (const [name, bytes] of Object.entries(entries)) {
+  const files: { name: string; segments: string[] }[] = [];
+  for (const name of names) {
     if (name.startsWith("__MACOSX/") || name.endsWith(".DS_Store")) {
       skipped.push(name);
       continue;
@@ -132,17 +135,98 @@ export async function uploadZip(bucket: Bucket, targetPath: string, zip: Uint8Ar
     if ("error" in checked) throw refuse(name, checked.error);
     const base = checked.segments[checked.segments.length - 1]!;
     if (!hasAllowedExtension(base)) throw refuse(name, `is not an image or a .txt/.jsonl/.csv file (allowed: ${ALLOWED_EXTENSIONS.join(" ")})`, 415);
-    files.push({ segments: checked.segments, bytes });
+    files.push({ name, segments: checked.segments });
   }
   if (!files.length) throw new ApiError(422, "empty_zip", "The zip holds no files to extract", [{ path: "form.file", message: "no files" }]);
-  return { files: await store(bucket, target, files), skipped };
+  // Extracted into the root, a zip writes into each of its own top-level folders (or the root itself).
+  const written = target.length ? [target] : [...new Set(files.map((f) => (f.segments.length > 1 ? f.segments[0]! : "")))].map((top) => (top ? [top] : []));
+  for (const segments of written) await mayWrite(segments);
+  return { files: await extractInto(bucket, target, zip, new Map(files.map((f) => [f.name, f.segments]))), skipped };
+}
+
+/** How much of the zip is inflated at a time: at most about 1,000 times this is produced per step. */
+const ZIP_STEP_BYTES = 4 * 1024;
+
+/** Feeds a zip to fflate's streaming unzipper ZIP_STEP_BYTES at a time, awaiting `between` after each step. */
+async function feedZip(unzip: Unzip, zip: Uint8Array, between: () => Promise<void> = async () => {}): Promise<void> {
+  for (let at = 0; at < zip.byteLength; at += ZIP_STEP_BYTES) {
+    unzip.push(zip.subarray(at, at + ZIP_STEP_BYTES), at + ZIP_STEP_BYTES >= zip.byteLength);
+    await between();
+  }
+}
+
+/**
+ * The entry names of a zip, after inflating every entry as a stream and counting the bytes as
+ * they are produced (none is kept): past MAX_ZIP_ENTRY_BYTES in one entry or
+ * MAX_EXTRACTED_BYTES in all (413 zip_too_large), or past MAX_ZIP_ENTRIES entries (422), it
+ * stops at once. The sizes entries declare are not trusted: a zip bomb declares little and
+ * inflates to much.
+ */
+function scanZip(zip: Uint8Array, refuse: (entry: string, message: string) => ApiError): string[] {
+  const names: string[] = [];
+  let produced = 0;
+  const unzip = new Unzip();
+  unzip.register(UnzipInflate);
+  unzip.onfile = (file) => {
+    if (names.push(file.name) > MAX_ZIP_ENTRIES) throw refuse(file.name, `is past the limit of ${MAX_ZIP_ENTRIES} entries`);
+    let entry = 0;
+    file.ondata = (error, data) => {
+      if (error) throw error;
+      entry += data.byteLength;
+      produced += data.byteLength;
+      if (entry > MAX_ZIP_ENTRY_BYTES) throw new ApiError(413, "zip_too_large", `Zip entry ${JSON.stringify(file.name)} expands to more than ${MAX_ZIP_ENTRY_BYTES} bytes (counted while extracting, whatever it declares); nothing was extracted`);
+      if (produced > MAX_EXTRACTED_BYTES) throw new ApiError(413, "zip_too_large", `The zip expands to more than ${MAX_EXTRACTED_BYTES} bytes (counted while extracting, whatever its entries declare); nothing was extracted`);
+    };
+    file.start();
+  };
+  // Synchronous: every step's callbacks run inside push.
+  for (let at = 0; at < zip.byteLength; at += ZIP_STEP_BYTES) unzip.push(zip.subarray(at, at + ZIP_STEP_BYTES), at + ZIP_STEP_BYTES >= zip.byteLength);
+  return names;
+}
+
+/**
+ * Extracts the `wanted` entries (name -> segments under `target`) of a zip that scanZip passed,
+ * storing each one as soon as it is complete: only one entry's bytes are held at a time.
+ */
+async function extractInto(bucket: Bucket, target: string[], zip: Uint8Array, wanted: Map<string, string[]>): Promise<StoredFile[]> {
+  const complete: { segments: string[]; bytes: Uint8Array }[] = [];
+  const stored: StoredFile[] = [];
+  const unzip = new Unzip();
+  unzip.register(UnzipInflate);
+  unzip.onfile = (file) => {
+    const segments = wanted.get(file.name);
+    if (!segments) return; // not started: fflate skips its bytes
+    const chunks: Uint8Array[] = [];
+    file.ondata = (error, data, final) => {
+      if (error) throw error;
+      chunks.push(data);
+      if (final) complete.push({ segments, bytes: concatBytes(chunks) });
+    };
+    file.start();
+  };
+  await feedZip(unzip, zip, async () => {
+    if (complete.length) stored.push(...(await store(bucket, target, complete.splice(0))));
+  });
+  return stored;
+}
+
+function concatBytes(chunks: Uint8Array[]): Uint8Array {
+  if (chunks.length === 1) return chunks[0]!;
+  const out = new Uint8Array(chunks.reduce((n, c) => n + c.byteLength, 0));
+  let at = 0;
+  for (const c of chunks) {
+    out.set(c, at);
+    at += c.byteLength;
+  }
+  return out;
 }
 
 /**
  * Each entry's external file attributes from the zip's central directory, which fflate does not
- * expose: where the Unix file type (a symbolic link) is recorded.
+ * expose: where the Unix file type (a symbolic link) is recorded. Null when the file has no
+ * central directory (not a zip).
  */
-function externalAttributes(zip: Uint8Array): Map<string, number> {
+function externalAttributes(zip: Uint8Array): Map<string, number> | null {
   const view = new DataView(zip.buffer, zip.byteOffset, zip.byteLength);
   const out = new Map<string, number>();
   // End of central directory: signature 0x06054b50 within the last 64 KiB + 22 bytes.
@@ -153,7 +237,7 @@ function externalAttributes(zip: Uint8Array): Map<string, number> {
       break;
     }
   }
-  if (eocd < 0) return out;
+  if (eocd < 0) return null;
   let at = view.getUint32(eocd + 16, true);
   const total = view.getUint16(eocd + 10, true);
   const decoder = new TextDecoder();

@@ -194,3 +194,22 @@ export const providerWebhookEvents = sqliteTable("provider_webhook_events", {
   payload: text("payload").notNull(),
   processedAt: text("processed_at"),
 });
+
+export const storageUsage = sqliteTable("storage_usage", {
+  jobId: text("job_id").primaryKey(),
+  bytes: integer("bytes").notNull().default(0),
+  objects: integer("objects").notNull().default(0),
+});
+
+export const datasetFolders = sqliteTable("dataset_folders", {
+  name: text("name").primaryKey(),
+  createdBy: integer("created_by"),
+  createdAt: text("created_at").notNull(),
+});
+
+export const eventWatchers = sqliteTable("event_watchers", {
+  id: text("id").primaryKey(),
+  userId: integer("user_id").notNull(),
+  jobId: text("job_id").notNull(),
+  expiresAt: integer("expires_at").notNull(),
+});

@@ -68,15 +68,30 @@ export async function assertJobExists(db: Database, jobId: string): Promise<void
   if (!found.rows.length) throw notFound(`Job ${jobId}`);
 }
 
+/** The most bytes of events one page holds (always at least one event): next_index says where to go on. */
+export const MAX_PAGE_BYTES = 1024 * 1024;
+
+/**
+ * A page of a job's events from `sinceIndex`: at most `limit` events and MAX_PAGE_BYTES of them
+ * (the sizes are read first, so an oversized page is never fetched whole).
+ */
 export async function readEvents(db: Database, jobId: string, sinceIndex: number, limit: number) {
-  const [job, events] = await db.$client.batch(
+  const [job, sizes] = await db.$client.batch(
     [
       { sql: "SELECT status FROM queue_entries WHERE job_id = ?", args: [jobId] },
-      { sql: "SELECT idx, created_at, payload FROM job_events WHERE job_id = ? AND idx >= ? ORDER BY idx LIMIT ?", args: [jobId, sinceIndex, limit] },
+      { sql: "SELECT idx, length(CAST(payload AS BLOB)) AS size FROM job_events WHERE job_id = ? AND idx >= ? ORDER BY idx LIMIT ?", args: [jobId, sinceIndex, limit] },
     ],
     "read",
   );
   if (!job!.rows.length) throw notFound(`Job ${jobId}`);
-  const list = events!.rows.map((r) => ({ ...(JSON.parse(String(r.payload)) as { type: string }), index: Number(r.idx), timestamp: String(r.created_at) }));
+  let last = -1;
+  let bytes = 0;
+  for (const row of sizes!.rows) {
+    bytes += Number(row.size);
+    if (last >= 0 && bytes > MAX_PAGE_BYTES) break;
+    last = Number(row.idx);
+  }
+  const events = await db.$client.execute({ sql: "SELECT idx, created_at, payload FROM job_events WHERE job_id = ? AND idx >= ? AND idx <= ? ORDER BY idx", args: [jobId, sinceIndex, last] });
+  const list = events.rows.map((r) => ({ ...(JSON.parse(String(r.payload)) as { type: string }), index: Number(r.idx), timestamp: String(r.created_at) }));
   return { job_id: jobId, status: String(job!.rows[0]!.status), events: list, next_index: list.length ? list[list.length - 1]!.index + 1 : sinceIndex };
 }

@@ -2,9 +2,13 @@ import { DurableObject } from "cloudflare:workers";
 import { readConfig } from "../config";
 import { openDatabase, type Database } from "../db/client";
 import type { Env } from "../env";
+import { boundedWriter } from "./bounded-writer";
 import { readEvents } from "./events";
+import { claimWatcher, MAX_WATCHERS_PER_JOB, MAX_WATCHERS_PER_USER, releaseWatcher, renewWatchers } from "./watchers";
 import type { HubEvent } from "./hub-types";
 import { getSetting } from "../settings";
+import type { StorageBucket } from "../storage/endpoint";
+import { abortEndedUploads } from "../storage/sweep";
 import { RETRY_DELAYS_SECONDS, sendWebhook, signingSecret } from "../webhooks/delivery";
 import { lifecycleOf, webhookConfig, type WebhookConfig } from "../webhooks/lifecycle";
 
@@ -21,6 +25,8 @@ const KEEPALIVE_MS = 15_000;
 const encoder = new TextEncoder();
 
 interface Watcher {
+  /** Its lease in event_watchers (watchers.ts). */
+  id: string;
   /** Next index this watcher needs. */
   next: number;
   /** Live events that arrived while the log was being replayed; null once live. */
@@ -30,10 +36,17 @@ interface Watcher {
   write(event: HubEvent): void;
   end(status: string): void;
   ping(): void;
+  /** Resolves when the watcher has read enough of what was sent (a replay waits between pages). */
+  drained(): Promise<void>;
 }
+
+/** Unread bytes a server-sent events watcher may hold (a full event page and then some) before it is given up; it resumes with Last-Event-ID. */
+export const MAX_UNREAD_BYTES = 4 * 1024 * 1024;
 
 export class EventsHub extends DurableObject<Env> {
   private readonly watchers = new Set<Watcher>();
+  /** Watchers whose lease is being taken (fetch awaits libSQL before adding them). */
+  private connecting = 0;
   private keepalive: ReturnType<typeof setInterval> | null = null;
   private database: Database | null = null;
   /** The job's webhook receivers, read once from its environment. */
@@ -91,6 +104,8 @@ export class EventsHub extends DurableObject<Env> {
       w.end(status);
       this.drop(w);
     }
+    // Its storage credentials died with it: nobody can finish its open multipart uploads.
+    await abortEndedUploads(this.db(), this.env.STORAGE as unknown as StorageBucket, jobId).catch(() => {});
     const config = await this.webhooks(jobId);
     await this.enqueue(jobId, config, [{ type: `job.${status}`, data: { status, last_progress: this.lastSeenProgress } }]);
   }
@@ -135,7 +150,7 @@ export class EventsHub extends DurableObject<Env> {
     const [settings, serviceSecret] = await Promise.all([getSetting(db, "webhooks"), signingSecret(db)]);
     const due = this.ctx.storage.sql.exec("SELECT id, message_id, url, body, secret, attempts FROM deliveries WHERE status = 'pending' AND next_at <= ? ORDER BY id LIMIT 100", Date.now()).toArray();
     for (const d of due) {
-      const result = await sendWebhook(String(d.url), String(d.message_id), String(d.body), d.secret === null ? serviceSecret : String(d.secret), settings.allow_private_targets);
+      const result = await sendWebhook(String(d.url), String(d.message_id), String(d.body), d.secret === null ? serviceSecret : String(d.secret), settings.allow_private_targets, this.env.WEBHOOK_OUTBOUND);
       const attempts = Number(d.attempts) + 1;
       if (result.ok) {
         this.ctx.storage.sql.exec("UPDATE deliveries SET status = 'delivered', attempts = ?, last_error = NULL, delivered_at = ? WHERE id = ?", attempts, new Date().toISOString(), d.id);
@@ -156,7 +171,7 @@ export class EventsHub extends DurableObject<Env> {
   }
 
   private drop(w: Watcher): void {
-    this.watchers.delete(w);
+    if (this.watchers.delete(w)) void releaseWatcher(this.db(), w.id).catch(() => {});
     if (this.watchers.size === 0 && this.keepalive) {
       clearInterval(this.keepalive);
       this.keepalive = null;
@@ -167,15 +182,25 @@ export class EventsHub extends DurableObject<Env> {
     const url = new URL(request.url);
     const jobId = url.searchParams.get("job_id") ?? "";
     const since = Number(url.searchParams.get("since") ?? 0);
+    const userId = Number(url.searchParams.get("user_id") ?? 0);
+    // Counted with the connects still taking their lease, so parallel ones cannot pass the limit.
+    if (this.watchers.size + this.connecting >= MAX_WATCHERS_PER_JOB) return tooManyWatchers(`Job ${jobId} already has ${MAX_WATCHERS_PER_JOB} live watchers, the most one job has: close one, or poll GET /api/training/events`);
+    const id = crypto.randomUUID();
+    this.connecting++;
+    const leased = await claimWatcher(this.db(), { id, userId, jobId }).finally(() => this.connecting--);
+    if (!leased) return tooManyWatchers(`You already have ${MAX_WATCHERS_PER_USER} live event streams, the most one user has: close one, or poll GET /api/training/events`);
     let watcher: Watcher;
     let response: Response;
     if (request.headers.get("upgrade")?.toLowerCase() === "websocket") {
       const pair = new WebSocketPair();
       const socket = pair[1];
       socket.accept();
+      // workerd's WebSocket shows no bufferedAmount: its watchers are bounded by count only.
       watcher = {
+        id,
         next: since,
         held: [],
+        drained: () => Promise.resolve(),
         write: (e) => socket.send(JSON.stringify(e)),
         end: (status) => {
           socket.send(JSON.stringify({ type: "end", status }));
@@ -188,17 +213,32 @@ export class EventsHub extends DurableObject<Env> {
       response = new Response(null, { status: 101, webSocket: pair[0] });
     } else {
       const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>();
-      const writer = writable.getWriter();
-      const send = (text: string) => writer.write(encoder.encode(text)).catch(() => this.drop(watcher));
+      // A reader that falls MAX_UNREAD_BYTES behind is given up rather than buffered for.
+      const writer = boundedWriter(writable, MAX_UNREAD_BYTES, () => {
+        this.drop(watcher);
+        void writer.abort("the client read too slowly; reconnect with Last-Event-ID");
+      });
+      // The stream ended or the runtime reported the client gone (it may not: then the
+      // keep-alive's stall check below notices).
+      void writer.closed.then(() => this.drop(watcher));
+      const send = (text: string) => writer.write(encoder.encode(text));
       watcher = {
+        id,
         next: since,
         held: [],
+        drained: () => writer.drained(),
         write: (e) => void send(`id: ${e.index}\ndata: ${JSON.stringify(e)}\n\n`),
         end: (status) => {
-          void send(`event: end\ndata: ${JSON.stringify({ status })}\n\n`);
-          void writer.close().catch(() => {});
+          send(`event: end\ndata: ${JSON.stringify({ status })}\n\n`);
+          void writer.close();
         },
-        ping: () => void send(": keep-alive\n\n"),
+        ping: () => {
+          // A reader that has taken nothing for two keep-alives is gone (or too slow to keep).
+          if (writer.stalledFor() > 2 * KEEPALIVE_MS) {
+            this.drop(watcher);
+            void writer.abort("the client stopped reading");
+          } else send(": keep-alive\n\n");
+        },
       };
       void send("retry: 2000\n\n");
       response = new Response(readable, { headers: { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-store", "x-accel-buffering": "no" } });
@@ -206,6 +246,7 @@ export class EventsHub extends DurableObject<Env> {
     this.watchers.add(watcher);
     this.keepalive ??= setInterval(() => {
       for (const w of this.watchers) w.ping();
+      void renewWatchers(this.db(), [...this.watchers].map((w) => w.id)).catch(() => {});
     }, KEEPALIVE_MS);
     void this.replay(watcher, jobId);
     return response;
@@ -218,7 +259,10 @@ export class EventsHub extends DurableObject<Env> {
         const page = await readEvents(this.db(), jobId, w.next, 1000);
         status = page.status;
         for (const e of page.events) this.deliver(w, e as HubEvent);
-        if (page.events.length < 1000) break;
+        if (!this.watchers.has(w)) return; // given up while replaying
+        await w.drained();
+        // A page may stop early at its byte cap: the log is replayed when a page comes back empty.
+        if (page.events.length === 0) break;
       }
       for (const e of w.held ?? []) this.deliver(w, e);
       w.held = null;
@@ -232,4 +276,9 @@ export class EventsHub extends DurableObject<Env> {
       this.drop(w);
     }
   }
+}
+
+/** 429 for a watcher over a limit, in the API's error shape. */
+function tooManyWatchers(detail: string): Response {
+  return Response.json({ detail, code: "too_many_watchers" }, { status: 429, headers: { "retry-after": "15" } });
 }

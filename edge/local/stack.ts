@@ -4,7 +4,7 @@ import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
 import type { Readable } from "node:stream";
 import { createClient } from "@libsql/client/web";
-import { Miniflare } from "miniflare";
+import { Miniflare, Response as MiniflareResponse } from "miniflare";
 import type { LogLevel } from "../config";
 import { applyMigrations } from "../db/migrate";
 import { createLogger, type Logger } from "../log";
@@ -13,6 +13,7 @@ import { randomBytes } from "node:crypto";
 import { createHranaServer, serveHranaOverHttp } from "./hrana";
 import { startLocalRunner } from "./local-runner";
 import { startEnvironmentAtBoot } from "./start-environment";
+import { deliverGuarded, outboundAnswer } from "./webhook-outbound";
 import type { SubmitOutcome } from "../scheduler/types";
 import type { Runner } from "../../runner/agent";
 
@@ -142,7 +143,14 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         ...(options.publicUrl ? { SERVICE_PUBLIC_URL: options.publicUrl } : {}),
         ...options.bindings,
       },
-      serviceBindings: { LIBSQL_BRIDGE: { external: { address: `127.0.0.1:${bridge.port}`, http: {} } } },
+      serviceBindings: {
+        LIBSQL_BRIDGE: { external: { address: `127.0.0.1:${bridge.port}`, http: {} } },
+        // Webhook deliveries resolve and check names here, in Node (webhook-outbound.ts).
+        WEBHOOK_OUTBOUND: async (request: { url: string }) => {
+          const answer = outboundAnswer(await deliverGuarded(request as unknown as Request));
+          return new MiniflareResponse(null, answer);
+        },
+      },
       host,
       port,
       cf: false,

@@ -21,6 +21,8 @@ export interface StoredProviderSettings {
   s3_access_key_id: string | null;
   s3_secret_access_key: string | null;
   webhook_secret: string | null;
+  /** Accept unsigned webhooks while no secret is set: an admin's explicit choice, off by default. */
+  webhook_allow_unsigned: boolean;
 }
 
 /** Spec 8: outbound calls time out after 30 s unless SERVICE_HTTP_TIMEOUT says otherwise. */
@@ -39,6 +41,7 @@ export function providerDefaults(): StoredProviderSettings {
     s3_access_key_id: null,
     s3_secret_access_key: null,
     webhook_secret: null,
+    webhook_allow_unsigned: false,
   };
 }
 

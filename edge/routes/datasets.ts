@@ -1,7 +1,9 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import type { AppEnv } from "../app-env";
-import { createFolder, listDatasets, MAX_UPLOAD_BYTES, uploadFiles, uploadZip } from "../datasets/datasets";
+import { ownerScope } from "../../shared/levels";
+import { createFolder, listDatasets, MAX_UPLOAD_BYTES, uploadFiles, uploadZip, type WriteCheck } from "../datasets/datasets";
+import { authorizeFolderWrite } from "../datasets/folders";
 import { ApiError } from "../errors";
 import { principalOf } from "../middleware/authorize";
 import { createRouter } from "../router";
@@ -14,7 +16,7 @@ const tags = ["Datasets"];
 const StoredFile = z.object({ name: z.string(), path: z.string(), size: z.number().int(), sha256: z.string() });
 const UploadResult = z.object({ success: z.literal(true), target_path: z.string(), files: z.array(StoredFile), skipped: z.array(z.string()) }).openapi("DatasetUpload");
 const formOf = (fields: Record<string, z.ZodType>) => ({ required: true, content: { "multipart/form-data": { schema: z.object(fields) } } });
-const uploadErrors = { 401: error("No valid credential"), 403: error("Below researcher"), 413: error("Too large"), 415: error("A file type that is not allowed"), 422: error("A bad path or name (the answer names it); nothing was written") };
+const uploadErrors = { 401: error("No valid credential"), 403: error("Below researcher, or another user's folder (folder_not_yours): only its creator, leads and admins change its files"), 413: error("Too large"), 415: error("A file type that is not allowed"), 422: error("A bad path or name (the answer names it); nothing was written") };
 
 /** The form, after refusing a body over the limit before reading it. */
 async function form(c: Context<AppEnv>): Promise<Record<string, unknown>> {
@@ -23,6 +25,11 @@ async function form(c: Context<AppEnv>): Promise<Record<string, unknown>> {
   const type = c.req.header("content-type") ?? "";
   if (!type.startsWith("multipart/form-data") && !type.startsWith("application/x-www-form-urlencoded")) throw new ApiError(415, "unsupported_media_type", "Send a multipart/form-data form");
   return c.req.parseBody({ all: true });
+}
+/** Who may change the folder a request writes into: its creator, leads and admins (datasets/folders.ts). */
+function writeCheck(c: Context<AppEnv>): WriteCheck {
+  const { user } = principalOf(c);
+  return (segments) => authorizeFolderWrite(c.get("db"), c.env.STORAGE, segments, { userId: user.id, ownerScope: ownerScope(user) });
 }
 const text = (value: unknown) => (typeof value === "string" ? value : Array.isArray(value) && typeof value[0] === "string" ? value[0] : "");
 const filesIn = (value: unknown): File[] => (Array.isArray(value) ? value : value === undefined ? [] : [value]).filter((v): v is File => typeof v === "object" && v !== null && "arrayBuffer" in v);
@@ -34,11 +41,11 @@ datasetsRoutes.openapi(
     tags,
     summary: "Create a folder under the datasets root",
     request: { body: formOf({ parent_path: z.string().optional().openapi({ description: "Relative to the datasets root; empty for the root" }), folder_name: z.string().optional() }) },
-    responses: { 201: json(z.object({ success: z.literal(true), path: z.string() }), "Created"), 401: error("No valid credential"), 403: error("Below researcher"), 409: error("Exists"), 422: error("A bad path or name") },
+    responses: { 201: json(z.object({ success: z.literal(true), path: z.string() }), "Created"), 401: error("No valid credential"), 403: error("Below researcher, or inside another user's folder (folder_not_yours)"), 409: error("Exists"), 422: error("A bad path or name") },
   }),
   async (c) => {
     const f = await form(c);
-    const path = await createFolder(c.env.STORAGE, text(f.parent_path), text(f.folder_name));
+    const path = await createFolder(c.env.STORAGE, text(f.parent_path), text(f.folder_name), writeCheck(c));
     c.get("log").info("dataset folder created", { path, by: principalOf(c).user.id });
     return c.json({ success: true as const, path }, 201);
   },
@@ -59,7 +66,7 @@ datasetsRoutes.openapi(
     const files = [...filesIn(f["files[]"]), ...filesIn(f.files)];
     const incoming = await Promise.all(files.map(async (file) => ({ name: file.name, bytes: new Uint8Array(await file.arrayBuffer()) })));
     const target = text(f.target_path);
-    const stored = await uploadFiles(c.env.STORAGE, target, incoming);
+    const stored = await uploadFiles(c.env.STORAGE, target, incoming, writeCheck(c));
     c.get("log").info("dataset files uploaded", { target_path: target, files: stored.length, by: principalOf(c).user.id });
     return c.json({ success: true as const, target_path: target, files: stored, skipped: [] }, 201);
   },
@@ -80,7 +87,7 @@ datasetsRoutes.openapi(
     const [file] = filesIn(f.file);
     if (!file) throw new ApiError(422, "no_file", "Send the zip in the file field", [{ path: "form.file", message: "required" }]);
     const target = text(f.target_path);
-    const { files, skipped } = await uploadZip(c.env.STORAGE, target, new Uint8Array(await file.arrayBuffer()));
+    const { files, skipped } = await uploadZip(c.env.STORAGE, target, new Uint8Array(await file.arrayBuffer()), writeCheck(c));
     c.get("log").info("dataset zip extracted", { target_path: target, files: files.length, by: principalOf(c).user.id });
     return c.json({ success: true as const, target_path: target, files, skipped }, 201);
   },

@@ -78,13 +78,13 @@ providersRoutes.openapi(
     tags,
     summary: "A provider's status update (public: authenticated by address allowlist and signature)",
     description:
-      "Refused with 403 when `webhook_allowed_ips` is set and the sender is outside it, and with 401 when the provider has a webhook secret and the Standard Webhooks signature (webhook-id, webhook-timestamp, webhook-signature) does not verify; both are audited as `webhook_rejected`. Accepted payloads are stored once per webhook-id (202).",
+      "Refused with 403 when `webhook_allowed_ips` is set and the sender is outside it; with 403 `webhook_secret_not_set` while the provider has no webhook secret (unless an admin set `webhook_allow_unsigned`); and with 401 when the Standard Webhooks signature (webhook-id, webhook-timestamp, webhook-signature) does not verify; all are audited as `webhook_rejected`. Accepted payloads are stored (202), a signed one once per webhook-id (a repeat answers 202 with duplicate: true and changes nothing); unsigned ones are never deduplicated. Kept 30 days.",
     request: { params: ProviderParam },
     responses: {
       202: json(WebhookReceipt, "Recorded"),
       400: error("Not a JSON object"),
       401: error("Bad signature"),
-      403: error("Sender outside the allowlist"),
+      403: error("Sender outside the allowlist, or no webhook secret set"),
       404: error("No such provider"),
       413: error("Body over 1 MiB"),
     },
@@ -106,7 +106,7 @@ providersRoutes.openapi(
     if (Number(c.req.header("content-length") ?? 0) > MAX_WEBHOOK_BYTES) throw tooLarge();
     const body = await readLimitedText(c.req.raw.body, MAX_WEBHOOK_BYTES);
     if (body === null) throw tooLarge();
-    const bySignature = signatureRefusal(settings, c.req.raw.headers, body);
+    const bySignature = signatureRefusal(settings, provider, c.req.raw.headers, body);
     if (bySignature) throw refuse(bySignature);
     parsePayload(body);
     const webhookId = c.req.header("webhook-id")?.slice(0, 256) || null;

@@ -3,7 +3,11 @@ import { ownerScope } from "../../shared/levels";
 import { JobIdParam } from "../../shared/schemas/queue";
 import { identify, principalOf, workerOf } from "../middleware/authorize";
 import { createRouter } from "../router";
-import { issueStorageCredentials, runnerStorageCredentials, type IssuedCredentials } from "../storage/credentials";
+import { auditLater } from "../audit/trail";
+import { schedulerOf } from "../scheduler/stub";
+import { getSetting, setSetting } from "../settings";
+import { assertJobCanRun, issueStorageCredentials, runnerStorageCredentials, type IssuedCredentials } from "../storage/credentials";
+import { StorageQuota, StorageQuotaUpdate } from "../../shared/schemas/storage";
 import { handleStorage, isSigned, STORAGE_PREFIX, type StorageBucket, type StorageUser } from "../storage/endpoint";
 import type { Context } from "hono";
 import type { AppEnv } from "../app-env";
@@ -31,13 +35,14 @@ storageRoutes.openapi(
     tags: ["Storage"],
     summary: "Issue S3 credentials for an active job (its owner, leads and admins)",
     description:
-      "A new access key id (the job's upload token) and secret for the storage endpoint, valid only for this job's bucket and only while the job is pending, blocked or running. Issuing again replaces the earlier pair. Jobs on local GPUs and remote workers may always have them; a provider's jobs only while that provider's s3_endpoint_enabled is on. endpoint_url uses the provider's s3_public_url, else SERVICE_PUBLIC_URL.",
+      "A new access key id (the job's upload token) and secret for the storage endpoint, valid only for this job's bucket and only while the job is pending, blocked or running. Not for a job that can never run as configured (more GPUs than the box has, no worker with its labels and GPUs: 409 job_cannot_run). Issuing again replaces the earlier pair. Jobs on local GPUs and remote workers may always have them; a provider's jobs only while that provider's s3_endpoint_enabled is on. endpoint_url uses the provider's s3_public_url, else SERVICE_PUBLIC_URL.",
     request: { params: JobIdParam },
-    responses: { 201: json(StorageCredentials, "Issued; the secret is not shown again"), 401: error("No valid credential"), 403: error("Not your job"), 404: error("No such job"), 409: error("The job has ended, or its provider's storage endpoint is off (s3_endpoint_enabled)") },
+    responses: { 201: json(StorageCredentials, "Issued; the secret is not shown again"), 401: error("No valid credential"), 403: error("Not your job"), 404: error("No such job"), 409: error("The job has ended, cannot run as configured (job_cannot_run), or its provider's storage endpoint is off (s3_endpoint_enabled)") },
   }),
   async (c) => {
     const { job_id } = c.req.valid("param");
     const { user } = principalOf(c);
+    await assertJobCanRun(c.get("db"), job_id, await schedulerOf(c.env).waitInfo());
     const issued = await issueStorageCredentials(c.get("db"), job_id, ownerScope(user));
     c.get("log").info("storage credentials issued", { job_id, access_key_id: issued.access_key_id, by: user.id });
     return c.json(credentialsAnswer(c, issued), 201);
@@ -67,6 +72,38 @@ storageRoutes.openapi(
   }),
   async (c) => {
     return c.json(credentialsAnswer(c, await runnerStorageCredentials(c.get("db"), workerOf(c).id, c.req.valid("param").job_id)), 200);
+  },
+);
+
+storageRoutes.openapi(
+  createRoute({
+    method: "get",
+    path: "/api/admin/storage-quota",
+    tags: ["Storage"],
+    summary: "What one job may keep on the storage endpoint (admin)",
+    responses: { 200: json(StorageQuota, "The quota in force"), 401: error("No valid credential"), 403: error("Not an admin") },
+  }),
+  async (c) => c.json(await getSetting(c.get("db"), "storage_quota"), 200),
+);
+
+storageRoutes.openapi(
+  createRoute({
+    method: "put",
+    path: "/api/admin/storage-quota",
+    tags: ["Storage"],
+    summary: "Set what one job may keep on the storage endpoint (admin)",
+    description: "Either field or both; the other keeps its value. An upload that would pass it is refused with S3's QuotaExceeded (403) and stores nothing; objects already stored stay.",
+    request: { body: { required: true, content: { "application/json": { schema: StorageQuotaUpdate } } } },
+    responses: { 200: json(StorageQuota, "The quota now in force"), 401: error("No valid credential"), 403: error("Not an admin"), 422: error("Not a whole number of bytes or objects") },
+  }),
+  async (c) => {
+    const db = c.get("db");
+    const before = await getSetting(db, "storage_quota");
+    const next = { ...before, ...c.req.valid("json") };
+    await setSetting(db, "storage_quota", next);
+    auditLater(c, { event_type: "storage_quota_changed", target: "storage_quota", details: { before, after: next } });
+    c.get("log").info("storage quota changed", { ...next, by: principalOf(c).user.id });
+    return c.json(next, 200);
   },
 );
 

@@ -79,6 +79,7 @@ training.openapi(
     const target = new URL("https://hub/stream");
     target.searchParams.set("job_id", jobId);
     target.searchParams.set("since", String(since));
+    target.searchParams.set("user_id", String(principalOf(c).user.id)); // the hub counts each user's watchers
     return (await hubOf(c.env, jobId).fetch(new Request(target, c.req.raw))) as never;
   },
 );

@@ -11,6 +11,9 @@ import type { NewJob, PassResult, SchedulerApi, SubmitOutcome, Submitter, WaitIn
 import type { LocalSubmit } from "../../shared/schemas/queue";
 import { ApiError } from "../errors";
 import { prepareLocalJob, type EnvironmentConfig } from "../queue/submit";
+import { forgetOldWebhooks } from "../providers/intake";
+import type { StorageBucket } from "../storage/endpoint";
+import { abortEndedUploads } from "../storage/sweep";
 import { admissionStatements, capacityFrom, capacityStatements, loadActive, loadCapacity, loadEntries, localBoxStatusStatement, planInput, sweepOfflineWorkers, workerBusyStatement, type ActiveEntry, type CapacityWithRules } from "./store";
 
 /** Seconds between background passes (spec 8). */
@@ -83,9 +86,16 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
   override async alarm(): Promise<void> {
     try {
       await this.pass("timer");
+      await this.sweepLeftovers();
     } finally {
       await this.ctx.storage.setAlarm(Date.now() + PASS_INTERVAL_MS);
     }
+  }
+
+  /** What must not pile up (issue 12): uploads that ended jobs left open, provider webhooks past retention. */
+  private async sweepLeftovers(): Promise<void> {
+    const db = this.db();
+    await Promise.all([abortEndedUploads(db, this.env.STORAGE as unknown as StorageBucket), forgetOldWebhooks(db)]).catch((error: unknown) => this.log.warning("sweep failed", { error: String(error) }));
   }
 
   /**

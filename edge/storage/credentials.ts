@@ -80,6 +80,24 @@ export async function issueStorageCredentials(db: Database, jobId: string, owner
   return { job_id: jobId, access_key_id: accessKeyId, secret_access_key: secret, source: "job", public_url: publicUrl };
 }
 
+/** Wait reasons of a job that cannot run as configured (the Scheduler's plan marks them `never`). */
+const NEVER_FITS = new Set(["insufficient_gpus", "no_matching_worker"]);
+
+/**
+ * 409 `job_cannot_run` when job `jobId` waits for what nothing here can give it (more GPUs than
+ * the box has, no worker with its labels and GPUs): it would never use its credentials, so it
+ * gets none. `waiting`: the Scheduler's latest reasons (waitInfo). Other jobs pass.
+ */
+export async function assertJobCanRun(db: Database, jobId: string, waiting: { id: number; reason: string; message: string }[]): Promise<void> {
+  const found = await db.$client.execute({ sql: "SELECT id FROM queue_entries WHERE job_id = ? AND status = 'pending'", args: [jobId] });
+  const row = found.rows[0];
+  if (!row) return;
+  const wait = waiting.find((w) => w.id === Number(row.id));
+  if (wait && NEVER_FITS.has(wait.reason)) {
+    throw new ApiError(409, "job_cannot_run", `Job ${jobId} cannot run as configured (${wait.reason}: ${wait.message}), so it gets no storage credentials; cancel it and submit one that fits`);
+  }
+}
+
 /** Why a signed request is refused before its signature is even checked. */
 type Inactive = { active: false; reason: string; code: "ExpiredToken" | "AccessDenied" };
 

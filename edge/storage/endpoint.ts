@@ -2,8 +2,10 @@ import type { Database } from "../db/client";
 import { awsChunkedDecoder, awsChunkedOptions, isAwsChunked } from "./chunked";
 import { checksumAlgorithmOfHeader, checksumTap, createChecksum, digestTap, toBase64, toHex, type ChecksumAlgorithm } from "./checksums";
 import { lookupStorageCredentials, providerJobDirectory, storageDirectories } from "./credentials";
+import { downloadHeaders } from "./download-headers";
 import { S3Error } from "./errors";
 import { largeChunks } from "./large-chunks";
+import { adjustUsage, assertFits, reserveUsage, storageQuota } from "./quota";
 import { forgetUpload, listParts, listUploads, partsForCompletion, recordPart, recordUpload } from "./uploads";
 import { chunkSigner, parseSigV4, payloadSha256Verifier, verifySigV4 } from "./sigv4";
 import { MAX_COMPLETE_MULTIPART_BYTES, parseCompleteMultipartUpload, readLimitedText, s3ErrorResponse, xmlEscape } from "./xml";
@@ -25,7 +27,15 @@ interface StoredObject {
   size: number;
   etag: string;
   uploaded: Date;
-  httpMetadata?: { contentType?: string };
+  httpMetadata?: { contentType?: string; contentDisposition?: string };
+}
+
+/** What an upload may say about how its object is served later (S3's Content-Type and Content-Disposition). */
+type ObjectMetadata = { contentType?: string; contentDisposition?: string };
+
+/** The metadata an upload request sets on its object. */
+function metadataOf(request: Request): ObjectMetadata {
+  return { contentType: request.headers.get("content-type") ?? undefined, contentDisposition: request.headers.get("content-disposition") ?? undefined };
 }
 
 /**
@@ -33,12 +43,12 @@ interface StoredObject {
  * Workers types so that Node-side checks of the tests that import this file need none.
  */
 export interface StorageBucket {
-  put(key: string, value: ReadableStream, options?: { httpMetadata?: { contentType?: string } }): Promise<StoredObject | null>;
+  put(key: string, value: ReadableStream, options?: { httpMetadata?: ObjectMetadata }): Promise<StoredObject | null>;
   head(key: string): Promise<StoredObject | null>;
   get(key: string, options?: { range?: { offset: number; length: number }; onlyIf?: { etagMatches?: string } }): Promise<StoredObject | (StoredObject & { body: ReadableStream }) | null>;
   delete(key: string): Promise<void>;
   list(options: { prefix?: string; delimiter?: string; limit?: number; cursor?: string; startAfter?: string }): Promise<{ objects: StoredObject[]; delimitedPrefixes: string[]; truncated: boolean; cursor?: string }>;
-  createMultipartUpload(key: string, options?: { httpMetadata?: { contentType?: string } }): Promise<{ uploadId: string }>;
+  createMultipartUpload(key: string, options?: { httpMetadata?: ObjectMetadata }): Promise<{ uploadId: string }>;
   resumeMultipartUpload(
     key: string,
     uploadId: string,
@@ -105,7 +115,8 @@ export function storagePattern(path: string): string | null {
   return depth === 0 ? STORAGE_PREFIX : depth === 1 ? `${STORAGE_PREFIX}/{bucket}` : `${STORAGE_PREFIX}/{bucket}/{key}`;
 }
 
-const objectKey = (root: string, bucket: string, key: string) => `${root}/${bucket}/${key}`;
+/** The R2 key of `key` in job `bucket`'s directory under `root`. */
+export const objectKey = (root: string, bucket: string, key: string) => `${root}/${bucket}/${key}`;
 
 /** The request body as a stream of the object's bytes: aws-chunked decoded, a signed hash checked. */
 function objectBody(request: Request, payload: { mode: string; hash: string; signer?: ReturnType<typeof chunkSigner> }): { stream: ReadableStream<Uint8Array>; length: number } {
@@ -386,7 +397,8 @@ export async function handleStorage(request: Request, db: Database, bucket: Stor
     const payload = access.kind === "user" ? { mode: "unsigned", hash: "UNSIGNED-PAYLOAD" } : access.payload;
 
     if (method === "POST" && q.has("uploads")) {
-      const upload = await bucket.createMultipartUpload(key, { httpMetadata: { contentType: request.headers.get("content-type") ?? undefined } });
+      await assertFits(db, name, await storageQuota(db), { bytes: 0, objects: (await bucket.head(key)) ? 0 : 1 });
+      const upload = await bucket.createMultipartUpload(key, { httpMetadata: metadataOf(request) });
       await recordUpload(db, name, target.key, upload.uploadId);
       return xml(`<InitiateMultipartUploadResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Bucket>${xmlEscape(name)}</Bucket><Key>${xmlEscape(target.key)}</Key><UploadId>${xmlEscape(upload.uploadId)}</UploadId></InitiateMultipartUploadResult>`);
     }
@@ -400,6 +412,7 @@ export async function handleStorage(request: Request, db: Database, bucket: Stor
         // S3 gives a part's MD5 as its ETag (R2's binding gives a tag of its own): computed on the
         // way, recorded with R2's tag, which completing the upload needs.
         let md5 = "";
+        await assertFits(db, name, await storageQuota(db), { bytes: body.length, objects: 0 });
         const tapped = body.stream.pipeThrough(digestTap("MD5", (digest) => void (md5 = toHex(digest))));
         const part = await storeSized(tapped, body.length, (sized) => upload.uploadPart(partNumber, sized)).catch(noSuchUpload);
         await recordPart(db, uploadId, { partNumber, etag: md5, r2Etag: part.etag, size: body.length });
@@ -412,7 +425,11 @@ export async function handleStorage(request: Request, db: Database, bucket: Stor
         if (parts instanceof S3Error) throw parts;
         const stored = await partsForCompletion(db, uploadId, parts.map((p) => ({ partNumber: p.partNumber, etag: p.etag.replace(/"/g, "") })));
         if ("missing" in stored) throw new S3Error("InvalidPart", `Part ${stored.missing} was not uploaded to this upload with the ETag given: list the parts stored with ListParts.`);
+        // The parts already count towards the quota; the object they make may be one too many.
+        const replaced = await bucket.head(key);
+        await assertFits(db, name, await storageQuota(db), { bytes: 0, objects: replaced ? 0 : 1 });
         const object = await upload.complete(stored).catch(noSuchUpload);
+        await adjustUsage(db, name, { bytes: object.size - (replaced?.size ?? 0), objects: replaced ? 0 : 1 });
         await forgetUpload(db, uploadId);
         return xml(
           `<CompleteMultipartUploadResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Location>${xmlEscape(`${url.origin}${rawPath}`)}</Location><Bucket>${xmlEscape(name)}</Bucket><Key>${xmlEscape(target.key)}</Key><ETag>${xmlEscape(quote(object.etag))}</ETag></CompleteMultipartUploadResult>`,
@@ -431,24 +448,36 @@ export async function handleStorage(request: Request, db: Database, bucket: Stor
       if (request.headers.has("x-amz-copy-source")) throw new S3Error("NotImplemented", "CopyObject is not supported by this endpoint.");
       const body = objectBody(request, payload);
       if (body.length > MAX_SINGLE_PUT_BYTES) throw new S3Error("EntityTooLarge", `A single PUT may be at most ${MAX_SINGLE_PUT_BYTES} bytes here (the platform's request limit): upload larger files as multipart (aws s3 cp and boto3 upload_file do so above their multipart threshold).`);
+      // Room is reserved before any byte reaches R2: over the quota, nothing is stored.
+      // A replaced object's bytes are counted as freed at once (two replacing uploads at once
+      // may so under-count by one object's size until either finishes; never more).
+      const replaced = await bucket.head(key);
+      const reserved = { bytes: body.length - (replaced?.size ?? 0), objects: replaced ? 0 : 1 };
+      await reserveUsage(db, name, await storageQuota(db), reserved);
       // A body refused while streaming (bad checksum, wrong length) errors the stream, and R2
       // then stores nothing: a put is all or nothing, and an object it would replace stays.
-      const object = await storeSized(body.stream, body.length, (sized) => bucket.put(key, sized, { httpMetadata: { contentType: request.headers.get("content-type") ?? undefined } }));
+      const object = await storeSized(body.stream, body.length, (sized) => bucket.put(key, sized, { httpMetadata: metadataOf(request) })).catch(async (error: unknown) => {
+        await adjustUsage(db, name, { bytes: -reserved.bytes, objects: -reserved.objects });
+        throw error;
+      });
       return new Response(null, { status: 200, headers: { etag: quote(object!.etag) } });
     }
     if (method === "GET" || method === "HEAD") {
       const head = await bucket.head(key);
       if (!head) throw new S3Error("NoSuchKey", "The specified key does not exist.");
       const range = parseRange(request.headers.get("range"), head.size);
-      if (method === "HEAD") return new Response(null, { status: 200, headers: { ...objectHeaders(head), "content-length": String(head.size) } });
+      // Never runnable in this origin, however it is read (download-headers.ts).
+      const headers = { ...objectHeaders(head), ...downloadHeaders(target.key, access.kind === "user" ? "user" : "signed", head.httpMetadata?.contentDisposition) };
+      if (method === "HEAD") return new Response(null, { status: 200, headers: { ...headers, "content-length": String(head.size) } });
       const span = range ?? { offset: 0, length: head.size };
-      const headers = objectHeaders(head);
       headers["content-length"] = String(span.length);
       if (range) headers["content-range"] = `bytes ${range.offset}-${range.offset + range.length - 1}/${head.size}`;
       return new Response(rangedBody(bucket, key, head.etag, span), { status: range ? 206 : 200, headers });
     }
     if (method === "DELETE") {
+      const deleted = await bucket.head(key);
       await bucket.delete(key);
+      if (deleted) await adjustUsage(db, name, { bytes: -deleted.size, objects: -1 });
       return new Response(null, { status: 204 });
     }
     throw new S3Error("MethodNotAllowed", "The specified method is not allowed against this resource.");

@@ -5,6 +5,8 @@
  */
 export const S3_ERROR_STATUS = {
   AccessDenied: 403,
+  // Ceph RGW's answer when a quota is full (S3 has no quotas): the job's storage quota (quota.ts).
+  QuotaExceeded: 403,
   InvalidAccessKeyId: 403,
   SignatureDoesNotMatch: 403,
   RequestTimeTooSkewed: 403,

@@ -102,3 +102,18 @@ export async function listUploads(db: Database, jobId: string, options: { prefix
   const rows = result.rows.map((r) => ({ uploadId: String(r.upload_id), key: String(r.object_key), initiated: String(r.initiated_at) }));
   return { uploads: rows.slice(0, options.max), truncated: rows.length > options.max };
 }
+
+/**
+ * Multipart uploads left open by jobs that are no longer active (ended, or deleted), oldest
+ * first, with the R2 key they write: what `abortEndedUploads` cleans up. `jobId`: one job only.
+ */
+export async function endedJobUploads(db: Database, limit: number, jobId?: string): Promise<{ uploadId: string; jobId: string; key: string; outputRoot: string }[]> {
+  const result = await db.$client.execute({
+    sql: `SELECT u.upload_id, u.job_id, u.object_key, COALESCE(d.output_root, 'outputs') AS output_root
+          FROM storage_uploads u LEFT JOIN queue_entries q ON q.job_id = u.job_id LEFT JOIN storage_directories d ON d.job_id = u.job_id
+          WHERE (q.status IS NULL OR q.status NOT IN ('pending', 'running', 'blocked')) AND (?1 IS NULL OR u.job_id = ?1)
+          ORDER BY u.initiated_at LIMIT ?2`,
+    args: [jobId ?? null, limit],
+  });
+  return result.rows.map((r) => ({ uploadId: String(r.upload_id), jobId: String(r.job_id), key: String(r.object_key), outputRoot: String(r.output_root) }));
+}

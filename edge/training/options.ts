@@ -1,3 +1,5 @@
+import { webhookLimitProblems } from "../webhooks/targets";
+
 /*
  * Training forms (spec 2.9, 4.2): the `--` options of validate and start, checked field by field.
  * Pure functions: the routes parse the multipart form into an option map and call these.
@@ -88,8 +90,19 @@ export function checkOptions(input: OptionMap, inline: boolean): { options: Opti
     if (has(field) && (String(path).startsWith("/") || String(path).split(/[\\/]/).includes(".."))) problems.push({ field, message: "must be a relative path without .. (it is resolved inside the job's directory)" });
   }
   if (has("--webhook_config")) problems.push(...checkWebhookConfig(String(options["--webhook_config"])));
+  problems.push(...webhookLimitProblems(webhookTargetCount(options["--webhook_config"]), options["--webhook_reporting_interval"]));
   if (options["--validation_method"] === "external-script" && !has("--validation_external_script")) problems.push({ field: "--validation_external_script", message: "required with --validation_method external-script" });
   return { options, problems };
+}
+
+/** How many entries a --webhook_config value names (0 when it is not a JSON array). */
+function webhookTargetCount(value: unknown): number {
+  try {
+    const parsed: unknown = typeof value === "string" ? JSON.parse(value) : null;
+    return Array.isArray(parsed) ? parsed.length : 0;
+  } catch {
+    return 0;
+  }
 }
 
 /** `--webhook_config`: a JSON array of webhook objects (spec 2.9). */

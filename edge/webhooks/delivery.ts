@@ -26,13 +26,24 @@ export async function signingSecret(db: Database): Promise<string> {
 
 export type SendResult = { ok: true; status: number } | { ok: false; retry: boolean; error: string };
 
-export async function sendWebhook(url: string, messageId: string, body: string, secret: string, allowPrivate: boolean): Promise<SendResult> {
+/** A fetch that resolves and checks names before connecting (the local host's WEBHOOK_OUTBOUND binding). */
+export interface GuardedFetcher {
+  fetch(request: Request): Promise<Response>;
+}
+
+/**
+ * Sends one webhook. The URL is checked here (targets.ts); with `outbound` (the local host) the
+ * request goes through it, which also resolves the name and refuses a private address, and
+ * connects to the address it checked. Without it (deployed on Cloudflare) the runtime's fetch
+ * cannot reach private networks.
+ */
+export async function sendWebhook(url: string, messageId: string, body: string, secret: string, allowPrivate: boolean, outbound?: GuardedFetcher): Promise<SendResult> {
   const refused = refusedTarget(url, allowPrivate);
   if (refused) return { ok: false, retry: false, error: `refused: ${refused}` };
   const timestamp = new Date();
   const signature = new Webhook(secret).sign(messageId, timestamp, body);
   try {
-    const response = await fetch(url, {
+    const init: RequestInit = {
       method: "POST",
       headers: {
         "content-type": "application/json",
@@ -40,12 +51,18 @@ export async function sendWebhook(url: string, messageId: string, body: string, 
         "webhook-id": messageId,
         "webhook-timestamp": String(Math.floor(timestamp.getTime() / 1000)),
         "webhook-signature": signature,
+        ...(outbound ? { "x-outbound-allow-private": allowPrivate ? "1" : "0" } : {}),
       },
       body,
       redirect: "manual",
-      signal: AbortSignal.timeout(10_000),
-    });
+      signal: AbortSignal.timeout(outbound ? 15_000 : 10_000),
+    };
+    const response = outbound ? await outbound.fetch(new Request(url, init)) : await fetch(url, init);
     await response.body?.cancel();
+    const refusedThere = response.headers.get("x-outbound-refused");
+    if (refusedThere !== null) return { ok: false, retry: false, error: `refused: ${decodeURIComponent(refusedThere)}` };
+    const failedThere = response.headers.get("x-outbound-failed");
+    if (failedThere !== null) return { ok: false, retry: true, error: decodeURIComponent(failedThere) };
     if (response.status >= 200 && response.status < 300) return { ok: true, status: response.status };
     // A receiver's 4xx will not change by retrying, except "too early" and "too many".
     const retry = response.status >= 500 || response.status === 408 || response.status === 429;

@@ -1,3 +1,5 @@
+import { MAX_WEBHOOK_TARGETS, MIN_REPORTING_INTERVAL_SECONDS } from "./targets";
+
 /*
  * Outbound webhooks (spec 6.2): what a job's `--webhook_config` receivers are sent. Lifecycle
  * moments go out as they happen; progress at most once per `--webhook_reporting_interval`
@@ -21,7 +23,8 @@ export const DEFAULT_REPORTING_INTERVAL_SECONDS = 30;
 /** The receivers of a job from its options (invalid entries are skipped: start already refused them). */
 export function webhookConfig(options: Record<string, unknown>): WebhookConfig {
   const interval = Number(options["--webhook_reporting_interval"]);
-  const config: WebhookConfig = { targets: [], intervalSeconds: Number.isFinite(interval) && interval >= 0 ? interval : DEFAULT_REPORTING_INTERVAL_SECONDS };
+  // Bounded whatever was stored before the checks: progress at most every MIN_REPORTING_INTERVAL_SECONDS.
+  const config: WebhookConfig = { targets: [], intervalSeconds: Number.isFinite(interval) && interval >= 0 ? Math.max(interval, MIN_REPORTING_INTERVAL_SECONDS) : DEFAULT_REPORTING_INTERVAL_SECONDS };
   const raw = options["--webhook_config"];
   if (typeof raw !== "string" || !raw.trim()) return config;
   let parsed: unknown;
@@ -31,7 +34,7 @@ export function webhookConfig(options: Record<string, unknown>): WebhookConfig {
     return config;
   }
   if (!Array.isArray(parsed)) return config;
-  for (const entry of parsed) {
+  for (const entry of parsed.slice(0, MAX_WEBHOOK_TARGETS)) {
     const e = entry as { callback_url?: unknown; webhook_type?: unknown; signing_secret?: unknown };
     if (typeof e?.callback_url !== "string") continue;
     config.targets.push({ url: e.callback_url, type: typeof e.webhook_type === "string" ? e.webhook_type : "raw", secret: typeof e.signing_secret === "string" && e.signing_secret.startsWith("whsec_") ? e.signing_secret : null });

@@ -34,7 +34,7 @@ export const EventPage = z
     job_id: z.string(),
     status: z.string().openapi({ description: "The job's queue status now" }),
     events: z.array(JobEvent),
-    next_index: z.number().int().openapi({ description: "since_index for the next poll" }),
+    next_index: z.number().int().openapi({ description: "since_index for the next poll. A page stops at `limit` events or 1 MiB of them (at least one event), so fewer than `limit` does not mean the end: the end is an empty page" }),
   })
   .openapi("EventPage");
 

@@ -29,6 +29,7 @@ export const ProviderSettings = z
     s3_access_key_id: z.string().nullable().openapi({ description: "Storage credentials configured manually: this provider's jobs use them instead of fresh ones per job; null: fresh ones" }),
     s3_secret_access_key_set: z.boolean().openapi({ description: "Whether the manual credentials' secret is set (it is never shown)" }),
     webhook_secret_set: z.boolean().openapi({ description: "Whether webhooks must carry a valid Standard Webhooks signature (the secret itself is never shown)" }),
+    webhook_allow_unsigned: z.boolean().openapi({ description: "Accept webhooks while no webhook_secret is set (off by default: without a secret, intake is refused with 403 webhook_secret_not_set)" }),
     updated_at: Timestamp.nullable(),
   })
   .openapi("ProviderSettings");
@@ -52,6 +53,7 @@ export const ProviderSettingsUpdate = z
       .nullable()
       .optional()
       .openapi({ description: "The provider's webhook signing secret (whsec_...); null removes it. Write-only." }),
+    webhook_allow_unsigned: z.boolean().nullable().optional().openapi({ description: "Accept unsigned webhooks while no secret is set (not recommended: anyone who can reach the endpoint can post status updates). Unsigned deliveries are never deduplicated." }),
   })
   .openapi("ProviderSettingsUpdate", { description: "Any subset; omitted fields keep their values, null restores the default." });
 export type ProviderSettingsUpdate = z.infer<typeof ProviderSettingsUpdate>;
