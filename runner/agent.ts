@@ -30,6 +30,9 @@ export type RunnerOptions = RunnerConfig & { nvidiaSmi?: string; log: (line: str
  */
 export function boxPolicy(config: RunnerConfig, log: (line: string) => void): BoxPolicy {
   const found = config.sandbox === "off" ? null : findProgram(config.bwrap, config.path);
+  // Changing user takes root; bubblewrap then keeps only what setpriv needs for the switch.
+  if (config.runAs && process.getuid?.() !== 0) throw new RunnerConfigError(`runner config ${config.configFile ?? "(none)"}: run_as needs the runner to run as root`);
+  if (config.runAs && !found) throw new RunnerConfigError(`runner config ${config.configFile ?? "(none)"}: run_as needs the sandbox (bubblewrap) on this box`);
   if (config.sandbox === "off") log("WARNING: sandbox is off in the runner config: trainers and scripts run with this runner's rights and see its files");
   else if (!found && config.sandbox === "required") throw new RunnerConfigError(`runner config ${config.configFile ?? "(none)"}: sandbox is "required" but bubblewrap (${config.bwrap}) is not installed on this box`);
   else if (!found) log(`WARNING: bubblewrap (${config.bwrap}) is not installed on this box: only the built-in trainers (simpletuner, demo) and the declared scripts will run, without a sandbox; install bubblewrap (apt-get install bubblewrap)`);

@@ -134,8 +134,8 @@ export function checkEdgeUrl(url: string): string {
 
 function userIds(user: string): { uid: number; gid: number } {
   try {
-    const uid = Number(execFileSync("id", ["-u", user], { encoding: "utf8" }).trim());
-    const gid = Number(execFileSync("id", ["-g", user], { encoding: "utf8" }).trim());
+    const uid = Number(execFileSync("id", ["-u", user], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim());
+    const gid = Number(execFileSync("id", ["-g", user], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim());
     if (Number.isInteger(uid) && Number.isInteger(gid)) return { uid, gid };
   } catch {}
   throw new RunnerConfigError(`run_as: no user named ${JSON.stringify(user)} on this box`);

@@ -1,4 +1,5 @@
 import { spawn } from "node:child_process";
+import { resolve } from "node:path";
 import { fillPlaceholders, splitCommand, type ScriptKind } from "../shared/placeholders";
 import { globMatch } from "../shared/labels";
 import { findProgram, sandboxArgv, type SandboxSpec } from "./sandbox";
@@ -16,13 +17,14 @@ const MAX_OUTPUT_LINES = 200;
 
 /**
  * Whether a script's program is one the box declares: its path (a bare name is looked up on
- * `path`) matches one of the `allowed` paths or globs.
+ * `path`, a relative one taken from `cwd`), with any `..` resolved, matches one of the
+ * `allowed` paths or globs.
  *
  * @example
  * scriptAllowed("/opt/hooks/upload.sh", ["/opt/hooks/*"], "/usr/bin"); // true
  */
-export function scriptAllowed(program: string, allowed: string[], path: string): boolean {
-  const found = program.includes("/") ? program : findProgram(program, path);
+export function scriptAllowed(program: string, allowed: string[], path: string, cwd = "/"): boolean {
+  const found = program.includes("/") ? resolve(cwd, program) : findProgram(program, path);
   return found !== null && allowed.some((pattern) => globMatch(pattern, found));
 }
 
@@ -41,7 +43,7 @@ export function runScript(
     emit({ type: "script.failed", title: `${kind} script not run`, data: { script: kind, error: (error as Error).message } });
     return Promise.resolve();
   }
-  if (!scriptAllowed(argv[0]!, options.allowed, options.env.PATH ?? "")) {
+  if (!scriptAllowed(argv[0]!, options.allowed, options.env.PATH ?? "", options.cwd)) {
     emit({ type: "script.refused", title: `${kind} script ${argv[0]} not run: this box's runner config does not declare it in scripts`, data: { script: kind, program: argv[0] } });
     return Promise.resolve();
   }

@@ -80,7 +80,7 @@ describe.skipIf(!HAS_BWRAP)("the sandbox", () => {
     t = await startTestStack(undefined, undefined, { localRunner: true, runnerConfig: localConfig, runnerEnv: { ...process.env, SANDBOX_CANARY: CANARY } });
     admin = await setUpAdmin(t);
     await Promise.all([
-      startRemote("raw", { allow_raw_commands: true, work_dir: rawWork, hide: [t.dataDir] }),
+      startRemote("raw", { allow_raw_commands: true, work_dir: rawWork, hide: [t.dataDir], run_as: "nobody" }),
       startRemote("off", { sandbox: "off", work_dir: offWork }),
       startRemote("missing", { bwrap: "/no/such/bwrap", trainers: { probe: [PROBE] }, scripts: [ECHO_ARGS], work_dir: missingWork }),
     ]);
@@ -140,7 +140,7 @@ describe.skipIf(!HAS_BWRAP)("the sandbox", () => {
     expect(JSON.stringify(seen)).not.toContain(CANARY);
   });
 
-  it("a raw --trainer_command on a box that allows them runs sandboxed, without the runner's token", async () => {
+  it("a raw --trainer_command on a box that allows them runs sandboxed as the run_as user, without the runner's token", async () => {
     const database = join(t.dataDir, "service.db");
     await env("raw-probe", { "--num_processes": 0, "--trainer_command": JSON.stringify([PROBE]), "--probe_write": JSON.stringify([join(rawWork, "marker"), join(t.dataDir, "marker")]), "--probe_read": JSON.stringify([database]) });
     const job = await submit("raw-probe", "raw");
@@ -148,6 +148,7 @@ describe.skipIf(!HAS_BWRAP)("the sandbox", () => {
     const result = (await events(job.job_id)).find((e) => e.type === "probe.result").data;
     expect(result.writes).toEqual({ [join(rawWork, "marker")]: "EROFS", [join(t.dataDir, "marker")]: "EROFS" });
     expect(result.reads).toEqual({ [database]: "ENOENT" });
+    expect(result.uid).toBe(65534); // run_as "nobody"
     expect(existsSync(join(rawWork, "marker"))).toBe(false);
     const dumped = readFileSync(join(rawWork, "jobs", job.job_id, "env.json"), "utf8");
     expect(Object.keys(JSON.parse(dumped))).not.toContain("RUNNER_TOKEN");
