@@ -7,7 +7,7 @@ import { WakeChannel } from "./channel";
 import { runScript } from "./scripts";
 import { startCallback, type Callback } from "./callback";
 import { materialise } from "./datasets";
-import { mkdirSync, readdirSync, statSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { EventShipper, lineToEvent } from "./events";
 import { LaunchError, planLaunch, sendCommand, startJob, type BoxPolicy, type Launch, type RunningJob } from "./job";
@@ -225,6 +225,9 @@ export class Runner {
     const shipper = new EventShipper(this.edge, job.job_id, job.attempt, 500, this.options.log);
     try {
       const jobDir = join(this.options.workDir, "jobs", job.job_id);
+      // A previous attempt's trainer could have left config/ as a link to elsewhere: the runner
+      // (maybe root) writes there, so it starts from a fresh folder of its own.
+      rmSync(join(jobDir, "config"), { recursive: true, force: true });
       if (this.box.sandbox === "off") shipper.push({ type: "sandbox.off", level: "warning", title: "This box runs trainers and scripts without a sandbox (sandbox \"off\" in its runner config)" });
       const datasets: string[] = [];
       const dataloader = await this.prepareDatasets(job, shipper, datasets);

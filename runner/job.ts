@@ -1,4 +1,4 @@
-import { appendFileSync, chownSync, existsSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
+import { closeSync, constants, existsSync, lchownSync, mkdirSync, openSync, readdirSync, rmSync, writeSync } from "node:fs";
 import { isAbsolute, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as pty from "node-pty";
@@ -173,15 +173,18 @@ export interface RunningJob {
 /** `onLine`: every complete line the trainer prints, without its line ending. */
 export function startJob(launch: Launch, jobId: string, onLine: (line: string) => void = () => {}): RunningJob {
   mkdirSync(launch.env.TRAINER_OUTPUT_DIR!, { recursive: true });
+  // The trainer can replace any name in its directory, with a link to a file of the runner's
+  // (root's) choosing: the log is opened once, never by name again, and never through a link.
   const log = join(launch.jobDir, "output.log");
-  writeFileSync(log, "");
+  rmSync(log, { recursive: true, force: true });
+  const logFd = openSync(log, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644);
   if (launch.sandbox?.runAs) chownTree(launch.jobDir, launch.sandbox.runAs);
   const [file, ...args] = launch.argv;
   const child = pty.spawn(file!, args, { name: "xterm-256color", cols: 400, rows: 50, cwd: launch.jobDir, env: launch.env });
   const lastLines: string[] = [];
   let partial = "";
   child.onData((data) => {
-    appendFileSync(log, data);
+    writeSync(logFd, data);
     const lines = (partial + data).split(/\r?\n/);
     partial = lines.pop() ?? "";
     for (const raw of lines) {
@@ -197,6 +200,7 @@ export function startJob(launch: Launch, jobId: string, onLine: (line: string) =
         lastLines.push(partial.replace(/\r/g, ""));
         onLine(partial.replace(/\r/g, ""));
       }
+      closeSync(logFd);
       done({ exitCode: signal ? null : exitCode, signal: signal || null, lastLines: lastLines.slice(-KEEP_LINES) });
     }),
   );
@@ -226,17 +230,26 @@ function signalTrainer(pid: number, sandboxed: boolean, signal: NodeJS.Signals):
   }
 }
 
-/** Gives the job's directory to the run_as user, so its trainer can write there. */
+/** Gives the job's directory to the run_as user, so its trainer can write there; links are changed themselves, never followed. */
 function chownTree(dir: string, to: { uid: number; gid: number }): void {
-  chownSync(dir, to.uid, to.gid);
+  lchownSync(dir, to.uid, to.gid);
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
     const path = join(dir, entry.name);
     if (entry.isDirectory()) chownTree(path, to);
-    else chownSync(path, to.uid, to.gid);
+    else lchownSync(path, to.uid, to.gid);
   }
 }
 
 /** Appends a command for the trainer (trainer protocol: one JSON line in the control file). */
 export function sendCommand(launch: Launch, command: "validation" | "checkpoint" | "stop"): void {
-  appendFileSync(launch.env.TRAINER_CONTROL_FILE!, JSON.stringify({ command }) + "\n");
+  // Not through a link the trainer put there, nor blocking on a FIFO: a command it made
+  // impossible to deliver is its own loss.
+  try {
+    const fd = openSync(launch.env.TRAINER_CONTROL_FILE!, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o644);
+    try {
+      writeSync(fd, JSON.stringify({ command }) + "\n");
+    } finally {
+      closeSync(fd);
+    }
+  } catch {}
 }

@@ -155,6 +155,28 @@ describe.skipIf(!HAS_BWRAP)("the sandbox", () => {
     expect(dumped).not.toContain(tokens.raw!);
   });
 
+  it("a trainer that swaps its log and control file for links to the runner's files changes nothing outside", async () => {
+    const targets = [join(host, "victim-log"), join(host, "victim-control")];
+    for (const target of targets) writeFileSync(target, "untouched\n");
+    const trainer = `
+      const fs = require("node:fs");
+      fs.rmSync("output.log");
+      fs.symlinkSync(${JSON.stringify(targets[0])}, "output.log");
+      fs.rmSync("control.jsonl", { force: true });
+      fs.symlinkSync(${JSON.stringify(targets[1])}, "control.jsonl");
+      console.log(JSON.stringify({ type: "links.ready" }));
+      console.log("appended to whatever output.log points at?");
+      setTimeout(() => console.log("done"), 1500);`;
+    await env("link-swapper", { "--num_processes": 0, "--trainer_command": JSON.stringify([process.execPath, "-e", trainer, "--"]) });
+    const job = await submit("link-swapper", "raw");
+    await until("the links", async () => (await events(job.job_id)).some((e) => e.type === "links.ready"));
+    // A command makes the runner write to the control file while the link is there.
+    expect((await t.call("POST", "/api/training/validation/run", { json: { job_id: job.job_id }, auth: auth() })).status).toBe(200);
+    expect((await ended(job.job_id)).status).toBe("completed");
+    expect((await events(job.job_id)).map((e) => e.message)).toEqual(expect.arrayContaining(["appended to whatever output.log points at?", "done"]));
+    for (const target of targets) expect(readFileSync(target, "utf8")).toBe("untouched\n");
+  });
+
   it("does not run --trainer_command on a box without allow_raw_commands: the job fails saying why, nothing ran", async () => {
     const marker = join(host, "raw-marker");
     await env("raw-refused", { "--num_processes": 0, "--trainer_command": JSON.stringify(["/usr/bin/touch", marker]) });
