@@ -26,7 +26,8 @@ export type RunnerOptions = RunnerConfig & { nvidiaSmi?: string; log: (line: str
 
 /**
  * What the box runs, with the sandbox resolved: bubblewrap found (or not) where the config says.
- * Throws when the config requires the sandbox and bubblewrap is missing.
+ * Throws RunnerConfigError when the box cannot meet its config: a required sandbox without
+ * bubblewrap, run_as without root or without bubblewrap.
  */
 export function boxPolicy(config: RunnerConfig, log: (line: string) => void): BoxPolicy {
   const found = config.sandbox === "off" ? null : findProgram(config.bwrap, config.path);
@@ -63,7 +64,7 @@ export class Runner {
   private gpuIndices: number[] = [];
   private readonly box: BoxPolicy;
 
-  /** Throws RunnerConfigError when the box's sandbox setting cannot be met. */
+  /** Throws RunnerConfigError when the box cannot meet its config (see boxPolicy). */
   constructor(private readonly options: RunnerOptions) {
     this.edge = new EdgeClient(options.url, options.token);
     this.box = boxPolicy(options, options.log);

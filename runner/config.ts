@@ -39,7 +39,7 @@ export const RunnerConfigFile = z.strictObject({
 });
 export type RunnerConfigFile = z.infer<typeof RunnerConfigFile>;
 
-/** The runner's flags (runner/main.ts); the local runner passes the same names. */
+/** The runner's command-line flags as parseArgs gives them (runner/main.ts); npm start's local runner passes the same. */
 export interface RunnerFlags {
   url?: string;
   token?: string;
@@ -51,6 +51,7 @@ export interface RunnerFlags {
   "stop-grace-seconds"?: string;
 }
 
+/** The runner's whole configuration, resolved: what runner/agent.ts runs with. */
 export interface RunnerConfig {
   url: string;
   token: string;

@@ -66,7 +66,9 @@ export function sandboxArgv(argv: string[], spec: SandboxSpec): string[] {
   // Hidden and read-only: a write there fails (EROFS) instead of vanishing unnoticed.
   for (const mask of hidden) args.push("--remount-ro", mask);
   for (const device of nvidiaDevices(spec.gpus, spec.devRoot)) args.push("--dev-bind", device, device);
-  args.push("--unshare-pid", "--unshare-ipc", "--die-with-parent", "--chdir", spec.jobDir);
+  // --new-session: no controlling terminal, so nothing inside can push keystrokes (TIOCSTI) into
+  // the terminal the runner (npm start) was started from.
+  args.push("--unshare-pid", "--unshare-ipc", "--new-session", "--die-with-parent", "--chdir", spec.jobDir);
   // Run as root, bwrap keeps every capability unless told otherwise.
   args.push("--cap-drop", "ALL");
   if (!spec.runAs) return [spec.bwrap, ...args, "--", ...argv];

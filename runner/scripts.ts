@@ -28,6 +28,7 @@ export function scriptAllowed(program: string, allowed: string[], path: string, 
   return found !== null && allowed.some((pattern) => globMatch(pattern, found));
 }
 
+/** Runs one script for an event, if the box declares its program; resolves when it has ended (or was refused). */
 export function runScript(
   kind: ScriptKind,
   commandLine: string,

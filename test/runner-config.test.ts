@@ -107,7 +107,7 @@ describe("sandbox pieces", () => {
         "--ro-bind /w/cache/datasets/faces /w/cache/datasets/faces --bind /w/jobs/j1 /w/jobs/j1",
         `--remount-ro ${dir}`,
         `--dev-bind ${dev}/nvidia1 ${dev}/nvidia1 --dev-bind ${dev}/nvidiactl ${dev}/nvidiactl --dev-bind ${dev}/nvidia-uvm ${dev}/nvidia-uvm`,
-        "--unshare-pid --unshare-ipc --die-with-parent --chdir /w/jobs/j1 --cap-drop ALL -- train --fast",
+        "--unshare-pid --unshare-ipc --new-session --die-with-parent --chdir /w/jobs/j1 --cap-drop ALL -- train --fast",
       ].join(" "),
     );
     // Inside a hidden folder, the way to the job directory is made walkable; run_as drops to the user.
