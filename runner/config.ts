@@ -35,7 +35,7 @@ export const RunnerConfigFile = z.strictObject({
   /** More paths sandboxed programs must not see (an empty tmpfs over each). */
   hide: z.array(ProgramPath.refine(isAbsolute, "must be an absolute path")).default([]),
   /** Names of the runner's environment variables handed on to trainers and scripts (e.g. HF_HOME). */
-  pass_env: z.array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "an environment variable name")).default([]),
+  pass_env: z.array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "an environment variable name").refine((name) => name !== "RUNNER_TOKEN", "must not hand the runner's token to trainers")).default([]),
 });
 export type RunnerConfigFile = z.infer<typeof RunnerConfigFile>;
 

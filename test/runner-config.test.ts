@@ -39,6 +39,7 @@ describe("runner start with a bad config", () => {
       ["relative.json", JSON.stringify({ scripts: ["hooks/*.sh"] }), "scripts.0 must be an absolute path (or glob)"],
       ["builtin.json", JSON.stringify({ trainers: { demo: ["/bin/true"] } }), "trainers.demo is built in and cannot be redefined"],
       ["sandbox.json", JSON.stringify({ sandbox: "maybe" }), 'sandbox Invalid option: expected one of "auto"|"required"|"off"'],
+      ["token.json", JSON.stringify({ pass_env: ["HF_HOME", "RUNNER_TOKEN"] }), "pass_env.1 must not hand the runner's token to trainers"],
     ];
     for (const [name, text, message] of cases) {
       const path = file(name, text);
