@@ -7,10 +7,12 @@ import { WakeChannel } from "./channel";
 import { runScript } from "./scripts";
 import { startCallback, type Callback } from "./callback";
 import { materialise } from "./datasets";
-import { mkdirSync, readdirSync, statSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { EventShipper, lineToEvent } from "./events";
-import { LaunchError, planLaunch, sendCommand, startJob, type Launch, type RunningJob } from "./job";
+import { LaunchError, planLaunch, sendCommand, startJob, type BoxPolicy, type Launch, type RunningJob } from "./job";
+import { RunnerConfigError, type RunnerConfig } from "./config";
+import { findProgram } from "./sandbox";
 
 /*
  * The runner agent on a GPU box: registers the box's inventory with the edge, heartbeats, and
@@ -19,18 +21,24 @@ import { LaunchError, planLaunch, sendCommand, startJob, type Launch, type Runni
  * (cancelled, or given away while this box was offline) is stopped; a job that ends is reported.
  */
 
-export interface RunnerOptions {
-  url: string;
-  token: string;
-  role: "local" | "remote";
-  labels: Record<string, string>;
-  workDir: string;
-  /** How often to ask the edge for work (ms). Each ask is also the heartbeat. */
-  pollMs: number;
-  /** Seconds a stopping trainer gets between SIGTERM and SIGKILL. */
-  stopGraceSeconds: number;
-  nvidiaSmi?: string;
-  log: (line: string) => void;
+/** The runner's configuration (runner/config.ts), how to log, and the nvidia-smi to ask. */
+export type RunnerOptions = RunnerConfig & { nvidiaSmi?: string; log: (line: string) => void };
+
+/**
+ * What the box runs, with the sandbox resolved: bubblewrap found (or not) where the config says.
+ * Throws RunnerConfigError when the box cannot meet its config: a required sandbox without
+ * bubblewrap, run_as without root or without bubblewrap.
+ */
+export function boxPolicy(config: RunnerConfig, log: (line: string) => void): BoxPolicy {
+  const found = config.sandbox === "off" ? null : findProgram(config.bwrap, config.path);
+  // Changing user takes root; bubblewrap then keeps only what setpriv needs for the switch.
+  if (config.runAs && process.getuid?.() !== 0) throw new RunnerConfigError(`runner config ${config.configFile ?? "(none)"}: run_as needs the runner to run as root`);
+  if (config.runAs && !found) throw new RunnerConfigError(`runner config ${config.configFile ?? "(none)"}: run_as needs the sandbox (bubblewrap) on this box`);
+  if (config.sandbox === "off") log("WARNING: sandbox is off in the runner config: trainers and scripts run with this runner's rights and see its files");
+  else if (!found && config.sandbox === "required") throw new RunnerConfigError(`runner config ${config.configFile ?? "(none)"}: sandbox is "required" but bubblewrap (${config.bwrap}) is not installed on this box`);
+  else if (!found) log(`WARNING: bubblewrap (${config.bwrap}) is not installed on this box: only the built-in trainers (simpletuner, demo) and the declared scripts will run, without a sandbox; install bubblewrap (apt-get install bubblewrap)`);
+  else log(`trainers and scripts run sandboxed by ${found}${config.runAs ? ` as uid ${config.runAs.uid}` : ""}`);
+  return { trainers: config.trainers, allowRawCommands: config.allowRawCommands, bwrap: found, sandbox: config.sandbox, runAs: config.runAs, hide: config.hide, simpletunerScript: config.simpletunerScript, path: config.path, passEnv: config.passEnv };
 }
 
 interface Report {
@@ -54,9 +62,12 @@ export class Runner {
   private wakeAgain = false;
   private channel: WakeChannel | null = null;
   private gpuIndices: number[] = [];
+  private readonly box: BoxPolicy;
 
+  /** Throws RunnerConfigError when the box cannot meet its config (see boxPolicy). */
   constructor(private readonly options: RunnerOptions) {
     this.edge = new EdgeClient(options.url, options.token);
+    this.box = boxPolicy(options, options.log);
   }
 
   /** Registers, settles what a previous run left behind, and starts the loop. */
@@ -215,7 +226,12 @@ export class Runner {
     const shipper = new EventShipper(this.edge, job.job_id, job.attempt, 500, this.options.log);
     try {
       const jobDir = join(this.options.workDir, "jobs", job.job_id);
-      const dataloader = await this.prepareDatasets(job, shipper);
+      // A previous attempt's trainer could have left config/ as a link to elsewhere: the runner
+      // (maybe root) writes there, so it starts from a fresh folder of its own.
+      rmSync(join(jobDir, "config"), { recursive: true, force: true });
+      if (this.box.sandbox === "off") shipper.push({ type: "sandbox.off", level: "warning", title: "This box runs trainers and scripts without a sandbox (sandbox \"off\" in its runner config)" });
+      const datasets: string[] = [];
+      const dataloader = await this.prepareDatasets(job, shipper, datasets);
       const config = { ...job.config };
       if (dataloader) {
         mkdirSync(join(jobDir, "config"), { recursive: true });
@@ -228,10 +244,10 @@ export class Runner {
         shipper.push(event);
         if (event.type.startsWith("checkpoint")) this.rescan(job.job_id);
         const script = scriptFor(job.config, event);
-        if (script) scripts.push(runScript(script.kind, script.command, placeholderValues(script.kind, job.config, script.event), { cwd: launch.jobDir, env: launch.env }, (e) => shipper.push(e)));
+        if (script) scripts.push(runScript(script.kind, script.command, placeholderValues(script.kind, job.config, script.event), { cwd: launch.jobDir, env: launch.env, allowed: this.options.scripts, sandbox: launch.sandbox }, (e) => shipper.push(e)));
       };
       callback = await startCallback(onEvent);
-      launch = planLaunch(this.options.workDir, { ...job, config }, this.gpuIndices, callback.url);
+      launch = planLaunch(this.options.workDir, { ...job, config }, this.gpuIndices, callback.url, this.box, datasets);
       Object.assign(launch.env, await this.storageEnv(job.job_id));
       // The merged configuration as the trainer gets it, for reference and for trainers that read a file.
       mkdirSync(join(jobDir, "config"), { recursive: true });
@@ -276,7 +292,7 @@ export class Runner {
    * it; null when the environment has no datasets. A dataset not uploaded yet is reported
    * (dataset.missing) and left as it is: a trainer that needs it will say so.
    */
-  private async prepareDatasets(job: Assignment, shipper: EventShipper): Promise<Record<string, unknown>[] | null> {
+  private async prepareDatasets(job: Assignment, shipper: EventShipper, localDirs: string[]): Promise<Record<string, unknown>[] | null> {
     if (!job.dataloader?.length) return null;
     const out: Record<string, unknown>[] = [];
     for (const entry of job.dataloader) {
@@ -285,7 +301,7 @@ export class Runner {
         out.push(entry);
         continue;
       }
-      const got = await materialise(this.edge, join(this.options.workDir, "cache"), dir);
+      const got = await materialise(this.edge, join(this.options.workDir, "cache"), job.job_id, dir);
       if (!got) {
         shipper.push({ type: "dataset.missing", title: `Dataset ${dir} has no files`, data: { path: dir } });
         out.push(entry);
@@ -293,6 +309,7 @@ export class Runner {
       }
       shipper.push({ type: "dataset.ready", title: `Dataset ${dir}: ${got.files} file(s), ${got.downloaded} downloaded, ${got.reused} from the cache`, data: { ...got } });
       out.push({ ...entry, instance_data_dir: got.localDir });
+      localDirs.push(got.localDir);
     }
     return out;
   }

@@ -31,8 +31,13 @@ async function hashFile(file: string): Promise<string | null> {
   }
 }
 
-export async function materialise(edge: EdgeClient, cacheRoot: string, datasetPath: string): Promise<Materialised | null> {
-  const manifest = await edge.get<{ path: string; files: { path: string; size: number; sha256: string | null }[] }>(`/api/workers/datasets/manifest?path=${encodeURIComponent(datasetPath)}`);
+/**
+ * Brings one dataset of a job (as its dataloader names it) into the cache; null when it has no
+ * files. The edge serves a dataset only for a job assigned to this runner whose dataloader names it.
+ */
+export async function materialise(edge: EdgeClient, cacheRoot: string, jobId: string, datasetPath: string): Promise<Materialised | null> {
+  const job = encodeURIComponent(jobId);
+  const manifest = await edge.get<{ path: string; files: { path: string; size: number; sha256: string | null }[] }>(`/api/workers/datasets/manifest?job_id=${job}&path=${encodeURIComponent(datasetPath)}`);
   if (!manifest.files.length) return null;
   const localDir = join(cacheRoot, "datasets", ...manifest.path.split("/"));
   const result: Materialised = { path: manifest.path, localDir, files: manifest.files.length, downloaded: 0, reused: 0, bytes: 0 };
@@ -46,7 +51,7 @@ export async function materialise(edge: EdgeClient, cacheRoot: string, datasetPa
     }
     mkdirSync(dirname(target), { recursive: true });
     const partial = `${target}.partial`;
-    const response = await edge.fetch(`/api/workers/datasets/file?path=${encodeURIComponent(`${manifest.path}/${file.path}`)}`);
+    const response = await edge.fetch(`/api/workers/datasets/file?job_id=${job}&path=${encodeURIComponent(`${manifest.path}/${file.path}`)}`);
     const hash = createHash("sha256");
     const body = Readable.fromWeb(response.body as never);
     body.on("data", (chunk: Buffer) => hash.update(chunk));

@@ -1,8 +1,10 @@
-import { appendFileSync, existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { closeSync, constants, existsSync, lchownSync, mkdirSync, openSync, readdirSync, rmSync, writeSync } from "node:fs";
 import { isAbsolute, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as pty from "node-pty";
 import type { Assignment } from "./edge-client";
+import { fillPlaceholders } from "../shared/placeholders";
+import { descendants, findProgram, isBwrap, sandboxArgv, type SandboxSpec } from "./sandbox";
 
 /*
  * One assigned job on this box: its directory (`<work_dir>/jobs/<job_id>/`), the trainer's
@@ -19,7 +21,11 @@ const DEMO_TRAINER = fileURLToPath(new URL("./demo-trainer/main.ts", import.meta
 const KEEP_LINES = 50;
 
 export interface Launch {
+  /** What is spawned: the program inside bubblewrap when sandboxed. */
   argv: string[];
+  /** The trainer's own command line. */
+  program: string[];
+  sandbox: SandboxSpec | null;
   env: Record<string, string>;
   jobDir: string;
 }
@@ -38,20 +44,34 @@ function optionArgs(config: Record<string, unknown>): string[] {
 }
 
 /**
- * The default trainer: SimpleTuner's training script under `accelerate launch`, one process per
- * GPU (`--num_processes 0`: one process on the CPU). The script is SIMPLETUNER_TRAIN_SCRIPT on
- * the runner's box (default simpletuner/train.py, relative to the job directory unless absolute).
+ * What this box may run and how (from the runner's config, README "The runner config file"):
+ * its declared trainers, whether raw commands run, and the sandbox in effect.
  */
-export function simpleTunerCommand(numProcesses: number): string[] {
-  const script = process.env.SIMPLETUNER_TRAIN_SCRIPT || "simpletuner/train.py";
-  const devices = numProcesses > 0 ? ["--num_processes", String(numProcesses)] : ["--num_processes", "1", "--cpu"];
-  return ["accelerate", "launch", ...devices, "--num_machines", "1", "--dynamo_backend", "no", script];
+export interface BoxPolicy {
+  trainers: Record<string, string[]>;
+  allowRawCommands: boolean;
+  /** bubblewrap's path when programs run sandboxed; null when it is missing or the sandbox is off. */
+  bwrap: string | null;
+  sandbox: "auto" | "required" | "off";
+  runAs: { uid: number; gid: number } | null;
+  /** Paths hidden from sandboxed programs besides the work directory (the service's data directory). */
+  hide: string[];
+  simpletunerScript: string;
+  path: string;
+  passEnv: Record<string, string>;
 }
 
-/** Whether a program can be run: a path that exists, or a name found on PATH. */
-function onPath(program: string): boolean {
-  if (program.includes("/")) return existsSync(program);
-  return (process.env.PATH ?? "").split(":").some((dir) => dir && existsSync(join(dir, program)));
+/** A box with the built-in trainers only and no sandbox: for unit tests of the planning. */
+export const PLAIN_BOX: BoxPolicy = { trainers: {}, allowRawCommands: false, bwrap: null, sandbox: "auto", runAs: null, hide: [], simpletunerScript: "simpletuner/train.py", path: process.env.PATH ?? "", passEnv: {} };
+
+/**
+ * The default trainer: SimpleTuner's training script under `accelerate launch`, one process per
+ * GPU (`--num_processes 0`: one process on the CPU). `script`: SIMPLETUNER_TRAIN_SCRIPT on the
+ * runner's box (default simpletuner/train.py, relative to the job directory unless absolute).
+ */
+export function simpleTunerCommand(numProcesses: number, script = "simpletuner/train.py"): string[] {
+  const devices = numProcesses > 0 ? ["--num_processes", String(numProcesses)] : ["--num_processes", "1", "--cpu"];
+  return ["accelerate", "launch", ...devices, "--num_machines", "1", "--dynamo_backend", "no", script];
 }
 
 /** `--trainer_command`: a JSON array of strings (the program, then its arguments), as an option value holds it. */
@@ -69,12 +89,39 @@ function trainerCommand(value: unknown): string[] | null {
   throw new LaunchError(`--trainer_command must be a JSON array of strings (the program and its arguments), not ${JSON.stringify(value)}`);
 }
 
+/** Without bubblewrap (sandbox "auto"), only the built-in trainers and declared scripts run. */
+const NEEDS_SANDBOX = "bubblewrap (bwrap) is not available on this box, so only the built-in trainers (simpletuner, demo) and the box's declared scripts run here; install bubblewrap, or an operator sets sandbox \"off\" in the runner config";
+
+/** The trainer's argv (outside any sandbox) as the environment and the box's config allow it. */
+function trainerArgv(config: Record<string, unknown>, box: BoxPolicy, fill: Record<string, string>, numProcesses: number): { argv: string[]; raw: boolean } {
+  const name = config["--trainer"];
+  const command = trainerCommand(config["--trainer_command"]);
+  const sandboxed = box.bwrap !== null || box.sandbox === "off";
+  if ((name === undefined || name === null || name === "") && command) {
+    if (!box.allowRawCommands) throw new LaunchError(`--trainer_command is not run on this box: its runner config does not set allow_raw_commands; pick one of its trainers with --trainer (${trainerNames(box)})`);
+    if (!sandboxed) throw new LaunchError(`--trainer_command is not run: ${NEEDS_SANDBOX}`);
+    return { argv: command, raw: true };
+  }
+  const trainer = typeof name === "string" && name ? name : "simpletuner";
+  // tsx by its resolved location: the trainer runs in the job's directory, where a bare
+  // "tsx" would not be found.
+  if (trainer === "demo") return { argv: existsSync(BUILT_DEMO_TRAINER) ? [process.execPath, BUILT_DEMO_TRAINER] : [process.execPath, "--import", import.meta.resolve("tsx"), DEMO_TRAINER], raw: false };
+  if (trainer === "simpletuner") return { argv: simpleTunerCommand(numProcesses, box.simpletunerScript), raw: false };
+  const template = Object.hasOwn(box.trainers, trainer) ? box.trainers[trainer]! : null;
+  if (!template) throw new LaunchError(`unknown trainer ${JSON.stringify(trainer)}: this box has ${trainerNames(box)}`);
+  if (!sandboxed) throw new LaunchError(`trainer ${JSON.stringify(trainer)} is not run: ${NEEDS_SANDBOX}`);
+  return { argv: fillPlaceholders(template, fill), raw: false };
+}
+
+const trainerNames = (box: BoxPolicy) => ["simpletuner", "demo", ...Object.keys(box.trainers)].join(", ");
+
 /**
  * What to run for an assignment, and where. `boxGpus`: this box's device indices; a job given
  * the whole worker (a remote worker's assignment has no allocated_gpus) gets the first
- * num_processes of them.
+ * num_processes of them. `datasets`: the job's dataset folders in the cache (read-only in the
+ * sandbox).
  */
-export function planLaunch(workDir: string, job: Assignment, boxGpus: number[] = [], callbackUrl: string | null = null): Launch {
+export function planLaunch(workDir: string, job: Assignment, boxGpus: number[] = [], callbackUrl: string | null = null, box: BoxPolicy = PLAIN_BOX, datasets: string[] = []): Launch {
   const jobDir = join(workDir, "jobs", job.job_id);
   const config = { ...job.config };
   // The trainer's webhooks go to the runner (events in); the job's receivers are the edge's to call.
@@ -86,24 +133,27 @@ export function planLaunch(workDir: string, job: Assignment, boxGpus: number[] =
   const inside = relative(jobDir, outputDir);
   if (isAbsolute(output) || inside.startsWith("..") || isAbsolute(inside)) throw new LaunchError(`--output_dir must be a path inside the job's directory, not ${JSON.stringify(output)}`);
   config["--output_dir"] = outputDir;
-  const trainer = config["--trainer"];
-  const command = trainerCommand(config["--trainer_command"]);
-  let base: string[];
-  // tsx by its resolved location: the trainer runs in the job's directory, where a bare
-  // "tsx" would not be found.
-  if (trainer === "demo") base = existsSync(BUILT_DEMO_TRAINER) ? [process.execPath, BUILT_DEMO_TRAINER] : [process.execPath, "--import", import.meta.resolve("tsx"), DEMO_TRAINER];
-  else if (command) base = command;
-  else base = simpleTunerCommand(job.num_processes);
-  if (!onPath(base[0]!)) {
+  const gpus = job.allocated_gpus ?? boxGpus.slice(0, job.num_processes);
+  const { argv: base, raw } = trainerArgv(config, box, { num_processes: String(job.num_processes), job_dir: jobDir, output_dir: outputDir }, job.num_processes);
+  if (!findProgram(base[0]!, box.path)) {
     throw new LaunchError(
-      `${base[0]} is not installed on this box (not found on PATH)${command ? "" : ': the default trainer is SimpleTuner through accelerate; install it here (and set SIMPLETUNER_TRAIN_SCRIPT), or set "--trainer": "demo" or "--trainer_command" in the environment'}`,
+      `${base[0]} is not installed on this box (not found on PATH)${raw ? "" : ': the default trainer is SimpleTuner through accelerate; install it here (and set SIMPLETUNER_TRAIN_SCRIPT), or set "--trainer": "demo" in the environment'}`,
     );
   }
+  const program = [...base, ...optionArgs(config)];
+  const sandbox: SandboxSpec | null = box.bwrap ? { bwrap: box.bwrap, jobDir, readOnly: datasets, hide: [workDir, ...box.hide], gpus, runAs: box.runAs } : null;
   return {
-    argv: [...base, ...optionArgs(config)],
+    argv: sandbox ? sandboxArgv(program, sandbox) : program,
+    program,
+    sandbox,
     jobDir,
     env: {
-      CUDA_VISIBLE_DEVICES: (job.allocated_gpus ?? boxGpus.slice(0, job.num_processes)).join(","),
+      ...box.passEnv,
+      // The whole environment of the trainer: never the runner's own (its token, the service's secrets).
+      PATH: box.path,
+      HOME: jobDir,
+      TERM: "xterm-256color",
+      CUDA_VISIBLE_DEVICES: gpus.join(","),
       TRAINER_JOB_ID: job.job_id,
       TRAINER_CONTROL_FILE: join(jobDir, "control.jsonl"),
       TRAINER_OUTPUT_DIR: outputDir,
@@ -123,14 +173,18 @@ export interface RunningJob {
 /** `onLine`: every complete line the trainer prints, without its line ending. */
 export function startJob(launch: Launch, jobId: string, onLine: (line: string) => void = () => {}): RunningJob {
   mkdirSync(launch.env.TRAINER_OUTPUT_DIR!, { recursive: true });
+  // The trainer can replace any name in its directory, with a link to a file of the runner's
+  // (root's) choosing: the log is opened once, never by name again, and never through a link.
   const log = join(launch.jobDir, "output.log");
-  writeFileSync(log, "");
+  rmSync(log, { recursive: true, force: true });
+  const logFd = openSync(log, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644);
+  if (launch.sandbox?.runAs) chownTree(launch.jobDir, launch.sandbox.runAs);
   const [file, ...args] = launch.argv;
-  const child = pty.spawn(file!, args, { name: "xterm-256color", cols: 400, rows: 50, cwd: launch.jobDir, env: { ...process.env, ...launch.env } as Record<string, string> });
+  const child = pty.spawn(file!, args, { name: "xterm-256color", cols: 400, rows: 50, cwd: launch.jobDir, env: launch.env });
   const lastLines: string[] = [];
   let partial = "";
   child.onData((data) => {
-    appendFileSync(log, data);
+    writeSync(logFd, data);
     const lines = (partial + data).split(/\r?\n/);
     partial = lines.pop() ?? "";
     for (const raw of lines) {
@@ -146,6 +200,7 @@ export function startJob(launch: Launch, jobId: string, onLine: (line: string) =
         lastLines.push(partial.replace(/\r/g, ""));
         onLine(partial.replace(/\r/g, ""));
       }
+      closeSync(logFd);
       done({ exitCode: signal ? null : exitCode, signal: signal || null, lastLines: lastLines.slice(-KEEP_LINES) });
     }),
   );
@@ -155,14 +210,46 @@ export function startJob(launch: Launch, jobId: string, onLine: (line: string) =
     jobId,
     exited,
     stop(graceMs) {
-      child.kill("SIGTERM");
-      killTimer = setTimeout(() => child.kill("SIGKILL"), graceMs);
+      signalTrainer(child.pid, launch.sandbox !== null, "SIGTERM");
+      killTimer = setTimeout(() => signalTrainer(child.pid, launch.sandbox !== null, "SIGKILL"), graceMs);
       killTimer.unref();
     },
   };
 }
 
+/**
+ * A signal for the trainer. Sandboxed, it goes to the processes inside bubblewrap: bwrap itself
+ * neither forwards SIGTERM nor survives it, and its end would kill the trainer before it saves.
+ */
+function signalTrainer(pid: number, sandboxed: boolean, signal: NodeJS.Signals): void {
+  const targets = sandboxed ? [...descendants(pid).filter((p) => signal === "SIGKILL" || !isBwrap(p)), ...(signal === "SIGKILL" ? [pid] : [])] : [pid];
+  for (const target of targets) {
+    try {
+      process.kill(target, signal);
+    } catch {} // already gone
+  }
+}
+
+/** Gives the job's directory to the run_as user, so its trainer can write there; links are changed themselves, never followed. */
+function chownTree(dir: string, to: { uid: number; gid: number }): void {
+  lchownSync(dir, to.uid, to.gid);
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) chownTree(path, to);
+    else lchownSync(path, to.uid, to.gid);
+  }
+}
+
 /** Appends a command for the trainer (trainer protocol: one JSON line in the control file). */
 export function sendCommand(launch: Launch, command: "validation" | "checkpoint" | "stop"): void {
-  appendFileSync(launch.env.TRAINER_CONTROL_FILE!, JSON.stringify({ command }) + "\n");
+  // Not through a link the trainer put there, nor blocking on a FIFO: a command it made
+  // impossible to deliver is its own loss.
+  try {
+    const fd = openSync(launch.env.TRAINER_CONTROL_FILE!, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o644);
+    try {
+      writeSync(fd, JSON.stringify({ command }) + "\n");
+    } finally {
+      closeSync(fd);
+    }
+  } catch {}
 }

@@ -1,20 +1,39 @@
 import { spawn } from "node:child_process";
+import { resolve } from "node:path";
 import { fillPlaceholders, splitCommand, type ScriptKind } from "../shared/placeholders";
+import { globMatch } from "../shared/labels";
+import { findProgram, sandboxArgv, type SandboxSpec } from "./sandbox";
 
 /*
  * The scripts an environment names (spec 2.9): --post_checkpoint_script after each checkpoint,
  * --validation_external_script for each validation with --validation_method external-script.
  * Run by the runner beside the trainer (never blocking it), with the placeholders filled into
- * argv and no shell. Their output and exit become the job's events.
+ * argv and no shell, in the job's sandbox. Only programs the box's runner config declares
+ * (`scripts`) run; another is refused with a script.refused event. Their output and exit become
+ * the job's events.
  */
 
 const MAX_OUTPUT_LINES = 200;
 
+/**
+ * Whether a script's program is one the box declares: its path (a bare name is looked up on
+ * `path`, a relative one taken from `cwd`), with any `..` resolved, matches one of the
+ * `allowed` paths or globs.
+ *
+ * @example
+ * scriptAllowed("/opt/hooks/upload.sh", ["/opt/hooks/*"], "/usr/bin"); // true
+ */
+export function scriptAllowed(program: string, allowed: string[], path: string, cwd = "/"): boolean {
+  const found = program.includes("/") ? resolve(cwd, program) : findProgram(program, path);
+  return found !== null && allowed.some((pattern) => globMatch(pattern, found));
+}
+
+/** Runs one script for an event, if the box declares its program; resolves when it has ended (or was refused). */
 export function runScript(
   kind: ScriptKind,
   commandLine: string,
   values: Record<string, string>,
-  options: { cwd: string; env: Record<string, string> },
+  options: { cwd: string; env: Record<string, string>; allowed: string[]; sandbox: SandboxSpec | null },
   emit: (event: { type: string } & Record<string, unknown>) => void,
 ): Promise<void> {
   let argv: string[];
@@ -25,8 +44,13 @@ export function runScript(
     emit({ type: "script.failed", title: `${kind} script not run`, data: { script: kind, error: (error as Error).message } });
     return Promise.resolve();
   }
+  if (!scriptAllowed(argv[0]!, options.allowed, options.env.PATH ?? "", options.cwd)) {
+    emit({ type: "script.refused", title: `${kind} script ${argv[0]} not run: this box's runner config does not declare it in scripts`, data: { script: kind, program: argv[0] } });
+    return Promise.resolve();
+  }
+  const spawned = options.sandbox ? sandboxArgv(argv, options.sandbox) : argv;
   return new Promise((resolve) => {
-    const child = spawn(argv[0]!, argv.slice(1), { cwd: options.cwd, env: { ...process.env, ...options.env }, stdio: ["ignore", "pipe", "pipe"], shell: false });
+    const child = spawn(spawned[0]!, spawned.slice(1), { cwd: options.cwd, env: options.env, stdio: ["ignore", "pipe", "pipe"], shell: false });
     let lines = 0;
     const forward = (stream: NodeJS.ReadableStream) => {
       let partial = "";

@@ -1,13 +1,22 @@
 import { spawn } from "node:child_process";
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { createServer, type AddressInfo, type Server } from "node:net";
 import { describe, expect, it } from "vitest";
 import { tempDataDir } from "./helpers/stack";
 
-/** Runs `npm start` (or, for exact stderr, its command without npm) with these variables. */
+/** A runner config (RUNNER_CONFIG) whose work_dir is a fresh temp dir, not ./.runner. */
+function runnerConfig(): { RUNNER_CONFIG: string; workDir: string } {
+  const dir = mkdtempSync(join(tmpdir(), "local-start-runner-"));
+  writeFileSync(join(dir, "runner.json"), JSON.stringify({ work_dir: join(dir, "work") }));
+  return { RUNNER_CONFIG: join(dir, "runner.json"), workDir: join(dir, "work") };
+}
+
+/** Runs `npm start` (or, for exact stderr, its command without npm) with these variables; job directories go to a temp dir unless RUNNER_CONFIG says otherwise. */
 function start(env: Record<string, string>, viaNpm = false) {
   const [command, args] = viaNpm ? ["npm", ["start", "--silent"]] : [process.execPath, ["--import", "tsx", "edge/local/main.ts"]];
-  const child = spawn(command, args as string[], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(command, args as string[], { env: { ...process.env, RUNNER_CONFIG: runnerConfig().RUNNER_CONFIG, ...env }, stdio: ["ignore", "pipe", "pipe"] });
   let stderr = "";
   let stdout = "";
   child.stderr.on("data", (chunk) => (stderr += chunk));
@@ -69,7 +78,8 @@ describe("npm start", () => {
   it("runs this machine's runner: the shipped demo environment trains to completion, and SIGTERM ends its trainer too", async () => {
     const port = await freePort();
     const dataDir = tempDataDir();
-    const run = start({ SERVICE_HOST: "127.0.0.1", SERVICE_PORT: String(port), SERVICE_DATA_DIR: dataDir, PATH: `${process.cwd()}/test/fakes:${process.env.PATH}`, FAKE_NVIDIA_GPUS: "1" });
+    const { RUNNER_CONFIG, workDir } = runnerConfig();
+    const run = start({ SERVICE_HOST: "127.0.0.1", SERVICE_PORT: String(port), SERVICE_DATA_DIR: dataDir, RUNNER_CONFIG, PATH: `${process.cwd()}/test/fakes:${process.env.PATH}`, FAKE_NVIDIA_GPUS: "1" });
     await expect.poll(() => run.output().stdout, { timeout: 30_000, interval: 200 }).toContain("runner: registered as worker 1 (local) with 1 GPU(s): 0 NVIDIA A100-SXM4-80GB");
     const base = `http://127.0.0.1:${port}`;
     const post = (path: string, body: unknown, headers: Record<string, string>) => fetch(base + path, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
@@ -85,7 +95,9 @@ describe("npm start", () => {
     expect(submitted.status).toBe("running");
     const status = async () => ((await (await fetch(`${base}/api/queue?include_completed=true`, { headers: auth })).json()) as { jobs: { job_id: string; status: string }[] }).jobs.find((j) => j.job_id === submitted.job_id)?.status;
     await expect.poll(status, { timeout: 30_000, interval: 200 }).toBe("completed");
-    expect(readdirSync(`${dataDir}/runner/jobs/${submitted.job_id}/output`).sort()).toEqual(["checkpoint-40", "checkpoint-50"]);
+    // Job directories live in the runner's work_dir, never inside the data directory.
+    expect(readdirSync(`${workDir}/jobs/${submitted.job_id}/output`).sort()).toEqual(["checkpoint-40", "checkpoint-50"]);
+    expect(existsSync(`${dataDir}/runner`)).toBe(false);
 
     await fetch(`${base}/api/configs/demo`, { method: "PUT", headers: { ...auth, "content-type": "application/json" }, body: JSON.stringify({ config: { ...config, "--max_train_steps": 100000, "--demo_step_ms": 50 } }) });
     const long = (await (await post("/api/queue/submit", { config_name: "demo" }, auth)).json()) as { job_id: string };
@@ -100,7 +112,7 @@ describe("npm start", () => {
   it("--env <name> validates that environment at start and starts training it; an invalid one is reported field by field", async () => {
     const port = await freePort();
     const dataDir = tempDataDir();
-    const settings = { SERVICE_HOST: "127.0.0.1", SERVICE_PORT: String(port), SERVICE_DATA_DIR: dataDir };
+    const settings = { SERVICE_HOST: "127.0.0.1", SERVICE_PORT: String(port), SERVICE_DATA_DIR: dataDir, RUNNER_CONFIG: runnerConfig().RUNNER_CONFIG };
     const base = `http://127.0.0.1:${port}`;
     const first = start(settings);
     await expect.poll(() => first.output().stdout, { timeout: 30_000, interval: 200 }).toContain("runner: registered");

@@ -4,14 +4,15 @@
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Webhook } from "standardwebhooks";
 import { parseGpuCsv } from "../runner/gpus";
-import { planLaunch, simpleTunerCommand } from "../runner/job";
+import { PLAIN_BOX, planLaunch, simpleTunerCommand } from "../runner/job";
+import { findProgram } from "../runner/sandbox";
 import { sseEvents, type SseEvent } from "./helpers/sse";
 import { setUpAdmin, startTestStack, type TestStack } from "./helpers/stack";
 
@@ -22,7 +23,7 @@ let runnerOutput = "";
 let token: string;
 
 function startRunner() {
-  runner = spawn(process.execPath, ["--import", "tsx", "runner/main.ts", "start", "--url", t.base, "--local", "--work-dir", workDir, "--poll-ms", "60000", "--stop-grace-seconds", "2"], {
+  runner = spawn(process.execPath, ["--import", "tsx", "runner/main.ts", "start", "--url", t.base, "--local", "--config", configFile, "--work-dir", workDir, "--poll-ms", "60000", "--stop-grace-seconds", "2"], {
     env: { ...process.env, RUNNER_TOKEN: token, PATH: `${resolve("test/fakes")}:${process.env.PATH}`, FAKE_NVIDIA_GPUS: "2" },
     stdio: ["ignore", "pipe", "pipe"],
   });
@@ -30,6 +31,10 @@ function startRunner() {
   runner.stderr!.on("data", (d: Buffer) => (runnerOutput += d.toString()));
 }
 const workDir = mkdtempSync(join(tmpdir(), "runner-test-"));
+// This box lets an admin's raw --trainer_command run (sandboxed) and declares one script.
+const configFile = join(mkdtempSync(join(tmpdir(), "runner-config-")), "runner.json");
+const ECHO_ARGS = resolve("test/fakes/echo-args");
+const HAS_BWRAP = findProgram("bwrap", process.env.PATH ?? "") !== null;
 const auth = () => ({ key: admin.key });
 
 async function env(name: string, config: Record<string, unknown>) {
@@ -54,6 +59,9 @@ beforeAll(async () => {
   admin = await setUpAdmin(t);
   const created = await t.call("POST", "/api/admin/workers", { json: { name: "gpu-box" }, auth: auth() });
   token = created.body.token;
+  // Sandboxed wherever bubblewrap is installed (.ci/run installs it); without it the box runs
+  // only the built-in trainers, and the tests of raw commands are skipped.
+  writeFileSync(configFile, JSON.stringify({ allow_raw_commands: true, scripts: [ECHO_ARGS], hide: [t.dataDir], sandbox: HAS_BWRAP ? "required" : "auto" }));
   startRunner();
   await t.call("POST", "/api/queue/concurrency", { json: { local_job_max_concurrent: 4 }, auth: auth() });
   await until("the runner to register", async () => runnerOutput.includes("registered as worker"));
@@ -67,6 +75,7 @@ afterAll(async () => {
   }
   await t?.stop();
   rmSync(workDir, { recursive: true, force: true });
+  rmSync(dirname(configFile), { recursive: true, force: true });
 });
 
 describe("the runner", () => {
@@ -78,6 +87,8 @@ describe("the runner", () => {
     expect(box).toMatchObject({ role: "local", gpu_count: 2, gpu_name: "NVIDIA A100-SXM4-80GB" });
     await until("the runner's log line", async () => runnerOutput.includes("registered as worker"));
     expect(runnerOutput).toContain("with 2 GPU(s): 0 NVIDIA A100-SXM4-80GB, 1 NVIDIA A100-SXM4-80GB");
+    // Every trainer and script of this file runs in bubblewrap.
+    if (HAS_BWRAP) expect(runnerOutput).toMatch(/trainers and scripts run sandboxed by \S*bwrap/);
   });
 
   it("runs assigned jobs on their devices, reports them completed, and the waiting job starts on the freed GPUs", async () => {
@@ -120,7 +131,7 @@ describe("the runner", () => {
     expect((await t.call("GET", `/api/training/events?job_id=${first.job_id}`)).status).toBe(401);
   });
 
-  it("reports a trainer that exits non-zero as failed with its exit code and last lines", async () => {
+  it.skipIf(!HAS_BWRAP)("reports a trainer that exits non-zero as failed with its exit code and last lines", async () => {
     await env("crashes", { "--num_processes": 0, "--trainer_command": JSON.stringify([process.execPath, "-e", "console.log('loading model'); console.error('CUDA error: out of memory'); process.exit(3)", "--"]) });
     const job = await submit("crashes");
     const failed = await until("the job to fail", async () => {
@@ -153,7 +164,7 @@ describe("the runner", () => {
     expect(bad.status).toBe(422);
   });
 
-  it("takes events a trainer POSTs as raw webhooks to the callback the runner puts in its --webhook_config", async () => {
+  it.skipIf(!HAS_BWRAP)("takes events a trainer POSTs as raw webhooks to the callback the runner puts in its --webhook_config", async () => {
     const poster = `
       const hooks = JSON.parse(process.argv[process.argv.indexOf("--webhook_config") + 1]);
       const post = (body) => fetch(hooks[0].callback_url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
@@ -312,6 +323,52 @@ describe("datasets on the box", () => {
   });
 });
 
+describe("datasets for a runner", () => {
+  it("serves a dataset only for a job running on the asking worker, and only one its dataloader names", async () => {
+    await env("named-set", { "--trainer": "demo", "--num_processes": 0, "--max_train_steps": 1 });
+    for (const [target, name, body] of [["named-set", "a.txt", "named caption"], ["private-set", "secret.txt", "someone else's data"]]) {
+      const form = new FormData();
+      form.set("target_path", target!);
+      form.append("files[]", new Blob([body!]), name!);
+      expect((await fetch(`${t.base}/api/datasets/upload`, { method: "POST", headers: { "x-api-key": admin.key }, body: form })).status).toBe(201);
+    }
+    // A worker with no runner behind it: the job assigned to it stays running while it asks.
+    const probe = await t.call("POST", "/api/admin/workers", { json: { name: "dataset-probe" }, auth: auth() });
+    const asProbe = { bearer: probe.body.token };
+    await t.call("POST", "/api/workers/register", { json: { role: "remote", labels: { probe: "datasets" } }, auth: asProbe });
+    const job = (await t.call("POST", "/api/queue/submit", { json: { config_name: "named-set", target: "worker", worker_labels: { probe: "datasets" } }, auth: auth() })).body;
+    expect(job).toMatchObject({ status: "running", worker_id: probe.body.id });
+    const ask = (what: string, path: string, as = asProbe, jobId = job.job_id) => t.call("GET", `/api/workers/datasets/${what}?job_id=${encodeURIComponent(jobId)}&path=${encodeURIComponent(path)}`, { auth: as });
+    try {
+      // What the job's dataloader names: served.
+      expect((await ask("manifest", "datasets/named-set")).body).toMatchObject({ path: "named-set", files: [{ path: "a.txt", size: 13 }] });
+      expect((await ask("file", "named-set/a.txt")).text).toBe("named caption");
+      // Another dataset, for this very job: refused, nothing served.
+      for (const [what, path] of [["manifest", "private-set"], ["file", "private-set/secret.txt"], ["file", "datasets/private-set/secret.txt"]]) {
+        const refused = await ask(what!, path!);
+        expect([refused.status, refused.body.code]).toEqual([403, "dataset_not_in_job"]);
+        expect(refused.text).not.toContain("someone else's data");
+      }
+      expect((await ask("manifest", "private-set")).body.detail).toBe("private-set is not a dataset this job's dataloader names");
+      // A path that climbs out of the named dataset is refused as a path.
+      const climbing = await ask("file", "named-set/../private-set/secret.txt");
+      expect([climbing.status, climbing.body.code]).toEqual([422, "invalid_path"]);
+      // Another worker (this file's runner) asking for this job's dataset: not its job.
+      for (const what of ["manifest", "file"]) {
+        const other = await ask(what, what === "file" ? "named-set/a.txt" : "named-set", { bearer: token });
+        expect([other.status, other.body.code, other.body.detail]).toEqual([404, "not_found", `Job ${job.job_id} is not running on this worker`]);
+      }
+      expect((await ask("manifest", "named-set", asProbe, "no-such-job")).status).toBe(404);
+      expect((await t.call("GET", "/api/workers/datasets/manifest?path=named-set", { auth: asProbe })).status).toBe(422);
+    } finally {
+      await t.call("POST", "/api/training/cancel", { json: { job_id: job.job_id }, auth: auth() });
+      await t.call("POST", "/api/workers/heartbeat", { json: { draining: true }, auth: asProbe });
+    }
+    // The job no longer runs there: nothing more for that worker.
+    expect((await ask("file", "named-set/a.txt")).status).toBe(404);
+  });
+});
+
 describe("outbound webhooks", () => {
   it("refuses a private receiver by default, then, allowed, signs each lifecycle message and retries a failed one", async () => {
     const received: { headers: Record<string, string>; body: string }[] = [];
@@ -376,7 +433,7 @@ describe("outbound webhooks", () => {
 
 describe("scripts", () => {
   it("runs --post_checkpoint_script after each checkpoint and the external validation script, placeholders in argv, no shell", async () => {
-    const echo = `${process.execPath} -e "console.log(JSON.stringify(process.argv.slice(1)))" --`;
+    const echo = ECHO_ARGS;
     await env("scripted", {
       "--trainer": "demo",
       "--num_processes": 0,
@@ -409,8 +466,8 @@ describe("scripts", () => {
     expect(events.map((e) => e.index)).toEqual(events.map((_, i) => i));
   });
 
-  it("runs --post_upload_script once per upload.completed event, with the remote path, model_type and lora_type", async () => {
-    const echo = `${process.execPath} -e "console.log(JSON.stringify(process.argv.slice(1)))" --`;
+  it.skipIf(!HAS_BWRAP)("runs --post_upload_script once per upload.completed event, with the remote path, model_type and lora_type", async () => {
+    const echo = ECHO_ARGS;
     const uploader = `for (const step of [5, 10]) console.log(JSON.stringify({ type: "upload.completed", data: { step, local_path: "/o/checkpoint-" + step, remote_path: "s3://bucket/run/checkpoint-" + step, provider: "s3" } }));`;
     await env("uploads", {
       "--num_processes": 0,
@@ -432,7 +489,7 @@ describe("scripts", () => {
     expect(runs).toHaveLength(2);
   });
 
-  it("hands the trainer the job's storage credentials, with which it uploads its result to the storage endpoint", async () => {
+  it.skipIf(!HAS_BWRAP)("hands the trainer the job's storage credentials, with which it uploads its result to the storage endpoint", async () => {
     // The trainer uploads with the stock AWS SDK (from this repository's node_modules), as a
     // Python trainer would with boto3, reading only the TRAINER_STORAGE_* variables.
     const trainer = `
@@ -452,12 +509,15 @@ describe("scripts", () => {
     expect(runnerOutput).not.toContain("TRAINER_STORAGE_SECRET_ACCESS_KEY");
   });
 
-  it("reports a script that cannot start as a script.failed event; the job goes on", async () => {
+  it("does not run a script the box does not declare: a script.refused event names it; the job goes on", async () => {
     await env("bad-scripts", { "--trainer": "demo", "--num_processes": 0, "--max_train_steps": 2, "--demo_step_ms": 10, "--checkpointing_steps": 1, "--post_checkpoint_script": "/no/such/program {global_step}" });
     const job = await submit("bad-scripts");
     await until("the job to complete", async () => (await entry(job.job_id))?.status === "completed");
     const events = (await t.call("GET", `/api/training/events?job_id=${job.job_id}`, { auth: auth() })).body.events as any[];
-    expect(events.filter((e) => e.type === "script.failed").map((e) => e.data.error)).toContain("spawn /no/such/program ENOENT");
+    const refused = events.filter((e) => e.type === "script.refused");
+    expect(refused.map((e) => e.data)).toEqual([{ script: "post_checkpoint", program: "/no/such/program" }, { script: "post_checkpoint", program: "/no/such/program" }]);
+    expect(refused[0].title).toBe("post_checkpoint script /no/such/program not run: this box's runner config does not declare it in scripts");
+    expect(events.some((e) => e.type === "script.finished" || e.type === "script.output")).toBe(false);
   });
 });
 
@@ -692,11 +752,17 @@ describe("runner pieces", () => {
       expect(() => planLaunch("/w", { ...job, config: { "--trainer": "demo", "--output_dir": bad } })).toThrow("--output_dir must be a path inside the job's directory");
     }
     expect(planLaunch("/w", { ...job, config: { "--trainer": "demo", "--output_dir": "runs/a" } }).env.TRAINER_OUTPUT_DIR).toBe("/w/jobs/local-1/runs/a");
-    expect(() => planLaunch("/w", { ...job, config: { "--trainer_command": "python train.py" } })).toThrow("--trainer_command must be a JSON array of strings");
-    expect(planLaunch("/w", { ...job, config: { "--trainer_command": JSON.stringify([process.execPath, "train.js"]), "--seed": 1 } }).argv).toEqual([process.execPath, "train.js", "--seed", "1", "--output_dir", "/w/jobs/local-1/output"]);
+    // Raw commands only on a box that allows them (and sandboxes them, or has the sandbox off).
+    const raw = { ...PLAIN_BOX, allowRawCommands: true, sandbox: "off" as const };
+    expect(() => planLaunch("/w", { ...job, config: { "--trainer_command": "python train.py" } }, [], null, raw)).toThrow("--trainer_command must be a JSON array of strings");
+    expect(planLaunch("/w", { ...job, config: { "--trainer_command": JSON.stringify([process.execPath, "train.js"]), "--seed": 1 } }, [], null, raw).argv).toEqual([process.execPath, "train.js", "--seed", "1", "--output_dir", "/w/jobs/local-1/output"]);
+    expect(() => planLaunch("/w", { ...job, config: { "--trainer_command": JSON.stringify([process.execPath, "train.js"]) } })).toThrow(
+      "--trainer_command is not run on this box: its runner config does not set allow_raw_commands; pick one of its trainers with --trainer (simpletuner, demo)",
+    );
+    expect(() => planLaunch("/w", { ...job, config: { "--trainer": "sd3" } }, [], null, { ...PLAIN_BOX, trainers: { flux: ["flux-train"] } })).toThrow('unknown trainer "sd3": this box has simpletuner, demo, flux');
     // The default trainer is SimpleTuner under accelerate; without accelerate on this PATH, it says so.
     expect(simpleTunerCommand(0)).toEqual(["accelerate", "launch", "--num_processes", "1", "--cpu", "--num_machines", "1", "--dynamo_backend", "no", "simpletuner/train.py"]);
     expect(() => planLaunch("/w", { ...job, config: {} })).toThrow(/accelerate is not installed on this box .*set "--trainer": "demo"/);
-    expect(() => planLaunch("/w", { ...job, config: { "--trainer_command": '["/no/such/trainer"]' } })).toThrow("/no/such/trainer is not installed on this box (not found on PATH)");
+    expect(() => planLaunch("/w", { ...job, config: { "--trainer_command": '["/no/such/trainer"]' } }, [], null, raw)).toThrow("/no/such/trainer is not installed on this box (not found on PATH)");
   });
 });

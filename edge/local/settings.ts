@@ -1,6 +1,7 @@
 import { LOG_LEVELS, type LogLevel } from "../config";
 import { readRateLimitSettings } from "../ratelimit/settings";
 import { StartupError, type StackOptions } from "./stack";
+import { readRunnerConfigFile, RunnerConfigError } from "../../runner/config";
 
 /** Environment variables handed to the Worker as they are (the Worker validates them). */
 export const WORKER_VARIABLES = ["RATE_LIMIT_CALLS", "RATE_LIMIT_PERIOD", "RATE_LIMIT_LOOPBACK", "TRUSTED_PROXIES", "METRICS_SCRAPE_TOKEN"] as const;
@@ -27,9 +28,20 @@ export function readConfigFromEnvironment(env: NodeJS.ProcessEnv): StackOptions 
   } catch (error) {
     throw new StartupError((error as Error).message);
   }
+  const localRunner = ["1", "true", "yes"].includes(runner);
+  // The local runner's config file is checked now: a mistake in it stops start-up with its one line.
+  if (localRunner && env.RUNNER_CONFIG) {
+    try {
+      readRunnerConfigFile(env.RUNNER_CONFIG);
+    } catch (error) {
+      throw new StartupError(error instanceof RunnerConfigError ? error.message : String(error));
+    }
+  }
   return {
     bindings,
-    localRunner: ["1", "true", "yes"].includes(runner),
+    localRunner,
+    runnerConfig: env.RUNNER_CONFIG || undefined,
+    runnerEnv: env,
     host: env.SERVICE_HOST || "0.0.0.0",
     port,
     dataDir: env.SERVICE_DATA_DIR || ".data",

@@ -36,6 +36,9 @@ export interface StackOptions {
   output?: (line: string) => void;
   /** Start this machine's runner as the local GPU box (npm start: yes; tests: only when asked). */
   localRunner?: boolean;
+  /** The local runner's config file (RUNNER_CONFIG) and the environment its settings read (runner/config.ts). */
+  runnerConfig?: string;
+  runnerEnv?: Record<string, string | undefined>;
   /** `npm start -- --env <name>`: validate that environment and start training it once up. */
   startEnvironment?: string;
   /** More Worker variables (rate limiting, metrics, trusted proxies: README "Configuration"). */
@@ -175,7 +178,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     let runner: Runner | null = null;
     if (options.localRunner) {
       const db = createClient({ url: "http://libsql.internal", fetch: (request: Request) => hrana.handle(request) });
-      runner = await startLocalRunner(db, { url: `http://127.0.0.1:${url.port}`, dataDir, log: (level, line) => log[level](line) });
+      runner = await startLocalRunner(db, { url: `http://127.0.0.1:${url.port}`, dataDir, runnerConfig: options.runnerConfig, runnerEnv: options.runnerEnv, log: (level, line) => log[level](line) });
       db.close();
     }
     if (options.startEnvironment) {

@@ -17,6 +17,7 @@ import { keyOf } from "../datasets/paths";
 import { notFound } from "../errors";
 import { assignmentsOf, createWorker, finishJob, heartbeat, HEARTBEAT_INTERVAL_SECONDS, listWorkers, registerWorker } from "../workers/workers";
 import type { Context } from "hono";
+import { checkDatasetPath, datasetsOfAssignedJob } from "../workers/dataset-access";
 
 export const workersRoutes = createRouter();
 
@@ -147,7 +148,10 @@ workersRoutes.openapi(
   },
 );
 
-const DatasetPath = z.object({ path: z.string().min(1).max(1024).openapi({ description: "Relative to the datasets root, e.g. portraits (or datasets/portraits as a dataloader names it)" }) });
+const DatasetPath = z.object({
+  job_id: z.string().min(1).max(200).openapi({ description: "The job the dataset is for: running on this worker, its dataloader naming the dataset" }),
+  path: z.string().min(1).max(1024).openapi({ description: "Relative to the datasets root, e.g. portraits (or datasets/portraits as a dataloader names it)" }),
+});
 const stripRoot = (path: string) => path.replace(/^datasets\//, "");
 
 workersRoutes.openapi(
@@ -155,11 +159,22 @@ workersRoutes.openapi(
     method: "get",
     path: "/api/workers/datasets/manifest",
     tags,
-    summary: "Every file of a dataset with its size and SHA-256, for the runner's cache (worker token)",
+    summary: "Every file of a job's dataset with its size and SHA-256, for the runner's cache (worker token)",
     request: { query: DatasetPath },
-    responses: { 200: json(z.object({ path: z.string(), files: z.array(z.object({ path: z.string(), size: z.number().int(), sha256: z.string().nullable() })) }).openapi("DatasetManifest"), "Manifest (empty when there is no such dataset)"), 401: error("No valid worker token"), 422: error("A bad path") },
+    responses: {
+      200: json(z.object({ path: z.string(), files: z.array(z.object({ path: z.string(), size: z.number().int(), sha256: z.string().nullable() })) }).openapi("DatasetManifest"), "Manifest (empty when there is no such dataset)"),
+      401: error("No valid worker token"),
+      403: error("The job's dataloader does not name this dataset"),
+      404: error("Not a running job of this worker"),
+      422: error("A bad path"),
+    },
   }),
-  async (c) => c.json(await datasetManifest(c.env.STORAGE, stripRoot(c.req.valid("query").path)), 200),
+  async (c) => {
+    const { job_id, path } = c.req.valid("query");
+    const segments = targetSegments("path", stripRoot(path), false);
+    checkDatasetPath(await datasetsOfAssignedJob(c.get("db"), workerOf(c).id, job_id), segments, true);
+    return c.json(await datasetManifest(c.env.STORAGE, segments.join("/")), 200);
+  },
 );
 
 workersRoutes.openapi(
@@ -167,12 +182,20 @@ workersRoutes.openapi(
     method: "get",
     path: "/api/workers/datasets/file",
     tags,
-    summary: "One dataset file's bytes (worker token)",
+    summary: "One file of a job's dataset (worker token)",
     request: { query: DatasetPath },
-    responses: { 200: { description: "The file; X-Content-SHA256 carries its hash" }, 401: error("No valid worker token"), 404: error("No such file"), 422: error("A bad path") },
+    responses: {
+      200: { description: "The file; X-Content-SHA256 carries its hash" },
+      401: error("No valid worker token"),
+      403: error("Not a file of a dataset the job's dataloader names"),
+      404: error("No such file, or not a running job of this worker"),
+      422: error("A bad path"),
+    },
   }),
   async (c) => {
-    const segments = targetSegments("path", stripRoot(c.req.valid("query").path), false);
+    const { job_id, path } = c.req.valid("query");
+    const segments = targetSegments("path", stripRoot(path), false);
+    checkDatasetPath(await datasetsOfAssignedJob(c.get("db"), workerOf(c).id, job_id), segments, false);
     const object = await c.env.STORAGE.get(keyOf(segments));
     if (!object) throw notFound(`Dataset file ${segments.join("/")}`);
     return c.body(object.body, 200, {

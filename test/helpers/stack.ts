@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { startStack, type Stack } from "../../edge/local/stack";
+import { startStack, type Stack, type StackOptions } from "../../edge/local/stack";
 
 export interface Reply<T = any> {
   status: number;
@@ -29,10 +29,10 @@ export interface TestStack {
 /** A fresh data directory under the system temp dir. */
 export const tempDataDir = () => mkdtempSync(join(tmpdir(), "training-service-test-"));
 
-/** Starts the real local stack (workerd, libSQL, R2) on a free loopback port; `bindings`: more Worker variables. */
-export async function startTestStack(dataDir = tempDataDir(), bindings?: Record<string, string>): Promise<TestStack> {
+/** Starts the real local stack (workerd, libSQL, R2) on a free loopback port; `bindings`: more Worker variables; `more`: other stack options (e.g. the local runner). */
+export async function startTestStack(dataDir = tempDataDir(), bindings?: Record<string, string>, more: Partial<StackOptions> = {}): Promise<TestStack> {
   const lines: string[] = [];
-  const stack = await startStack({ dataDir, host: "127.0.0.1", port: 0, logFormat: "json", logLevel: "DEBUG", output: (line) => lines.push(line), bindings });
+  const stack = await startStack({ dataDir, host: "127.0.0.1", port: 0, logFormat: "json", logLevel: "DEBUG", output: (line) => lines.push(line), bindings, ...more });
   const base = stack.url.origin;
   return {
     stack,

@@ -1,0 +1,246 @@
+// The sandbox a box runs trainers and scripts in (README "Security"), against the real stack
+// with real runners and real bubblewrap: npm start's own local runner, a box that allows raw
+// commands, a box with the sandbox off, and a box whose bubblewrap is missing. What a hostile
+// environment tries (writing outside its job directory, reading the database, another job's
+// files, the runner's token) fails, and the job's events say so.
+import { spawn, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { findProgram } from "../runner/sandbox";
+import { setUpAdmin, startTestStack, type TestStack } from "./helpers/stack";
+
+const HAS_BWRAP = findProgram("bwrap", process.env.PATH ?? "") !== null;
+const PROBE = resolve("test/fakes/sandbox-probe");
+const ECHO_ARGS = resolve("test/fakes/echo-args");
+const temp = (name: string) => mkdtempSync(join(tmpdir(), `sandbox-${name}-`));
+const localWork = temp("local");
+const rawWork = temp("raw");
+const offWork = temp("off");
+const missingWork = temp("missing");
+const host = temp("host"); // configs, and where markers would land outside any job
+// A secret of the process the local runner lives in: it must never reach a trainer.
+const CANARY = `canary-${randomBytes(8).toString("hex")}`;
+
+let t: TestStack;
+let admin: { key: string; cookie: string };
+const runners: { name: string; child: ChildProcess; output: string }[] = [];
+const tokens: Record<string, string> = {};
+const auth = () => ({ key: admin.key });
+
+async function until<T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}\nrunners:\n${runners.map((r) => `${r.name}: ${r.output}`).join("\n")}\nstack:\n${t.lines.filter((l) => l.includes("runner")).join("\n")}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+async function env(name: string, config: Record<string, unknown>) {
+  expect((await t.call("POST", "/api/configs/environments", { json: { name }, auth: auth() })).status).toBe(201);
+  expect((await t.call("PUT", `/api/configs/${name}`, { json: { config }, auth: auth() })).status).toBe(200);
+}
+/** Submits to npm start's local runner, or to the remote box labelled `box`. */
+const submit = async (config_name: string, box?: string) =>
+  (await t.call("POST", "/api/queue/submit", { json: box ? { config_name, target: "worker", worker_labels: { box } } : { config_name, target: "local" }, auth: auth() })).body;
+const entry = async (jobId: string) => ((await t.call("GET", "/api/queue?include_completed=true&limit=1000", { auth: auth() })).body.jobs as any[]).find((j) => j.job_id === jobId);
+const ended = (jobId: string) =>
+  until(`job ${jobId} to end`, async () => {
+    const e = await entry(jobId);
+    return ["completed", "failed"].includes(e?.status) && e;
+  });
+const events = async (jobId: string) => (await t.call("GET", `/api/training/events?job_id=${jobId}`, { auth: auth() })).body.events as any[];
+
+/** A remote runner (runner/main.ts) with its own config file, taking jobs labelled box=<name>. */
+async function startRemote(name: string, config: Record<string, unknown>) {
+  const created = await t.call("POST", "/api/admin/workers", { json: { name: `box-${name}` }, auth: auth() });
+  tokens[name] = created.body.token;
+  const file = join(host, `${name}.json`);
+  writeFileSync(file, JSON.stringify(config));
+  const child = spawn(process.execPath, ["--import", "tsx", "runner/main.ts", "start", "--url", t.base, "--config", file, "--label", `box=${name}`, "--poll-ms", "60000", "--stop-grace-seconds", "2"], {
+    env: { ...process.env, RUNNER_TOKEN: created.body.token },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const runner = { name, child, output: "" };
+  child.stdout!.on("data", (d: Buffer) => (runner.output += d.toString()));
+  child.stderr!.on("data", (d: Buffer) => (runner.output += d.toString()));
+  runners.push(runner);
+  return runner;
+}
+
+describe.skipIf(!HAS_BWRAP)("the sandbox", () => {
+  beforeAll(async () => {
+    // npm start's local runner, configured as npm start does it (RUNNER_CONFIG, its environment).
+    const localConfig = join(host, "local.json");
+    writeFileSync(localConfig, JSON.stringify({ trainers: { probe: [PROBE, "--job", "{job_dir}"] }, scripts: [PROBE, ECHO_ARGS], work_dir: localWork }));
+    t = await startTestStack(undefined, undefined, { localRunner: true, runnerConfig: localConfig, runnerEnv: { ...process.env, SANDBOX_CANARY: CANARY } });
+    admin = await setUpAdmin(t);
+    await Promise.all([
+      startRemote("raw", { allow_raw_commands: true, work_dir: rawWork, hide: [t.dataDir], run_as: "nobody" }),
+      startRemote("off", { sandbox: "off", work_dir: offWork }),
+      startRemote("missing", { bwrap: "/no/such/bwrap", trainers: { probe: [PROBE] }, scripts: [ECHO_ARGS], work_dir: missingWork }),
+    ]);
+    await until("the runners to register", async () => runners.every((r) => r.output.includes("registered as worker")));
+  });
+  afterAll(async () => {
+    for (const { child } of runners) {
+      if (child.exitCode !== null) continue;
+      child.kill("SIGTERM");
+      await new Promise((r) => child.once("exit", r));
+    }
+    await t?.stop();
+    for (const dir of [localWork, rawWork, offWork, missingWork, host]) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("npm start's local runner keeps job directories in its work_dir, outside the data directory, and sandboxes them", async () => {
+    await env("plain-demo", { "--trainer": "demo", "--num_processes": 0, "--max_train_steps": 2, "--demo_step_ms": 10 });
+    const job = await submit("plain-demo");
+    expect((await ended(job.job_id)).status).toBe("completed");
+    expect(existsSync(join(localWork, "jobs", job.job_id, "output.log"))).toBe(true);
+    expect(existsSync(join(t.dataDir, "runner"))).toBe(false);
+    expect(t.lines.some((l) => /runner: trainers and scripts run sandboxed by \S*bwrap/.test(l))).toBe(true);
+  });
+
+  it("a declared trainer completes sandboxed, and cannot write outside its job directory, read the database or another job's files, or see the runner's environment", async () => {
+    await env("other-job", { "--trainer": "demo", "--num_processes": 0, "--max_train_steps": 1, "--demo_step_ms": 10 });
+    const other = await submit("other-job");
+    await ended(other.job_id);
+    const database = join(t.dataDir, "service.db");
+    const tmpMarker = `/tmp/sandbox-marker-${randomBytes(6).toString("hex")}`;
+    const outside = [join(t.dataDir, "marker"), join(localWork, "marker"), join(localWork, "jobs", other.job_id, "marker"), tmpMarker, resolve("sandbox-marker"), join(host, "marker")];
+    const otherLog = join(localWork, "jobs", other.job_id, "output.log");
+    await env("probe", { "--trainer": "probe", "--num_processes": 0, "--probe_write": JSON.stringify([...outside, "inside.txt"]), "--probe_read": JSON.stringify([database, otherLog]) });
+    const job = await submit("probe");
+    expect((await ended(job.job_id)).status).toBe("completed");
+    const jobDir = join(localWork, "jobs", job.job_id);
+    const result = (await events(job.job_id)).find((e) => e.type === "probe.result").data;
+    // The data directory and the work directory are hidden and read-only; the rest of the root
+    // is read-only; /tmp is the trainer's own. Only its job directory keeps what it writes.
+    expect(result.writes).toEqual({
+      [outside[0]!]: "EROFS",
+      [outside[1]!]: "EROFS",
+      [outside[2]!]: "ENOENT",
+      [tmpMarker]: "ok",
+      [outside[4]!]: "EROFS",
+      [outside[5]!]: "ENOENT",
+      "inside.txt": "ok",
+    });
+    expect(result.reads).toEqual({ [database]: "ENOENT", [otherLog]: "ENOENT" });
+    expect(result.cwd).toBe(jobDir);
+    for (const marker of outside) expect(existsSync(marker)).toBe(false);
+    expect(readFileSync(join(jobDir, "inside.txt"), "utf8")).toBe("written from the sandbox");
+    // The trainer's environment is the allowlist: nothing of the process the runner lives in.
+    const seen = JSON.parse(readFileSync(join(jobDir, "env.json"), "utf8")) as Record<string, string>;
+    expect(Object.keys(seen).sort()).toEqual(["CUDA_VISIBLE_DEVICES", "HOME", "PATH", "PWD", "TERM", "TRAINER_CALLBACK_URL", "TRAINER_CONTROL_FILE", "TRAINER_JOB_ID", "TRAINER_OUTPUT_DIR", "TRAINER_STORAGE_ACCESS_KEY_ID", "TRAINER_STORAGE_BUCKET", "TRAINER_STORAGE_ENDPOINT_URL", "TRAINER_STORAGE_REGION", "TRAINER_STORAGE_SECRET_ACCESS_KEY"]);
+    expect(seen).toMatchObject({ HOME: jobDir, TRAINER_JOB_ID: job.job_id, TRAINER_STORAGE_BUCKET: job.job_id });
+    expect(JSON.stringify(seen)).not.toContain(CANARY);
+  });
+
+  it("a raw --trainer_command on a box that allows them runs sandboxed as the run_as user, without the runner's token", async () => {
+    const database = join(t.dataDir, "service.db");
+    await env("raw-probe", { "--num_processes": 0, "--trainer_command": JSON.stringify([PROBE]), "--probe_write": JSON.stringify([join(rawWork, "marker"), join(t.dataDir, "marker")]), "--probe_read": JSON.stringify([database]) });
+    const job = await submit("raw-probe", "raw");
+    expect((await ended(job.job_id)).status).toBe("completed");
+    const result = (await events(job.job_id)).find((e) => e.type === "probe.result").data;
+    expect(result.writes).toEqual({ [join(rawWork, "marker")]: "EROFS", [join(t.dataDir, "marker")]: "EROFS" });
+    expect(result.reads).toEqual({ [database]: "ENOENT" });
+    expect(result.uid).toBe(65534); // run_as "nobody"
+    expect(existsSync(join(rawWork, "marker"))).toBe(false);
+    const dumped = readFileSync(join(rawWork, "jobs", job.job_id, "env.json"), "utf8");
+    expect(Object.keys(JSON.parse(dumped))).not.toContain("RUNNER_TOKEN");
+    expect(dumped).not.toContain(tokens.raw!);
+  });
+
+  it("a trainer that swaps its log and control file for links to the runner's files changes nothing outside", async () => {
+    const targets = [join(host, "victim-log"), join(host, "victim-control")];
+    for (const target of targets) writeFileSync(target, "untouched\n");
+    const trainer = `
+      const fs = require("node:fs");
+      fs.rmSync("output.log");
+      fs.symlinkSync(${JSON.stringify(targets[0])}, "output.log");
+      fs.rmSync("control.jsonl", { force: true });
+      fs.symlinkSync(${JSON.stringify(targets[1])}, "control.jsonl");
+      console.log(JSON.stringify({ type: "links.ready" }));
+      console.log("appended to whatever output.log points at?");
+      setTimeout(() => console.log("done"), 1500);`;
+    await env("link-swapper", { "--num_processes": 0, "--trainer_command": JSON.stringify([process.execPath, "-e", trainer, "--"]) });
+    const job = await submit("link-swapper", "raw");
+    await until("the links", async () => (await events(job.job_id)).some((e) => e.type === "links.ready"));
+    // A command makes the runner write to the control file while the link is there.
+    expect((await t.call("POST", "/api/training/validation/run", { json: { job_id: job.job_id }, auth: auth() })).status).toBe(200);
+    expect((await ended(job.job_id)).status).toBe("completed");
+    expect((await events(job.job_id)).map((e) => e.message)).toEqual(expect.arrayContaining(["appended to whatever output.log points at?", "done"]));
+    for (const target of targets) expect(readFileSync(target, "utf8")).toBe("untouched\n");
+  });
+
+  it("does not run --trainer_command on a box without allow_raw_commands: the job fails saying why, nothing ran", async () => {
+    const marker = join(host, "raw-marker");
+    await env("raw-refused", { "--num_processes": 0, "--trainer_command": JSON.stringify(["/usr/bin/touch", marker]) });
+    const job = await submit("raw-refused");
+    const failed = await ended(job.job_id);
+    expect(failed).toMatchObject({ status: "failed", error_message: "--trainer_command is not run on this box: its runner config does not set allow_raw_commands; pick one of its trainers with --trainer (simpletuner, demo, probe)" });
+    expect(existsSync(marker)).toBe(false);
+    expect(existsSync(join(localWork, "jobs", job.job_id, "output.log"))).toBe(false);
+  });
+
+  it("fails a job naming a trainer the box does not have, listing the ones it has", async () => {
+    await env("unknown-trainer", { "--trainer": "flux-turbo", "--num_processes": 0 });
+    const job = await submit("unknown-trainer");
+    expect(await ended(job.job_id)).toMatchObject({ status: "failed", error_message: 'unknown trainer "flux-turbo": this box has simpletuner, demo, probe' });
+  });
+
+  it("does not run a script the box does not declare (script.refused names it); a declared one runs sandboxed and its output is an event", async () => {
+    const refusedMarker = join(host, "script-marker");
+    const probeMarker = join(localWork, "script-marker");
+    const database = join(t.dataDir, "service.db");
+    await env("scripts", {
+      "--trainer": "demo",
+      "--num_processes": 0,
+      "--max_train_steps": 2,
+      "--demo_step_ms": 10,
+      "--checkpointing_steps": 2,
+      "--post_checkpoint_script": `/usr/bin/touch ${refusedMarker}`,
+      "--validation_method": "external-script",
+      "--validation_steps": 2,
+      "--validation_external_script": `${PROBE} --probe_write '${JSON.stringify([probeMarker])}' --probe_read '${JSON.stringify([database])}'`,
+    });
+    const job = await submit("scripts");
+    expect((await ended(job.job_id)).status).toBe("completed");
+    const all = await events(job.job_id);
+    const refused = all.find((e) => e.type === "script.refused");
+    expect(refused).toMatchObject({ title: "post_checkpoint script /usr/bin/touch not run: this box's runner config does not declare it in scripts", data: { script: "post_checkpoint", program: "/usr/bin/touch" } });
+    expect(existsSync(refusedMarker)).toBe(false);
+    const output = all.find((e) => e.type === "script.output" && e.data.script === "validation");
+    expect(JSON.parse(output.message)).toMatchObject({ type: "probe.result", data: { writes: { [probeMarker]: "EROFS" }, reads: { [database]: "ENOENT" } } });
+    expect(all.find((e) => e.type === "script.finished" && e.data.script === "validation")).toMatchObject({ data: { exit_code: 0 } });
+    expect(existsSync(probeMarker)).toBe(false);
+  });
+
+  it('with sandbox "off", says so at start and warns on every job', async () => {
+    expect(runners.find((r) => r.name === "off")!.output).toContain("WARNING: sandbox is off in the runner config");
+    await env("off-demo", { "--trainer": "demo", "--num_processes": 0, "--max_train_steps": 1, "--demo_step_ms": 10 });
+    const job = await submit("off-demo", "off");
+    expect((await ended(job.job_id)).status).toBe("completed");
+    expect((await events(job.job_id))[0]).toMatchObject({ type: "sandbox.off", level: "warning", title: 'This box runs trainers and scripts without a sandbox (sandbox "off" in its runner config)' });
+  });
+
+  it("without bubblewrap, says so at start and runs only the built-in trainers and declared scripts", async () => {
+    expect(runners.find((r) => r.name === "missing")!.output).toContain("WARNING: bubblewrap (/no/such/bwrap) is not installed on this box: only the built-in trainers (simpletuner, demo) and the declared scripts will run");
+    await env("missing-probe", { "--trainer": "probe", "--num_processes": 0 });
+    const refused = await submit("missing-probe", "missing");
+    expect(await ended(refused.job_id)).toMatchObject({
+      status: "failed",
+      error_message: 'trainer "probe" is not run: bubblewrap (bwrap) is not available on this box, so only the built-in trainers (simpletuner, demo) and the box\'s declared scripts run here; install bubblewrap, or an operator sets sandbox "off" in the runner config',
+    });
+    expect(existsSync(join(missingWork, "jobs", refused.job_id, "env.json"))).toBe(false);
+    await env("missing-demo", { "--trainer": "demo", "--num_processes": 0, "--max_train_steps": 2, "--demo_step_ms": 10, "--checkpointing_steps": 1, "--post_checkpoint_script": `${ECHO_ARGS} {global_step}` });
+    const job = await submit("missing-demo", "missing");
+    expect((await ended(job.job_id)).status).toBe("completed");
+    const outputs = (await events(job.job_id)).filter((e) => e.type === "script.output").map((e) => JSON.parse(e.message));
+    expect(outputs).toEqual(expect.arrayContaining([["1"], ["2"]]));
+  });
+});
