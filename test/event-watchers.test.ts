@@ -45,7 +45,7 @@ afterAll(async () => {
 
 describe("live watchers", () => {
   it("are at most 10 per user (429 naming the limit), and a closed stream frees its place", async () => {
-    const viewer = await createUserWithKey(t, { cookie: admin.cookie }, "viewer", "vera");
+    const viewer = await createUserWithKey(t, { cookie: admin.cookie }, "lead", "vera");
     const streams = [];
     for (let i = 0; i < 10; i++) streams.push(await watch(viewer.key));
     expect(streams.map((s) => s.status)).toEqual(Array(10).fill(200));
@@ -64,7 +64,7 @@ describe("live watchers", () => {
   }, 60_000);
 
   it("are at most 20 per job", async () => {
-    const users = await Promise.all([0, 1, 2].map((i) => createUserWithKey(t, { cookie: admin.cookie }, "viewer", `watcher${i}`)));
+    const users = await Promise.all([0, 1, 2].map((i) => createUserWithKey(t, { cookie: admin.cookie }, "lead", `watcher${i}`)));
     // A job of its own: the streams of the test before take up to two keep-alives to be noticed gone.
     const busy = (await t.call("POST", "/api/queue/submit", { json: { config_name: "gpu", target: "local" }, auth: { key: admin.key } })).body.job_id;
     const streams = [];
