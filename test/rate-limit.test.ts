@@ -188,6 +188,9 @@ describe("rate limiting over HTTP (development, 4 per 2 s by default, loopback t
     expect(remainingOf(await t.call("GET", "/docs", { headers: from("2001:db8::30") }))).toBe("3");
     // The same IPv6 address written another way is the same client.
     expect(remainingOf(await t.call("GET", "/docs", { headers: from("2001:DB8:0:0::30") }))).toBe("2");
+    // IPv6 clients are counted by their /64: another address of it is the same client, another /64 is not.
+    expect(remainingOf(await t.call("GET", "/docs", { headers: from("2001:db8::ffff:1234:31") }))).toBe("1");
+    expect(remainingOf(await t.call("GET", "/docs", { headers: from("2001:db8:0:1::30") }))).toBe("3");
   });
 
   it("takes the client from X-Forwarded-For, else X-Real-IP, when the peer is the trusted loopback proxy", async () => {
@@ -205,6 +208,15 @@ describe("rate limiting over HTTP (development, 4 per 2 s by default, loopback t
       const reply = await t.call("GET", "/docs");
       expect([reply.status, reply.headers.get("x-ratelimit-limit")]).toEqual([200, null]);
     }
+  });
+
+  it("counts a loopback address named by a forwarding header: only a genuine loopback peer goes uncounted", async () => {
+    for (const remaining of ["3", "2", "1", "0"]) expect(remainingOf(await t.call("GET", "/docs", { headers: from("127.0.0.1") }))).toBe(remaining);
+    const refused = await t.call("GET", "/docs", { headers: from("127.0.0.1") });
+    expect([refused.status, refused.body.code]).toEqual([429, "rate_limited"]);
+    expect(remainingOf(await t.call("GET", "/docs", { headers: { "x-real-ip": "::1" } }))).toBe("3");
+    // The same machine without a forwarding header is still exempt.
+    expect((await t.call("GET", "/docs")).headers.get("x-ratelimit-limit")).toBeNull();
   });
 
   it("never counts the excluded paths", async () => {

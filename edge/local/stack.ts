@@ -9,6 +9,7 @@ import type { LogLevel } from "../config";
 import { applyMigrations } from "../db/migrate";
 import { createLogger, type Logger } from "../log";
 import { bundleWorker } from "./bundle";
+import { startClientFront, type ClientFront } from "./client-front";
 import { randomBytes } from "node:crypto";
 import { createHranaServer, serveHranaOverHttp } from "./hrana";
 import { startLocalRunner } from "./local-runner";
@@ -143,21 +144,30 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         ...options.bindings,
       },
       serviceBindings: { LIBSQL_BRIDGE: { external: { address: `127.0.0.1:${bridge.port}`, http: {} } } },
-      host,
-      port,
+      // Private: clients reach workerd only through the client front, which sets their address.
+      host: "127.0.0.1",
+      port: 0,
       cf: false,
       handleRuntimeStdio: (stdout: Readable, stderr: Readable) => {
         forwardLines(stdout, emit);
         forwardLines(stderr, emit);
       },
     });
-    let url: URL;
+    let workerUrl: URL;
     try {
-      url = await mf.ready;
+      workerUrl = await mf.ready;
     } catch (error) {
       await mf.dispose().catch(() => {});
-      throw new StartupError(`the Worker runtime failed to start on ${host}:${port}: ${(error as Error).message.split("\n")[0]}`);
+      throw new StartupError(`the Worker runtime failed to start: ${(error as Error).message.split("\n")[0]}`);
     }
+    let front: ClientFront;
+    try {
+      front = await startClientFront({ host, port, upstreamPort: Number(workerUrl.port), onError: (message) => log.warning(message) });
+    } catch (error) {
+      await mf.dispose().catch(() => {});
+      throw new StartupError(`cannot listen on ${host}:${port} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
+    }
+    const url = new URL(`http://${host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host.includes(":") ? `[${host}]` : host}:${front.port}`);
     // Spec 6.6: the queue is processed once at start-up (queued jobs start where capacity exists);
     // this also arms the Scheduler's 5 s alarm.
     const scheduler = await mf.getDurableObjectNamespace("SCHEDULER");
@@ -183,6 +193,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       log,
       async stop() {
         await runner?.stop();
+        await front.close();
         await mf.dispose();
         await closeBridge();
         hrana.close();

@@ -1,10 +1,10 @@
 import type { MiddlewareHandler } from "hono";
-import { ipInRanges, LOOPBACK_RANGES } from "../../shared/ip";
+import { ipInRanges, LOOPBACK_RANGES, rateLimitKey } from "../../shared/ip";
 import { matchRateRule, type RateRule } from "../../shared/rate-rules";
 import type { AppEnv } from "../app-env";
 import { auditLater } from "../audit/trail";
 import { ApiError } from "../errors";
-import { clientAddress } from "../ratelimit/client-ip";
+import { directPeer, resolveClient } from "../ratelimit/client-ip";
 import { limiterOf, type RateVerdict } from "../ratelimit/limiter-types";
 
 /** The spec's three headers and the IETF draft's two, for one verdict. */
@@ -21,13 +21,28 @@ function rateLimitHeaders(rule: RateRule, verdict: RateVerdict): Record<string, 
 }
 
 /**
+ * Whether the client is this machine itself: its socket peer is loopback and no trusted proxy's
+ * forwarding header named the client (a proxy on this machine forwards everyone, so a forwarded
+ * "127.0.0.1" proves nothing).
+ *
+ * @example
+ * isGenuineLoopback("127.0.0.1", false); // true
+ * isGenuineLoopback("127.0.0.1", true); // false
+ */
+export function isGenuineLoopback(peer: string, forwarded: boolean): boolean {
+  return !forwarded && ipInRanges(peer, LOOPBACK_RANGES);
+}
+
+/**
  * Per-client rate limiting (spec 8), before authorisation: resolves the client's address (set as
  * `clientIp` for everything after), picks the request's rule (shared/rate-rules.ts) and asks that
  * client's RateLimiter Durable Object for a verdict. A refusal is a 429 with `Retry-After`
  * before any credential is looked at, so no credential, valid or not, changes a limit; every
  * other response of a counted request carries the headers too, errors and 404s included (Hono
- * has turned them into `c.res` by the time `next()` returns). Not counted: limiting off, excluded
- * paths, and loopback clients in development unless RATE_LIMIT_LOOPBACK is on. When the limiter
+ * has turned them into `c.res` by the time `next()` returns). IPv6 clients are counted by their
+ * /64. Not counted: limiting off, excluded paths, and genuine loopback peers in development
+ * unless RATE_LIMIT_LOOPBACK is on (a loopback address named by a forwarding header is counted:
+ * a proxy on this machine forwards everyone). When the limiter
  * cannot be reached the request is served, without headers, and a warning logged: an outage of
  * the limiter must not become an outage of the service.
  *
@@ -37,9 +52,9 @@ function rateLimitHeaders(rule: RateRule, verdict: RateVerdict): Record<string, 
 export function rateLimit(): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const settings = c.get("config").rateLimit;
-    const clientIp = clientAddress(c.req.raw.headers, settings.trustedProxies);
+    const { address: clientIp, forwarded } = resolveClient(c.req.raw.headers, settings.trustedProxies);
     c.set("clientIp", clientIp);
-    if (!settings.enabled || (settings.exemptLoopback && ipInRanges(clientIp, LOOPBACK_RANGES))) return next();
+    if (!settings.enabled || (settings.exemptLoopback && isGenuineLoopback(directPeer(c.req.raw.headers), forwarded))) return next();
     const method = c.req.method;
     const path = c.req.path;
     const rule = matchRateRule(method, path, settings.defaultRule);
@@ -47,7 +62,7 @@ export function rateLimit(): MiddlewareHandler<AppEnv> {
 
     let verdict: RateVerdict;
     try {
-      verdict = await limiterOf(c.env, clientIp).hit(rule.name, rule.calls, rule.periodSeconds * 1000);
+      verdict = await limiterOf(c.env, rateLimitKey(clientIp)).hit(rule.name, rule.calls, rule.periodSeconds * 1000);
     } catch (error) {
       c.get("log").warning("rate limiter unreachable: request served without limiting", { client_ip: clientIp, rule: rule.name, error: String(error) });
       return next();
