@@ -9,6 +9,7 @@ import { findApiKeyUser } from "../auth/api-keys";
 import { constantTimeEqual } from "../auth/crypto";
 import { findSessionUser, SESSION_COOKIE } from "../auth/sessions";
 import { ApiError } from "../errors";
+import { countWorkerTokenFailure } from "./failure-limits";
 import { findWorkerByToken } from "../workers/workers";
 
 const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
@@ -100,6 +101,7 @@ export function authorize(): MiddlewareHandler<AppEnv> {
       const token = /^Bearer\s+(\S+)$/i.exec(c.req.header("authorization") ?? "")?.[1];
       if (!token) throw new ApiError(401, "unauthenticated", "A worker token is required: Authorization: Bearer stw_...", undefined, { "WWW-Authenticate": "Bearer" });
       const worker = await findWorkerByToken(c.get("db"), token);
+      if (!worker) await countWorkerTokenFailure(c);
       if (!worker) throw new ApiError(401, "invalid_worker_token", "The worker token is invalid or its worker was removed", undefined, { "WWW-Authenticate": "Bearer" });
       c.set("worker", worker);
       return next();

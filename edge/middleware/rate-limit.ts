@@ -8,7 +8,7 @@ import { directPeer, resolveClient } from "../ratelimit/client-ip";
 import { limiterOf, type RateVerdict } from "../ratelimit/limiter-types";
 
 /** The spec's three headers and the IETF draft's two, for one verdict. */
-function rateLimitHeaders(rule: RateRule, verdict: RateVerdict): Record<string, string> {
+export function rateLimitHeaders(rule: RateRule, verdict: RateVerdict): Record<string, string> {
   const seconds = Math.max(0, Math.ceil((verdict.resetAt - verdict.now) / 1000));
   return {
     "X-RateLimit-Limit": String(rule.calls),

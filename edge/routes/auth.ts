@@ -19,6 +19,7 @@ import { createApiKey, listApiKeys, revokeApiKey } from "../auth/api-keys";
 import { createSession, deleteSession } from "../auth/sessions";
 import { checkPassword, createFirstAdmin, createUser, needsSetup } from "../auth/users";
 import { principalOf } from "../middleware/authorize";
+import { loginFailureLimit, usernameDigest } from "../middleware/failure-limits";
 import { ApiError } from "../errors";
 import { createRouter } from "../router";
 import { json, jsonBody } from "./openapi";
@@ -76,17 +77,27 @@ auth.openapi(
     summary: "Log in with username (or email) and password; sets the session cookie",
     description: "The cookie `st_session` is HttpOnly, SameSite=Lax, Secure over HTTPS, and lasts 24 hours (30 days with `remember_me`).",
     request: jsonBody(LoginRequest),
-    responses: { 200: json(SessionInfo, "Logged in (Set-Cookie)"), 401: json(ErrorBody, "Wrong username or password"), 422: errors[422] },
+    responses: {
+      200: json(SessionInfo, "Logged in (Set-Cookie)"),
+      401: json(ErrorBody, "Wrong username or password"),
+      422: errors[422],
+      429: json(ErrorBody, "Too many attempts from this address (5 a minute), or too many failed logins for this username (10 in 15 minutes, the right password refused too)"),
+    },
   }),
   async (c) => {
     const db = c.get("db");
     const { username, password, remember_me } = c.req.valid("json");
+    const limit = await loginFailureLimit(c, username);
+    await limit.admit();
     const user = await checkPassword(db, username, password);
     if (!user) {
-      c.get("log").warning("login failed", { username });
-      auditLater(c, { event_type: "login_failed", actor: username.slice(0, 128), details: { reason: "wrong username or password" } });
+      // The typed name only as a hash: it may be someone's password typed in the wrong field.
+      const username_hash = await usernameDigest(username);
+      c.get("log").warning("login failed", { username_hash });
+      auditLater(c, { event_type: "login_failed", details: { reason: "wrong username or password", username_hash } });
       throw new ApiError(401, "invalid_credentials", "Wrong username or password");
     }
+    await limit.succeeded();
     const session = await createSession(db, user.id, remember_me);
     setSessionCookie(c, session.token, session.expiresAt);
     c.get("log").info("login succeeded", { user_id: user.id });
