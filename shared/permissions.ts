@@ -72,6 +72,8 @@ export const ROUTE_ACCESS: Record<string, Access> = {
 
   "GET /api/admin/workers": { level: "admin" },
   "POST /api/admin/workers": { level: "admin" },
+  "DELETE /api/admin/workers/{id}": { level: "admin" },
+  "POST /api/admin/workers/{id}/token": { level: "admin" },
   "POST /api/workers/register": "worker",
   "POST /api/workers/heartbeat": "worker",
   "POST /api/workers/jobs/{job_id}/finish": "worker",

@@ -8,7 +8,7 @@ const keys = {} as Record<Level, { key: string; cookie: string }>;
 
 // A concrete path for each route pattern; bodies are left empty, so allowed calls stop at
 // validation (4xx other than 401/403) and change nothing.
-const concretePath = (pattern: string) => pattern.replace("{key_id}", "999999").replace("{file}", "swagger-ui.css").replace("{job_id}", "no-such-job").replace("{name}", "no-such-env").replace("/*", "/no-such-job/file.txt");
+const concretePath = (pattern: string) => pattern.replace("{key_id}", "999999").replace("{file}", "swagger-ui.css").replace("{job_id}", "no-such-job").replace("{name}", "no-such-env").replace("{id}", "999999").replace("/*", "/no-such-job/file.txt");
 const routes = Object.entries(ROUTE_ACCESS).map(([route, access]) => {
   const [method, pattern] = route.split(" ") as [string, string];
   return { method, path: concretePath(pattern), access };
