@@ -45,6 +45,8 @@ export interface StackOptions {
 export interface Stack {
   url: URL;
   dataDir: string;
+  /** The first admin's setup token: SETUP_TOKEN when given, else random per start ("" when set empty). */
+  setupToken: string;
   log: Logger;
   stop(): Promise<void>;
 }
@@ -118,6 +120,8 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     // several times faster than a Node-function binding, which Miniflare proxies and re-encodes.
     // The random token keeps other local users off the port.
     const bridgeToken = randomBytes(32).toString("base64url");
+    // Creating the first admin from another machine needs this (edge/auth/setup-token.ts).
+    const setupToken = options.bindings?.SETUP_TOKEN ?? randomBytes(24).toString("base64url");
     const bridge = await serveHranaOverHttp(hrana, 0, "127.0.0.1", { authToken: bridgeToken });
     closeBridge = bridge.close;
 
@@ -140,6 +144,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         SERVICE_LOG_LEVEL: logLevel,
         SERVICE_LOG_FORMAT: logFormat,
         SERVICE_STARTED_AT: new Date().toISOString(),
+        SETUP_TOKEN: setupToken,
         ...(options.publicUrl ? { SERVICE_PUBLIC_URL: options.publicUrl } : {}),
         ...options.bindings,
       },
@@ -190,6 +195,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     return {
       url,
       dataDir,
+      setupToken,
       log,
       async stop() {
         await runner?.stop();

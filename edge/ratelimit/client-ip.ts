@@ -1,4 +1,4 @@
-import { ipInRanges, normalizeIp, type AddressRange } from "../../shared/ip";
+import { ipInRanges, LOOPBACK_RANGES, normalizeIp, type AddressRange } from "../../shared/ip";
 
 /**
  * The direct peer: `CF-Connecting-IP`, which Cloudflare sets on every request and a client
@@ -39,4 +39,17 @@ export function resolveClient(headers: Headers, trustedProxies: readonly Address
   const header = headers.get("x-forwarded-for")?.split(",")[0] ?? headers.get("x-real-ip");
   const named = header === null || header === undefined ? null : normalizeIp(header);
   return named === null ? { address: peer, forwarded: false } : { address: named, forwarded: true };
+}
+
+/**
+ * Whether the request comes from this machine itself: its socket peer is loopback and no trusted
+ * proxy's forwarding header named another client (a proxy on this machine forwards everyone, so
+ * a forwarded "127.0.0.1" proves nothing).
+ *
+ * @example
+ * fromGenuineLoopback(new Headers({ "cf-connecting-ip": "127.0.0.1" }), LOOPBACK_RANGES); // true
+ * fromGenuineLoopback(new Headers({ "cf-connecting-ip": "127.0.0.1", "x-forwarded-for": "127.0.0.1" }), LOOPBACK_RANGES); // false
+ */
+export function fromGenuineLoopback(headers: Headers, trustedProxies: readonly AddressRange[]): boolean {
+  return !resolveClient(headers, trustedProxies).forwarded && ipInRanges(directPeer(headers), LOOPBACK_RANGES);
 }

@@ -17,6 +17,8 @@ import { User } from "../../shared/schemas/users";
 import { auditLater } from "../audit/trail";
 import { createApiKey, listApiKeys, revokeApiKey } from "../auth/api-keys";
 import { createSession, deleteSession } from "../auth/sessions";
+import { requireSetupToken } from "../auth/setup-token";
+import { fromGenuineLoopback } from "../ratelimit/client-ip";
 import { checkPassword, createFirstAdmin, createUser, needsSetup } from "../auth/users";
 import { principalOf } from "../middleware/authorize";
 import { loginFailureLimit, usernameDigest } from "../middleware/failure-limits";
@@ -55,12 +57,22 @@ auth.openapi(
     path: "/api/cloud/auth/setup/first-admin",
     tags,
     summary: "Create the first admin (only while no user exists); logs them in",
+    description:
+      "From any machine but the service's own, `setup_token` must be the one-time setup token: the one `npm start` prints, or the SETUP_TOKEN variable (a Worker secret when deployed, where it is always needed).",
     request: jsonBody(FirstAdminRequest),
-    responses: { 201: json(SessionInfo, "The admin, logged in (Set-Cookie)"), 409: json(ErrorBody, "Setup already complete"), 422: errors[422] },
+    responses: {
+      201: json(SessionInfo, "The admin, logged in (Set-Cookie)"),
+      403: json(ErrorBody, "No or a wrong setup token (setup_token_required, invalid_setup_token), or none configured (setup_token_unset)"),
+      409: json(ErrorBody, "Setup already complete"),
+      422: errors[422],
+    },
   }),
   async (c) => {
     const db = c.get("db");
-    const user = await createFirstAdmin(db, c.req.valid("json"));
+    const config = c.get("config");
+    const { setup_token, ...input } = c.req.valid("json");
+    requireSetupToken({ environment: config.environment, expected: config.setupToken, fromLoopback: fromGenuineLoopback(c.req.raw.headers, config.rateLimit.trustedProxies), offered: setup_token });
+    const user = await createFirstAdmin(db, input);
     const session = await createSession(db, user.id, false);
     setSessionCookie(c, session.token, session.expiresAt);
     c.get("log").info("first admin created", { user_id: user.id, username: user.username });
