@@ -56,6 +56,9 @@ describe("sessions", () => {
     const me = await t.call("GET", "/api/users/me", { auth: { cookie: sessionCookie(login) } });
     expect(me.status).toBe(200);
     expect(me.body).toMatchObject({ username, level: "admin", priority: 30, auth_method: "session" });
+    // Over plain HTTP only st_session is read; the HTTPS name carries nothing here.
+    const prefixed = await t.call("GET", "/api/users/me", { auth: { cookie: `__Host-${sessionCookie(login)}` } });
+    expect(prefixed.status).toBe(401);
   });
 
   it("gives a 30-day session with remember_me", async () => {

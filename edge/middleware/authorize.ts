@@ -1,5 +1,4 @@
 import type { Context, MiddlewareHandler } from "hono";
-import { getCookie } from "hono/cookie";
 import { matchedRoutes } from "hono/route";
 import { findTargetHandler, isMiddleware } from "hono/utils/handler";
 import { levelAtLeast } from "../../shared/levels";
@@ -7,7 +6,8 @@ import { accessFor } from "../../shared/permissions";
 import type { AppEnv, Principal } from "../app-env";
 import { findApiKeyUser } from "../auth/api-keys";
 import { constantTimeEqual } from "../auth/crypto";
-import { findSessionUser, SESSION_COOKIE } from "../auth/sessions";
+import { findSessionUser } from "../auth/sessions";
+import { readSessionCookie } from "../routes/session-cookie";
 import { ApiError } from "../errors";
 import { countWorkerTokenFailure } from "./failure-limits";
 import { findWorkerByToken } from "../workers/workers";
@@ -49,7 +49,7 @@ export async function identify(c: Context<AppEnv>): Promise<Principal | null> {
     c.executionCtx.waitUntil(found.touch().catch((error: unknown) => c.get("log").warning("could not record API key use", { error: String(error) })));
     return { user: found.user, via: "api_key", apiKeyId: found.keyId };
   }
-  const token = getCookie(c, SESSION_COOKIE);
+  const token = readSessionCookie(c);
   if (token) {
     const found = await findSessionUser(db, token);
     if (found) return { user: found.user, via: "session", sessionTokenHash: found.tokenHash };

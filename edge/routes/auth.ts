@@ -87,7 +87,8 @@ auth.openapi(
     path: "/api/cloud/auth/login",
     tags,
     summary: "Log in with username (or email) and password; sets the session cookie",
-    description: "The cookie `st_session` is HttpOnly, SameSite=Lax, Secure over HTTPS, and lasts 24 hours (30 days with `remember_me`).",
+    description:
+      "The cookie is `st_session` over plain HTTP and `__Host-st_session` (Secure, Path=/, no Domain) over HTTPS; HttpOnly, SameSite=Lax, and lasts 24 hours (30 days with `remember_me`).",
     request: jsonBody(LoginRequest),
     responses: {
       200: json(SessionInfo, "Logged in (Set-Cookie)"),
