@@ -4,7 +4,7 @@
 // but Linux routes all of 127.0.0.0/8 to loopback, so a client socket bound to 127.0.0.5 is a
 // peer other than 127.0.0.1 that the forged headers can be told apart from.
 import { createServer, request, type IncomingHttpHeaders, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import { connect, type AddressInfo } from "node:net";
 import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WebSocket, WebSocketServer } from "ws";
@@ -83,6 +83,22 @@ describe("the client front against a small upstream", () => {
     expect(JSON.parse(sized.text).bytes).toBe(body.length);
     const chunked = await requestFrom("127.0.0.1", `http://127.0.0.1:${front.port}/upload`, { method: "POST", body, headers: { "transfer-encoding": "chunked" } });
     expect(JSON.parse(chunked.text).bytes).toBe(body.length);
+  });
+
+  it("answers a request Node cannot parse with 400 in the API's error shape, never reaching the upstream", async () => {
+    const before = seen.length;
+    const answer = await new Promise<string>((done, fail) => {
+      const socket = connect(front.port, "127.0.0.1", () => socket.write("POST /api/x HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"));
+      let text = "";
+      socket.on("data", (data) => (text += data.toString()));
+      socket.on("end", () => done(text));
+      socket.on("error", fail);
+    });
+    expect(answer).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
+    const body = JSON.parse(answer.slice(answer.indexOf("\r\n\r\n") + 4));
+    expect(body.code).toBe("bad_request");
+    expect(body.detail).toMatch(/^The request is not valid HTTP\/1\.1 \(HPE_[A-Z_]+\): check its framing/);
+    expect(seen.length).toBe(before);
   });
 
   it("carries WebSocket upgrades both ways, with the peer's address", async () => {

@@ -1,5 +1,8 @@
+import { randomUUID } from "node:crypto";
 import { Agent, createServer, request as httpRequest, type IncomingMessage, type OutgoingHttpHeaders, type Server } from "node:http";
 import { connect, type AddressInfo, type Socket } from "node:net";
+import { STORAGE_PREFIX } from "../storage/endpoint";
+import { s3ErrorXml } from "../storage/xml";
 
 /*
  * The local host's public socket. workerd, run through Miniflare, keeps a `CF-Connecting-IP` the
@@ -10,6 +13,11 @@ import { connect, type AddressInfo, type Socket } from "node:net";
  * one: every request gets `CF-Connecting-IP` set to its TCP peer, the client's own value and any
  * `MF-*` header dropped, and is streamed through unbuffered in both directions (keep-alive
  * connections, WebSocket upgrades piped as raw bytes after the rewritten head).
+ *
+ * Each request goes to workerd on a connection of its own: workerd closes a connection after
+ * answering a request whose body it did not read (an early refusal), and a pooled connection
+ * reused at that moment would fail the next request. A loopback connect costs far less than
+ * that risk.
  */
 
 /** Headers that describe one connection, never forwarded to the next hop (RFC 9110 7.6.1). */
@@ -60,6 +68,24 @@ function rawHead(req: IncomingMessage, headers: readonly string[]): string {
   return lines.join("\r\n") + "\r\n\r\n";
 }
 
+/**
+ * The answer to a request Node's HTTP parser refused (broken framing, Content-Length with
+ * Transfer-Encoding, a malformed head): 400 in the API's JSON error shape, or S3's XML on the
+ * storage endpoint, whose clients read that; the connection is closed.
+ *
+ * @example
+ * badRequestAnswer(Object.assign(new Error("Parse Error"), { code: "HPE_INVALID_CHUNK_SIZE" }));
+ */
+export function badRequestAnswer(error: NodeJS.ErrnoException & { rawPacket?: Buffer }): string {
+  const head = /^([A-Z]+) (\S+) HTTP\/1\.[01]\r\n/.exec(error.rawPacket?.subarray(0, 8192).toString("latin1") ?? "");
+  const path = head?.[2]?.split("?")[0] ?? "";
+  const detail = `The request is not valid HTTP/1.1 (${error.code ?? "parse error"}): check its framing (Content-Length or Transfer-Encoding, not both) and headers`;
+  const storage = path === STORAGE_PREFIX || path.startsWith(`${STORAGE_PREFIX}/`);
+  const body = storage ? s3ErrorXml("IncompleteBody", detail, path, randomUUID()) : JSON.stringify({ detail, code: "bad_request" });
+  const type = storage ? "application/xml" : "application/json";
+  return `HTTP/1.1 400 Bad Request\r\nContent-Type: ${type}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
+}
+
 export interface ClientFront {
   /** The port the front listens on (the one asked for, or the one the system chose for 0). */
   port: number;
@@ -75,7 +101,7 @@ export interface ClientFront {
  */
 export async function startClientFront(options: { host: string; port: number; upstreamPort: number; onError: (message: string) => void }): Promise<ClientFront> {
   const { upstreamPort } = options;
-  const agent = new Agent({ keepAlive: true, maxSockets: Infinity, maxFreeSockets: 256 });
+  const agent = new Agent({ keepAlive: false, maxSockets: Infinity });
   const server: Server = createServer({
     // Large uploads stream for as long as they take; only the head has a deadline.
     requestTimeout: 0,
@@ -121,9 +147,9 @@ export async function startClientFront(options: { host: string; port: number; up
     socket.on("close", close);
   });
 
-  server.on("clientError", (_error, socket) => {
-    if (socket.writable) socket.end("HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n");
-    else socket.destroy();
+  server.on("clientError", (error: NodeJS.ErrnoException & { rawPacket?: Buffer }, socket: Socket) => {
+    if (!socket.writable) return void socket.destroy();
+    socket.end(badRequestAnswer(error));
   });
 
   await new Promise<void>((done, fail) => {
