@@ -40,6 +40,9 @@ describe("first admin in development (SETUP_TOKEN set)", () => {
     expect([forwardedLoopback.status, forwardedLoopback.body.code]).toEqual([403, "setup_token_required"]);
     const realIp = await t.call("POST", "/api/cloud/auth/setup/first-admin", { json: ADMIN, headers: { "x-real-ip": "::1" } });
     expect([realIp.status, realIp.body.code]).toEqual([403, "setup_token_required"]);
+    // A proxy that appends passes on a garbled first entry: still a forwarded client.
+    const garbled = await t.call("POST", "/api/cloud/auth/setup/first-admin", { json: ADMIN, headers: { "x-forwarded-for": "not-an-address, 203.0.113.50" } });
+    expect([garbled.status, garbled.body.code]).toEqual([403, "setup_token_required"]);
     await stillNeedsSetup(t);
   });
 

@@ -27,8 +27,9 @@ export function clientAddress(headers: Headers, trustedProxies: readonly Address
 }
 
 /**
- * The client's address as clientAddress finds it, and whether a trusted proxy's forwarding
- * header named it (false: it is the socket's peer itself).
+ * The client's address as clientAddress finds it, and whether a trusted proxy forwarded the
+ * request (a forwarding header from a trusted peer, even one naming no address; false: the
+ * client is the socket's peer itself).
  *
  * @example
  * resolveClient(new Headers({ "cf-connecting-ip": "127.0.0.1", "x-real-ip": "127.0.0.1" }), LOOPBACK_RANGES); // { address: "127.0.0.1", forwarded: true }
@@ -37,8 +38,10 @@ export function resolveClient(headers: Headers, trustedProxies: readonly Address
   const peer = directPeer(headers);
   if (!ipInRanges(peer, trustedProxies)) return { address: peer, forwarded: false };
   const header = headers.get("x-forwarded-for")?.split(",")[0] ?? headers.get("x-real-ip");
-  const named = header === null || header === undefined ? null : normalizeIp(header);
-  return named === null ? { address: peer, forwarded: false } : { address: named, forwarded: true };
+  if (header === null || header === undefined) return { address: peer, forwarded: false };
+  // Forwarded even when the header names no address: a proxy that appends passes on whatever
+  // its client put first, so a garbled header must not make the client look like the proxy.
+  return { address: normalizeIp(header) ?? peer, forwarded: true };
 }
 
 /**
