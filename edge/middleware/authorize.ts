@@ -101,8 +101,10 @@ export function authorize(): MiddlewareHandler<AppEnv> {
       const token = /^Bearer\s+(\S+)$/i.exec(c.req.header("authorization") ?? "")?.[1];
       if (!token) throw new ApiError(401, "unauthenticated", "A worker token is required: Authorization: Bearer stw_...", undefined, { "WWW-Authenticate": "Bearer" });
       const worker = await findWorkerByToken(c.get("db"), token);
-      if (!worker) await countWorkerTokenFailure(c);
-      if (!worker) throw new ApiError(401, "invalid_worker_token", "The worker token is invalid or its worker was removed", undefined, { "WWW-Authenticate": "Bearer" });
+      if (!worker) {
+        await countWorkerTokenFailure(c); // 429 instead, past the address's failure limit
+        throw new ApiError(401, "invalid_worker_token", "The worker token is invalid or its worker was removed", undefined, { "WWW-Authenticate": "Bearer" });
+      }
       c.set("worker", worker);
       return next();
     }

@@ -1,12 +1,12 @@
 import type { Context } from "hono";
-import { isGenuineLoopback, rateLimitHeaders } from "./rate-limit";
+import { rateLimitHeaders } from "./rate-limit";
 import { rateLimitKey } from "../../shared/ip";
 import { LOGIN_FAILURE_RULE, WORKER_TOKEN_FAILURE_RULE, type RateRule } from "../../shared/rate-rules";
 import type { AppEnv } from "../app-env";
 import { auditLater } from "../audit/trail";
 import { sha256Hex } from "../auth/crypto";
 import { ApiError } from "../errors";
-import { directPeer, resolveClient } from "../ratelimit/client-ip";
+import { fromGenuineLoopback } from "../ratelimit/client-ip";
 import { limiterOf, type RateLimiterApi, type RateVerdict } from "../ratelimit/limiter-types";
 
 /*
@@ -85,9 +85,7 @@ export async function loginFailureLimit(c: Context<AppEnv>, username: string): P
 export async function countWorkerTokenFailure(c: Context<AppEnv>): Promise<void> {
   const rule = WORKER_TOKEN_FAILURE_RULE;
   const settings = c.get("config").rateLimit;
-  const headers = c.req.raw.headers;
-  const client = resolveClient(headers, settings.trustedProxies);
-  if (!settings.enabled || (settings.exemptLoopback && isGenuineLoopback(directPeer(headers), client.forwarded))) return;
-  const verdict = await ask(c, rule, () => limiterOf(c.env, rateLimitKey(client.address)).hit(rule.name, rule.calls, rule.periodSeconds * 1000));
+  if (!settings.enabled || (settings.exemptLoopback && fromGenuineLoopback(c.req.raw.headers, settings.trustedProxies))) return;
+  const verdict = await ask(c, rule, () => limiterOf(c.env, rateLimitKey(c.get("clientIp"))).hit(rule.name, rule.calls, rule.periodSeconds * 1000));
   if (verdict && !verdict.allowed) throw refusal(c, rule, verdict, "failed worker-token authentications");
 }

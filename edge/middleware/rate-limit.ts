@@ -1,10 +1,10 @@
 import type { MiddlewareHandler } from "hono";
-import { ipInRanges, LOOPBACK_RANGES, rateLimitKey } from "../../shared/ip";
+import { rateLimitKey } from "../../shared/ip";
 import { matchRateRule, type RateRule } from "../../shared/rate-rules";
 import type { AppEnv } from "../app-env";
 import { auditLater } from "../audit/trail";
 import { ApiError } from "../errors";
-import { directPeer, resolveClient } from "../ratelimit/client-ip";
+import { clientAddress, fromGenuineLoopback } from "../ratelimit/client-ip";
 import { limiterOf, type RateVerdict } from "../ratelimit/limiter-types";
 
 /** The spec's three headers and the IETF draft's two, for one verdict. */
@@ -18,19 +18,6 @@ export function rateLimitHeaders(rule: RateRule, verdict: RateVerdict): Record<s
     "RateLimit-Policy": `"${rule.name}";q=${rule.calls};w=${rule.periodSeconds}`,
     RateLimit: `"${rule.name}";r=${verdict.remaining};t=${seconds}`,
   };
-}
-
-/**
- * Whether the client is this machine itself: its socket peer is loopback and no trusted proxy's
- * forwarding header named the client (a proxy on this machine forwards everyone, so a forwarded
- * "127.0.0.1" proves nothing).
- *
- * @example
- * isGenuineLoopback("127.0.0.1", false); // true
- * isGenuineLoopback("127.0.0.1", true); // false
- */
-export function isGenuineLoopback(peer: string, forwarded: boolean): boolean {
-  return !forwarded && ipInRanges(peer, LOOPBACK_RANGES);
 }
 
 /**
@@ -52,9 +39,9 @@ export function isGenuineLoopback(peer: string, forwarded: boolean): boolean {
 export function rateLimit(): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const settings = c.get("config").rateLimit;
-    const { address: clientIp, forwarded } = resolveClient(c.req.raw.headers, settings.trustedProxies);
+    const clientIp = clientAddress(c.req.raw.headers, settings.trustedProxies);
     c.set("clientIp", clientIp);
-    if (!settings.enabled || (settings.exemptLoopback && isGenuineLoopback(directPeer(c.req.raw.headers), forwarded))) return next();
+    if (!settings.enabled || (settings.exemptLoopback && fromGenuineLoopback(c.req.raw.headers, settings.trustedProxies))) return next();
     const method = c.req.method;
     const path = c.req.path;
     const rule = matchRateRule(method, path, settings.defaultRule);
