@@ -3,6 +3,7 @@
 import { join } from "node:path";
 import { createClient } from "@libsql/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { WebSocket } from "ws";
 import { createUserWithKey, setUpAdmin, startTestStack, tempDataDir, type TestStack } from "./helpers/stack";
 
 let t: TestStack;
@@ -160,6 +161,36 @@ describe("removing workers and rotating their tokens (admin)", () => {
     await expect.poll(async () => (await audited("worker_token_rotated")).some((e) => e.target === `worker:${w.id}`)).toBe(true);
     expect(JSON.stringify(await audited("worker_token_rotated"))).not.toContain(rotated.body.token);
     expect((await t.call("POST", "/api/admin/workers/999999/token", { auth: as(admin) })).status).toBe(404);
+  });
+
+  it("closes a channel opened with a token that stops working, on rotation and on removal; the old token cannot reopen it", async () => {
+    const w = await worker("channelled", { pool: "channelled" });
+    const open = (token: string) =>
+      new Promise<{ socket: WebSocket; closed: Promise<number> }>((done, fail) => {
+        const socket = new WebSocket(`${t.base.replace("http", "ws")}/api/workers/channel`, { headers: { authorization: `Bearer ${token}` } });
+        const closed = new Promise<number>((resolve) => {
+          socket.on("close", (code) => resolve(code));
+          // workerd keeps the TCP connection about 10 s after the close handshake; the close
+          // frame's code is what counts, and ws keeps it when the socket is dropped.
+          const watch = setInterval(() => {
+            if (socket.readyState !== WebSocket.CLOSING) return;
+            clearInterval(watch);
+            socket.terminate();
+          }, 10);
+          socket.on("close", () => clearInterval(watch));
+        });
+        socket.on("open", () => done({ socket, closed }));
+        socket.on("unexpected-response", (_req, res) => fail(new Error(`channel refused: ${res.statusCode}`)));
+        socket.on("error", fail);
+      });
+    const first = await open(w.token);
+    const rotated = (await t.call("POST", `/api/admin/workers/${w.id}/token`, { auth: as(admin) })).body.token as string;
+    expect(await first.closed).toBe(1008);
+    await expect(open(w.token)).rejects.toThrow("channel refused: 401");
+    const second = await open(rotated);
+    expect((await t.call("DELETE", `/api/admin/workers/${w.id}`, { auth: as(admin) })).status).toBe(200);
+    expect(await second.closed).toBe(1008);
+    await expect(open(rotated)).rejects.toThrow("channel refused: 401");
   });
 
   it("limits worker-token guessing per address: 20 failures a minute, then 429; a valid token from there still works", async () => {

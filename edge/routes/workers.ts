@@ -45,6 +45,14 @@ workersRoutes.openapi(
   async (c) => c.json({ workers: await listWorkers(c.get("db")) }, 200),
 );
 
+// A channel opened with a token that no longer works is closed too; one that cannot be reached is
+// left to fail on its runner's next ask, which the token check refuses.
+async function disconnectChannel(c: Context<AppEnv>, workerId: number, reason: string): Promise<void> {
+  await channelOf(c.env, workerId)
+    .disconnect(reason)
+    .catch((error: unknown) => c.get("log").warning("worker channel unreachable", { worker_id: workerId, error: String(error) }));
+}
+
 workersRoutes.openapi(
   createRoute({
     method: "delete",
@@ -52,7 +60,7 @@ workersRoutes.openapi(
     tags,
     summary: "Remove a worker (admin)",
     description:
-      "Its token is refused from the next request on. Its running jobs are handled as when a worker goes silent past the heartbeat timeout: back to the queue with attempt + 1, or failed when no attempts are left.",
+      "Its token is refused from the next request on and its runner's channel is closed. Its running jobs are handled as when a worker goes silent past the heartbeat timeout: back to the queue with attempt + 1, or failed when no attempts are left.",
     request: { params: WorkerIdParam },
     responses: { 200: json(WorkerRemoved, "Removed"), 401: error("No valid credential"), 403: error("Not an admin"), 404: error("No such worker"), 422: error("A bad id") },
   }),
@@ -63,6 +71,7 @@ workersRoutes.openapi(
     auditLater(c, { event_type: "worker_removed", target: `worker:${id}`, details: { name: removed.name, requeued: removed.requeued, failed: removed.failed } });
     const changed = [...removed.requeued, ...removed.failed];
     if (changed.length) await schedulerOf(c.env).pass("worker removed", changed);
+    await disconnectChannel(c, id, "worker removed");
     return c.json({ id, ...removed }, 200);
   },
 );
@@ -73,7 +82,7 @@ workersRoutes.openapi(
     path: "/api/admin/workers/{id}/token",
     tags,
     summary: "Replace a worker's token (admin)",
-    description: "The new token is shown once, in this answer; the old one is refused from the next request on. Restart the runner with the new one.",
+    description: "The new token is shown once, in this answer; the old one is refused from the next request on, and a channel opened with it is closed. Restart the runner with the new one.",
     request: { params: WorkerIdParam },
     responses: { 201: json(WorkerCreated, "The worker with its new token"), 401: error("No valid credential"), 403: error("Not an admin"), 404: error("No such worker"), 422: error("A bad id") },
   }),
@@ -82,6 +91,7 @@ workersRoutes.openapi(
     const worker = await rotateWorkerToken(c.get("db"), id);
     c.get("log").info("worker token rotated", { worker_id: id, worker: worker.name, by: principalOf(c).user.id });
     auditLater(c, { event_type: "worker_token_rotated", target: `worker:${id}`, details: { name: worker.name } });
+    await disconnectChannel(c, id, "worker token replaced");
     return c.json(worker, 201);
   },
 );
