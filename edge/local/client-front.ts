@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { Agent, createServer, request as httpRequest, type IncomingMessage, type OutgoingHttpHeaders, type Server } from "node:http";
+import { Agent, createServer, request as httpRequest, type IncomingMessage, type OutgoingHttpHeaders, type Server, type ServerResponse } from "node:http";
 import { connect, type AddressInfo, type Socket } from "node:net";
 import { STORAGE_PREFIX } from "../storage/endpoint";
 import { s3ErrorXml } from "../storage/xml";
@@ -14,11 +14,16 @@ import { s3ErrorXml } from "../storage/xml";
  * `MF-*` header dropped, and is streamed through unbuffered in both directions (keep-alive
  * connections, WebSocket upgrades piped as raw bytes after the rewritten head).
  *
- * Each request goes to workerd on a connection of its own: workerd closes a connection after
- * answering a request whose body it did not read (an early refusal), and a pooled connection
- * reused at that moment would fail the next request. A loopback connect costs far less than
- * that risk.
+ * Requests without a body reuse pooled keep-alive connections to workerd; a request with a body
+ * gets a connection of its own, because workerd closes a connection after answering a request
+ * whose body it did not read (an early refusal), and a pooled connection reused at that moment
+ * would fail the next request.
  */
+
+/** Whether a request carries a body (chunked, or a Content-Length above 0). */
+function hasBody(req: IncomingMessage): boolean {
+  return req.headers["transfer-encoding"] !== undefined || (req.headers["content-length"] !== undefined && req.headers["content-length"] !== "0");
+}
 
 /** Headers that describe one connection, never forwarded to the next hop (RFC 9110 7.6.1). */
 const HOP_BY_HOP = new Set(["connection", "keep-alive", "proxy-connection", "te", "trailer", "upgrade", "expect"]);
@@ -101,7 +106,8 @@ export interface ClientFront {
  */
 export async function startClientFront(options: { host: string; port: number; upstreamPort: number; onError: (message: string) => void }): Promise<ClientFront> {
   const { upstreamPort } = options;
-  const agent = new Agent({ keepAlive: false, maxSockets: Infinity });
+  const pooled = new Agent({ keepAlive: true, maxSockets: Infinity, maxFreeSockets: 256 });
+  const fresh = new Agent({ keepAlive: false, maxSockets: Infinity });
   const server: Server = createServer({
     // Large uploads stream for as long as they take; only the head has a deadline.
     requestTimeout: 0,
@@ -109,9 +115,9 @@ export async function startClientFront(options: { host: string; port: number; up
     keepAliveTimeout: 65_000,
   });
 
-  server.on("request", (req, res) => {
-    const headers = forwardedHeaders(req.rawHeaders, peerAddress(req.socket), false);
-    const upstream = httpRequest({ agent, host: "127.0.0.1", port: upstreamPort, method: req.method, path: req.url, headers: headers as unknown as OutgoingHttpHeaders, setHost: false });
+  const forward = (req: IncomingMessage, res: ServerResponse, headers: string[], retried: boolean) => {
+    const bodiless = !hasBody(req);
+    const upstream = httpRequest({ agent: bodiless && !retried ? pooled : fresh, host: "127.0.0.1", port: upstreamPort, method: req.method, path: req.url, headers: headers as unknown as OutgoingHttpHeaders, setHost: false });
     upstream.on("response", (answer) => {
       res.writeHead(answer.statusCode ?? 502, answer.statusMessage, responseHeaders(answer.rawHeaders));
       answer.pipe(res);
@@ -119,6 +125,9 @@ export async function startClientFront(options: { host: string; port: number; up
     });
     upstream.on("error", (error) => {
       if (res.headersSent) return void res.destroy();
+      // A pooled connection workerd closed just as it was reused: nothing of this request was
+      // consumed, so it is sent once more on a connection of its own.
+      if (bodiless && !retried && upstream.reusedSocket) return forward(req, res, headers, true);
       options.onError(`client front: workerd unreachable for ${req.method} ${req.url}: ${error.message}`);
       res.writeHead(502, { "content-type": "application/json" }).end(JSON.stringify({ detail: "The Worker runtime did not answer; see the service log", code: "bad_gateway" }));
     });
@@ -126,8 +135,13 @@ export async function startClientFront(options: { host: string; port: number; up
     res.on("close", () => {
       if (!res.writableFinished) upstream.destroy();
     });
-    req.pipe(upstream);
-  });
+    if (bodiless) {
+      req.resume();
+      upstream.end();
+    } else req.pipe(upstream);
+  };
+
+  server.on("request", (req, res) => forward(req, res, forwardedHeaders(req.rawHeaders, peerAddress(req.socket), false), false));
 
   server.on("upgrade", (req: IncomingMessage, socket: Socket, head: Buffer) => {
     const headers = forwardedHeaders(req.rawHeaders, peerAddress(socket), true);
@@ -164,7 +178,8 @@ export async function startClientFront(options: { host: string; port: number; up
     async close() {
       server.closeAllConnections();
       await new Promise<void>((done) => server.close(() => done()));
-      agent.destroy();
+      pooled.destroy();
+      fresh.destroy();
     },
   };
 }
