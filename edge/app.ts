@@ -17,6 +17,7 @@ import { webhooksRoutes } from "./routes/webhooks";
 import { datasetsRoutes } from "./routes/datasets";
 import { httpMetrics } from "./middleware/http-metrics";
 import { rateLimit } from "./middleware/rate-limit";
+import { securityHeaders } from "./middleware/security-headers";
 import { metricsRoutes } from "./routes/metrics";
 import { auditRoutes } from "./routes/audit";
 import { providersRoutes } from "./routes/providers";
@@ -31,6 +32,7 @@ import { storageRoutes } from "./routes/storage";
 export function createApp() {
   const app = createRouter();
   app.use("*", requestContext());
+  app.use("*", securityHeaders());
   app.use("*", httpMetrics());
   app.use("*", rateLimit());
   app.use("*", authorize());

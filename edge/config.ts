@@ -19,6 +19,8 @@ export interface Config {
   rateLimit: RateLimitSettings;
   /** The bearer token Prometheus may scrape with instead of an admin credential (unset: none). */
   metricsScrapeToken: string | undefined;
+  /** SETUP_TOKEN: creating the first admin from beyond loopback needs it (unset: impossible). */
+  setupToken: string | undefined;
 }
 
 const isolateStartedAt = Date.now();
@@ -42,6 +44,7 @@ export function readConfig(env: Env): Config {
     startedAt: env.SERVICE_STARTED_AT ? Date.parse(env.SERVICE_STARTED_AT) : isolateStartedAt,
     rateLimit: readRateLimitSettings(env, environment),
     metricsScrapeToken: env.METRICS_SCRAPE_TOKEN || undefined,
+    setupToken: env.SETUP_TOKEN || undefined,
   };
   cache.set(env, config);
   return config;

@@ -50,4 +50,6 @@ export interface Env {
   TRUSTED_PROXIES?: string;
   /** Secret: a bearer token that may scrape GET /api/cloud/metrics/prometheus (README "Metrics"). */
   METRICS_SCRAPE_TOKEN?: string;
+  /** Secret: the one-time token that creating the first admin needs (README "First run"). */
+  SETUP_TOKEN?: string;
 }

@@ -46,3 +46,21 @@ export function ipInRanges(ip: string, ranges: readonly AddressRange[]): boolean
 
 /** Loopback: 127.0.0.0/8 and ::1. */
 export const LOOPBACK_RANGES: readonly AddressRange[] = [parseRange("127.0.0.0/8"), parseRange("::1")];
+
+/**
+ * The key a client's rate limits are counted under: an IPv4 address as it is, an IPv6 address
+ * by its /64 network (one subscriber's usual allocation, so rotating through it gains nothing).
+ * Anything else (no address known) as given.
+ *
+ * @example
+ * rateLimitKey("2001:db8:1:2:aaaa::5"); // "2001:db8:1:2::/64"
+ * rateLimitKey("203.0.113.7"); // "203.0.113.7"
+ */
+export function rateLimitKey(ip: string): string {
+  const normalized = normalizeIp(ip);
+  if (normalized === null) return ip;
+  const address = ipaddr.parse(normalized);
+  if (address.kind() === "ipv4") return normalized;
+  const network = ipaddr.IPv6.networkAddressFromCIDR(`${normalized}/64`);
+  return `${network.toString()}/64`;
+}

@@ -2,8 +2,9 @@ import type { Level } from "./levels";
 
 /**
  * Who may call what. The authorisation middleware looks every request up here by
- * `METHOD /route/{pattern}`; a route missing from the table is treated as admin-only, and a
- * test fails when the app serves a route this table does not name.
+ * `METHOD /route/{pattern}` (`ALL /pattern` for a route that takes every method); a route
+ * missing from the table is refused (`route_access_undeclared`), and a test fails when the app
+ * serves a route this table does not name.
  *
  * - "public": no credential needed.
  * - { level }: a session or API key of a user holding at least that level.
@@ -13,8 +14,11 @@ import type { Level } from "./levels";
  *   user credentials are refused there.
  * - { level, scrapeToken: true }: as { level }, or the metrics scrape token
  *   (`Authorization: Bearer <METRICS_SCRAPE_TOKEN>`), so Prometheus needs no user's key.
+ * - "storage": the route authenticates each request itself (the S3-compatible storage endpoint:
+ *   a job's SigV4 signature, or a user's session or API key for reads), so the middleware hands
+ *   it every request.
  */
-export type Access = "public" | "worker" | { level: Level; session?: true; scrapeToken?: true };
+export type Access = "public" | "worker" | "storage" | { level: Level; session?: true; scrapeToken?: true };
 
 export const ROUTE_ACCESS: Record<string, Access> = {
   "GET /api/cloud/health": "public",
@@ -69,6 +73,8 @@ export const ROUTE_ACCESS: Record<string, Access> = {
 
   "GET /api/admin/workers": { level: "admin" },
   "POST /api/admin/workers": { level: "admin" },
+  "DELETE /api/admin/workers/{id}": { level: "admin" },
+  "POST /api/admin/workers/{id}/token": { level: "admin" },
   "POST /api/workers/register": "worker",
   "POST /api/workers/heartbeat": "worker",
   "POST /api/workers/jobs/{job_id}/finish": "worker",
@@ -112,9 +118,18 @@ export const ROUTE_ACCESS: Record<string, Access> = {
   "PUT /api/cloud/metrics/config": { level: "admin" },
   "POST /api/cloud/metrics/config/templates/{template}": { level: "admin" },
   "GET /api/cloud/metrics/config/preview": { level: "admin" },
+
+  "ALL /api/cloud/storage": "storage",
+  "ALL /api/cloud/storage/*": "storage",
 };
 
-/** The access rule for a route, admin-only when the table does not name it. */
-export function accessFor(method: string, pattern: string): Access {
-  return ROUTE_ACCESS[`${method.toUpperCase()} ${pattern}`] ?? { level: "admin" };
+/**
+ * The access rule for a route, or undefined when the table does not name it (the caller refuses
+ * the request: a route nobody declared is a bug, not an admin route).
+ *
+ * @example
+ * accessFor("GET", "/api/queue"); // { level: "viewer" }
+ */
+export function accessFor(method: string, pattern: string): Access | undefined {
+  return Object.hasOwn(ROUTE_ACCESS, `${method.toUpperCase()} ${pattern}`) ? ROUTE_ACCESS[`${method.toUpperCase()} ${pattern}`] : undefined;
 }

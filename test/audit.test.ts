@@ -3,6 +3,7 @@
 import { createClient } from "@libsql/client";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { usernameDigest } from "../edge/middleware/failure-limits";
 import { ADMIN, createUserWithKey, setUpAdmin, startTestStack, type TestStack } from "./helpers/stack";
 
 let t: TestStack;
@@ -34,12 +35,14 @@ afterAll(async () => {
 });
 
 describe("what is audited", () => {
-  it("records a failed login with the claimed username, address and User-Agent, and never the password", async () => {
+  it("records a failed login with a hash of the claimed username, address and User-Agent, and never the password or the name", async () => {
     const failed = await t.call("POST", "/api/cloud/auth/login", { json: { username: "mallory", password: "guess-number-1" }, headers: { "user-agent": "brute/1.0" } });
     expect(failed.status).toBe(401);
-    const entry = await eventually("?event_type=login_failed", (e) => e.actor === "mallory");
-    expect(entry).toMatchObject({ event_type: "login_failed", actor_user_id: null, client_ip: "127.0.0.1", user_agent: "brute/1.0", details: { reason: "wrong username or password" } });
+    const username_hash = await usernameDigest("mallory");
+    const entry = await eventually("?event_type=login_failed", (e) => e.details.username_hash === username_hash);
+    expect(entry).toMatchObject({ event_type: "login_failed", actor_user_id: null, actor: null, client_ip: "127.0.0.1", user_agent: "brute/1.0", details: { reason: "wrong username or password", username_hash } });
     expect(JSON.stringify(entry)).not.toContain("guess-number-1");
+    expect(JSON.stringify(entry)).not.toContain("mallory");
   });
 
   it("records a successful login with the user", async () => {
@@ -129,7 +132,10 @@ describe("the hash chain", () => {
   it("keeps one unbroken chain under concurrent writers", async () => {
     const attempts = Array.from({ length: 25 }, (_, i) => t.call("POST", "/api/cloud/auth/login", { json: { username: `racer-${i}`, password: "wrong-password-1" } }));
     expect((await Promise.all(attempts)).every((r) => r.status === 401)).toBe(true);
-    for (let i = 0; i < 25; i++) await eventually("?event_type=login_failed&limit=1000", (e) => e.actor === `racer-${i}`);
+    for (let i = 0; i < 25; i++) {
+      const username_hash = await usernameDigest(`racer-${i}`);
+      await eventually("?event_type=login_failed&limit=1000", (e) => e.details.username_hash === username_hash);
+    }
     const all = await audit("?limit=1000");
     const ids = all.map((e) => e.id).reverse();
     expect(ids).toEqual(Array.from({ length: ids.length }, (_, i) => i + 1));
@@ -150,7 +156,7 @@ describe("the hash chain", () => {
       await db.execute({ sql: "UPDATE audit_log SET details = '{not json' WHERE id = ?", args: [target.id] });
       expect((await t.call("GET", "/api/audit/verify", { auth: { key: admin.key } })).body.first_invalid.id).toBe(target.id);
       const original = JSON.stringify(target.details);
-      await db.execute({ sql: "UPDATE audit_log SET actor = 'mallory', details = ? WHERE id = ?", args: [original, target.id] });
+      await db.execute({ sql: "UPDATE audit_log SET actor = ?, details = ? WHERE id = ?", args: [target.actor, original, target.id] });
       expect((await t.call("GET", "/api/audit/verify", { auth: { key: admin.key } })).body.valid).toBe(true);
 
       await db.execute({ sql: "DELETE FROM audit_log WHERE id = ?", args: [target.id + 1] });

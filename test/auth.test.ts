@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { usernameDigest } from "../edge/middleware/failure-limits";
 import { createUserWithKey, sessionCookie, startTestStack, type TestStack } from "./helpers/stack";
 
 let t: TestStack;
@@ -55,6 +56,9 @@ describe("sessions", () => {
     const me = await t.call("GET", "/api/users/me", { auth: { cookie: sessionCookie(login) } });
     expect(me.status).toBe(200);
     expect(me.body).toMatchObject({ username, level: "admin", priority: 30, auth_method: "session" });
+    // Over plain HTTP only st_session is read; the HTTPS name carries nothing here.
+    const prefixed = await t.call("GET", "/api/users/me", { auth: { cookie: `__Host-${sessionCookie(login)}` } });
+    expect(prefixed.status).toBe(401);
   });
 
   it("gives a 30-day session with remember_me", async () => {
@@ -220,6 +224,52 @@ describe("cross-site requests", () => {
     const key = (await t.call("POST", "/api/cloud/auth/api-keys", { json: { name: "k" }, auth: { cookie } })).body.key;
     const reply = await t.call("PUT", "/api/cloud/auth/registration", { json: { enabled: false }, auth: { key }, headers: { origin: "https://elsewhere.example" } });
     expect(reply.status).toBe(200);
+  });
+});
+
+describe("failed logins per username (10 in 15 minutes, whatever the address)", () => {
+  const login = (username: string, password: string, i: number) =>
+    t.call("POST", "/api/cloud/auth/login", { json: { username, password }, headers: { "x-forwarded-for": `198.51.100.${i}` } });
+  const expectLimited = (reply: Awaited<ReturnType<typeof login>>) => {
+    expect(reply.status).toBe(429);
+    expect(reply.body.code).toBe("rate_limited");
+    expect(reply.body.detail).toMatch(/^Rate limit exceeded: at most 10 failed logins for one username per 900 s \(rule "login-failures"\); retry in \d+ s$/);
+    expect(Number(reply.headers.get("retry-after"))).toBeGreaterThan(800);
+    expect(reply.headers.get("set-cookie")).toBeNull();
+  };
+
+  it("refuses the 11th attempt on one name from rotating addresses, the right password included, and unknown names alike", async () => {
+    const auth = { cookie: await adminCookie() };
+    expect((await t.call("POST", "/api/users", { json: { email: "target@example.com", username: "target", password: "target-password" }, auth })).status).toBe(201);
+    for (let i = 1; i <= 10; i++) expect((await login(i % 2 ? "target" : "TARGET", `guess-${i}`, i)).status).toBe(401);
+    expectLimited(await login("target", "target-password", 11));
+    for (let i = 1; i <= 10; i++) expect((await login("no-such-user", `guess-${i}`, 20 + i)).status).toBe(401);
+    const unknown = await login("no-such-user", "guess-11", 31);
+    expectLimited(unknown);
+    // Another name is not affected.
+    expect((await login("lee", "lee-password", 32)).status).toBe(200);
+  });
+
+  it("does not count successful logins: a success forgives the failures before it", async () => {
+    const auth = { cookie: await adminCookie() };
+    expect((await t.call("POST", "/api/users", { json: { email: "steady@example.com", username: "steady", password: "steady-password" }, auth })).status).toBe(201);
+    for (let round = 0; round < 2; round++) {
+      for (let i = 1; i <= 9; i++) expect((await login("steady", `typo-${i}`, 40 + i)).status).toBe(401);
+      expect((await login("steady", "steady-password", 50)).status).toBe(200);
+    }
+    for (let i = 0; i < 12; i++) expect((await login("steady", "steady-password", 60 + i)).status).toBe(200);
+  });
+
+  it("logs and audits a failed login without the typed username in clear", async () => {
+    const typed = "typed-name-zq7-secret";
+    expect((await login(typed, "whatever-1", 90)).status).toBe(401);
+    const hash = await usernameDigest(typed);
+    await expect.poll(() => t.lines.some((line) => line.includes("login failed") && line.includes(hash))).toBe(true);
+    expect(t.lines.filter((line) => line.includes(typed))).toEqual([]);
+    const key = (await t.call("POST", "/api/cloud/auth/api-keys", { json: { name: "audit" }, auth: { cookie: await adminCookie() } })).body.key;
+    await expect.poll(async () => (await t.call("GET", "/api/audit?event_type=login_failed&limit=1000", { auth: { key } })).body.entries.find((e: any) => e.details.username_hash === hash)).toBeTruthy();
+    const entries = (await t.call("GET", "/api/audit?event_type=login_failed&limit=1000", { auth: { key } })).text;
+    expect(entries).not.toContain(typed);
   });
 });
 

@@ -61,6 +61,18 @@ describe("npm start", () => {
     expect(stderr).toContain(`http://127.0.0.1:${port}`);
     expect(stderr).toContain(`/api/cloud/auth/setup/first-admin`);
     expect(await (await fetch(`http://127.0.0.1:${port}/api/cloud/health/live`)).json()).toEqual({ status: "ok" });
+    // The printed one-time setup token creates the first admin from another machine (here: one a
+    // local proxy forwards); without it nothing is created.
+    const setupToken = /"setup_token":"([A-Za-z0-9_-]{32})"/.exec(stderr)?.[1];
+    expect(setupToken).toBeDefined();
+    const firstAdmin = (extra: Record<string, string>) =>
+      fetch(`http://127.0.0.1:${port}/api/cloud/auth/setup/first-admin`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-forwarded-for": "203.0.113.40" },
+        body: JSON.stringify({ email: "a@example.com", username: "admin", password: "admin-password-1", ...extra }),
+      });
+    expect((await firstAdmin({})).status).toBe(403);
+    expect((await firstAdmin({ setup_token: setupToken! })).status).toBe(201);
 
     const processes = descendants(run.child.pid!);
     expect(processes.length).toBeGreaterThan(0); // workerd runs below it

@@ -8,7 +8,7 @@ const keys = {} as Record<Level, { key: string; cookie: string }>;
 
 // A concrete path for each route pattern; bodies are left empty, so allowed calls stop at
 // validation (4xx other than 401/403) and change nothing.
-const concretePath = (pattern: string) => pattern.replace("{key_id}", "999999").replace("{file}", "swagger-ui.css").replace("{job_id}", "no-such-job").replace("{name}", "no-such-env");
+const concretePath = (pattern: string) => pattern.replace("{key_id}", "999999").replace("{file}", "swagger-ui.css").replace("{job_id}", "no-such-job").replace("{name}", "no-such-env").replace("{id}", "999999").replace("/*", "/no-such-job/file.txt");
 const routes = Object.entries(ROUTE_ACCESS).map(([route, access]) => {
   const [method, pattern] = route.split(" ") as [string, string];
   return { method, path: concretePath(pattern), access };
@@ -25,7 +25,7 @@ afterAll(async () => {
 });
 
 describe("the level/permission table (shared/permissions.ts, README)", () => {
-  it.each(routes.filter((r) => r.access !== "public"))("$method $path needs a credential", async ({ method, path }) => {
+  it.each(routes.filter((r) => r.access !== "public" && r.access !== "storage"))("$method $path needs a credential", async ({ method, path }) => {
     const reply = await t.call(method, path, { json: method === "GET" || method === "DELETE" ? undefined : {} });
     expect(reply.status).toBe(401);
     expect(reply.body.code).toBe("unauthenticated");
@@ -45,7 +45,7 @@ describe("the level/permission table (shared/permissions.ts, README)", () => {
   });
 
   const cases = routes.flatMap((route) =>
-    route.access === "public" || route.access === "worker" ? [] : LEVELS.map((level) => ({ ...route, level, allowed: levelAtLeast(level, (route.access as { level: Level }).level) })),
+    route.access === "public" || route.access === "worker" || route.access === "storage" ? [] : LEVELS.map((level) => ({ ...route, level, allowed: levelAtLeast(level, (route.access as { level: Level }).level) })),
   );
   it.each(cases)("$method $path as $level: allowed=$allowed", async ({ method, path, level, allowed, access }) => {
     const sessionOnly = typeof access === "object" && access.session === true;
@@ -58,6 +58,12 @@ describe("the level/permission table (shared/permissions.ts, README)", () => {
       expect(reply.status).toBe(403);
       expect(reply.body.code).toBe("forbidden");
     }
+  });
+
+  it.each(routes.filter((r) => r.access === "storage"))("$method $path (storage endpoint) checks its own credentials: an anonymous read is refused in S3's XML", async ({ path }) => {
+    const reply = await t.call("GET", path);
+    expect(reply.status).toBe(403);
+    expect(reply.text).toContain("<Code>AccessDenied</Code>");
   });
 
   it("lets a viewer read who they are but not create users", async () => {
@@ -77,7 +83,7 @@ describe("the README's level/permission table", () => {
     const { readFileSync } = await import("node:fs");
     const readme = readFileSync(new URL("../README.md", import.meta.url), "utf8");
     const rows = new Map([...readme.matchAll(/^\| `([A-Z]+ [^`]+)` \| ([^|]+) \|$/gm)].map((m) => [m[1]!, m[2]!.trim()]));
-    const expected = Object.entries(ROUTE_ACCESS).map(([route, access]) => [route, access === "public" ? "public" : access === "worker" ? "worker token" : access.session ? `${access.level}, session cookie only` : access.scrapeToken ? `${access.level} or the metrics scrape token` : access.level]);
+    const expected = Object.entries(ROUTE_ACCESS).map(([route, access]) => [route, access === "public" ? "public" : access === "worker" ? "worker token" : access === "storage" ? "SigV4 or session (checked by the endpoint)" : access.session ? `${access.level}, session cookie only` : access.scrapeToken ? `${access.level} or the metrics scrape token` : access.level]);
     expect(Object.fromEntries(rows)).toEqual(Object.fromEntries(expected));
   });
 });

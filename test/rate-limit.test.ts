@@ -1,12 +1,12 @@
 import { Hono } from "hono";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { LOOPBACK_RANGES, parseRange } from "../shared/ip";
+import { LOOPBACK_RANGES, parseRange, rateLimitKey } from "../shared/ip";
 import { defaultRateRule, matchRateRule } from "../shared/rate-rules";
 import type { AppEnv } from "../edge/app-env";
 import type { Config } from "../edge/config";
 import type { Logger } from "../edge/log";
 import { rateLimit } from "../edge/middleware/rate-limit";
-import { clientAddress } from "../edge/ratelimit/client-ip";
+import { clientAddress, fromGenuineLoopback, resolveClient } from "../edge/ratelimit/client-ip";
 import { readRateLimitSettings } from "../edge/ratelimit/settings";
 import { setUpAdmin, startTestStack, type Reply, type TestStack } from "./helpers/stack";
 
@@ -74,6 +74,26 @@ describe("client address (edge/ratelimit/client-ip.ts)", () => {
     expect(clientAddress(headers({ "cf-connecting-ip": "::ffff:192.0.2.9" }), LOOPBACK_RANGES)).toBe("192.0.2.9");
     expect(clientAddress(headers({ "cf-connecting-ip": "127.0.0.1", "x-forwarded-for": "2001:DB8:0::7" }), LOOPBACK_RANGES)).toBe("2001:db8::7");
     expect(clientAddress(headers({}), LOOPBACK_RANGES)).toBe("unknown");
+  });
+
+  it("tells a genuine loopback peer from a loopback address a proxy forwarded", () => {
+    expect(fromGenuineLoopback(headers({ "cf-connecting-ip": "127.0.0.1" }), LOOPBACK_RANGES)).toBe(true);
+    // A garbled header from a proxy that appends still means the request was forwarded.
+    expect(fromGenuineLoopback(headers({ "cf-connecting-ip": "::1", "x-forwarded-for": "evil, 203.0.113.7" }), LOOPBACK_RANGES)).toBe(false);
+    expect(fromGenuineLoopback(headers({ "cf-connecting-ip": "127.0.0.1", "x-forwarded-for": "127.0.0.1" }), LOOPBACK_RANGES)).toBe(false);
+    expect(fromGenuineLoopback(headers({ "cf-connecting-ip": "127.0.0.1", "x-real-ip": "::1" }), LOOPBACK_RANGES)).toBe(false);
+    // Nobody trusted: the forwarding header is ignored and the peer is the client.
+    expect(fromGenuineLoopback(headers({ "cf-connecting-ip": "127.0.0.1", "x-forwarded-for": "203.0.113.7" }), [])).toBe(true);
+    expect(fromGenuineLoopback(headers({ "cf-connecting-ip": "203.0.113.7" }), LOOPBACK_RANGES)).toBe(false);
+    expect(resolveClient(headers({ "cf-connecting-ip": "127.0.0.1", "x-forwarded-for": "203.0.113.7" }), LOOPBACK_RANGES)).toEqual({ address: "203.0.113.7", forwarded: true });
+  });
+
+  it("keys IPv4 clients by address and IPv6 clients by their /64", () => {
+    expect(rateLimitKey("203.0.113.7")).toBe("203.0.113.7");
+    expect(rateLimitKey("2001:db8:1:2:aaaa::5")).toBe("2001:db8:1:2::/64");
+    expect(rateLimitKey("2001:DB8:1:2:ffff:ffff:ffff:ffff")).toBe("2001:db8:1:2::/64");
+    expect(rateLimitKey("::ffff:192.0.2.9")).toBe("192.0.2.9");
+    expect(rateLimitKey("unknown")).toBe("unknown");
   });
 });
 
@@ -188,6 +208,9 @@ describe("rate limiting over HTTP (development, 4 per 2 s by default, loopback t
     expect(remainingOf(await t.call("GET", "/docs", { headers: from("2001:db8::30") }))).toBe("3");
     // The same IPv6 address written another way is the same client.
     expect(remainingOf(await t.call("GET", "/docs", { headers: from("2001:DB8:0:0::30") }))).toBe("2");
+    // IPv6 clients are counted by their /64: another address of it is the same client, another /64 is not.
+    expect(remainingOf(await t.call("GET", "/docs", { headers: from("2001:db8::ffff:1234:31") }))).toBe("1");
+    expect(remainingOf(await t.call("GET", "/docs", { headers: from("2001:db8:0:1::30") }))).toBe("3");
   });
 
   it("takes the client from X-Forwarded-For, else X-Real-IP, when the peer is the trusted loopback proxy", async () => {
@@ -195,9 +218,10 @@ describe("rate limiting over HTTP (development, 4 per 2 s by default, loopback t
     expect(remainingOf(await t.call("GET", "/docs", { headers: from("198.51.100.7") }))).toBe("2");
     expect(remainingOf(await t.call("GET", "/docs", { headers: { "x-real-ip": "198.51.100.8" } }))).toBe("3");
     expect(remainingOf(await t.call("GET", "/docs", { headers: { "x-real-ip": "198.51.100.8" } }))).toBe("2");
-    // No address in the header: the peer itself, loopback, which development does not count.
+    // No address in the header: counted under the peer's address, but as a forwarded client, so
+    // development's loopback exemption does not apply.
     const invalid = await t.call("GET", "/docs", { headers: from("not-an-address") });
-    expect([invalid.status, invalid.headers.get("x-ratelimit-limit")]).toEqual([200, null]);
+    expect([invalid.status, invalid.headers.get("x-ratelimit-limit")]).toEqual([200, "4"]);
   });
 
   it("does not count loopback clients in development", async () => {
@@ -205,6 +229,16 @@ describe("rate limiting over HTTP (development, 4 per 2 s by default, loopback t
       const reply = await t.call("GET", "/docs");
       expect([reply.status, reply.headers.get("x-ratelimit-limit")]).toEqual([200, null]);
     }
+  });
+
+  it("counts a loopback address named by a forwarding header: only a genuine loopback peer goes uncounted", async () => {
+    await sleep(2100); // the earlier tests' requests under 127.0.0.1 have left the 2 s window
+    for (const remaining of ["3", "2", "1", "0"]) expect(remainingOf(await t.call("GET", "/docs", { headers: from("127.0.0.1") }))).toBe(remaining);
+    const refused = await t.call("GET", "/docs", { headers: from("127.0.0.1") });
+    expect([refused.status, refused.body.code]).toEqual([429, "rate_limited"]);
+    expect(remainingOf(await t.call("GET", "/docs", { headers: { "x-real-ip": "::1" } }))).toBe("3");
+    // The same machine without a forwarding header is still exempt.
+    expect((await t.call("GET", "/docs")).headers.get("x-ratelimit-limit")).toBeNull();
   });
 
   it("never counts the excluded paths", async () => {

@@ -3,6 +3,7 @@
 import { join } from "node:path";
 import { createClient } from "@libsql/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { WebSocket } from "ws";
 import { createUserWithKey, setUpAdmin, startTestStack, tempDataDir, type TestStack } from "./helpers/stack";
 
 let t: TestStack;
@@ -106,6 +107,105 @@ describe("remote workers", () => {
     await t.call("POST", "/api/queue/process", { auth: as(admin) });
     expect(await entry(job.body.job_id)).toMatchObject({ status: "failed", attempt: 3, error_message: "worker flaky went offline; attempt 3 of 3, no retries left" });
     await t.call("POST", "/api/queue/concurrency", { json: { worker_heartbeat_timeout_seconds: 90 }, auth: as(admin) });
+  });
+});
+
+describe("removing workers and rotating their tokens (admin)", () => {
+  const heartbeat = (token: string, headers: Record<string, string> = {}) => t.call("POST", "/api/workers/heartbeat", { json: {}, auth: { bearer: token }, headers });
+  const audited = async (type: string) => (await t.call("GET", `/api/audit?event_type=${type}&limit=100`, { auth: as(admin) })).body.entries as any[];
+
+  it("removes a worker: its token is refused at once and its running job goes back to the queue, audited", async () => {
+    const w = await worker("doomed", { pool: "doomed" });
+    const job = await submit({ target: "worker", worker_labels: { pool: "doomed" } });
+    expect(job.body).toMatchObject({ status: "running", worker_id: w.id });
+
+    const removed = await t.call("DELETE", `/api/admin/workers/${w.id}`, { auth: as(admin) });
+    expect(removed.status).toBe(200);
+    expect(removed.body).toEqual({ id: w.id, name: "doomed", requeued: [job.body.job_id], failed: [] });
+    const refused = await heartbeat(w.token);
+    expect([refused.status, refused.body.code]).toEqual([401, "invalid_worker_token"]);
+    expect(await entry(job.body.job_id)).toMatchObject({ status: "pending", attempt: 2, worker_id: null, error_message: "worker doomed was removed during attempt 1; retrying" });
+    expect((await workerList()).map((x) => x.name)).not.toContain("doomed");
+    await expect.poll(async () => (await audited("worker_removed")).find((e) => e.target === `worker:${w.id}`)?.details).toEqual({ name: "doomed", requeued: [job.body.job_id], failed: [] });
+    const again = await t.call("DELETE", `/api/admin/workers/${w.id}`, { auth: as(admin) });
+    expect([again.status, again.body.code]).toEqual([404, "not_found"]);
+    // A new worker may take the name, and the requeued job, again.
+    const successor = await worker("doomed", { pool: "doomed" });
+    expect(await entry(job.body.job_id)).toMatchObject({ status: "running", worker_id: successor.id });
+  });
+
+  it("lets only admins remove a worker; anyone else changes nothing", async () => {
+    const w = await worker("kept", { pool: "kept" });
+    const refused = await t.call("DELETE", `/api/admin/workers/${w.id}`, { auth: as(researcher) });
+    expect([refused.status, refused.body.code]).toEqual([403, "forbidden"]);
+    expect((await heartbeat(w.token)).status).toBe(200);
+    expect((await workerList()).find((x) => x.id === w.id)).toBeDefined();
+    expect((await t.call("DELETE", "/api/admin/workers/not-a-number", { auth: as(admin) })).status).toBe(422);
+  });
+
+  it("rotates a token: the new one is shown once and works, the old one is refused at once", async () => {
+    const w = await worker("rotating", { pool: "rotating" });
+    const notAdmin = await t.call("POST", `/api/admin/workers/${w.id}/token`, { auth: as(researcher) });
+    expect(notAdmin.status).toBe(403);
+    expect((await heartbeat(w.token)).status).toBe(200);
+
+    const rotated = await t.call("POST", `/api/admin/workers/${w.id}/token`, { auth: as(admin) });
+    expect(rotated.status).toBe(201);
+    expect(rotated.body).toMatchObject({ id: w.id, name: "rotating", status: "IDLE" });
+    expect(rotated.body.token).toMatch(/^stw_[A-Za-z0-9_-]{43}$/);
+    expect(rotated.body.token).not.toBe(w.token);
+    const old = await heartbeat(w.token);
+    expect([old.status, old.body.code]).toEqual([401, "invalid_worker_token"]);
+    expect((await heartbeat(rotated.body.token)).status).toBe(200);
+    expect(JSON.stringify(await workerList())).not.toContain(rotated.body.token);
+    await expect.poll(async () => (await audited("worker_token_rotated")).some((e) => e.target === `worker:${w.id}`)).toBe(true);
+    expect(JSON.stringify(await audited("worker_token_rotated"))).not.toContain(rotated.body.token);
+    expect((await t.call("POST", "/api/admin/workers/999999/token", { auth: as(admin) })).status).toBe(404);
+  });
+
+  it("closes a channel opened with a token that stops working, on rotation and on removal; the old token cannot reopen it", async () => {
+    const w = await worker("channelled", { pool: "channelled" });
+    const open = (token: string) =>
+      new Promise<{ socket: WebSocket; closed: Promise<number> }>((done, fail) => {
+        const socket = new WebSocket(`${t.base.replace("http", "ws")}/api/workers/channel`, { headers: { authorization: `Bearer ${token}` } });
+        const closed = new Promise<number>((resolve) => {
+          socket.on("close", (code) => resolve(code));
+          // workerd keeps the TCP connection about 10 s after the close handshake; the close
+          // frame's code is what counts, and ws keeps it when the socket is dropped.
+          const watch = setInterval(() => {
+            if (socket.readyState !== WebSocket.CLOSING) return;
+            clearInterval(watch);
+            socket.terminate();
+          }, 10);
+          socket.on("close", () => clearInterval(watch));
+        });
+        socket.on("open", () => done({ socket, closed }));
+        socket.on("unexpected-response", (_req, res) => fail(new Error(`channel refused: ${res.statusCode}`)));
+        socket.on("error", fail);
+      });
+    const first = await open(w.token);
+    const rotated = (await t.call("POST", `/api/admin/workers/${w.id}/token`, { auth: as(admin) })).body.token as string;
+    expect(await first.closed).toBe(1008);
+    await expect(open(w.token)).rejects.toThrow("channel refused: 401");
+    const second = await open(rotated);
+    expect((await t.call("DELETE", `/api/admin/workers/${w.id}`, { auth: as(admin) })).status).toBe(200);
+    expect(await second.closed).toBe(1008);
+    await expect(open(rotated)).rejects.toThrow("channel refused: 401");
+  });
+
+  it("limits worker-token guessing per address: 20 failures a minute, then 429; a valid token from there still works", async () => {
+    const w = await worker("guessed", { pool: "guessed" });
+    const guesser = { "x-forwarded-for": "203.0.113.66" };
+    for (let i = 0; i < 20; i++) {
+      const reply = await heartbeat(`stw_${String(i).padStart(43, "g")}`, guesser);
+      expect([reply.status, reply.body.code]).toEqual([401, "invalid_worker_token"]);
+    }
+    const limited = await heartbeat(`stw_${"h".repeat(43)}`, guesser);
+    expect([limited.status, limited.body.code]).toEqual([429, "rate_limited"]);
+    expect(limited.body.detail).toMatch(/^Rate limit exceeded: at most 20 failed worker-token authentications per 60 s \(rule "worker-token-failures"\); retry in \d+ s$/);
+    expect(Number(limited.headers.get("retry-after"))).toBeGreaterThan(0);
+    expect((await heartbeat(w.token, guesser)).status).toBe(200);
+    expect((await heartbeat(`stw_${"h".repeat(43)}`, { "x-forwarded-for": "203.0.113.67" })).status).toBe(401);
   });
 });
 

@@ -19,6 +19,8 @@ export const AUDIT_EVENT_TYPES = [
   "first_admin_created",
   "api_key_created",
   "api_key_revoked",
+  "worker_removed",
+  "worker_token_rotated",
   "job_approved",
   "job_rejected",
   "priority_overridden",

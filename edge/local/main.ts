@@ -19,7 +19,10 @@ async function main(): Promise<void> {
     `Training service is up on http://${settings.host}:${stack.url.port}  (data: ${stack.dataDir})`,
     `  API docs:  ${base}/docs   health: ${base}/api/cloud/health`,
     setup.needs_setup
-      ? `  Next: create the first admin:\n    curl -c cookies.txt -H 'Content-Type: application/json' -d '{"email":"you@example.com","username":"admin","password":"choose-a-long-one"}' ${base}/api/cloud/auth/setup/first-admin`
+      ? `  Next: create the first admin:\n    curl -c cookies.txt -H 'Content-Type: application/json' -d '{"email":"you@example.com","username":"admin","password":"choose-a-long-one"}' ${base}/api/cloud/auth/setup/first-admin\n` +
+        (settings.bindings?.SETUP_TOKEN
+          ? `  From another machine, add "setup_token" with the SETUP_TOKEN you set`
+          : `  From another machine, add "setup_token":"${stack.setupToken}" (a one-time setup token, new at each start; SETUP_TOKEN sets your own)`)
       : `  Next: log in:  curl -c cookies.txt -H 'Content-Type: application/json' -d '{"username":"…","password":"…"}' ${base}/api/cloud/auth/login`,
     `  Stop with Ctrl-C; everything is kept in the data directory.`,
     ``,

@@ -4,7 +4,7 @@ import { StartupError, type StackOptions } from "./stack";
 import { readRunnerConfigFile, RunnerConfigError } from "../../runner/config";
 
 /** Environment variables handed to the Worker as they are (the Worker validates them). */
-export const WORKER_VARIABLES = ["RATE_LIMIT_CALLS", "RATE_LIMIT_PERIOD", "RATE_LIMIT_LOOPBACK", "TRUSTED_PROXIES", "METRICS_SCRAPE_TOKEN"] as const;
+export const WORKER_VARIABLES = ["RATE_LIMIT_CALLS", "RATE_LIMIT_PERIOD", "RATE_LIMIT_LOOPBACK", "TRUSTED_PROXIES", "METRICS_SCRAPE_TOKEN", "SETUP_TOKEN"] as const;
 
 /**
  * The local default's settings, from the environment (README "Configuration"). Invalid values

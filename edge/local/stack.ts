@@ -9,6 +9,7 @@ import type { LogLevel } from "../config";
 import { applyMigrations } from "../db/migrate";
 import { createLogger, type Logger } from "../log";
 import { bundleWorker } from "./bundle";
+import { startClientFront, type ClientFront } from "./client-front";
 import { randomBytes } from "node:crypto";
 import { createHranaServer, serveHranaOverHttp } from "./hrana";
 import { startLocalRunner } from "./local-runner";
@@ -48,6 +49,8 @@ export interface StackOptions {
 export interface Stack {
   url: URL;
   dataDir: string;
+  /** The first admin's setup token: SETUP_TOKEN when given, else random per start ("" when set empty). */
+  setupToken: string;
   log: Logger;
   stop(): Promise<void>;
 }
@@ -121,6 +124,8 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     // several times faster than a Node-function binding, which Miniflare proxies and re-encodes.
     // The random token keeps other local users off the port.
     const bridgeToken = randomBytes(32).toString("base64url");
+    // Creating the first admin from another machine needs this (edge/auth/setup-token.ts).
+    const setupToken = options.bindings?.SETUP_TOKEN ?? randomBytes(24).toString("base64url");
     const bridge = await serveHranaOverHttp(hrana, 0, "127.0.0.1", { authToken: bridgeToken });
     closeBridge = bridge.close;
 
@@ -143,6 +148,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         SERVICE_LOG_LEVEL: logLevel,
         SERVICE_LOG_FORMAT: logFormat,
         SERVICE_STARTED_AT: new Date().toISOString(),
+        SETUP_TOKEN: setupToken,
         ...(options.publicUrl ? { SERVICE_PUBLIC_URL: options.publicUrl } : {}),
         ...options.bindings,
       },
@@ -154,21 +160,30 @@ export async function startStack(options: StackOptions): Promise<Stack> {
           return new MiniflareResponse(null, answer);
         },
       },
-      host,
-      port,
+      // Private: clients reach workerd only through the client front, which sets their address.
+      host: "127.0.0.1",
+      port: 0,
       cf: false,
       handleRuntimeStdio: (stdout: Readable, stderr: Readable) => {
         forwardLines(stdout, emit);
         forwardLines(stderr, emit);
       },
     });
-    let url: URL;
+    let workerUrl: URL;
     try {
-      url = await mf.ready;
+      workerUrl = await mf.ready;
     } catch (error) {
       await mf.dispose().catch(() => {});
-      throw new StartupError(`the Worker runtime failed to start on ${host}:${port}: ${(error as Error).message.split("\n")[0]}`);
+      throw new StartupError(`the Worker runtime failed to start: ${(error as Error).message.split("\n")[0]}`);
     }
+    let front: ClientFront;
+    try {
+      front = await startClientFront({ host, port, upstreamPort: Number(workerUrl.port), onError: (message) => log.warning(message) });
+    } catch (error) {
+      await mf.dispose().catch(() => {});
+      throw new StartupError(`cannot listen on ${host}:${port} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
+    }
+    const url = new URL(`http://${host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host.includes(":") ? `[${host}]` : host}:${front.port}`);
     // Spec 6.6: the queue is processed once at start-up (queued jobs start where capacity exists);
     // this also arms the Scheduler's 5 s alarm.
     const scheduler = await mf.getDurableObjectNamespace("SCHEDULER");
@@ -191,9 +206,11 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     return {
       url,
       dataDir,
+      setupToken,
       log,
       async stop() {
         await runner?.stop();
+        await front.close();
         await mf.dispose();
         await closeBridge();
         hrana.close();

@@ -1,13 +1,15 @@
 import type { Context, MiddlewareHandler } from "hono";
-import { getCookie } from "hono/cookie";
 import { matchedRoutes } from "hono/route";
+import { findTargetHandler, isMiddleware } from "hono/utils/handler";
 import { levelAtLeast } from "../../shared/levels";
 import { accessFor } from "../../shared/permissions";
 import type { AppEnv, Principal } from "../app-env";
 import { findApiKeyUser } from "../auth/api-keys";
 import { constantTimeEqual } from "../auth/crypto";
-import { findSessionUser, SESSION_COOKIE } from "../auth/sessions";
+import { findSessionUser } from "../auth/sessions";
+import { readSessionCookie } from "../routes/session-cookie";
 import { ApiError } from "../errors";
+import { countWorkerTokenFailure } from "./failure-limits";
 import { findWorkerByToken } from "../workers/workers";
 
 const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
@@ -23,6 +25,18 @@ export function routePattern(c: Context): string | null {
   return route ? toOpenApiPath(route.path) : null;
 }
 
+/**
+ * The route (not middleware) this request matched, as the access table names it: the route's
+ * own method (`ALL` for an `.all()` route) and its pattern; null for a 404.
+ *
+ * @example
+ * matchedRoute(c); // { method: "ALL", pattern: "/api/cloud/storage/*" }
+ */
+export function matchedRoute(c: Context): { method: string; pattern: string } | null {
+  const route = matchedRoutes(c).findLast((r) => r.method !== "ALL" || !isMiddleware(findTargetHandler(r.handler)));
+  return route ? { method: route.method, pattern: toOpenApiPath(route.path) } : null;
+}
+
 /** The caller of a request by API key or session cookie (null: neither sent); a wrong key throws 401. */
 export async function identify(c: Context<AppEnv>): Promise<Principal | null> {
   const db = c.get("db");
@@ -35,7 +49,7 @@ export async function identify(c: Context<AppEnv>): Promise<Principal | null> {
     c.executionCtx.waitUntil(found.touch().catch((error: unknown) => c.get("log").warning("could not record API key use", { error: String(error) })));
     return { user: found.user, via: "api_key", apiKeyId: found.keyId };
   }
-  const token = getCookie(c, SESSION_COOKIE);
+  const token = readSessionCookie(c);
   if (token) {
     const found = await findSessionUser(db, token);
     if (found) return { user: found.user, via: "session", sessionTokenHash: found.tokenHash };
@@ -67,20 +81,30 @@ function isCrossSite(c: Context<AppEnv>): boolean {
  * the caller by API key (X-API-Key or Authorization: Bearer) or session cookie (or, where the rule
  * allows it, the metrics scrape token), and answers 401
  * (no or bad credential), 403 (level too low, API key where a session is required, or a
- * cross-site cookie request) before any handler runs.
+ * cross-site cookie request) before any handler runs. A matched route the table does not name is
+ * refused with 500 `route_access_undeclared` (fails closed); "storage" routes authenticate
+ * themselves.
  */
 export function authorize(): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
-    const pattern = routePattern(c);
-    if (pattern === null) return next();
+    const route = matchedRoute(c);
+    if (route === null) return next();
     const method = c.req.method === "HEAD" ? "GET" : c.req.method;
-    const access = accessFor(method, pattern);
-    if (access === "public") return next();
+    const access = accessFor(route.method, route.pattern);
+    if (access === undefined) {
+      // Fails closed: a route nobody declared is a bug, and guessing its level would hide it.
+      c.get("log").error("route without a declared access refused", { route: `${route.method} ${route.pattern}` });
+      throw new ApiError(500, "route_access_undeclared", `${route.method} ${route.pattern} declares no access in shared/permissions.ts, so it is refused`);
+    }
+    if (access === "public" || access === "storage") return next();
     if (access === "worker") {
       const token = /^Bearer\s+(\S+)$/i.exec(c.req.header("authorization") ?? "")?.[1];
       if (!token) throw new ApiError(401, "unauthenticated", "A worker token is required: Authorization: Bearer stw_...", undefined, { "WWW-Authenticate": "Bearer" });
       const worker = await findWorkerByToken(c.get("db"), token);
-      if (!worker) throw new ApiError(401, "invalid_worker_token", "The worker token is invalid or its worker was removed", undefined, { "WWW-Authenticate": "Bearer" });
+      if (!worker) {
+        await countWorkerTokenFailure(c); // 429 instead, past the address's failure limit
+        throw new ApiError(401, "invalid_worker_token", "The worker token is invalid or its worker was removed", undefined, { "WWW-Authenticate": "Bearer" });
+      }
       c.set("worker", worker);
       return next();
     }

@@ -1,14 +1,14 @@
 import type { MiddlewareHandler } from "hono";
-import { ipInRanges, LOOPBACK_RANGES } from "../../shared/ip";
+import { rateLimitKey } from "../../shared/ip";
 import { matchRateRule, type RateRule } from "../../shared/rate-rules";
 import type { AppEnv } from "../app-env";
 import { auditLater } from "../audit/trail";
 import { ApiError } from "../errors";
-import { clientAddress } from "../ratelimit/client-ip";
+import { clientAddress, fromGenuineLoopback } from "../ratelimit/client-ip";
 import { limiterOf, type RateVerdict } from "../ratelimit/limiter-types";
 
 /** The spec's three headers and the IETF draft's two, for one verdict. */
-function rateLimitHeaders(rule: RateRule, verdict: RateVerdict): Record<string, string> {
+export function rateLimitHeaders(rule: RateRule, verdict: RateVerdict): Record<string, string> {
   const seconds = Math.max(0, Math.ceil((verdict.resetAt - verdict.now) / 1000));
   return {
     "X-RateLimit-Limit": String(rule.calls),
@@ -26,8 +26,10 @@ function rateLimitHeaders(rule: RateRule, verdict: RateVerdict): Record<string, 
  * client's RateLimiter Durable Object for a verdict. A refusal is a 429 with `Retry-After`
  * before any credential is looked at, so no credential, valid or not, changes a limit; every
  * other response of a counted request carries the headers too, errors and 404s included (Hono
- * has turned them into `c.res` by the time `next()` returns). Not counted: limiting off, excluded
- * paths, and loopback clients in development unless RATE_LIMIT_LOOPBACK is on. When the limiter
+ * has turned them into `c.res` by the time `next()` returns). IPv6 clients are counted by their
+ * /64. Not counted: limiting off, excluded paths, and genuine loopback peers in development
+ * unless RATE_LIMIT_LOOPBACK is on (a loopback address named by a forwarding header is counted:
+ * a proxy on this machine forwards everyone). When the limiter
  * cannot be reached the request is served, without headers, and a warning logged: an outage of
  * the limiter must not become an outage of the service.
  *
@@ -39,7 +41,7 @@ export function rateLimit(): MiddlewareHandler<AppEnv> {
     const settings = c.get("config").rateLimit;
     const clientIp = clientAddress(c.req.raw.headers, settings.trustedProxies);
     c.set("clientIp", clientIp);
-    if (!settings.enabled || (settings.exemptLoopback && ipInRanges(clientIp, LOOPBACK_RANGES))) return next();
+    if (!settings.enabled || (settings.exemptLoopback && fromGenuineLoopback(c.req.raw.headers, settings.trustedProxies))) return next();
     const method = c.req.method;
     const path = c.req.path;
     const rule = matchRateRule(method, path, settings.defaultRule);
@@ -47,7 +49,7 @@ export function rateLimit(): MiddlewareHandler<AppEnv> {
 
     let verdict: RateVerdict;
     try {
-      verdict = await limiterOf(c.env, clientIp).hit(rule.name, rule.calls, rule.periodSeconds * 1000);
+      verdict = await limiterOf(c.env, rateLimitKey(clientIp)).hit(rule.name, rule.calls, rule.periodSeconds * 1000);
     } catch (error) {
       c.get("log").warning("rate limiter unreachable: request served without limiting", { client_ip: clientIp, rule: rule.name, error: String(error) });
       return next();

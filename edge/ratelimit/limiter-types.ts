@@ -19,6 +19,7 @@ export interface RateVerdict {
 /** The rate limiter's RPC methods (edge/ratelimit/limiter.ts). */
 export interface RateLimiterApi {
   hit(rule: string, limit: number, windowMs: number): Promise<RateVerdict>;
+  forget(rule: string): Promise<void>;
 }
 
 export interface RateLimiterNamespace {

@@ -72,6 +72,17 @@ export class RateLimiter extends DurableObject<Env> {
     return { ...verdict, now, audit };
   }
 
+  /**
+   * Drops every admission recorded under `rule`: failure limits (a username's failed logins) are
+   * forgiven by a success rather than waiting out their window.
+   */
+  async forget(rule: string): Promise<void> {
+    this.#rules.delete(rule);
+    this.#ensureTables();
+    this.ctx.storage.sql.exec("DELETE FROM hits WHERE rule = ?", rule);
+    this.ctx.storage.sql.exec("DELETE FROM reservations WHERE rule = ?", rule);
+  }
+
   /** Re-arms for the latest expiry, or, when every recorded admission has left its window, forgets this client. */
   override async alarm(): Promise<void> {
     this.#ensureTables();

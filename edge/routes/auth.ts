@@ -17,8 +17,11 @@ import { User } from "../../shared/schemas/users";
 import { auditLater } from "../audit/trail";
 import { createApiKey, listApiKeys, revokeApiKey } from "../auth/api-keys";
 import { createSession, deleteSession } from "../auth/sessions";
+import { requireSetupToken } from "../auth/setup-token";
+import { fromGenuineLoopback } from "../ratelimit/client-ip";
 import { checkPassword, createFirstAdmin, createUser, needsSetup } from "../auth/users";
 import { principalOf } from "../middleware/authorize";
+import { loginFailureLimit, usernameDigest } from "../middleware/failure-limits";
 import { ApiError } from "../errors";
 import { createRouter } from "../router";
 import { json, jsonBody } from "./openapi";
@@ -54,12 +57,22 @@ auth.openapi(
     path: "/api/cloud/auth/setup/first-admin",
     tags,
     summary: "Create the first admin (only while no user exists); logs them in",
+    description:
+      "From any machine but the service's own, `setup_token` must be the one-time setup token: the one `npm start` prints, or the SETUP_TOKEN variable (a Worker secret when deployed, where it is always needed).",
     request: jsonBody(FirstAdminRequest),
-    responses: { 201: json(SessionInfo, "The admin, logged in (Set-Cookie)"), 409: json(ErrorBody, "Setup already complete"), 422: errors[422] },
+    responses: {
+      201: json(SessionInfo, "The admin, logged in (Set-Cookie)"),
+      403: json(ErrorBody, "No or a wrong setup token (setup_token_required, invalid_setup_token), or none configured (setup_token_unset)"),
+      409: json(ErrorBody, "Setup already complete"),
+      422: errors[422],
+    },
   }),
   async (c) => {
     const db = c.get("db");
-    const user = await createFirstAdmin(db, c.req.valid("json"));
+    const config = c.get("config");
+    const { setup_token, ...input } = c.req.valid("json");
+    requireSetupToken({ environment: config.environment, expected: config.setupToken, fromLoopback: fromGenuineLoopback(c.req.raw.headers, config.rateLimit.trustedProxies), offered: setup_token });
+    const user = await createFirstAdmin(db, input);
     const session = await createSession(db, user.id, false);
     setSessionCookie(c, session.token, session.expiresAt);
     c.get("log").info("first admin created", { user_id: user.id, username: user.username });
@@ -74,19 +87,30 @@ auth.openapi(
     path: "/api/cloud/auth/login",
     tags,
     summary: "Log in with username (or email) and password; sets the session cookie",
-    description: "The cookie `st_session` is HttpOnly, SameSite=Lax, Secure over HTTPS, and lasts 24 hours (30 days with `remember_me`).",
+    description:
+      "The cookie is `st_session` over plain HTTP and `__Host-st_session` (Secure, Path=/, no Domain) over HTTPS; HttpOnly, SameSite=Lax, and lasts 24 hours (30 days with `remember_me`).",
     request: jsonBody(LoginRequest),
-    responses: { 200: json(SessionInfo, "Logged in (Set-Cookie)"), 401: json(ErrorBody, "Wrong username or password"), 422: errors[422] },
+    responses: {
+      200: json(SessionInfo, "Logged in (Set-Cookie)"),
+      401: json(ErrorBody, "Wrong username or password"),
+      422: errors[422],
+      429: json(ErrorBody, "Too many attempts from this address (5 a minute), or too many failed logins for this username (10 in 15 minutes, the right password refused too)"),
+    },
   }),
   async (c) => {
     const db = c.get("db");
     const { username, password, remember_me } = c.req.valid("json");
+    const limit = await loginFailureLimit(c, username);
+    await limit.admit();
     const user = await checkPassword(db, username, password);
     if (!user) {
-      c.get("log").warning("login failed", { username });
-      auditLater(c, { event_type: "login_failed", actor: username.slice(0, 128), details: { reason: "wrong username or password" } });
+      // The typed name only as a hash: it may be someone's password typed in the wrong field.
+      const username_hash = await usernameDigest(username);
+      c.get("log").warning("login failed", { username_hash });
+      auditLater(c, { event_type: "login_failed", details: { reason: "wrong username or password", username_hash } });
       throw new ApiError(401, "invalid_credentials", "Wrong username or password");
     }
+    await limit.succeeded();
     const session = await createSession(db, user.id, remember_me);
     setSessionCookie(c, session.token, session.expiresAt);
     c.get("log").info("login succeeded", { user_id: user.id });

@@ -15,11 +15,14 @@ const ASSETS: Record<string, { body: string; type: string }> = {
   "redoc.standalone.js": { body: redocJs, type: "text/javascript; charset=utf-8" },
 };
 
+/** The Swagger page's one inline script: its hash is what the page's CSP allows (edge/middleware/security-headers.ts). */
+export const SWAGGER_INIT_SCRIPT = `window.ui = SwaggerUIBundle({ url: "/openapi.json", dom_id: "#swagger-ui", withCredentials: true });`;
+
 const SWAGGER_PAGE = `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Training service API</title>
 <link rel="stylesheet" href="/docs/assets/swagger-ui.css"></head>
 <body><div id="swagger-ui"></div><script src="/docs/assets/swagger-ui-bundle.js"></script>
-<script>window.ui = SwaggerUIBundle({ url: "/openapi.json", dom_id: "#swagger-ui", withCredentials: true });</script>
+<script>${SWAGGER_INIT_SCRIPT}</script>
 </body></html>`;
 
 const REDOC_PAGE = `<!doctype html>

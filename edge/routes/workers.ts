@@ -1,5 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { HeartbeatAnswer, JobFinish, JobFinished, WorkerCreate, WorkerCreated, WorkerHeartbeat, WorkerList, WorkerRegister } from "../../shared/schemas/workers";
+import { HeartbeatAnswer, JobFinish, JobFinished, WorkerCreate, WorkerCreated, WorkerHeartbeat, WorkerIdParam, WorkerList, WorkerRegister, WorkerRemoved } from "../../shared/schemas/workers";
+import { auditLater } from "../audit/trail";
 import type { AppEnv } from "../app-env";
 import { ApiError } from "../errors";
 import { principalOf, workerOf } from "../middleware/authorize";
@@ -15,7 +16,7 @@ import { channelOf } from "../workers/channel-types";
 import { datasetManifest, targetSegments } from "../datasets/datasets";
 import { keyOf } from "../datasets/paths";
 import { notFound } from "../errors";
-import { assignmentsOf, createWorker, finishJob, heartbeat, HEARTBEAT_INTERVAL_SECONDS, listWorkers, registerWorker } from "../workers/workers";
+import { assignmentsOf, createWorker, deleteWorker, finishJob, heartbeat, HEARTBEAT_INTERVAL_SECONDS, listWorkers, registerWorker, rotateWorkerToken } from "../workers/workers";
 import type { Context } from "hono";
 import { checkDatasetPath, datasetsOfAssignedJob } from "../workers/dataset-access";
 
@@ -43,6 +44,57 @@ workersRoutes.openapi(
 workersRoutes.openapi(
   createRoute({ method: "get", path: "/api/admin/workers", tags, summary: "GPU boxes and workers with status and current job (admin)", responses: { 200: json(WorkerList, "Workers"), 401: error("No valid credential"), 403: error("Not an admin") } }),
   async (c) => c.json({ workers: await listWorkers(c.get("db")) }, 200),
+);
+
+// A channel opened with a token that no longer works is closed too; one that cannot be reached is
+// left to fail on its runner's next ask, which the token check refuses.
+async function disconnectChannel(c: Context<AppEnv>, workerId: number, reason: string): Promise<void> {
+  await channelOf(c.env, workerId)
+    .disconnect(reason)
+    .catch((error: unknown) => c.get("log").warning("worker channel unreachable", { worker_id: workerId, error: String(error) }));
+}
+
+workersRoutes.openapi(
+  createRoute({
+    method: "delete",
+    path: "/api/admin/workers/{id}",
+    tags,
+    summary: "Remove a worker (admin)",
+    description:
+      "Its token is refused from the next request on and its runner's channel is closed. Its running jobs are handled as when a worker goes silent past the heartbeat timeout: back to the queue with attempt + 1, or failed when no attempts are left.",
+    request: { params: WorkerIdParam },
+    responses: { 200: json(WorkerRemoved, "Removed"), 401: error("No valid credential"), 403: error("Not an admin"), 404: error("No such worker"), 422: error("A bad id") },
+  }),
+  async (c) => {
+    const { id } = c.req.valid("param");
+    const removed = await deleteWorker(c.get("db"), id);
+    c.get("log").info("worker removed", { worker_id: id, worker: removed.name, requeued: removed.requeued, failed: removed.failed, by: principalOf(c).user.id });
+    auditLater(c, { event_type: "worker_removed", target: `worker:${id}`, details: { name: removed.name, requeued: removed.requeued, failed: removed.failed } });
+    const changed = [...removed.requeued, ...removed.failed];
+    if (changed.length) await schedulerOf(c.env).pass("worker removed", changed);
+    await disconnectChannel(c, id, "worker removed");
+    return c.json({ id, ...removed }, 200);
+  },
+);
+
+workersRoutes.openapi(
+  createRoute({
+    method: "post",
+    path: "/api/admin/workers/{id}/token",
+    tags,
+    summary: "Replace a worker's token (admin)",
+    description: "The new token is shown once, in this answer; the old one is refused from the next request on, and a channel opened with it is closed. Restart the runner with the new one.",
+    request: { params: WorkerIdParam },
+    responses: { 201: json(WorkerCreated, "The worker with its new token"), 401: error("No valid credential"), 403: error("Not an admin"), 404: error("No such worker"), 422: error("A bad id") },
+  }),
+  async (c) => {
+    const { id } = c.req.valid("param");
+    const worker = await rotateWorkerToken(c.get("db"), id);
+    c.get("log").info("worker token rotated", { worker_id: id, worker: worker.name, by: principalOf(c).user.id });
+    auditLater(c, { event_type: "worker_token_rotated", target: `worker:${id}`, details: { name: worker.name } });
+    await disconnectChannel(c, id, "worker token replaced");
+    return c.json(worker, 201);
+  },
 );
 
 async function answer(c: Context<AppEnv>, workerId: number, status: z.infer<typeof HeartbeatAnswer>["status"]) {

@@ -193,19 +193,7 @@ export async function sweepOfflineWorkers(db: Database, timeoutSeconds: number, 
         sql: `UPDATE workers SET status = 'offline' WHERE status IN ('IDLE', 'busy', 'draining') AND last_heartbeat < ? RETURNING id, name`,
         args: [cutoff],
       },
-      {
-        sql: `UPDATE queue_entries SET status = 'failed', completed_at = ?, updated_at = ?,
-                error_message = 'worker ' || COALESCE((SELECT name FROM workers w WHERE w.id = queue_entries.worker_id), '?') || ' went offline; attempt ' || attempt || ' of ' || max_attempts || ', no retries left'
-              WHERE status = 'running' AND attempt >= max_attempts AND worker_id IN (SELECT id FROM workers WHERE status = 'offline') RETURNING job_id`,
-        args: [stamp, stamp],
-      },
-      {
-        sql: `UPDATE queue_entries SET status = 'pending', attempt = attempt + 1, started_at = NULL, allocated_gpus = NULL, updated_at = ?,
-                error_message = 'worker ' || COALESCE((SELECT name FROM workers w WHERE w.id = queue_entries.worker_id), '?') || ' went offline during attempt ' || attempt || '; retrying',
-                worker_id = NULL
-              WHERE status = 'running' AND attempt < max_attempts AND worker_id IN (SELECT id FROM workers WHERE status = 'offline') RETURNING job_id`,
-        args: [stamp],
-      },
+      ...releaseJobsOfOfflineWorkers(stamp, "went offline"),
     ],
     "write",
   );
@@ -213,6 +201,32 @@ export async function sweepOfflineWorkers(db: Database, timeoutSeconds: number, 
     workers: gone!.rows.map((r) => ({ id: Number(r.id), name: String(r.name) })),
     jobIds: [...failed!.rows, ...requeued!.rows].map((r) => String(r.job_id)),
   };
+}
+
+/**
+ * The two statements that put the running jobs of every offline worker back in the queue
+ * (attempt + 1, GPUs freed) or, at max_attempts, fail them; `what` says what happened to the
+ * worker, in their error message ("went offline", "was removed"). Both return the job ids.
+ *
+ * @example
+ * await db.$client.batch([takeOffline, ...releaseJobsOfOfflineWorkers(now, "was removed")], "write");
+ */
+export function releaseJobsOfOfflineWorkers(stamp: string, what: string): InStatement[] {
+  return [
+    {
+      sql: `UPDATE queue_entries SET status = 'failed', completed_at = ?1, updated_at = ?1,
+              error_message = 'worker ' || COALESCE((SELECT name FROM workers w WHERE w.id = queue_entries.worker_id), '?') || ' ' || ?2 || '; attempt ' || attempt || ' of ' || max_attempts || ', no retries left'
+            WHERE status = 'running' AND attempt >= max_attempts AND worker_id IN (SELECT id FROM workers WHERE status = 'offline') RETURNING job_id`,
+      args: [stamp, what],
+    },
+    {
+      sql: `UPDATE queue_entries SET status = 'pending', attempt = attempt + 1, started_at = NULL, allocated_gpus = NULL, updated_at = ?1,
+              error_message = 'worker ' || COALESCE((SELECT name FROM workers w WHERE w.id = queue_entries.worker_id), '?') || ' ' || ?2 || ' during attempt ' || attempt || '; retrying',
+              worker_id = NULL
+            WHERE status = 'running' AND attempt < max_attempts AND worker_id IN (SELECT id FROM workers WHERE status = 'offline') RETURNING job_id`,
+      args: [stamp, what],
+    },
+  ];
 }
 
 /** The local box shows busy while it runs anything, IDLE otherwise. */

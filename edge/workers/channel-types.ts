@@ -3,6 +3,7 @@ import type { Env } from "../env";
 /** The worker channel's RPC methods (edge/workers/channel.ts). */
 export interface WorkerChannelApi {
   notify(): Promise<number>;
+  disconnect(reason: string): Promise<number>;
   fetch(request: Request): Promise<Response>;
 }
 

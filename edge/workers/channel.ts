@@ -22,6 +22,22 @@ export class WorkerChannel extends DurableObject<Env> {
     return sockets.length;
   }
 
+  /**
+   * Closes every connected runner's socket (1008, policy violation): its worker was removed or
+   * its token replaced, and a socket opened with the old token must not outlive it.
+   */
+  async disconnect(reason: string): Promise<number> {
+    const sockets = this.ctx.getWebSockets();
+    for (const socket of sockets) {
+      try {
+        socket.close(1008, reason);
+      } catch {
+        // already closed
+      }
+    }
+    return sockets.length;
+  }
+
   override async fetch(request: Request): Promise<Response> {
     if (request.headers.get("upgrade")?.toLowerCase() !== "websocket") return new Response("expected a WebSocket upgrade", { status: 426 });
     const pair = new WebSocketPair();

@@ -6,6 +6,7 @@ import type { Database } from "../db/client";
 import { isUniqueViolation } from "../db/errors";
 import { workers } from "../db/schema";
 import { ApiError, conflict, notFound } from "../errors";
+import { releaseJobsOfOfflineWorkers } from "../scheduler/store";
 
 /*
  * GPU boxes and remote workers. An admin creates a worker and receives its token once
@@ -193,4 +194,42 @@ export async function finishJob(db: Database, workerId: number, jobId: string, r
   const row = found.rows[0];
   if (!row || Number(row.worker_id) !== workerId) throw notFound(`Job ${jobId} of this worker`);
   throw new ApiError(409, "not_running", `Job ${jobId} is ${String(row.status)}, not running; nothing was changed`);
+}
+
+/**
+ * Removes a worker: its running jobs go back to the queue or fail exactly as when a worker goes
+ * silent (one batch, the heartbeat timeout's statements), its unacknowledged commands are
+ * dropped, and its row goes, so its token is refused from the next request on.
+ *
+ * @example
+ * const { name, jobIds } = await deleteWorker(db, 3);
+ */
+export async function deleteWorker(db: Database, workerId: number): Promise<{ name: string; requeued: string[]; failed: string[] }> {
+  const stamp = new Date().toISOString();
+  const [gone, failed, requeued] = await db.$client.batch(
+    [
+      { sql: "UPDATE workers SET status = 'offline' WHERE id = ? RETURNING name", args: [workerId] },
+      ...releaseJobsOfOfflineWorkers(stamp, "was removed"),
+      { sql: "DELETE FROM job_commands WHERE worker_id = ? AND acked_at IS NULL", args: [workerId] },
+      { sql: "DELETE FROM workers WHERE id = ?", args: [workerId] },
+    ],
+    "write",
+  );
+  if (!gone!.rows.length) throw notFound(`Worker ${workerId}`);
+  return { name: String(gone!.rows[0]!.name), failed: failed!.rows.map((r) => String(r.job_id)), requeued: requeued!.rows.map((r) => String(r.job_id)) };
+}
+
+/**
+ * Gives a worker a new token and forgets the old one, which is refused from the next request
+ * on. The new token is returned once, like at creation.
+ *
+ * @example
+ * const { token } = await rotateWorkerToken(db, 3);
+ */
+export async function rotateWorkerToken(db: Database, workerId: number): Promise<Worker & { token: string }> {
+  const { token, prefix, hash } = await newWorkerToken();
+  const [row] = await db.update(workers).set({ tokenPrefix: prefix, tokenHash: hash }).where(eq(workers.id, workerId)).returning();
+  if (!row) throw notFound(`Worker ${workerId}`);
+  const running = (await runningJobs(db)).get(workerId) ?? [];
+  return { ...toWorker(row, running), token };
 }

@@ -9,7 +9,14 @@ export const SetupStatus = z
   })
   .openapi("SetupStatus");
 
-export const FirstAdminRequest = z.strictObject({ email: Email, username: Username, password: Password }).openapi("FirstAdminRequest");
+export const FirstAdminRequest = z
+  .strictObject({
+    email: Email,
+    username: Username,
+    password: Password,
+    setup_token: z.string().max(256).optional().openapi({ description: "The one-time setup token: needed unless the request comes from the service's own machine (npm start prints it; deployed, the SETUP_TOKEN secret)" }),
+  })
+  .openapi("FirstAdminRequest");
 
 export const RegisterRequest = z.strictObject({ email: Email, username: Username, password: Password }).openapi("RegisterRequest");
 

@@ -78,6 +78,17 @@ export const WorkerCreated = Worker.extend({
 
 export const WorkerList = z.object({ workers: z.array(Worker) }).openapi("WorkerList");
 
+export const WorkerIdParam = z.object({ id: z.coerce.number().int().positive().openapi({ description: "The worker's id", example: 3 }) });
+
+export const WorkerRemoved = z
+  .object({
+    id: z.number().int(),
+    name: z.string(),
+    requeued: z.array(z.string()).openapi({ description: "Its running jobs that went back to the queue (attempt + 1)" }),
+    failed: z.array(z.string()).openapi({ description: "Its running jobs that had no attempts left and failed" }),
+  })
+  .openapi("WorkerRemoved");
+
 export const Assignment = z
   .object({
     job_id: z.string(),

@@ -63,7 +63,7 @@ export async function startTestStack(dataDir = tempDataDir(), bindings?: Record<
 /** The `name=value` of the session cookie set by a response. */
 export function sessionCookie(reply: Reply): string {
   const setCookie = reply.headers.get("set-cookie") ?? "";
-  const match = /(st_session=[^;]+)/.exec(setCookie);
+  const match = /((?:__Host-)?st_session=[^;]+)/.exec(setCookie);
   if (!match) throw new Error(`no session cookie in ${JSON.stringify(setCookie)}`);
   return match[1]!;
 }
