@@ -91,6 +91,20 @@ export function badRequestAnswer(error: NodeJS.ErrnoException & { rawPacket?: Bu
   return `HTTP/1.1 400 Bad Request\r\nContent-Type: ${type}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
 }
 
+/** Most of an unread request body the front reads and discards after an early answer; past it the connection is dropped. */
+const DRAIN_LIMIT = 16 * 1024 * 1024;
+
+/** Reads and discards the rest of a request's body (bounded), so its client is not left blocked writing. */
+function drain(req: IncomingMessage): void {
+  req.unpipe();
+  let drained = 0;
+  req.on("data", (chunk: Buffer) => {
+    drained += chunk.length;
+    if (drained > DRAIN_LIMIT) req.socket.destroy();
+  });
+  req.resume();
+}
+
 export interface ClientFront {
   /** The port the front listens on (the one asked for, or the one the system chose for 0). */
   port: number;
@@ -118,17 +132,33 @@ export async function startClientFront(options: { host: string; port: number; up
   const forward = (req: IncomingMessage, res: ServerResponse, headers: string[], retried: boolean) => {
     const bodiless = !hasBody(req);
     const upstream = httpRequest({ agent: bodiless && !retried ? pooled : fresh, host: "127.0.0.1", port: upstreamPort, method: req.method, path: req.url, headers: headers as unknown as OutgoingHttpHeaders, setHost: false });
+    let answered = false;
     upstream.on("response", (answer) => {
-      res.writeHead(answer.statusCode ?? 502, answer.statusMessage, responseHeaders(answer.rawHeaders));
+      answered = true;
+      const early = !bodiless && !req.complete;
+      const head = responseHeaders(answer.rawHeaders);
+      if (early) {
+        // workerd answered before reading the whole body (an early refusal such as 413) and
+        // closes its connection: the rest of the body goes nowhere, so it is drained here
+        // (a client blocked on a body nobody reads would never see the answer) and the
+        // client's connection is closed after the answer, as workerd's was.
+        head.push("Connection", "close");
+        drain(req);
+      }
+      res.writeHead(answer.statusCode ?? 502, answer.statusMessage, head);
       answer.pipe(res);
       answer.on("error", () => res.destroy());
     });
     upstream.on("error", (error) => {
+      // Once answered, the answer's own stream ends or fails the response: a write error of the
+      // request's body (workerd stopped reading it) is no reason to cut the answer off.
+      if (answered) return;
       if (res.headersSent) return void res.destroy();
       // A pooled connection workerd closed just as it was reused: nothing of this request was
       // consumed, so it is sent once more on a connection of its own.
       if (bodiless && !retried && upstream.reusedSocket) return forward(req, res, headers, true);
       options.onError(`client front: workerd unreachable for ${req.method} ${req.url}: ${error.message}`);
+      if (!bodiless && !req.complete) drain(req);
       res.writeHead(502, { "content-type": "application/json" }).end(JSON.stringify({ detail: "The Worker runtime did not answer; see the service log", code: "bad_gateway" }));
     });
     // A client that goes away mid-request takes its upstream request with it.

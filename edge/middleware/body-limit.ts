@@ -27,6 +27,26 @@ export function bodyLimitFor(path: string): number | null {
   return ROUTE_LIMITS.find((route) => route.path.test(path))?.maxBytes ?? DEFAULT_BODY_LIMIT_BYTES;
 }
 
+/** How far past its cap a declared body is read and discarded before the 413 (see drainDeclared). */
+const DRAIN_BYTES = 8 * 1024 * 1024;
+
+/**
+ * Reads and discards a body refused from its Content-Length, when it is at most DRAIN_BYTES past
+ * the cap: workerd resets a connection it closes with unread bytes, and a reset can destroy the
+ * 413 before a client (or the local client front) reads it. A larger body is not worth reading:
+ * its client may see the connection reset instead of the 413.
+ */
+async function drainDeclared(request: Request, maxSize: number): Promise<void> {
+  const declared = Number(request.headers.get("content-length"));
+  if (!request.body || request.body.locked || !Number.isFinite(declared) || declared > maxSize + DRAIN_BYTES) return;
+  const reader = request.body.getReader();
+  try {
+    while (!(await reader.read()).done);
+  } catch {
+    // The client went away: nothing left to answer.
+  }
+}
+
 /**
  * Caps every request body (bodyLimitFor): counted as the bytes arrive, so a chunked body without
  * Content-Length is cut off too, and never held past the cap. Over it: 413 payload_too_large
@@ -42,7 +62,8 @@ export function requestBodyLimits(): MiddlewareHandler<AppEnv> {
     if (!found) {
       found = bodyLimit({
         maxSize,
-        onError: () => {
+        onError: async (c) => {
+          await drainDeclared(c.req.raw, maxSize);
           throw new ApiError(413, "payload_too_large", `The request body is larger than ${maxSize} bytes, the most this route accepts`);
         },
       }) as MiddlewareHandler<AppEnv>;
