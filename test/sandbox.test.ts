@@ -212,7 +212,7 @@ describe.skipIf(!HAS_BWRAP)("the sandbox", () => {
     expect((await ended(job.job_id)).status).toBe("completed");
     const all = await events(job.job_id);
     const refused = all.find((e) => e.type === "script.refused");
-    expect(refused).toMatchObject({ title: "post_checkpoint script /usr/bin/touch not run: this box's runner config does not declare it in scripts", data: { script: "post_checkpoint", program: "/usr/bin/touch" } });
+    expect(refused, `events: ${all.map((e) => e.type).join(", ")}`).toMatchObject({ title: "post_checkpoint script /usr/bin/touch not run: this box's runner config does not declare it in scripts", data: { script: "post_checkpoint", program: "/usr/bin/touch" } });
     expect(existsSync(refusedMarker)).toBe(false);
     const output = all.find((e) => e.type === "script.output" && e.data.script === "validation");
     expect(JSON.parse(output.message)).toMatchObject({ type: "probe.result", data: { writes: { [probeMarker]: "EROFS" }, reads: { [database]: "ENOENT" } } });
