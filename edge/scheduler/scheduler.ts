@@ -56,6 +56,8 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
   private submissions: { user: Submitter; body: LocalSubmit; resolve: (o: SubmitOutcome) => void; reject: (e: unknown) => void }[] = [];
   private capacityRead: { capacity: CapacityWithRules; at: number } | null = null;
   private configs = new Map<string, { environment: EnvironmentConfig; at: number }>();
+  /** Bumped by forget(): a read that began before it must not refill the cache with what it read. */
+  private generation = 0;
   private armed = false;
 
   constructor(ctx: DurableObjectState, env: Env) {
@@ -119,6 +121,7 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
    * that change those without running a pass (environments, approval rules, a draining worker).
    */
   async forget(): Promise<void> {
+    this.generation++;
     this.capacityRead = null;
     this.configs.clear();
   }
@@ -299,15 +302,20 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     const missing = [...new Set(submissions.map((s) => s.body.config_name))].filter((name) => !fresh(this.configs.get(name)));
     const statements: InStatement[] = cached ? [] : capacityStatements();
     if (missing.length) statements.push({ sql: `SELECT name, config, dataloader FROM environments WHERE name IN (${missing.map(() => "?").join(", ")})`, args: missing });
+    const generation = this.generation;
     const reads = statements.length ? (await db.$client.batch(statements, "read")).map((r) => r.rows as unknown as Row[]) : [];
     const capacity = cached ?? capacityFrom(reads[0]!, reads[1]!);
-    if (!cached) this.capacityRead = { capacity, at };
-    for (const row of missing.length ? reads.at(-1)! : []) {
-      const environment = { config: JSON.parse(String(row.config ?? "{}")) as Record<string, unknown>, dataloader: JSON.parse(String(row.dataloader ?? "[]")) as unknown[] };
-      this.configs.set(String(row.name), { environment, at });
-    }
+    // An environment changed while this read was in flight (forget() ran): what was read serves
+    // this group, which was submitted before the change answered, but is not kept for the next.
+    const keep = generation === this.generation;
+    if (!cached && keep) this.capacityRead = { capacity, at };
     const configs = new Map<string, EnvironmentConfig>();
     for (const [name, read] of this.configs) if (fresh(read)) configs.set(name, read.environment);
+    for (const row of missing.length ? reads.at(-1)! : []) {
+      const environment = { config: JSON.parse(String(row.config ?? "{}")) as Record<string, unknown>, dataloader: JSON.parse(String(row.dataloader ?? "[]")) as unknown[] };
+      configs.set(String(row.name), environment);
+      if (keep) this.configs.set(String(row.name), { environment, at });
+    }
     return { capacity, configs };
   }
 
