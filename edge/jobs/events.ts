@@ -2,6 +2,7 @@ import type { z } from "@hono/zod-openapi";
 import type { EventBatch } from "../../shared/schemas/events";
 import type { Database } from "../db/client";
 import { ApiError, notFound } from "../errors";
+import { checkCanReadJob } from "./access";
 import type { HubEvent } from "./hub-types";
 
 /*
@@ -62,28 +63,23 @@ export async function defaultJob(db: Database, scope: number | null): Promise<st
   return String(found.rows[0]!.job_id);
 }
 
-/** 404 unless the job exists. */
-export async function assertJobExists(db: Database, jobId: string): Promise<void> {
-  const found = await db.$client.execute({ sql: "SELECT 1 FROM queue_entries WHERE job_id = ?", args: [jobId] });
-  if (!found.rows.length) throw notFound(`Job ${jobId}`);
-}
-
 /** The most bytes of events one page holds (always at least one event): next_index says where to go on. */
 export const MAX_PAGE_BYTES = 1024 * 1024;
 
 /**
  * A page of a job's events from `sinceIndex`: at most `limit` events and MAX_PAGE_BYTES of them
- * (the sizes are read first, so an oversized page is never fetched whole).
+ * (the sizes are read first, so an oversized page is never fetched whole). `scope` (ownerScope;
+ * null: anyone's) is checked on the entry read in the same batch: 404 or 403 `not_your_job`.
  */
-export async function readEvents(db: Database, jobId: string, sinceIndex: number, limit: number) {
+export async function readEvents(db: Database, jobId: string, sinceIndex: number, limit: number, scope: number | null = null) {
   const [job, sizes] = await db.$client.batch(
     [
-      { sql: "SELECT status FROM queue_entries WHERE job_id = ?", args: [jobId] },
+      { sql: "SELECT status, user_id FROM queue_entries WHERE job_id = ?", args: [jobId] },
       { sql: "SELECT idx, length(CAST(payload AS BLOB)) AS size FROM job_events WHERE job_id = ? AND idx >= ? ORDER BY idx LIMIT ?", args: [jobId, sinceIndex, limit] },
     ],
     "read",
   );
-  if (!job!.rows.length) throw notFound(`Job ${jobId}`);
+  checkCanReadJob(job!.rows[0], jobId, scope);
   let last = -1;
   let bytes = 0;
   for (const row of sizes!.rows) {

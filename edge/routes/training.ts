@@ -40,9 +40,7 @@ training.openapi(
     const q = c.req.valid("query");
     const db = c.get("db");
     const scope = callerScope(c);
-    const jobId = q.job_id ?? (await defaultJob(db, scope));
-    await assertCanReadJob(db, jobId, scope);
-    return c.json(await readEvents(db, jobId, q.since_index, q.limit), 200);
+    return c.json(await readEvents(db, q.job_id ?? (await defaultJob(db, scope)), q.since_index, q.limit, scope), 200);
   },
 );
 
@@ -219,10 +217,12 @@ training.openapi(
     responses: { 200: json(CheckpointList, "Checkpoints"), 400: error("No active job"), 401: error("No valid credential"), 403: error("Another user's job"), 404: error("No such job") },
   }),
   async (c) => {
-    const jobId = await jobIdOf(c);
-    if (jobId !== undefined) await assertCanReadJob(c.get("db"), jobId, callerScope(c));
-    const job = await activeJob(c.get("db"), jobId, callerScope(c));
-    return c.json({ job_id: job.jobId, checkpoints: await checkpointsOf(c.get("db"), job.jobId) }, 200);
+    const db = c.get("db");
+    const scope = callerScope(c);
+    let jobId = await jobIdOf(c);
+    if (jobId !== undefined) await assertCanReadJob(db, jobId, scope);
+    else jobId = (await activeJob(db, undefined, scope)).jobId;
+    return c.json({ job_id: jobId, checkpoints: await checkpointsOf(db, jobId) }, 200);
   },
 );
 
