@@ -1,39 +1,27 @@
 // The bounded reads and sweeps of issue 12 against the real schema (migrated), through the same
 // libSQL client and Hrana bridge the stack uses: event pages capped by bytes as well as count,
 // provider webhooks forgotten after their retention, and the open uploads of ended jobs found.
-import { rmSync } from "node:fs";
-import { dirname, join } from "node:path";
-import { createClient } from "@libsql/client/web";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Database } from "../edge/db/client";
-import { applyMigrations } from "../edge/db/migrate";
 import { MAX_PAGE_BYTES, readEvents } from "../edge/jobs/events";
-import { createHranaServer, type HranaServer } from "../edge/local/hrana";
 import { forgetOldWebhooks, recordWebhook } from "../edge/providers/intake";
 import { endedJobUploads } from "../edge/storage/uploads";
-import { tempDataDir } from "./helpers/stack";
+import { openMigratedDb, type MigratedDb } from "./helpers/migrated-db";
 
-let server: HranaServer;
-let client: ReturnType<typeof createClient>;
+let migrated: MigratedDb;
+let client: MigratedDb["client"];
 let db: Database;
-let dbPath: string;
 
 beforeAll(async () => {
-  dbPath = join(tempDataDir(), "service.db");
-  server = createHranaServer(dbPath);
-  client = createClient({ url: "http://libsql.internal", fetch: (request: Request) => server.handle(request) });
-  await applyMigrations(client);
+  migrated = await openMigratedDb();
+  client = migrated.client;
   db = { $client: client } as unknown as Database;
   await client.batch(
     ["job-a", "job-done"].map((id, i) => ({ sql: "INSERT INTO queue_entries (job_id, user_id, priority, status, queued_at, job_type) VALUES (?, 1, 10, ?, '2026-01-01T00:00:00Z', 'local')", args: [id, i ? "completed" : "running"] })),
     "write",
   );
 });
-afterAll(() => {
-  client.close();
-  server.close();
-  rmSync(dirname(dbPath), { recursive: true, force: true });
-});
+afterAll(() => migrated.close());
 
 describe("event pages", () => {
   it("stop at MAX_PAGE_BYTES before the count, always with at least one event; next_index goes on from there", async () => {

@@ -1,33 +1,23 @@
 // The Scheduler's admission statement against the real schema (migrated), through the same
 // libSQL client and Hrana bridge the stack uses.
-import { rmSync } from "node:fs";
-import { dirname, join } from "node:path";
 import { createClient as createFileClient } from "@libsql/client";
-import { createClient } from "@libsql/client/web";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { applyMigrations } from "../edge/db/migrate";
-import { createHranaServer, type HranaServer } from "../edge/local/hrana";
 import { admissionStatements } from "../edge/scheduler/store";
-import { tempDataDir } from "./helpers/stack";
+import { openMigratedDb, type MigratedDb } from "./helpers/migrated-db";
 
-let server: HranaServer;
-let client: ReturnType<typeof createClient>;
+let migrated: MigratedDb;
+let client: MigratedDb["client"];
 let dbPath: string;
 
 beforeAll(async () => {
-  dbPath = join(tempDataDir(), "service.db");
-  server = createHranaServer(dbPath);
-  client = createClient({ url: "http://libsql.internal", fetch: (request: Request) => server.handle(request) });
-  await applyMigrations(client);
+  migrated = await openMigratedDb();
+  client = migrated.client;
+  dbPath = migrated.path;
   await client.execute("INSERT INTO workers (name, role, status, token_prefix, token_hash, created_at) VALUES ('far', 'remote', 'IDLE', 'stw_x', 'h', '2026-01-01')");
   const rows = Array.from({ length: 2000 }, (_, i) => ({ sql: "INSERT INTO queue_entries (job_id, user_id, priority, status, queued_at, job_type) VALUES (?, 1, 10, 'pending', '2026-01-01T00:00:00Z', 'local')", args: [`job-${i + 1}`] }));
   await client.batch(rows, "write");
 });
-afterAll(() => {
-  client.close();
-  server.close();
-  rmSync(dirname(dbPath), { recursive: true, force: true });
-});
+afterAll(() => migrated.close());
 
 it("starts only the admitted jobs still pending, each with its own GPUs or worker, in one statement", async () => {
   await client.execute("UPDATE queue_entries SET status = 'cancelled' WHERE id = 2");

@@ -1,0 +1,31 @@
+import { rmSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { createClient } from "@libsql/client/web";
+import { applyMigrations } from "../../edge/db/migrate";
+import { createHranaServer } from "../../edge/local/hrana";
+import { tempDataDir } from "./stack";
+
+export interface MigratedDb {
+  /** The libSQL client the Worker uses, over the same Hrana bridge as the stack. */
+  client: ReturnType<typeof createClient>;
+  /** The database file, for a second (file) client. */
+  path: string;
+  close(): void;
+}
+
+/** A fresh database file with every migration applied, reached as the Worker reaches it. */
+export async function openMigratedDb(): Promise<MigratedDb> {
+  const path = join(tempDataDir(), "service.db");
+  const server = createHranaServer(path);
+  const client = createClient({ url: "http://libsql.internal", fetch: (request: Request) => server.handle(request) });
+  await applyMigrations(client);
+  return {
+    client,
+    path,
+    close() {
+      client.close();
+      server.close();
+      rmSync(dirname(path), { recursive: true, force: true });
+    },
+  };
+}
