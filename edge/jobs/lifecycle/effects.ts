@@ -1,0 +1,97 @@
+import type { AuditInput } from "../../audit/trail";
+import { recordAudit } from "../../audit/trail";
+import type { Database } from "../../db/client";
+import type { Env } from "../../env";
+import type { Logger } from "../../log";
+import { schedulerOf } from "../../scheduler/stub";
+import { channelOf } from "../../workers/channel-types";
+import { hubOf } from "../hub-types";
+
+/*
+ * The effects of a job transition, applied in one place (ARCHITECTURE "Job lifecycle"). A
+ * transition (edge/jobs/lifecycle/<name>.ts) is one conditional statement or batch and returns
+ * what it changed; `applyEffects` derives everything that must follow from that change alone:
+ * a scheduler pass when capacity was freed or a job became pending, a wake-up for each runner
+ * that must act, the events hub's end (watchers' `end` event and the lifecycle webhook) for
+ * every job that reached a terminal status, and the audit entries the transition owes.
+ */
+
+export type JobStatus = "pending" | "running" | "blocked" | "completed" | "failed" | "cancelled";
+export const TERMINAL_STATUSES: readonly JobStatus[] = ["completed", "failed", "cancelled"];
+
+/** One job's change, as a transition returns it. */
+export interface JobChange {
+  jobId: string;
+  /** null: a new job (submitted). */
+  from: JobStatus | null;
+  to: JobStatus;
+  /** The runner that must hear of it: the worker it was admitted to, or the one it was running on. */
+  workerId: number | null;
+  /** error_message after the change (why it failed, was cancelled or is retried). */
+  message?: string | null;
+}
+
+/** What one transition changed: the jobs, and the audit entries it owes. */
+export interface Change {
+  jobs: JobChange[];
+  audit?: AuditInput[];
+}
+
+/** Who asked for a change, for its audit entry (null: the service itself, e.g. a sweep). */
+export interface Actor {
+  user_id: number | null;
+  username: string | null;
+  client_ip: string | null;
+  user_agent: string | null;
+}
+
+export interface EffectsContext {
+  env: Pick<Env, "SCHEDULER" | "EVENTS_HUB" | "WORKER_CHANNEL">;
+  db: Database;
+  log: Logger;
+  actor: Actor | null;
+  /** "scheduler": the change was made inside a Scheduler pass, which needs no further pass. */
+  origin: "request" | "scheduler";
+  /** Why, for the scheduler pass and the logs ("cancel", "job finished", ...). */
+  trigger: string;
+  /** Defers work past the response (ctx.waitUntil); without it, everything is awaited. */
+  waitUntil?: (work: Promise<unknown>) => void;
+}
+
+const isTerminal = (status: JobStatus) => TERMINAL_STATUSES.includes(status);
+
+/**
+ * Applies every effect a change calls for. Effects that fail are logged, never raised: the
+ * change itself is already stored, and each effect has a fallback (the Scheduler's 5 s alarm,
+ * the runner's own heartbeat, a watcher's reconnect).
+ *
+ * @example
+ * await applyEffects(effectsOf(c, "cancel"), await cancelWaitingJob(db, jobId, scope));
+ */
+export async function applyEffects(ctx: EffectsContext, change: Change): Promise<void> {
+  const { env, log } = ctx;
+  const warn = (what: string, extra: Record<string, unknown>) => (error: unknown) => log.warning(`could not ${what}`, { ...extra, error: String(error) });
+  const work: Promise<unknown>[] = [];
+
+  if (ctx.origin !== "scheduler" && change.jobs.length) {
+    work.push(schedulerOf(env as Env).pass(ctx.trigger, change.jobs.map((j) => j.jobId)).catch(warn("run a scheduler pass", { trigger: ctx.trigger })));
+  }
+  const wake = new Set<number>();
+  for (const j of change.jobs) {
+    if (j.workerId === null) continue;
+    // Admitted to it (fetch the assignment) or taken from it while running (end the trainer).
+    if (j.to === "running" || j.from === "running") wake.add(j.workerId);
+  }
+  for (const id of wake) work.push(channelOf(env, id).notify().catch(warn("wake a runner", { worker_id: id })));
+  for (const j of change.jobs) {
+    if (isTerminal(j.to) && j.from !== j.to) work.push(hubOf(env as Env, j.jobId).finish(j.jobId, j.to).catch(warn("end the job's events", { job_id: j.jobId })));
+  }
+  for (const entry of change.audit ?? []) {
+    const actor = ctx.actor;
+    const input: AuditInput = actor ? { actor_user_id: actor.user_id, actor: actor.username, client_ip: actor.client_ip, user_agent: actor.user_agent, ...entry } : entry;
+    const write = recordAudit(ctx.db, input).catch((error: unknown) => log.error("could not write an audit entry", { event_type: entry.event_type, error: String(error) }));
+    if (ctx.waitUntil) ctx.waitUntil(write);
+    else work.push(write);
+  }
+  await Promise.all(work);
+}
