@@ -1,8 +1,9 @@
-import { and, desc, eq, inArray, sql } from "drizzle-orm";
+import { and, eq, gt, inArray, sql } from "drizzle-orm";
 import { ACTIVE_STATUSES, PUBLIC_QUEUE_FIELDS, TERMINAL_STATUSES, type PublicQueueEntry, type QueueEntry, type WaitReason } from "../../shared/schemas/queue";
 import type { Database } from "../db/client";
 import { queueEntries, users, workers } from "../db/schema";
 import { notFound } from "../errors";
+import type { QueueKey, QueueOrder } from "../paging";
 import type { WaitInfo } from "../scheduler/types";
 import { effectivePriority } from "../scheduler/plan";
 
@@ -81,19 +82,43 @@ function selectEntries(db: Database) {
 
 const flatten = (r: { entry: typeof queueEntries.$inferSelect; workerName: string | null; owner: string | null }): EntryRow => ({ ...r.entry, workerName: r.workerName, owner: r.owner });
 
-/** Entries by status (active ones by default), scheduling order first, newest terminal last. */
-export async function listEntries(db: Database, options: { status?: string; limit: number; includeCompleted: boolean }): Promise<{ rows: EntryRow[]; total: number }> {
+// The scheduling order's status rank; kept equal to statusRank below.
+const RANK_SQL = sql`CASE ${queueEntries.status} WHEN 'running' THEN 0 WHEN 'pending' THEN 1 WHEN 'blocked' THEN 2 ELSE 3 END`;
+const statusRank = (status: string) => ({ running: 0, pending: 1, blocked: 2 })[status] ?? 3;
+const PRIORITY_SQL = sql`COALESCE(${queueEntries.priorityOverride}, ${queueEntries.priority})`;
+
+/** Where the next page starts after `row` in `order`. */
+function keyOf(row: EntryRow, order: QueueOrder): QueueKey {
+  if (order === "submitted") return { id: row.id };
+  return { rank: statusRank(row.status), priority: row.priorityOverride ?? row.priority, queued_at: row.queuedAt, id: row.id };
+}
+
+/**
+ * One page of entries by status (active ones by default), after `after` when given: in
+ * `scheduling` order (running, pending, blocked, ended; then priority, highest first, queued_at,
+ * id) or `submitted` order (id). Keyset paging: a page starts strictly after the last entry of the
+ * previous one, so entries that keep their place are listed exactly once however many arrive.
+ * `total` counts every entry matching the filter; `next` is null on the last page.
+ */
+export async function listEntries(
+  db: Database,
+  options: { status?: string | null; limit: number; includeCompleted: boolean; order: QueueOrder; after?: QueueKey },
+): Promise<{ rows: EntryRow[]; total: number; next: QueueKey | null }> {
   const statuses = options.status ? [options.status] : options.includeCompleted ? [...ACTIVE_STATUSES, ...TERMINAL_STATUSES] : [...ACTIVE_STATUSES];
   const where = inArray(queueEntries.status, statuses);
-  const order = sql`CASE ${queueEntries.status} WHEN 'running' THEN 0 WHEN 'pending' THEN 1 WHEN 'blocked' THEN 2 ELSE 3 END`;
-  const [rows, [count]] = await Promise.all([
-    selectEntries(db)
-      .where(where)
-      .orderBy(order, desc(sql`COALESCE(${queueEntries.priorityOverride}, ${queueEntries.priority})`), queueEntries.queuedAt, queueEntries.id)
-      .limit(options.limit),
-    db.select({ n: sql<number>`count(*)` }).from(queueEntries).where(where),
-  ]);
-  return { rows: rows.map(flatten), total: Number(count?.n ?? 0) };
+  const after = options.after;
+  let page = selectEntries(db).$dynamic();
+  if (options.order === "submitted") {
+    page = page.where(after ? and(where, gt(queueEntries.id, after.id)) : where).orderBy(queueEntries.id);
+  } else {
+    // A row-value comparison: the next page starts after (rank, -priority, queued_at, id) of the previous page's last entry.
+    const seek = after && "rank" in after ? sql`(${RANK_SQL}, -${PRIORITY_SQL}, ${queueEntries.queuedAt}, ${queueEntries.id}) > (${after.rank}, ${-after.priority}, ${after.queued_at}, ${after.id})` : undefined;
+    page = page.where(seek ? and(where, seek) : where).orderBy(RANK_SQL, sql`-${PRIORITY_SQL}`, queueEntries.queuedAt, queueEntries.id);
+  }
+  const [rows, [count]] = await Promise.all([page.limit(options.limit + 1), db.select({ n: sql<number>`count(*)` }).from(queueEntries).where(where)]);
+  const more = rows.length > options.limit;
+  const shown = rows.slice(0, options.limit).map(flatten);
+  return { rows: shown, total: Number(count?.n ?? 0), next: more ? keyOf(shown.at(-1)!, options.order) : null };
 }
 
 export async function getEntry(db: Database, jobId: string): Promise<EntryRow> {

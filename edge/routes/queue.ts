@@ -30,6 +30,7 @@ import { queueStats } from "../queue/stats";
 import { submitAnswer } from "../queue/answer";
 import { cancelJob, cleanupQueue, decideApproval, overridePriority } from "../queue/transitions";
 import { createRouter } from "../router";
+import { continueFilters, decodeCursor, encodeCursor } from "../paging";
 import { json } from "./openapi";
 import type { WaitInfo } from "../scheduler/types";
 import { schedulerOf } from "../scheduler/stub";
@@ -64,19 +65,28 @@ queue.openapi(
     method: "get",
     path: "/api/queue",
     tags,
-    summary: "List queue entries",
-    description: "Your own jobs in full; other users' jobs with only the public fields (id, job_id, user_id, owner, status, priority, effective_priority, position, wait_reason, wait_message, queued_at). Leads and admins see every job in full.",
+    summary: "List queue entries, a page at a time",
+    description: [
+      "Your own jobs in full; other users' jobs with only the public fields (id, job_id, user_id, owner, status, priority, effective_priority, position, wait_reason, wait_message, queued_at). Leads and admins see every job in full.",
+      "Pages: at most `limit` entries; `next_cursor` (null on the last page) passed as `cursor` gives the next page, with the first page's filters and order (send none, or the same).",
+      "`order=scheduling` (default): running, pending, blocked, then ended entries; each group by priority (override, else the level's; highest first), queued_at, id. Pending entries within a page are shown in their live Scheduler order: `position` (1 = next) is the scheduling order, starvation boost included. A job whose status or priority changes while you page may move behind your cursor (skipped) or ahead of it (listed again).",
+      "`order=submitted`: by id, oldest first. A walk lists every entry that matches the filter throughout exactly once, however many jobs are submitted meanwhile (they come last): use it to go through the whole queue.",
+    ].join("\n\n"),
     request: { query: QueueListQuery },
-    responses: { 200: json(QueueList, "Entries, scheduling order"), 401: errors[401], 422: errors[422] },
+    responses: { 200: json(QueueList, "One page of entries"), 401: errors[401], 422: json(ErrorBody, "Invalid query or cursor (`invalid_cursor`)") },
   }),
   async (c) => {
     const q = c.req.valid("query");
-    const { rows, total } = await listEntries(c.get("db"), { status: q.status, limit: q.limit, includeCompleted: q.include_completed });
-    const jobs = await present(c, rows);
-    // Pending jobs in the Scheduler's order (priority with boost, then submission time).
-    jobs.sort((a, b) => (a.status === "pending" && b.status === "pending" ? (a.position ?? Infinity) - (b.position ?? Infinity) : 0));
+    const cursor = q.cursor === undefined ? null : decodeCursor("queue", q.cursor);
+    const asked = { order: q.order, status: q.status, include_completed: q.include_completed };
+    const f = cursor ? continueFilters(cursor.f, asked) : { order: q.order ?? "scheduling", status: q.status ?? null, include_completed: q.include_completed ?? false };
+    const page = await listEntries(c.get("db"), { status: f.status, limit: q.limit, includeCompleted: f.include_completed, order: f.order, after: cursor?.k });
+    const jobs = await present(c, page.rows);
+    // Pending jobs of the page in the Scheduler's order (priority with boost, then submission time).
+    if (f.order === "scheduling") jobs.sort((a, b) => (a.status === "pending" && b.status === "pending" ? (a.position ?? Infinity) - (b.position ?? Infinity) : 0));
     const scope = ownerScope(principalOf(c).user);
-    return c.json({ jobs: jobs.map((job) => visibleEntry(job, scope)), total }, 200);
+    const next_cursor = page.next ? encodeCursor("queue", { f, k: page.next }) : null;
+    return c.json({ jobs: jobs.map((job) => visibleEntry(job, scope)), total: page.total, next_cursor }, 200);
   },
 );
 

@@ -1,10 +1,12 @@
 import { z } from "@hono/zod-openapi";
-import { BooleanQuery, Timestamp } from "./common";
+import { BooleanQuery, CursorQuery, NextCursor, Timestamp } from "./common";
 
 export const JOB_STATUSES = ["pending", "running", "blocked", "completed", "failed", "cancelled"] as const;
 export const ACTIVE_STATUSES = ["pending", "running", "blocked"] as const;
 export const TERMINAL_STATUSES = ["completed", "failed", "cancelled"] as const;
 export const JobStatus = z.enum(JOB_STATUSES);
+/** The orders of GET /api/queue: scheduling (running, pending, blocked, ended; then priority, queued_at, id) or submitted (id). */
+export const QUEUE_ORDERS = ["scheduling", "submitted"] as const;
 
 export const WAIT_REASONS = [
   "awaiting_approval",
@@ -119,14 +121,20 @@ export type PublicQueueEntry = z.infer<typeof PublicQueueEntry>;
 export const QueueList = z
   .object({
     jobs: z.array(z.union([QueueEntry, PublicQueueEntry])).openapi({ description: "Your own jobs in full; other users' jobs with the public fields only (leads and admins see every job in full)" }),
-    total: z.number().int(),
+    total: z.number().int().openapi({ description: "Entries matching the filter, on every page" }),
+    next_cursor: NextCursor,
   })
   .openapi("QueueList");
 
 export const QueueListQuery = z.object({
   status: z.enum(ACTIVE_STATUSES).optional().openapi({ description: "Only entries in this status" }),
-  limit: z.coerce.number().int().min(1).max(1000).default(50),
-  include_completed: BooleanQuery.default(false).openapi({ description: "Also list completed, failed and cancelled entries" }),
+  limit: z.coerce.number().int().min(1).max(1000).default(50).openapi({ description: "Entries per page (1 to 1000, default 50)" }),
+  // No default here: with a cursor, an absent filter means "as the cursor's walk" (edge/paging.ts continueFilters).
+  include_completed: BooleanQuery.optional().openapi({ description: "Also list completed, failed and cancelled entries (default false)" }),
+  order: z.enum(QUEUE_ORDERS).optional().openapi({
+    description: "scheduling (default): running, pending, blocked, then ended entries, each by priority, queued_at, id. submitted: by id, oldest first",
+  }),
+  cursor: CursorQuery,
 });
 
 export const LocalStats = z.object({
