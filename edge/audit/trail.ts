@@ -161,8 +161,11 @@ export interface AuditQuery {
   limit: number;
 }
 
-/** Newest first, filtered. */
-export async function listAudit(db: Database, query: AuditQuery): Promise<AuditEntry[]> {
+/**
+ * One page, newest first, filtered: at most `limit` entries with ids below `before_id`, and
+ * whether older ones match too (`more`: the next page starts below the last id of this one).
+ */
+export async function listAudit(db: Database, query: AuditQuery): Promise<{ entries: AuditEntry[]; more: boolean }> {
   const where: string[] = [];
   const args: (string | number)[] = [];
   if (query.event_type) (where.push("event_type = ?"), args.push(query.event_type));
@@ -170,8 +173,9 @@ export async function listAudit(db: Database, query: AuditQuery): Promise<AuditE
   if (query.until) (where.push("occurred_at < ?"), args.push(query.until));
   if (query.before_id !== undefined) (where.push("id < ?"), args.push(query.before_id));
   const sql = `SELECT * FROM audit_log ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY id DESC LIMIT ?`;
-  const result = await db.$client.execute({ sql, args: [...args, query.limit] });
-  return (result.rows as unknown as Row[]).map(toEntry);
+  const result = await db.$client.execute({ sql, args: [...args, query.limit + 1] });
+  const rows = result.rows as unknown as Row[];
+  return { entries: rows.slice(0, query.limit).map(toEntry), more: rows.length > query.limit };
 }
 
 export interface ChainReport {

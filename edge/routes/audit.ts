@@ -1,6 +1,8 @@
 import { createRoute } from "@hono/zod-openapi";
 import { AuditList, AuditQuery, AuditVerification } from "../../shared/schemas/audit";
 import { listAudit, verifyAuditChain } from "../audit/trail";
+import { ApiError } from "../errors";
+import { continueFilters, decodeCursor, encodeCursor } from "../paging";
 import { createRouter } from "../router";
 import { error, json } from "./openapi";
 
@@ -16,24 +18,29 @@ auditRoutes.openapi(
     path: "/api/audit",
     tags,
     summary: "Audit entries, newest first (admin)",
-    description: "Filter by `event_type` and time (`since`, `until`); page back with `before_id`.",
+    description:
+      "Filter by `event_type` and time (`since`, `until`). Pages go back in time: pass `next_cursor` as `cursor` (it keeps the first page's filters: send none, or the same), or `next_before_id` as `before_id` (send the filters again). Both are null on the last page. Entries written while you page are newer than your first page: they never shift the pages you walk.",
     request: { query: AuditQuery },
-    responses: { 200: json(AuditList, "Entries"), ...errors },
+    responses: { 200: json(AuditList, "Entries"), ...errors, 422: error("Invalid query or cursor (`invalid_cursor`)") },
   }),
   async (c) => {
     const query = c.req.valid("query");
-    if (query.since && query.until && Date.parse(query.since) >= Date.parse(query.until)) {
+    if (query.cursor !== undefined && query.before_id !== undefined) throw new ApiError(422, "invalid_cursor", "send cursor or before_id, not both: the cursor already says where the page starts");
+    const cursor = query.cursor === undefined ? null : decodeCursor("audit", query.cursor);
+    const asked = { event_type: query.event_type, since: query.since && new Date(query.since).toISOString(), until: query.until && new Date(query.until).toISOString() };
+    const f = cursor ? continueFilters(cursor.f, asked) : { event_type: asked.event_type ?? null, since: asked.since ?? null, until: asked.until ?? null };
+    if (f.since && f.until && Date.parse(f.since) >= Date.parse(f.until)) {
       return c.json({ detail: "since must be earlier than until", code: "invalid_request" }, 422);
     }
-    const entries = await listAudit(c.get("db"), {
+    const { entries, more } = await listAudit(c.get("db"), {
       limit: query.limit,
-      event_type: query.event_type,
-      since: query.since && new Date(query.since).toISOString(),
-      until: query.until && new Date(query.until).toISOString(),
-      before_id: query.before_id,
+      event_type: f.event_type ?? undefined,
+      since: f.since ?? undefined,
+      until: f.until ?? undefined,
+      before_id: cursor?.before_id ?? query.before_id,
     });
-    const last = entries.at(-1);
-    return c.json({ entries, next_before_id: entries.length === query.limit && last && last.id > 1 ? last.id : null }, 200);
+    const last = more ? entries.at(-1) : undefined;
+    return c.json({ entries, next_before_id: last ? last.id : null, next_cursor: last ? encodeCursor("audit", { f, before_id: last.id }) : null }, 200);
   },
 );
 

@@ -1,5 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import { Timestamp } from "./common";
+import { CursorQuery, NextCursor, Timestamp } from "./common";
 
 export const AuditEntry = z
   .object({
@@ -22,13 +22,15 @@ export const AuditQuery = z.object({
   limit: z.coerce.number().int().min(1).max(1000).default(100).openapi({ description: "At most this many entries, newest first (1 to 1000, default 100)" }),
   since: z.iso.datetime({ offset: true }).optional().openapi({ description: "Entries at or after this time (ISO 8601)" }),
   until: z.iso.datetime({ offset: true }).optional().openapi({ description: "Entries before this time (ISO 8601)" }),
-  before_id: z.coerce.number().int().min(1).optional().openapi({ description: "Entries older than this id: pass the previous page's `next_before_id`" }),
+  before_id: z.coerce.number().int().min(1).optional().openapi({ description: "Entries older than this id: pass the previous page's `next_before_id` (or use `cursor`, not both)" }),
+  cursor: CursorQuery,
 });
 
 export const AuditList = z
   .object({
     entries: z.array(AuditEntry),
     next_before_id: z.number().int().nullable().openapi({ description: "For the next (older) page; null when this page is the last" }),
+    next_cursor: NextCursor,
   })
   .openapi("AuditList");
 
