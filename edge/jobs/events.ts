@@ -91,3 +91,9 @@ export async function readEvents(db: Database, jobId: string, sinceIndex: number
   const list = events.rows.map((r) => ({ ...(JSON.parse(String(r.payload)) as { type: string }), index: Number(r.idx), timestamp: String(r.created_at) }));
   return { job_id: jobId, status: String(job!.rows[0]!.status), events: list, next_index: list.length ? list[list.length - 1]!.index + 1 : sinceIndex };
 }
+
+/** Whether the job's log holds an event at `index` or later (a paged reader's "is there more"). */
+export async function hasEventsFrom(db: Database, jobId: string, index: number): Promise<boolean> {
+  const found = await db.$client.execute({ sql: "SELECT EXISTS (SELECT 1 FROM job_events WHERE job_id = ? AND idx >= ?) AS more", args: [jobId, index] });
+  return Number(found.rows[0]!.more) === 1;
+}

@@ -1,3 +1,4 @@
+import type { WebhookDelivery } from "../../shared/schemas/deliveries";
 import type { Env } from "../env";
 
 /** An event as watchers receive it: the trainer's fields plus its index and time. */
@@ -8,11 +9,17 @@ export interface HubEvent {
   [field: string]: unknown;
 }
 
+/** A page of the job's outbound webhook deliveries, oldest first, and whether later ones exist. */
+export interface DeliveryPage {
+  deliveries: WebhookDelivery[];
+  more: boolean;
+}
+
 /** The events hub's RPC methods (edge/jobs/hub.ts), for code type-checked without workerd's types. */
 export interface EventsHubApi {
   publish(jobId: string, events: HubEvent[]): Promise<void>;
   finish(jobId: string, status: string): Promise<void>;
-  deliveries(): Promise<{ url: string; type: string; status: string; attempts: number; last_error: string | null; created_at: string; delivered_at: string | null }[]>;
+  deliveries(afterId: number, limit: number): Promise<DeliveryPage>;
   fetch(request: Request): Promise<Response>;
 }
 

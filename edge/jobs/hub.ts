@@ -5,7 +5,8 @@ import type { Env } from "../env";
 import { boundedWriter } from "./bounded-writer";
 import { readEvents } from "./events";
 import { claimWatcher, MAX_WATCHERS_PER_JOB, MAX_WATCHERS_PER_USER, releaseWatcher, renewWatchers } from "./watchers";
-import type { HubEvent } from "./hub-types";
+import type { DeliveryPage, HubEvent } from "./hub-types";
+import type { WebhookDelivery } from "../../shared/schemas/deliveries";
 import { getSetting } from "../settings";
 import type { StorageBucket } from "../storage/endpoint";
 import { abortEndedUploads } from "../storage/sweep";
@@ -110,12 +111,22 @@ export class EventsHub extends DurableObject<Env> {
     await this.enqueue(jobId, config, [{ type: `job.${status}`, data: { status, last_progress: this.lastSeenProgress } }]);
   }
 
-  /** The job's outbound webhook deliveries, oldest first (GET /api/training/webhooks). */
-  async deliveries(): Promise<{ url: string; type: string; status: string; attempts: number; last_error: string | null; created_at: string; delivered_at: string | null }[]> {
-    return this.ctx.storage.sql
-      .exec("SELECT url, type, status, attempts, last_error, created_at, delivered_at FROM deliveries ORDER BY id")
-      .toArray()
-      .map((r) => ({ url: String(r.url), type: String(r.type), status: String(r.status), attempts: Number(r.attempts), last_error: r.last_error === null ? null : String(r.last_error), created_at: String(r.created_at), delivered_at: r.delivered_at === null ? null : String(r.delivered_at) }));
+  /** The job's outbound webhook deliveries with ids above `afterId`, oldest first, at most `limit` (GET /api/training/webhooks). */
+  async deliveries(afterId: number, limit: number): Promise<DeliveryPage> {
+    const rows = this.ctx.storage.sql
+      .exec("SELECT id, url, type, status, attempts, last_error, created_at, delivered_at FROM deliveries WHERE id > ? ORDER BY id LIMIT ?", afterId, limit + 1)
+      .toArray();
+    const deliveries = rows.slice(0, limit).map((r) => ({
+      id: Number(r.id),
+      url: String(r.url),
+      type: String(r.type),
+      status: String(r.status) as WebhookDelivery["status"],
+      attempts: Number(r.attempts),
+      last_error: r.last_error === null ? null : String(r.last_error),
+      created_at: String(r.created_at),
+      delivered_at: r.delivered_at === null ? null : String(r.delivered_at),
+    }));
+    return { deliveries, more: rows.length > limit };
   }
 
   private webhooks(jobId: string): Promise<WebhookConfig> {

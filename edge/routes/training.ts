@@ -1,7 +1,10 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { EventPage, EventsQuery, StreamQuery } from "../../shared/schemas/events";
+import { DeliveriesQuery, DeliveryList } from "../../shared/schemas/deliveries";
+import { TERMINAL_STATUSES } from "../../shared/schemas/queue";
+import { continueFilters, decodeCursor, encodeCursor } from "../paging";
 import { ApiError } from "../errors";
-import { defaultJob, readEvents } from "../jobs/events";
+import { defaultJob, hasEventsFrom, readEvents } from "../jobs/events";
 import { assertCanReadJob } from "../jobs/access";
 import { jobConfig } from "../jobs/config-snapshot";
 import { maskSecrets } from "../../shared/secrets-mask";
@@ -32,15 +35,21 @@ training.openapi(
     tags,
     summary: "A job's events from since_index on (spec 4.2, 6.1)",
     description:
-      "Events in order with dense indexes from 0: what the trainer reported (training.progress, checkpoint.saved, validation.image with the spec 6.3 fields, ...) and its other output lines as `log` events. Poll with since_index = the previous answer's next_index. Without job_id: the running job started last, else the job started last (among the jobs the caller may read). A job's events are for its owner, leads and admins: others get 403 `not_your_job`.",
+      "Events in order with dense indexes from 0: what the trainer reported (training.progress, checkpoint.saved, validation.image with the spec 6.3 fields, ...) and its other output lines as `log` events. Poll with since_index = the previous answer's next_index, or with cursor = its next_cursor (it keeps the job; null once the job has ended and its last event was sent). Without job_id: the running job started last, else the job started last (among the jobs the caller may read). A job's events are for its owner, leads and admins: others get 403 `not_your_job`.",
     request: { query: EventsQuery },
-    responses: { 200: json(EventPage, "Events"), 401: error("No valid credential"), 403: error("Another user's job"), 404: error("No such job, or none has started"), 422: error("Invalid query") },
+    responses: { 200: json(EventPage, "Events"), 401: error("No valid credential"), 403: error("Another user's job"), 404: error("No such job, or none has started"), 422: error("Invalid query or cursor (`invalid_cursor`)") },
   }),
   async (c) => {
     const q = c.req.valid("query");
     const db = c.get("db");
     const scope = callerScope(c);
-    return c.json(await readEvents(db, q.job_id ?? (await defaultJob(db, scope)), q.since_index, q.limit, scope), 200);
+    if (q.cursor !== undefined && q.since_index !== undefined) throw new ApiError(422, "invalid_cursor", "send cursor or since_index, not both: the cursor already says where the page starts");
+    const cursor = q.cursor === undefined ? null : decodeCursor("events", q.cursor);
+    // A cursor keeps its job: without job_id, "the job started last" may be another one by the next page.
+    const { job_id: jobId } = cursor ? continueFilters({ job_id: cursor.job_id }, { job_id: q.job_id }) : { job_id: q.job_id ?? (await defaultJob(db, scope)) };
+    const page = await readEvents(db, jobId, cursor?.index ?? q.since_index ?? 0, q.limit, scope);
+    const ended = (TERMINAL_STATUSES as readonly string[]).includes(page.status) && !(await hasEventsFrom(db, jobId, page.next_index));
+    return c.json({ ...page, next_cursor: ended ? null : encodeCursor("events", { job_id: jobId, index: page.next_index }) }, 200);
   },
 );
 
@@ -296,23 +305,6 @@ training.openapi(
   },
 );
 
-const DeliveryList = z
-  .object({
-    job_id: z.string(),
-    deliveries: z.array(
-      z.object({
-        url: z.string(),
-        type: z.string().openapi({ example: "job.completed" }),
-        status: z.enum(["pending", "delivered", "failed", "refused"]),
-        attempts: z.number().int(),
-        last_error: z.string().nullable(),
-        created_at: z.string(),
-        delivered_at: z.string().nullable(),
-      }),
-    ),
-  })
-  .openapi("WebhookDeliveries");
-
 training.openapi(
   createRoute({
     method: "get",
@@ -320,14 +312,19 @@ training.openapi(
     tags,
     summary: "The job's outbound webhook deliveries and how each went",
     description:
-      "Every message sent (or being sent) to the job's --webhook_config receivers: delivered, pending (retrying with backoff), failed (gave up, or the receiver answered a 4xx) or refused (a private target while those are not allowed). For the job's owner, leads and admins: others get 403 `not_your_job`.",
-    request: { query: z.object({ job_id: z.string().max(200) }) },
-    responses: { 200: json(DeliveryList, "Deliveries"), 401: error("No valid credential"), 403: error("Another user's job"), 404: error("No such job") },
+      "Every message sent (or being sent) to the job's --webhook_config receivers, oldest first: delivered, pending (retrying with backoff), failed (gave up, or the receiver answered a 4xx) or refused (a private target while those are not allowed). Pages of `limit` (default 100): pass `next_cursor` as `cursor` for the next (it keeps the job); null on the last page. For the job's owner, leads and admins: others get 403 `not_your_job`.",
+    request: { query: DeliveriesQuery },
+    responses: { 200: json(DeliveryList, "Deliveries"), 401: error("No valid credential"), 403: error("Another user's job"), 404: error("No such job"), 422: error("No job_id, or an invalid cursor (`invalid_cursor`)") },
   }),
   async (c) => {
-    const { job_id } = c.req.valid("query");
+    const q = c.req.valid("query");
+    const cursor = q.cursor === undefined ? null : decodeCursor("deliveries", q.cursor);
+    const { job_id } = cursor ? continueFilters({ job_id: cursor.job_id }, { job_id: q.job_id }) : { job_id: q.job_id };
+    if (job_id === undefined) throw new ApiError(422, "invalid_request", "job_id is required (or a cursor, which keeps its job)", [{ path: "query.job_id", message: "required" }]);
     await assertCanReadJob(c.get("db"), job_id, callerScope(c));
-    return c.json({ job_id, deliveries: (await hubOf(c.env, job_id).deliveries()) as z.infer<typeof DeliveryList>["deliveries"] }, 200);
+    const page = await hubOf(c.env, job_id).deliveries(cursor?.after_id ?? 0, q.limit);
+    const last = page.more ? page.deliveries.at(-1) : undefined;
+    return c.json({ job_id, deliveries: page.deliveries, next_cursor: last ? encodeCursor("deliveries", { job_id, after_id: last.id }) : null }, 200);
   },
 );
 

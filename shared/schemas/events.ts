@@ -1,4 +1,5 @@
 import { z } from "@hono/zod-openapi";
+import { CursorQuery, NextCursor } from "./common";
 
 /** One event as a trainer reported it: at least a `type`; the spec 6.3 fields for validation images. */
 export const TrainerEvent = z
@@ -24,9 +25,11 @@ export const JobEvent = z
   .openapi("JobEvent");
 
 export const EventsQuery = z.object({
-  job_id: z.string().max(200).optional().openapi({ description: "The job; default: the most recently started one" }),
-  since_index: z.coerce.number().int().min(0).default(0).openapi({ description: "First index to return" }),
+  job_id: z.string().max(200).optional().openapi({ description: "The job; default: the most recently started one (a cursor keeps its job)" }),
+  // No default here: since_index and cursor are two ways to say where a page starts, and only one may be sent.
+  since_index: z.coerce.number().int().min(0).optional().openapi({ description: "First index to return (default 0); or use `cursor`, not both" }),
   limit: z.coerce.number().int().min(1).max(1000).default(500),
+  cursor: CursorQuery,
 });
 
 export const EventPage = z
@@ -35,6 +38,9 @@ export const EventPage = z
     status: z.string().openapi({ description: "The job's queue status now" }),
     events: z.array(JobEvent),
     next_index: z.number().int().openapi({ description: "since_index for the next poll. A page stops at `limit` events or 1 MiB of them (at least one event), so fewer than `limit` does not mean the end: the end is an empty page" }),
+    next_cursor: NextCursor.openapi({
+      description: "cursor for the next page (the same job from next_index on). Null only once the job has ended and this page holds its last event; while it runs, the next page may be empty now and hold events later",
+    }),
   })
   .openapi("EventPage");
 
