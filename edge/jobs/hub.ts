@@ -5,7 +5,7 @@ import type { Env } from "../env";
 import { boundedWriter } from "./bounded-writer";
 import { readEvents } from "./events";
 import { claimWatcher, MAX_WATCHERS_PER_JOB, MAX_WATCHERS_PER_USER, releaseWatcher, renewWatchers } from "./watchers";
-import type { HubEvent } from "./hub-types";
+import type { HubEvent, RetryDetail } from "./hub-types";
 import { getSetting } from "../settings";
 import type { StorageBucket } from "../storage/endpoint";
 import { abortEndedUploads } from "../storage/sweep";
@@ -94,8 +94,11 @@ export class EventsHub extends DurableObject<Env> {
     await this.enqueue(jobId, config, messages);
   }
 
-  /** The job has ended: watchers get an `end` with its status and are closed; receivers are told. */
-  async finish(jobId: string, status: string): Promise<void> {
+  /**
+   * The job has ended: watchers get an `end` with its status and are closed; receivers are told
+   * (`job.<status>`, with why when it failed or was cancelled).
+   */
+  async finish(jobId: string, status: string, detail: { error_message?: string | null } = {}): Promise<void> {
     for (const w of [...this.watchers]) {
       if (w.held) {
         w.endedWhileReplaying = status; // still replaying: ended right after it
@@ -107,7 +110,12 @@ export class EventsHub extends DurableObject<Env> {
     // Its storage credentials died with it: nobody can finish its open multipart uploads.
     await abortEndedUploads(this.db(), this.env.STORAGE as unknown as StorageBucket, jobId).catch(() => {});
     const config = await this.webhooks(jobId);
-    await this.enqueue(jobId, config, [{ type: `job.${status}`, data: { status, last_progress: this.lastSeenProgress } }]);
+    await this.enqueue(jobId, config, [{ type: `job.${status}`, data: { status, error_message: detail.error_message ?? null, last_progress: this.lastSeenProgress } }]);
+  }
+
+  /** The job's runner died and the job went back to the queue: receivers are told; watchers stay (the next attempt's events follow). */
+  async retrying(jobId: string, retry: RetryDetail): Promise<void> {
+    await this.enqueue(jobId, await this.webhooks(jobId), [{ type: "job.retrying", data: { status: "pending", ...retry, last_progress: this.lastSeenProgress } }]);
   }
 
   /** The job's outbound webhook deliveries, oldest first (GET /api/training/webhooks). */
