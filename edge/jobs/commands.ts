@@ -22,7 +22,8 @@ export async function addCommand(db: Database, jobId: string, command: TrainerCo
   });
   const row = added.rows[0];
   if (row) return { id: Number(row.id), workerId: Number(row.worker_id) };
-  return explainLostWrite(db, jobId, { conflict: (status) => new ApiError(409, "job_not_running", `Job ${jobId} is ${status}; only a running job's trainer takes commands`) });
+  const conflict = (status: string) => new ApiError(409, "job_not_running", `Job ${jobId} is ${status}; only a running job's trainer takes commands`);
+  return explainLostWrite(db, jobId, { conflict });
 }
 
 /** Commands not yet acknowledged for this worker's running jobs, oldest first. */

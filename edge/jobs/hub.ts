@@ -110,12 +110,14 @@ export class EventsHub extends DurableObject<Env> {
     // Its storage credentials died with it: nobody can finish its open multipart uploads.
     await abortEndedUploads(this.db(), this.env.STORAGE as unknown as StorageBucket, jobId).catch(() => {});
     const config = await this.webhooks(jobId);
-    await this.enqueue(jobId, config, [{ type: `job.${status}`, data: { status, error_message: detail.error_message ?? null, last_progress: this.lastSeenProgress } }]);
+    const data = { status, error_message: detail.error_message ?? null, last_progress: this.lastSeenProgress };
+    await this.enqueue(jobId, config, [{ type: `job.${status}`, data }]);
   }
 
   /** The job's runner died and the job went back to the queue: receivers are told; watchers stay (the next attempt's events follow). */
   async retrying(jobId: string, retry: RetryDetail): Promise<void> {
-    await this.enqueue(jobId, await this.webhooks(jobId), [{ type: "job.retrying", data: { status: "pending", ...retry, last_progress: this.lastSeenProgress } }]);
+    const data = { status: "pending", ...retry, last_progress: this.lastSeenProgress };
+    await this.enqueue(jobId, await this.webhooks(jobId), [{ type: "job.retrying", data }]);
   }
 
   /** The job's outbound webhook deliveries, oldest first (GET /api/training/webhooks). */

@@ -8,7 +8,9 @@ import { explainLostWrite } from "./lost-race";
  * Records an admin's decision on the job's approval request, only if the job's own change in
  * the same batch took place (its updated_at is this decision's time). Shared by approve and reject.
  */
-export function decisionStatement(jobId: string, deciderId: number, now: string, decision: { to: "pending"; reason?: undefined } | { to: "cancelled"; reason: string }): InStatement {
+type Decision = { to: "pending"; reason?: undefined } | { to: "cancelled"; reason: string };
+
+export function decisionStatement(jobId: string, deciderId: number, now: string, decision: Decision): InStatement {
   return {
     sql: `UPDATE approval_requests SET status = ?1, decided_at = ?2, decided_by = ?3, reason = ?4
           WHERE id = (SELECT approval_id FROM queue_entries WHERE job_id = ?5) AND status = 'pending'
@@ -18,7 +20,8 @@ export function decisionStatement(jobId: string, deciderId: number, now: string,
 }
 
 /** The 409 for a decision on a job that is not blocked. */
-export const notAwaitingApproval = (jobId: string) => (status: string) => new ApiError(409, "not_awaiting_approval", `Job ${jobId} is ${status}, not awaiting approval`);
+export const notAwaitingApproval = (jobId: string) => (status: string) =>
+  new ApiError(409, "not_awaiting_approval", `Job ${jobId} is ${status}, not awaiting approval`);
 
 /**
  * An admin approves a blocked job: it becomes pending and is scheduled normally. Audited

@@ -65,9 +65,12 @@ export async function cancelJob(db: Database, jobId: string, request: CancelRequ
   }
   const from = String(before!.rows[0]!.status) as JobStatus;
   const owner = row.user_id === null ? null : Number(row.user_id);
+  // A running job's runner is woken to end the trainer.
+  const workerId = from === "running" && row.worker_id !== null ? Number(row.worker_id) : null;
+  const byOther = request.actorId !== null && owner !== request.actorId;
   return {
-    jobs: [{ jobId, from, to: "cancelled", workerId: from === "running" && row.worker_id !== null ? Number(row.worker_id) : null, message: String(row.error_message) }],
-    audit: request.actorId !== null && owner !== request.actorId ? [{ event_type: "job_cancelled", target: jobId, details: { was: from, owner_id: owner } }] : [],
+    jobs: [{ jobId, from, to: "cancelled", workerId, message: String(row.error_message) }],
+    audit: byOther ? [{ event_type: "job_cancelled", target: jobId, details: { was: from, owner_id: owner } }] : [],
     localQueueHeld: held!.rows.length > 0,
   };
 }

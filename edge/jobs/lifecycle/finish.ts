@@ -1,10 +1,13 @@
 import type { z } from "@hono/zod-openapi";
-import type { JobFinish } from "../../../shared/schemas/workers";
+import type { JobFinish, JobFinished } from "../../../shared/schemas/workers";
 import type { Database } from "../../db/client";
 import { ApiError } from "../../errors";
 import type { Change } from "./effects";
 import { explainLostWrite } from "./lost-race";
 import { interruptedChanges, requeueOrFail } from "./requeue-or-fail";
+
+/** What the job is now: pending when an interrupted job went back to the queue. */
+type Outcome = z.infer<typeof JobFinished>["status"];
 
 /**
  * A runner reports that a job it ran has ended: completed, failed (error_message: why, and the
@@ -16,17 +19,18 @@ import { interruptedChanges, requeueOrFail } from "./requeue-or-fail";
  * @example
  * const change = await finishJob(db, worker.id, "job-1", { status: "completed", exit_code: 0 });
  */
-export async function finishJob(db: Database, workerId: number, jobId: string, report: z.infer<typeof JobFinish>): Promise<Change & { status: "completed" | "failed" | "pending" }> {
+export async function finishJob(db: Database, workerId: number, jobId: string, report: z.infer<typeof JobFinish>): Promise<Change & { status: Outcome }> {
   const now = new Date().toISOString();
   const tail = (report.last_lines ?? []).slice(-20).join("\n");
   const why = report.error ?? `the trainer exited with code ${report.exit_code ?? "unknown"}`;
+  const message = report.status === "completed" ? null : [why, tail ? `last lines:\n${tail}` : ""].filter(Boolean).join("\n").slice(0, 4000);
   const entryUpdate =
     report.status === "interrupted"
       ? requeueOrFail({ jobId, workerId, why, tail }, now)
       : {
           sql: `UPDATE queue_entries SET status = ?1, completed_at = ?2, updated_at = ?2, error_message = ?3
                 WHERE job_id = ?4 AND worker_id = ?5 AND status = 'running' RETURNING job_id, status, error_message`,
-          args: [report.status, now, report.status === "completed" ? null : [why, tail ? `last lines:\n${tail}` : ""].filter(Boolean).join("\n").slice(0, 4000), jobId, workerId],
+          args: [report.status, now, message, jobId, workerId],
         };
   const [updated] = await db.$client.batch(
     [
@@ -42,11 +46,12 @@ export async function finishJob(db: Database, workerId: number, jobId: string, r
   );
   const rows = updated!.rows as unknown as Record<string, unknown>[];
   if (!rows.length) {
-    return explainLostWrite(db, jobId, { workerId, conflict: (status) => new ApiError(409, "not_running", `Job ${jobId} is ${status}, not running; nothing was changed`) });
+    const conflict = (status: string) => new ApiError(409, "not_running", `Job ${jobId} is ${status}, not running; nothing was changed`);
+    return explainLostWrite(db, jobId, { workerId, conflict });
   }
   const jobs =
     report.status === "interrupted"
       ? interruptedChanges(rows)
-      : [{ jobId, from: "running" as const, to: report.status, workerId: null, message: rows[0]!.error_message === null ? null : String(rows[0]!.error_message) }];
-  return { jobs, status: jobs[0]!.to as "completed" | "failed" | "pending" };
+      : [{ jobId, from: "running" as const, to: report.status, workerId: null, message }];
+  return { jobs, status: jobs[0]!.to as Outcome };
 }

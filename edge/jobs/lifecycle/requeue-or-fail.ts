@@ -35,13 +35,15 @@ export function requeueOrFail(interruption: Interruption, now: string): InStatem
       : "offlineWorkers" in interruption
         ? ["worker_id IN (SELECT id FROM workers WHERE status = 'offline')", []]
         : ["worker_id = ?4", [interruption.workerId]];
-  const why = "why" in interruption ? "?2" : "'worker ' || COALESCE((SELECT name FROM workers w WHERE w.id = queue_entries.worker_id), '?') || ' ' || ?2 || ' during attempt ' || attempt";
+  const workerName = "COALESCE((SELECT name FROM workers w WHERE w.id = queue_entries.worker_id), '?')";
+  const why = "why" in interruption ? "?2" : `'worker ' || ${workerName} || ' ' || ?2 || ' during attempt ' || attempt`;
+  const outcome = `CASE WHEN ${RETRY} THEN '; retrying (attempt ' || (attempt + 1) || ' of ' || max_attempts || ')' ELSE '; no retries left' END`;
   const tail = "tail" in interruption && interruption.tail ? `\nlast lines:\n${interruption.tail}` : "";
   return {
     // Every right-hand side reads the row as it was before this UPDATE (SQL semantics).
     sql: `UPDATE queue_entries SET
             status = CASE WHEN ${RETRY} THEN 'pending' ELSE 'failed' END,
-            error_message = substr(${why} || CASE WHEN ${RETRY} THEN '; retrying (attempt ' || (attempt + 1) || ' of ' || max_attempts || ')' ELSE '; no retries left' END || ?3, 1, 4000),
+            error_message = substr(${why} || ${outcome} || ?3, 1, 4000),
             completed_at = CASE WHEN ${RETRY} THEN NULL ELSE ?1 END,
             started_at = CASE WHEN ${RETRY} THEN NULL ELSE started_at END,
             allocated_gpus = CASE WHEN ${RETRY} THEN NULL ELSE allocated_gpus END,
