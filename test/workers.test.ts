@@ -96,7 +96,7 @@ describe("remote workers", () => {
     for (const attempt of [1, 2]) {
       await sleep(1100);
       await t.call("POST", "/api/queue/process", { auth: as(admin) });
-      expect(await entry(job.body.job_id)).toMatchObject({ status: "pending", attempt: attempt + 1, worker_id: null, error_message: `worker flaky went offline during attempt ${attempt}; retrying` });
+      expect(await entry(job.body.job_id)).toMatchObject({ status: "pending", attempt: attempt + 1, worker_id: null, error_message: `worker flaky went offline during attempt ${attempt}; retrying (attempt ${attempt + 1} of 3)` });
       expect((await workerList()).find((x) => x.name === "flaky").status).toBe("offline");
       // The worker comes back: its heartbeat is a scheduling event and the job is dispatched again.
       const back = await t.call("POST", "/api/workers/heartbeat", { json: {}, auth: { bearer: w.token } });
@@ -105,7 +105,7 @@ describe("remote workers", () => {
     }
     await sleep(1100);
     await t.call("POST", "/api/queue/process", { auth: as(admin) });
-    expect(await entry(job.body.job_id)).toMatchObject({ status: "failed", attempt: 3, error_message: "worker flaky went offline; attempt 3 of 3, no retries left" });
+    expect(await entry(job.body.job_id)).toMatchObject({ status: "failed", attempt: 3, error_message: "worker flaky went offline during attempt 3; no retries left" });
     await t.call("POST", "/api/queue/concurrency", { json: { worker_heartbeat_timeout_seconds: 90 }, auth: as(admin) });
   });
 });
@@ -124,7 +124,7 @@ describe("removing workers and rotating their tokens (admin)", () => {
     expect(removed.body).toEqual({ id: w.id, name: "doomed", requeued: [job.body.job_id], failed: [] });
     const refused = await heartbeat(w.token);
     expect([refused.status, refused.body.code]).toEqual([401, "invalid_worker_token"]);
-    expect(await entry(job.body.job_id)).toMatchObject({ status: "pending", attempt: 2, worker_id: null, error_message: "worker doomed was removed during attempt 1; retrying" });
+    expect(await entry(job.body.job_id)).toMatchObject({ status: "pending", attempt: 2, worker_id: null, error_message: "worker doomed was removed during attempt 1; retrying (attempt 2 of 3)" });
     expect((await workerList()).map((x) => x.name)).not.toContain("doomed");
     await expect.poll(async () => (await audited("worker_removed")).find((e) => e.target === `worker:${w.id}`)?.details).toEqual({ name: "doomed", requeued: [job.body.job_id], failed: [] });
     const again = await t.call("DELETE", `/api/admin/workers/${w.id}`, { auth: as(admin) });

@@ -23,6 +23,7 @@ export const AUDIT_EVENT_TYPES = [
   "worker_token_rotated",
   "job_approved",
   "job_rejected",
+  "job_cancelled",
   "priority_overridden",
   "limits_changed",
   "approval_rules_changed",

@@ -1,5 +1,6 @@
 import type { Database } from "../db/client";
-import { ApiError, notFound } from "../errors";
+import { ApiError } from "../errors";
+import { explainLostWrite } from "./lifecycle/lost-race";
 
 /*
  * Commands for a running job's trainer. Stored, then delivered with the runner's next ask for
@@ -21,9 +22,8 @@ export async function addCommand(db: Database, jobId: string, command: TrainerCo
   });
   const row = added.rows[0];
   if (row) return { id: Number(row.id), workerId: Number(row.worker_id) };
-  const found = await db.$client.execute({ sql: "SELECT status FROM queue_entries WHERE job_id = ?", args: [jobId] });
-  if (!found.rows.length) throw notFound(`Job ${jobId}`);
-  throw new ApiError(409, "job_not_running", `Job ${jobId} is ${String(found.rows[0]!.status)}; only a running job's trainer takes commands`);
+  const conflict = (status: string) => new ApiError(409, "job_not_running", `Job ${jobId} is ${status}; only a running job's trainer takes commands`);
+  return explainLostWrite(db, jobId, { conflict });
 }
 
 /** Commands not yet acknowledged for this worker's running jobs, oldest first. */

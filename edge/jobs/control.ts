@@ -1,11 +1,10 @@
 import type { Database } from "../db/client";
 import { ApiError, notFound } from "../errors";
-import { cancelJob } from "../queue/transitions";
 
 /*
- * Training control (spec 4.2) over the queue: which job is "the active one", cancelling a job
- * whatever its state, a job's status with its startup stage and progress, and its checkpoints.
- * Domain logic only; edge/routes/training.ts is the HTTP side.
+ * Training control (spec 4.2) over the queue: which job is "the active one", a job's status with
+ * its startup stage and progress, and its checkpoints (cancelling is a lifecycle transition:
+ * edge/jobs/lifecycle/cancel.ts). Domain logic only; edge/routes/training.ts is the HTTP side.
  */
 
 /**
@@ -29,46 +28,6 @@ export async function activeJob(db: Database, jobId: string | undefined, ownerId
   const job = { jobId: String(row.job_id), userId: row.user_id === null ? null : Number(row.user_id), status: String(row.status) };
   if (ownerId !== null && job.userId !== ownerId) throw new ApiError(403, "forbidden", "You can control only your own jobs; a lead or admin can control any");
   return job;
-}
-
-/**
- * Cancels a job in any active state. A waiting one simply ends; a running one ends `cancelled`
- * with its GPUs released, its runner stops the trainer (the job leaves its assignments), and on
- * the local box the local queue is held (spec 3). Returns what it was and the worker that ran it.
- */
-export async function cancelAnyJob(db: Database, jobId: string, ownerId: number | null): Promise<{ was: "pending" | "blocked" | "running"; workerId: number | null; localBox: boolean }> {
-  const found = await db.$client.execute({ sql: "SELECT status FROM queue_entries WHERE job_id = ?", args: [jobId] });
-  if (!found.rows.length) throw notFound(`Job ${jobId}`);
-  if (String(found.rows[0]!.status) !== "running") {
-    const was = String(found.rows[0]!.status) as "pending" | "blocked";
-    await cancelJob(db, jobId, ownerId);
-    return { was, workerId: null, localBox: false };
-  }
-  const now = new Date().toISOString();
-  const [done] = await db.$client.batch(
-    [
-      {
-        sql: `UPDATE queue_entries SET status = 'cancelled', completed_at = ?1, updated_at = ?1, error_message = 'Cancelled while running'
-              WHERE job_id = ?2 AND status = 'running' AND (?3 IS NULL OR user_id = ?3)
-              RETURNING worker_id, (SELECT role FROM workers w WHERE w.id = queue_entries.worker_id) AS role`,
-        args: [now, jobId, ownerId],
-      },
-      {
-        sql: `INSERT INTO settings (key, value, updated_at) SELECT 'local_queue_paused', 'true', ?1
-              WHERE EXISTS (SELECT 1 FROM queue_entries q JOIN workers w ON w.id = q.worker_id WHERE q.job_id = ?2 AND q.status = 'cancelled' AND q.completed_at = ?1 AND w.role = 'local')
-              ON CONFLICT (key) DO UPDATE SET value = 'true', updated_at = ?1`,
-        args: [now, jobId],
-      },
-    ],
-    "write",
-  );
-  const row = done!.rows[0];
-  if (!row) {
-    // Lost a race (it just ended) or not the caller's job: cancelJob says which, with the right status.
-    await cancelJob(db, jobId, ownerId);
-    return { was: "pending", workerId: null, localBox: false };
-  }
-  return { was: "running", workerId: row.worker_id === null ? null : Number(row.worker_id), localBox: row.role === "local" };
 }
 
 /** A job's state for GET /api/training/status: queue status, startup stage and latest progress. */

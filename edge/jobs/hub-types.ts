@@ -15,10 +15,18 @@ export interface DeliveryPage {
   more: boolean;
 }
 
+/** A retried job's attempt (the one it runs next), of how many, and why it was retried. */
+export interface RetryDetail {
+  attempt: number | null;
+  max_attempts: number | null;
+  error_message: string | null;
+}
+
 /** The events hub's RPC methods (edge/jobs/hub.ts), for code type-checked without workerd's types. */
 export interface EventsHubApi {
   publish(jobId: string, events: HubEvent[]): Promise<void>;
-  finish(jobId: string, status: string): Promise<void>;
+  finish(jobId: string, status: string, detail?: { error_message?: string | null }): Promise<void>;
+  retrying(jobId: string, retry: RetryDetail): Promise<void>;
   deliveries(afterId: number, limit: number): Promise<DeliveryPage>;
   fetch(request: Request): Promise<Response>;
 }

@@ -5,7 +5,7 @@ import type { Env } from "../env";
 import { boundedWriter } from "./bounded-writer";
 import { readEvents } from "./events";
 import { claimWatcher, MAX_WATCHERS_PER_JOB, MAX_WATCHERS_PER_USER, releaseWatcher, renewWatchers } from "./watchers";
-import type { DeliveryPage, HubEvent } from "./hub-types";
+import type { DeliveryPage, HubEvent, RetryDetail } from "./hub-types";
 import type { WebhookDelivery } from "../../shared/schemas/deliveries";
 import { getSetting } from "../settings";
 import type { StorageBucket } from "../storage/endpoint";
@@ -95,8 +95,11 @@ export class EventsHub extends DurableObject<Env> {
     await this.enqueue(jobId, config, messages);
   }
 
-  /** The job has ended: watchers get an `end` with its status and are closed; receivers are told. */
-  async finish(jobId: string, status: string): Promise<void> {
+  /**
+   * The job has ended: watchers get an `end` with its status and are closed; receivers are told
+   * (`job.<status>`, with why when it failed or was cancelled).
+   */
+  async finish(jobId: string, status: string, detail: { error_message?: string | null } = {}): Promise<void> {
     for (const w of [...this.watchers]) {
       if (w.held) {
         w.endedWhileReplaying = status; // still replaying: ended right after it
@@ -108,7 +111,14 @@ export class EventsHub extends DurableObject<Env> {
     // Its storage credentials died with it: nobody can finish its open multipart uploads.
     await abortEndedUploads(this.db(), this.env.STORAGE as unknown as StorageBucket, jobId).catch(() => {});
     const config = await this.webhooks(jobId);
-    await this.enqueue(jobId, config, [{ type: `job.${status}`, data: { status, last_progress: this.lastSeenProgress } }]);
+    const data = { status, error_message: detail.error_message ?? null, last_progress: this.lastSeenProgress };
+    await this.enqueue(jobId, config, [{ type: `job.${status}`, data }]);
+  }
+
+  /** The job's runner died and the job went back to the queue: receivers are told; watchers stay (the next attempt's events follow). */
+  async retrying(jobId: string, retry: RetryDetail): Promise<void> {
+    const data = { status: "pending", ...retry, last_progress: this.lastSeenProgress };
+    await this.enqueue(jobId, await this.webhooks(jobId), [{ type: "job.retrying", data }]);
   }
 
   /** The job's outbound webhook deliveries with ids above `afterId`, oldest first, at most `limit` (GET /api/training/webhooks). */

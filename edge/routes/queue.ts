@@ -28,7 +28,13 @@ import { principalOf } from "../middleware/authorize";
 import { getEntry, listEntries, toQueueEntry, userEntries, visibleEntry, type EntryRow } from "../queue/entries";
 import { queueStats } from "../queue/stats";
 import { submitAnswer } from "../queue/answer";
-import { cancelJob, cleanupQueue, decideApproval, overridePriority } from "../queue/transitions";
+import { applyEffects } from "../jobs/lifecycle/effects";
+import { approveJob } from "../jobs/lifecycle/approve";
+import { cancelJob } from "../jobs/lifecycle/cancel";
+import { cleanupQueue } from "../jobs/lifecycle/cleanup";
+import { prioritiseJob } from "../jobs/lifecycle/prioritise";
+import { rejectJob } from "../jobs/lifecycle/reject";
+import { effectsOf } from "./effects-context";
 import { createRouter } from "../router";
 import { continueFilters, decodeCursor, encodeCursor } from "../paging";
 import { json } from "./openapi";
@@ -177,8 +183,7 @@ queue.openapi(
   async (c) => {
     const { job_id } = c.req.valid("param");
     const { user } = principalOf(c);
-    await cancelJob(c.get("db"), job_id, ownerScope(user));
-    await nudge(c, "cancel", [job_id]);
+    await applyEffects(effectsOf(c, "cancel"), await cancelJob(c.get("db"), job_id, { ownerId: ownerScope(user), actorId: user.id, running: false }));
     return c.json(await actionResult(c, job_id), 200);
   },
 );
@@ -187,9 +192,7 @@ queue.openapi(
   createRoute({ method: "post", path: "/api/queue/{job_id}/approve", tags, summary: "Approve a blocked job (admin)", request: { params: JobIdParam }, responses: { 200: json(JobActionResult, "Approved: now pending"), ...errors } }),
   async (c) => {
     const { job_id } = c.req.valid("param");
-    await decideApproval(c.get("db"), job_id, principalOf(c).user.id, { approve: true });
-    auditLater(c, { event_type: "job_approved", target: job_id });
-    await nudge(c, "approval", [job_id]);
+    await applyEffects(effectsOf(c, "approval"), await approveJob(c.get("db"), job_id, principalOf(c).user.id));
     return c.json(await actionResult(c, job_id), 200);
   },
 );
@@ -207,9 +210,7 @@ queue.openapi(
   async (c) => {
     const { job_id } = c.req.valid("param");
     const { reason } = c.req.valid("query");
-    await decideApproval(c.get("db"), job_id, principalOf(c).user.id, { approve: false, reason });
-    auditLater(c, { event_type: "job_rejected", target: job_id, details: { reason } });
-    await nudge(c, "rejection", [job_id]);
+    await applyEffects(effectsOf(c, "rejection"), await rejectJob(c.get("db"), job_id, principalOf(c).user.id, reason));
     return c.json(await actionResult(c, job_id), 200);
   },
 );
@@ -226,9 +227,7 @@ queue.openapi(
   async (c) => {
     const { job_id } = c.req.valid("param");
     const { priority } = c.req.valid("json");
-    await overridePriority(c.get("db"), job_id, priority);
-    auditLater(c, { event_type: "priority_overridden", target: job_id, details: { priority } });
-    await nudge(c, "priority", [job_id]);
+    await applyEffects(effectsOf(c, "priority"), await prioritiseJob(c.get("db"), job_id, priority));
     return c.json(await actionResult(c, job_id), 200);
   },
 );

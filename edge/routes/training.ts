@@ -13,7 +13,10 @@ import type { Context } from "hono";
 import { ownerScope } from "../../shared/levels";
 import type { AppEnv } from "../app-env";
 import { addCommand, type TrainerCommand } from "../jobs/commands";
-import { activeJob, cancelAnyJob, checkpointsOf, jobStatus } from "../jobs/control";
+import { activeJob, checkpointsOf, jobStatus } from "../jobs/control";
+import { applyEffects } from "../jobs/lifecycle/effects";
+import { cancelJob } from "../jobs/lifecycle/cancel";
+import { effectsOf } from "./effects-context";
 import { principalOf } from "../middleware/authorize";
 import { schedulerOf } from "../scheduler/stub";
 import { wakeWorker } from "../workers/wake";
@@ -151,15 +154,14 @@ training.openapi(
   async (c) => {
     const jobId = await jobIdOf(c);
     if (jobId === undefined) throw new ApiError(422, "invalid_request", "job_id is required", [{ path: "body.job_id", message: "required" }]);
-    const { was, workerId, localBox } = await cancelAnyJob(c.get("db"), jobId, callerScope(c));
-    await schedulerOf(c.env).pass("cancel", [jobId]);
-    if (workerId !== null) await wakeWorker(c, workerId);
-    await hubOf(c.env, jobId).finish(jobId, "cancelled").catch(() => {});
+    const change = await cancelJob(c.get("db"), jobId, { ownerId: callerScope(c), actorId: principalOf(c).user.id, running: true });
+    await applyEffects(effectsOf(c, "cancel"), change);
+    const was = change.jobs[0]!.from;
     c.get("log").info("job cancelled", { job_id: jobId, was, by: principalOf(c).user.id });
     const message =
       was !== "running"
         ? `Job ${jobId} was ${was} and is now cancelled`
-        : `Job ${jobId} is cancelled; its trainer is being stopped and its GPUs are free${localBox ? ". Pending local jobs wait for POST /api/queue/process" : ""}`;
+        : `Job ${jobId} is cancelled; its trainer is being stopped and its GPUs are free${change.localQueueHeld ? ". Pending local jobs wait for POST /api/queue/process" : ""}`;
     return c.json({ success: true as const, job_id: jobId, message }, 200);
   },
 );

@@ -12,11 +12,15 @@ import { EventBatch, EventBatchStored } from "../../shared/schemas/events";
 import { appendEvents } from "../jobs/events";
 import { hubOf } from "../jobs/hub-types";
 import { ackCommands, openCommands } from "../jobs/commands";
+import { applyEffects } from "../jobs/lifecycle/effects";
+import { finishJob } from "../jobs/lifecycle/finish";
+import { removeWorker } from "../jobs/lifecycle/remove-worker";
+import { effectsOf } from "./effects-context";
 import { channelOf } from "../workers/channel-types";
 import { datasetManifest, targetSegments } from "../datasets/datasets";
 import { keyOf } from "../datasets/paths";
 import { notFound } from "../errors";
-import { assignmentsOf, createWorker, deleteWorker, finishJob, heartbeat, HEARTBEAT_INTERVAL_SECONDS, listWorkers, registerWorker, rotateWorkerToken } from "../workers/workers";
+import { assignmentsOf, createWorker, heartbeat, HEARTBEAT_INTERVAL_SECONDS, listWorkers, registerWorker, rotateWorkerToken } from "../workers/workers";
 import type { Context } from "hono";
 import { checkDatasetPath, datasetsOfAssignedJob } from "../workers/dataset-access";
 
@@ -67,13 +71,12 @@ workersRoutes.openapi(
   }),
   async (c) => {
     const { id } = c.req.valid("param");
-    const removed = await deleteWorker(c.get("db"), id);
-    c.get("log").info("worker removed", { worker_id: id, worker: removed.name, requeued: removed.requeued, failed: removed.failed, by: principalOf(c).user.id });
-    auditLater(c, { event_type: "worker_removed", target: `worker:${id}`, details: { name: removed.name, requeued: removed.requeued, failed: removed.failed } });
-    const changed = [...removed.requeued, ...removed.failed];
-    if (changed.length) await schedulerOf(c.env).pass("worker removed", changed);
+    const removed = await removeWorker(c.get("db"), id);
+    const { name, requeued, failed } = removed;
+    c.get("log").info("worker removed", { worker_id: id, worker: name, requeued, failed, by: principalOf(c).user.id });
+    await applyEffects(effectsOf(c, "worker removed"), removed);
     await disconnectChannel(c, id, "worker removed");
-    return c.json({ id, ...removed }, 200);
+    return c.json({ id, name, requeued, failed }, 200);
   },
 );
 
@@ -156,11 +159,10 @@ workersRoutes.openapi(
     const worker = workerOf(c);
     const { job_id } = c.req.valid("param");
     const report = c.req.valid("json");
-    const status = await finishJob(c.get("db"), worker.id, job_id, report);
-    c.get("log").info("job finished", { job_id, status, exit_code: report.exit_code ?? null, worker: worker.name });
-    await schedulerOf(c.env).pass("job finished", [job_id]);
-    if (status !== "pending") await hubOf(c.env, job_id).finish(job_id, status).catch((e: unknown) => c.get("log").warning("events hub unreachable", { job_id, error: String(e) }));
-    return c.json({ job_id, status }, 200);
+    const change = await finishJob(c.get("db"), worker.id, job_id, report);
+    c.get("log").info("job finished", { job_id, status: change.status, exit_code: report.exit_code ?? null, worker: worker.name });
+    await applyEffects(effectsOf(c, "job finished"), change);
+    return c.json({ job_id, status: change.status }, 200);
   },
 );
 

@@ -12,9 +12,11 @@ import type { LocalSubmit } from "../../shared/schemas/queue";
 import { ApiError } from "../errors";
 import { prepareLocalJob, type EnvironmentConfig } from "../queue/submit";
 import { forgetOldWebhooks } from "../providers/intake";
+import { applyEffects } from "../jobs/lifecycle/effects";
+import { sweepSilentWorkers } from "../jobs/lifecycle/sweep-offline";
 import type { StorageBucket } from "../storage/endpoint";
 import { abortEndedUploads } from "../storage/sweep";
-import { admissionStatements, capacityFrom, capacityStatements, loadActive, loadCapacity, loadEntries, localBoxStatusStatement, planInput, sweepOfflineWorkers, workerBusyStatement, type ActiveEntry, type CapacityWithRules } from "./store";
+import { admissionStatements, capacityFrom, capacityStatements, loadActive, loadCapacity, loadEntries, localBoxStatusStatement, planInput, workerBusyStatement, type ActiveEntry, type CapacityWithRules } from "./store";
 
 /** Seconds between background passes (spec 8). */
 export const PASS_INTERVAL_MS = 5_000;
@@ -323,9 +325,11 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     const db = this.db();
     const now = new Date();
     const before = await loadCapacity(db);
-    const offline = await sweepOfflineWorkers(db, before.limits.worker_heartbeat_timeout_seconds, now);
+    const offline = await sweepSilentWorkers(db, before.limits.worker_heartbeat_timeout_seconds, now);
     for (const w of offline.workers) this.log.warning("worker went offline: no heartbeat", { worker_id: w.id, worker: w.name, timeout_s: before.limits.worker_heartbeat_timeout_seconds });
-    const [capacity, entries] = await Promise.all([offline.workers.length ? loadCapacity(db) : before, this.entries(db, [...changed, ...offline.jobIds])]);
+    // Not awaited: the failed jobs' end events and webhooks need not hold up this pass's admissions.
+    if (offline.jobs.length) void applyEffects({ env: this.env, db, log: this.log, actor: null, origin: "scheduler", trigger: "offline sweep" }, offline);
+    const [capacity, entries] = await Promise.all([offline.workers.length ? loadCapacity(db) : before, this.entries(db, [...changed, ...offline.jobs.map((j) => j.jobId)])]);
     this.capacityRead = { capacity, at: now.getTime() };
     const plan = planPass(planInput(entries.values(), capacity, now.getTime()));
     const statements = admissionStatements(plan.admitted, capacity.localWorkerId, now.toISOString());

@@ -179,56 +179,6 @@ export function workerBusyStatement(workerId: number, jobId: string): InStatemen
   };
 }
 
-/**
- * Takes workers silent past the timeout offline, and puts the running jobs of every offline
- * worker back in the queue (attempt + 1) or, at max_attempts, fails them. Their GPUs are freed
- * with them, since allocations live on the running entries. Returns the workers taken offline.
- */
-export async function sweepOfflineWorkers(db: Database, timeoutSeconds: number, now: Date): Promise<{ workers: { id: number; name: string }[]; jobIds: string[] }> {
-  const cutoff = new Date(now.getTime() - timeoutSeconds * 1000).toISOString();
-  const stamp = now.toISOString();
-  const [gone, failed, requeued] = await db.$client.batch(
-    [
-      {
-        sql: `UPDATE workers SET status = 'offline' WHERE status IN ('IDLE', 'busy', 'draining') AND last_heartbeat < ? RETURNING id, name`,
-        args: [cutoff],
-      },
-      ...releaseJobsOfOfflineWorkers(stamp, "went offline"),
-    ],
-    "write",
-  );
-  return {
-    workers: gone!.rows.map((r) => ({ id: Number(r.id), name: String(r.name) })),
-    jobIds: [...failed!.rows, ...requeued!.rows].map((r) => String(r.job_id)),
-  };
-}
-
-/**
- * The two statements that put the running jobs of every offline worker back in the queue
- * (attempt + 1, GPUs freed) or, at max_attempts, fail them; `what` says what happened to the
- * worker, in their error message ("went offline", "was removed"). Both return the job ids.
- *
- * @example
- * await db.$client.batch([takeOffline, ...releaseJobsOfOfflineWorkers(now, "was removed")], "write");
- */
-export function releaseJobsOfOfflineWorkers(stamp: string, what: string): InStatement[] {
-  return [
-    {
-      sql: `UPDATE queue_entries SET status = 'failed', completed_at = ?1, updated_at = ?1,
-              error_message = 'worker ' || COALESCE((SELECT name FROM workers w WHERE w.id = queue_entries.worker_id), '?') || ' ' || ?2 || '; attempt ' || attempt || ' of ' || max_attempts || ', no retries left'
-            WHERE status = 'running' AND attempt >= max_attempts AND worker_id IN (SELECT id FROM workers WHERE status = 'offline') RETURNING job_id`,
-      args: [stamp, what],
-    },
-    {
-      sql: `UPDATE queue_entries SET status = 'pending', attempt = attempt + 1, started_at = NULL, allocated_gpus = NULL, updated_at = ?1,
-              error_message = 'worker ' || COALESCE((SELECT name FROM workers w WHERE w.id = queue_entries.worker_id), '?') || ' ' || ?2 || ' during attempt ' || attempt || '; retrying',
-              worker_id = NULL
-            WHERE status = 'running' AND attempt < max_attempts AND worker_id IN (SELECT id FROM workers WHERE status = 'offline') RETURNING job_id`,
-      args: [stamp, what],
-    },
-  ];
-}
-
 /** The local box shows busy while it runs anything, IDLE otherwise. */
 export function localBoxStatusStatement(localWorkerId: number): InStatement {
   return {

@@ -1,12 +1,11 @@
 import { eq } from "drizzle-orm";
 import type { z } from "@hono/zod-openapi";
-import type { JobFinish, Worker, WorkerHeartbeat, WorkerRegister } from "../../shared/schemas/workers";
+import type { Worker, WorkerHeartbeat, WorkerRegister } from "../../shared/schemas/workers";
 import { constantTimeEqual, randomToken, sha256Hex } from "../auth/crypto";
 import type { Database } from "../db/client";
 import { isUniqueViolation } from "../db/errors";
 import { workers } from "../db/schema";
 import { ApiError, conflict, notFound } from "../errors";
-import { releaseJobsOfOfflineWorkers } from "../scheduler/store";
 
 /*
  * GPU boxes and remote workers. An admin creates a worker and receives its token once
@@ -14,6 +13,7 @@ import { releaseJobsOfOfflineWorkers } from "../scheduler/store";
  * runner on the box registers with its inventory and then heartbeats. Statuses: connecting
  * (created, never registered), IDLE, busy (running a job; the local box: running any), draining
  * (takes no new jobs), offline (silent past the heartbeat timeout; set by the Scheduler).
+ * A job's end and a worker's removal are job transitions: edge/jobs/lifecycle/.
  */
 
 export const WORKER_TOKEN_PREFIX = "stw_";
@@ -142,81 +142,6 @@ export async function assignmentsOf(db: Database, workerId: number) {
     num_processes: Number(r.num_processes),
     attempt: Number(r.attempt),
   }));
-}
-
-/**
- * A runner reports that a job it ran has ended. Only a running job of this worker changes (one
- * conditional statement); its GPUs are freed with it, since allocations live on running entries.
- */
-export async function finishJob(db: Database, workerId: number, jobId: string, report: z.infer<typeof JobFinish>): Promise<"completed" | "failed" | "pending"> {
-  const now = new Date().toISOString();
-  const tail = (report.last_lines ?? []).slice(-20).join("\n");
-  const message =
-    report.status === "completed"
-      ? null
-      : [report.error ?? `the trainer exited with code ${report.exit_code ?? "unknown"}`, tail ? `last lines:\n${tail}` : ""].filter(Boolean).join("\n").slice(0, 4000);
-  // An interrupted job is retried like one whose worker went offline: back to pending with
-  // attempt + 1 and its GPUs freed, or failed once max_attempts is reached.
-  const entryUpdate =
-    report.status === "interrupted"
-      ? {
-          sql: `UPDATE queue_entries SET
-                  status = CASE WHEN attempt < max_attempts THEN 'pending' ELSE 'failed' END,
-                  error_message = ?3 || CASE WHEN attempt < max_attempts THEN '; retrying (attempt ' || (attempt + 1) || ' of ' || max_attempts || ')' ELSE '; no retries left' END,
-                  completed_at = CASE WHEN attempt < max_attempts THEN NULL ELSE ?2 END,
-                  started_at = CASE WHEN attempt < max_attempts THEN NULL ELSE started_at END,
-                  allocated_gpus = CASE WHEN attempt < max_attempts THEN NULL ELSE allocated_gpus END,
-                  worker_id = CASE WHEN attempt < max_attempts THEN NULL ELSE worker_id END,
-                  attempt = CASE WHEN attempt < max_attempts THEN attempt + 1 ELSE attempt END,
-                  updated_at = ?2
-                WHERE job_id = ?4 AND worker_id = ?5 AND status = 'running' RETURNING status`,
-          args: [null, now, message, jobId, workerId],
-        }
-      : {
-          sql: `UPDATE queue_entries SET status = ?1, completed_at = ?2, updated_at = ?2, error_message = ?3
-                WHERE job_id = ?4 AND worker_id = ?5 AND status = 'running' RETURNING status`,
-          args: [report.status, now, message, jobId, workerId],
-        };
-  const [updated] = await db.$client.batch(
-    [
-      entryUpdate,
-      // Idle again at once when that was its last job, so the Scheduler can give it the next.
-      {
-        sql: `UPDATE workers SET status = 'IDLE', idle_since = ?2 WHERE id = ?1 AND status = 'busy'
-              AND NOT EXISTS (SELECT 1 FROM queue_entries WHERE worker_id = ?1 AND status = 'running')`,
-        args: [workerId, now],
-      },
-    ],
-    "write",
-  );
-  if (updated!.rows.length) return String(updated!.rows[0]!.status) as "completed" | "failed" | "pending";
-  const found = await db.$client.execute({ sql: "SELECT status, worker_id FROM queue_entries WHERE job_id = ?", args: [jobId] });
-  const row = found.rows[0];
-  if (!row || Number(row.worker_id) !== workerId) throw notFound(`Job ${jobId} of this worker`);
-  throw new ApiError(409, "not_running", `Job ${jobId} is ${String(row.status)}, not running; nothing was changed`);
-}
-
-/**
- * Removes a worker: its running jobs go back to the queue or fail exactly as when a worker goes
- * silent (one batch, the heartbeat timeout's statements), its unacknowledged commands are
- * dropped, and its row goes, so its token is refused from the next request on.
- *
- * @example
- * const { name, jobIds } = await deleteWorker(db, 3);
- */
-export async function deleteWorker(db: Database, workerId: number): Promise<{ name: string; requeued: string[]; failed: string[] }> {
-  const stamp = new Date().toISOString();
-  const [gone, failed, requeued] = await db.$client.batch(
-    [
-      { sql: "UPDATE workers SET status = 'offline' WHERE id = ? RETURNING name", args: [workerId] },
-      ...releaseJobsOfOfflineWorkers(stamp, "was removed"),
-      { sql: "DELETE FROM job_commands WHERE worker_id = ? AND acked_at IS NULL", args: [workerId] },
-      { sql: "DELETE FROM workers WHERE id = ?", args: [workerId] },
-    ],
-    "write",
-  );
-  if (!gone!.rows.length) throw notFound(`Worker ${workerId}`);
-  return { name: String(gone!.rows[0]!.name), failed: failed!.rows.map((r) => String(r.job_id)), requeued: requeued!.rows.map((r) => String(r.job_id)) };
 }
 
 /**

@@ -13,7 +13,8 @@ import { hubOf } from "../hub-types";
  * what it changed; `applyEffects` derives everything that must follow from that change alone:
  * a scheduler pass when capacity was freed or a job became pending, a wake-up for each runner
  * that must act, the events hub's end (watchers' `end` event and the lifecycle webhook) for
- * every job that reached a terminal status, and the audit entries the transition owes.
+ * every job that reached a terminal status, the `job.retrying` webhook for a running job sent
+ * back to the queue, and the audit entries the transition owes.
  */
 
 export type JobStatus = "pending" | "running" | "blocked" | "completed" | "failed" | "cancelled";
@@ -29,6 +30,9 @@ export interface JobChange {
   workerId: number | null;
   /** error_message after the change (why it failed, was cancelled or is retried). */
   message?: string | null;
+  /** For a job sent back to pending: the attempt it runs next, of how many. */
+  attempt?: number;
+  maxAttempts?: number;
 }
 
 /** What one transition changed: the jobs, and the audit entries it owes. */
@@ -66,7 +70,7 @@ const isTerminal = (status: JobStatus) => TERMINAL_STATUSES.includes(status);
  * the runner's own heartbeat, a watcher's reconnect).
  *
  * @example
- * await applyEffects(effectsOf(c, "cancel"), await cancelWaitingJob(db, jobId, scope));
+ * await applyEffects(effectsOf(c, "cancel"), await cancelJob(db, jobId, { ownerId, actorId, running: false }));
  */
 export async function applyEffects(ctx: EffectsContext, change: Change): Promise<void> {
   const { env, log } = ctx;
@@ -84,7 +88,13 @@ export async function applyEffects(ctx: EffectsContext, change: Change): Promise
   }
   for (const id of wake) work.push(channelOf(env, id).notify().catch(warn("wake a runner", { worker_id: id })));
   for (const j of change.jobs) {
-    if (isTerminal(j.to) && j.from !== j.to) work.push(hubOf(env as Env, j.jobId).finish(j.jobId, j.to).catch(warn("end the job's events", { job_id: j.jobId })));
+    const hub = () => hubOf(env as Env, j.jobId);
+    if (isTerminal(j.to) && j.from !== j.to) {
+      work.push(hub().finish(j.jobId, j.to, { error_message: j.message ?? null }).catch(warn("end the job's events", { job_id: j.jobId })));
+    } else if (j.from === "running" && j.to === "pending") {
+      const retry = { attempt: j.attempt ?? null, max_attempts: j.maxAttempts ?? null, error_message: j.message ?? null };
+      work.push(hub().retrying(j.jobId, retry).catch(warn("tell the job's receivers it is retried", { job_id: j.jobId })));
+    }
   }
   for (const entry of change.audit ?? []) {
     const actor = ctx.actor;

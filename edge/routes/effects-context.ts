@@ -1,0 +1,26 @@
+import type { Context } from "hono";
+import type { AppEnv } from "../app-env";
+import type { EffectsContext } from "../jobs/lifecycle/effects";
+
+/**
+ * The effects context of a request: its bindings, database and log, the caller as the audit's
+ * actor (with the client address and User-Agent), and the request's waitUntil for the audit
+ * writes. `trigger` names the change for the scheduler pass and the logs.
+ *
+ * @example
+ * await applyEffects(effectsOf(c, "cancel"), await cancelJob(c.get("db"), jobId, request));
+ */
+export function effectsOf(c: Context<AppEnv>, trigger: string): EffectsContext {
+  const principal = c.get("principal");
+  return {
+    env: c.env,
+    db: c.get("db"),
+    log: c.get("log"),
+    actor: principal
+      ? { user_id: principal.user.id, username: principal.user.username, client_ip: c.get("clientIp") ?? null, user_agent: c.req.header("user-agent") ?? null }
+      : null,
+    origin: "request",
+    trigger,
+    waitUntil: (work) => c.executionCtx.waitUntil(work),
+  };
+}
