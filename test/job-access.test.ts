@@ -158,7 +158,9 @@ describe("secret-looking options", () => {
 
     // A form sending the mask back is valid, and its answer masks the merged options.
     expect((await call("POST", "/api/configs/secret-env/activate", alice)).status).toBe(200);
-    const validated = await call("POST", "/api/training/validate", alice, { "--hub_token": MASK, "--max_train_steps": "7" });
+    // The form is the whole configuration: what the environment shows, masks included, plus the required options.
+    const required = { "--pretrained_model_name_or_path": "black-forest-labs/FLUX.1-dev", "--output_dir": "output", "--data_backend_config": "config/multidatabackend.json" };
+    const validated = await call("POST", "/api/training/validate", alice, { ...shown, ...required, "--max_train_steps": "7" });
     expect(validated.body).toMatchObject({ valid: true, environment: "secret-env" });
     expect(validated.body.options).toMatchObject({ "--hub_token": MASK, "--webhook_config": MASKED_CONFIG["--webhook_config"], "--max_train_steps": 7 });
 

@@ -18,6 +18,7 @@ import { LocalSubmit, LocalSubmitResult } from "../../shared/schemas/queue";
 import { submitAnswer } from "../queue/answer";
 import { readFields } from "./body";
 import { prepareTraining, saveActiveConfiguration } from "../training/forms";
+import { INLINE_REQUIRED, TRAINING_DEFAULTS } from "../training/options";
 import { createRouter } from "../router";
 import { error, json } from "./openapi";
 
@@ -242,13 +243,16 @@ const ValidationResult = z
     valid: z.boolean(),
     message: z.string().openapi({ example: "Configuration Valid" }),
     errors: FieldProblems,
-    environment: z.string().nullable().openapi({ description: "Your active environment, which the form is merged onto; null: an inline run" }),
+    environment: z.string().openapi({ description: "The environment start would write this configuration to and run: your active one, else your own inline-run-<user id> (created by start when needed). Its options play no part in the verdict, except the values that masked (`********`) form fields stand for" }),
     active_tab: z.string().nullable(),
-    options: z.record(z.string(), z.unknown()).openapi({ description: "The merged options start would use, secret-looking values masked" }),
+    options: z.record(z.string(), z.unknown()).openapi({ description: "The options start would use (the form on top of the defaults), secret-looking values masked" }),
   })
   .openapi("TrainingValidation");
 const StartResult = LocalSubmitResult.extend({ environment: z.string().openapi({ description: "The environment the job runs (your active one, or your inline-run-<user id>)" }) }).openapi("TrainingStart");
 
+const DEFAULTS_TEXT = Object.entries(TRAINING_DEFAULTS)
+  .map(([option, value]) => `${option} ${value}`)
+  .join(", ");
 const problemsMessage = (n: number) => `${n} problem${n === 1 ? "" : "s"} found`;
 
 training.openapi(
@@ -258,7 +262,7 @@ training.openapi(
     tags,
     summary: "Check a training configuration field by field (spec 4.2)",
     description:
-      "The form's options on top of the active environment's and the defaults (no active environment: an inline run, which needs --model_family, --model_type, --pretrained_model_name_or_path, --output_dir, --data_backend_config and one of --max_train_steps or --num_train_epochs). Always 200: valid with message 'Configuration Valid', or the problems per field. Nothing is saved.",
+      `The form is the whole configuration: its options on top of the defaults (${DEFAULTS_TEXT}), never merged with an environment's, so the verdict depends on the form alone. Required: ${INLINE_REQUIRED.join(", ")} and one of --max_train_steps or --num_train_epochs (the other is set to 0; both set is a problem on each). A field sent as ******** stands for the secret stored at that place in the environment start would write to. Always 200: valid with message 'Configuration Valid', or the problems per field. Nothing is saved.`,
     request: { body: trainingBody },
     responses: { 200: json(ValidationResult, "The result"), 401: error("No valid credential"), 403: error("Below researcher"), 415: error("Not a form"), 422: error("Unreadable form") },
   }),
@@ -275,7 +279,7 @@ training.openapi(
     path: "/api/training/start",
     tags,
     summary: "Save the configuration and start training (spec 4.2)",
-    description: `Validates as /api/training/validate (422 with the problems per field, nothing saved), writes the merged options as your active configuration (your active environment's config; with none active, your own environment "inline-run-<your user id>"), and submits the job through the Scheduler like POST /api/queue/submit: running at once where capacity exists, else queued.`,
+    description: `Validates as /api/training/validate (422 invalid_configuration with the problems per field as errors[].path form.<field>; nothing saved, nothing queued), writes the form on top of the defaults (${DEFAULTS_TEXT}) as your active configuration, replacing the environment's options (your active environment; with none active, your own environment "inline-run-<your user id>", created when needed), and submits the job through the Scheduler like POST /api/queue/submit: running at once where capacity exists, else queued.`,
     request: { body: trainingBody },
     responses: { 200: json(StartResult, "Started or queued"), 401: error("No valid credential"), 403: error("Below researcher"), 415: error("Not a form"), 422: error("Invalid configuration") },
   }),
