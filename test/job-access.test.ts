@@ -91,9 +91,11 @@ describe("another user's job", () => {
 
   it("is never the default job of someone who may not read it", async () => {
     const events = await call("GET", "/api/training/events", bob);
-    expect(events.status).toBe(404);
-    expect(events.body.detail).toBe("A job that has started (none has yet) not found");
-    expect((await call("GET", "/api/training/events/stream", viewer)).status).toBe(404);
+    expect([events.status, events.body]).toEqual([200, { job_id: null, status: null, events: [], next_index: 0 }]);
+    // The stream waits for the viewer's own next job, not alice's running one: nothing comes.
+    const stream = await call("GET", "/api/training/events/stream?wait_seconds=1", viewer);
+    expect(stream.status).toBe(200);
+    expect(stream.text).toBe("retry: 2000\n\n: waiting for your next job to start\n\n: no job of yours started within 1 s; connect again to go on waiting\n\n");
     const status = await call("GET", "/api/training/status", bob);
     expect(status.body).toMatchObject({ state: "idle", job_id: null });
     const checkpoints = await call("POST", "/api/training/checkpoints", bob, {});

@@ -1,7 +1,9 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { EventPage, EventsQuery, StreamQuery } from "../../shared/schemas/events";
 import { ApiError } from "../errors";
-import { defaultJob, readEvents } from "../jobs/events";
+import { noJobYetPage, readEvents } from "../jobs/events";
+import { findActiveJob } from "../jobs/active-job";
+import { waitForJob } from "../jobs/waiting-stream";
 import { assertCanReadJob } from "../jobs/access";
 import { jobConfig } from "../jobs/config-snapshot";
 import { maskSecrets } from "../../shared/secrets-mask";
@@ -10,7 +12,7 @@ import type { Context } from "hono";
 import { ownerScope } from "../../shared/levels";
 import type { AppEnv } from "../app-env";
 import { addCommand, type TrainerCommand } from "../jobs/commands";
-import { activeJob, cancelAnyJob, checkpointsOf, jobStatus } from "../jobs/control";
+import { cancelAnyJob, checkpointsOf, jobStatus, jobToControl } from "../jobs/control";
 import { principalOf } from "../middleware/authorize";
 import { schedulerOf } from "../scheduler/stub";
 import { wakeWorker } from "../workers/wake";
@@ -33,15 +35,17 @@ training.openapi(
     tags,
     summary: "A job's events from since_index on (spec 4.2, 6.1)",
     description:
-      "Events in order with dense indexes from 0: what the trainer reported (training.progress, checkpoint.saved, validation.image with the spec 6.3 fields, ...) and its other output lines as `log` events. Poll with since_index = the previous answer's next_index. Without job_id: the running job started last, else the job started last (among the jobs the caller may read). A job's events are for its owner, leads and admins: others get 403 `not_your_job`.",
+      "Events in order with dense indexes from 0: what the trainer reported (training.progress, checkpoint.saved, validation.image with the spec 6.3 fields, ...) and its other output lines as `log` events. Poll with since_index = the previous answer's next_index. Without job_id: the running job started last, else the job started last (among the jobs the caller may read); with none started yet, `{job_id: null, status: null, events: [], next_index: 0}`. A job's events are for its owner, leads and admins: others get 403 `not_your_job`.",
     request: { query: EventsQuery },
-    responses: { 200: json(EventPage, "Events"), 401: error("No valid credential"), 403: error("Another user's job"), 404: error("No such job, or none has started"), 422: error("Invalid query") },
+    responses: { 200: json(EventPage, "Events"), 401: error("No valid credential"), 403: error("Another user's job"), 404: error("No such job"), 422: error("Invalid query") },
   }),
   async (c) => {
     const q = c.req.valid("query");
     const db = c.get("db");
     const scope = callerScope(c);
-    return c.json(await readEvents(db, q.job_id ?? (await defaultJob(db, scope)), q.since_index, q.limit, scope), 200);
+    const jobId = q.job_id ?? (await findActiveJob(db, scope, "events"))?.jobId;
+    if (jobId === undefined) return c.json(noJobYetPage(), 200);
+    return c.json(await readEvents(db, jobId, q.since_index, q.limit, scope), 200);
   },
 );
 
@@ -52,34 +56,41 @@ training.openapi(
     tags,
     summary: "A job's events live: server-sent events, or a WebSocket (spec 4.2, 6.1)",
     description:
-      "The same events as /api/training/events, first from since_index (default 0) and then as they arrive. With `Upgrade: websocket`, each event is a JSON text message. Otherwise server-sent events: `id` is the event index and `data` the event as JSON (read them with EventSource's onmessage); a reconnecting client sends `Last-Event-ID` and resumes right after it. When the job ends, an `end` event (WebSocket: a message with type end) carries its status and the stream closes; for an ended job the log is replayed and then it closes. Keep-alive comments every 15 s.",
+      "The same events as /api/training/events, first from since_index (default 0) and then as they arrive. With `Upgrade: websocket`, each event is a JSON text message. Otherwise server-sent events: `id` is the event index and `data` the event as JSON (read them with EventSource's onmessage); a reconnecting client sends `Last-Event-ID` and resumes right after it. When the job ends, an `end` event (WebSocket: a message with type end) carries its status and the stream closes; for an ended job the log is replayed and then it closes. Keep-alive comments every 15 s. Without job_id: the running job started last, else the job started last (among the jobs the caller may read); with none started yet the stream opens anyway and waits (SSE: keep-alive comments) for the caller's next job to start, then carries its events as above, or ends after wait_seconds (SSE: a comment saying so; WebSocket: close 1000 with that reason). A waiting stream counts as one of the user's live streams.",
     request: { query: StreamQuery },
     responses: {
       101: { description: "WebSocket" },
       200: { description: "Event stream", content: { "text/event-stream": { schema: z.string() } } },
       401: error("No valid credential"),
       403: error("Another user's job"),
-      404: error("No such job, or none has started"),
+      404: error("No such job"),
       422: error("Invalid query or Last-Event-ID"),
+      429: error("Too many live streams (per job or per user)"),
     },
   }),
   async (c) => {
     const q = c.req.valid("query");
     const db = c.get("db");
     const scope = callerScope(c);
-    const jobId = q.job_id ?? (await defaultJob(db, scope));
-    await assertCanReadJob(db, jobId, scope); // before any stream opens
+    const jobId = q.job_id ?? (await findActiveJob(db, scope, "events"))?.jobId;
+    if (jobId !== undefined) await assertCanReadJob(db, jobId, scope); // before any stream opens
     const lastId = c.req.header("last-event-id");
     let since = q.since_index;
     if (lastId !== undefined && lastId !== "") {
       if (!/^\d{1,15}$/.test(lastId)) throw new ApiError(422, "invalid_last_event_id", `Last-Event-ID must be an event index, not ${JSON.stringify(lastId.slice(0, 50))}`);
       since = Number(lastId) + 1;
     }
-    const target = new URL("https://hub/stream");
-    target.searchParams.set("job_id", jobId);
-    target.searchParams.set("since", String(since));
-    target.searchParams.set("user_id", String(principalOf(c).user.id)); // the hub counts each user's watchers
-    return (await hubOf(c.env, jobId).fetch(new Request(target, c.req.raw))) as never;
+    const userId = principalOf(c).user.id;
+    const websocket = c.req.header("upgrade")?.toLowerCase() === "websocket";
+    const open = (id: string) => {
+      const target = new URL("https://hub/stream");
+      target.searchParams.set("job_id", id);
+      target.searchParams.set("since", String(since));
+      target.searchParams.set("user_id", String(userId)); // the hub counts each user's watchers
+      return hubOf(c.env, id).fetch(new Request(target, { headers: websocket ? { upgrade: "websocket" } : {} }));
+    };
+    if (jobId === undefined) return (await waitForJob({ db, userId, scope, websocket, waitMs: q.wait_seconds * 1000, open })) as never;
+    return (await open(jobId)) as never;
   },
 );
 
@@ -116,7 +127,7 @@ function commandRoute(path: string, command: TrainerCommand, summary: string, me
       responses: { 200: json(JobAnswer, "Queued for the trainer"), 400: error("No active job"), 401: error("No valid credential"), 403: error("Not your job"), 404: error("No such job"), 409: error("Not running") },
     }),
     async (c) => {
-      const job = await activeJob(c.get("db"), await jobIdOf(c), callerScope(c));
+      const job = await jobToControl(c.get("db"), await jobIdOf(c), callerScope(c));
       const { workerId } = await addCommand(c.get("db"), job.jobId, command, principalOf(c).user.id);
       await wakeWorker(c, workerId);
       c.get("log").info(`trainer command ${command}`, { job_id: job.jobId, worker_id: workerId });
@@ -189,14 +200,10 @@ training.openapi(
     const scope = callerScope(c);
     let jobId = c.req.valid("query").job_id;
     if (jobId === undefined) {
-      const found = await db.$client.execute({
-        sql: "SELECT job_id FROM queue_entries WHERE status IN ('running', 'pending') AND (?1 IS NULL OR user_id = ?1) ORDER BY CASE status WHEN 'running' THEN 0 ELSE 1 END, started_at DESC, queued_at, id LIMIT 1",
-        args: [scope],
-      });
-      if (!found.rows.length) {
+      jobId = (await findActiveJob(db, scope, "status"))?.jobId;
+      if (jobId === undefined) {
         return c.json({ state: "idle", job_id: null, status: null, config_name: null, startup_stage: null, progress: null, events: 0, attempt: null, allocated_gpus: null, started_at: null, completed_at: null, error_message: null }, 200);
       }
-      jobId = String(found.rows[0]!.job_id);
     } else await assertCanReadJob(db, jobId, scope);
     return c.json(await jobStatus(db, jobId), 200);
   },
@@ -222,7 +229,7 @@ training.openapi(
     const scope = callerScope(c);
     let jobId = await jobIdOf(c);
     if (jobId !== undefined) await assertCanReadJob(db, jobId, scope);
-    else jobId = (await activeJob(db, undefined, scope)).jobId;
+    else jobId = (await jobToControl(db, undefined, scope)).jobId;
     return c.json({ job_id: jobId, checkpoints: await checkpointsOf(db, jobId) }, 200);
   },
 );
