@@ -16,12 +16,13 @@ import type { Database } from "../db/client";
 
 export type ActiveJobUse = "control" | "events" | "status";
 
+const SELECT = "SELECT job_id, user_id, status FROM queue_entries";
 const RUNNING_FIRST = "CASE status WHEN 'running' THEN 0 ELSE 1 END";
 // Every query binds ?1 = scope. Each is one indexed read (queue_entries_user_status for a scope).
 const QUERIES: Record<ActiveJobUse, string> = {
-  control: "SELECT job_id, user_id, status FROM queue_entries WHERE status = 'running' AND (?1 IS NULL OR user_id = ?1) ORDER BY started_at DESC, id DESC LIMIT 1",
-  events: `SELECT job_id, user_id, status FROM queue_entries WHERE started_at IS NOT NULL AND (?1 IS NULL OR user_id = ?1) ORDER BY ${RUNNING_FIRST}, started_at DESC, id DESC LIMIT 1`,
-  status: `SELECT job_id, user_id, status FROM queue_entries WHERE status IN ('running', 'pending') AND (?1 IS NULL OR user_id = ?1) ORDER BY ${RUNNING_FIRST}, started_at DESC, queued_at, id LIMIT 1`,
+  control: `${SELECT} WHERE status = 'running' AND (?1 IS NULL OR user_id = ?1) ORDER BY started_at DESC, id DESC LIMIT 1`,
+  events: `${SELECT} WHERE started_at IS NOT NULL AND (?1 IS NULL OR user_id = ?1) ORDER BY ${RUNNING_FIRST}, started_at DESC, id DESC LIMIT 1`,
+  status: `${SELECT} WHERE status IN ('running', 'pending') AND (?1 IS NULL OR user_id = ?1) ORDER BY ${RUNNING_FIRST}, started_at DESC, queued_at, id LIMIT 1`,
 };
 
 export interface ActiveJob {

@@ -58,7 +58,8 @@ export interface WaitingStream {
 export async function waitForJob(w: WaitingStream): Promise<Response> {
   const lease = crypto.randomUUID();
   if (!(await claimWatcher(w.db, { id: lease, userId: w.userId, jobId: WAITING }))) {
-    throw new ApiError(429, "too_many_watchers", `You already have ${MAX_WATCHERS_PER_USER} live event streams, the most one user has: close one, or poll GET /api/training/events`, undefined, { "retry-after": "15" });
+    const detail = `You already have ${MAX_WATCHERS_PER_USER} live event streams, the most one user has: close one, or poll GET /api/training/events`;
+    throw new ApiError(429, "too_many_watchers", detail, undefined, { "retry-after": "15" });
   }
   const release = () => releaseWatcher(w.db, lease).catch(() => {});
   return w.websocket ? waitOverWebSocket(w, lease, release) : waitOverSse(w, lease, release);
@@ -83,7 +84,8 @@ async function jobStarted(w: WaitingStream, lease: string, gone: () => boolean, 
   return null;
 }
 
-const endReason = (w: WaitingStream) => `${w.scope === null ? "no job" : "no job of yours"} started within ${Math.round(w.waitMs / 1000)} s; connect again to go on waiting`;
+const endReason = (w: WaitingStream) =>
+  `${w.scope === null ? "no job" : "no job of yours"} started within ${Math.round(w.waitMs / 1000)} s; connect again to go on waiting`;
 
 function waitOverSse(w: WaitingStream, lease: string, release: () => Promise<void>): Response {
   const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>();

@@ -67,7 +67,8 @@ export function checkOptions(input: OptionMap, inline: boolean): { options: Opti
   const options = { ...input };
   const problems: FieldProblem[] = [];
   const has = (f: string) => options[f] !== undefined && options[f] !== null && options[f] !== "";
-  if (inline) for (const f of INLINE_REQUIRED) if (!has(f)) problems.push({ field: f, message: "required: the form is the whole configuration (nothing is taken from an environment)" });
+  const required = "required: the form is the whole configuration (nothing is taken from an environment)";
+  if (inline) for (const f of INLINE_REQUIRED) if (!has(f)) problems.push({ field: f, message: required });
   const steps = Number(options["--max_train_steps"] ?? 0);
   const epochs = Number(options["--num_train_epochs"] ?? 0);
   if (steps > 0 && epochs > 0) {
