@@ -91,9 +91,11 @@ describe("another user's job", () => {
 
   it("is never the default job of someone who may not read it", async () => {
     const events = await call("GET", "/api/training/events", bob);
-    expect(events.status).toBe(404);
-    expect(events.body.detail).toBe("A job that has started (none has yet) not found");
-    expect((await call("GET", "/api/training/events/stream", viewer)).status).toBe(404);
+    expect([events.status, events.body]).toEqual([200, { job_id: null, status: null, events: [], next_index: 0 }]);
+    // The stream waits for the viewer's own next job, not alice's running one: nothing comes.
+    const stream = await call("GET", "/api/training/events/stream?wait_seconds=1", viewer);
+    expect(stream.status).toBe(200);
+    expect(stream.text).toBe("retry: 2000\n\n: waiting for your next job to start\n\n: no job of yours started within 1 s; connect again to go on waiting\n\n");
     const status = await call("GET", "/api/training/status", bob);
     expect(status.body).toMatchObject({ state: "idle", job_id: null });
     const checkpoints = await call("POST", "/api/training/checkpoints", bob, {});
@@ -158,7 +160,9 @@ describe("secret-looking options", () => {
 
     // A form sending the mask back is valid, and its answer masks the merged options.
     expect((await call("POST", "/api/configs/secret-env/activate", alice)).status).toBe(200);
-    const validated = await call("POST", "/api/training/validate", alice, { "--hub_token": MASK, "--max_train_steps": "7" });
+    // The form is the whole configuration: what the environment shows, masks included, plus the required options.
+    const required = { "--pretrained_model_name_or_path": "black-forest-labs/FLUX.1-dev", "--output_dir": "output", "--data_backend_config": "config/multidatabackend.json" };
+    const validated = await call("POST", "/api/training/validate", alice, { ...shown, ...required, "--max_train_steps": "7" });
     expect(validated.body).toMatchObject({ valid: true, environment: "secret-env" });
     expect(validated.body.options).toMatchObject({ "--hub_token": MASK, "--webhook_config": MASKED_CONFIG["--webhook_config"], "--max_train_steps": 7 });
 

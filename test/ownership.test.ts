@@ -193,8 +193,10 @@ describe("a submitted job", () => {
   it("started from the form in quick succession, each carries the options saved for it", async () => {
     await create("forms-env", alice, { "--model_family": "flux", "--model_type": "lora", "--num_processes": 0, "--trainer": "demo", "--max_train_steps": 3 });
     expect((await t.call("POST", "/api/configs/forms-env/activate", { auth: alice })).status).toBe(200);
-    const first = await t.call("POST", "/api/training/start", { json: { "--max_train_steps": "5" }, auth: alice });
-    const second = await t.call("POST", "/api/training/start", { json: { "--max_train_steps": "7" }, auth: alice });
+    // A form is the whole configuration (it replaces the environment's options).
+    const form = { "--model_family": "flux", "--model_type": "lora", "--pretrained_model_name_or_path": "none", "--output_dir": "output", "--data_backend_config": "d.json", "--num_processes": "0", "--trainer": "demo" };
+    const first = await t.call("POST", "/api/training/start", { json: { ...form, "--max_train_steps": "5" }, auth: alice });
+    const second = await t.call("POST", "/api/training/start", { json: { ...form, "--max_train_steps": "7" }, auth: alice });
     expect([first.status, second.status]).toEqual([200, 200]);
     const steps = async (id: string) => (await t.call("GET", `/api/training/config?job_id=${id}`, { auth: alice })).body.config["--max_train_steps"];
     expect([await steps(first.body.job_id), await steps(second.body.job_id)]).toEqual([5, 7]);

@@ -543,19 +543,21 @@ describe("validate and start (training forms)", () => {
 
   it("validates field by field: an inline run needs the six options; types, ranges and the epochs/steps rule", async () => {
     const empty = await (await post("/api/training/validate", { __active_tab__: "model" })).json();
-    expect(empty).toMatchObject({ valid: false, environment: null, active_tab: "model" });
+    const me = (await t.call("GET", "/api/users/me", { auth: auth() })).body.id;
+    expect(empty).toMatchObject({ valid: false, environment: `inline-run-${me}`, active_tab: "model" });
     expect(empty.errors.map((e: any) => e.field)).toEqual(["--model_family", "--model_type", "--pretrained_model_name_or_path", "--output_dir", "--data_backend_config", "--max_train_steps"]);
     const ok = await (await post("/api/training/validate", inline)).json();
     expect(ok).toMatchObject({ valid: true, message: "Configuration Valid", errors: [] });
     expect(ok.options).toMatchObject({ "--max_train_steps": 3, "--num_train_epochs": 0, "--learning_rate": 0.0001, "--num_processes": 0 });
     const bad = await (await post("/api/training/validate", { ...inline, "--learning_rate": "fast", "--train_batch_size": "0", "--num_train_epochs": "2", "--validation_resolution": "big", "--output_dir": "../x", "--webhook_config": '[{"callback_url":"ftp://x"}]', colour: "red" })).json();
     expect(bad.valid).toBe(false);
-    expect(bad.message).toBe("8 problems found"); // the ftp receiver counts twice: its shape, and the SSRF guard
+    expect(bad.message).toBe("9 problems found"); // the ftp receiver counts twice: its shape, and the SSRF guard; both of epochs and steps are named
     expect(bad.errors).toEqual(
       expect.arrayContaining([
         { field: "colour", message: 'not an option: option fields are named with their "--" prefix' },
         { field: "--learning_rate", message: 'must be a number, not "fast"' },
         { field: "--num_train_epochs", message: "set either --num_train_epochs or --max_train_steps; the other must be 0" },
+        { field: "--max_train_steps", message: "set either --max_train_steps or --num_train_epochs; the other must be 0" },
         { field: "--train_batch_size", message: "must be at least 1" },
         { field: "--validation_resolution", message: "must look like 1024x1024 (or a comma-separated list)" },
         { field: "--output_dir", message: "must be a relative path without .. (it is resolved inside the job's directory)" },
@@ -580,16 +582,17 @@ describe("validate and start (training forms)", () => {
     expect(saved.config).toMatchObject({ "--max_train_steps": 3, "--num_train_epochs": 0, "--trainer": "demo", "--train_batch_size": 1 });
   });
 
-  it("starts the active environment with the form's options merged on top, and writes them back", async () => {
-    await env("active-demo", { "--trainer": "demo", "--num_processes": 0, "--max_train_steps": 1000, "--demo_step_ms": 10, "--learning_rate": 0.05 });
+  it("starts the form as the active environment's configuration, replacing its options", async () => {
+    await env("active-demo", { "--trainer": "demo", "--num_processes": 0, "--max_train_steps": 1000, "--demo_step_ms": 10, "--learning_rate": 0.05, "--validation_prompt": "gone" });
     expect((await t.call("POST", "/api/configs/active-demo/activate", { auth: auth() })).status).toBe(200);
-    const started = await (await post("/api/training/start", { "--max_train_steps": "4", __active_tab__: "training" })).json();
+    const started = await (await post("/api/training/start", { ...inline, "--max_train_steps": "4", "--learning_rate": "0.05", __active_tab__: "training" })).json();
     expect(started).toMatchObject({ status: "running", environment: "active-demo" });
     await until("the run to complete", async () => (await entry(started.job_id))?.status === "completed");
     const events = (await t.call("GET", `/api/training/events?job_id=${started.job_id}`, { auth: auth() })).body.events as any[];
     expect(events.find((e) => e.type === "training.started").data.total_steps).toBe(4);
     const saved = (await t.call("GET", "/api/configs/active-demo", { auth: auth() })).body.config;
     expect(saved).toMatchObject({ "--max_train_steps": 4, "--learning_rate": 0.05, "--num_train_epochs": 0, "--seed": 42 });
+    expect(saved["--validation_prompt"]).toBeUndefined();
     expect((await fetch(`${t.base}/api/training/start`, { method: "POST", headers: { "x-api-key": admin.key, "content-type": "text/plain" }, body: "x" })).status).toBe(415);
   });
 });

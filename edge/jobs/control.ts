@@ -1,32 +1,38 @@
 import type { Database } from "../db/client";
 import { ApiError, notFound } from "../errors";
+import { findActiveJob, type ActiveJob } from "./active-job";
 
 /*
- * Training control (spec 4.2) over the queue: which job is "the active one", a job's status with
+ * Training control (spec 4.2) over the queue: which job a command is about, a job's status with
  * its startup stage and progress, and its checkpoints (cancelling is a lifecycle transition:
  * edge/jobs/lifecycle/cancel.ts). Domain logic only; edge/routes/training.ts is the HTTP side.
  */
 
+/** 400 `no_active_job`: nothing runs that a command could reach (spec 4.2, 7). */
+function noActiveJob(scope: number | null): ApiError {
+  return new ApiError(400, "no_active_job", scope === null ? "No job is running" : "You have no running job; name one with job_id");
+}
+
 /**
- * The job a control request is about: the one named, or else the caller's running job started
- * last (`ownerId` null: anyone's). 400 when there is none, as the spec says for validation/run.
+ * The job a control request is about: the one named, or else the caller's active job for
+ * control (edge/jobs/active-job.ts; `scope` null: anyone's). 400 when there is none, as the spec
+ * says for validation/run.
+ *
+ * @example
+ * const job = await jobToControl(db, undefined, ownerScope(user)); // { jobId, userId, status: "running" }
  */
-export async function activeJob(db: Database, jobId: string | undefined, ownerId: number | null): Promise<{ jobId: string; userId: number | null; status: string }> {
-  const found = await db.$client.execute(
-    jobId !== undefined
-      ? { sql: "SELECT job_id, user_id, status FROM queue_entries WHERE job_id = ?", args: [jobId] }
-      : {
-          sql: "SELECT job_id, user_id, status FROM queue_entries WHERE status = 'running' AND (?1 IS NULL OR user_id = ?1) ORDER BY started_at DESC, id DESC LIMIT 1",
-          args: [ownerId],
-        },
-  );
-  const row = found.rows[0];
-  if (!row) {
-    if (jobId !== undefined) throw notFound(`Job ${jobId}`);
-    throw new ApiError(400, "no_active_job", ownerId === null ? "No job is running" : "You have no running job; name one with job_id");
+export async function jobToControl(db: Database, jobId: string | undefined, scope: number | null): Promise<ActiveJob> {
+  let job: ActiveJob | null;
+  if (jobId === undefined) {
+    job = await findActiveJob(db, scope, "control");
+    if (!job) throw noActiveJob(scope);
+  } else {
+    const found = await db.$client.execute({ sql: "SELECT job_id, user_id, status FROM queue_entries WHERE job_id = ?", args: [jobId] });
+    const row = found.rows[0];
+    if (!row) throw notFound(`Job ${jobId}`);
+    job = { jobId: String(row.job_id), userId: row.user_id === null ? null : Number(row.user_id), status: String(row.status) };
   }
-  const job = { jobId: String(row.job_id), userId: row.user_id === null ? null : Number(row.user_id), status: String(row.status) };
-  if (ownerId !== null && job.userId !== ownerId) throw new ApiError(403, "forbidden", "You can control only your own jobs; a lead or admin can control any");
+  if (scope !== null && job.userId !== scope) throw new ApiError(403, "forbidden", "You can control only your own jobs; a lead or admin can control any");
   return job;
 }
 

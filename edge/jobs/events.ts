@@ -51,16 +51,12 @@ export async function appendEvents(db: Database, workerId: number, jobId: string
 }
 
 /**
- * The job to show when none is named: among the jobs the caller may read (`scope`: ownerScope,
- * null for anyone's), the running one started last, else the one started last.
+ * The page of a caller who has no job that has started yet (none named): nothing, from index 0.
+ * Poll again, or open the stream, which waits for the job.
  */
-export async function defaultJob(db: Database, scope: number | null): Promise<string> {
-  const found = await db.$client.execute({
-    sql: "SELECT job_id FROM queue_entries WHERE started_at IS NOT NULL AND (?1 IS NULL OR user_id = ?1) ORDER BY CASE status WHEN 'running' THEN 0 ELSE 1 END, started_at DESC, id DESC LIMIT 1",
-    args: [scope],
-  });
-  if (!found.rows.length) throw notFound("A job that has started (none has yet)");
-  return String(found.rows[0]!.job_id);
+export function noJobYetPage(): { job_id: null; status: null; events: []; next_index: 0; next_cursor: null } {
+  // No cursor: a cursor keeps its job, and there is none yet; poll again without one.
+  return { job_id: null, status: null, events: [], next_index: 0, next_cursor: null };
 }
 
 /** The most bytes of events one page holds (always at least one event): next_index says where to go on. */

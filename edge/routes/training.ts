@@ -4,7 +4,9 @@ import { DeliveriesQuery, DeliveryList } from "../../shared/schemas/deliveries";
 import { TERMINAL_STATUSES } from "../../shared/schemas/queue";
 import { continueFilters, decodeCursor, encodeCursor } from "../paging";
 import { ApiError } from "../errors";
-import { defaultJob, hasEventsFrom, readEvents } from "../jobs/events";
+import { hasEventsFrom, noJobYetPage, readEvents } from "../jobs/events";
+import { findActiveJob } from "../jobs/active-job";
+import { waitForJob } from "../jobs/waiting-stream";
 import { assertCanReadJob } from "../jobs/access";
 import { jobConfig } from "../jobs/config-snapshot";
 import { maskSecrets } from "../../shared/secrets-mask";
@@ -13,7 +15,7 @@ import type { Context } from "hono";
 import { ownerScope } from "../../shared/levels";
 import type { AppEnv } from "../app-env";
 import { addCommand, type TrainerCommand } from "../jobs/commands";
-import { activeJob, checkpointsOf, jobStatus } from "../jobs/control";
+import { checkpointsOf, jobStatus, jobToControl } from "../jobs/control";
 import { applyEffects } from "../jobs/lifecycle/effects";
 import { cancelJob } from "../jobs/lifecycle/cancel";
 import { effectsOf } from "./effects-context";
@@ -24,6 +26,7 @@ import { LocalSubmit, LocalSubmitResult } from "../../shared/schemas/queue";
 import { submitAnswer } from "../queue/answer";
 import { readFields } from "./body";
 import { prepareTraining, saveActiveConfiguration } from "../training/forms";
+import { INLINE_REQUIRED, TRAINING_DEFAULTS } from "../training/options";
 import { createRouter } from "../router";
 import { error, json } from "./openapi";
 
@@ -38,9 +41,9 @@ training.openapi(
     tags,
     summary: "A job's events from since_index on (spec 4.2, 6.1)",
     description:
-      "Events in order with dense indexes from 0: what the trainer reported (training.progress, checkpoint.saved, validation.image with the spec 6.3 fields, ...) and its other output lines as `log` events. Poll with since_index = the previous answer's next_index, or with cursor = its next_cursor (it keeps the job; null once the job has ended and its last event was sent). Without job_id: the running job started last, else the job started last (among the jobs the caller may read). A job's events are for its owner, leads and admins: others get 403 `not_your_job`.",
+      "Events in order with dense indexes from 0: what the trainer reported (training.progress, checkpoint.saved, validation.image with the spec 6.3 fields, ...) and its other output lines as `log` events. Poll with since_index = the previous answer's next_index, or with cursor = its next_cursor (it keeps the job; null once the job has ended and its last event was sent). Without job_id: the running job started last, else the job started last (among the jobs the caller may read); with none started yet, `{job_id: null, status: null, events: [], next_index: 0, next_cursor: null}`. A job's events are for its owner, leads and admins: others get 403 `not_your_job`.",
     request: { query: EventsQuery },
-    responses: { 200: json(EventPage, "Events"), 401: error("No valid credential"), 403: error("Another user's job"), 404: error("No such job, or none has started"), 422: error("Invalid query or cursor (`invalid_cursor`)") },
+    responses: { 200: json(EventPage, "Events"), 401: error("No valid credential"), 403: error("Another user's job"), 404: error("No such job"), 422: error("Invalid query or cursor (`invalid_cursor`)") },
   }),
   async (c) => {
     const q = c.req.valid("query");
@@ -49,7 +52,8 @@ training.openapi(
     if (q.cursor !== undefined && q.since_index !== undefined) throw new ApiError(422, "invalid_cursor", "send cursor or since_index, not both: the cursor already says where the page starts");
     const cursor = q.cursor === undefined ? null : decodeCursor("events", q.cursor);
     // A cursor keeps its job: without job_id, "the job started last" may be another one by the next page.
-    const { job_id: jobId } = cursor ? continueFilters({ job_id: cursor.job_id }, { job_id: q.job_id }) : { job_id: q.job_id ?? (await defaultJob(db, scope)) };
+    const jobId = cursor ? continueFilters({ job_id: cursor.job_id }, { job_id: q.job_id }).job_id : (q.job_id ?? (await findActiveJob(db, scope, "events"))?.jobId);
+    if (jobId === undefined) return c.json(noJobYetPage(), 200);
     const page = await readEvents(db, jobId, cursor?.index ?? q.since_index ?? 0, q.limit, scope);
     const ended = (TERMINAL_STATUSES as readonly string[]).includes(page.status) && !(await hasEventsFrom(db, jobId, page.next_index));
     return c.json({ ...page, next_cursor: ended ? null : encodeCursor("events", { job_id: jobId, index: page.next_index }) }, 200);
@@ -63,34 +67,41 @@ training.openapi(
     tags,
     summary: "A job's events live: server-sent events, or a WebSocket (spec 4.2, 6.1)",
     description:
-      "The same events as /api/training/events, first from since_index (default 0) and then as they arrive. With `Upgrade: websocket`, each event is a JSON text message. Otherwise server-sent events: `id` is the event index and `data` the event as JSON (read them with EventSource's onmessage); a reconnecting client sends `Last-Event-ID` and resumes right after it. When the job ends, an `end` event (WebSocket: a message with type end) carries its status and the stream closes; for an ended job the log is replayed and then it closes. Keep-alive comments every 15 s.",
+      "The same events as /api/training/events, first from since_index (default 0) and then as they arrive. With `Upgrade: websocket`, each event is a JSON text message. Otherwise server-sent events: `id` is the event index and `data` the event as JSON (read them with EventSource's onmessage); a reconnecting client sends `Last-Event-ID` and resumes right after it. When the job ends, an `end` event (WebSocket: a message with type end) carries its status and the stream closes; for an ended job the log is replayed and then it closes. Keep-alive comments every 15 s. Without job_id: the running job started last, else the job started last (among the jobs the caller may read); with none started yet the stream opens anyway and waits (SSE: keep-alive comments) for the caller's next job to start, then carries its events as above, or ends after wait_seconds (SSE: a comment saying so; WebSocket: close 1000 with that reason). A waiting stream counts as one of the user's live streams.",
     request: { query: StreamQuery },
     responses: {
       101: { description: "WebSocket" },
       200: { description: "Event stream", content: { "text/event-stream": { schema: z.string() } } },
       401: error("No valid credential"),
       403: error("Another user's job"),
-      404: error("No such job, or none has started"),
+      404: error("No such job"),
       422: error("Invalid query or Last-Event-ID"),
+      429: error("Too many live streams (per job or per user)"),
     },
   }),
   async (c) => {
     const q = c.req.valid("query");
     const db = c.get("db");
     const scope = callerScope(c);
-    const jobId = q.job_id ?? (await defaultJob(db, scope));
-    await assertCanReadJob(db, jobId, scope); // before any stream opens
+    const jobId = q.job_id ?? (await findActiveJob(db, scope, "events"))?.jobId;
+    if (jobId !== undefined) await assertCanReadJob(db, jobId, scope); // before any stream opens
     const lastId = c.req.header("last-event-id");
     let since = q.since_index;
     if (lastId !== undefined && lastId !== "") {
       if (!/^\d{1,15}$/.test(lastId)) throw new ApiError(422, "invalid_last_event_id", `Last-Event-ID must be an event index, not ${JSON.stringify(lastId.slice(0, 50))}`);
       since = Number(lastId) + 1;
     }
-    const target = new URL("https://hub/stream");
-    target.searchParams.set("job_id", jobId);
-    target.searchParams.set("since", String(since));
-    target.searchParams.set("user_id", String(principalOf(c).user.id)); // the hub counts each user's watchers
-    return (await hubOf(c.env, jobId).fetch(new Request(target, c.req.raw))) as never;
+    const userId = principalOf(c).user.id;
+    const websocket = c.req.header("upgrade")?.toLowerCase() === "websocket";
+    const open = (id: string) => {
+      const target = new URL("https://hub/stream");
+      target.searchParams.set("job_id", id);
+      target.searchParams.set("since", String(since));
+      target.searchParams.set("user_id", String(userId)); // the hub counts each user's watchers
+      return hubOf(c.env, id).fetch(new Request(target, { headers: websocket ? { upgrade: "websocket" } : {} }));
+    };
+    if (jobId === undefined) return (await waitForJob({ db, userId, scope, websocket, waitMs: q.wait_seconds * 1000, open })) as never;
+    return (await open(jobId)) as never;
   },
 );
 
@@ -127,7 +138,7 @@ function commandRoute(path: string, command: TrainerCommand, summary: string, me
       responses: { 200: json(JobAnswer, "Queued for the trainer"), 400: error("No active job"), 401: error("No valid credential"), 403: error("Not your job"), 404: error("No such job"), 409: error("Not running") },
     }),
     async (c) => {
-      const job = await activeJob(c.get("db"), await jobIdOf(c), callerScope(c));
+      const job = await jobToControl(c.get("db"), await jobIdOf(c), callerScope(c));
       const { workerId } = await addCommand(c.get("db"), job.jobId, command, principalOf(c).user.id);
       await wakeWorker(c, workerId);
       c.get("log").info(`trainer command ${command}`, { job_id: job.jobId, worker_id: workerId });
@@ -199,14 +210,10 @@ training.openapi(
     const scope = callerScope(c);
     let jobId = c.req.valid("query").job_id;
     if (jobId === undefined) {
-      const found = await db.$client.execute({
-        sql: "SELECT job_id FROM queue_entries WHERE status IN ('running', 'pending') AND (?1 IS NULL OR user_id = ?1) ORDER BY CASE status WHEN 'running' THEN 0 ELSE 1 END, started_at DESC, queued_at, id LIMIT 1",
-        args: [scope],
-      });
-      if (!found.rows.length) {
+      jobId = (await findActiveJob(db, scope, "status"))?.jobId;
+      if (jobId === undefined) {
         return c.json({ state: "idle", job_id: null, status: null, config_name: null, startup_stage: null, progress: null, events: 0, attempt: null, allocated_gpus: null, started_at: null, completed_at: null, error_message: null }, 200);
       }
-      jobId = String(found.rows[0]!.job_id);
     } else await assertCanReadJob(db, jobId, scope);
     return c.json(await jobStatus(db, jobId), 200);
   },
@@ -232,7 +239,7 @@ training.openapi(
     const scope = callerScope(c);
     let jobId = await jobIdOf(c);
     if (jobId !== undefined) await assertCanReadJob(db, jobId, scope);
-    else jobId = (await activeJob(db, undefined, scope)).jobId;
+    else jobId = (await jobToControl(db, undefined, scope)).jobId;
     return c.json({ job_id: jobId, checkpoints: await checkpointsOf(db, jobId) }, 200);
   },
 );
@@ -253,13 +260,16 @@ const ValidationResult = z
     valid: z.boolean(),
     message: z.string().openapi({ example: "Configuration Valid" }),
     errors: FieldProblems,
-    environment: z.string().nullable().openapi({ description: "Your active environment, which the form is merged onto; null: an inline run" }),
+    environment: z.string().openapi({ description: "The environment start would write this configuration to and run: your active one, else your own inline-run-<user id> (created by start when needed). Its options play no part in the verdict, except the values that masked (`********`) form fields stand for" }),
     active_tab: z.string().nullable(),
-    options: z.record(z.string(), z.unknown()).openapi({ description: "The merged options start would use, secret-looking values masked" }),
+    options: z.record(z.string(), z.unknown()).openapi({ description: "The options start would use (the form on top of the defaults), secret-looking values masked" }),
   })
   .openapi("TrainingValidation");
 const StartResult = LocalSubmitResult.extend({ environment: z.string().openapi({ description: "The environment the job runs (your active one, or your inline-run-<user id>)" }) }).openapi("TrainingStart");
 
+const DEFAULTS_TEXT = Object.entries(TRAINING_DEFAULTS)
+  .map(([option, value]) => `${option} ${value}`)
+  .join(", ");
 const problemsMessage = (n: number) => `${n} problem${n === 1 ? "" : "s"} found`;
 
 training.openapi(
@@ -269,7 +279,7 @@ training.openapi(
     tags,
     summary: "Check a training configuration field by field (spec 4.2)",
     description:
-      "The form's options on top of the active environment's and the defaults (no active environment: an inline run, which needs --model_family, --model_type, --pretrained_model_name_or_path, --output_dir, --data_backend_config and one of --max_train_steps or --num_train_epochs). Always 200: valid with message 'Configuration Valid', or the problems per field. Nothing is saved.",
+      `The form is the whole configuration: its options on top of the defaults (${DEFAULTS_TEXT}), never merged with an environment's, so the verdict depends on the form alone. Required: ${INLINE_REQUIRED.join(", ")} and one of --max_train_steps or --num_train_epochs (the other is set to 0; both set is a problem on each). A field sent as ******** stands for the secret stored at that place in the environment start would write to. Always 200: valid with message 'Configuration Valid', or the problems per field. Nothing is saved.`,
     request: { body: trainingBody },
     responses: { 200: json(ValidationResult, "The result"), 401: error("No valid credential"), 403: error("Below researcher"), 415: error("Not a form"), 422: error("Unreadable form") },
   }),
@@ -286,7 +296,7 @@ training.openapi(
     path: "/api/training/start",
     tags,
     summary: "Save the configuration and start training (spec 4.2)",
-    description: `Validates as /api/training/validate (422 with the problems per field, nothing saved), writes the merged options as your active configuration (your active environment's config; with none active, your own environment "inline-run-<your user id>"), and submits the job through the Scheduler like POST /api/queue/submit: running at once where capacity exists, else queued.`,
+    description: `Validates as /api/training/validate (422 invalid_configuration with the problems per field as errors[].path form.<field>; nothing saved, nothing queued), writes the form on top of the defaults (${DEFAULTS_TEXT}) as your active configuration, replacing the environment's options (your active environment; with none active, your own environment "inline-run-<your user id>", created when needed), and submits the job through the Scheduler like POST /api/queue/submit: running at once where capacity exists, else queued.`,
     request: { body: trainingBody },
     responses: { 200: json(StartResult, "Started or queued"), 401: error("No valid credential"), 403: error("Below researcher"), 415: error("Not a form"), 422: error("Invalid configuration") },
   }),

@@ -11,15 +11,21 @@ import { refusedTarget } from "../webhooks/targets";
 import { checkOptions, TRAINING_DEFAULTS, typedOptions, type FieldProblem, type OptionMap } from "./options";
 
 /*
- * validate and start (spec 4.2): the form's `--` options on top of the caller's active
- * environment's (or, with none active, an inline run's), on top of the defaults.
+ * validate and start (spec 2.9, 4.2): the form is the whole configuration. Its `--` options on
+ * top of the defaults are what start runs, whatever environment the caller activated before, so
+ * a verdict depends on the form alone. Start then writes them to the caller's active environment
+ * (replacing its options), or with none active to their own inline-run environment, and submits
+ * that. The one thing read from that environment is the value a masked secret stands for: a form
+ * filled from GET /api/configs/{name} carries `********` where a secret is stored.
  */
 
 export interface Prepared {
-  /** The caller's active environment's name, or null for an inline run. */
-  environment: string | null;
+  /** The environment start writes to: the caller's active one, or their inline-run-<id>. */
+  environment: string;
+  /** Whether that environment exists yet (an inline-run one is created by the first start). */
+  exists: boolean;
   activeTab: string | null;
-  /** The merged options with their real values: mask them before showing them. */
+  /** The options with their real values: mask them before showing them. */
   options: OptionMap;
   problems: FieldProblem[];
 }
@@ -34,22 +40,26 @@ function formFields(raw: Record<string, unknown>): Record<string, string> {
   return fields;
 }
 
-async function activeEnvironment(db: Database, userId: number): Promise<{ name: string; config: OptionMap } | null> {
+/** Where start writes: the caller's active environment, else their inline-run one; its stored options (null: not created yet). */
+async function targetEnvironment(db: Database, userId: number): Promise<{ name: string; config: OptionMap | null }> {
+  const inline = inlineEnvironmentName(userId);
   const found = await db.$client.execute({
-    sql: "SELECT e.name, e.config FROM active_environments a JOIN environments e ON e.id = a.environment_id WHERE a.user_id = ?",
-    args: [userId],
+    sql: `SELECT e.name, e.config, 0 AS rank FROM active_environments a JOIN environments e ON e.id = a.environment_id WHERE a.user_id = ?1
+          UNION ALL SELECT name, config, 1 AS rank FROM environments WHERE name = ?2 ORDER BY rank LIMIT 1`,
+    args: [userId, inline],
   });
   const row = found.rows[0];
-  return row ? { name: String(row.name), config: JSON.parse(String(row.config ?? "{}")) as OptionMap } : null;
+  return row ? { name: String(row.name), config: JSON.parse(String(row.config ?? "{}")) as OptionMap } : { name: inline, config: null };
 }
 
 /**
- * The body's fields (a form or a JSON object) merged onto the caller's active environment and
- * checked; nothing is saved. A field sent as the mask keeps the environment's value; an
+ * The body's fields (a form or a JSON object) on top of TRAINING_DEFAULTS, checked as spec 2.9's
+ * complete configuration (its required options, one of epochs or steps); nothing is saved. A
+ * field sent as the mask keeps the value stored in the environment start would write to; an
  * admin-only option from anyone else is a problem.
  *
  * @example
- * const { options, problems } = await prepareTraining(db, { "--max_train_steps": "100" }, { id: 7, level: "researcher" });
+ * const { environment, options, problems } = await prepareTraining(db, { "--model_family": "flux", "--max_train_steps": "100" }, { id: 7, level: "researcher" });
  */
 export async function prepareTraining(db: Database, body: Record<string, unknown>, actor: Actor): Promise<Prepared> {
   const fields = formFields(body);
@@ -63,16 +73,15 @@ export async function prepareTraining(db: Database, body: Record<string, unknown
   }
   const typed = typedOptions(optionFields);
   problems.push(...typed.problems);
-  const environment = await activeEnvironment(db, actor.id);
+  const target = await targetEnvironment(db, actor.id);
   let formOptions = typed.options;
   try {
-    formOptions = keepMaskedSecrets(typed.options, environment?.config);
+    formOptions = keepMaskedSecrets(typed.options, target.config);
   } catch (error) {
     if (!(error instanceof MaskWithoutValue)) throw error;
-    problems.push({ field: error.path, message: "the mask stands for a stored value, and the active environment has none here: send the real value" });
+    problems.push({ field: error.path, message: `the mask stands for a stored value, and ${target.name} has none here: send the real value` });
   }
-  const merged: OptionMap = { ...TRAINING_DEFAULTS, ...(environment?.config ?? {}), ...formOptions };
-  const checked = checkOptions(merged, environment === null);
+  const checked = checkOptions({ ...TRAINING_DEFAULTS, ...formOptions }, true);
   problems.push(...checked.problems);
   if (actor.level !== "admin") for (const option of adminOnlyOptionsIn(checked.options)) problems.push({ field: option, message: "may be set only by an admin" });
   // Receivers this service would refuse to call (SSRF guard) are a problem now, not a surprise later.
@@ -81,28 +90,28 @@ export async function prepareTraining(db: Database, body: Record<string, unknown
     const refused = refusedTarget(target.url, allow_private_targets);
     if (refused) problems.push({ field: "--webhook_config", message: `${target.url}: ${refused}` });
   }
-  return { environment: environment?.name ?? null, activeTab, options: checked.options, problems };
+  return { environment: target.name, exists: target.config !== null, activeTab, options: checked.options, problems };
 }
 
 /**
- * Writes the merged options as the caller's active configuration (their active environment, or
- * their own inline-run environment); returns the environment the job runs.
+ * Writes the prepared options as the configuration of the environment start runs (replacing its
+ * options; an inline-run environment is created when needed); returns its name.
  *
  * @example
  * const environment = await saveActiveConfiguration(db, prepared, { id: 7, level: "researcher" }); // "inline-run-7"
  */
 export async function saveActiveConfiguration(db: Database, prepared: Prepared, actor: Actor): Promise<string> {
-  if (prepared.environment !== null) {
-    await updateEnvironment(db, prepared.environment, { config: prepared.options }, actor);
-    return prepared.environment;
+  const name = prepared.environment;
+  if (prepared.exists) {
+    await updateEnvironment(db, name, { config: prepared.options }, actor);
+    return name;
   }
-  const inline = inlineEnvironmentName(actor.id);
   try {
-    await updateEnvironment(db, inline, { config: prepared.options }, actor);
+    await createEnvironment(db, { name, description: "Options of your last inline run (POST /api/training/start without an active environment)" }, actor.id);
   } catch (error) {
-    if (!(error instanceof ApiError) || error.status !== 404) throw error;
-    await createEnvironment(db, { name: inline, description: "Options of your last inline run (POST /api/training/start without an active environment)" }, actor.id);
-    await updateEnvironment(db, inline, { config: prepared.options }, actor);
+    // Created meanwhile by a start running beside this one: it is written below all the same.
+    if (!(error instanceof ApiError) || error.status !== 409) throw error;
   }
-  return inline;
+  await updateEnvironment(db, name, { config: prepared.options }, actor);
+  return name;
 }

@@ -7,10 +7,13 @@ import { webhookLimitProblems } from "../webhooks/targets";
 
 export type OptionMap = Record<string, string | number | boolean | null>;
 
-/** Required for an inline run, one without an environment (spec 2.9); one of the last two. */
+/**
+ * Required of a training form (spec 2.9's inline run: the form is the whole configuration), with
+ * one of --num_train_epochs and --max_train_steps.
+ */
 export const INLINE_REQUIRED = ["--model_family", "--model_type", "--pretrained_model_name_or_path", "--output_dir", "--data_backend_config"] as const;
 
-/** What start fills in when neither the environment nor the form says. */
+/** What validate and start fill in where the form says nothing (listed in their route descriptions). */
 export const TRAINING_DEFAULTS: OptionMap = {
   "--train_batch_size": 1,
   "--gradient_accumulation_steps": 1,
@@ -55,18 +58,23 @@ export function typedOptions(raw: Record<string, string>): { options: OptionMap;
 }
 
 /**
- * Checks a complete option map; `inline`: no environment backs it, so spec 2.9's required
- * options must all be there. Also settles spec 2.9's rule that of --num_train_epochs and
- * --max_train_steps the one not used is 0 (returns the map with that applied).
+ * Checks a complete option map; `inline`: the map is a whole configuration on its own (a training
+ * form), so spec 2.9's required options must all be there. Also settles spec 2.9's rule that of
+ * --num_train_epochs and --max_train_steps the one not used is 0 (returns the map with that
+ * applied). Each problem names its field; both of epochs and steps set names both.
  */
 export function checkOptions(input: OptionMap, inline: boolean): { options: OptionMap; problems: FieldProblem[] } {
   const options = { ...input };
   const problems: FieldProblem[] = [];
   const has = (f: string) => options[f] !== undefined && options[f] !== null && options[f] !== "";
-  if (inline) for (const f of INLINE_REQUIRED) if (!has(f)) problems.push({ field: f, message: "required for a run without an environment" });
+  const required = "required: the form is the whole configuration (nothing is taken from an environment)";
+  if (inline) for (const f of INLINE_REQUIRED) if (!has(f)) problems.push({ field: f, message: required });
   const steps = Number(options["--max_train_steps"] ?? 0);
   const epochs = Number(options["--num_train_epochs"] ?? 0);
-  if (steps > 0 && epochs > 0) problems.push({ field: "--num_train_epochs", message: "set either --num_train_epochs or --max_train_steps; the other must be 0" });
+  if (steps > 0 && epochs > 0) {
+    problems.push({ field: "--num_train_epochs", message: "set either --num_train_epochs or --max_train_steps; the other must be 0" });
+    problems.push({ field: "--max_train_steps", message: "set either --max_train_steps or --num_train_epochs; the other must be 0" });
+  }
   else if (steps <= 0 && epochs <= 0) problems.push({ field: "--max_train_steps", message: "set --max_train_steps or --num_train_epochs (a positive number)" });
   else if (steps > 0) options["--num_train_epochs"] = 0;
   else options["--max_train_steps"] = 0;

@@ -24,8 +24,10 @@ export const JobEvent = z
   .catchall(z.unknown())
   .openapi("JobEvent");
 
+const DEFAULT_JOB = "The job; default: your running job started last, else your job started last (a lead's or admin's: anyone's)";
+
 export const EventsQuery = z.object({
-  job_id: z.string().max(200).optional().openapi({ description: "The job; default: the most recently started one (a cursor keeps its job)" }),
+  job_id: z.string().max(200).optional().openapi({ description: `${DEFAULT_JOB}; a cursor keeps its job` }),
   // No default here: since_index and cursor are two ways to say where a page starts, and only one may be sent.
   since_index: z.coerce.number().int().min(0).optional().openapi({ description: "First index to return (default 0); or use `cursor`, not both" }),
   limit: z.coerce.number().int().min(1).max(1000).default(500),
@@ -34,8 +36,8 @@ export const EventsQuery = z.object({
 
 export const EventPage = z
   .object({
-    job_id: z.string(),
-    status: z.string().openapi({ description: "The job's queue status now" }),
+    job_id: z.string().nullable().openapi({ description: "null: no job_id was named and you have no job that has started yet (then status is null, events empty, next_index 0)" }),
+    status: z.string().nullable().openapi({ description: "The job's queue status now" }),
     events: z.array(JobEvent),
     next_index: z.number().int().openapi({ description: "since_index for the next poll. A page stops at `limit` events or 1 MiB of them (at least one event), so fewer than `limit` does not mean the end: the end is an empty page" }),
     next_cursor: NextCursor.openapi({
@@ -44,7 +46,17 @@ export const EventPage = z
   })
   .openapi("EventPage");
 
+/** The longest a stream opened before any job waits for one to start (edge/jobs/waiting-stream.ts). */
+export const MAX_WAIT_SECONDS = 300;
+
 export const StreamQuery = z.object({
-  job_id: z.string().max(200).optional().openapi({ description: "The job; default: the most recently started one" }),
+  job_id: z.string().max(200).optional().openapi({ description: DEFAULT_JOB }),
   since_index: z.coerce.number().int().min(0).default(0).openapi({ description: "First index to send (Last-Event-ID, when sent, wins)" }),
+  wait_seconds: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(MAX_WAIT_SECONDS)
+    .default(MAX_WAIT_SECONDS)
+    .openapi({ description: `Without job_id and with no job started yet: how long the stream waits for your next job to start before it ends (1 to ${MAX_WAIT_SECONDS} s)` }),
 });
