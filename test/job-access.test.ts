@@ -91,7 +91,7 @@ describe("another user's job", () => {
 
   it("is never the default job of someone who may not read it", async () => {
     const events = await call("GET", "/api/training/events", bob);
-    expect([events.status, events.body]).toEqual([200, { job_id: null, status: null, events: [], next_index: 0 }]);
+    expect([events.status, events.body]).toEqual([200, { job_id: null, status: null, events: [], next_index: 0, next_cursor: null }]);
     // The stream waits for the viewer's own next job, not alice's running one: nothing comes.
     const stream = await call("GET", "/api/training/events/stream?wait_seconds=1", viewer);
     expect(stream.status).toBe(200);

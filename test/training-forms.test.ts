@@ -205,7 +205,7 @@ describe("events before a job", () => {
     for (const query of ["", "?since_index=7", "?limit=3"]) {
       const page = await t.call("GET", `/api/training/events${query}`, { auth: carol });
       expect(page.status).toBe(200);
-      expect(page.body).toEqual({ job_id: null, status: null, events: [], next_index: 0 });
+      expect(page.body).toEqual({ job_id: null, status: null, events: [], next_index: 0, next_cursor: null });
     }
   });
 
