@@ -5,6 +5,14 @@ import { createApp } from "../edge/app";
 import { toOpenApiPath } from "../edge/middleware/authorize";
 import { accessLine, levelsTable, securityFor, SECURITY_SCHEMES, withAccess } from "../edge/routes/openapi-access";
 import { ROUTE_ACCESS } from "../shared/permissions";
+import { FirstAdminRequest, LoginRequest, RegisterRequest, RegistrationSetting } from "../shared/schemas/auth";
+import { EnvironmentCreate, EnvironmentUpdate } from "../shared/schemas/environments";
+import { MetricsConfigUpdate } from "../shared/schemas/metrics";
+import { ProviderSettingsUpdate } from "../shared/schemas/providers";
+import { ApprovalRulesUpdate, ConcurrencyUpdate, LocalSubmit, LocalSubmitResult, PriorityUpdate } from "../shared/schemas/queue";
+import { StorageQuotaUpdate } from "../shared/schemas/storage";
+import { UserCreate } from "../shared/schemas/users";
+import { WorkerRegister } from "../shared/schemas/workers";
 import { startTestStack, type TestStack } from "./helpers/stack";
 
 let t: TestStack;
@@ -77,6 +85,16 @@ describe("the API description", () => {
     for (const section of ["## Levels and what each may call", "## Errors", "## Rate limiting", "## Security headers"]) expect(doc.info.description).toContain(section);
     // Storage's .all() routes are not operations; the Storage area says how the endpoint is reached.
     expect(described.get("Storage")).toContain("sigv4");
+  });
+
+  it("shows examples that the API itself accepts", () => {
+    const schemas = { FirstAdminRequest, LoginRequest, RegisterRequest, RegistrationSetting, EnvironmentCreate, EnvironmentUpdate, MetricsConfigUpdate,
+      ProviderSettingsUpdate, ApprovalRulesUpdate, ConcurrencyUpdate, LocalSubmit, LocalSubmitResult, PriorityUpdate, StorageQuotaUpdate, UserCreate, WorkerRegister };
+    for (const [name, schema] of Object.entries(schemas)) {
+      const example = doc.components.schemas[name]?.example;
+      expect(example, name).toBeDefined();
+      expect(schema.safeParse(example).error?.issues ?? [], name).toEqual([]);
+    }
   });
 });
 
