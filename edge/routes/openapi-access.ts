@@ -81,7 +81,7 @@ export function levelsTable(routeAccess: Record<string, Access>): string {
     `| worker token (a runner) | - | ${routesWhere((a) => a === "worker")} |`,
     `| SigV4 or a session / API key (the storage endpoint checks) | - | ${routesWhere((a) => a === "storage")} |`,
   ];
-  return ["| Who | Queue priority | May call, besides what the rows above it may (for levels) |", "| --- | --- | --- |", ...rows].join("\n");
+  return ["| Who | Queue priority | May call (a level: also what the rows above it may) |", "| --- | --- | --- |", ...rows].join("\n");
 }
 
 /** An OpenAPI document as far as this module reads and writes it. */
