@@ -54,10 +54,6 @@ export function createApp() {
   app.route("/", docsRoutes(app));
   app.notFound((c) => c.json(new ApiError(404, "not_found", `No route for ${c.req.method} ${new URL(c.req.url).pathname}`).body(), 404));
   app.onError(handleError);
-  app.openAPIRegistry.registerComponent("securitySchemes", "apiKey", { type: "apiKey", in: "header", name: "X-API-Key" });
-  app.openAPIRegistry.registerComponent("securitySchemes", "bearer", { type: "http", scheme: "bearer" });
-  app.openAPIRegistry.registerComponent("securitySchemes", "session", { type: "apiKey", in: "cookie", name: "st_session" });
-  app.openAPIRegistry.registerComponent("securitySchemes", "workerToken", { type: "http", scheme: "bearer", description: "A worker token (stw_...) for /api/workers/*" });
   return app;
 }
 

@@ -40,6 +40,7 @@ datasetsRoutes.openapi(
     path: "/api/datasets/folders",
     tags,
     summary: "Create a folder under the datasets root",
+    description: "`folder_name` (one path segment) under `parent_path` (empty: the datasets root). 409 when it exists. A new top-level folder belongs to its creator: only they, leads and admins change files under it (else 403 `folder_not_yours`).",
     request: { body: formOf({ parent_path: z.string().optional().openapi({ description: "Relative to the datasets root; empty for the root" }), folder_name: z.string().optional() }) },
     responses: { 201: json(z.object({ success: z.literal(true), path: z.string() }), "Created"), 401: error("No valid credential"), 403: error("Below researcher, or inside another user's folder (folder_not_yours)"), 409: error("Exists"), 422: error("A bad path or name") },
   }),
@@ -99,6 +100,7 @@ datasetsRoutes.openapi(
     path: "/api/datasets",
     tags,
     summary: "List the folders and files directly under a dataset path",
+    description: "`path` relative to the datasets root (empty: the root). Files with their size, SHA-256 and upload time. Reading is open to every level.",
     request: { query: z.object({ path: z.string().max(1024).default("") }) },
     responses: {
       200: json(z.object({ path: z.string(), folders: z.array(z.string()), files: z.array(z.object({ name: z.string(), size: z.number().int(), sha256: z.string().nullable(), uploaded: z.string() })) }).openapi("DatasetListing"), "Listing"),

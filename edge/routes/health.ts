@@ -71,6 +71,7 @@ health.openapi(
     path: "/api/cloud/health/live",
     tags,
     summary: "Liveness: the Worker answers",
+    description: "`{\"status\":\"ok\"}` while the Worker answers; it reads nothing else. Never rate limited.",
     responses: { 200: { description: "Alive", content: { "application/json": { schema: Live } } } },
   }),
   (c) => c.json({ status: "ok" as const }),
@@ -82,6 +83,7 @@ health.openapi(
     path: "/api/cloud/health/ready",
     tags,
     summary: "Readiness: the database is reachable and migrated",
+    description: "200 once the database is reachable and migrated to the code's schema version, else 503. Never rate limited.",
     responses: {
       200: { description: "Ready", content: { "application/json": { schema: Ready } } },
       503: { description: "Not ready, with the reason", content: { "application/json": { schema: Ready } } },

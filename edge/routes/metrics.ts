@@ -68,7 +68,7 @@ metricsRoutes.openapi(
 );
 
 metricsRoutes.openapi(
-  createRoute({ method: "get", path: "/api/cloud/metrics/config", tags, summary: "The metrics configuration (admin)", responses: { 200: json(MetricsConfig, "Configuration"), 401: errors[401], 403: errors[403] } }),
+  createRoute({ method: "get", path: "/api/cloud/metrics/config", tags, summary: "The metrics configuration (admin)", description: "`prometheus_enabled` (default false: the scrape answers 404 `metrics_disabled`) and `prometheus_categories` (default jobs, http, health).", responses: { 200: json(MetricsConfig, "Configuration"), 401: errors[401], 403: errors[403] } }),
   async (c) => c.json(await readMetricsConfig(c), 200),
 );
 

@@ -18,12 +18,12 @@ const ProviderParam = z.object({ provider: z.string().max(64).openapi({ param: {
 const errors = { 401: error("No valid credential"), 403: error("Not an admin"), 404: error("No such provider"), 422: error("Invalid body") };
 
 providersRoutes.openapi(
-  createRoute({ method: "get", path: "/api/cloud/providers", tags, summary: "The providers this service knows and what each can do (public, no settings)", responses: { 200: json(ProviderList, "Providers") } }),
+  createRoute({ method: "get", path: "/api/cloud/providers", tags, summary: "The providers this service knows and what each can do (public, no settings)", description: "Each provider's name, capabilities and the path its webhooks are posted to. Public; never rate limited.", responses: { 200: json(ProviderList, "Providers") } }),
   (c) => c.json({ providers: PROVIDERS.map((p) => ({ name: p.name, display_name: p.display_name, capabilities: [...p.capabilities], webhook_path: `/api/webhooks/${p.name}` })) }, 200),
 );
 
 providersRoutes.openapi(
-  createRoute({ method: "get", path: "/api/cloud/providers/{provider}", tags, summary: "A provider's settings (admin; secrets never shown)", request: { params: ProviderParam }, responses: { 200: json(ProviderSettings, "Settings"), ...errors } }),
+  createRoute({ method: "get", path: "/api/cloud/providers/{provider}", tags, summary: "A provider's settings (admin; secrets never shown)", description: "The spec 2.8 fields. Write-only secrets are shown as `webhook_secret_set` and `s3_secret_access_key_set`; a password in `proxy_url` as `***`.", request: { params: ProviderParam }, responses: { 200: json(ProviderSettings, "Settings"), ...errors } }),
   async (c) => {
     const { provider } = c.req.valid("param");
     requireProvider(provider);
@@ -61,6 +61,7 @@ providersRoutes.openapi(
     path: "/api/cloud/providers/{provider}/webhooks",
     tags,
     summary: "The provider's most recent webhooks received (admin)",
+    description: "Newest first, at most `limit`; kept 30 days. What arrived, whether it was signed, and its payload.",
     request: { params: ProviderParam, query: z.object({ limit: z.coerce.number().int().min(1).max(500).default(50) }) },
     responses: { 200: json(ReceivedWebhookList, "Newest first"), ...errors },
   }),

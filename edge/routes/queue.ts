@@ -97,7 +97,7 @@ queue.openapi(
 );
 
 queue.openapi(
-  createRoute({ method: "get", path: "/api/queue/stats", tags, summary: "Queue statistics (spec 2.4)", responses: { 200: json(QueueStats, "Statistics"), 401: errors[401] } }),
+  createRoute({ method: "get", path: "/api/queue/stats", tags, summary: "Queue statistics (spec 2.4)", description: "Pending and running cloud jobs, the mean wait of the last 7 days, counts by status and per user id, the limits in force, and the local box's devices with the job holding each (spec 2.4). Counts only: nothing private of other users' jobs.", responses: { 200: json(QueueStats, "Statistics"), 401: errors[401] } }),
   async (c) => {
     const db = c.get("db");
     return c.json(await queueStats(db, await getSetting(db, "concurrency")), 200);
@@ -105,7 +105,7 @@ queue.openapi(
 );
 
 queue.openapi(
-  createRoute({ method: "get", path: "/api/queue/me", tags, summary: "The caller's jobs and best position (spec 2.5)", responses: { 200: json(MyQueue, "Your queue"), 401: errors[401] } }),
+  createRoute({ method: "get", path: "/api/queue/me", tags, summary: "The caller's jobs and best position (spec 2.5)", description: "Your pending, running and blocked jobs, with your best position in the queue (spec 2.5).", responses: { 200: json(MyQueue, "Your queue"), 401: errors[401] } }),
   async (c) => {
     const jobs = await present(c, await userEntries(c.get("db"), principalOf(c).user.id));
     const pending = jobs.filter((j) => j.status === "pending").sort((a, b) => (a.position ?? Infinity) - (b.position ?? Infinity));
@@ -126,7 +126,7 @@ queue.openapi(
 );
 
 queue.openapi(
-  createRoute({ method: "get", path: "/api/queue/position/{job_id}", tags, summary: "A job's live place in the queue and why it waits", request: { params: JobIdParam }, responses: { 200: json(Position, "Position"), 401: errors[401], 404: errors[404] } }),
+  createRoute({ method: "get", path: "/api/queue/position/{job_id}", tags, summary: "A job's live place in the queue and why it waits", description: "The job's live `position` among pending jobs (1 = next), how many wait ahead of it, its effective priority and `wait_reason` with a message. Any job's position is readable; nothing private of it is shown.", request: { params: JobIdParam }, responses: { 200: json(Position, "Position"), 401: errors[401], 404: errors[404] } }),
   async (c) => {
     const [job] = await present(c, [await getEntry(c.get("db"), c.req.valid("param").job_id)]);
     return c.json(
@@ -189,7 +189,7 @@ queue.openapi(
 );
 
 queue.openapi(
-  createRoute({ method: "post", path: "/api/queue/{job_id}/approve", tags, summary: "Approve a blocked job (admin)", request: { params: JobIdParam }, responses: { 200: json(JobActionResult, "Approved: now pending"), ...errors } }),
+  createRoute({ method: "post", path: "/api/queue/{job_id}/approve", tags, summary: "Approve a blocked job (admin)", description: "A job caught by an approval rule waits `blocked` until this: it becomes pending and the Scheduler starts it when it fits. Audited as `job_approved`.", request: { params: JobIdParam }, responses: { 200: json(JobActionResult, "Approved: now pending"), ...errors } }),
   async (c) => {
     const { job_id } = c.req.valid("param");
     await applyEffects(effectsOf(c, "approval"), await approveJob(c.get("db"), job_id, principalOf(c).user.id));
@@ -221,6 +221,7 @@ queue.openapi(
     path: "/api/queue/{job_id}/priority",
     tags,
     summary: "Override a waiting job's priority (lead, admin)",
+    description: "Sets the waiting job's `priority_override` (0 to 100 on the levels' scale, where admin is 30; null returns to its level's priority). The starvation boost still adds to it, and the Scheduler reorders at once. Audited as `priority_overridden`.",
     request: { params: JobIdParam, body: { required: true, content: { "application/json": { schema: PriorityUpdate } } } },
     responses: { 200: json(JobActionResult, "Re-prioritised"), ...errors },
   }),
@@ -233,7 +234,7 @@ queue.openapi(
 );
 
 queue.openapi(
-  createRoute({ method: "get", path: "/api/queue/concurrency", tags, summary: "Limits and scheduler settings (spec 2.3)", responses: { 200: json(ConcurrencySettings, "Settings"), 401: errors[401] } }),
+  createRoute({ method: "get", path: "/api/queue/concurrency", tags, summary: "Limits and scheduler settings (spec 2.3)", description: "`max_concurrent`, `user_max_concurrent`, `team_max_concurrent` with `enable_fair_share` (cloud jobs); `local_job_max_concurrent`, `local_gpu_max_concurrent` (the local box); `starvation_threshold_minutes`, `worker_heartbeat_timeout_seconds` (the Scheduler).", responses: { 200: json(ConcurrencySettings, "Settings"), 401: errors[401] } }),
   async (c) => c.json(await getSetting(c.get("db"), "concurrency"), 200),
 );
 
@@ -260,7 +261,7 @@ queue.openapi(
 );
 
 queue.openapi(
-  createRoute({ method: "get", path: "/api/queue/approval-rules", tags, summary: "When submissions need approval", responses: { 200: json(ApprovalRules, "Rules"), 401: errors[401] } }),
+  createRoute({ method: "get", path: "/api/queue/approval-rules", tags, summary: "When submissions need approval", description: "`local_gpu_threshold` (local jobs asking for more GPUs need an admin's approval; default null: never) and `cloud_cost_threshold` (cloud jobs estimated at this many dollars or more; default 50).", responses: { 200: json(ApprovalRules, "Rules"), 401: errors[401] } }),
   async (c) => c.json(await getSetting(c.get("db"), "approval_rules"), 200),
 );
 
@@ -286,7 +287,7 @@ queue.openapi(
 );
 
 queue.openapi(
-  createRoute({ method: "post", path: "/api/queue/process", tags, summary: "Run a scheduler pass now (admin)", responses: { 200: json(ProcessResult, "What the pass started"), 401: errors[401], 403: errors[403] } }),
+  createRoute({ method: "post", path: "/api/queue/process", tags, summary: "Run a scheduler pass now (admin)", description: "The Scheduler passes every 5 s and on every change anyway; this also resumes the local queue held after a running local job was cancelled (spec 3).", responses: { 200: json(ProcessResult, "What the pass started"), 401: errors[401], 403: errors[403] } }),
   async (c) => {
     // A manual pass re-reads every active entry, whatever changed behind the Scheduler's back,
     // and lifts the hold a cancelled running local job put on the local queue (spec 3).

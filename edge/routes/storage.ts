@@ -81,6 +81,7 @@ storageRoutes.openapi(
     path: "/api/admin/storage-quota",
     tags: ["Storage"],
     summary: "What one job may keep on the storage endpoint (admin)",
+    description: "`max_bytes` (default 50 GiB) and `max_objects` (default 100,000) per job, counted as objects and parts are stored.",
     responses: { 200: json(StorageQuota, "The quota in force"), 401: error("No valid credential"), 403: error("Not an admin") },
   }),
   async (c) => c.json(await getSetting(c.get("db"), "storage_quota"), 200),

@@ -12,6 +12,7 @@ system.openapi(
     path: "/api/system/status",
     tags: ["System"],
     summary: "The local GPU box: devices, host figures and, with include_allocation, which job holds each GPU (spec 2.7)",
+    description: "The box's figures come from its runner's last heartbeat (`load_avg_5min` and `memory_percent` null until it sends them); `gpu_inventory.capabilities` names the local box and whether it is online.",
     request: { query: SystemStatusQuery },
     responses: { 200: { description: "Status", content: { "application/json": { schema: SystemStatus } } }, 401: { description: "No valid credential", content: { "application/json": { schema: ErrorBody } } } },
   }),

@@ -46,7 +46,7 @@ workersRoutes.openapi(
 );
 
 workersRoutes.openapi(
-  createRoute({ method: "get", path: "/api/admin/workers", tags, summary: "GPU boxes and workers with status and current job (admin)", responses: { 200: json(WorkerList, "Workers"), 401: error("No valid credential"), 403: error("Not an admin") } }),
+  createRoute({ method: "get", path: "/api/admin/workers", tags, summary: "GPU boxes and workers with status and current job (admin)", description: "Statuses `connecting`, `IDLE`, `busy`, `draining`, `offline`, with GPUs, labels, last heartbeat and current job.", responses: { 200: json(WorkerList, "Workers"), 401: error("No valid credential"), 403: error("Not an admin") } }),
   async (c) => c.json({ workers: await listWorkers(c.get("db")) }, 200),
 );
 
@@ -214,6 +214,7 @@ workersRoutes.openapi(
     path: "/api/workers/datasets/manifest",
     tags,
     summary: "Every file of a job's dataset with its size and SHA-256, for the runner's cache (worker token)",
+    description: "Only for a job running on this worker whose dataloader names the dataset: another worker's job is 404, another dataset 403 `dataset_not_in_job`. The runner keeps a cached file whose SHA-256 matches and fetches the rest.",
     request: { query: DatasetPath },
     responses: {
       200: json(z.object({ path: z.string(), files: z.array(z.object({ path: z.string(), size: z.number().int(), sha256: z.string().nullable() })) }).openapi("DatasetManifest"), "Manifest (empty when there is no such dataset)"),
@@ -237,6 +238,7 @@ workersRoutes.openapi(
     path: "/api/workers/datasets/file",
     tags,
     summary: "One file of a job's dataset (worker token)",
+    description: "Streamed from R2. The same checks as the manifest: a job running on this worker whose dataloader names the dataset.",
     request: { query: DatasetPath },
     responses: {
       200: { description: "The file; X-Content-SHA256 carries its hash" },

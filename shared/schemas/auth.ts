@@ -16,9 +16,11 @@ export const FirstAdminRequest = z
     password: Password,
     setup_token: z.string().max(256).optional().openapi({ description: "The one-time setup token: needed unless the request comes from the service's own machine (npm start prints it; deployed, the SETUP_TOKEN secret)" }),
   })
-  .openapi("FirstAdminRequest");
+  .openapi("FirstAdminRequest", { example: { email: "admin@example.com", username: "admin", password: "correct horse battery" } });
 
-export const RegisterRequest = z.strictObject({ email: Email, username: Username, password: Password }).openapi("RegisterRequest");
+export const RegisterRequest = z
+  .strictObject({ email: Email, username: Username, password: Password })
+  .openapi("RegisterRequest", { example: { email: "bea@example.com", username: "bea", password: "another long one" } });
 
 export const LoginRequest = z
   .strictObject({
@@ -26,13 +28,13 @@ export const LoginRequest = z
     password: z.string().min(1).max(1024),
     remember_me: z.boolean().default(false).openapi({ description: "30-day session instead of 24 hours" }),
   })
-  .openapi("LoginRequest");
+  .openapi("LoginRequest", { example: { username: "admin", password: "correct horse battery", remember_me: false } });
 
 export const SessionInfo = z
   .object({ user: User, expires_at: Timestamp })
   .openapi("SessionInfo");
 
-export const RegistrationSetting = z.strictObject({ enabled: z.boolean() }).openapi("RegistrationSetting");
+export const RegistrationSetting = z.strictObject({ enabled: z.boolean() }).openapi("RegistrationSetting", { example: { enabled: true } });
 
 export const ApiKeyCreate = z
   .strictObject({

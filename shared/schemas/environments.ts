@@ -71,7 +71,7 @@ export const EnvironmentCreate = z
     description: Description.optional().openapi({ example: "Portrait LoRA on FLUX.1 [dev]" }),
     from_example: z.string().max(64).optional().openapi({ description: "Start from a shipped template (GET /api/configs/examples): its options, tags, description and model fields; fields given here win", example: "demo" }),
   })
-  .openapi("EnvironmentCreate");
+  .openapi("EnvironmentCreate", { example: { name: "portraits", model_family: "flux", model_flavour: "dev", model_type: "lora" } });
 export type EnvironmentCreate = z.infer<typeof EnvironmentCreate>;
 
 export const EnvironmentUpdate = z
@@ -81,7 +81,7 @@ export const EnvironmentUpdate = z
     tags: Tags.optional().openapi({ description: "Replaces the tags" }),
     config: ConfigOptions.optional().openapi({ description: "Replaces the whole option map (it is not merged): send every option to keep" }),
   })
-  .openapi("EnvironmentUpdate");
+  .openapi("EnvironmentUpdate", { example: { tags: ["flux"], config: { "--model_family": "flux", "--model_type": "lora", "--learning_rate": 0.0001 } } });
 export type EnvironmentUpdate = z.infer<typeof EnvironmentUpdate>;
 
 const definition = {

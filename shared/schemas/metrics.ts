@@ -36,7 +36,7 @@ export const MetricsConfigUpdate = z
     prometheus_enabled: z.boolean().optional(),
     prometheus_categories: z.array(MetricCategoryName).optional().openapi({ description: "Replaces the whole list; duplicates are dropped" }),
   })
-  .openapi("MetricsConfigUpdate");
+  .openapi("MetricsConfigUpdate", { example: { prometheus_enabled: true, prometheus_categories: ["jobs", "http", "health"] } });
 
 export const MetricTemplateParam = z.object({
   template: z

@@ -55,7 +55,10 @@ export const ProviderSettingsUpdate = z
       .openapi({ description: "The provider's webhook signing secret (whsec_...); null removes it. Write-only." }),
     webhook_allow_unsigned: z.boolean().nullable().optional().openapi({ description: "Accept unsigned webhooks while no secret is set (not recommended: anyone who can reach the endpoint can post status updates). Unsigned deliveries are never deduplicated." }),
   })
-  .openapi("ProviderSettingsUpdate", { description: "Any subset; omitted fields keep their values, null restores the default." });
+  .openapi("ProviderSettingsUpdate", {
+    description: "Any subset; omitted fields keep their values, null restores the default.",
+    example: { webhook_allowed_ips: ["203.0.113.0/24", "2001:db8::/32", "192.0.2.10"], http_timeout: 20 },
+  });
 export type ProviderSettingsUpdate = z.infer<typeof ProviderSettingsUpdate>;
 
 export const WebhookReceipt = z

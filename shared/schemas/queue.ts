@@ -58,7 +58,7 @@ export const CONCURRENCY_DEFAULTS: ConcurrencySettings = {
   worker_heartbeat_timeout_seconds: 90,
 };
 
-export const ConcurrencyUpdate = ConcurrencySettings.partial().strict().openapi("ConcurrencyUpdate");
+export const ConcurrencyUpdate = ConcurrencySettings.partial().strict().openapi("ConcurrencyUpdate", { example: { user_max_concurrent: 3, local_gpu_max_concurrent: 4 } });
 
 export const ApprovalRules = z
   .object({
@@ -68,7 +68,7 @@ export const ApprovalRules = z
   .openapi("ApprovalRules");
 export type ApprovalRules = z.infer<typeof ApprovalRules>;
 export const APPROVAL_DEFAULTS: ApprovalRules = { cloud_cost_threshold: 50, local_gpu_threshold: null };
-export const ApprovalRulesUpdate = ApprovalRules.partial().strict().openapi("ApprovalRulesUpdate");
+export const ApprovalRulesUpdate = ApprovalRules.partial().strict().openapi("ApprovalRulesUpdate", { example: { local_gpu_threshold: 4 } });
 
 const Labels = z.record(z.string().min(1).max(64), z.string().max(256));
 
@@ -194,7 +194,7 @@ export const PriorityUpdate = z
   .strictObject({
     priority: z.number().int().min(0).max(100).nullable().openapi({ description: "The new priority_override; null returns to the level's priority" }),
   })
-  .openapi("PriorityUpdate");
+  .openapi("PriorityUpdate", { example: { priority: 25 } });
 
 export const CleanupQuery = z.object({ days: z.coerce.number().int().min(1).max(365).default(30) });
 export const CleanupResult = z.object({ success: z.boolean(), deleted: z.number().int(), days: z.number().int() }).openapi("CleanupResult");
@@ -212,7 +212,7 @@ export const LocalSubmit = z
     worker_labels: Labels.optional().openapi({ description: "Label requirements; values are globs where * matches any characters", example: { gpu: "a100*" } }),
     metadata: z.record(z.string(), z.unknown()).optional(),
   })
-  .openapi("LocalSubmit");
+  .openapi("LocalSubmit", { example: { config_name: "demo", target: "auto", no_wait: false } });
 export type LocalSubmit = z.infer<typeof LocalSubmit>;
 
 export const LocalSubmitResult = z
@@ -226,7 +226,9 @@ export const LocalSubmitResult = z
     wait_reason: WaitReason.nullable(),
     message: z.string(),
   })
-  .openapi("LocalSubmitResult");
+  .openapi("LocalSubmitResult", {
+    example: { success: true, job_id: "local-3f9c2a1b04de", status: "queued", allocated_gpus: null, worker_id: null, queue_position: 3, wait_reason: "gpus_busy", message: "queued: needs 2 GPU(s) of [0, 1]; free now: []" },
+  });
 export type LocalSubmitResult = z.infer<typeof LocalSubmitResult>;
 
 export const JobActionResult = z.object({ success: z.literal(true), job: QueueEntry }).openapi("JobActionResult");

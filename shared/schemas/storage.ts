@@ -16,4 +16,4 @@ export const StorageQuotaUpdate = z
     max_bytes: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
     max_objects: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
   })
-  .openapi("StorageQuotaUpdate");
+  .openapi("StorageQuotaUpdate", { example: { max_bytes: 107374182400, max_objects: 200000 } });

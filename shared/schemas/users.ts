@@ -40,7 +40,7 @@ export const UserCreate = z
     level_names: z.array(LevelName).min(1).default(["researcher"]).openapi({ example: ["researcher"] }),
     team_id: TeamId.optional(),
   })
-  .openapi("UserCreate");
+  .openapi("UserCreate", { example: { email: "bea@example.com", username: "bea", password: "another long one", level_names: ["researcher"] } });
 
 export const UserList = z.object({ users: z.array(User) }).openapi("UserList");
 

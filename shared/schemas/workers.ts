@@ -42,7 +42,7 @@ export const WorkerRegister = z
       seen.add(gpu.index);
     }
   })
-  .openapi("WorkerRegister");
+  .openapi("WorkerRegister", { example: { role: "remote", labels: { gpu: "a100" }, gpus: [{ index: 0, name: "NVIDIA A100", memory_mb: 81920 }], hostname: "gpu-box-1" } });
 
 export const WorkerHeartbeat = z
   .strictObject({
