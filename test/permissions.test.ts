@@ -11,7 +11,9 @@ const keys = {} as Record<Level, { key: string; cookie: string }>;
 const concretePath = (pattern: string) => pattern.replace("{key_id}", "999999").replace("{file}", "swagger-ui.css").replace("{job_id}", "no-such-job").replace("{name}", "no-such-env").replace("{id}", "999999").replace("/*", "/no-such-job/file.txt");
 const routes = Object.entries(ROUTE_ACCESS).map(([route, access]) => {
   const [method, pattern] = route.split(" ") as [string, string];
-  return { method, path: concretePath(pattern), access };
+  // The event stream waits for the caller's next job: a short wait keeps an allowed call brief.
+  const query = pattern === "/api/training/events/stream" ? "?wait_seconds=1" : "";
+  return { method, path: concretePath(pattern) + query, access };
 });
 
 beforeAll(async () => {
