@@ -1,18 +1,27 @@
-// The Scheduler's admission statement against the real schema (migrated), through the same
-// libSQL client and Hrana bridge the stack uses.
+// The Scheduler's writes (the submit and admit transitions, the local box's status) against the
+// real schema (migrated), through the same libSQL client and Hrana bridge the stack uses.
 import { createClient as createFileClient } from "@libsql/client";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { admissionStatements } from "../edge/scheduler/store";
+import type { Database } from "../edge/db/client";
+import { admitJobs } from "../edge/jobs/lifecycle/admit";
+import { writeBatch } from "../edge/jobs/lifecycle/batch";
+import { submitJobs } from "../edge/jobs/lifecycle/submit";
+import { localBoxStatus } from "../edge/scheduler/store";
+import type { NewJob } from "../edge/scheduler/types";
 import { openMigratedDb, type MigratedDb } from "./helpers/migrated-db";
+
+const admissionStatements = (...args: Parameters<typeof admitJobs>) => admitJobs(...args).statements;
 
 let migrated: MigratedDb;
 let client: MigratedDb["client"];
 let dbPath: string;
+let db: Database;
 
 beforeAll(async () => {
   migrated = await openMigratedDb();
   client = migrated.client;
   dbPath = migrated.path;
+  db = { $client: client } as unknown as Database;
   await client.execute("INSERT INTO workers (name, role, status, token_prefix, token_hash, created_at) VALUES ('far', 'remote', 'IDLE', 'stw_x', 'h', '2026-01-01')");
   const rows = Array.from({ length: 2000 }, (_, i) => ({ sql: "INSERT INTO queue_entries (job_id, user_id, priority, status, queued_at, job_type) VALUES (?, 1, 10, 'pending', '2026-01-01T00:00:00Z', 'local')", args: [`job-${i + 1}`] }));
   await client.batch(rows, "write");
@@ -58,4 +67,120 @@ it("admits hundreds at once without walking the pending entries for each", async
   expect(plan.rows.map((r) => String(r.detail))).toContain("SEARCH queue_entries USING INTEGER PRIMARY KEY (rowid=?)");
   const [admitted] = await client.batch(admissionStatements(many, 7, "2026-02-02T00:00:00.000Z"), "write");
   expect(admitted!.rows).toHaveLength(500);
+});
+
+const newJob = (jobId: string, approvalRule: string | null = null): NewJob => ({
+  jobId,
+  userId: 1,
+  teamId: null,
+  priority: 10,
+  configName: "env",
+  estimatedCost: 0,
+  metadata: null,
+  approvalRule,
+  configSnapshot: { "--num_processes": 2 },
+  dataloaderSnapshot: [],
+  jobType: "local",
+  numProcesses: 2,
+  target: "local",
+  workerLabels: null,
+  deviceIds: null,
+  anyGpu: false,
+});
+
+const entry = async (jobId: string) => {
+  const sql = "SELECT id, status, allocated_gpus, worker_id, started_at, requires_approval, approval_id FROM queue_entries WHERE job_id = ?";
+  return (await client.execute({ sql, args: [jobId] })).rows[0];
+};
+const workerStatus = async (name: string) => (await client.execute({ sql: "SELECT status FROM workers WHERE name = ?", args: [name] })).rows[0]!.status;
+const addWorker = async (name: string, role: "local" | "remote") => {
+  const sql = "INSERT INTO workers (name, role, status, token_prefix, token_hash, created_at) VALUES (?, ?, 'IDLE', ?, 'h', '2026-01-01') RETURNING id";
+  return Number((await client.execute({ sql, args: [name, role, `stw_${name}`] })).rows[0]!.id);
+};
+
+it("does not start, mark busy or report an admitted job that was cancelled meanwhile", async () => {
+  const far2 = await addWorker("far-2", "remote");
+  await client.execute("UPDATE queue_entries SET status = 'cancelled' WHERE job_id = 'job-1601'");
+  const [admitted] = await writeBatch(db, [
+    admitJobs(
+      [
+        { id: 1600, jobId: "job-1600", gpus: [5], workerId: null },
+        { id: 1601, jobId: "job-1601", gpus: null, workerId: far2 },
+      ],
+      7,
+      "2026-04-04T00:00:00.000Z",
+    ),
+  ]);
+  expect([...admitted.started]).toEqual([1600]);
+  expect(admitted.change).toEqual({ jobs: [{ jobId: "job-1600", from: "pending", to: "running", workerId: 7 }] });
+  expect(await entry("job-1601")).toMatchObject({ status: "cancelled", allocated_gpus: null, worker_id: null, started_at: null });
+  expect(await workerStatus("far-2")).toBe("IDLE");
+});
+
+it("stores a submission group as decided: one blocked with its approval request, one running, one pending", async () => {
+  const box = await addWorker("box", "local");
+  const stamp = "2026-05-05T00:00:00.000Z";
+  const [submitted, admitted] = await writeBatch(db, [
+    submitJobs(
+      [
+        { job: newJob("new-blocked", "asks for 2 GPUs; more than 1 needs approval"), to: "blocked" },
+        { job: newJob("new-running"), to: "running", admission: { gpus: [0, 1], workerId: null } },
+        { job: newJob("new-pending"), to: "pending" },
+      ],
+      box,
+      stamp,
+    ),
+    admitJobs([], box, stamp),
+    localBoxStatus(box),
+  ]);
+  const [blocked, running, pending] = submitted.stored;
+  expect(running!.id).toBe(blocked!.id + 1); // inserted in arrival order
+  expect(pending!.id).toBe(running!.id + 1);
+  expect(await entry("new-blocked")).toMatchObject({ id: blocked!.id, status: "blocked", started_at: null, requires_approval: 1, approval_id: blocked!.approvalId });
+  expect(await entry("new-running")).toMatchObject({ id: running!.id, status: "running", allocated_gpus: "[0,1]", worker_id: box, started_at: stamp, approval_id: null });
+  expect(await entry("new-pending")).toMatchObject({ id: pending!.id, status: "pending", allocated_gpus: null, worker_id: null, started_at: null, approval_id: null });
+  expect([running!.approvalId, pending!.approvalId]).toEqual([null, null]);
+  const requests = await client.execute("SELECT id, entry_id, job_id, rule, status FROM approval_requests WHERE job_id LIKE 'new-%'");
+  expect(requests.rows.map((r) => [r.id, r.entry_id, r.job_id, r.rule, r.status])).toEqual([
+    [blocked!.approvalId, blocked!.id, "new-blocked", "asks for 2 GPUs; more than 1 needs approval", "pending"],
+  ]);
+  expect(submitted.change).toEqual({
+    jobs: [
+      { jobId: "new-blocked", from: null, to: "blocked", workerId: null },
+      { jobId: "new-running", from: null, to: "running", workerId: box },
+      { jobId: "new-pending", from: null, to: "pending", workerId: null },
+    ],
+  });
+  expect(admitted.change.jobs).toEqual([]);
+  expect(await workerStatus("box")).toBe("busy");
+});
+
+it("marks a remote worker busy for a submission that starts on it", async () => {
+  const far3 = await addWorker("far-3", "remote");
+  const submission = { job: newJob("new-remote"), to: "running" as const, admission: { gpus: null, workerId: far3 } };
+  const [submitted] = await writeBatch(db, [submitJobs([submission], null, "2026-05-05T00:00:00.000Z")]);
+  expect(await entry("new-remote")).toMatchObject({ status: "running", allocated_gpus: null, worker_id: far3 });
+  expect(submitted.change.jobs).toEqual([{ jobId: "new-remote", from: null, to: "running", workerId: far3 }]);
+  expect(await workerStatus("far-3")).toBe("busy");
+});
+
+it("stores nothing of a pass whose batch fails: a submission reusing a stored job id takes its whole group and the admissions with it", async () => {
+  const before = (await client.execute("SELECT count(*) AS n FROM queue_entries")).rows[0]!.n;
+  const failing = writeBatch(db, [
+    submitJobs([{ job: newJob("new-fine"), to: "pending" }, { job: newJob("job-5"), to: "pending" }], null, "2026-06-06T00:00:00.000Z"),
+    admitJobs([{ id: 6, jobId: "job-6", gpus: [0], workerId: null }], 7, "2026-06-06T00:00:00.000Z"),
+  ]);
+  await expect(failing).rejects.toThrow(/UNIQUE/);
+  expect((await client.execute("SELECT count(*) AS n FROM queue_entries")).rows[0]!.n).toBe(before);
+  expect(await entry("new-fine")).toBeUndefined();
+  expect(await entry("job-6")).toMatchObject({ status: "pending", started_at: null });
+});
+
+it("writes nothing and makes no round trip for an empty pass", async () => {
+  const calls: unknown[] = [];
+  const batch = (...args: Parameters<typeof client.batch>) => (calls.push(args), client.batch(...args));
+  const counting = { $client: { batch } } as unknown as Database;
+  const [submitted, admitted] = await writeBatch(counting, [submitJobs([], null, "x"), admitJobs([], null, "x"), localBoxStatus(null)]);
+  expect(calls).toHaveLength(0);
+  expect([submitted.stored, submitted.change.jobs, [...admitted.started], admitted.change.jobs]).toEqual([[], [], [], []]);
 });

@@ -1,12 +1,10 @@
 import { DurableObject } from "cloudflare:workers";
-import type { InStatement } from "@libsql/client/web";
 import { readConfig } from "../config";
 import { setSetting } from "../settings";
-import { channelOf } from "../workers/channel-types";
 import { openDatabase, type Database } from "../db/client";
 import type { Env } from "../env";
 import { createLogger, type Logger } from "../log";
-import { planPass, type PendingJob, type Plan } from "./plan";
+import { planPass, type PendingJob, type Waiting } from "./plan";
 import type { NewJob, PassResult, SchedulerApi, SubmitOutcome, Submitter, WaitInfo } from "./types";
 import type { LocalSubmit } from "../../shared/schemas/queue";
 import { ApiError } from "../errors";
@@ -16,7 +14,11 @@ import { applyEffects } from "../jobs/lifecycle/effects";
 import { sweepSilentWorkers } from "../jobs/lifecycle/sweep-offline";
 import type { StorageBucket } from "../storage/endpoint";
 import { abortEndedUploads } from "../storage/sweep";
-import { admissionStatements, capacityFrom, capacityStatements, loadActive, loadCapacity, loadEntries, localBoxStatusStatement, planInput, workerBusyStatement, type ActiveEntry, type CapacityWithRules } from "./store";
+import { admitJobs, assignedWorker } from "../jobs/lifecycle/admit";
+import { writeBatch } from "../jobs/lifecycle/batch";
+import { submitJobs, type NewSubmission } from "../jobs/lifecycle/submit";
+import { loadActive, loadCapacity, loadEntries, localBoxStatus, planInput, readForSubmissions } from "./store";
+import type { ActiveEntry, CapacityWithRules } from "./store";
 
 /** Seconds between background passes (spec 8). */
 export const PASS_INTERVAL_MS = 5_000;
@@ -151,17 +153,6 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     return entries;
   }
 
-  /** Records in memory what an admission batch really did (entries cancelled meanwhile did not start). */
-  private admitted(entries: Map<number, ActiveEntry>, plan: Plan, results: { rows: Record<string, unknown>[] }[], localWorkerId: number | null): void {
-    const started = new Set(results.flatMap((r) => r.rows.map((row) => row.admitted_id)).filter((id) => id !== undefined).map(Number));
-    for (const a of plan.admitted) {
-      const e = entries.get(a.id);
-      if (!e) continue;
-      if (started.has(a.id)) entries.set(a.id, { ...e, status: "running", allocatedGpus: a.gpus ?? [], workerId: a.workerId ?? (a.gpus !== null ? localWorkerId : null) });
-      else entries.delete(a.id); // no longer pending: re-read on the next full load
-    }
-  }
-
   /** Positions and reasons of waiting jobs as of the latest pass (running one first if none). */
   async waitInfo(): Promise<WaitInfo[]> {
     if (this.lastPlan === null) await this.pass("first read");
@@ -170,12 +161,13 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
 
   /**
    * Decides a local submission in the same pass that would start it, so two submissions can
-   * never be given the same GPU: admitted jobs are inserted as running, others as pending (or not
-   * at all with `noWait`), jobs caught by an approval rule as blocked.
+   * never be given the same GPU: it is stored running when it fits now, pending otherwise (or not
+   * at all with `noWait`), blocked when an approval rule caught it.
    *
    * Submissions that arrive while another is being decided are decided together (group commit):
-   * one read of the capacity, one plan with every new job in arrival order, one write batch. A
-   * burst of submits then costs a few round trips in all instead of a few each.
+   * one read of the capacity, then one pass with every new job among its pending candidates in
+   * arrival order, one write batch. A burst of submits then costs a few round trips in all
+   * instead of a few each.
    */
   async submit(user: Submitter, body: LocalSubmit): Promise<SubmitOutcome> {
     await this.arm();
@@ -191,109 +183,13 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     const group = this.submissions.splice(0);
     if (!group.length) return;
     try {
-      const outcomes = await this.decide(group);
+      const db = this.db();
+      const [{ capacity, configs }, entries] = await Promise.all([this.submissionReads(db, group), this.entries(db, [])]);
+      const { outcomes } = await this.decide(db, new Date(), capacity, entries, "submit", group, configs);
       group.forEach((s, i) => s.resolve(outcomes[i]!));
     } catch (error) {
       for (const s of group) s.reject(error);
     }
-  }
-
-  /** One group of submissions: one read (capacity, rules, environments), one plan, one write batch. */
-  private async decide(submissions: { user: Submitter; body: LocalSubmit }[]): Promise<SubmitOutcome[]> {
-    const db = this.db();
-    const [{ capacity, configs }, entries] = await Promise.all([this.submissionReads(db, submissions), this.entries(db, [])]);
-    const now = new Date();
-    const stamp = now.toISOString();
-    const outcomes: (SubmitOutcome | null)[] = submissions.map(() => null);
-    const group: { job: NewJob; noWait: boolean }[] = [];
-    submissions.forEach(({ user, body }, index) => {
-      try {
-        group[index] = { job: prepareLocalJob(user, body, configs.get(body.config_name) ?? null, capacity.approvalRules), noWait: body.no_wait };
-      } catch (error) {
-        if (!(error instanceof ApiError)) throw error;
-        outcomes[index] = { status: "invalid", httpStatus: error.status === 404 ? 404 : 422, code: error.code, message: error.detail, ...(error.fields ? { errors: error.fields } : {}) };
-      }
-    });
-    const statements: InStatement[] = [];
-    // Where each submission's insert sits in the write batch (its RETURNING id), by group index.
-    const insertAt = new Map<number, number>();
-    const approvalAt = new Map<number, number>();
-    const candidates: { index: number; job: PendingJob }[] = [];
-    group.forEach(({ job }, index) => {
-      if (job.approvalRule !== null) {
-        insertAt.set(index, statements.length);
-        approvalAt.set(index, statements.length + 1);
-        statements.push(insertStatement(job, "blocked", stamp, null, null), ...approvalStatements(job, stamp));
-        this.log.info("job blocked for approval", { job_id: job.jobId, rule: job.approvalRule });
-      } else {
-        candidates.push({ index, job: candidateOf(job, CANDIDATE_ID_BASE + index, now.getTime()) });
-      }
-    });
-
-    let plan: Plan = { admitted: [], waiting: [] };
-    const stored = new Map<number, ActiveEntry>(); // group index -> entry to keep in memory
-    const rejected = new Set<number>(); // candidate ids answered "rejected" (no_wait)
-    if (candidates.length) {
-      const input = planInput(entries.values(), capacity, now.getTime());
-      plan = planPass({ ...input, pending: [...input.pending, ...candidates.map((c) => c.job)] });
-      const admittedById = new Map(plan.admitted.map((a) => [a.id, a]));
-      const waitingById = new Map(plan.waiting.map((w) => [w.id, w]));
-      for (const { index, job: candidate } of candidates) {
-        const job = group[index]!.job;
-        const mine = admittedById.get(candidate.id);
-        if (mine) {
-          const workerId = mine.workerId ?? (mine.gpus !== null ? capacity.localWorkerId : null);
-          insertAt.set(index, statements.length);
-          statements.push(insertStatement(job, "running", stamp, mine.gpus, workerId));
-          if (mine.workerId !== null) statements.push(workerBusyStatement(mine.workerId, job.jobId));
-          outcomes[index] = { status: "running", id: 0, jobId: job.jobId, gpus: mine.gpus, workerId: mine.workerId };
-          stored.set(index, { job: candidate, status: "running", allocatedGpus: mine.gpus ?? [], workerId });
-        } else if (group[index]!.noWait) {
-          const waiting = waitingById.get(candidate.id)!;
-          outcomes[index] = { status: "rejected", reason: waiting.reason, message: waiting.message };
-          rejected.add(candidate.id);
-        } else {
-          insertAt.set(index, statements.length);
-          statements.push(insertStatement(job, "pending", stamp, null, null));
-          stored.set(index, { job: candidate, status: "pending", allocatedGpus: [], workerId: null });
-        }
-      }
-      // Rejected submissions were never stored: the others' positions close up behind them.
-      plan = { admitted: plan.admitted, waiting: plan.waiting.filter((w) => !rejected.has(w.id)).map((w, i) => ({ ...w, position: i + 1 })) };
-    }
-    const others: Plan = { admitted: plan.admitted.filter((a) => a.id < CANDIDATE_ID_BASE), waiting: [] };
-    const othersAt = statements.length;
-    statements.push(...admissionStatements(others.admitted, capacity.localWorkerId, stamp));
-    if (capacity.localWorkerId !== null) statements.push(localBoxStatusStatement(capacity.localWorkerId));
-    const results = (statements.length ? await db.$client.batch(statements, "write") : []) as unknown as { rows: Record<string, unknown>[] }[];
-
-    // The real ids, in memory and in the answers.
-    const realIds = new Map<number, number>(); // candidate id -> stored id
-    const waitingById = new Map(plan.waiting.map((w) => [w.id, w]));
-    group.forEach((s, index) => {
-      const at = insertAt.get(index);
-      if (at === undefined) return;
-      const id = Number(results[at]!.rows[0]!.id);
-      if (s.job.approvalRule !== null) {
-        const approvalId = Number(results[approvalAt.get(index)!]!.rows[0]!.id);
-        outcomes[index] = { status: "blocked", id, jobId: s.job.jobId, approvalId, message: `awaiting an admin's approval: ${s.job.approvalRule}` };
-        return;
-      }
-      const entry = stored.get(index)!;
-      realIds.set(entry.job.id, id);
-      entries.set(id, { ...entry, job: { ...entry.job, id } });
-      const outcome = outcomes[index];
-      if (outcome?.status === "running") outcome.id = id;
-      else {
-        const waiting = waitingById.get(entry.job.id)!;
-        outcomes[index] = { status: "queued", id, jobId: s.job.jobId, position: waiting.position, reason: waiting.reason, message: waiting.message };
-      }
-    });
-    this.admitted(entries, others, results.slice(othersAt), capacity.localWorkerId);
-    this.wake(plan.admitted, capacity.localWorkerId);
-    if (candidates.length) this.remember(plan, realIds);
-    this.report(others.admitted.map((a) => a.jobId), "submit");
-    return outcomes.map((o) => o!);
   }
 
   /** Capacity and the environments' options a group needs: from the last read when recent, else one read batch. */
@@ -302,21 +198,18 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     const fresh = (read: { at: number } | null | undefined) => read !== null && read !== undefined && at - read.at < READ_CACHE_MS;
     const cached = fresh(this.capacityRead) ? this.capacityRead!.capacity : null;
     const missing = [...new Set(submissions.map((s) => s.body.config_name))].filter((name) => !fresh(this.configs.get(name)));
-    const statements: InStatement[] = cached ? [] : capacityStatements();
-    if (missing.length) statements.push({ sql: `SELECT name, config, dataloader FROM environments WHERE name IN (${missing.map(() => "?").join(", ")})`, args: missing });
     const generation = this.generation;
-    const reads = statements.length ? (await db.$client.batch(statements, "read")).map((r) => r.rows as unknown as Row[]) : [];
-    const capacity = cached ?? capacityFrom(reads[0]!, reads[1]!);
+    const read = cached && !missing.length ? null : await readForSubmissions(db, !cached, missing);
+    const capacity = cached ?? read!.capacity!;
     // An environment changed while this read was in flight (forget() ran): what was read serves
     // this group, which was submitted before the change answered, but is not kept for the next.
     const keep = generation === this.generation;
     if (!cached && keep) this.capacityRead = { capacity, at };
     const configs = new Map<string, EnvironmentConfig>();
-    for (const [name, read] of this.configs) if (fresh(read)) configs.set(name, read.environment);
-    for (const row of missing.length ? reads.at(-1)! : []) {
-      const environment = { config: JSON.parse(String(row.config ?? "{}")) as Record<string, unknown>, dataloader: JSON.parse(String(row.dataloader ?? "[]")) as unknown[] };
-      configs.set(String(row.name), environment);
-      if (keep) this.configs.set(String(row.name), { environment, at });
+    for (const [name, kept] of this.configs) if (fresh(kept)) configs.set(name, kept.environment);
+    for (const [name, environment] of read?.environments ?? []) {
+      configs.set(name, environment);
+      if (keep) this.configs.set(name, { environment, at });
     }
     return { capacity, configs };
   }
@@ -331,48 +224,124 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     if (offline.jobs.length) void applyEffects({ env: this.env, db, log: this.log, actor: null, origin: "scheduler", trigger: "offline sweep" }, offline);
     const [capacity, entries] = await Promise.all([offline.workers.length ? loadCapacity(db) : before, this.entries(db, [...changed, ...offline.jobs.map((j) => j.jobId)])]);
     this.capacityRead = { capacity, at: now.getTime() };
-    const plan = planPass(planInput(entries.values(), capacity, now.getTime()));
-    const statements = admissionStatements(plan.admitted, capacity.localWorkerId, now.toISOString());
-    if (capacity.localWorkerId !== null) statements.push(localBoxStatusStatement(capacity.localWorkerId));
-    const results = statements.length ? await db.$client.batch(statements, "write") : [];
-    this.admitted(entries, plan, results as unknown as { rows: Record<string, unknown>[] }[], capacity.localWorkerId);
-    this.wake(plan.admitted, capacity.localWorkerId);
-    this.remember(plan);
-    const started = plan.admitted.map((a) => a.jobId);
+    const { started, waiting } = await this.decide(db, now, capacity, entries, trigger);
+    return { started, waiting, offline: offline.workers.map((w) => w.name) };
+  }
+
+  /**
+   * One pass, the only admission path: the stored pending entries and the new submissions (none
+   * for a timer or nudged pass) are the candidates of one plan, written as one batch - the new
+   * jobs inserted with their outcome, then the stored ones admitted - whose effects are applied
+   * as one change. `outcomes` answers the submissions, in their order.
+   */
+  private async decide(
+    db: Database,
+    now: Date,
+    capacity: CapacityWithRules,
+    entries: Map<number, ActiveEntry>,
+    trigger: string,
+    submissions: { user: Submitter; body: LocalSubmit }[] = [],
+    configs = new Map<string, EnvironmentConfig>(),
+  ): Promise<{ started: string[]; waiting: number; outcomes: SubmitOutcome[] }> {
+    const outcomes: (SubmitOutcome | null)[] = submissions.map(() => null);
+    const jobs = submissions.map(({ user, body }, index) => {
+      try {
+        return prepareLocalJob(user, body, configs.get(body.config_name) ?? null, capacity.approvalRules);
+      } catch (error) {
+        if (!(error instanceof ApiError)) throw error;
+        outcomes[index] = { status: "invalid", httpStatus: error.status === 404 ? 404 : 422, code: error.code, message: error.detail, ...(error.fields ? { errors: error.fields } : {}) };
+        return null;
+      }
+    });
+    // A new job waits on approval before it is a candidate; the others join the stored pending
+    // entries under placeholder ids, which sort after stored jobs queued at the same time.
+    const candidates: PendingJob[] = [];
+    jobs.forEach((job, index) => {
+      if (job !== null && job.approvalRule === null) candidates.push(candidateOf(job, CANDIDATE_ID_BASE + index, now.getTime()));
+    });
+    const input = planInput(entries.values(), capacity, now.getTime());
+    const plan = planPass(candidates.length ? { ...input, pending: [...input.pending, ...candidates] } : input);
+
+    const admittedById = new Map(plan.admitted.map((a) => [a.id, a]));
+    const isNew = (w: Waiting) => w.id >= CANDIDATE_ID_BASE;
+    const waitingById = new Map(plan.waiting.filter(isNew).map((w) => [w.id, w]));
+    const rejected = new Set<number>(); // placeholder ids answered "rejected" (no_wait): never stored
+    const fresh: { index: number; submission: NewSubmission }[] = [];
+    jobs.forEach((job, index) => {
+      if (job === null) return;
+      const id = CANDIDATE_ID_BASE + index;
+      const admission = admittedById.get(id);
+      if (job.approvalRule !== null) fresh.push({ index, submission: { job, to: "blocked" } });
+      else if (admission) fresh.push({ index, submission: { job, to: "running", admission } });
+      else if (submissions[index]!.body.no_wait) {
+        const waiting = waitingById.get(id)!;
+        outcomes[index] = { status: "rejected", reason: waiting.reason, message: waiting.message };
+        rejected.add(id);
+      } else fresh.push({ index, submission: { job, to: "pending" } });
+    });
+    // Rejected submissions were never stored: the others' positions close up behind them.
+    const waiting = rejected.size ? plan.waiting.filter((w) => !rejected.has(w.id)).map((w, i) => ({ ...w, position: i + 1 })) : plan.waiting;
+    const places = rejected.size ? new Map(waiting.filter(isNew).map((w) => [w.id, w])) : waitingById;
+    const stored = plan.admitted.filter((a) => a.id < CANDIDATE_ID_BASE);
+    const stamp = now.toISOString();
+    const [submitted, admitted] = await writeBatch(db, [
+      submitJobs(fresh.map((f) => f.submission), capacity.localWorkerId, stamp),
+      admitJobs(stored, capacity.localWorkerId, stamp),
+      localBoxStatus(capacity.localWorkerId),
+    ]);
+
+    // What the batch really did, in memory and in the answers; new jobs under their stored ids.
+    const realIds = new Map<number, number>(); // placeholder id -> stored id
+    fresh.forEach(({ index, submission }, k) => {
+      const { id, approvalId } = submitted.stored[k]!;
+      const { job } = submission;
+      if (submission.to === "blocked") {
+        outcomes[index] = { status: "blocked", id, jobId: job.jobId, approvalId: approvalId!, message: `awaiting an admin's approval: ${job.approvalRule}` };
+        this.log.info("job blocked for approval", { job_id: job.jobId, rule: job.approvalRule });
+        return;
+      }
+      const candidate = candidateOf(job, id, now.getTime());
+      realIds.set(CANDIDATE_ID_BASE + index, id);
+      if (submission.to === "running") {
+        const { gpus, workerId } = submission.admission;
+        entries.set(id, { job: candidate, status: "running", allocatedGpus: gpus ?? [], workerId: assignedWorker(submission.admission, capacity.localWorkerId) });
+        outcomes[index] = { status: "running", id, jobId: job.jobId, gpus, workerId };
+      } else {
+        entries.set(id, { job: candidate, status: "pending", allocatedGpus: [], workerId: null });
+        const place = places.get(CANDIDATE_ID_BASE + index)!;
+        outcomes[index] = { status: "queued", id, jobId: job.jobId, position: place.position, reason: place.reason, message: place.message };
+      }
+    });
+    for (const a of stored) {
+      const e = entries.get(a.id);
+      if (!e) continue;
+      // One not started is no longer pending: it is re-read on the next full load.
+      if (!admitted.started.has(a.id)) entries.delete(a.id);
+      else entries.set(a.id, { ...e, status: "running", allocatedGpus: a.gpus ?? [], workerId: assignedWorker(a, capacity.localWorkerId) });
+    }
+    this.remember(waiting, realIds);
+    // Inside the pass: wakes the runners given jobs, and asks for no further pass.
+    const effects = { env: this.env, db, log: this.log, actor: null, origin: "scheduler", trigger } as const;
+    void applyEffects(effects, { jobs: [...submitted.change.jobs, ...admitted.change.jobs] });
+    const started = admitted.change.jobs.map((j) => j.jobId);
     this.report(started, trigger);
-    return { started, waiting: plan.waiting.length, offline: offline.workers.map((w) => w.name) };
+    return { started, waiting: waiting.length, outcomes: outcomes.map((o) => o!) };
   }
 
-  /** Keeps the plan's waiting jobs for `waitInfo`; `realIds` maps new submissions' placeholder ids to their stored ids. */
-  private remember(plan: Plan, realIds: Map<number, number> = new Map()): void {
-    const waiting = new Map<number, WaitInfo>();
-    for (const w of plan.waiting) {
+  /** Keeps the pass's waiting jobs for `waitInfo`; `realIds` maps new submissions' placeholder ids to their stored ids. */
+  private remember(waiting: Waiting[], realIds: Map<number, number>): void {
+    const kept = new Map<number, WaitInfo>();
+    for (const w of waiting) {
       const id = w.id >= CANDIDATE_ID_BASE ? realIds.get(w.id) : w.id;
-      if (id !== undefined) waiting.set(id, { id, position: w.position, effectivePriority: w.effectivePriority, reason: w.reason, message: w.message });
+      if (id !== undefined) kept.set(id, { id, position: w.position, effectivePriority: w.effectivePriority, reason: w.reason, message: w.message });
     }
-    this.lastPlan = { at: Date.now(), waiting };
-  }
-
-  /** Tells the runners that were just given jobs to fetch them now (their worker channels). */
-  private wake(admitted: Plan["admitted"], localWorkerId: number | null): void {
-    const ids = new Set<number>();
-    for (const a of admitted) {
-      const id = a.workerId ?? (a.gpus !== null ? localWorkerId : null);
-      if (id !== null) ids.add(id);
-    }
-    for (const id of ids) {
-      void channelOf(this.env, id)
-        .notify()
-        .catch((error: unknown) => this.log.warning("could not wake a runner", { worker_id: id, error: String(error) }));
-    }
+    this.lastPlan = { at: Date.now(), waiting: kept };
   }
 
   private report(started: string[], trigger: string): void {
     if (started.length) this.log.info(`scheduler started ${started.length} job(s)`, { trigger, job_ids: started.slice(0, 50) });
   }
 }
-
-type Row = Record<string, unknown>;
 
 /** Placeholder ids of new submissions sort after every stored job of the same priority and time, in arrival order. */
 const CANDIDATE_ID_BASE = Number.MAX_SAFE_INTEGER - 1_000_000;
@@ -393,52 +362,4 @@ function candidateOf(job: NewJob, id: number, queuedAt: number): PendingJob {
     deviceIds: job.deviceIds,
     anyGpu: job.anyGpu,
   };
-}
-
-function insertStatement(job: NewJob, status: "running" | "pending" | "blocked", stamp: string, gpus: number[] | null, workerId: number | null): InStatement {
-  return {
-    sql: `INSERT INTO queue_entries (job_id, user_id, team_id, provider, config_name, priority, status, queued_at, started_at, estimated_cost,
-            requires_approval, metadata, allocated_gpus, job_type, num_processes, target, worker_labels, device_ids, any_gpu, worker_id, updated_at,
-            config_snapshot, dataloader_snapshot)
-          VALUES (?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
-    args: [
-      job.jobId,
-      job.userId,
-      job.teamId,
-      job.configName,
-      job.priority,
-      status,
-      stamp,
-      status === "running" ? stamp : null,
-      job.estimatedCost,
-      job.approvalRule !== null ? 1 : 0,
-      job.metadata ? JSON.stringify(job.metadata) : null,
-      gpus === null ? null : JSON.stringify(gpus),
-      job.jobType,
-      job.numProcesses,
-      job.target,
-      job.workerLabels ? JSON.stringify(job.workerLabels) : null,
-      job.deviceIds ? JSON.stringify(job.deviceIds) : null,
-      job.anyGpu ? 1 : 0,
-      workerId,
-      stamp,
-      JSON.stringify(job.configSnapshot),
-      JSON.stringify(job.dataloaderSnapshot),
-    ],
-  };
-}
-
-// The request row, then its id on the entry; in the same write batch as the insert.
-function approvalStatements(job: NewJob, stamp: string): InStatement[] {
-  return [
-    {
-      sql: `INSERT INTO approval_requests (entry_id, job_id, rule, status, requested_at)
-            SELECT id, job_id, ?, 'pending', ? FROM queue_entries WHERE job_id = ? RETURNING id`,
-      args: [job.approvalRule, stamp, job.jobId],
-    },
-    {
-      sql: `UPDATE queue_entries SET approval_id = (SELECT max(id) FROM approval_requests WHERE job_id = ?1) WHERE job_id = ?1`,
-      args: [job.jobId],
-    },
-  ];
 }

@@ -2,12 +2,15 @@ import type { InStatement } from "@libsql/client/web";
 import type { ApprovalRules, ConcurrencySettings } from "../../shared/schemas/queue";
 import type { Database } from "../db/client";
 import { parseSetting } from "../settings";
-import type { Admission, PendingJob, PlanInput, RunningJob, WorkerView } from "./plan";
+import type { BatchPart } from "../jobs/lifecycle/batch";
+import type { EnvironmentConfig } from "../queue/submit";
+import type { PendingJob, PlanInput, RunningJob, WorkerView } from "./plan";
 
 /*
- * The Scheduler DO's reads and writes. Reads build a plan's input from libSQL; writes apply a
- * plan as one batch of conditional statements, so a job cancelled meanwhile is simply not
- * started, and a crash leaves either the whole pass or none of it.
+ * The Scheduler DO's reads and its writes apart from job transitions. Reads build a plan's input
+ * from libSQL; a pass is written as one batch (edge/jobs/lifecycle: submit, admit, then the local
+ * box's status here), so a job cancelled meanwhile is simply not started, and a crash leaves
+ * either the whole pass or none of it.
  */
 
 export const ONLINE_STATUSES = ["IDLE", "busy", "draining"] as const;
@@ -76,7 +79,7 @@ export interface Capacity {
 }
 
 /** The reads a plan's capacity is made of: the settings it needs and the workers not offline. */
-export function capacityStatements(): InStatement[] {
+function capacityStatements(): InStatement[] {
   return [
     "SELECT key, value FROM settings WHERE key IN ('concurrency', 'approval_rules', 'local_queue_paused')",
     "SELECT id, role, status, labels, gpus, idle_since, registered_at, created_at FROM workers WHERE status != 'offline'",
@@ -86,7 +89,7 @@ export function capacityStatements(): InStatement[] {
 type Row = Record<string, unknown>;
 
 /** Limits, approval rules and workers from the rows of `capacityStatements`. */
-export function capacityFrom(settingRows: Row[], workerRows: Row[]): Capacity & { approvalRules: ApprovalRules } {
+function capacityFrom(settingRows: Row[], workerRows: Row[]): Capacity & { approvalRules: ApprovalRules } {
   const stored = (key: string) => {
     const row = settingRows.find((r) => r.key === key);
     return row ? String(row.value) : null;
@@ -144,46 +147,47 @@ export function planInput(entries: Iterable<ActiveEntry>, capacity: Capacity, no
 }
 
 /**
- * The statements that start the admitted jobs, each only if it is still pending: one UPDATE for
- * all of them (the admissions travel as one JSON argument), then one per remote worker taken.
- * One statement rather than one per job: a 500-job pass is otherwise 500 round trips' worth of
- * work in the batch. RETURNING names the jobs that really started.
+ * The local box shows busy while it runs anything, IDLE otherwise: the last statement of every
+ * pass's batch (nothing without a local box).
+ *
+ * @example
+ * await writeBatch(db, [admitJobs(admissions, localWorkerId, stamp), localBoxStatus(localWorkerId)]);
  */
-export function admissionStatements(admitted: Admission[], localWorkerId: number | null, now: string): InStatement[] {
-  if (admitted.length === 0) return [];
-  const rows = admitted.map((a) => ({ id: a.id, gpus: a.gpus, worker: a.workerId ?? (a.gpus !== null ? localWorkerId : null) }));
-  const statements: InStatement[] = [
-    {
-      // The admissions are materialised first so SQLite looks each job up by id; joined directly,
-      // it walks the status index over every pending entry per admission (seconds at 10,000).
-      sql: `WITH a AS MATERIALIZED (
-              SELECT value ->> '$.id' AS id, value ->> '$.worker' AS worker,
-                     CASE json_type(value, '$.gpus') WHEN 'array' THEN value -> '$.gpus' END AS gpus
-              FROM json_each(?2))
-            UPDATE queue_entries SET status = 'running', started_at = ?1, updated_at = ?1, allocated_gpus = a.gpus, worker_id = a.worker
-            FROM a WHERE queue_entries.id = a.id AND queue_entries.status = 'pending'
-            RETURNING queue_entries.id AS admitted_id`,
-      args: [now, JSON.stringify(rows)],
-    },
-  ];
-  for (const a of admitted) if (a.workerId !== null) statements.push(workerBusyStatement(a.workerId, a.jobId));
-  return statements;
+export function localBoxStatus(localWorkerId: number | null): BatchPart<void> {
+  const statements: InStatement[] = [];
+  if (localWorkerId !== null) {
+    statements.push({
+      sql: `UPDATE workers SET status = CASE WHEN EXISTS (SELECT 1 FROM queue_entries WHERE worker_id = ?1 AND status = 'running') THEN 'busy' ELSE 'IDLE' END
+            WHERE id = ?1 AND status IN ('IDLE', 'busy')`,
+      args: [localWorkerId],
+    });
+  }
+  return { statements, read: () => undefined };
 }
 
-/** A remote worker becomes busy only if its job really started. */
-export function workerBusyStatement(workerId: number, jobId: string): InStatement {
-  return {
-    sql: `UPDATE workers SET status = 'busy' WHERE id = ? AND status = 'IDLE'
-          AND EXISTS (SELECT 1 FROM queue_entries WHERE job_id = ? AND status = 'running' AND worker_id = ?)`,
-    args: [workerId, jobId, workerId],
-  };
-}
-
-/** The local box shows busy while it runs anything, IDLE otherwise. */
-export function localBoxStatusStatement(localWorkerId: number): InStatement {
-  return {
-    sql: `UPDATE workers SET status = CASE WHEN EXISTS (SELECT 1 FROM queue_entries WHERE worker_id = ?1 AND status = 'running') THEN 'busy' ELSE 'IDLE' END
-          WHERE id = ?1 AND status IN ('IDLE', 'busy')`,
-    args: [localWorkerId],
-  };
+/**
+ * What a group of submissions reads, in one read batch: the capacity (unless `withCapacity` is
+ * false: the caller holds a recent one) and the named environments' option maps and dataloaders.
+ * An environment that does not exist is absent from the map.
+ *
+ * @example
+ * const { capacity, environments } = await readForSubmissions(db, true, ["sdxl"]);
+ */
+export async function readForSubmissions(
+  db: Database,
+  withCapacity: boolean,
+  environmentNames: string[],
+): Promise<{ capacity: CapacityWithRules | null; environments: Map<string, EnvironmentConfig> }> {
+  const statements: InStatement[] = withCapacity ? capacityStatements() : [];
+  if (environmentNames.length) {
+    const names = environmentNames.map(() => "?").join(", ");
+    statements.push({ sql: `SELECT name, config, dataloader FROM environments WHERE name IN (${names})`, args: environmentNames });
+  }
+  const reads = statements.length ? (await db.$client.batch(statements, "read")).map((r) => r.rows as unknown as Row[]) : [];
+  const environments = new Map<string, EnvironmentConfig>();
+  for (const row of environmentNames.length ? reads.at(-1)! : []) {
+    const config = JSON.parse(String(row.config ?? "{}")) as Record<string, unknown>;
+    environments.set(String(row.name), { config, dataloader: JSON.parse(String(row.dataloader ?? "[]")) as unknown[] });
+  }
+  return { capacity: withCapacity ? capacityFrom(reads[0]!, reads[1]!) : null, environments };
 }
