@@ -1,5 +1,7 @@
 import { hostname } from "node:os";
-import { EdgeClient, EdgeError, type Assignment, type HeartbeatAnswer } from "./edge-client";
+import { EdgeClient, EdgeError, type Assignment, type FinishBody, type HeartbeatAnswer, type HeartbeatBody, type RegisterBody } from "./edge-client";
+import { HeartbeatAnswer as HeartbeatAnswerSchema, JobFinished } from "../shared/schemas/workers";
+import { StorageCredentials } from "../shared/schemas/storage";
 import { detectGpus } from "./gpus";
 import { hostStats } from "./host";
 import { placeholderValues, type ScriptKind } from "../shared/placeholders";
@@ -10,7 +12,7 @@ import { materialise } from "./datasets";
 import { mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { EventShipper, lineToEvent } from "./events";
-import { LaunchError, planLaunch, sendCommand, startJob, type BoxPolicy, type Launch, type RunningJob } from "./job";
+import { LaunchError, planLaunch, startJob, type BoxPolicy, type Launch, type RunningJob } from "./job";
 import { RunnerConfigError, type RunnerConfig } from "./config";
 import { findProgram } from "./sandbox";
 
@@ -43,12 +45,29 @@ export function boxPolicy(config: RunnerConfig, log: (line: string) => void): Bo
 
 interface Report {
   jobId: string;
-  body: { status: "completed" | "failed" | "interrupted"; exit_code?: number | null; error?: string; last_lines?: string[] };
+  body: FinishBody;
+}
+
+/**
+ * Exit codes and signals of a trainer that ended because it was told to: 130, 137 and 143 are how
+ * a process (Python on KeyboardInterrupt, a wrapper such as bwrap or a shell) reports SIGINT,
+ * SIGKILL and SIGTERM.
+ */
+const STOP_EXIT_CODES = new Set([0, 130, 137, 143]);
+const STOP_SIGNALS = new Set([2, 9, 15]);
+
+/**
+ * How a job ends after a requested stop (POST /api/training/stop): completed - the run ended as
+ * its user asked - when the trainer exited cleanly or of the signals the runner sent it; failed
+ * when it exited with an error of its own (it crashed while stopping: a final save failed).
+ */
+export function stoppedOutcome(exitCode: number | null, signal: number | null): "completed" | "failed" {
+  return (signal !== null && STOP_SIGNALS.has(signal)) || (exitCode !== null && STOP_EXIT_CODES.has(exitCode)) ? "completed" : "failed";
 }
 
 export class Runner {
   private readonly edge: EdgeClient;
-  private readonly jobs = new Map<string, { running: RunningJob; launch: Launch; unassigned: boolean; shipper: EventShipper; checkpoints: string; settled: Promise<void> }>();
+  private readonly jobs = new Map<string, { running: RunningJob; launch: Launch; unassigned: boolean; stopAsked: boolean; shipper: EventShipper; checkpoints: string; settled: Promise<void> }>();
   /** Commands handed to trainers, acknowledged with the next ask for work. */
   private acks: number[] = [];
   private readonly handled = new Set<number>();
@@ -74,13 +93,8 @@ export class Runner {
   async start(): Promise<HeartbeatAnswer> {
     const gpus = await detectGpus(this.options.nvidiaSmi);
     this.gpuIndices = gpus.map((g) => g.index);
-    const answer = await this.edge.post<HeartbeatAnswer>("/api/workers/register", {
-      role: this.options.role,
-      labels: this.options.labels,
-      gpus,
-      hostname: hostname(),
-      host_stats: await hostStats(),
-    });
+    const register: RegisterBody = { role: this.options.role, labels: this.options.labels, gpus, hostname: hostname(), host_stats: await hostStats() };
+    const answer = await this.edge.post("/api/workers/register", register, HeartbeatAnswerSchema);
     this.options.log(`registered as worker ${answer.worker_id} (${this.options.role}) with ${gpus.length} GPU(s): ${gpus.map((g) => `${g.index} ${g.name}`).join(", ") || "none"}`);
     // Jobs assigned before this runner started were running under a runner that is gone; their
     // trainers died with it. They go back to the queue (or fail at max_attempts) rather than
@@ -122,11 +136,12 @@ export class Runner {
     try {
       await this.flushReports();
       const acks = this.acks;
-      const answer = await this.edge.post<HeartbeatAnswer>("/api/workers/heartbeat", { host_stats: await hostStats(), acked_commands: acks });
+      const heartbeat: HeartbeatBody = { host_stats: await hostStats(), acked_commands: acks };
+      const answer = await this.edge.post("/api/workers/heartbeat", heartbeat, HeartbeatAnswerSchema);
       this.acks = this.acks.filter((id) => !acks.includes(id));
       for (const id of acks) this.handled.delete(id); // acknowledged: the edge will not send it again
       this.reconcile(answer.assignments);
-      this.obey(answer.commands ?? []);
+      this.obey(answer.commands);
       for (const job of this.jobs.values()) this.reportCheckpoints(job);
     } catch (error) {
       if (error instanceof EdgeError && error.status === 401) {
@@ -175,19 +190,46 @@ export class Runner {
     job.shipper.push({ type: "checkpoints.listed", title: `${checkpoints.length} checkpoint(s) in the output directory`, data: { output_dir: dir, checkpoints } });
   }
 
-  /** Hands each new command to its job's trainer (trainer protocol: the control file). */
-  private obey(commands: { id: number; job_id: string; command: "validation" | "checkpoint" | "stop" }[]): void {
+  /**
+   * Hands each new command to its job's trainer (trainer protocol): a validation or checkpoint as
+   * one more in its signal file; a stop as SIGINT, then SIGTERM, then the process tree killed.
+   */
+  private obey(commands: HeartbeatAnswer["commands"]): void {
     for (const c of commands) {
+      // Its trainer is not started yet (datasets coming): not acknowledged, so the edge sends it
+      // again with a later answer, when there is a trainer to hand it to.
+      if (this.launching.has(c.job_id) && !this.jobs.has(c.job_id)) continue;
       if (!this.handled.has(c.id)) {
         this.handled.add(c.id);
         const job = this.jobs.get(c.job_id);
         if (job && !job.unassigned) {
-          sendCommand(job.launch, c.command);
           this.options.log(`job ${c.job_id}: ${c.command} requested`);
+          if (c.command === "stop") this.requestStop(c.job_id, job);
+          else {
+            try {
+              job.running.signal(c.command);
+            } catch (error) {
+              // The file is in the trainer's directory: one it made unwritable is its own loss.
+              this.options.log(`job ${c.job_id}: could not write the trainer's signal file (${(error as Error).message})`);
+              job.shipper.push({ type: "command.undelivered", level: "warning", title: `The ${c.command} request could not be handed to the trainer: its signal file cannot be written`, data: { command: c.command } });
+            }
+          }
         }
       }
       this.acks.push(c.id);
     }
+  }
+
+  /** A requested stop: asked with SIGINT, then SIGTERM, then the tree killed; each step is a job event. */
+  private requestStop(jobId: string, job: { running: RunningJob; stopAsked: boolean; shipper: EventShipper }): void {
+    job.stopAsked = true;
+    job.running.stop(this.options.stopGraceSeconds * 1000, {
+      ask: true,
+      onSignal: (signal) => {
+        if (signal !== "SIGINT") this.options.log(`job ${jobId}: the trainer has not stopped yet; ${signal === "SIGTERM" ? "sending SIGTERM" : "killing its processes (SIGKILL)"}`);
+        job.shipper.push(STOP_EVENTS[signal]);
+      },
+    });
   }
 
   private launch(job: Assignment): void {
@@ -202,7 +244,7 @@ export class Runner {
    */
   private async storageEnv(jobId: string): Promise<Record<string, string>> {
     try {
-      const creds = await this.edge.post<{ endpoint_url: string; bucket: string; region: string; access_key_id: string; secret_access_key: string | null }>(`/api/workers/jobs/${encodeURIComponent(jobId)}/storage-credentials`, {});
+      const creds = await this.edge.post(`/api/workers/jobs/${encodeURIComponent(jobId)}/storage-credentials`, {}, StorageCredentials);
       if (creds.secret_access_key === null) return {};
       return {
         TRAINER_STORAGE_ENDPOINT_URL: creds.endpoint_url,
@@ -266,7 +308,7 @@ export class Runner {
       return;
     }
     this.options.log(`job ${job.job_id} started on GPUs [${launch.env.CUDA_VISIBLE_DEVICES!.split(",").filter(Boolean).join(", ")}]`);
-    const entry = { running, launch, unassigned: false, shipper, checkpoints: "", settled: Promise.resolve() as Promise<void> };
+    const entry = { running, launch, unassigned: false, stopAsked: false, shipper, checkpoints: "", settled: Promise.resolve() as Promise<void> };
     this.jobs.set(job.job_id, entry);
     entry.settled = running.exited.then(async ({ exitCode, signal, lastLines }) => {
       this.options.log(`job ${job.job_id} ended: ${signal ? `signal ${signal}` : `exit code ${exitCode}`}`);
@@ -279,9 +321,11 @@ export class Runner {
       this.jobs.delete(job.job_id);
       // A job taken away from this box has already ended on the edge; there is nothing to say.
       if (entry.unassigned || this.stopping) return;
+      const completed = entry.stopAsked ? stoppedOutcome(exitCode, signal) === "completed" : exitCode === 0;
+      const failure = signal ? `the trainer was killed by signal ${signal}${entry.stopAsked ? " while stopping" : ""}` : entry.stopAsked ? `the trainer failed while stopping (exit code ${exitCode})` : undefined;
       this.reports.push({
         jobId: job.job_id,
-        body: exitCode === 0 ? { status: "completed", exit_code: 0 } : { status: "failed", exit_code: exitCode, error: signal ? `the trainer was killed by signal ${signal}` : undefined, last_lines: lastLines.slice(-20) },
+        body: completed ? { status: "completed", exit_code: exitCode } : { status: "failed", exit_code: exitCode, error: failure, last_lines: lastLines.slice(-20) },
       });
       void this.flushReports();
     });
@@ -318,7 +362,7 @@ export class Runner {
   private async flushReports(): Promise<void> {
     for (const report of [...this.reports]) {
       try {
-        await this.edge.post(`/api/workers/jobs/${encodeURIComponent(report.jobId)}/finish`, report.body);
+        await this.edge.post(`/api/workers/jobs/${encodeURIComponent(report.jobId)}/finish`, report.body, JobFinished);
       } catch (error) {
         if (!(error instanceof EdgeError) || error.status >= 500) continue; // keep it for the next tick
         this.options.log(`job ${report.jobId}: the edge did not take the report (${error.detail})`);
@@ -339,6 +383,13 @@ export class Runner {
     await Promise.all(running.map((j) => j.running.exited.then(() => j.settled)));
   }
 }
+
+/** The job events of a requested stop, one per signal sent. */
+const STOP_EVENTS = {
+  SIGINT: { type: "training.stop_requested", title: "Stop requested: the trainer was asked to stop after its current step (SIGINT)", data: { signal: "SIGINT" } },
+  SIGTERM: { type: "training.stop_escalated", level: "warning", title: "The trainer had not stopped: SIGTERM sent", data: { signal: "SIGTERM" } },
+  SIGKILL: { type: "training.stop_escalated", level: "warning", title: "The trainer had not stopped after the grace period: its processes were killed (SIGKILL)", data: { signal: "SIGKILL" } },
+} as const;
 
 /** The script an event calls for, if the environment names one (spec 2.9). */
 function scriptFor(config: Record<string, unknown>, event: { type: string } & Record<string, unknown>): { kind: ScriptKind; command: string; event: { localCheckpointPath?: string; remoteCheckpointPath?: string; globalStep?: number } } | null {

@@ -4,6 +4,7 @@ import { dirname, join, relative, resolve } from "node:path";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { EdgeClient } from "./edge-client";
+import { DatasetManifest } from "../shared/schemas/workers";
 
 /*
  * The runner's dataset cache (`<work-dir>/cache/datasets/<path>/`): a job's datasets are brought
@@ -37,7 +38,7 @@ async function hashFile(file: string): Promise<string | null> {
  */
 export async function materialise(edge: EdgeClient, cacheRoot: string, jobId: string, datasetPath: string): Promise<Materialised | null> {
   const job = encodeURIComponent(jobId);
-  const manifest = await edge.get<{ path: string; files: { path: string; size: number; sha256: string | null }[] }>(`/api/workers/datasets/manifest?job_id=${job}&path=${encodeURIComponent(datasetPath)}`);
+  const manifest = await edge.get(`/api/workers/datasets/manifest?job_id=${job}&path=${encodeURIComponent(datasetPath)}`, DatasetManifest);
   if (!manifest.files.length) return null;
   const localDir = join(cacheRoot, "datasets", ...manifest.path.split("/"));
   const result: Materialised = { path: manifest.path, localDir, files: manifest.files.length, downloaded: 0, reused: 0, bytes: 0 };

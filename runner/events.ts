@@ -1,5 +1,6 @@
-import type { EdgeClient } from "./edge-client";
+import type { EdgeClient, EventBatchBody } from "./edge-client";
 import { EdgeError } from "./edge-client";
+import { EventBatchStored } from "../shared/schemas/events";
 
 // Terminal colour and cursor sequences, which trainers under a PTY like to print.
 const ANSI = /\x1b\[[0-9;?]*[A-Za-z]/g;
@@ -32,7 +33,7 @@ export function lineToEvent(line: string): ({ type: string } & Record<string, un
  * `retryMs` (the edge skips events it already has). `drain` waits until all are delivered.
  */
 export class EventShipper {
-  private queue: { seq: number; event: Record<string, unknown> }[] = [];
+  private queue: EventBatchBody["events"] = [];
   private seq = 0;
   private timer: NodeJS.Timeout | undefined;
   private sending: Promise<void> | null = null;
@@ -46,7 +47,7 @@ export class EventShipper {
     private readonly log: (line: string) => void = () => {},
   ) {}
 
-  push(event: Record<string, unknown>): void {
+  push(event: EventBatchBody["events"][number]["event"]): void {
     this.queue.push({ seq: this.seq++, event });
     this.kick(0);
   }
@@ -71,7 +72,8 @@ export class EventShipper {
     const batch = this.queue.slice(0, 200);
     if (!batch.length) return true;
     try {
-      await this.edge.post(`/api/workers/jobs/${encodeURIComponent(this.jobId)}/events`, { attempt: this.attempt, events: batch });
+      const body: EventBatchBody = { attempt: this.attempt, events: batch };
+      await this.edge.post(`/api/workers/jobs/${encodeURIComponent(this.jobId)}/events`, body, EventBatchStored);
       this.queue.splice(0, batch.length);
       return true;
     } catch (error) {

@@ -4,13 +4,17 @@ import { fileURLToPath } from "node:url";
 import * as pty from "node-pty";
 import type { Assignment } from "./edge-client";
 import { fillPlaceholders } from "../shared/placeholders";
+import { SIGNAL_FILE_ENV, type SignalCounters, type SignalledCommand } from "../shared/trainer-commands";
 import { descendants, findProgram, isBwrap, sandboxArgv, type SandboxSpec } from "./sandbox";
+import { SignalFile } from "./signal-file";
 
 /*
  * One assigned job on this box: its directory (`<work_dir>/jobs/<job_id>/`), the trainer's
  * command line built from the environment's options, and the trainer itself under a PTY with
  * CUDA_VISIBLE_DEVICES set to the job's devices. Everything the trainer prints goes to
- * `output.log`; the last lines travel with a failure report.
+ * `output.log`; the last lines travel with a failure report. Commands reach it as SimpleTuner's
+ * own do: validations and checkpoints through its signal file (signal-file.ts), a stop as
+ * signals (RunningJob.stop).
  */
 
 /** Options the runner itself reads; they are not passed to the trainer. */
@@ -155,17 +159,49 @@ export function planLaunch(workDir: string, job: Assignment, boxGpus: number[] =
       TERM: "xterm-256color",
       CUDA_VISIBLE_DEVICES: gpus.join(","),
       TRAINER_JOB_ID: job.job_id,
-      TRAINER_CONTROL_FILE: join(jobDir, "control.jsonl"),
+      [SIGNAL_FILE_ENV]: signalFilePath(jobDir, job.attempt),
       TRAINER_OUTPUT_DIR: outputDir,
       ...(callbackUrl ? { TRAINER_CALLBACK_URL: callbackUrl } : {}),
     },
   };
 }
 
+/** The signal file of one job attempt: a new attempt's trainer starts counting from zero, so it gets a file of its own. */
+export function signalFilePath(jobDir: string, attempt: number): string {
+  return join(jobDir, `trainer-signal-attempt-${attempt}.json`);
+}
+
+const SIGNAL_FILE_NAME = /^trainer-signal-attempt-\d+\.json(\.tmp-.*)?$/;
+
+/** This attempt's signal file, written before the trainer starts (so a missing one is news to it); earlier attempts' files go. */
+function openSignalFile(launch: Launch): SignalFile {
+  const path = launch.env[SIGNAL_FILE_ENV]!;
+  for (const name of readdirSync(launch.jobDir)) {
+    if (SIGNAL_FILE_NAME.test(name) && join(launch.jobDir, name) !== path) rmSync(join(launch.jobDir, name), { recursive: true, force: true });
+  }
+  return new SignalFile(path);
+}
+
+/** Options of RunningJob.stop. */
+export interface StopOptions {
+  /** A requested stop (spec 4.2): ask first with SIGINT, as Ctrl-C would. */
+  ask?: boolean;
+  /** Told of each signal as it is sent. */
+  onSignal?: (signal: "SIGINT" | "SIGTERM" | "SIGKILL") => void;
+}
+
 export interface RunningJob {
   jobId: string;
-  /** Asks the trainer to stop (SIGTERM), then ends it (SIGKILL) if it is still there after `graceMs`. */
-  stop(graceMs: number): void;
+  /**
+   * Ends the trainer. Asked (a requested stop, like SimpleTuner's own server): SIGINT at once -
+   * Python's KeyboardInterrupt, which SimpleTuner turns into a graceful stop and an `interrupted`
+   * status - then SIGTERM after half of `graceMs`. Not asked (a cancel, the runner stopping):
+   * SIGTERM at once. Either way, whatever is left of the trainer's process tree after `graceMs`
+   * is killed. A later call only hurries a stop under way (a cancel after a stop: SIGTERM now).
+   */
+  stop(graceMs: number, options?: StopOptions): void;
+  /** A validation or checkpoint for the trainer: one more in its signal file (throws when the file cannot be written). */
+  signal(command: SignalledCommand): SignalCounters;
   /** Resolves when the trainer has exited: its exit code (null when killed by a signal) and last lines. */
   exited: Promise<{ exitCode: number | null; signal: number | null; lastLines: string[] }>;
 }
@@ -178,9 +214,11 @@ export function startJob(launch: Launch, jobId: string, onLine: (line: string) =
   const log = join(launch.jobDir, "output.log");
   rmSync(log, { recursive: true, force: true });
   const logFd = openSync(log, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644);
+  const signals = openSignalFile(launch);
   if (launch.sandbox?.runAs) chownTree(launch.jobDir, launch.sandbox.runAs);
   const [file, ...args] = launch.argv;
   const child = pty.spawn(file!, args, { name: "xterm-256color", cols: 400, rows: 50, cwd: launch.jobDir, env: launch.env });
+  const sandboxed = launch.sandbox !== null;
   const lastLines: string[] = [];
   let partial = "";
   child.onData((data) => {
@@ -194,8 +232,19 @@ export function startJob(launch: Launch, jobId: string, onLine: (line: string) =
       onLine(line);
     }
   });
+  let termTimer: NodeJS.Timeout | undefined;
+  let killTimer: NodeJS.Timeout | undefined;
+  let stopping = false;
+  let ended = false;
   const exited = new Promise<{ exitCode: number | null; signal: number | null; lastLines: string[] }>((done) =>
     child.onExit(({ exitCode, signal }) => {
+      ended = true;
+      clearTimeout(termTimer);
+      clearTimeout(killTimer);
+      // A stopped trainer's helpers (dataloader workers, an uploader it started) go with it, so
+      // the job's GPUs are free when it is reported ended. The sandbox's PID namespace does this
+      // by itself; outside it, they are what is left of the trainer's process group.
+      if (stopping && !sandboxed) killGroup(child.pid);
       if (partial) {
         lastLines.push(partial.replace(/\r/g, ""));
         onLine(partial.replace(/\r/g, ""));
@@ -204,30 +253,75 @@ export function startJob(launch: Launch, jobId: string, onLine: (line: string) =
       done({ exitCode: signal ? null : exitCode, signal: signal || null, lastLines: lastLines.slice(-KEEP_LINES) });
     }),
   );
-  let killTimer: NodeJS.Timeout | undefined;
-  void exited.then(() => clearTimeout(killTimer));
+  const sent = new Set<string>();
+  const send = (signal: "SIGINT" | "SIGTERM" | "SIGKILL", onSignal: StopOptions["onSignal"]) => {
+    if (ended || (signal !== "SIGKILL" && sent.has(signal))) return;
+    sent.add(signal);
+    onSignal?.(signal);
+    if (signal === "SIGKILL") killTree(child.pid, sandboxed);
+    else signalTrainer(child.pid, sandboxed, signal);
+  };
   return {
     jobId,
     exited,
-    stop(graceMs) {
-      signalTrainer(child.pid, launch.sandbox !== null, "SIGTERM");
-      killTimer = setTimeout(() => signalTrainer(child.pid, launch.sandbox !== null, "SIGKILL"), graceMs);
-      killTimer.unref();
+    signal: (command) => signals.bump(command),
+    stop(graceMs, { ask = false, onSignal } = {}) {
+      if (ended) return;
+      if (ask && !stopping) {
+        send("SIGINT", onSignal);
+        termTimer = setTimeout(() => send("SIGTERM", onSignal), graceMs / 2);
+        termTimer.unref();
+      } else if (!ask) {
+        clearTimeout(termTimer);
+        send("SIGTERM", onSignal);
+      }
+      if (!stopping) {
+        killTimer = setTimeout(() => send("SIGKILL", onSignal), graceMs);
+        killTimer.unref();
+      }
+      stopping = true;
     },
   };
 }
 
 /**
- * A signal for the trainer. Sandboxed, it goes to the processes inside bubblewrap: bwrap itself
- * neither forwards SIGTERM nor survives it, and its end would kill the trainer before it saves.
+ * A signal for the trainer to act on. Sandboxed, it goes to the processes inside bubblewrap:
+ * bwrap itself neither forwards signals nor survives SIGTERM, and its end would kill the trainer
+ * before it saves. Outside the sandbox, SIGINT goes to the trainer's whole process group, as
+ * Ctrl-C in its terminal would (so `accelerate launch` and the training processes under it all
+ * see it); SIGTERM to the trainer's own process, which hands it on.
  */
-function signalTrainer(pid: number, sandboxed: boolean, signal: NodeJS.Signals): void {
-  const targets = sandboxed ? [...descendants(pid).filter((p) => signal === "SIGKILL" || !isBwrap(p)), ...(signal === "SIGKILL" ? [pid] : [])] : [pid];
+function signalTrainer(pid: number, sandboxed: boolean, signal: "SIGINT" | "SIGTERM"): void {
+  const targets = sandboxed ? descendants(pid).filter((p) => !isBwrap(p)) : [signal === "SIGINT" ? -pid : pid];
   for (const target of targets) {
     try {
       process.kill(target, signal);
     } catch {} // already gone
   }
+}
+
+/**
+ * SIGKILL for the trainer's whole process tree: every descendant as /proc shows it now (taken
+ * before anything dies, since the dead's children move to init) and, outside the sandbox, its
+ * process group. Sandboxed, killing bubblewrap ends its PID namespace and everything in it. The
+ * process the runner started goes first: killed, it cannot report its child's death as an exit
+ * code of its own (bwrap would exit 137 for a killed trainer).
+ */
+function killTree(pid: number, sandboxed: boolean): void {
+  const tree = descendants(pid);
+  for (const target of [pid, ...tree]) {
+    try {
+      process.kill(target, "SIGKILL");
+    } catch {} // already gone
+  }
+  if (!sandboxed) killGroup(pid);
+}
+
+/** SIGKILL for what is left of the process group the trainer leads (the PTY made it a session leader). */
+function killGroup(pid: number): void {
+  try {
+    process.kill(-pid, "SIGKILL");
+  } catch {} // nothing left
 }
 
 /** Gives the job's directory to the run_as user, so its trainer can write there; links are changed themselves, never followed. */
@@ -238,18 +332,4 @@ function chownTree(dir: string, to: { uid: number; gid: number }): void {
     if (entry.isDirectory()) chownTree(path, to);
     else lchownSync(path, to.uid, to.gid);
   }
-}
-
-/** Appends a command for the trainer (trainer protocol: one JSON line in the control file). */
-export function sendCommand(launch: Launch, command: "validation" | "checkpoint" | "stop"): void {
-  // Not through a link the trainer put there, nor blocking on a FIFO: a command it made
-  // impossible to deliver is its own loss.
-  try {
-    const fd = openSync(launch.env.TRAINER_CONTROL_FILE!, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o644);
-    try {
-      writeSync(fd, JSON.stringify({ command }) + "\n");
-    } finally {
-      closeSync(fd);
-    }
-  } catch {}
 }

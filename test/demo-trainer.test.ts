@@ -1,11 +1,12 @@
 // The built-in demo trainer as a real process: the events it prints, the checkpoints it writes,
-// the commands it obeys. And the preview schedule of spec 6.3 as a pure function.
+// the signal file it reads and the stop signals it obeys. And the preview schedule of spec 6.3 as a pure function.
 import { spawn } from "node:child_process";
-import { appendFileSync, existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PNG } from "pngjs";
 import { afterAll, describe, expect, it } from "vitest";
+import { SignalFile } from "../runner/signal-file";
 import { previewSteps } from "../shared/preview";
 
 const dirs: string[] = [];
@@ -103,37 +104,64 @@ describe("the demo trainer", () => {
     expect(existsSync(join(out, "checkpoint-10"))).toBe(true);
   });
 
-  it("obeys validation, checkpoint and stop commands from the control file after the step in progress", async () => {
+  it("does one validation or checkpoint per increase of its signal file's counters, after the step in progress, as train.py does", async () => {
     const out = tempDir();
-    const control = join(tempDir(), "control.jsonl");
+    const dir = tempDir();
+    const file = join(dir, "signals.json");
+    const signals = new SignalFile(file);
     let asked = false;
     const { events, logs, code } = await runTrainer(["--output_dir", out, "--max_train_steps", "1000", "--demo_step_ms", "20"], {
-      env: { TRAINER_CONTROL_FILE: control },
-      onEvent: (e) => {
+      env: { SIMPLETUNER_ACCELERATE_SIGNAL_FILE: file },
+      onEvent: (e, child) => {
         if (e.type === "training.progress" && e.data.step === 3 && !asked) {
           asked = true;
-          appendFileSync(control, '{"command":"validation"}\n{"command":"checkpoint"}\nnot json\n');
+          signals.bump("validation");
+          signals.bump("validation");
+          signals.bump("checkpoint");
         }
-        if (e.type === "checkpoint.saved") appendFileSync(control, '{"command":"stop"}\n');
+        if (e.type === "checkpoint.saved") child.kill("SIGINT");
       },
     });
     expect(code).toBe(0);
-    const validation = events.find((e) => e.type === "validation.started")!;
+    const validations = events.filter((e) => e.type === "validation.completed");
     const checkpoint = events.find((e) => e.type === "checkpoint.saved")!;
-    expect(validation.data).toMatchObject({ on_demand: true });
-    // At the first step boundary after the request: step 3 itself when the trainer had not yet
-    // looked at the control file when the command arrived, a later one otherwise.
-    expect(validation.data.step).toBeGreaterThanOrEqual(3);
-    expect(checkpoint.data).toMatchObject({ on_demand: true, step: validation.data.step });
+    // Two increments, two validations, at the first step boundary after the request: step 3
+    // itself when the trainer had not yet looked at the file, a later one otherwise.
+    expect(validations.map((e) => e.data.on_demand)).toEqual([true, true]);
+    expect(validations[0]!.data.step).toBeGreaterThanOrEqual(3);
+    expect(validations[1]!.data.step).toBe(validations[0]!.data.step);
+    expect(checkpoint.data).toMatchObject({ on_demand: true, step: validations[0]!.data.step });
+    expect(events.filter((e) => e.type === "checkpoint.saved")).toHaveLength(1);
     const stopped = events.at(-1)!;
-    expect(stopped.type).toBe("training.stopped");
+    expect(stopped).toMatchObject({ type: "training.status", data: { status: "interrupted", signal: "SIGINT" } });
     expect(stopped.data.step).toBeGreaterThanOrEqual(checkpoint.data.step);
     expect(stopped.data.step).toBeLessThan(1000);
     expect(readdirSync(out)).toEqual([`checkpoint-${checkpoint.data.step}`]);
-    expect(logs).toContain("unreadable command line: not json");
+    expect(logs.filter((l) => l.startsWith("WARNING"))).toEqual([]);
   });
 
-  it("stops cleanly on SIGTERM", async () => {
+  it("warns once, and trains on, when its signal file is missing or unreadable; acts once it is readable", async () => {
+    const out = tempDir();
+    const file = join(tempDir(), "signals.json");
+    let stage = 0;
+    const { events, logs, code } = await runTrainer(["--output_dir", out, "--max_train_steps", "1000", "--demo_step_ms", "20"], {
+      env: { SIMPLETUNER_ACCELERATE_SIGNAL_FILE: file },
+      onEvent: (e, child) => {
+        if (e.type !== "training.progress" && e.type !== "validation.completed") return;
+        if (stage === 0 && e.type === "training.progress" && e.data.step === 3) (stage = 1), writeFileSync(file, "{half");
+        else if (stage === 1 && e.type === "training.progress" && e.data.step === 6) (stage = 2), writeFileSync(file, JSON.stringify({ manual_validation: 1 }));
+        else if (stage === 2 && e.type === "validation.completed") (stage = 3), child.kill("SIGINT");
+      },
+    });
+    expect(code).toBe(0);
+    expect(logs.filter((l) => l.includes("is not there"))).toHaveLength(1);
+    expect(logs.filter((l) => l.includes("is unreadable"))).toHaveLength(1);
+    expect(logs.every((l) => !l.startsWith("WARNING") || l.startsWith(`WARNING: signal file ${file}`))).toBe(true);
+    expect(events.filter((e) => e.type === "validation.completed")).toHaveLength(1);
+    expect(events.at(-1)!.type).toBe("training.status");
+  });
+
+  it("stops cleanly on SIGTERM too: the step finishes, an interrupted status, exit 0", async () => {
     const out = tempDir();
     const { events, code } = await runTrainer(["--output_dir", out, "--max_train_steps", "1000", "--demo_step_ms", "20"], {
       onEvent: (e, child) => {
@@ -141,7 +169,8 @@ describe("the demo trainer", () => {
       },
     });
     expect(code).toBe(0);
-    expect(events.at(-1)!.type).toBe("training.stopped");
+    expect(events.at(-1)).toMatchObject({ type: "training.status", data: { status: "interrupted", signal: "SIGTERM" } });
+    expect(events.filter((e) => e.type === "training.completed")).toEqual([]);
   });
 
   it("refuses bad options with a message and exit code 1", async () => {

@@ -623,7 +623,8 @@ describe("training control", () => {
     expect((await t.call("POST", "/api/training/stop", { json: { job_id: job.job_id }, auth: auth() })).status).toBe(200);
     await until("the job to end", async () => (await entry(job.job_id))?.status === "completed");
     expect((await t.call("POST", "/api/training/checkpoints", { json: { job_id: job.job_id }, auth: auth() })).body.checkpoints).toEqual([]);
-    expect((await events()).at(-1)!.type).toBe("training.stopped");
+    // The demo trainer stops as SimpleTuner does on KeyboardInterrupt: an interrupted status, exit 0.
+    expect((await events()).at(-1)).toMatchObject({ type: "training.status", data: { status: "interrupted", signal: "SIGINT" } });
     // Nothing running any more: the spec's 400.
     const none = await t.call("POST", "/api/training/validation/run", { auth: auth() });
     expect(none.status).toBe(400);
@@ -746,9 +747,9 @@ describe("runner pieces", () => {
   });
 
   it("keeps --output_dir inside the job's directory and passes options as argv, never a shell string", () => {
-    const job = { job_id: "local-1", config_name: "x", allocated_gpus: [2, 3], num_processes: 2, attempt: 1 };
+    const job = { job_id: "local-1", config_name: "x", dataloader: [], allocated_gpus: [2, 3], num_processes: 2, attempt: 1 };
     const launch = planLaunch("/w", { ...job, config: { "--trainer": "demo", "--max_train_steps": 5, "--validation_prompt": "a cat; rm -rf /", "--validation_preview": true, "--push_checkpoints_to_hub": false } });
-    expect(launch.env).toMatchObject({ CUDA_VISIBLE_DEVICES: "2,3", TRAINER_JOB_ID: "local-1", TRAINER_CONTROL_FILE: "/w/jobs/local-1/control.jsonl", TRAINER_OUTPUT_DIR: "/w/jobs/local-1/output" });
+    expect(launch.env).toMatchObject({ CUDA_VISIBLE_DEVICES: "2,3", TRAINER_JOB_ID: "local-1", SIMPLETUNER_ACCELERATE_SIGNAL_FILE: "/w/jobs/local-1/trainer-signal-attempt-1.json", TRAINER_OUTPUT_DIR: "/w/jobs/local-1/output" });
     expect(launch.argv.slice(-8)).toEqual(["--max_train_steps", "5", "--validation_prompt", "a cat; rm -rf /", "--validation_preview", "true", "--output_dir", "/w/jobs/local-1/output"]);
     expect(planLaunch("/w", { ...job, allocated_gpus: null, num_processes: 2, config: { "--trainer": "demo" } }, [0, 1, 2, 3]).env.CUDA_VISIBLE_DEVICES).toBe("0,1");
     for (const bad of ["../elsewhere", "/etc", "out/../../x"]) {

@@ -135,7 +135,7 @@ describe.skipIf(!HAS_BWRAP)("the sandbox", () => {
     expect(readFileSync(join(jobDir, "inside.txt"), "utf8")).toBe("written from the sandbox");
     // The trainer's environment is the allowlist: nothing of the process the runner lives in.
     const seen = JSON.parse(readFileSync(join(jobDir, "env.json"), "utf8")) as Record<string, string>;
-    expect(Object.keys(seen).sort()).toEqual(["CUDA_VISIBLE_DEVICES", "HOME", "PATH", "PWD", "TERM", "TRAINER_CALLBACK_URL", "TRAINER_CONTROL_FILE", "TRAINER_JOB_ID", "TRAINER_OUTPUT_DIR", "TRAINER_STORAGE_ACCESS_KEY_ID", "TRAINER_STORAGE_BUCKET", "TRAINER_STORAGE_ENDPOINT_URL", "TRAINER_STORAGE_REGION", "TRAINER_STORAGE_SECRET_ACCESS_KEY"]);
+    expect(Object.keys(seen).sort()).toEqual(["CUDA_VISIBLE_DEVICES", "HOME", "PATH", "PWD", "SIMPLETUNER_ACCELERATE_SIGNAL_FILE", "TERM", "TRAINER_CALLBACK_URL", "TRAINER_JOB_ID", "TRAINER_OUTPUT_DIR", "TRAINER_STORAGE_ACCESS_KEY_ID", "TRAINER_STORAGE_BUCKET", "TRAINER_STORAGE_ENDPOINT_URL", "TRAINER_STORAGE_REGION", "TRAINER_STORAGE_SECRET_ACCESS_KEY"]);
     expect(seen).toMatchObject({ HOME: jobDir, TRAINER_JOB_ID: job.job_id, TRAINER_STORAGE_BUCKET: job.job_id });
     expect(JSON.stringify(seen)).not.toContain(CANARY);
   });
@@ -155,22 +155,26 @@ describe.skipIf(!HAS_BWRAP)("the sandbox", () => {
     expect(dumped).not.toContain(tokens.raw!);
   });
 
-  it("a trainer that swaps its log and control file for links to the runner's files changes nothing outside", async () => {
-    const targets = [join(host, "victim-log"), join(host, "victim-control")];
+  it("a trainer (run_as, sandboxed) reads its signal file; swapping it and its log for links to the runner's files changes nothing outside", async () => {
+    const targets = [join(host, "victim-log"), join(host, "victim-signal")];
     for (const target of targets) writeFileSync(target, "untouched\n");
     const trainer = `
       const fs = require("node:fs");
+      const signals = process.env.SIMPLETUNER_ACCELERATE_SIGNAL_FILE;
+      console.log(JSON.stringify({ type: "signals.read", data: { counters: JSON.parse(fs.readFileSync(signals, "utf8")), uid: process.getuid() } }));
       fs.rmSync("output.log");
       fs.symlinkSync(${JSON.stringify(targets[0])}, "output.log");
-      fs.rmSync("control.jsonl", { force: true });
-      fs.symlinkSync(${JSON.stringify(targets[1])}, "control.jsonl");
+      fs.rmSync(signals, { force: true });
+      fs.symlinkSync(${JSON.stringify(targets[1])}, signals);
       console.log(JSON.stringify({ type: "links.ready" }));
       console.log("appended to whatever output.log points at?");
       setTimeout(() => console.log("done"), 1500);`;
     await env("link-swapper", { "--num_processes": 0, "--trainer_command": JSON.stringify([process.execPath, "-e", trainer, "--"]) });
     const job = await submit("link-swapper", "raw");
     await until("the links", async () => (await events(job.job_id)).some((e) => e.type === "links.ready"));
-    // A command makes the runner write to the control file while the link is there.
+    // Visible and readable inside the sandbox, for the run_as user.
+    expect((await events(job.job_id)).find((e) => e.type === "signals.read").data).toEqual({ counters: { manual_validation: 0, manual_checkpoint: 0 }, uid: 65534 });
+    // A command makes the runner write the signal file while the link is there: it replaces the link.
     expect((await t.call("POST", "/api/training/validation/run", { json: { job_id: job.job_id }, auth: auth() })).status).toBe(200);
     expect((await ended(job.job_id)).status).toBe("completed");
     expect((await events(job.job_id)).map((e) => e.message)).toEqual(expect.arrayContaining(["appended to whatever output.log points at?", "done"]));

@@ -1,6 +1,7 @@
 import type { Database } from "../db/client";
 import { ApiError } from "../errors";
 import { explainLostWrite } from "./lifecycle/lost-race";
+import type { TrainerCommand } from "../../shared/trainer-commands";
 
 /*
  * Commands for a running job's trainer. Stored, then delivered with the runner's next ask for
@@ -8,8 +9,7 @@ import { explainLostWrite } from "./lifecycle/lost-race";
  * a command: a cancelled job leaves the runner's assignments, and the runner ends its trainer.)
  */
 
-export const TRAINER_COMMANDS = ["validation", "checkpoint", "stop"] as const;
-export type TrainerCommand = (typeof TRAINER_COMMANDS)[number];
+export { TRAINER_COMMANDS, type TrainerCommand } from "../../shared/trainer-commands";
 
 /** Queues a command for a running job; returns the worker to wake. 409 when the job is not running. */
 export async function addCommand(db: Database, jobId: string, command: TrainerCommand, userId: number | null): Promise<{ id: number; workerId: number }> {

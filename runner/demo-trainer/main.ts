@@ -2,10 +2,14 @@
 // the demo trainer as a process. Events are JSON lines on stdout; errors go to stderr, exit 1.
 import { runDemoTrainer } from "./trainer";
 
-let stop = false;
-process.on("SIGTERM", () => {
-  stop = true;
-});
+// A stop is a signal, as for SimpleTuner: SIGINT (KeyboardInterrupt there) or SIGTERM. The step
+// in progress finishes first; a second signal changes nothing (SIGKILL is the runner's last word).
+let stop: NodeJS.Signals | null = null;
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.on(signal, () => {
+    stop ??= signal;
+  });
+}
 
 try {
   await runDemoTrainer(process.argv.slice(2), {

@@ -1,6 +1,7 @@
 import { previewSteps } from "../../shared/preview";
 import { loadCheckpoint, saveCheckpoint } from "./checkpoints";
-import { ControlFile, type Command } from "./control";
+import { SIGNAL_FILE_ENV } from "../../shared/trainer-commands";
+import { SignalWatcher } from "./signals";
 import { initialWeights, loss, step as sgdStep, syntheticData, type Weights } from "./model";
 import { flag, int, num, parseArgs, text } from "./options";
 import { parseResolution, renderPreview } from "./preview";
@@ -8,8 +9,11 @@ import { parseResolution, renderPreview } from "./preview";
 /*
  * The built-in demo trainer: a real, tiny CPU training loop speaking the trainer protocol.
  * Events go out as JSON lines (one object with a `type` per line); anything else a trainer
- * prints is a log line. Commands come in through the control file (control.ts) and act after
- * the step in progress. SIGTERM is a stop: the step finishes, then the trainer exits 0.
+ * prints is a log line. Validations and checkpoints are asked through SimpleTuner's signal file
+ * (signals.ts) and happen after the step in progress, one per request. SIGINT (the runner's
+ * "stop", Ctrl-C) or SIGTERM: the step finishes, a `training.status` `interrupted` event goes
+ * out as SimpleTuner sends one on KeyboardInterrupt, and the trainer exits 0 without a final
+ * checkpoint or validation (the last scheduled or requested checkpoint is where a resume starts).
  */
 
 export interface TrainerEvent {
@@ -25,11 +29,11 @@ export interface TrainerIo {
   log(line: string): void;
   env: Record<string, string | undefined>;
   sleep(ms: number): Promise<void>;
-  /** True once the process was asked to stop (SIGTERM). */
-  stopRequested(): boolean;
+  /** The signal the process was asked to stop with (SIGINT or SIGTERM), null while none came. */
+  stopRequested(): NodeJS.Signals | null;
 }
 
-export async function runDemoTrainer(argv: string[], io: TrainerIo): Promise<"completed" | "stopped"> {
+export async function runDemoTrainer(argv: string[], io: TrainerIo): Promise<"completed" | "interrupted"> {
   const o = parseArgs(argv);
   const outputDir = text(o, "--output_dir", "");
   if (!outputDir) throw new Error("--output_dir is required");
@@ -51,7 +55,7 @@ export async function runDemoTrainer(argv: string[], io: TrainerIo): Promise<"co
   const resolution = parseResolution(o.get("--validation_resolution"));
   const prompt = text(o, "--validation_prompt", "a demo validation image");
   const stepMs = int(o, "--demo_step_ms", 200);
-  const control = new ControlFile(io.env.TRAINER_CONTROL_FILE ?? o.get("--control_file"));
+  const signals = new SignalWatcher(io.env[SIGNAL_FILE_ENV]);
 
   let weights: Weights = initialWeights();
   let done = 0;
@@ -91,20 +95,27 @@ export async function runDemoTrainer(argv: string[], io: TrainerIo): Promise<"co
     io.emit({ type: "validation.completed", title: `Validation done at step ${done}`, body: prompt, data: { step: done, loss: loss(weights, data), on_demand: onDemand }, images: [{ src: image, mime_type: "image/png" }] });
   };
 
+  const interrupted = (signal: NodeJS.Signals) => {
+    io.emit({ type: "training.status", title: `Training interrupted at step ${done}`, data: { status: "interrupted", step: done, total_steps: totalSteps, signal } });
+    return "interrupted" as const;
+  };
   while (done < totalSteps) {
+    // A stop that came between steps: no new step starts.
+    const before = io.stopRequested();
+    if (before) return interrupted(before);
     const batchLoss = sgdStep(weights, data, (done * batchSize) % data.y.length, batchSize, learningRate);
     done++;
     io.emit({ type: "training.progress", title: `Step ${done}/${totalSteps}`, data: { step: done, total_steps: totalSteps, epoch: Math.floor((done - 1) / stepsPerEpoch) + 1, loss: batchLoss, learning_rate: learningRate, percent: Math.round((done / totalSteps) * 1000) / 10 } });
     // What was asked during this step happens now, after it: "after the next gradient synchronisation".
-    const { commands, errors } = control.read();
-    for (const e of errors) io.log(e);
-    const asked = new Set<Command>(commands);
-    if (asked.has("validation") || (validationEvery > 0 && done % validationEvery === 0)) await validate(asked.has("validation"));
-    if (asked.has("checkpoint") || (checkpointEvery > 0 && done % checkpointEvery === 0)) checkpoint(asked.has("checkpoint"));
-    if (asked.has("stop") || io.stopRequested()) {
-      io.emit({ type: "training.stopped", title: `Stopped at step ${done}`, data: { step: done, total_steps: totalSteps } });
-      return "stopped";
-    }
+    const { owed, warning } = signals.check();
+    if (warning) io.log(warning);
+    // One action per request; a scheduled one at the same step is covered by a requested one.
+    for (let i = 0; i < owed.validation; i++) await validate(true);
+    if (!owed.validation && validationEvery > 0 && done % validationEvery === 0) await validate(false);
+    for (let i = 0; i < owed.checkpoint; i++) checkpoint(true);
+    if (!owed.checkpoint && checkpointEvery > 0 && done % checkpointEvery === 0) checkpoint(false);
+    const stop = io.stopRequested();
+    if (stop) return interrupted(stop);
     if (done < totalSteps && stepMs > 0) await io.sleep(stepMs);
   }
   if (lastCheckpoint !== done) checkpoint(false);

@@ -1,5 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import { Timestamp } from "./common";
+import { TRAINER_COMMANDS } from "../trainer-commands";
 
 export const WORKER_STATUSES = ["connecting", "IDLE", "busy", "draining", "offline"] as const;
 
@@ -123,7 +124,12 @@ export const HeartbeatAnswer = z
     heartbeat_timeout_seconds: z.number().int(),
     assignments: z.array(Assignment).openapi({ description: "Jobs the scheduler has given this worker that are running now" }),
     commands: z
-      .array(z.object({ id: z.number().int(), job_id: z.string(), command: z.enum(["validation", "checkpoint", "stop"]) }))
+      .array(z.object({ id: z.number().int(), job_id: z.string(), command: z.enum(TRAINER_COMMANDS) }))
       .openapi({ description: "Commands for trainers of running jobs, oldest first, sent until acknowledged (acked_commands)" }),
   })
   .openapi("HeartbeatAnswer");
+
+/** A job's dataset as the runner's cache fetches it (GET /api/workers/datasets/manifest). */
+export const DatasetManifest = z
+  .object({ path: z.string(), files: z.array(z.object({ path: z.string(), size: z.number().int(), sha256: z.string().nullable() })) })
+  .openapi("DatasetManifest");

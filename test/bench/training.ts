@@ -3,8 +3,8 @@
 //  1. Event latency trainer -> runner -> edge -> events hub -> SSE client, p50/p99, at 100 and at
 //     1,000 events/s; every event must arrive (dense indexes, nothing dropped).
 //     Target: p50 < 20 ms, nothing dropped at 1,000/s.
-//  2. Command latency: POST /api/training/validation/run -> the trainer sees the command in its
-//     control file. Target: p50 < 100 ms.
+//  2. Command latency: POST /api/training/validation/run -> the trainer sees the request in its
+//     signal file. Target: p50 < 100 ms.
 //  3. Runner idle memory (RSS) of a separate runner process started as `npm run runner` starts
 //     it (built to plain JavaScript, see runner/build.mjs). Target: < 80 MB.
 // Settings: BENCH_SECONDS (5 per rate), BENCH_COMMANDS (20).
@@ -34,16 +34,16 @@ setTimeout(() => {
   tick();
 }, 2000);`;
 
-// A trainer that watches its control file and reports, with the time, each command it sees.
+// A trainer that watches its signal file as SimpleTuner's train.py does (stat, re-read on a new
+// mtime, one action per counter increase) and reports, with the time, each request it sees.
 const LISTENER = `
 const fs = require("node:fs");
-const file = process.env.TRAINER_CONTROL_FILE; let seen = 0;
+const file = process.env.SIMPLETUNER_ACCELERATE_SIGNAL_FILE; let seen = 0, mtime = 0;
 const stamp = () => performance.timeOrigin + performance.now();
 process.stdout.write(JSON.stringify({ type: "bench.ready", data: {} }) + "\\n");
 setInterval(() => {
-  let text = ""; try { text = fs.readFileSync(file, "utf8"); } catch {}
-  const lines = text.split("\\n").filter(Boolean);
-  while (seen < lines.length) process.stdout.write(JSON.stringify({ type: "bench.command", data: { n: seen++, t: stamp() } }) + "\\n");
+  let now = 0, count = seen; try { now = fs.statSync(file).mtimeMs; if (now !== mtime) count = JSON.parse(fs.readFileSync(file, "utf8")).manual_validation; mtime = now; } catch {}
+  while (seen < count) process.stdout.write(JSON.stringify({ type: "bench.command", data: { n: seen++, t: stamp() } }) + "\\n");
 }, 1);
 process.on("SIGTERM", () => process.exit(0));`;
 
