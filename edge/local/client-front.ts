@@ -92,7 +92,8 @@ function answerParts({ status, detail, path, s3Code }: OwnAnswer): { headers: Re
   const storage = path === STORAGE_PREFIX || path.startsWith(`${STORAGE_PREFIX}/`);
   const code = status === 408 ? "request_timeout" : "bad_request";
   const body = storage ? s3ErrorXml(s3Code, detail, path, randomUUID()) : JSON.stringify({ detail, code });
-  return { headers: { "Content-Type": storage ? "application/xml" : "application/json", "Content-Length": String(Buffer.byteLength(body)), Connection: "close" }, body };
+  const type = storage ? "application/xml" : "application/json";
+  return { headers: { "Content-Type": type, "Content-Length": String(Buffer.byteLength(body)), Connection: "close" }, body };
 }
 
 /** An own answer as raw HTTP/1.1, for a socket Node's server no longer speaks on. */
@@ -129,7 +130,9 @@ const PARSE_PROBLEMS: Record<string, string> = {
 export function badRequestAnswer(error: NodeJS.ErrnoException & { rawPacket?: Buffer }): string {
   const head = /^([A-Z]+) (\S+) HTTP\/1\.[01]\r\n/.exec(error.rawPacket?.subarray(0, 8192).toString("latin1") ?? "");
   const path = head?.[2]?.split("?")[0] ?? "";
-  if (error.code === "ERR_HTTP_REQUEST_TIMEOUT") return rawAnswer({ status: 408, detail: "The request's head did not arrive in time", path, s3Code: "RequestTimeout" });
+  if (error.code === "ERR_HTTP_REQUEST_TIMEOUT") {
+    return rawAnswer({ status: 408, detail: "The request's head did not arrive in time", path, s3Code: "RequestTimeout" });
+  }
   const problem = PARSE_PROBLEMS[error.code ?? ""] ?? "check its request line, headers and framing";
   // On an upload, S3 calls broken framing IncompleteBody.
   return rawAnswer({ status: 400, detail: `The request is not valid HTTP/1.1 (${error.code ?? "parse error"}): ${problem}`, path, s3Code: "IncompleteBody" });
@@ -177,7 +180,9 @@ export function checkRequestHead(head: RequestHead): { problem: string } | { pat
     } catch {
       return { problem: `The request target ${shown(head.url)} is not a valid URL` };
     }
-    if (target.username || target.password || !HOST.test(target.host)) return { problem: `The request target ${shown(head.url)} does not name a host without credentials` };
+    if (target.username || target.password || !HOST.test(target.host)) {
+      return { problem: `The request target ${shown(head.url)} does not name a host without credentials` };
+    }
     return { path: `${target.pathname}${target.search}`, host: target.host };
   }
   if (!head.url.startsWith("/")) return { problem: `The request target ${shown(head.url)} is not served: send a path starting with /` };
@@ -302,7 +307,9 @@ export async function startClientFront(options: { host: string; port: number; up
 
   server.on("upgrade", (req: IncomingMessage, socket: Socket, head: Buffer) => {
     const checked = checkRequestHead({ url: req.url ?? "", httpVersion: req.httpVersion, rawHeaders: req.rawHeaders });
-    if ("problem" in checked) return void socket.end(rawAnswer({ status: 400, detail: checked.problem, path: req.url?.split("?")[0] ?? "", s3Code: "InvalidRequest" }));
+    if ("problem" in checked) {
+      return void socket.end(rawAnswer({ status: 400, detail: checked.problem, path: req.url?.split("?")[0] ?? "", s3Code: "InvalidRequest" }));
+    }
     const headers = forwardedHeaders(checked.host === null ? req.rawHeaders : withHost(req.rawHeaders, checked.host), peerAddress(socket), true);
     const upstream = connect(upstreamPort, "127.0.0.1", () => {
       upstream.write(rawHead(req.method ?? "GET", checked.path, headers));
