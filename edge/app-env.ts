@@ -1,3 +1,5 @@
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+import type { ErrorBody } from "../shared/schemas/common";
 import type { User } from "../shared/schemas/users";
 import type { Config } from "./config";
 import type { Database } from "./db/client";
@@ -12,6 +14,13 @@ export interface Principal {
   /** For sessions: the stored hash of the cookie's token (to log out). */
   sessionTokenHash?: string;
   apiKeyId?: number;
+}
+
+/** An error as the API answers it, before it is rendered: its status, `{ detail, code }` body and extra headers. */
+export interface ErrorAnswer {
+  status: ContentfulStatusCode;
+  body: ErrorBody;
+  headers?: Record<string, string>;
 }
 
 /** What every handler can rely on: typed bindings and the per-request context. */
@@ -33,6 +42,17 @@ export interface AppEnv {
      * or loopback in development). `limited`: it was refused with 429. Read by the HTTP metrics.
      */
     rateLimit: { rule: string; limited: boolean } | null;
+    /**
+     * Renders this request's errors and 404s when its area answers in another format than
+     * `{ detail, code }` (the storage endpoint: S3's XML); unset: JSON. Set by the area's own
+     * middleware, before rate limiting, so a refusal from any middleware is rendered by it too.
+     */
+    renderError?: (answer: ErrorAnswer) => Response;
+    /**
+     * The metrics label of a request no typed route matched (an area's `.all()` routes): bounded,
+     * never a path's variable parts. Set by the area's own middleware; unset: `unmatched`.
+     */
+    routeLabel?: string;
     /** The worker whose token authenticated a runner's request ("worker" routes). */
     worker: typeof workers.$inferSelect | null;
   };

@@ -1,9 +1,8 @@
 import type { AppEnv } from "./app-env";
-import { ApiError } from "./errors";
 import { authorize } from "./middleware/authorize";
 import { requestBodyLimits } from "./middleware/body-limit";
 import { requestContext } from "./middleware/request-context";
-import { createRouter, handleError } from "./router";
+import { createRouter, handleError, handleNotFound } from "./router";
 import { auth } from "./routes/auth";
 import { docsRoutes } from "./routes/docs";
 import { environments } from "./routes/environments";
@@ -21,7 +20,7 @@ import { securityHeaders } from "./middleware/security-headers";
 import { metricsRoutes } from "./routes/metrics";
 import { auditRoutes } from "./routes/audit";
 import { providersRoutes } from "./routes/providers";
-import { storageRoutes } from "./routes/storage";
+import { storageConventions, storageRoutes } from "./routes/storage";
 
 /**
  * The whole HTTP API: context and authorisation for every request, then one router per area.
@@ -31,6 +30,8 @@ import { storageRoutes } from "./routes/storage";
  */
 export function createApp() {
   const app = createRouter();
+  // First, before anything that can fail or refuse: a storage request's errors are S3 errors.
+  app.use("*", storageConventions());
   app.use("*", requestContext());
   app.use("*", securityHeaders());
   app.use("*", httpMetrics());
@@ -52,7 +53,7 @@ export function createApp() {
   app.route("/", providersRoutes);
   app.route("/", storageRoutes);
   app.route("/", docsRoutes(app));
-  app.notFound((c) => c.json(new ApiError(404, "not_found", `No route for ${c.req.method} ${new URL(c.req.url).pathname}`).body(), 404));
+  app.notFound(handleNotFound);
   app.onError(handleError);
   return app;
 }

@@ -1,9 +1,5 @@
 import type { Bucket } from "./datasets/bucket";
-import type { EventsHubNamespace } from "./jobs/hub-types";
-import type { SchedulerNamespace } from "./scheduler/types";
-import type { WorkerChannelNamespace } from "./workers/channel-types";
-import type { RateLimiterNamespace } from "./ratelimit/limiter-types";
-import type { MetricsNamespace } from "./metrics/collector-types";
+import type { DurableObjectBindings } from "./durable-objects";
 
 /** A service binding, as far as this code uses one (workerd's Fetcher, or Miniflare's in Node). */
 export interface ServiceBinding {
@@ -11,10 +7,11 @@ export interface ServiceBinding {
 }
 
 /**
- * The Worker's bindings, as declared in wrangler.toml (production) and by edge/local (local).
- * Only edge/config.ts reads these; everything else receives a typed Config.
+ * The Worker's bindings, as declared in wrangler.toml (production) and by edge/local (local);
+ * the Durable Objects' come from edge/durable-objects.ts. Only edge/config.ts reads the
+ * variables; everything else receives a typed Config.
  */
-export interface Env {
+export interface Env extends DurableObjectBindings {
   /** libSQL URL: https://<db>.turso.io, libsql://…, or http://libsql.internal locally. */
   LIBSQL_URL: string;
   /** Secret: libSQL auth token for a remote database. */
@@ -27,18 +24,8 @@ export interface Env {
   SERVICE_LOG_LEVEL?: string;
   SERVICE_LOG_FORMAT?: string;
   SERVICE_PUBLIC_URL?: string;
-  /** The Scheduler Durable Object (one instance, named "main"). */
-  SCHEDULER: SchedulerNamespace;
-  /** One events hub Durable Object per job (named by job id): live fan-out to watchers. */
-  EVENTS_HUB: EventsHubNamespace;
   /** R2: uploaded datasets (and, later, storage endpoint objects and archives). */
   STORAGE: Bucket;
-  /** One channel Durable Object per worker (named by worker id): wakes its runner. */
-  WORKER_CHANNEL: WorkerChannelNamespace;
-  /** One rate limiter Durable Object per client address (named by the address). */
-  RATE_LIMITER: RateLimiterNamespace;
-  /** The metrics collector Durable Object (one, named "main"): HTTP counts from every isolate. */
-  METRICS: MetricsNamespace;
   /** Local default only: when the host process started (ISO 8601), for uptime. */
   SERVICE_STARTED_AT?: string;
   /** Rate limiting (README "Rate limiting"): the default rule's calls (0: off) and period in seconds. */

@@ -1,14 +1,9 @@
 import { OpenAPIHono } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
-import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { ZodError } from "zod";
-import type { AppEnv } from "./app-env";
-import type { ErrorBody } from "../shared/schemas/common";
+import type { AppEnv, ErrorAnswer } from "./app-env";
 import { ApiError } from "./errors";
-import { storagePattern } from "./storage/endpoint";
-import { S3Error, s3CodeForStatus } from "./storage/errors";
-import { s3ErrorResponse } from "./storage/xml";
 
 /** A request that failed its zod schema: 422 with one entry per field, named by its path. */
 export function validationError(error: ZodError, target: string): ApiError {
@@ -31,20 +26,31 @@ export function createRouter(): OpenAPIHono<AppEnv> {
 
 /**
  * Turns any error into `{ detail, code }`: ApiError as it says, Hono's 4xx as they are, the rest
- * 500. On the storage endpoint the same error is S3's XML, which S3 clients read.
+ * 500. An area that answers in another format (the storage endpoint: S3's XML) renders it
+ * itself, through the request's `renderError`.
  */
 export function handleError(error: Error, c: Context<AppEnv>): Response {
-  let answer: { status: ContentfulStatusCode; body: ErrorBody; headers?: Record<string, string> };
+  let answer: ErrorAnswer;
   if (error instanceof ApiError) answer = { status: error.status, body: error.body(), headers: error.headers };
   else if (error instanceof HTTPException && error.status < 500) answer = { status: error.status, body: { detail: error.message || "Bad request", code: error.status === 400 ? "bad_request" : "http_error" } };
   else {
     c.get("log")?.error("unhandled error", { error: error.message, stack: error.stack });
     answer = { status: 500, body: { detail: `Internal server error (request ${c.get("requestId") ?? "unknown"})`, code: "internal" } };
   }
-  if (storagePattern(c.req.path) !== null) {
-    const response = s3ErrorResponse(new S3Error(s3CodeForStatus(answer.status), answer.body.detail), c.req.path, c.get("requestId") ?? "", c.req.method);
-    for (const [name, value] of Object.entries(answer.headers ?? {})) response.headers.set(name, value);
-    return response;
-  }
-  return c.json(answer.body, answer.status, answer.headers);
+  return renderError(c, answer);
+}
+
+/**
+ * The 404 of a request no route matched, rendered like every other error.
+ *
+ * @example
+ * app.notFound(handleNotFound);
+ */
+export function handleNotFound(c: Context<AppEnv>): Response {
+  return renderError(c, { status: 404, body: new ApiError(404, "not_found", `No route for ${c.req.method} ${new URL(c.req.url).pathname}`).body() });
+}
+
+function renderError(c: Context<AppEnv>, answer: ErrorAnswer): Response {
+  const render = c.get("renderError");
+  return render ? render(answer) : c.json(answer.body, answer.status, answer.headers);
 }

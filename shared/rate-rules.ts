@@ -87,6 +87,35 @@ function compile(pattern: string): RegExp {
 const EXCLUDED = RATE_LIMIT_EXCLUSIONS.map(compile);
 const COMPILED = RATE_RULES.map((rule) => ({ rule, patterns: rule.patterns.map(compile) }));
 
+const normalised = (path: string) => path.replace(/\/{2,}/g, "/");
+
+/**
+ * Whether `path` is never counted (RATE_LIMIT_EXCLUSIONS), whatever the method.
+ *
+ * @example
+ * isRateLimitExempt("/api/cloud/health/live"); // true
+ */
+export function isRateLimitExempt(path: string): boolean {
+  const clean = normalised(path);
+  return EXCLUDED.some((pattern) => pattern.test(clean));
+}
+
+/**
+ * The rule whose window `method path` would be counted in, exclusions aside (`fallback` when no
+ * listed rule covers it): what an uncounted request's rate-limit headers describe.
+ *
+ * @example
+ * rateRuleFor("GET", "/api/cloud/health", defaultRateRule(100, 60)); // the default rule
+ */
+export function rateRuleFor(method: string, path: string, fallback: RateRule): RateRule {
+  const clean = normalised(path);
+  const upper = method.toUpperCase();
+  for (const { rule, patterns } of COMPILED) {
+    if ((rule.methods === "all" || rule.methods.includes(upper)) && patterns.some((pattern) => pattern.test(clean))) return rule;
+  }
+  return fallback;
+}
+
 /**
  * The rule that counts `method path` (`fallback` when no listed rule does), or null when the
  * path is excluded.
@@ -95,11 +124,5 @@ const COMPILED = RATE_RULES.map((rule) => ({ rule, patterns: rule.patterns.map(c
  * matchRateRule("POST", "/api/cloud/auth/login", defaultRateRule(100, 60)); // the "login" rule
  */
 export function matchRateRule(method: string, path: string, fallback: RateRule): RateRule | null {
-  const clean = path.replace(/\/{2,}/g, "/");
-  if (EXCLUDED.some((pattern) => pattern.test(clean))) return null;
-  const upper = method.toUpperCase();
-  for (const { rule, patterns } of COMPILED) {
-    if ((rule.methods === "all" || rule.methods.includes(upper)) && patterns.some((pattern) => pattern.test(clean))) return rule;
-  }
-  return fallback;
+  return isRateLimitExempt(path) ? null : rateRuleFor(method, path, fallback);
 }

@@ -227,6 +227,15 @@ describe("figures", () => {
     expect(text).not.toContain(cancelledJob);
   });
 
+  it("counts storage endpoint requests by the endpoint's own bounded patterns, never by bucket or key", async () => {
+    const reply = await t.call("GET", "/api/cloud/storage/metrics-bucket-7/deep/key.bin");
+    expect([reply.status, reply.headers.get("content-type")]).toEqual([403, "application/xml"]);
+    const series = 'service_http_errors_total{endpoint_status="GET_/api/cloud/storage/{bucket}/{key}_403"}';
+    const text = await eventually("http", (x) => sample(x, series) !== undefined);
+    expect(sample(text, series)).toBe(1);
+    expect(text).not.toContain("metrics-bucket-7");
+  });
+
   it("counts rate-limit refusals and the clients the limiter tracked", async () => {
     const statuses: number[] = [];
     for (let i = 0; i < 7; i++) statuses.push((await t.call("POST", "/api/cloud/auth/login", { json: { username: "nobody", password: "wrong-password" } })).status);

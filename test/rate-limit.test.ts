@@ -1,11 +1,11 @@
 import { Hono } from "hono";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LOOPBACK_RANGES, parseRange, rateLimitKey } from "../shared/ip";
-import { defaultRateRule, matchRateRule } from "../shared/rate-rules";
+import { defaultRateRule, isRateLimitExempt, matchRateRule, rateRuleFor } from "../shared/rate-rules";
 import type { AppEnv } from "../edge/app-env";
 import type { Config } from "../edge/config";
 import type { Logger } from "../edge/log";
-import { rateLimit } from "../edge/middleware/rate-limit";
+import { rateLimit, uncountedRateLimitHeaders } from "../edge/middleware/rate-limit";
 import { clientAddress, fromGenuineLoopback, resolveClient } from "../edge/ratelimit/client-ip";
 import { readRateLimitSettings } from "../edge/ratelimit/settings";
 import { setUpAdmin, startTestStack, type Reply, type TestStack } from "./helpers/stack";
@@ -17,6 +17,22 @@ const USER_AGENT = "rate-limit-test/1.0";
 const from = (ip: string, headers: Record<string, string> = {}) => ({ "x-forwarded-for": ip, "user-agent": USER_AGENT, ...headers });
 const policyOf = (reply: Reply) => reply.headers.get("ratelimit-policy");
 const remainingOf = (reply: Reply) => reply.headers.get("x-ratelimit-remaining");
+
+/**
+ * Sends one request and checks the spec's three headers: Limit and Remaining as given, Reset a
+ * whole Unix second `periodSeconds` after it was answered (an uncounted request's reset).
+ */
+async function uncountedCall(t: TestStack, method: string, path: string, expected: { limit: number; periodSeconds: number }, headers: Record<string, string> = {}) {
+  const before = Math.floor(Date.now() / 1000);
+  const reply = await t.call(method, path, { headers });
+  const after = Math.ceil(Date.now() / 1000);
+  const [limit, remaining, reset] = ["x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset"].map((name) => reply.headers.get(name));
+  expect([method, path, limit, remaining], reply.text).toEqual([method, path, String(expected.limit), String(expected.limit)]);
+  expect(reset, `${method} ${path}`).toMatch(/^\d+$/);
+  expect(Number(reset)).toBeGreaterThanOrEqual(before + expected.periodSeconds);
+  expect(Number(reset)).toBeLessThanOrEqual(after + expected.periodSeconds);
+  return reply;
+}
 
 describe("rate rules (shared/rate-rules.ts)", () => {
   const fallback = defaultRateRule(100, 60);
@@ -42,6 +58,15 @@ describe("rate rules (shared/rate-rules.ts)", () => {
     expect(ruleOf("POST", "/api/cloud/auth/loginx")).toBe("default");
     expect(ruleOf("POST", "/api/webhooksx")).toBe("default");
     expect(matchRateRule("GET", "/api/queue", fallback)).toBe(fallback);
+  });
+
+  it("names the rule an excluded path would fall under, for its headers, while not counting it", () => {
+    expect(isRateLimitExempt("/api/cloud/health")).toBe(true);
+    expect(isRateLimitExempt("//api/cloud//health")).toBe(true);
+    expect(isRateLimitExempt("/api/cloud/healthy")).toBe(false);
+    expect(rateRuleFor("GET", "/api/cloud/health", fallback)).toBe(fallback);
+    expect(rateRuleFor("POST", "/api/cloud/auth/login", fallback).name).toBe("login");
+    expect(uncountedRateLimitHeaders(defaultRateRule(100, 60), 1_700_000_000_500)).toEqual({ "X-RateLimit-Limit": "100", "X-RateLimit-Remaining": "100", "X-RateLimit-Reset": "1700000061" });
   });
 
   it("sees through doubled slashes, so they do not escape a rule", () => {
@@ -131,24 +156,36 @@ describe("rate-limit settings (edge/ratelimit/settings.ts)", () => {
   });
 });
 
-describe("an unreachable limiter", () => {
-  it("serves the request without rate-limit headers and logs a warning", async () => {
-    const warnings: string[] = [];
+describe("an unreachable limiter, and limiting off", () => {
+  const appWith = (variables: Record<string, string>, warnings: string[]) => {
     const app = new Hono<AppEnv>();
     app.use("*", async (c, next) => {
-      c.set("config", { rateLimit: readRateLimitSettings({}, "production") } as Config);
+      c.set("config", { rateLimit: readRateLimitSettings(variables, "production") } as Config);
       c.set("log", { warning: (message: string) => warnings.push(message) } as unknown as Logger);
       c.set("rateLimit", null);
       await next();
     });
     app.use("*", rateLimit());
     app.get("/x", (c) => c.text(`served ${c.get("clientIp")} ${JSON.stringify(c.get("rateLimit"))}`));
-    const env = { RATE_LIMITER: { idFromName: (name: string) => name, get: () => ({ hit: () => Promise.reject(new Error("limiter down")) }) } };
-    const response = await app.request("/x", { headers: { "cf-connecting-ip": "203.0.113.9" } }, env);
+    return app;
+  };
+  const env = { RATE_LIMITER: { idFromName: (name: string) => name, get: () => ({ hit: () => Promise.reject(new Error("limiter down")) }) } };
+
+  it("serves the request uncounted, with the headers of an uncounted request, and logs a warning", async () => {
+    const warnings: string[] = [];
+    const before = Math.floor(Date.now() / 1000);
+    const response = await appWith({}, warnings).request("/x", { headers: { "cf-connecting-ip": "203.0.113.9" } }, env);
     expect(response.status).toBe(200);
     expect(await response.text()).toBe("served 203.0.113.9 null");
-    expect(response.headers.get("x-ratelimit-limit")).toBeNull();
+    expect([response.headers.get("x-ratelimit-limit"), response.headers.get("x-ratelimit-remaining"), response.headers.get("ratelimit-policy")]).toEqual(["100", "100", null]);
+    expect(Number(response.headers.get("x-ratelimit-reset"))).toBeGreaterThanOrEqual(before + 60);
     expect(warnings).toEqual(["rate limiter unreachable: request served without limiting"]);
+  });
+
+  it("puts no rate-limit header on any answer when RATE_LIMIT_CALLS=0: there is no limit to describe", async () => {
+    const warnings: string[] = [];
+    const response = await appWith({ RATE_LIMIT_CALLS: "0" }, warnings).request("/x", { headers: { "cf-connecting-ip": "203.0.113.9" } }, env);
+    expect([response.status, response.headers.get("x-ratelimit-limit"), warnings]).toEqual([200, null, []]);
   });
 });
 
@@ -224,11 +261,27 @@ describe("rate limiting over HTTP (development, 4 per 2 s by default, loopback t
     expect([invalid.status, invalid.headers.get("x-ratelimit-limit")]).toEqual([200, "4"]);
   });
 
-  it("does not count loopback clients in development", async () => {
-    for (let i = 0; i < 6; i++) {
-      const reply = await t.call("GET", "/docs");
-      expect([reply.status, reply.headers.get("x-ratelimit-limit")]).toEqual([200, null]);
-    }
+  it("does not count loopback clients in development, and tells them the rule that would apply with all of it remaining", async () => {
+    for (let i = 0; i < 6; i++) expect((await uncountedCall(t, "GET", "/docs", { limit: 4, periodSeconds: 2 })).status).toBe(200);
+  });
+
+  it("puts the three headers on every answer to an uncounted loopback client: errors, 401s, 404s, OPTIONS, storage and exempt paths", async () => {
+    const rule = { limit: 4, periodSeconds: 2 };
+    expect((await uncountedCall(t, "GET", "/api/no-such-route", rule)).status).toBe(404);
+    expect((await uncountedCall(t, "GET", "/api/queue", rule)).status).toBe(401);
+    expect((await uncountedCall(t, "GET", "/api/queue", rule, { "x-api-key": "st_" + "z".repeat(40) })).status).toBe(401);
+    expect((await uncountedCall(t, "OPTIONS", "/api/queue", rule)).status).toBeLessThan(500);
+    expect((await uncountedCall(t, "POST", "/api/cloud/auth/api-keys", { limit: 10, periodSeconds: 60 }, { "content-type": "application/json" })).status).toBe(401);
+    const noBody = await uncountedCall(t, "POST", "/api/cloud/auth/login", { limit: 5, periodSeconds: 60 }, { "content-type": "application/json" });
+    expect([noBody.status, noBody.body.code]).toEqual([400, "bad_request"]);
+    const s3 = await uncountedCall(t, "GET", "/api/cloud/storage/some-job/model.bin", { limit: 50, periodSeconds: 60 });
+    expect([s3.status, s3.headers.get("content-type")]).toEqual([403, "application/xml"]);
+    expect(s3.text).toContain("<Code>AccessDenied</Code>");
+    const listing = await uncountedCall(t, "HEAD", "/api/cloud/storage/some-job", { limit: 50, periodSeconds: 60 });
+    expect(listing.status).toBe(403);
+    expect((await uncountedCall(t, "GET", "/api/cloud/health", rule)).status).toBe(200);
+    // Uncounted answers claim no policy: none was applied.
+    expect(policyOf(await t.call("GET", "/docs"))).toBeNull();
   });
 
   it("counts a loopback address named by a forwarding header: only a genuine loopback peer goes uncounted", async () => {
@@ -238,18 +291,27 @@ describe("rate limiting over HTTP (development, 4 per 2 s by default, loopback t
     expect([refused.status, refused.body.code]).toEqual([429, "rate_limited"]);
     expect(remainingOf(await t.call("GET", "/docs", { headers: { "x-real-ip": "::1" } }))).toBe("3");
     // The same machine without a forwarding header is still exempt.
-    expect((await t.call("GET", "/docs")).headers.get("x-ratelimit-limit")).toBeNull();
+    expect((await uncountedCall(t, "GET", "/docs", { limit: 4, periodSeconds: 2 })).status).toBe(200);
   });
 
-  it("never counts the excluded paths", async () => {
+  it("never counts the excluded paths, whose answers describe the rule that would apply, all of it remaining", async () => {
     const headers = from("203.0.113.50");
     for (const path of ["/api/cloud/health/live", "/api/cloud/health", "/api/users/me", "/docs/assets/swagger-ui.css", "/api/cloud/providers", "/health"]) {
       for (let i = 0; i < 5; i++) {
-        const reply = await t.call("GET", path, { headers });
-        expect([path, reply.status === 429, reply.headers.get("x-ratelimit-limit")]).toEqual([path, false, null]);
+        const reply = await uncountedCall(t, "GET", path, { limit: 4, periodSeconds: 2 }, headers);
+        expect([path, reply.status === 429]).toEqual([path, false]);
       }
     }
     expect(remainingOf(await t.call("GET", "/docs", { headers }))).toBe("3");
+  });
+
+  it("leaves a failure limit's 429 its own headers, Remaining 0, not those of the request's rule", async () => {
+    const login = (i: number) => t.call("POST", "/api/cloud/auth/login", { json: { username: "failure-target", password: "wrong-password" }, headers: from(`198.18.0.${i}`) });
+    for (let i = 1; i <= 10; i++) expect((await login(i)).status).toBe(401);
+    const refused = await login(11);
+    expect([refused.status, refused.body.detail]).toEqual([429, expect.stringContaining('(rule "login-failures")')]);
+    expect([refused.headers.get("x-ratelimit-limit"), remainingOf(refused), policyOf(refused)]).toEqual(["10", "0", '"login-failures";q=10;w=900']);
+    expect(Number(refused.headers.get("x-ratelimit-reset"))).toBeGreaterThan(Date.now() / 1000);
   });
 
   it("puts the headers on every answer of a counted request: 200, 404, 401 and 429", async () => {

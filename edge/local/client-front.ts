@@ -14,6 +14,12 @@ import { s3ErrorXml } from "../storage/xml";
  * `MF-*` header dropped, and is streamed through unbuffered in both directions (keep-alive
  * connections, WebSocket upgrades piped as raw bytes after the rewritten head).
  *
+ * A malformed request never reaches workerd (which answers some of them with a plain-text 500):
+ * what Node's parser refuses (request line, headers, Content-Length, chunking) and what
+ * checkRequestHead refuses (HTTP version, target, Host, Transfer-Encoding) is a 400 from the
+ * front itself, in the API's `{ detail, code }` (S3's XML on the storage endpoint), with the
+ * connection closed.
+ *
  * Requests without a body reuse pooled keep-alive connections to workerd; a request with a body
  * gets a connection of its own, because workerd closes a connection after answering a request
  * whose body it did not read (an early refusal), and a pooled connection reused at that moment
@@ -67,16 +73,56 @@ function responseHeaders(rawHeaders: readonly string[]): string[] {
 }
 
 // Header values never hold CR or LF once Node has parsed them, so a raw head is safe to write.
-function rawHead(req: IncomingMessage, headers: readonly string[]): string {
-  const lines = [`${req.method} ${req.url} HTTP/1.1`];
+function rawHead(method: string, path: string, headers: readonly string[]): string {
+  const lines = [`${method} ${path} HTTP/1.1`];
   for (let i = 0; i < headers.length; i += 2) lines.push(`${headers[i]}: ${headers[i + 1]}`);
   return lines.join("\r\n") + "\r\n\r\n";
 }
 
+/** What the front answers by itself, never asking workerd: a client's malformed request. */
+interface OwnAnswer {
+  status: 400 | 408;
+  detail: string;
+  /** The request's path when known: on the storage endpoint the answer is S3's XML, which its clients read, with this code. */
+  path: string;
+  s3Code: "IncompleteBody" | "InvalidRequest" | "RequestTimeout";
+}
+
+function answerParts({ status, detail, path, s3Code }: OwnAnswer): { headers: Record<string, string>; body: string } {
+  const storage = path === STORAGE_PREFIX || path.startsWith(`${STORAGE_PREFIX}/`);
+  const code = status === 408 ? "request_timeout" : "bad_request";
+  const body = storage ? s3ErrorXml(s3Code, detail, path, randomUUID()) : JSON.stringify({ detail, code });
+  const type = storage ? "application/xml" : "application/json";
+  return { headers: { "Content-Type": type, "Content-Length": String(Buffer.byteLength(body)), Connection: "close" }, body };
+}
+
+/** An own answer as raw HTTP/1.1, for a socket Node's server no longer speaks on. */
+function rawAnswer(answer: OwnAnswer): string {
+  const { headers, body } = answerParts(answer);
+  const reason = answer.status === 408 ? "Request Timeout" : "Bad Request";
+  return `HTTP/1.1 ${answer.status} ${reason}\r\n${Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join("")}\r\n${body}`;
+}
+
+/** What each of Node's parser errors (llhttp's codes) means for the client, in words it can act on. */
+const PARSE_PROBLEMS: Record<string, string> = {
+  HPE_INVALID_METHOD: "the method is not an HTTP method",
+  HPE_INVALID_CONSTANT: "the request line is not METHOD /path HTTP/1.1",
+  HPE_INVALID_VERSION: "the HTTP version is not HTTP/1.1 or HTTP/1.0, or a line does not end with CRLF",
+  HPE_INVALID_URL: "the request target is not a path starting with /",
+  HPE_HEADER_OVERFLOW: "the request line and headers are longer than 16 KiB",
+  HPE_INVALID_HEADER_TOKEN: "a header line is malformed (a name without a colon, a space or control character in a name or value, or a folded line)",
+  HPE_INVALID_CONTENT_LENGTH: "Content-Length is not one non-negative decimal number",
+  HPE_UNEXPECTED_CONTENT_LENGTH: "Content-Length is given twice, or together with Transfer-Encoding",
+  HPE_INVALID_TRANSFER_ENCODING: "Transfer-Encoding must be chunked, and never sent with Content-Length",
+  HPE_INVALID_CHUNK_SIZE: "a chunk size of the chunked body is not a hexadecimal number",
+  HPE_STRICT: "a chunk of the chunked body does not end with CRLF",
+  HPE_LF_EXPECTED: "a line does not end with CRLF",
+};
+
 /**
- * The answer to a request Node's HTTP parser refused (broken framing, Content-Length with
- * Transfer-Encoding, a malformed head): 400 in the API's JSON error shape, or S3's XML on the
- * storage endpoint, whose clients read that; the connection is closed.
+ * The answer to a request Node's HTTP parser refused (a malformed request line, header or body
+ * framing): 400 in the API's JSON error shape, or S3's XML on the storage endpoint, whose
+ * clients read that; a head that never completed is a 408. The connection is closed after it.
  *
  * @example
  * badRequestAnswer(Object.assign(new Error("Parse Error"), { code: "HPE_INVALID_CHUNK_SIZE" }));
@@ -84,11 +130,73 @@ function rawHead(req: IncomingMessage, headers: readonly string[]): string {
 export function badRequestAnswer(error: NodeJS.ErrnoException & { rawPacket?: Buffer }): string {
   const head = /^([A-Z]+) (\S+) HTTP\/1\.[01]\r\n/.exec(error.rawPacket?.subarray(0, 8192).toString("latin1") ?? "");
   const path = head?.[2]?.split("?")[0] ?? "";
-  const detail = `The request is not valid HTTP/1.1 (${error.code ?? "parse error"}): check its framing (Content-Length or Transfer-Encoding, not both) and headers`;
-  const storage = path === STORAGE_PREFIX || path.startsWith(`${STORAGE_PREFIX}/`);
-  const body = storage ? s3ErrorXml("IncompleteBody", detail, path, randomUUID()) : JSON.stringify({ detail, code: "bad_request" });
-  const type = storage ? "application/xml" : "application/json";
-  return `HTTP/1.1 400 Bad Request\r\nContent-Type: ${type}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
+  if (error.code === "ERR_HTTP_REQUEST_TIMEOUT") {
+    return rawAnswer({ status: 408, detail: "The request's head did not arrive in time", path, s3Code: "RequestTimeout" });
+  }
+  const problem = PARSE_PROBLEMS[error.code ?? ""] ?? "check its request line, headers and framing";
+  // On an upload, S3 calls broken framing IncompleteBody.
+  return rawAnswer({ status: 400, detail: `The request is not valid HTTP/1.1 (${error.code ?? "parse error"}): ${problem}`, path, s3Code: "IncompleteBody" });
+}
+
+/** A request's head as Node parsed it. */
+export interface RequestHead {
+  url: string;
+  httpVersion: string;
+  rawHeaders: readonly string[];
+}
+
+// A host name or IPv4 address, or an IPv6 address in brackets, with an optional port.
+const HOST = /^(?:[A-Za-z0-9._~-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?$/;
+
+const shown = (text: string) => JSON.stringify(text.length > 100 ? `${text.slice(0, 100)}...` : text);
+
+/**
+ * Checks what Node's parser lets through but workerd cannot take (it answers them with a
+ * plain-text 500): the HTTP version, the request target and the Host header, and a
+ * Transfer-Encoding other than chunked (Node reads the body as chunked and would forward a
+ * coding nobody applied). An absolute-form target (`GET http://host/path`) is accepted, as
+ * RFC 9112 3.2.2 asks, and becomes its path with its authority as the Host (`host`: the Host
+ * header that replaces the client's; null: the client's stands).
+ *
+ * @example
+ * checkRequestHead({ url: "http://svc/x", httpVersion: "1.1", rawHeaders: [] });
+ * // { path: "/x", host: "svc" }
+ */
+export function checkRequestHead(head: RequestHead): { problem: string } | { path: string; host: string | null } {
+  if (head.httpVersion !== "1.1" && head.httpVersion !== "1.0") return { problem: `HTTP/${head.httpVersion} is not served here: send HTTP/1.1` };
+  const valuesOf = (name: string) => {
+    const found: string[] = [];
+    for (let i = 0; i + 1 < head.rawHeaders.length; i += 2) if (head.rawHeaders[i]!.toLowerCase() === name) found.push(head.rawHeaders[i + 1]!);
+    return found;
+  };
+  const codings = valuesOf("transfer-encoding");
+  if (codings.length > 1 || (codings.length === 1 && codings[0]!.trim().toLowerCase() !== "chunked")) {
+    return { problem: `Transfer-Encoding must be chunked alone, not ${shown(codings.join(", "))}` };
+  }
+  if (/^https?:\/\//i.test(head.url)) {
+    let target: URL;
+    try {
+      target = new URL(head.url);
+    } catch {
+      return { problem: `The request target ${shown(head.url)} is not a valid URL` };
+    }
+    if (target.username || target.password || !HOST.test(target.host)) {
+      return { problem: `The request target ${shown(head.url)} does not name a host without credentials` };
+    }
+    return { path: `${target.pathname}${target.search}`, host: target.host };
+  }
+  if (!head.url.startsWith("/")) return { problem: `The request target ${shown(head.url)} is not served: send a path starting with /` };
+  const hosts = valuesOf("host");
+  if (hosts.length !== 1) return { problem: `Send exactly one Host header, not ${hosts.length}` };
+  if (!HOST.test(hosts[0]!.trim())) return { problem: `The Host header ${shown(hosts[0]!)} is not a host name or address with an optional port` };
+  return { path: head.url, host: null };
+}
+
+/** The raw header list with its Host headers replaced by `host`. */
+function withHost(rawHeaders: readonly string[], host: string): string[] {
+  const out: string[] = [];
+  for (let i = 0; i + 1 < rawHeaders.length; i += 2) if (rawHeaders[i]!.toLowerCase() !== "host") out.push(rawHeaders[i]!, rawHeaders[i + 1]!);
+  return [...out, "Host", host];
 }
 
 /** Most of an unread request body the front reads and discards after an early answer; past it the connection is dropped. */
@@ -127,11 +235,26 @@ export async function startClientFront(options: { host: string; port: number; up
     requestTimeout: 0,
     headersTimeout: 60_000,
     keepAliveTimeout: 65_000,
+    // The limit PARSE_PROBLEMS names. Host is checked by checkRequestHead, which answers in the API's shape.
+    maxHeaderSize: 16 * 1024,
+    requireHostHeader: false,
   });
+  // The response in progress on each connection, and the connections the front answered by
+  // itself and is closing: Node's parser may still fail on what follows (the body of a refused
+  // request), and no second answer may follow the first.
+  const responses = new WeakMap<Socket, { req: IncomingMessage; res: ServerResponse }>();
+  const refused = new WeakSet<Socket>();
 
-  const forward = (req: IncomingMessage, res: ServerResponse, headers: string[], retried: boolean) => {
+  const refuse = (req: IncomingMessage, res: ServerResponse, detail: string) => {
+    refused.add(req.socket);
+    const { headers, body } = answerParts({ status: 400, detail, path: req.url?.split("?")[0] ?? "", s3Code: "InvalidRequest" });
+    res.writeHead(400, headers).end(body);
+    if (!req.complete) drain(req);
+  };
+
+  const forward = (req: IncomingMessage, res: ServerResponse, path: string, headers: string[], retried: boolean) => {
     const bodiless = !hasBody(req);
-    const upstream = httpRequest({ agent: bodiless && !retried ? pooled : fresh, host: "127.0.0.1", port: upstreamPort, method: req.method, path: req.url, headers: headers as unknown as OutgoingHttpHeaders, setHost: false });
+    const upstream = httpRequest({ agent: bodiless && !retried ? pooled : fresh, host: "127.0.0.1", port: upstreamPort, method: req.method, path, headers: headers as unknown as OutgoingHttpHeaders, setHost: false });
     let answered = false;
     upstream.on("response", (answer) => {
       answered = true;
@@ -156,8 +279,8 @@ export async function startClientFront(options: { host: string; port: number; up
       if (res.headersSent) return void res.destroy();
       // A pooled connection workerd closed just as it was reused: nothing of this request was
       // consumed, so it is sent once more on a connection of its own.
-      if (bodiless && !retried && upstream.reusedSocket) return forward(req, res, headers, true);
-      options.onError(`client front: workerd unreachable for ${req.method} ${req.url}: ${error.message}`);
+      if (bodiless && !retried && upstream.reusedSocket) return forward(req, res, path, headers, true);
+      options.onError(`client front: workerd unreachable for ${req.method} ${path}: ${error.message}`);
       if (!bodiless && !req.complete) drain(req);
       res.writeHead(502, { "content-type": "application/json" }).end(JSON.stringify({ detail: "The Worker runtime did not answer; see the service log", code: "bad_gateway" }));
     });
@@ -171,12 +294,25 @@ export async function startClientFront(options: { host: string; port: number; up
     } else req.pipe(upstream);
   };
 
-  server.on("request", (req, res) => forward(req, res, forwardedHeaders(req.rawHeaders, peerAddress(req.socket), false), false));
+  server.on("request", (req, res) => {
+    responses.set(req.socket, { req, res });
+    res.on("close", () => {
+      if (responses.get(req.socket)?.res === res) responses.delete(req.socket);
+    });
+    const head = checkRequestHead({ url: req.url ?? "", httpVersion: req.httpVersion, rawHeaders: req.rawHeaders });
+    if ("problem" in head) return refuse(req, res, head.problem);
+    const raw = head.host === null ? req.rawHeaders : withHost(req.rawHeaders, head.host);
+    forward(req, res, head.path, forwardedHeaders(raw, peerAddress(req.socket), false), false);
+  });
 
   server.on("upgrade", (req: IncomingMessage, socket: Socket, head: Buffer) => {
-    const headers = forwardedHeaders(req.rawHeaders, peerAddress(socket), true);
+    const checked = checkRequestHead({ url: req.url ?? "", httpVersion: req.httpVersion, rawHeaders: req.rawHeaders });
+    if ("problem" in checked) {
+      return void socket.end(rawAnswer({ status: 400, detail: checked.problem, path: req.url?.split("?")[0] ?? "", s3Code: "InvalidRequest" }));
+    }
+    const headers = forwardedHeaders(checked.host === null ? req.rawHeaders : withHost(req.rawHeaders, checked.host), peerAddress(socket), true);
     const upstream = connect(upstreamPort, "127.0.0.1", () => {
-      upstream.write(rawHead(req, headers));
+      upstream.write(rawHead(req.method ?? "GET", checked.path, headers));
       if (head.length) upstream.write(head);
       upstream.pipe(socket);
       socket.pipe(upstream);
@@ -191,8 +327,22 @@ export async function startClientFront(options: { host: string; port: number; up
     socket.on("close", close);
   });
 
+  // This is not a proxy: a tunnel is a request it cannot serve.
+  server.on("connect", (req: IncomingMessage, socket: Socket) => {
+    socket.end(rawAnswer({ status: 400, detail: `CONNECT ${shown(req.url ?? "")} is not served: this is not a proxy`, path: "", s3Code: "InvalidRequest" }));
+  });
+
   server.on("clientError", (error: NodeJS.ErrnoException & { rawPacket?: Buffer }, socket: Socket) => {
-    if (!socket.writable) return void socket.destroy();
+    if (refused.has(socket)) return void socket.end();
+    const current = responses.get(socket);
+    // A pipelined request behind one still being answered: its 400 follows that answer.
+    if (current?.req.complete && !current.res.writableFinished) {
+      current.res.once("finish", () => socket.writable && socket.end(badRequestAnswer(error)));
+      return;
+    }
+    // A body that broke off after its answer began: the answer cannot become a 400 any more.
+    if (!socket.writable || current?.res.headersSent) return void socket.destroy();
+    // Otherwise the request still waiting on workerd is dropped with this connection (its 'close').
     socket.end(badRequestAnswer(error));
   });
 

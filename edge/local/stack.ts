@@ -7,6 +7,7 @@ import { createClient } from "@libsql/client/web";
 import { Miniflare, Response as MiniflareResponse } from "miniflare";
 import type { LogLevel } from "../config";
 import { applyMigrations } from "../db/migrate";
+import { DURABLE_OBJECTS } from "../durable-objects";
 import { createLogger, type Logger } from "../log";
 import { bundleWorker } from "./bundle";
 import { startClientFront, type ClientFront } from "./client-front";
@@ -137,10 +138,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       compatibilityFlags: ["nodejs_compat"],
       defaultPersistRoot: join(dataDir, "worker"),
       r2Buckets: ["STORAGE"],
-      durableObjects: { SCHEDULER: { className: "Scheduler", useSQLite: true }, EVENTS_HUB: { className: "EventsHub", useSQLite: true }, WORKER_CHANNEL: { className: "WorkerChannel", useSQLite: true },
-        RATE_LIMITER: { className: "RateLimiter", useSQLite: true },
-        METRICS: { className: "MetricsCollector", useSQLite: true },
-      },
+      durableObjects: Object.fromEntries(Object.entries(DURABLE_OBJECTS).map(([binding, { className }]) => [binding, { className, useSQLite: true }])),
       bindings: {
         LIBSQL_URL: "http://libsql.internal",
         LIBSQL_AUTH_TOKEN: bridgeToken,

@@ -5,7 +5,6 @@ import type { Env } from "../env";
 import type { Logger } from "../log";
 import { collectorOf } from "../metrics/collector-types";
 import { HttpTally, trackedClientWindowMs } from "../metrics/tally";
-import { storagePattern } from "../storage/endpoint";
 import { routePattern } from "./authorize";
 
 /** An isolate hands its figures to the collector at most this often... */
@@ -19,11 +18,12 @@ const METHODS = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIO
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /**
- * Counts and times every request by `<METHOD>_<route pattern>` (`<METHOD>_unmatched` for a 404
- * with no route), with its error status and the rate limiter's verdict. Figures are summed in the
- * isolate and flushed to the MetricsCollector Durable Object after the response
- * (`waitUntil`): at most once a second, or at once when FLUSH_MAX_REQUESTS are waiting, and
- * always within about a second of the last request. A request never waits on metrics.
+ * Counts and times every request by `<METHOD>_<route pattern>` (an area's own `routeLabel` for
+ * its `.all()` routes, `<METHOD>_unmatched` for a 404 with no route), with its error status and
+ * the rate limiter's verdict. Figures are summed in the isolate and flushed to the
+ * MetricsCollector Durable Object after the response (`waitUntil`): at most once a second, or at
+ * once when FLUSH_MAX_REQUESTS are waiting, and always within about a second of the last
+ * request. A request never waits on metrics.
  *
  * @example
  * app.use("*", httpMetrics());
@@ -54,7 +54,7 @@ export function httpMetrics(): MiddlewareHandler<AppEnv> {
     const verdict = c.get("rateLimit");
     const method = METHODS.has(c.req.method) ? c.req.method : "OTHER";
     tally.add({
-      endpoint: `${method}_${routePattern(c) ?? storagePattern(c.req.path) ?? "unmatched"}`,
+      endpoint: `${method}_${routePattern(c) ?? c.get("routeLabel") ?? "unmatched"}`,
       status: c.res.status,
       latencyMs: performance.now() - started,
       countedClient: verdict ? (c.get("clientIp") ?? null) : null,

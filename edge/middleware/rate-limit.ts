@@ -1,6 +1,6 @@
-import type { MiddlewareHandler } from "hono";
+import type { Context, MiddlewareHandler } from "hono";
 import { rateLimitKey } from "../../shared/ip";
-import { matchRateRule, type RateRule } from "../../shared/rate-rules";
+import { isRateLimitExempt, rateRuleFor, type RateRule } from "../../shared/rate-rules";
 import type { AppEnv } from "../app-env";
 import { auditLater } from "../audit/trail";
 import { ApiError } from "../errors";
@@ -21,17 +21,57 @@ export function rateLimitHeaders(rule: RateRule, verdict: RateVerdict): Record<s
 }
 
 /**
+ * The spec's three headers for a request no window counted (loopback in development, an
+ * excluded path, the limiter unreachable): the rule that would apply, with all of its calls
+ * remaining, and a reset one period from now. Remaining is the limit, not the client's count in
+ * that window: reading the count would cost a Durable Object round trip on requests that are
+ * exempt precisely so they cost nothing, and this request takes nothing from any window.
+ *
+ * @example
+ * uncountedRateLimitHeaders(defaultRateRule(100, 60), Date.now());
+ * // { "X-RateLimit-Limit": "100", "X-RateLimit-Remaining": "100", "X-RateLimit-Reset": "<now + 60 s>" }
+ */
+export function uncountedRateLimitHeaders(rule: RateRule, nowMs: number): Record<string, string> {
+  return {
+    "X-RateLimit-Limit": String(rule.calls),
+    "X-RateLimit-Remaining": String(rule.calls),
+    "X-RateLimit-Reset": String(Math.ceil(nowMs / 1000) + rule.periodSeconds),
+  };
+}
+
+/**
+ * Puts `headers` on the answer unless a limit further down already put its own there: a failure
+ * limit's 429 (edge/middleware/failure-limits.ts) speaks for the window that refused it. A
+ * WebSocket upgrade (101) is left alone: copying it would lose its socket.
+ */
+function putHeaders(c: Context<AppEnv>, headers: Record<string, string>): void {
+  if (c.res.status === 101 || c.res.headers.has("X-RateLimit-Limit")) return;
+  // In place: c.header() would copy the whole Response per header. A Response passed through
+  // from a fetch has immutable headers, and only then is a copy needed.
+  try {
+    for (const [name, value] of Object.entries(headers)) c.res.headers.set(name, value);
+  } catch {
+    for (const [name, value] of Object.entries(headers)) c.header(name, value);
+  }
+}
+
+/**
  * Per-client rate limiting (spec 8), before authorisation: resolves the client's address (set as
  * `clientIp` for everything after), picks the request's rule (shared/rate-rules.ts) and asks that
  * client's RateLimiter Durable Object for a verdict. A refusal is a 429 with `Retry-After`
- * before any credential is looked at, so no credential, valid or not, changes a limit; every
- * other response of a counted request carries the headers too, errors and 404s included (Hono
- * has turned them into `c.res` by the time `next()` returns). IPv6 clients are counted by their
- * /64. Not counted: limiting off, excluded paths, and genuine loopback peers in development
- * unless RATE_LIMIT_LOOPBACK is on (a loopback address named by a forwarding header is counted:
- * a proxy on this machine forwards everyone). When the limiter
- * cannot be reached the request is served, without headers, and a warning logged: an outage of
- * the limiter must not become an outage of the service.
+ * before any credential is looked at, so no credential, valid or not, changes a limit. IPv6
+ * clients are counted by their /64. Not counted: excluded paths, and genuine loopback peers in
+ * development unless RATE_LIMIT_LOOPBACK is on (a loopback address named by a forwarding header
+ * is counted: a proxy on this machine forwards everyone). When the limiter cannot be reached the
+ * request is served uncounted and a warning logged: an outage of the limiter must not become an
+ * outage of the service.
+ *
+ * Every answer but a WebSocket upgrade's carries X-RateLimit-Limit, -Remaining and -Reset (spec
+ * 2.11), errors and 404s included (Hono has turned them into `c.res` by the time `next()`
+ * returns); an uncounted one
+ * describes the rule that would apply (uncountedRateLimitHeaders), without a round trip. Counted
+ * answers also carry the IETF draft's RateLimit-Policy and RateLimit. With limiting off
+ * (RATE_LIMIT_CALLS=0) there is no limit to describe, and no header.
  *
  * @example
  * app.use("*", rateLimit());
@@ -41,18 +81,22 @@ export function rateLimit(): MiddlewareHandler<AppEnv> {
     const settings = c.get("config").rateLimit;
     const clientIp = clientAddress(c.req.raw.headers, settings.trustedProxies);
     c.set("clientIp", clientIp);
-    if (!settings.enabled || (settings.exemptLoopback && fromGenuineLoopback(c.req.raw.headers, settings.trustedProxies))) return next();
+    if (!settings.enabled) return next();
     const method = c.req.method;
     const path = c.req.path;
-    const rule = matchRateRule(method, path, settings.defaultRule);
-    if (!rule) return next();
+    const rule = rateRuleFor(method, path, settings.defaultRule);
+    const uncounted = async () => {
+      await next();
+      putHeaders(c, uncountedRateLimitHeaders(rule, Date.now()));
+    };
+    if (isRateLimitExempt(path) || (settings.exemptLoopback && fromGenuineLoopback(c.req.raw.headers, settings.trustedProxies))) return uncounted();
 
     let verdict: RateVerdict;
     try {
       verdict = await limiterOf(c.env, rateLimitKey(clientIp)).hit(rule.name, rule.calls, rule.periodSeconds * 1000);
     } catch (error) {
       c.get("log").warning("rate limiter unreachable: request served without limiting", { client_ip: clientIp, rule: rule.name, error: String(error) });
-      return next();
+      return uncounted();
     }
     c.set("rateLimit", { rule: rule.name, limited: !verdict.allowed });
     const headers = rateLimitHeaders(rule, verdict);
@@ -76,12 +120,6 @@ export function rateLimit(): MiddlewareHandler<AppEnv> {
     }
 
     await next();
-    // In place: c.header() would copy the whole Response per header. A Response passed through
-    // from a fetch has immutable headers, and only then is a copy needed.
-    try {
-      for (const [name, value] of Object.entries(headers)) c.res.headers.set(name, value);
-    } catch {
-      for (const [name, value] of Object.entries(headers)) c.header(name, value);
-    }
+    putHeaders(c, headers);
   };
 }

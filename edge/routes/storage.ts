@@ -8,13 +8,39 @@ import { schedulerOf } from "../scheduler/stub";
 import { getSetting, setSetting } from "../settings";
 import { assertJobCanRun, issueStorageCredentials, runnerStorageCredentials, type IssuedCredentials } from "../storage/credentials";
 import { StorageQuota, StorageQuotaUpdate } from "../../shared/schemas/storage";
-import { handleStorage, isSigned, STORAGE_PREFIX, type StorageBucket, type StorageUser } from "../storage/endpoint";
-import type { Context } from "hono";
+import { handleStorage, isSigned, STORAGE_PREFIX, storagePattern, type StorageBucket, type StorageUser } from "../storage/endpoint";
+import { S3Error, s3CodeForStatus } from "../storage/errors";
+import { s3ErrorResponse } from "../storage/xml";
+import type { Context, MiddlewareHandler } from "hono";
 import type { AppEnv } from "../app-env";
 import { error, json } from "./openapi";
 
 /** The storage endpoint's credentials for jobs (the S3-compatible API itself: edge/storage). */
 export const storageRoutes = createRouter();
+
+/**
+ * The storage endpoint's own conventions for the rest of the app, on its paths only: every error
+ * (a middleware's refusal, such as a 429 or a 413, included) is S3's XML error, which S3 clients
+ * read (a 429 is `SlowDown`, which they back off from), and metrics label its requests by the
+ * endpoint's bounded patterns (`/api/cloud/storage/{bucket}/{key}`), never by bucket or key.
+ * Registered before anything that can refuse a request.
+ *
+ * @example
+ * app.use("*", storageConventions());
+ */
+export function storageConventions(): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    const label = storagePattern(c.req.path);
+    if (label === null) return next();
+    c.set("routeLabel", label);
+    c.set("renderError", ({ status, body, headers }) => {
+      const response = s3ErrorResponse(new S3Error(s3CodeForStatus(status), body.detail), c.req.path, c.get("requestId") ?? "", c.req.method);
+      for (const [name, value] of Object.entries(headers ?? {})) response.headers.set(name, value);
+      return response;
+    });
+    await next();
+  };
+}
 
 const StorageCredentials = z
   .object({
