@@ -7,7 +7,7 @@ import { auditLater } from "../audit/trail";
 import { schedulerOf } from "../scheduler/stub";
 import { getSetting, setSetting } from "../settings";
 import { assertJobCanRun, issueStorageCredentials, runnerStorageCredentials, type IssuedCredentials } from "../storage/credentials";
-import { StorageQuota, StorageQuotaUpdate } from "../../shared/schemas/storage";
+import { StorageCredentials, StorageQuota, StorageQuotaUpdate } from "../../shared/schemas/storage";
 import { handleStorage, isSigned, STORAGE_PREFIX, storagePattern, type StorageBucket, type StorageUser } from "../storage/endpoint";
 import { S3Error, s3CodeForStatus } from "../storage/errors";
 import { s3ErrorResponse } from "../storage/xml";
@@ -41,18 +41,6 @@ export function storageConventions(): MiddlewareHandler<AppEnv> {
     await next();
   };
 }
-
-const StorageCredentials = z
-  .object({
-    job_id: z.string(),
-    access_key_id: z.string().openapi({ description: "The job's upload token, used as the S3 access key id" }),
-    secret_access_key: z.string().nullable().openapi({ description: "Shown only in this answer. Null when the job's provider has credentials configured manually (source provider): the job gets the secret from the server, never the caller." }),
-    source: z.enum(["job", "provider"]).openapi({ description: "job: fresh credentials for this job alone; provider: the provider's manually configured pair (s3_access_key_id)" }),
-    endpoint_url: z.string().openapi({ description: "The S3 endpoint URL for clients (path-style addressing)", example: "https://train.example.com/api/cloud/storage" }),
-    bucket: z.string().openapi({ description: "The job's bucket: its directory on the storage endpoint" }),
-    region: z.string().openapi({ example: "auto" }),
-  })
-  .openapi("StorageCredentials");
 
 storageRoutes.openapi(
   createRoute({

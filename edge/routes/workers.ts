@@ -1,5 +1,5 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { HeartbeatAnswer, JobFinish, JobFinished, WorkerCreate, WorkerCreated, WorkerHeartbeat, WorkerIdParam, WorkerList, WorkerRegister, WorkerRemoved } from "../../shared/schemas/workers";
+import { DatasetManifest, HeartbeatAnswer, JobFinish, JobFinished, WorkerCreate, WorkerCreated, WorkerHeartbeat, WorkerIdParam, WorkerList, WorkerRegister, WorkerRemoved } from "../../shared/schemas/workers";
 import { auditLater } from "../audit/trail";
 import type { AppEnv } from "../app-env";
 import { ApiError } from "../errors";
@@ -217,7 +217,7 @@ workersRoutes.openapi(
     description: "Only for a job running on this worker whose dataloader names the dataset: another worker's job is 404, another dataset 403 `dataset_not_in_job`. The runner keeps a cached file whose SHA-256 matches and fetches the rest.",
     request: { query: DatasetPath },
     responses: {
-      200: json(z.object({ path: z.string(), files: z.array(z.object({ path: z.string(), size: z.number().int(), sha256: z.string().nullable() })) }).openapi("DatasetManifest"), "Manifest (empty when there is no such dataset)"),
+      200: json(DatasetManifest, "Manifest (empty when there is no such dataset)"),
       401: error("No valid worker token"),
       403: error("The job's dataloader does not name this dataset"),
       404: error("Not a running job of this worker"),
