@@ -9,7 +9,10 @@ const require = createRequire(import.meta.url);
 const embedAssets: Plugin = {
   name: "embed-assets",
   resolveId: (id) => (id.startsWith("asset:") ? "\0" + id : null),
-  load: (id) => (id.startsWith("\0asset:") ? `export default ${JSON.stringify(readFileSync(require.resolve(id.slice("\0asset:".length)), "utf8"))};` : null),
+  load: (id) =>
+    id.startsWith("\0asset:")
+      ? `export default ${JSON.stringify(readFileSync(require.resolve(id.slice("\0asset:".length)), "utf8"))};`
+      : null,
 };
 
 export default defineConfig({

@@ -24,7 +24,10 @@ export interface DurableObjectDeclaration<Namespace> {
   readonly binding?: Namespace;
 }
 
-const durableObject = <Namespace>(className: string, migrationTag: string): DurableObjectDeclaration<Namespace> => ({ className, migrationTag });
+const durableObject = <Namespace>(className: string, migrationTag: string): DurableObjectDeclaration<Namespace> => ({
+  className,
+  migrationTag,
+});
 
 /**
  * The Worker's Durable Objects by binding name, in the order their migrations shipped.
@@ -47,5 +50,7 @@ export const DURABLE_OBJECTS = {
 
 /** The Durable Object bindings of Env, typed from DURABLE_OBJECTS. */
 export type DurableObjectBindings = {
-  [Binding in keyof typeof DURABLE_OBJECTS]: (typeof DURABLE_OBJECTS)[Binding] extends DurableObjectDeclaration<infer Namespace> ? Namespace : never;
+  [Binding in keyof typeof DURABLE_OBJECTS]: (typeof DURABLE_OBJECTS)[Binding] extends DurableObjectDeclaration<infer Namespace>
+    ? Namespace
+    : never;
 };

@@ -59,7 +59,15 @@ export function createLogger(
     const timestamp = new Date().toISOString();
     const line =
       config.logFormat === "json"
-        ? JSON.stringify({ timestamp, level, logger: name, message: safeMessage, correlation_id: correlationId, source: callerSource(name), extra: safeExtra })
+        ? JSON.stringify({
+            timestamp,
+            level,
+            logger: name,
+            message: safeMessage,
+            correlation_id: correlationId,
+            source: callerSource(name),
+            extra: safeExtra,
+          })
         : `${timestamp} ${level.padEnd(7)} ${name} [${correlationId ?? "-"}] ${safeMessage}${Object.keys(safeExtra).length ? " " + JSON.stringify(safeExtra) : ""}`;
     sink(line, level);
   };

@@ -14,7 +14,12 @@ import { ApiError } from "./errors";
 
 const MAX_CURSOR_CHARS = 1024;
 
-const LISTINGS = { queue: "GET /api/queue", audit: "GET /api/audit", events: "GET /api/training/events", deliveries: "GET /api/training/webhooks" } as const;
+const LISTINGS = {
+  queue: "GET /api/queue",
+  audit: "GET /api/audit",
+  events: "GET /api/training/events",
+  deliveries: "GET /api/training/webhooks",
+} as const;
 export type Listing = keyof typeof LISTINGS;
 
 const id = z.number().int().min(0);
@@ -33,17 +38,24 @@ const QueueCursor = z
     f: z.strictObject({ order: z.enum(QUEUE_ORDERS), status: z.enum(ACTIVE_STATUSES).nullable(), include_completed: z.boolean() }),
     k: QueueKey,
   })
-  .refine((c) => ("rank" in c.k) === (c.f.order === "scheduling"), "its position does not fit its order");
+  .refine((c) => "rank" in c.k === (c.f.order === "scheduling"), "its position does not fit its order");
 
 const AuditCursor = z.strictObject({
-  f: z.strictObject({ event_type: z.string().max(64).nullable(), since: z.string().max(64).nullable(), until: z.string().max(64).nullable() }),
+  f: z.strictObject({
+    event_type: z.string().max(64).nullable(),
+    since: z.string().max(64).nullable(),
+    until: z.string().max(64).nullable(),
+  }),
   before_id: z.number().int().min(1),
 });
 
 const EventsCursor = z.strictObject({ job_id: z.string().min(1).max(200), index: id });
 const DeliveriesCursor = z.strictObject({ job_id: z.string().min(1).max(200), after_id: id });
 
-const CURSORS = { queue: QueueCursor, audit: AuditCursor, events: EventsCursor, deliveries: DeliveriesCursor } satisfies Record<Listing, z.ZodType>;
+const CURSORS = { queue: QueueCursor, audit: AuditCursor, events: EventsCursor, deliveries: DeliveriesCursor } satisfies Record<
+  Listing,
+  z.ZodType
+>;
 export type CursorOf<L extends Listing> = z.infer<(typeof CURSORS)[L]>;
 
 function toBase64Url(text: string): string {
@@ -78,21 +90,28 @@ export function encodeCursor<L extends Listing>(listing: L, position: CursorOf<L
  * const { job_id, index } = decodeCursor("events", query.cursor);
  */
 export function decodeCursor<L extends Listing>(listing: L, text: string): CursorOf<L> {
-  if (text.length > MAX_CURSOR_CHARS || !/^[A-Za-z0-9_-]+$/.test(text)) throw invalid(`cursor is not a cursor of ${LISTINGS[listing]} (not base64url, or too long): ${START_AGAIN}`);
+  if (text.length > MAX_CURSOR_CHARS || !/^[A-Za-z0-9_-]+$/.test(text))
+    throw invalid(`cursor is not a cursor of ${LISTINGS[listing]} (not base64url, or too long): ${START_AGAIN}`);
   let parsed: unknown;
   try {
     parsed = JSON.parse(fromBase64Url(text));
   } catch {
     throw invalid(`cursor is not a cursor of ${LISTINGS[listing]} (unreadable): ${START_AGAIN}`);
   }
-  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) throw invalid(`cursor is not a cursor of ${LISTINGS[listing]}: ${START_AGAIN}`);
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed))
+    throw invalid(`cursor is not a cursor of ${LISTINGS[listing]}: ${START_AGAIN}`);
   const { l, ...position } = parsed as Record<string, unknown>;
   if (l !== listing) {
     const other = typeof l === "string" && l in LISTINGS ? LISTINGS[l as Listing] : null;
-    throw invalid(other ? `cursor belongs to ${other}, not ${LISTINGS[listing]}: ${START_AGAIN}` : `cursor is not a cursor of ${LISTINGS[listing]}: ${START_AGAIN}`);
+    throw invalid(
+      other
+        ? `cursor belongs to ${other}, not ${LISTINGS[listing]}: ${START_AGAIN}`
+        : `cursor is not a cursor of ${LISTINGS[listing]}: ${START_AGAIN}`,
+    );
   }
   const result = CURSORS[listing].safeParse(position);
-  if (!result.success) throw invalid(`cursor of ${LISTINGS[listing]} has been altered (${result.error.issues[0]?.message ?? "bad fields"}): ${START_AGAIN}`);
+  if (!result.success)
+    throw invalid(`cursor of ${LISTINGS[listing]} has been altered (${result.error.issues[0]?.message ?? "bad fields"}): ${START_AGAIN}`);
   return result.data as CursorOf<L>;
 }
 
@@ -111,9 +130,10 @@ export function continueFilters<F extends Record<string, FilterValue>>(carried: 
   for (const key of Object.keys(carried) as (keyof F & string)[]) {
     const value = asked[key];
     if (value !== undefined && value !== carried[key]) {
-      throw invalid(`cursor continues a walk with ${key}=${carried[key] ?? "(none)"}, but this request asks for ${key}=${value}: send the same ${key} as the first page, or leave cursor out to start a new walk`);
+      throw invalid(
+        `cursor continues a walk with ${key}=${carried[key] ?? "(none)"}, but this request asks for ${key}=${value}: send the same ${key} as the first page, or leave cursor out to start a new walk`,
+      );
     }
   }
   return carried;
 }
-

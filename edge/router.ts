@@ -12,7 +12,12 @@ export function validationError(error: ZodError, target: string): ApiError {
     path: [where, ...issue.path.map(String)].join("."),
     message: issue.code === "unrecognized_keys" ? `unknown field(s): ${issue.keys.join(", ")}` : issue.message,
   }));
-  return new ApiError(422, "invalid_request", `Invalid request ${where}: ${fields.map((f) => `${f.path}: ${f.message}`).join("; ")}`, fields);
+  return new ApiError(
+    422,
+    "invalid_request",
+    `Invalid request ${where}: ${fields.map((f) => `${f.path}: ${f.message}`).join("; ")}`,
+    fields,
+  );
 }
 
 /** A Hono router whose zod validation failures become the API's 422 error. */
@@ -32,7 +37,11 @@ export function createRouter(): OpenAPIHono<AppEnv> {
 export function handleError(error: Error, c: Context<AppEnv>): Response {
   let answer: ErrorAnswer;
   if (error instanceof ApiError) answer = { status: error.status, body: error.body(), headers: error.headers };
-  else if (error instanceof HTTPException && error.status < 500) answer = { status: error.status, body: { detail: error.message || "Bad request", code: error.status === 400 ? "bad_request" : "http_error" } };
+  else if (error instanceof HTTPException && error.status < 500)
+    answer = {
+      status: error.status,
+      body: { detail: error.message || "Bad request", code: error.status === 400 ? "bad_request" : "http_error" },
+    };
   else {
     c.get("log")?.error("unhandled error", { error: error.message, stack: error.stack });
     answer = { status: 500, body: { detail: `Internal server error (request ${c.get("requestId") ?? "unknown"})`, code: "internal" } };
@@ -47,7 +56,10 @@ export function handleError(error: Error, c: Context<AppEnv>): Response {
  * app.notFound(handleNotFound);
  */
 export function handleNotFound(c: Context<AppEnv>): Response {
-  return renderError(c, { status: 404, body: new ApiError(404, "not_found", `No route for ${c.req.method} ${new URL(c.req.url).pathname}`).body() });
+  return renderError(c, {
+    status: 404,
+    body: new ApiError(404, "not_found", `No route for ${c.req.method} ${new URL(c.req.url).pathname}`).body(),
+  });
 }
 
 function renderError(c: Context<AppEnv>, answer: ErrorAnswer): Response {

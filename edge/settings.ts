@@ -45,5 +45,8 @@ export function parseSetting<K extends SettingKey>(key: K, value: string | null)
 
 export async function setSetting<K extends SettingKey>(db: Database, key: K, value: SettingValue<K>): Promise<void> {
   const row = { key, value: JSON.stringify(value), updatedAt: new Date().toISOString() };
-  await db.insert(settings).values(row).onConflictDoUpdate({ target: settings.key, set: { value: row.value, updatedAt: row.updatedAt } });
+  await db
+    .insert(settings)
+    .values(row)
+    .onConflictDoUpdate({ target: settings.key, set: { value: row.value, updatedAt: row.updatedAt } });
 }

@@ -1,5 +1,13 @@
 import { hostname } from "node:os";
-import { EdgeClient, EdgeError, type Assignment, type FinishBody, type HeartbeatAnswer, type HeartbeatBody, type RegisterBody } from "./edge-client";
+import {
+  EdgeClient,
+  EdgeError,
+  type Assignment,
+  type FinishBody,
+  type HeartbeatAnswer,
+  type HeartbeatBody,
+  type RegisterBody,
+} from "./edge-client";
 import { HeartbeatAnswer as HeartbeatAnswerSchema, JobFinished } from "../shared/schemas/workers";
 import { StorageCredentials } from "../shared/schemas/storage";
 import { detectGpus } from "./gpus";
@@ -34,13 +42,32 @@ export type RunnerOptions = RunnerConfig & { nvidiaSmi?: string; log: (line: str
 export function boxPolicy(config: RunnerConfig, log: (line: string) => void): BoxPolicy {
   const found = config.sandbox === "off" ? null : findProgram(config.bwrap, config.path);
   // Changing user takes root; bubblewrap then keeps only what setpriv needs for the switch.
-  if (config.runAs && process.getuid?.() !== 0) throw new RunnerConfigError(`runner config ${config.configFile ?? "(none)"}: run_as needs the runner to run as root`);
-  if (config.runAs && !found) throw new RunnerConfigError(`runner config ${config.configFile ?? "(none)"}: run_as needs the sandbox (bubblewrap) on this box`);
-  if (config.sandbox === "off") log("WARNING: sandbox is off in the runner config: trainers and scripts run with this runner's rights and see its files");
-  else if (!found && config.sandbox === "required") throw new RunnerConfigError(`runner config ${config.configFile ?? "(none)"}: sandbox is "required" but bubblewrap (${config.bwrap}) is not installed on this box`);
-  else if (!found) log(`WARNING: bubblewrap (${config.bwrap}) is not installed on this box: only the built-in trainers (simpletuner, demo) and the declared scripts will run, without a sandbox; install bubblewrap (apt-get install bubblewrap)`);
+  if (config.runAs && process.getuid?.() !== 0)
+    throw new RunnerConfigError(`runner config ${config.configFile ?? "(none)"}: run_as needs the runner to run as root`);
+  if (config.runAs && !found)
+    throw new RunnerConfigError(`runner config ${config.configFile ?? "(none)"}: run_as needs the sandbox (bubblewrap) on this box`);
+  if (config.sandbox === "off")
+    log("WARNING: sandbox is off in the runner config: trainers and scripts run with this runner's rights and see its files");
+  else if (!found && config.sandbox === "required")
+    throw new RunnerConfigError(
+      `runner config ${config.configFile ?? "(none)"}: sandbox is "required" but bubblewrap (${config.bwrap}) is not installed on this box`,
+    );
+  else if (!found)
+    log(
+      `WARNING: bubblewrap (${config.bwrap}) is not installed on this box: only the built-in trainers (simpletuner, demo) and the declared scripts will run, without a sandbox; install bubblewrap (apt-get install bubblewrap)`,
+    );
   else log(`trainers and scripts run sandboxed by ${found}${config.runAs ? ` as uid ${config.runAs.uid}` : ""}`);
-  return { trainers: config.trainers, allowRawCommands: config.allowRawCommands, bwrap: found, sandbox: config.sandbox, runAs: config.runAs, hide: config.hide, simpletunerScript: config.simpletunerScript, path: config.path, passEnv: config.passEnv };
+  return {
+    trainers: config.trainers,
+    allowRawCommands: config.allowRawCommands,
+    bwrap: found,
+    sandbox: config.sandbox,
+    runAs: config.runAs,
+    hide: config.hide,
+    simpletunerScript: config.simpletunerScript,
+    path: config.path,
+    passEnv: config.passEnv,
+  };
 }
 
 interface Report {
@@ -67,7 +94,18 @@ export function stoppedOutcome(exitCode: number | null, signal: number | null): 
 
 export class Runner {
   private readonly edge: EdgeClient;
-  private readonly jobs = new Map<string, { running: RunningJob; launch: Launch; unassigned: boolean; stopAsked: boolean; shipper: EventShipper; checkpoints: string; settled: Promise<void> }>();
+  private readonly jobs = new Map<
+    string,
+    {
+      running: RunningJob;
+      launch: Launch;
+      unassigned: boolean;
+      stopAsked: boolean;
+      shipper: EventShipper;
+      checkpoints: string;
+      settled: Promise<void>;
+    }
+  >();
   /** Commands handed to trainers, acknowledged with the next ask for work. */
   private acks: number[] = [];
   private readonly handled = new Set<number>();
@@ -93,14 +131,25 @@ export class Runner {
   async start(): Promise<HeartbeatAnswer> {
     const gpus = await detectGpus(this.options.nvidiaSmi);
     this.gpuIndices = gpus.map((g) => g.index);
-    const register: RegisterBody = { role: this.options.role, labels: this.options.labels, gpus, hostname: hostname(), host_stats: await hostStats() };
+    const register: RegisterBody = {
+      role: this.options.role,
+      labels: this.options.labels,
+      gpus,
+      hostname: hostname(),
+      host_stats: await hostStats(),
+    };
     const answer = await this.edge.post("/api/workers/register", register, HeartbeatAnswerSchema);
-    this.options.log(`registered as worker ${answer.worker_id} (${this.options.role}) with ${gpus.length} GPU(s): ${gpus.map((g) => `${g.index} ${g.name}`).join(", ") || "none"}`);
+    this.options.log(
+      `registered as worker ${answer.worker_id} (${this.options.role}) with ${gpus.length} GPU(s): ${gpus.map((g) => `${g.index} ${g.name}`).join(", ") || "none"}`,
+    );
     // Jobs assigned before this runner started were running under a runner that is gone; their
     // trainers died with it. They go back to the queue (or fail at max_attempts) rather than
     // being left "running" forever; a trainer that resumes from its checkpoints picks up there.
     for (const job of answer.assignments) {
-      this.reports.push({ jobId: job.job_id, body: { status: "interrupted", error: `the runner restarted while the job was running (attempt ${job.attempt})` } });
+      this.reports.push({
+        jobId: job.job_id,
+        body: { status: "interrupted", error: `the runner restarted while the job was running (attempt ${job.attempt})` },
+      });
     }
     await this.flushReports();
     this.schedule(0);
@@ -155,7 +204,9 @@ export class Runner {
 
   private reconcile(assignments: Assignment[]): void {
     const assigned = new Set(assignments.map((a) => a.job_id));
-    for (const job of assignments) if (!this.jobs.has(job.job_id) && !this.launching.has(job.job_id) && !this.reports.some((r) => r.jobId === job.job_id)) this.launch(job);
+    for (const job of assignments)
+      if (!this.jobs.has(job.job_id) && !this.launching.has(job.job_id) && !this.reports.some((r) => r.jobId === job.job_id))
+        this.launch(job);
     for (const [jobId, job] of this.jobs) {
       if (assigned.has(jobId) || job.unassigned) continue;
       job.unassigned = true;
@@ -182,12 +233,21 @@ export class Runner {
       names = [];
     }
     const checkpoints = names
-      .map((name) => ({ name, path: join(dir, name), step: Number(name.slice("checkpoint-".length)), modified: statSync(join(dir, name)).mtime.toISOString() }))
+      .map((name) => ({
+        name,
+        path: join(dir, name),
+        step: Number(name.slice("checkpoint-".length)),
+        modified: statSync(join(dir, name)).mtime.toISOString(),
+      }))
       .sort((a, b) => a.step - b.step);
     const signature = JSON.stringify(checkpoints.map((c) => [c.name, c.modified]));
     if (signature === job.checkpoints) return;
     job.checkpoints = signature;
-    job.shipper.push({ type: "checkpoints.listed", title: `${checkpoints.length} checkpoint(s) in the output directory`, data: { output_dir: dir, checkpoints } });
+    job.shipper.push({
+      type: "checkpoints.listed",
+      title: `${checkpoints.length} checkpoint(s) in the output directory`,
+      data: { output_dir: dir, checkpoints },
+    });
   }
 
   /**
@@ -211,7 +271,12 @@ export class Runner {
             } catch (error) {
               // The file is in the trainer's directory: one it made unwritable is its own loss.
               this.options.log(`job ${c.job_id}: could not write the trainer's signal file (${(error as Error).message})`);
-              job.shipper.push({ type: "command.undelivered", level: "warning", title: `The ${c.command} request could not be handed to the trainer: its signal file cannot be written`, data: { command: c.command } });
+              job.shipper.push({
+                type: "command.undelivered",
+                level: "warning",
+                title: `The ${c.command} request could not be handed to the trainer: its signal file cannot be written`,
+                data: { command: c.command },
+              });
             }
           }
         }
@@ -226,7 +291,10 @@ export class Runner {
     job.running.stop(this.options.stopGraceSeconds * 1000, {
       ask: true,
       onSignal: (signal) => {
-        if (signal !== "SIGINT") this.options.log(`job ${jobId}: the trainer has not stopped yet; ${signal === "SIGTERM" ? "sending SIGTERM" : "killing its processes (SIGKILL)"}`);
+        if (signal !== "SIGINT")
+          this.options.log(
+            `job ${jobId}: the trainer has not stopped yet; ${signal === "SIGTERM" ? "sending SIGTERM" : "killing its processes (SIGKILL)"}`,
+          );
         job.shipper.push(STOP_EVENTS[signal]);
       },
     });
@@ -271,7 +339,12 @@ export class Runner {
       // A previous attempt's trainer could have left config/ as a link to elsewhere: the runner
       // (maybe root) writes there, so it starts from a fresh folder of its own.
       rmSync(join(jobDir, "config"), { recursive: true, force: true });
-      if (this.box.sandbox === "off") shipper.push({ type: "sandbox.off", level: "warning", title: "This box runs trainers and scripts without a sandbox (sandbox \"off\" in its runner config)" });
+      if (this.box.sandbox === "off")
+        shipper.push({
+          type: "sandbox.off",
+          level: "warning",
+          title: 'This box runs trainers and scripts without a sandbox (sandbox "off" in its runner config)',
+        });
       const datasets: string[] = [];
       const dataloader = await this.prepareDatasets(job, shipper, datasets);
       const config = { ...job.config };
@@ -286,7 +359,16 @@ export class Runner {
         shipper.push(event);
         if (event.type.startsWith("checkpoint")) this.rescan(job.job_id);
         const script = scriptFor(job.config, event);
-        if (script) scripts.push(runScript(script.kind, script.command, placeholderValues(script.kind, job.config, script.event), { cwd: launch.jobDir, env: launch.env, allowed: this.options.scripts, sandbox: launch.sandbox }, (e) => shipper.push(e)));
+        if (script)
+          scripts.push(
+            runScript(
+              script.kind,
+              script.command,
+              placeholderValues(script.kind, job.config, script.event),
+              { cwd: launch.jobDir, env: launch.env, allowed: this.options.scripts, sandbox: launch.sandbox },
+              (e) => shipper.push(e),
+            ),
+          );
       };
       callback = await startCallback(onEvent);
       launch = planLaunch(this.options.workDir, { ...job, config }, this.gpuIndices, callback.url, this.box, datasets);
@@ -308,7 +390,15 @@ export class Runner {
       return;
     }
     this.options.log(`job ${job.job_id} started on GPUs [${launch.env.CUDA_VISIBLE_DEVICES!.split(",").filter(Boolean).join(", ")}]`);
-    const entry = { running, launch, unassigned: false, stopAsked: false, shipper, checkpoints: "", settled: Promise.resolve() as Promise<void> };
+    const entry = {
+      running,
+      launch,
+      unassigned: false,
+      stopAsked: false,
+      shipper,
+      checkpoints: "",
+      settled: Promise.resolve() as Promise<void>,
+    };
     this.jobs.set(job.job_id, entry);
     entry.settled = running.exited.then(async ({ exitCode, signal, lastLines }) => {
       this.options.log(`job ${job.job_id} ended: ${signal ? `signal ${signal}` : `exit code ${exitCode}`}`);
@@ -322,10 +412,16 @@ export class Runner {
       // A job taken away from this box has already ended on the edge; there is nothing to say.
       if (entry.unassigned || this.stopping) return;
       const completed = entry.stopAsked ? stoppedOutcome(exitCode, signal) === "completed" : exitCode === 0;
-      const failure = signal ? `the trainer was killed by signal ${signal}${entry.stopAsked ? " while stopping" : ""}` : entry.stopAsked ? `the trainer failed while stopping (exit code ${exitCode})` : undefined;
+      const failure = signal
+        ? `the trainer was killed by signal ${signal}${entry.stopAsked ? " while stopping" : ""}`
+        : entry.stopAsked
+          ? `the trainer failed while stopping (exit code ${exitCode})`
+          : undefined;
       this.reports.push({
         jobId: job.job_id,
-        body: completed ? { status: "completed", exit_code: exitCode } : { status: "failed", exit_code: exitCode, error: failure, last_lines: lastLines.slice(-20) },
+        body: completed
+          ? { status: "completed", exit_code: exitCode }
+          : { status: "failed", exit_code: exitCode, error: failure, last_lines: lastLines.slice(-20) },
       });
       void this.flushReports();
     });
@@ -351,7 +447,11 @@ export class Runner {
         out.push(entry);
         continue;
       }
-      shipper.push({ type: "dataset.ready", title: `Dataset ${dir}: ${got.files} file(s), ${got.downloaded} downloaded, ${got.reused} from the cache`, data: { ...got } });
+      shipper.push({
+        type: "dataset.ready",
+        title: `Dataset ${dir}: ${got.files} file(s), ${got.downloaded} downloaded, ${got.reused} from the cache`,
+        data: { ...got },
+      });
       out.push({ ...entry, instance_data_dir: got.localDir });
       localDirs.push(got.localDir);
     }
@@ -386,24 +486,59 @@ export class Runner {
 
 /** The job events of a requested stop, one per signal sent. */
 const STOP_EVENTS = {
-  SIGINT: { type: "training.stop_requested", title: "Stop requested: the trainer was asked to stop after its current step (SIGINT)", data: { signal: "SIGINT" } },
-  SIGTERM: { type: "training.stop_escalated", level: "warning", title: "The trainer had not stopped: SIGTERM sent", data: { signal: "SIGTERM" } },
-  SIGKILL: { type: "training.stop_escalated", level: "warning", title: "The trainer had not stopped after the grace period: its processes were killed (SIGKILL)", data: { signal: "SIGKILL" } },
+  SIGINT: {
+    type: "training.stop_requested",
+    title: "Stop requested: the trainer was asked to stop after its current step (SIGINT)",
+    data: { signal: "SIGINT" },
+  },
+  SIGTERM: {
+    type: "training.stop_escalated",
+    level: "warning",
+    title: "The trainer had not stopped: SIGTERM sent",
+    data: { signal: "SIGTERM" },
+  },
+  SIGKILL: {
+    type: "training.stop_escalated",
+    level: "warning",
+    title: "The trainer had not stopped after the grace period: its processes were killed (SIGKILL)",
+    data: { signal: "SIGKILL" },
+  },
 } as const;
 
 /** The script an event calls for, if the environment names one (spec 2.9). */
-function scriptFor(config: Record<string, unknown>, event: { type: string } & Record<string, unknown>): { kind: ScriptKind; command: string; event: { localCheckpointPath?: string; remoteCheckpointPath?: string; globalStep?: number } } | null {
+function scriptFor(
+  config: Record<string, unknown>,
+  event: { type: string } & Record<string, unknown>,
+): {
+  kind: ScriptKind;
+  command: string;
+  event: { localCheckpointPath?: string; remoteCheckpointPath?: string; globalStep?: number };
+} | null {
   const data = (event.data ?? {}) as { path?: unknown; step?: unknown };
   const step = typeof data.step === "number" ? data.step : undefined;
   const text = (name: string) => (typeof config[name] === "string" && (config[name] as string).trim() ? (config[name] as string) : null);
   const postCheckpoint = text("--post_checkpoint_script");
-  if (event.type === "checkpoint.saved" && postCheckpoint) return { kind: "post_checkpoint", command: postCheckpoint, event: { localCheckpointPath: typeof data.path === "string" ? data.path : "", globalStep: step } };
+  if (event.type === "checkpoint.saved" && postCheckpoint)
+    return {
+      kind: "post_checkpoint",
+      command: postCheckpoint,
+      event: { localCheckpointPath: typeof data.path === "string" ? data.path : "", globalStep: step },
+    };
   const postUpload = text("--post_upload_script");
   if (event.type === "upload.completed" && postUpload) {
     const upload = (event.data ?? {}) as { local_path?: unknown; remote_path?: unknown; step?: unknown };
-    return { kind: "post_upload", command: postUpload, event: { localCheckpointPath: typeof upload.local_path === "string" ? upload.local_path : "", remoteCheckpointPath: typeof upload.remote_path === "string" ? upload.remote_path : "", globalStep: step } };
+    return {
+      kind: "post_upload",
+      command: postUpload,
+      event: {
+        localCheckpointPath: typeof upload.local_path === "string" ? upload.local_path : "",
+        remoteCheckpointPath: typeof upload.remote_path === "string" ? upload.remote_path : "",
+        globalStep: step,
+      },
+    };
   }
   const external = text("--validation_external_script");
-  if (event.type === "validation.started" && config["--validation_method"] === "external-script" && external) return { kind: "validation", command: external, event: { globalStep: step } };
+  if (event.type === "validation.started" && config["--validation_method"] === "external-script" && external)
+    return { kind: "validation", command: external, event: { globalStep: step } };
   return null;
 }

@@ -19,7 +19,9 @@ const ProgramPath = z.string().min(1).max(4096);
 /** The config file's shape (JSON). Unknown keys are refused so a typo is not silently ignored. */
 export const RunnerConfigFile = z.strictObject({
   /** Trainer name -> argv template; placeholders {num_processes}, {job_dir}, {output_dir}. */
-  trainers: z.record(z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.-]*$/, "a trainer name is letters, digits, _ . -"), z.array(z.string().min(1)).min(1)).default({}),
+  trainers: z
+    .record(z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.-]*$/, "a trainer name is letters, digits, _ . -"), z.array(z.string().min(1)).min(1))
+    .default({}),
   /** Script programs the box allows: absolute paths, `*` matching any run of characters. */
   scripts: z.array(ProgramPath.refine(isAbsolute, "must be an absolute path (or glob)")).default([]),
   /** Whether an admin's raw `--trainer_command` runs here. */
@@ -35,7 +37,14 @@ export const RunnerConfigFile = z.strictObject({
   /** More paths sandboxed programs must not see (an empty tmpfs over each). */
   hide: z.array(ProgramPath.refine(isAbsolute, "must be an absolute path")).default([]),
   /** Names of the runner's environment variables handed on to trainers and scripts (e.g. HF_HOME). */
-  pass_env: z.array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "an environment variable name").refine((name) => name !== "RUNNER_TOKEN", "must not hand the runner's token to trainers")).default([]),
+  pass_env: z
+    .array(
+      z
+        .string()
+        .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "an environment variable name")
+        .refine((name) => name !== "RUNNER_TOKEN", "must not hand the runner's token to trainers"),
+    )
+    .default([]),
 });
 export type RunnerConfigFile = z.infer<typeof RunnerConfigFile>;
 
@@ -94,7 +103,9 @@ export function readRunnerConfigFile(file: string): RunnerConfigFile {
   try {
     text = readFileSync(file, "utf8");
   } catch (error) {
-    throw new RunnerConfigError(`runner config ${file}: cannot be read (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
+    throw new RunnerConfigError(
+      `runner config ${file}: cannot be read (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`,
+    );
   }
   let raw: unknown;
   try {
@@ -129,7 +140,8 @@ export function checkEdgeUrl(url: string): string {
   const host = parsed.hostname.replace(/^\[|\]$/g, "");
   const loopback = host === "localhost" || host === "::1" || /^127\.\d+\.\d+\.\d+$/.test(host);
   if (parsed.protocol === "https:" || (parsed.protocol === "http:" && loopback)) return url;
-  if (parsed.protocol === "http:") throw new RunnerConfigError(`--url ${url} is plain http on a non-loopback host: the worker token would travel in clear; use https`);
+  if (parsed.protocol === "http:")
+    throw new RunnerConfigError(`--url ${url} is plain http on a non-loopback host: the worker token would travel in clear; use https`);
   throw new RunnerConfigError(`--url must be an http(s) URL, not ${JSON.stringify(url)}`);
 }
 

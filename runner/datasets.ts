@@ -52,7 +52,9 @@ export async function materialise(edge: EdgeClient, cacheRoot: string, jobId: st
     }
     mkdirSync(dirname(target), { recursive: true });
     const partial = `${target}.partial`;
-    const response = await edge.fetch(`/api/workers/datasets/file?job_id=${job}&path=${encodeURIComponent(`${manifest.path}/${file.path}`)}`);
+    const response = await edge.fetch(
+      `/api/workers/datasets/file?job_id=${job}&path=${encodeURIComponent(`${manifest.path}/${file.path}`)}`,
+    );
     const hash = createHash("sha256");
     const body = Readable.fromWeb(response.body as never);
     body.on("data", (chunk: Buffer) => hash.update(chunk));

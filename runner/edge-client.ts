@@ -1,5 +1,11 @@
 import type { z } from "zod";
-import type { Assignment as AssignmentSchema, HeartbeatAnswer as HeartbeatAnswerSchema, JobFinish, WorkerHeartbeat, WorkerRegister } from "../shared/schemas/workers";
+import type {
+  Assignment as AssignmentSchema,
+  HeartbeatAnswer as HeartbeatAnswerSchema,
+  JobFinish,
+  WorkerHeartbeat,
+  WorkerRegister,
+} from "../shared/schemas/workers";
 import type { EventBatch } from "../shared/schemas/events";
 
 /*
@@ -28,7 +34,9 @@ export class EdgeError extends Error {
 export class EdgeAnswerError extends Error {}
 
 /** Something with zod's safeParse: a schema of shared/schemas. */
-type AnswerSchema<T> = { safeParse(data: unknown): { success: true; data: T } | { success: false; error: { issues: { path: PropertyKey[]; message: string }[] } } };
+type AnswerSchema<T> = {
+  safeParse(data: unknown): { success: true; data: T } | { success: false; error: { issues: { path: PropertyKey[]; message: string }[] } };
+};
 
 export class EdgeClient {
   constructor(
@@ -49,7 +57,10 @@ export class EdgeClient {
 
   /** A GET with the token; throws EdgeError unless 2xx (the body is left to the caller). */
   async fetch(path: string): Promise<Response> {
-    const response = await fetch(new URL(path, this.base), { headers: { authorization: `Bearer ${this.token}` }, signal: AbortSignal.timeout(300_000) });
+    const response = await fetch(new URL(path, this.base), {
+      headers: { authorization: `Bearer ${this.token}` },
+      signal: AbortSignal.timeout(300_000),
+    });
     if (!response.ok) throw await edgeError(response);
     return response;
   }
@@ -72,7 +83,9 @@ function parseAnswer<T>(path: string, answer: unknown, schema: AnswerSchema<T>):
   const parsed = schema.safeParse(answer);
   if (parsed.success) return parsed.data;
   const issue = parsed.error.issues[0];
-  throw new EdgeAnswerError(`the edge's answer to ${path.split("?")[0]} is not what this runner expects (${issue ? `${issue.path.join(".") || "(body)"}: ${issue.message}` : "invalid"}); are the runner and the edge the same version?`);
+  throw new EdgeAnswerError(
+    `the edge's answer to ${path.split("?")[0]} is not what this runner expects (${issue ? `${issue.path.join(".") || "(body)"}: ${issue.message}` : "invalid"}); are the runner and the edge the same version?`,
+  );
 }
 
 /** A refusal as an EdgeError with the answer's `detail` (or its text when it is not JSON). */

@@ -15,7 +15,13 @@ export function lineToEvent(line: string): ({ type: string } & Record<string, un
   if (text.startsWith("{")) {
     try {
       const parsed = JSON.parse(text) as unknown;
-      if (parsed && typeof parsed === "object" && !Array.isArray(parsed) && typeof (parsed as { type?: unknown }).type === "string" && (parsed as { type: string }).type) {
+      if (
+        parsed &&
+        typeof parsed === "object" &&
+        !Array.isArray(parsed) &&
+        typeof (parsed as { type?: unknown }).type === "string" &&
+        (parsed as { type: string }).type
+      ) {
         return parsed as { type: string } & Record<string, unknown>;
       }
     } catch {

@@ -14,19 +14,24 @@ export interface Gpu {
  */
 export function detectGpus(command = "nvidia-smi"): Promise<Gpu[]> {
   return new Promise((resolve, reject) => {
-    execFile(command, ["--query-gpu=index,uuid,name,memory.total", "--format=csv,noheader,nounits"], { timeout: 15_000 }, (error, stdout) => {
-      if (error) {
-        const code = (error as NodeJS.ErrnoException).code;
-        // Not installed, or installed without a working driver: no GPUs.
-        if (code === "ENOENT" || typeof code === "number" || (error as { killed?: boolean }).killed === false) return resolve([]);
-        return reject(error);
-      }
-      try {
-        resolve(parseGpuCsv(stdout));
-      } catch (e) {
-        reject(e);
-      }
-    });
+    execFile(
+      command,
+      ["--query-gpu=index,uuid,name,memory.total", "--format=csv,noheader,nounits"],
+      { timeout: 15_000 },
+      (error, stdout) => {
+        if (error) {
+          const code = (error as NodeJS.ErrnoException).code;
+          // Not installed, or installed without a working driver: no GPUs.
+          if (code === "ENOENT" || typeof code === "number" || (error as { killed?: boolean }).killed === false) return resolve([]);
+          return reject(error);
+        }
+        try {
+          resolve(parseGpuCsv(stdout));
+        } catch (e) {
+          reject(e);
+        }
+      },
+    );
   });
 }
 
@@ -39,7 +44,8 @@ export function parseGpuCsv(text: string): Gpu[] {
     .map((line) => {
       const [index, uuid, name, memory] = line.split(",").map((f) => f.trim());
       const gpu = { index: Number(index), uuid: uuid || undefined, name: name ?? "", memory_mb: Math.round(Number(memory)) };
-      if (!Number.isInteger(gpu.index) || !gpu.name || !Number.isFinite(gpu.memory_mb)) throw new Error(`nvidia-smi printed a line this runner cannot read: ${JSON.stringify(line)}`);
+      if (!Number.isInteger(gpu.index) || !gpu.name || !Number.isFinite(gpu.memory_mb))
+        throw new Error(`nvidia-smi printed a line this runner cannot read: ${JSON.stringify(line)}`);
       return gpu;
     });
 }

@@ -41,7 +41,8 @@ export class LaunchError extends Error {}
 function optionArgs(config: Record<string, unknown>): string[] {
   const args: string[] = [];
   for (const [name, value] of Object.entries(config)) {
-    if (!name.startsWith("--") || RUNNER_OPTIONS.has(name) || value === null || value === undefined || value === "" || value === false) continue;
+    if (!name.startsWith("--") || RUNNER_OPTIONS.has(name) || value === null || value === undefined || value === "" || value === false)
+      continue;
     args.push(name, typeof value === "object" ? JSON.stringify(value) : String(value));
   }
   return args;
@@ -66,7 +67,17 @@ export interface BoxPolicy {
 }
 
 /** A box with the built-in trainers only and no sandbox: for unit tests of the planning. */
-export const PLAIN_BOX: BoxPolicy = { trainers: {}, allowRawCommands: false, bwrap: null, sandbox: "auto", runAs: null, hide: [], simpletunerScript: "simpletuner/train.py", path: process.env.PATH ?? "", passEnv: {} };
+export const PLAIN_BOX: BoxPolicy = {
+  trainers: {},
+  allowRawCommands: false,
+  bwrap: null,
+  sandbox: "auto",
+  runAs: null,
+  hide: [],
+  simpletunerScript: "simpletuner/train.py",
+  path: process.env.PATH ?? "",
+  passEnv: {},
+};
 
 /**
  * The default trainer: SimpleTuner's training script under `accelerate launch`, one process per
@@ -94,22 +105,37 @@ function trainerCommand(value: unknown): string[] | null {
 }
 
 /** Without bubblewrap (sandbox "auto"), only the built-in trainers and declared scripts run. */
-const NEEDS_SANDBOX = "bubblewrap (bwrap) is not available on this box, so only the built-in trainers (simpletuner, demo) and the box's declared scripts run here; install bubblewrap, or an operator sets sandbox \"off\" in the runner config";
+const NEEDS_SANDBOX =
+  'bubblewrap (bwrap) is not available on this box, so only the built-in trainers (simpletuner, demo) and the box\'s declared scripts run here; install bubblewrap, or an operator sets sandbox "off" in the runner config';
 
 /** The trainer's argv (outside any sandbox) as the environment and the box's config allow it. */
-function trainerArgv(config: Record<string, unknown>, box: BoxPolicy, fill: Record<string, string>, numProcesses: number): { argv: string[]; raw: boolean } {
+function trainerArgv(
+  config: Record<string, unknown>,
+  box: BoxPolicy,
+  fill: Record<string, string>,
+  numProcesses: number,
+): { argv: string[]; raw: boolean } {
   const name = config["--trainer"];
   const command = trainerCommand(config["--trainer_command"]);
   const sandboxed = box.bwrap !== null || box.sandbox === "off";
   if ((name === undefined || name === null || name === "") && command) {
-    if (!box.allowRawCommands) throw new LaunchError(`--trainer_command is not run on this box: its runner config does not set allow_raw_commands; pick one of its trainers with --trainer (${trainerNames(box)})`);
+    if (!box.allowRawCommands)
+      throw new LaunchError(
+        `--trainer_command is not run on this box: its runner config does not set allow_raw_commands; pick one of its trainers with --trainer (${trainerNames(box)})`,
+      );
     if (!sandboxed) throw new LaunchError(`--trainer_command is not run: ${NEEDS_SANDBOX}`);
     return { argv: command, raw: true };
   }
   const trainer = typeof name === "string" && name ? name : "simpletuner";
   // tsx by its resolved location: the trainer runs in the job's directory, where a bare
   // "tsx" would not be found.
-  if (trainer === "demo") return { argv: existsSync(BUILT_DEMO_TRAINER) ? [process.execPath, BUILT_DEMO_TRAINER] : [process.execPath, "--import", import.meta.resolve("tsx"), DEMO_TRAINER], raw: false };
+  if (trainer === "demo")
+    return {
+      argv: existsSync(BUILT_DEMO_TRAINER)
+        ? [process.execPath, BUILT_DEMO_TRAINER]
+        : [process.execPath, "--import", import.meta.resolve("tsx"), DEMO_TRAINER],
+      raw: false,
+    };
   if (trainer === "simpletuner") return { argv: simpleTunerCommand(numProcesses, box.simpletunerScript), raw: false };
   const template = Object.hasOwn(box.trainers, trainer) ? box.trainers[trainer]! : null;
   if (!template) throw new LaunchError(`unknown trainer ${JSON.stringify(trainer)}: this box has ${trainerNames(box)}`);
@@ -125,27 +151,45 @@ const trainerNames = (box: BoxPolicy) => ["simpletuner", "demo", ...Object.keys(
  * num_processes of them. `datasets`: the job's dataset folders in the cache (read-only in the
  * sandbox).
  */
-export function planLaunch(workDir: string, job: Assignment, boxGpus: number[] = [], callbackUrl: string | null = null, box: BoxPolicy = PLAIN_BOX, datasets: string[] = []): Launch {
+export function planLaunch(
+  workDir: string,
+  job: Assignment,
+  boxGpus: number[] = [],
+  callbackUrl: string | null = null,
+  box: BoxPolicy = PLAIN_BOX,
+  datasets: string[] = [],
+): Launch {
   const jobDir = join(workDir, "jobs", job.job_id);
   const config = { ...job.config };
   // The trainer's webhooks go to the runner (events in); the job's receivers are the edge's to call.
-  if (callbackUrl) config["--webhook_config"] = JSON.stringify([{ webhook_type: "raw", callback_url: callbackUrl, log_level: "info", ssl_no_verify: false }]);
+  if (callbackUrl)
+    config["--webhook_config"] = JSON.stringify([
+      { webhook_type: "raw", callback_url: callbackUrl, log_level: "info", ssl_no_verify: false },
+    ]);
   else delete config["--webhook_config"];
   // The output directory stays inside the job's directory whatever the environment says.
   const output = String(config["--output_dir"] ?? "output");
   const outputDir = resolve(jobDir, output);
   const inside = relative(jobDir, outputDir);
-  if (isAbsolute(output) || inside.startsWith("..") || isAbsolute(inside)) throw new LaunchError(`--output_dir must be a path inside the job's directory, not ${JSON.stringify(output)}`);
+  if (isAbsolute(output) || inside.startsWith("..") || isAbsolute(inside))
+    throw new LaunchError(`--output_dir must be a path inside the job's directory, not ${JSON.stringify(output)}`);
   config["--output_dir"] = outputDir;
   const gpus = job.allocated_gpus ?? boxGpus.slice(0, job.num_processes);
-  const { argv: base, raw } = trainerArgv(config, box, { num_processes: String(job.num_processes), job_dir: jobDir, output_dir: outputDir }, job.num_processes);
+  const { argv: base, raw } = trainerArgv(
+    config,
+    box,
+    { num_processes: String(job.num_processes), job_dir: jobDir, output_dir: outputDir },
+    job.num_processes,
+  );
   if (!findProgram(base[0]!, box.path)) {
     throw new LaunchError(
       `${base[0]} is not installed on this box (not found on PATH)${raw ? "" : ': the default trainer is SimpleTuner through accelerate; install it here (and set SIMPLETUNER_TRAIN_SCRIPT), or set "--trainer": "demo" in the environment'}`,
     );
   }
   const program = [...base, ...optionArgs(config)];
-  const sandbox: SandboxSpec | null = box.bwrap ? { bwrap: box.bwrap, jobDir, readOnly: datasets, hide: [workDir, ...box.hide], gpus, runAs: box.runAs } : null;
+  const sandbox: SandboxSpec | null = box.bwrap
+    ? { bwrap: box.bwrap, jobDir, readOnly: datasets, hide: [workDir, ...box.hide], gpus, runAs: box.runAs }
+    : null;
   return {
     argv: sandbox ? sandboxArgv(program, sandbox) : program,
     program,
@@ -177,7 +221,8 @@ const SIGNAL_FILE_NAME = /^trainer-signal-attempt-\d+\.json(\.tmp-.*)?$/;
 function openSignalFile(launch: Launch): SignalFile {
   const path = launch.env[SIGNAL_FILE_ENV]!;
   for (const name of readdirSync(launch.jobDir)) {
-    if (SIGNAL_FILE_NAME.test(name) && join(launch.jobDir, name) !== path) rmSync(join(launch.jobDir, name), { recursive: true, force: true });
+    if (SIGNAL_FILE_NAME.test(name) && join(launch.jobDir, name) !== path)
+      rmSync(join(launch.jobDir, name), { recursive: true, force: true });
   }
   return new SignalFile(path);
 }

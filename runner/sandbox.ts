@@ -58,9 +58,9 @@ export function sandboxArgv(argv: string[], spec: SandboxSpec): string[] {
   const ancestors = (path: string) => {
     const chain: string[] = [];
     for (let p = dirname(path); p !== "/" && masks.some((m) => inside(m, p) && m !== p); p = dirname(p)) chain.unshift(p);
-    for (const dir of chain) if (!made.has(dir)) made.add(dir), args.push("--perms", "0755", "--dir", dir);
+    for (const dir of chain) if (!made.has(dir)) (made.add(dir), args.push("--perms", "0755", "--dir", dir));
   };
-  for (const path of spec.readOnly) ancestors(path), args.push("--ro-bind", path, path);
+  for (const path of spec.readOnly) (ancestors(path), args.push("--ro-bind", path, path));
   ancestors(spec.jobDir);
   args.push("--bind", spec.jobDir, spec.jobDir);
   // Hidden and read-only: a write there fails (EROFS) instead of vanishing unnoticed.

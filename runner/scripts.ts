@@ -45,21 +45,38 @@ export function runScript(
     return Promise.resolve();
   }
   if (!scriptAllowed(argv[0]!, options.allowed, options.env.PATH ?? "", options.cwd)) {
-    emit({ type: "script.refused", title: `${kind} script ${argv[0]} not run: this box's runner config does not declare it in scripts`, data: { script: kind, program: argv[0] } });
+    emit({
+      type: "script.refused",
+      title: `${kind} script ${argv[0]} not run: this box's runner config does not declare it in scripts`,
+      data: { script: kind, program: argv[0] },
+    });
     return Promise.resolve();
   }
   const spawned = options.sandbox ? sandboxArgv(argv, options.sandbox) : argv;
   return new Promise((resolve) => {
-    const child = spawn(spawned[0]!, spawned.slice(1), { cwd: options.cwd, env: options.env, stdio: ["ignore", "pipe", "pipe"], shell: false });
+    const child = spawn(spawned[0]!, spawned.slice(1), {
+      cwd: options.cwd,
+      env: options.env,
+      stdio: ["ignore", "pipe", "pipe"],
+      shell: false,
+    });
     let lines = 0;
     const forward = (stream: NodeJS.ReadableStream) => {
       let partial = "";
       stream.on("data", (chunk: Buffer) => {
         const parts = (partial + chunk.toString("utf8")).split("\n");
         partial = parts.pop() ?? "";
-        for (const line of parts) if (line.trim() && lines++ < MAX_OUTPUT_LINES) emit({ type: "script.output", message: line.slice(0, 4000), data: { script: kind } });
+        for (const line of parts)
+          if (line.trim() && lines++ < MAX_OUTPUT_LINES)
+            emit({ type: "script.output", message: line.slice(0, 4000), data: { script: kind } });
       });
-      stream.on("end", () => partial.trim() && lines++ < MAX_OUTPUT_LINES && emit({ type: "script.output", message: partial.slice(0, 4000), data: { script: kind } }));
+      stream.on(
+        "end",
+        () =>
+          partial.trim() &&
+          lines++ < MAX_OUTPUT_LINES &&
+          emit({ type: "script.output", message: partial.slice(0, 4000), data: { script: kind } }),
+      );
     };
     forward(child.stdout);
     forward(child.stderr);
@@ -68,7 +85,11 @@ export function runScript(
       resolve();
     });
     child.on("close", (code, signal) => {
-      emit({ type: "script.finished", title: `${kind} script exited ${signal ? `on ${signal}` : code}`, data: { script: kind, argv, exit_code: code, signal } });
+      emit({
+        type: "script.finished",
+        title: `${kind} script exited ${signal ? `on ${signal}` : code}`,
+        data: { script: kind, argv, exit_code: code, signal },
+      });
       resolve();
     });
   });

@@ -25,7 +25,8 @@ export function parseRange(entry: string): AddressRange {
   if (text.includes("/")) {
     try {
       const [address, bits] = ipaddr.parseCIDR(text);
-      if (address.kind() === "ipv6" && (address as ipaddr.IPv6).isIPv4MappedAddress() && bits >= 96) return [(address as ipaddr.IPv6).toIPv4Address(), bits - 96];
+      if (address.kind() === "ipv6" && (address as ipaddr.IPv6).isIPv4MappedAddress() && bits >= 96)
+        return [(address as ipaddr.IPv6).toIPv4Address(), bits - 96];
       return [address, bits];
     } catch {
       throw new Error(`"${entry}" is not a valid CIDR range (like 10.0.0.0/8 or 2001:db8::/32)`);

@@ -52,7 +52,9 @@ export function splitCommand(line: string): string[] {
 
 /** Fills `{name}` in each word from `values`; names not given are left as they are. */
 export function fillPlaceholders(argv: string[], values: Record<string, string>): string[] {
-  return argv.map((word) => word.replace(/\{([a-z_][a-z0-9_]*)\}/g, (whole, name: string) => (Object.hasOwn(values, name) ? values[name]! : whole)));
+  return argv.map((word) =>
+    word.replace(/\{([a-z_][a-z0-9_]*)\}/g, (whole, name: string) => (Object.hasOwn(values, name) ? values[name]! : whole)),
+  );
 }
 
 export type ScriptKind = "post_checkpoint" | "validation" | "post_upload";
@@ -62,7 +64,11 @@ export type ScriptKind = "post_checkpoint" | "validation" | "post_upload";
  * triggered it. `{remote_checkpoint_path}` is empty for validation and post-checkpoint scripts;
  * only the post-upload script gets `{model_type}` and `{lora_type}`.
  */
-export function placeholderValues(kind: ScriptKind, options: Record<string, unknown>, event: { localCheckpointPath?: string; globalStep?: number; remoteCheckpointPath?: string }): Record<string, string> {
+export function placeholderValues(
+  kind: ScriptKind,
+  options: Record<string, unknown>,
+  event: { localCheckpointPath?: string; globalStep?: number; remoteCheckpointPath?: string },
+): Record<string, string> {
   const opt = (name: string) => {
     const v = options[`--${name}`];
     return v === undefined || v === null ? "" : String(v);

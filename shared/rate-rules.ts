@@ -39,10 +39,22 @@ export const RATE_RULES: readonly RateRule[] = [
  * hash of the lower-cased username; a successful login forgives them). Past it, every login for
  * that name is refused, the right password included: that is what stops guessing.
  */
-export const LOGIN_FAILURE_RULE: RateRule = { name: "login-failures", patterns: ["/api/cloud/auth/login", "/api/auth/login"], methods: ["POST"], calls: 10, periodSeconds: 900 };
+export const LOGIN_FAILURE_RULE: RateRule = {
+  name: "login-failures",
+  patterns: ["/api/cloud/auth/login", "/api/auth/login"],
+  methods: ["POST"],
+  calls: 10,
+  periodSeconds: 900,
+};
 
 /** Failed worker-token authentications per client address (runner routes, spec 8 does not list them). */
-export const WORKER_TOKEN_FAILURE_RULE: RateRule = { name: "worker-token-failures", patterns: ["/api/workers/"], methods: "all", calls: 20, periodSeconds: 60 };
+export const WORKER_TOKEN_FAILURE_RULE: RateRule = {
+  name: "worker-token-failures",
+  patterns: ["/api/workers/"],
+  methods: "all",
+  calls: 20,
+  periodSeconds: 60,
+};
 
 /**
  * The rule of every other request, with the numbers of RATE_LIMIT_CALLS / RATE_LIMIT_PERIOD.

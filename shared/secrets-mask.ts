@@ -38,7 +38,8 @@ function parsedJson(text: string): Record<string, unknown> | unknown[] | undefin
 
 function maskValue(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(maskValue);
-  if (isContainer(value)) return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, isSecretKey(k) && v !== null && v !== "" ? MASK : maskValue(v)]));
+  if (isContainer(value))
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, isSecretKey(k) && v !== null && v !== "" ? MASK : maskValue(v)]));
   if (typeof value === "string") {
     const inner = parsedJson(value);
     if (inner !== undefined) {

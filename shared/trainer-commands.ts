@@ -20,5 +20,8 @@ export const SIGNAL_FILE_ENV = "SIMPLETUNER_ACCELERATE_SIGNAL_FILE";
  * @example
  * SIGNAL_COUNTERS.validation; // "manual_validation"
  */
-export const SIGNAL_COUNTERS = { validation: "manual_validation", checkpoint: "manual_checkpoint" } as const satisfies Record<SignalledCommand, string>;
+export const SIGNAL_COUNTERS = { validation: "manual_validation", checkpoint: "manual_checkpoint" } as const satisfies Record<
+  SignalledCommand,
+  string
+>;
 export type SignalCounters = Record<(typeof SIGNAL_COUNTERS)[SignalledCommand], number>;

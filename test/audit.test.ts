@@ -36,11 +36,21 @@ afterAll(async () => {
 
 describe("what is audited", () => {
   it("records a failed login with a hash of the claimed username, address and User-Agent, and never the password or the name", async () => {
-    const failed = await t.call("POST", "/api/cloud/auth/login", { json: { username: "mallory", password: "guess-number-1" }, headers: { "user-agent": "brute/1.0" } });
+    const failed = await t.call("POST", "/api/cloud/auth/login", {
+      json: { username: "mallory", password: "guess-number-1" },
+      headers: { "user-agent": "brute/1.0" },
+    });
     expect(failed.status).toBe(401);
     const username_hash = await usernameDigest("mallory");
     const entry = await eventually("?event_type=login_failed", (e) => e.details.username_hash === username_hash);
-    expect(entry).toMatchObject({ event_type: "login_failed", actor_user_id: null, actor: null, client_ip: "127.0.0.1", user_agent: "brute/1.0", details: { reason: "wrong username or password", username_hash } });
+    expect(entry).toMatchObject({
+      event_type: "login_failed",
+      actor_user_id: null,
+      actor: null,
+      client_ip: "127.0.0.1",
+      user_agent: "brute/1.0",
+      details: { reason: "wrong username or password", username_hash },
+    });
     expect(JSON.stringify(entry)).not.toContain("guess-number-1");
     expect(JSON.stringify(entry)).not.toContain("mallory");
   });
@@ -69,8 +79,12 @@ describe("what is audited", () => {
 
   it("records approvals, rejections, priority overrides and limit changes with what changed", async () => {
     expect((await t.call("POST", "/api/configs/environments", { json: { name: "gpu2" }, auth: { key: admin.key } })).status).toBe(201);
-    expect((await t.call("PUT", "/api/configs/gpu2", { json: { config: { "--num_processes": 2 } }, auth: { key: admin.key } })).status).toBe(200);
-    expect((await t.call("PUT", "/api/queue/approval-rules", { json: { local_gpu_threshold: 1 }, auth: { key: admin.key } })).status).toBe(200);
+    expect(
+      (await t.call("PUT", "/api/configs/gpu2", { json: { config: { "--num_processes": 2 } }, auth: { key: admin.key } })).status,
+    ).toBe(200);
+    expect((await t.call("PUT", "/api/queue/approval-rules", { json: { local_gpu_threshold: 1 }, auth: { key: admin.key } })).status).toBe(
+      200,
+    );
     const rules = await eventually("?event_type=approval_rules_changed", () => true);
     expect(rules.details.changed).toEqual({ local_gpu_threshold: { from: null, to: 1 } });
 
@@ -78,9 +92,19 @@ describe("what is audited", () => {
     const second = await t.call("POST", "/api/queue/submit", { json: { config_name: "gpu2", target: "local" }, auth: { key: admin.key } });
     expect([first.body.status, second.body.status]).toEqual(["blocked", "blocked"]);
     expect((await t.call("POST", `/api/queue/${first.body.job_id}/approve`, { auth: { key: admin.key } })).status).toBe(200);
-    expect((await t.call("POST", `/api/queue/${second.body.job_id}/reject?reason=${encodeURIComponent("too big for now")}`, { auth: { key: admin.key } })).status).toBe(200);
-    expect((await t.call("POST", `/api/queue/${first.body.job_id}/priority`, { json: { priority: 25 }, auth: { key: admin.key } })).status).toBe(200);
-    expect((await t.call("POST", "/api/queue/concurrency", { json: { local_job_max_concurrent: 3 }, auth: { key: admin.key } })).status).toBe(200);
+    expect(
+      (
+        await t.call("POST", `/api/queue/${second.body.job_id}/reject?reason=${encodeURIComponent("too big for now")}`, {
+          auth: { key: admin.key },
+        })
+      ).status,
+    ).toBe(200);
+    expect(
+      (await t.call("POST", `/api/queue/${first.body.job_id}/priority`, { json: { priority: 25 }, auth: { key: admin.key } })).status,
+    ).toBe(200);
+    expect(
+      (await t.call("POST", "/api/queue/concurrency", { json: { local_job_max_concurrent: 3 }, auth: { key: admin.key } })).status,
+    ).toBe(200);
 
     await eventually("?event_type=job_approved", (e) => e.target === first.body.job_id && e.actor === ADMIN.username);
     const rejected = await eventually("?event_type=job_rejected", (e) => e.target === second.body.job_id);
@@ -130,7 +154,9 @@ describe("GET /api/audit", () => {
 
 describe("the hash chain", () => {
   it("keeps one unbroken chain under concurrent writers", async () => {
-    const attempts = Array.from({ length: 25 }, (_, i) => t.call("POST", "/api/cloud/auth/login", { json: { username: `racer-${i}`, password: "wrong-password-1" } }));
+    const attempts = Array.from({ length: 25 }, (_, i) =>
+      t.call("POST", "/api/cloud/auth/login", { json: { username: `racer-${i}`, password: "wrong-password-1" } }),
+    );
     expect((await Promise.all(attempts)).every((r) => r.status === 401)).toBe(true);
     for (let i = 0; i < 25; i++) {
       const username_hash = await usernameDigest(`racer-${i}`);
@@ -150,7 +176,10 @@ describe("the hash chain", () => {
       const [target] = (await audit("?event_type=login_failed")).slice(-1);
       await db.execute({ sql: "UPDATE audit_log SET actor = 'someone-else' WHERE id = ?", args: [target.id] });
       const edited = await t.call("GET", "/api/audit/verify", { auth: { key: admin.key } });
-      expect(edited.body).toMatchObject({ valid: false, first_invalid: { id: target.id, reason: "the entry's contents do not match its hash (edited)" } });
+      expect(edited.body).toMatchObject({
+        valid: false,
+        first_invalid: { id: target.id, reason: "the entry's contents do not match its hash (edited)" },
+      });
       expect(edited.body.entries_checked).toBe(target.id - 1);
 
       await db.execute({ sql: "UPDATE audit_log SET details = '{not json' WHERE id = ?", args: [target.id] });
@@ -161,7 +190,10 @@ describe("the hash chain", () => {
 
       await db.execute({ sql: "DELETE FROM audit_log WHERE id = ?", args: [target.id + 1] });
       const removed = await t.call("GET", "/api/audit/verify", { auth: { key: admin.key } });
-      expect(removed.body).toMatchObject({ valid: false, first_invalid: { id: target.id + 2, reason: `entry ${target.id + 1} is missing` } });
+      expect(removed.body).toMatchObject({
+        valid: false,
+        first_invalid: { id: target.id + 2, reason: `entry ${target.id + 1} is missing` },
+      });
     } finally {
       db.close();
     }

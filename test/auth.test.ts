@@ -20,7 +20,11 @@ describe("first admin", () => {
   });
 
   it("creates exactly one admin when ten requests race", async () => {
-    const racers = Array.from({ length: 10 }, (_, i) => ({ email: `racer${i}@example.com`, username: `racer${i}`, password: `racer-password-${i}` }));
+    const racers = Array.from({ length: 10 }, (_, i) => ({
+      email: `racer${i}@example.com`,
+      username: `racer${i}`,
+      password: `racer-password-${i}`,
+    }));
     const attempts = await Promise.all(racers.map((json) => t.call("POST", "/api/cloud/auth/setup/first-admin", { json })));
     const statuses = attempts.map((a) => a.status).sort();
     expect(statuses).toEqual([201, 409, 409, 409, 409, 409, 409, 409, 409, 409]);
@@ -122,7 +126,14 @@ describe("API keys", () => {
     expect(entry).not.toHaveProperty("key");
     expect(listed.text).not.toContain(created.body.key);
     // last_used_at is recorded after the response, so give it a moment.
-    await expect.poll(async () => (await t.call("GET", "/api/cloud/auth/api-keys", { auth: { cookie } })).body.keys.find((k: { id: number }) => k.id === created.body.id).last_used_at).not.toBeNull();
+    await expect
+      .poll(
+        async () =>
+          (await t.call("GET", "/api/cloud/auth/api-keys", { auth: { cookie } })).body.keys.find(
+            (k: { id: number }) => k.id === created.body.id,
+          ).last_used_at,
+      )
+      .not.toBeNull();
   });
 
   it("refuses wrong, malformed and revoked keys with 401", async () => {
@@ -171,18 +182,33 @@ describe("API keys", () => {
 describe("users and registration", () => {
   it("lets an admin create users with levels; duplicates are 409", async () => {
     const auth = { cookie: await adminCookie() };
-    const created = await t.call("POST", "/api/users", { json: { email: "lee@example.com", username: "lee", password: "lee-password", level_names: ["lead", "researcher"] }, auth });
+    const created = await t.call("POST", "/api/users", {
+      json: { email: "lee@example.com", username: "lee", password: "lee-password", level_names: ["lead", "researcher"] },
+      auth,
+    });
     expect(created.status).toBe(201);
-    expect(created.body).toMatchObject({ username: "lee", email: "lee@example.com", levels: ["lead", "researcher"], level: "lead", priority: 20 });
+    expect(created.body).toMatchObject({
+      username: "lee",
+      email: "lee@example.com",
+      levels: ["lead", "researcher"],
+      level: "lead",
+      priority: 20,
+    });
     expect(created.text).not.toContain("lee-password");
     expect(created.text).not.toContain("pbkdf2");
-    const again = await t.call("POST", "/api/users", { json: { email: "other@example.com", username: "LEE", password: "lee-password" }, auth });
+    const again = await t.call("POST", "/api/users", {
+      json: { email: "other@example.com", username: "LEE", password: "lee-password" },
+      auth,
+    });
     expect(again.status).toBe(409);
   });
 
   it("defaults a new user to researcher", async () => {
     const auth = { cookie: await adminCookie() };
-    const created = await t.call("POST", "/api/users", { json: { email: "rae@example.com", username: "rae", password: "rae-password" }, auth });
+    const created = await t.call("POST", "/api/users", {
+      json: { email: "rae@example.com", username: "rae", password: "rae-password" },
+      auth,
+    });
     expect(created.body.levels).toEqual(["researcher"]);
   });
 
@@ -198,31 +224,51 @@ describe("users and registration", () => {
     const registered = await t.call("POST", "/api/cloud/auth/register", { json: newcomer });
     expect(registered.status).toBe(201);
     expect(registered.body.levels).toEqual(["researcher"]);
-    expect((await t.call("POST", "/api/cloud/auth/login", { json: { username: "newcomer", password: newcomer.password } })).status).toBe(200);
+    expect((await t.call("POST", "/api/cloud/auth/login", { json: { username: "newcomer", password: newcomer.password } })).status).toBe(
+      200,
+    );
 
     await t.call("PUT", "/api/cloud/auth/registration", { json: { enabled: false }, auth });
-    expect((await t.call("POST", "/api/cloud/auth/register", { json: { ...newcomer, username: "late", email: "late@example.com" } })).status).toBe(403);
+    expect(
+      (await t.call("POST", "/api/cloud/auth/register", { json: { ...newcomer, username: "late", email: "late@example.com" } })).status,
+    ).toBe(403);
   });
 });
 
 describe("cross-site requests", () => {
   it("refuses a state-changing request authenticated by cookie from another origin", async () => {
     const cookie = await adminCookie();
-    const evil = await t.call("POST", "/api/cloud/auth/api-keys", { json: { name: "evil" }, auth: { cookie }, headers: { origin: "https://evil.example" } });
+    const evil = await t.call("POST", "/api/cloud/auth/api-keys", {
+      json: { name: "evil" },
+      auth: { cookie },
+      headers: { origin: "https://evil.example" },
+    });
     expect(evil.status).toBe(403);
     expect(evil.body.code).toBe("csrf_rejected");
-    const fetchSite = await t.call("PUT", "/api/cloud/auth/registration", { json: { enabled: true }, auth: { cookie }, headers: { "sec-fetch-site": "cross-site" } });
+    const fetchSite = await t.call("PUT", "/api/cloud/auth/registration", {
+      json: { enabled: true },
+      auth: { cookie },
+      headers: { "sec-fetch-site": "cross-site" },
+    });
     expect(fetchSite.status).toBe(403);
     expect((await t.call("GET", "/api/cloud/auth/setup/status")).body.registration_enabled).toBe(false);
 
-    const sameOrigin = await t.call("POST", "/api/cloud/auth/api-keys", { json: { name: "ok" }, auth: { cookie }, headers: { origin: t.base } });
+    const sameOrigin = await t.call("POST", "/api/cloud/auth/api-keys", {
+      json: { name: "ok" },
+      auth: { cookie },
+      headers: { origin: t.base },
+    });
     expect(sameOrigin.status).toBe(201);
   });
 
   it("does not apply to API keys, which a browser never sends on its own", async () => {
     const cookie = await adminCookie();
     const key = (await t.call("POST", "/api/cloud/auth/api-keys", { json: { name: "k" }, auth: { cookie } })).body.key;
-    const reply = await t.call("PUT", "/api/cloud/auth/registration", { json: { enabled: false }, auth: { key }, headers: { origin: "https://elsewhere.example" } });
+    const reply = await t.call("PUT", "/api/cloud/auth/registration", {
+      json: { enabled: false },
+      auth: { key },
+      headers: { origin: "https://elsewhere.example" },
+    });
     expect(reply.status).toBe(200);
   });
 });
@@ -233,14 +279,19 @@ describe("failed logins per username (10 in 15 minutes, whatever the address)", 
   const expectLimited = (reply: Awaited<ReturnType<typeof login>>) => {
     expect(reply.status).toBe(429);
     expect(reply.body.code).toBe("rate_limited");
-    expect(reply.body.detail).toMatch(/^Rate limit exceeded: at most 10 failed logins for one username per 900 s \(rule "login-failures"\); retry in \d+ s$/);
+    expect(reply.body.detail).toMatch(
+      /^Rate limit exceeded: at most 10 failed logins for one username per 900 s \(rule "login-failures"\); retry in \d+ s$/,
+    );
     expect(Number(reply.headers.get("retry-after"))).toBeGreaterThan(800);
     expect(reply.headers.get("set-cookie")).toBeNull();
   };
 
   it("refuses the 11th attempt on one name from rotating addresses, the right password included, and unknown names alike", async () => {
     const auth = { cookie: await adminCookie() };
-    expect((await t.call("POST", "/api/users", { json: { email: "target@example.com", username: "target", password: "target-password" }, auth })).status).toBe(201);
+    expect(
+      (await t.call("POST", "/api/users", { json: { email: "target@example.com", username: "target", password: "target-password" }, auth }))
+        .status,
+    ).toBe(201);
     for (let i = 1; i <= 10; i++) expect((await login(i % 2 ? "target" : "TARGET", `guess-${i}`, i)).status).toBe(401);
     expectLimited(await login("target", "target-password", 11));
     for (let i = 1; i <= 10; i++) expect((await login("no-such-user", `guess-${i}`, 20 + i)).status).toBe(401);
@@ -252,7 +303,10 @@ describe("failed logins per username (10 in 15 minutes, whatever the address)", 
 
   it("does not count successful logins: a success forgives the failures before it", async () => {
     const auth = { cookie: await adminCookie() };
-    expect((await t.call("POST", "/api/users", { json: { email: "steady@example.com", username: "steady", password: "steady-password" }, auth })).status).toBe(201);
+    expect(
+      (await t.call("POST", "/api/users", { json: { email: "steady@example.com", username: "steady", password: "steady-password" }, auth }))
+        .status,
+    ).toBe(201);
     for (let round = 0; round < 2; round++) {
       for (let i = 1; i <= 9; i++) expect((await login("steady", `typo-${i}`, 40 + i)).status).toBe(401);
       expect((await login("steady", "steady-password", 50)).status).toBe(200);
@@ -266,8 +320,15 @@ describe("failed logins per username (10 in 15 minutes, whatever the address)", 
     const hash = await usernameDigest(typed);
     await expect.poll(() => t.lines.some((line) => line.includes("login failed") && line.includes(hash))).toBe(true);
     expect(t.lines.filter((line) => line.includes(typed))).toEqual([]);
-    const key = (await t.call("POST", "/api/cloud/auth/api-keys", { json: { name: "audit" }, auth: { cookie: await adminCookie() } })).body.key;
-    await expect.poll(async () => (await t.call("GET", "/api/audit?event_type=login_failed&limit=1000", { auth: { key } })).body.entries.find((e: any) => e.details.username_hash === hash)).toBeTruthy();
+    const key = (await t.call("POST", "/api/cloud/auth/api-keys", { json: { name: "audit" }, auth: { cookie: await adminCookie() } })).body
+      .key;
+    await expect
+      .poll(async () =>
+        (await t.call("GET", "/api/audit?event_type=login_failed&limit=1000", { auth: { key } })).body.entries.find(
+          (e: any) => e.details.username_hash === hash,
+        ),
+      )
+      .toBeTruthy();
     const entries = (await t.call("GET", "/api/audit?event_type=login_failed&limit=1000", { auth: { key } })).text;
     expect(entries).not.toContain(typed);
   });

@@ -11,7 +11,10 @@ function appWithUndeclaredRoutes() {
   const handled: string[] = [];
   const app = createRouter();
   app.use("*", async (c, next) => {
-    c.set("log", createLogger("test", { logLevel: "DEBUG", logFormat: "json" }, null, (line) => lines.push(line)));
+    c.set(
+      "log",
+      createLogger("test", { logLevel: "DEBUG", logFormat: "json" }, null, (line) => lines.push(line)),
+    );
     await next();
   });
   app.use("*", authorize());
@@ -32,7 +35,10 @@ describe("authorisation fails closed", () => {
     const { app, lines, handled } = appWithUndeclaredRoutes();
     const reply = await app.request("/api/undeclared");
     expect(reply.status).toBe(500);
-    expect(await reply.json()).toEqual({ code: "route_access_undeclared", detail: "GET /api/undeclared declares no access in shared/permissions.ts, so it is refused" });
+    expect(await reply.json()).toEqual({
+      code: "route_access_undeclared",
+      detail: "GET /api/undeclared declares no access in shared/permissions.ts, so it is refused",
+    });
     expect(handled).toEqual([]);
     expect(lines.some((line) => line.includes('"ERROR"') && line.includes("GET /api/undeclared"))).toBe(true);
   });

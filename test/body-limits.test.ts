@@ -20,7 +20,8 @@ function chunked(text: string): ReadableStream<Uint8Array> {
     },
   });
 }
-const environmentNames = async () => ((await t.call("GET", "/api/configs/", { auth: { key: admin.key } })).body.environments as { name: string }[]).map((e) => e.name);
+const environmentNames = async () =>
+  ((await t.call("GET", "/api/configs/", { auth: { key: admin.key } })).body.environments as { name: string }[]).map((e) => e.name);
 
 beforeAll(async () => {
   t = await startTestStack();
@@ -34,14 +35,26 @@ describe("request body limits", () => {
   const huge = JSON.stringify({ name: "huge", description: "x".repeat(DEFAULT_BODY_LIMIT_BYTES + 10) });
 
   it("refuses a JSON body over 1 MiB sent with Content-Length (413), creating nothing", async () => {
-    const refused = await t.call("POST", "/api/configs/environments", { body: huge, headers: { "content-type": "application/json" }, auth: { key: admin.key } });
+    const refused = await t.call("POST", "/api/configs/environments", {
+      body: huge,
+      headers: { "content-type": "application/json" },
+      auth: { key: admin.key },
+    });
     expect(refused.status).toBe(413);
-    expect(refused.body).toEqual({ code: "payload_too_large", detail: `The request body is larger than ${DEFAULT_BODY_LIMIT_BYTES} bytes, the most this route accepts` });
+    expect(refused.body).toEqual({
+      code: "payload_too_large",
+      detail: `The request body is larger than ${DEFAULT_BODY_LIMIT_BYTES} bytes, the most this route accepts`,
+    });
     expect(await environmentNames()).not.toContain("huge");
   });
 
   it("cuts off a chunked body without Content-Length as it streams past the cap (413), creating nothing", async () => {
-    const response = await fetch(`${t.base}/api/configs/environments`, { method: "POST", headers: { "content-type": "application/json", "x-api-key": admin.key }, body: chunked(huge), duplex: "half" } as RequestInit);
+    const response = await fetch(`${t.base}/api/configs/environments`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-api-key": admin.key },
+      body: chunked(huge),
+      duplex: "half",
+    } as RequestInit);
     expect(response.status).toBe(413);
     expect((await response.json()).code).toBe("payload_too_large");
     expect(await environmentNames()).not.toContain("huge");
@@ -50,7 +63,12 @@ describe("request body limits", () => {
   it("accepts a body under the cap, chunked or not", async () => {
     // JSON may be padded with whitespace: 500 kB that still fits the route's cap.
     const small = `{"name": "small",${" ".repeat(500_000)}"description": "under the cap"}`;
-    const response = await fetch(`${t.base}/api/configs/environments`, { method: "POST", headers: { "content-type": "application/json", "x-api-key": admin.key }, body: chunked(small), duplex: "half" } as RequestInit);
+    const response = await fetch(`${t.base}/api/configs/environments`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-api-key": admin.key },
+      body: chunked(small),
+      duplex: "half",
+    } as RequestInit);
     expect(response.status).toBe(201);
     expect(await environmentNames()).toContain("small");
   });

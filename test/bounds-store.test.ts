@@ -17,7 +17,10 @@ beforeAll(async () => {
   client = migrated.client;
   db = { $client: client } as unknown as Database;
   await client.batch(
-    ["job-a", "job-done"].map((id, i) => ({ sql: "INSERT INTO queue_entries (job_id, user_id, priority, status, queued_at, job_type) VALUES (?, 1, 10, ?, '2026-01-01T00:00:00Z', 'local')", args: [id, i ? "completed" : "running"] })),
+    ["job-a", "job-done"].map((id, i) => ({
+      sql: "INSERT INTO queue_entries (job_id, user_id, priority, status, queued_at, job_type) VALUES (?, 1, 10, ?, '2026-01-01T00:00:00Z', 'local')",
+      args: [id, i ? "completed" : "running"],
+    })),
     "write",
   );
 });
@@ -50,7 +53,13 @@ describe("event pages", () => {
 describe("sweeps", () => {
   it("forget provider webhooks past their retention, keeping newer ones", async () => {
     const old = await recordWebhook(db, { provider: "replicate", webhookId: "old", clientIp: "198.51.100.1", signed: true, payload: "{}" });
-    const fresh = await recordWebhook(db, { provider: "replicate", webhookId: "fresh", clientIp: "198.51.100.1", signed: true, payload: "{}" });
+    const fresh = await recordWebhook(db, {
+      provider: "replicate",
+      webhookId: "fresh",
+      clientIp: "198.51.100.1",
+      signed: true,
+      payload: "{}",
+    });
     await client.execute({ sql: "UPDATE provider_webhook_events SET received_at = '2026-01-01T00:00:00Z' WHERE id = ?", args: [old.id] });
     expect(await forgetOldWebhooks(db, 30, new Date("2026-03-01T00:00:00Z"))).toBe(1);
     const left = await client.execute("SELECT id FROM provider_webhook_events");
@@ -63,10 +72,15 @@ describe("sweeps", () => {
         ["up-running", "job-a"],
         ["up-ended", "job-done"],
         ["up-gone", "job-deleted"],
-      ].map(([upload, job]) => ({ sql: "INSERT INTO storage_uploads (upload_id, job_id, object_key, initiated_at) VALUES (?, ?, 'k', '2026-01-01T00:00:00Z')", args: [upload!, job!] })),
+      ].map(([upload, job]) => ({
+        sql: "INSERT INTO storage_uploads (upload_id, job_id, object_key, initiated_at) VALUES (?, ?, 'k', '2026-01-01T00:00:00Z')",
+        args: [upload!, job!],
+      })),
       "write",
     );
     expect((await endedJobUploads(db, 100)).map((u) => u.uploadId).sort()).toEqual(["up-ended", "up-gone"]);
-    expect((await endedJobUploads(db, 100, "job-done")).map((u) => [u.uploadId, u.key, u.outputRoot])).toEqual([["up-ended", "k", "outputs"]]);
+    expect((await endedJobUploads(db, 100, "job-done")).map((u) => [u.uploadId, u.key, u.outputRoot])).toEqual([
+      ["up-ended", "k", "outputs"],
+    ]);
   });
 });

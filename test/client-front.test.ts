@@ -18,7 +18,11 @@ interface Answer {
 }
 
 /** One HTTP request whose socket is bound to `localAddress` (the peer the server sees). */
-function requestFrom(localAddress: string, url: string, options: { method?: string; headers?: Record<string, string>; body?: string | Buffer } = {}): Promise<Answer> {
+function requestFrom(
+  localAddress: string,
+  url: string,
+  options: { method?: string; headers?: Record<string, string>; body?: string | Buffer } = {},
+): Promise<Answer> {
   return new Promise((done, fail) => {
     const req = request(url, { method: options.method ?? "GET", headers: options.headers, localAddress }, (res) => {
       const chunks: Buffer[] = [];
@@ -47,7 +51,9 @@ function rawExchange(port: number, text: string): Promise<{ answer: string; ende
 function parseAnswer(answer: string): { status: number; headers: Record<string, string>; body: string } {
   const split = answer.indexOf("\r\n\r\n");
   const [statusLine, ...lines] = answer.slice(0, split).split("\r\n");
-  const headers = Object.fromEntries(lines.map((line) => [line.slice(0, line.indexOf(":")).toLowerCase(), line.slice(line.indexOf(":") + 1).trim()]));
+  const headers = Object.fromEntries(
+    lines.map((line) => [line.slice(0, line.indexOf(":")).toLowerCase(), line.slice(line.indexOf(":") + 1).trim()]),
+  );
   return { status: Number(statusLine!.split(" ")[1]), headers, body: answer.slice(split + 4) };
 }
 
@@ -56,27 +62,75 @@ function parseAnswer(answer: string): { status: number; headers: Record<string, 
  * the API's JSON error shape, and the connection closed.
  */
 const MALFORMED: [string, string, RegExp][] = [
-  ["a Content-Length that is not a number", "POST /api/x HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n", /\(HPE_INVALID_CONTENT_LENGTH\): Content-Length is not one non-negative decimal number$/],
+  [
+    "a Content-Length that is not a number",
+    "POST /api/x HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n",
+    /\(HPE_INVALID_CONTENT_LENGTH\): Content-Length is not one non-negative decimal number$/,
+  ],
   ["a negative Content-Length", "POST /api/x HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n", /\(HPE_INVALID_CONTENT_LENGTH\)/],
-  ["a Content-Length past any integer", "POST /api/x HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999999\r\n\r\n", /\(HPE_INVALID_CONTENT_LENGTH\)/],
-  ["two different Content-Length values", "POST /api/x HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd", /\(HPE_UNEXPECTED_CONTENT_LENGTH\): Content-Length is given twice/],
+  [
+    "a Content-Length past any integer",
+    "POST /api/x HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999999\r\n\r\n",
+    /\(HPE_INVALID_CONTENT_LENGTH\)/,
+  ],
+  [
+    "two different Content-Length values",
+    "POST /api/x HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd",
+    /\(HPE_UNEXPECTED_CONTENT_LENGTH\): Content-Length is given twice/,
+  ],
   ["a list in Content-Length", "POST /api/x HTTP/1.1\r\nHost: x\r\nContent-Length: 3, 4\r\n\r\nabcd", /\(HPE_INVALID_CONTENT_LENGTH\)/],
-  ["Content-Length with Transfer-Encoding", "POST /api/x HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", /\(HPE_INVALID_TRANSFER_ENCODING\): Transfer-Encoding must be chunked, and never sent with Content-Length$/],
-  ["a coding other than chunked", "POST /api/x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\nabc", /^Transfer-Encoding must be chunked alone, not "gzip"$/],
+  [
+    "Content-Length with Transfer-Encoding",
+    "POST /api/x HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    /\(HPE_INVALID_TRANSFER_ENCODING\): Transfer-Encoding must be chunked, and never sent with Content-Length$/,
+  ],
+  [
+    "a coding other than chunked",
+    "POST /api/x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\nabc",
+    /^Transfer-Encoding must be chunked alone, not "gzip"$/,
+  ],
   ["a bad method token", "G@T /api/x HTTP/1.1\r\nHost: x\r\n\r\n", /\(HPE_INVALID_METHOD\): the method is not an HTTP method$/],
-  ["a bad HTTP version", "GET /api/x HTTP/9.9\r\nHost: x\r\n\r\n", /\(HPE_INVALID_VERSION\): the HTTP version is not HTTP\/1\.1 or HTTP\/1\.0/],
+  [
+    "a bad HTTP version",
+    "GET /api/x HTTP/9.9\r\nHost: x\r\n\r\n",
+    /\(HPE_INVALID_VERSION\): the HTTP version is not HTTP\/1\.1 or HTTP\/1\.0/,
+  ],
   ["HTTP/2.0 in an HTTP/1 request line", "GET /api/x HTTP/2.0\r\nHost: x\r\n\r\n", /^HTTP\/2\.0 is not served here: send HTTP\/1\.1$/],
-  ["a garbled protocol name", "GET /api/x HTTX/1.1\r\nHost: x\r\n\r\n", /\(HPE_INVALID_CONSTANT\): the request line is not METHOD \/path HTTP\/1\.1$/],
-  ["an over-long request line", `GET /${"a".repeat(20_000)} HTTP/1.1\r\nHost: x\r\n\r\n`, /\(HPE_HEADER_OVERFLOW\): the request line and headers are longer than 16 KiB$/],
-  ["a header line without a colon", "GET /api/x HTTP/1.1\r\nHost: x\r\nNoColonHere\r\n\r\n", /\(HPE_INVALID_HEADER_TOKEN\): a header line is malformed/],
+  [
+    "a garbled protocol name",
+    "GET /api/x HTTX/1.1\r\nHost: x\r\n\r\n",
+    /\(HPE_INVALID_CONSTANT\): the request line is not METHOD \/path HTTP\/1\.1$/,
+  ],
+  [
+    "an over-long request line",
+    `GET /${"a".repeat(20_000)} HTTP/1.1\r\nHost: x\r\n\r\n`,
+    /\(HPE_HEADER_OVERFLOW\): the request line and headers are longer than 16 KiB$/,
+  ],
+  [
+    "a header line without a colon",
+    "GET /api/x HTTP/1.1\r\nHost: x\r\nNoColonHere\r\n\r\n",
+    /\(HPE_INVALID_HEADER_TOKEN\): a header line is malformed/,
+  ],
   ["a folded header line", "GET /api/x HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n\r\n", /\(HPE_INVALID_HEADER_TOKEN\)/],
   ["no Host header", "GET /api/x HTTP/1.1\r\n\r\n", /^Send exactly one Host header, not 0$/],
   ["two Host headers", "GET /api/x HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", /^Send exactly one Host header, not 2$/],
-  ["a Host that is no host", "GET /api/x HTTP/1.1\r\nHost: a b\r\n\r\n", /^The Host header "a b" is not a host name or address with an optional port$/],
+  [
+    "a Host that is no host",
+    "GET /api/x HTTP/1.1\r\nHost: a b\r\n\r\n",
+    /^The Host header "a b" is not a host name or address with an optional port$/,
+  ],
   ["the asterisk target", "OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", /^The request target "\*" is not served: send a path starting with \/$/],
   ["a target that is not a path", "GET api/x HTTP/1.1\r\nHost: x\r\n\r\n", /\(HPE_INVALID_URL\)/],
-  ["CONNECT", "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n", /^CONNECT "example\.com:443" is not served: this is not a proxy$/],
-  ["a WebSocket upgrade with two Hosts", "GET /ws HTTP/1.1\r\nHost: a\r\nHost: b\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", /^Send exactly one Host header, not 2$/],
+  [
+    "CONNECT",
+    "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n",
+    /^CONNECT "example\.com:443" is not served: this is not a proxy$/,
+  ],
+  [
+    "a WebSocket upgrade with two Hosts",
+    "GET /ws HTTP/1.1\r\nHost: a\r\nHost: b\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+    /^Send exactly one Host header, not 2$/,
+  ],
 ];
 
 describe("checkRequestHead", () => {
@@ -90,8 +144,12 @@ describe("checkRequestHead", () => {
   });
 
   it("names the problem of a head workerd could not take", () => {
-    expect(head("http://user:pw@svc/x", [])).toEqual({ problem: 'The request target "http://user:pw@svc/x" does not name a host without credentials' });
-    expect(head("/x", ["Host", "svc", "Transfer-Encoding", "chunked", "Transfer-Encoding", "chunked"])).toEqual({ problem: 'Transfer-Encoding must be chunked alone, not "chunked, chunked"' });
+    expect(head("http://user:pw@svc/x", [])).toEqual({
+      problem: 'The request target "http://user:pw@svc/x" does not name a host without credentials',
+    });
+    expect(head("/x", ["Host", "svc", "Transfer-Encoding", "chunked", "Transfer-Encoding", "chunked"])).toEqual({
+      problem: 'Transfer-Encoding must be chunked alone, not "chunked, chunked"',
+    });
     expect(head("/x", ["Host", "a,b"])).toEqual({ problem: 'The Host header "a,b" is not a host name or address with an optional port' });
     expect(head("/x", ["Host", "svc"], "0.9")).toEqual({ problem: "HTTP/0.9 is not served here: send HTTP/1.1" });
   });
@@ -99,9 +157,44 @@ describe("checkRequestHead", () => {
 
 describe("forwardedHeaders", () => {
   it("drops a client's CF-Connecting-IP, Miniflare's MF-* control headers and hop-by-hop headers, whatever their case, and sets the peer", () => {
-    const raw = ["Host", "svc", "cf-connecting-IP", "127.0.0.1", "MF-Original-URL", "http://x/", "mf-cf-blob", "{}", "Connection", "keep-alive", "X-Forwarded-For", "1.2.3.4", "Cookie", "a=1", "Cookie", "b=2"];
-    expect(forwardedHeaders(raw, "203.0.113.9", false)).toEqual(["Host", "svc", "X-Forwarded-For", "1.2.3.4", "Cookie", "a=1", "Cookie", "b=2", "cf-connecting-ip", "203.0.113.9"]);
-    expect(forwardedHeaders(["Connection", "Upgrade", "Upgrade", "websocket"], "::1", true)).toEqual(["Connection", "Upgrade", "Upgrade", "websocket", "cf-connecting-ip", "::1"]);
+    const raw = [
+      "Host",
+      "svc",
+      "cf-connecting-IP",
+      "127.0.0.1",
+      "MF-Original-URL",
+      "http://x/",
+      "mf-cf-blob",
+      "{}",
+      "Connection",
+      "keep-alive",
+      "X-Forwarded-For",
+      "1.2.3.4",
+      "Cookie",
+      "a=1",
+      "Cookie",
+      "b=2",
+    ];
+    expect(forwardedHeaders(raw, "203.0.113.9", false)).toEqual([
+      "Host",
+      "svc",
+      "X-Forwarded-For",
+      "1.2.3.4",
+      "Cookie",
+      "a=1",
+      "Cookie",
+      "b=2",
+      "cf-connecting-ip",
+      "203.0.113.9",
+    ]);
+    expect(forwardedHeaders(["Connection", "Upgrade", "Upgrade", "websocket"], "::1", true)).toEqual([
+      "Connection",
+      "Upgrade",
+      "Upgrade",
+      "websocket",
+      "cf-connecting-ip",
+      "::1",
+    ]);
   });
 });
 
@@ -126,7 +219,12 @@ describe("the client front against a small upstream", () => {
       socket.on("message", (data) => socket.send(`echo ${data.toString()}`));
     });
     await new Promise<void>((done) => upstream.listen(0, "127.0.0.1", done));
-    front = await startClientFront({ host: "127.0.0.1", port: 0, upstreamPort: (upstream.address() as AddressInfo).port, onError: () => {} });
+    front = await startClientFront({
+      host: "127.0.0.1",
+      port: 0,
+      upstreamPort: (upstream.address() as AddressInfo).port,
+      onError: () => {},
+    });
   });
   afterAll(async () => {
     await front?.close();
@@ -134,7 +232,9 @@ describe("the client front against a small upstream", () => {
   });
 
   it("tells the upstream the TCP peer, not the CF-Connecting-IP or MF-* headers the client sent", async () => {
-    const answer = await requestFrom("127.0.0.5", `http://127.0.0.1:${front.port}/x`, { headers: { "CF-Connecting-IP": "127.0.0.1", "MF-Original-URL": "http://127.0.0.1/cdn-cgi/x", "MF-Route-Override": "other" } });
+    const answer = await requestFrom("127.0.0.5", `http://127.0.0.1:${front.port}/x`, {
+      headers: { "CF-Connecting-IP": "127.0.0.1", "MF-Original-URL": "http://127.0.0.1/cdn-cgi/x", "MF-Route-Override": "other" },
+    });
     expect(answer.status).toBe(200);
     expect(JSON.parse(answer.text).peer).toBe("127.0.0.5");
     const headers = seen.at(-1)!;
@@ -145,27 +245,39 @@ describe("the client front against a small upstream", () => {
 
   it("streams a large request body through, chunked or with a length", async () => {
     const body = Buffer.alloc(8 * 1024 * 1024, 7);
-    const sized = await requestFrom("127.0.0.1", `http://127.0.0.1:${front.port}/upload`, { method: "PUT", body, headers: { "content-length": String(body.length) } });
+    const sized = await requestFrom("127.0.0.1", `http://127.0.0.1:${front.port}/upload`, {
+      method: "PUT",
+      body,
+      headers: { "content-length": String(body.length) },
+    });
     expect(JSON.parse(sized.text).bytes).toBe(body.length);
-    const chunked = await requestFrom("127.0.0.1", `http://127.0.0.1:${front.port}/upload`, { method: "POST", body, headers: { "transfer-encoding": "chunked" } });
+    const chunked = await requestFrom("127.0.0.1", `http://127.0.0.1:${front.port}/upload`, {
+      method: "POST",
+      body,
+      headers: { "transfer-encoding": "chunked" },
+    });
     expect(JSON.parse(chunked.text).bytes).toBe(body.length);
   });
 
-  it.each(MALFORMED)("answers %s with a 400 in the API's error shape and closes, never reaching the upstream", async (_, request, detail) => {
-    const before = seen.length;
-    const { answer, ended } = await rawExchange(front.port, request);
-    const { status, headers, body } = parseAnswer(answer);
-    expect([status, headers["content-type"], headers["connection"], ended]).toEqual([400, "application/json", "close", true]);
-    expect(Number(headers["content-length"])).toBe(Buffer.byteLength(body));
-    expect(JSON.parse(body)).toEqual({ detail: expect.stringMatching(detail), code: "bad_request" });
-    expect(seen.length).toBe(before);
-  });
+  it.each(MALFORMED)(
+    "answers %s with a 400 in the API's error shape and closes, never reaching the upstream",
+    async (_, request, detail) => {
+      const before = seen.length;
+      const { answer, ended } = await rawExchange(front.port, request);
+      const { status, headers, body } = parseAnswer(answer);
+      expect([status, headers["content-type"], headers["connection"], ended]).toEqual([400, "application/json", "close", true]);
+      expect(Number(headers["content-length"])).toBe(Buffer.byteLength(body));
+      expect(JSON.parse(body)).toEqual({ detail: expect.stringMatching(detail), code: "bad_request" });
+      expect(seen.length).toBe(before);
+    },
+  );
 
   it("answers a malformed request after a good one on the same connection: the good one served, then a 400, pipelined or not", async () => {
     const before = seen.length;
     const good = "GET /first HTTP/1.1\r\nHost: x\r\n\r\n";
     const bad = "GET /second HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n";
-    const both = /^HTTP\/1\.1 200 OK\r\n[\s\S]*\r\n\r\n\{"bytes":0,"peer":"127\.0\.0\.1"\}HTTP\/1\.1 400 Bad Request\r\n[\s\S]*"code":"bad_request"\}$/;
+    const both =
+      /^HTTP\/1\.1 200 OK\r\n[\s\S]*\r\n\r\n\{"bytes":0,"peer":"127\.0\.0\.1"\}HTTP\/1\.1 400 Bad Request\r\n[\s\S]*"code":"bad_request"\}$/;
     const pipelined = await rawExchange(front.port, good + bad);
     expect([pipelined.answer, pipelined.ended]).toEqual([expect.stringMatching(both), true]);
     const sequential = await new Promise<string>((done, fail) => {
@@ -183,7 +295,10 @@ describe("the client front against a small upstream", () => {
   });
 
   it("serves an absolute-form request line as its path, with the target's authority as Host", async () => {
-    const { answer } = await rawExchange(front.port, "GET http://svc.example:8001/absolute?q=1 HTTP/1.1\r\nHost: other\r\nConnection: close\r\n\r\n");
+    const { answer } = await rawExchange(
+      front.port,
+      "GET http://svc.example:8001/absolute?q=1 HTTP/1.1\r\nHost: other\r\nConnection: close\r\n\r\n",
+    );
     expect(parseAnswer(answer).status).toBe(200);
     expect(seen.at(-1)!.host).toBe("svc.example:8001");
   });
@@ -193,13 +308,18 @@ describe("the client front against a small upstream", () => {
     const { status, headers, body } = parseAnswer(answer);
     expect([status, headers["content-type"]]).toEqual([400, "application/xml"]);
     expect(body).toContain("<Code>IncompleteBody</Code><Message>The request is not valid HTTP/1.1 (HPE_INVALID_CONTENT_LENGTH)");
-    const twoHosts = parseAnswer((await rawExchange(front.port, "GET /api/cloud/storage/job/key HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n")).answer);
+    const twoHosts = parseAnswer(
+      (await rawExchange(front.port, "GET /api/cloud/storage/job/key HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n")).answer,
+    );
     expect([twoHosts.status, twoHosts.headers["content-type"]]).toEqual([400, "application/xml"]);
     expect(twoHosts.body).toContain("<Code>InvalidRequest</Code><Message>Send exactly one Host header, not 2</Message>");
   });
 
   it("carries WebSocket upgrades both ways, with the peer's address", async () => {
-    const socket = new WebSocket(`ws://127.0.0.1:${front.port}/ws`, { localAddress: "127.0.0.5", headers: { "CF-Connecting-IP": "10.9.9.9" } });
+    const socket = new WebSocket(`ws://127.0.0.1:${front.port}/ws`, {
+      localAddress: "127.0.0.5",
+      headers: { "CF-Connecting-IP": "10.9.9.9" },
+    });
     const messages: string[] = [];
     await new Promise<void>((done, fail) => {
       socket.on("message", (data) => {
@@ -231,7 +351,10 @@ describe("the local stack behind its front (rate limiting counts loopback, no tr
     const statuses: number[] = [];
     for (let i = 1; i <= 6; i++) {
       const forged: Record<string, string> = i % 2 ? { "cf-connecting-ip": `203.0.113.${i}` } : { "x-forwarded-for": `203.0.113.${i}` };
-      const reply = await t.call("POST", "/api/cloud/auth/login", { json: { username: `nobody-${i}`, password: "wrong-password" }, headers: forged });
+      const reply = await t.call("POST", "/api/cloud/auth/login", {
+        json: { username: `nobody-${i}`, password: "wrong-password" },
+        headers: forged,
+      });
       statuses.push(reply.status);
       if (i === 6) {
         expect(reply.body.code).toBe("rate_limited");
@@ -240,7 +363,11 @@ describe("the local stack behind its front (rate limiting counts loopback, no tr
     }
     expect(statuses).toEqual([401, 401, 401, 401, 401, 429]);
     // Another peer is another client: its own window, untouched.
-    const other = await requestFrom("127.0.0.6", `${t.base}/api/cloud/auth/login`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ username: "nobody", password: "wrong-password" }) });
+    const other = await requestFrom("127.0.0.6", `${t.base}/api/cloud/auth/login`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ username: "nobody", password: "wrong-password" }),
+    });
     expect([other.status, other.headers["x-ratelimit-remaining"]]).toEqual([401, "4"]);
   });
 
@@ -260,28 +387,55 @@ describe("the local stack behind its front (rate limiting counts loopback, no tr
     const linesBefore = t.lines.length;
     for (const request of requests) {
       const { status, headers, body: text } = parseAnswer((await rawExchange(Number(new URL(t.base).port), request)).answer);
-      expect([status, headers["content-type"], JSON.parse(text).code], request.slice(0, 80)).toEqual([400, "application/json", "bad_request"]);
+      expect([status, headers["content-type"], JSON.parse(text).code], request.slice(0, 80)).toEqual([
+        400,
+        "application/json",
+        "bad_request",
+      ]);
     }
     expect(t.lines.slice(linesBefore).filter((line) => line.includes("api-keys") || line.includes('"level":"ERROR"'))).toEqual([]);
     expect(JSON.stringify(await keys())).toBe(before);
   });
 
   it("refuses a provider webhook that forges an allowed address (403, nothing recorded), and accepts one really sent from it", async () => {
-    const saved = await t.call("PUT", "/api/cloud/providers/replicate", { json: { webhook_allowed_ips: ["127.0.0.5"], webhook_secret: SECRET }, auth: { key: admin.key } });
+    const saved = await t.call("PUT", "/api/cloud/providers/replicate", {
+      json: { webhook_allowed_ips: ["127.0.0.5"], webhook_secret: SECRET },
+      auth: { key: admin.key },
+    });
     expect(saved.status).toBe(200);
     const body = JSON.stringify({ id: "pred-front", status: "succeeded" });
     const signed = (id: string) => {
       const now = new Date();
-      return { "content-type": "application/json", "webhook-id": id, "webhook-timestamp": String(Math.floor(now.getTime() / 1000)), "webhook-signature": new Webhook(SECRET).sign(id, now, body) };
+      return {
+        "content-type": "application/json",
+        "webhook-id": id,
+        "webhook-timestamp": String(Math.floor(now.getTime() / 1000)),
+        "webhook-signature": new Webhook(SECRET).sign(id, now, body),
+      };
     };
-    const recorded = async () => (await t.call("GET", "/api/cloud/providers/replicate/webhooks", { auth: { key: admin.key } })).body.events as { webhook_id: string; client_ip: string }[];
+    const recorded = async () =>
+      (await t.call("GET", "/api/cloud/providers/replicate/webhooks", { auth: { key: admin.key } })).body.events as {
+        webhook_id: string;
+        client_ip: string;
+      }[];
 
-    const forged = await requestFrom("127.0.0.1", `${t.base}/api/webhooks/replicate`, { method: "POST", body, headers: { ...signed("msg-forged"), "CF-Connecting-IP": "127.0.0.5" } });
+    const forged = await requestFrom("127.0.0.1", `${t.base}/api/webhooks/replicate`, {
+      method: "POST",
+      body,
+      headers: { ...signed("msg-forged"), "CF-Connecting-IP": "127.0.0.5" },
+    });
     expect(forged.status).toBe(403);
-    expect(JSON.parse(forged.text)).toEqual({ code: "address_not_allowed", detail: "Webhooks for replicate are not accepted from 127.0.0.1: it is outside the provider's webhook_allowed_ips" });
+    expect(JSON.parse(forged.text)).toEqual({
+      code: "address_not_allowed",
+      detail: "Webhooks for replicate are not accepted from 127.0.0.1: it is outside the provider's webhook_allowed_ips",
+    });
     expect((await recorded()).map((e) => e.webhook_id)).not.toContain("msg-forged");
 
-    const genuine = await requestFrom("127.0.0.5", `${t.base}/api/webhooks/replicate`, { method: "POST", body, headers: signed("msg-genuine") });
+    const genuine = await requestFrom("127.0.0.5", `${t.base}/api/webhooks/replicate`, {
+      method: "POST",
+      body,
+      headers: signed("msg-genuine"),
+    });
     expect(genuine.status).toBe(202);
     expect((await recorded()).find((e) => e.webhook_id === "msg-genuine")?.client_ip).toBe("127.0.0.5");
   });

@@ -31,13 +31,20 @@ async function post(path: string, fields: Record<string, string | Blob | [Blob, 
   const response = await fetch(`${t.base}${path}`, { method: "POST", headers: { "x-api-key": as }, body: form });
   return { status: response.status, body: (await response.json()) as any };
 }
-const list = async (path = "") => (await (await fetch(`${t.base}/api/datasets?path=${encodeURIComponent(path)}`, { headers: { "x-api-key": viewerKey } })).json()) as any;
+const list = async (path = "") =>
+  (await (await fetch(`${t.base}/api/datasets?path=${encodeURIComponent(path)}`, { headers: { "x-api-key": viewerKey } })).json()) as any;
 const blob = (bytes: Uint8Array | string) => new Blob([typeof bytes === "string" ? bytes : (bytes as Uint8Array<ArrayBuffer>)]);
 
 describe("folders", () => {
   it("creates folders under the root and nested, refuses duplicates and names that leave the root", async () => {
-    expect(await post("/api/datasets/folders", { parent_path: "", folder_name: "portraits" })).toMatchObject({ status: 201, body: { path: "portraits" } });
-    expect(await post("/api/datasets/folders", { parent_path: "portraits", folder_name: "edits" })).toMatchObject({ status: 201, body: { path: "portraits/edits" } });
+    expect(await post("/api/datasets/folders", { parent_path: "", folder_name: "portraits" })).toMatchObject({
+      status: 201,
+      body: { path: "portraits" },
+    });
+    expect(await post("/api/datasets/folders", { parent_path: "portraits", folder_name: "edits" })).toMatchObject({
+      status: 201,
+      body: { path: "portraits/edits" },
+    });
     expect((await post("/api/datasets/folders", { parent_path: "", folder_name: "portraits" })).status).toBe(409);
     for (const [parent, name, message] of [
       ["", "..", 'must not contain ".."'],
@@ -61,16 +68,34 @@ describe("folders", () => {
 
 describe("file uploads", () => {
   it("stores images and captions byte for byte with their SHA-256", async () => {
-    const reply = await post("/api/datasets/upload", { target_path: "portraits", "files[]": [[blob(PNG), "001.png"], [blob("a woman in a red coat"), "001.txt"]] });
+    const reply = await post("/api/datasets/upload", {
+      target_path: "portraits",
+      "files[]": [
+        [blob(PNG), "001.png"],
+        [blob("a woman in a red coat"), "001.txt"],
+      ],
+    });
     expect(reply.status).toBe(201);
-    expect(reply.body.files.map((f: any) => [f.path, f.size])).toEqual([["portraits/001.png", PNG.length], ["portraits/001.txt", 21]]);
+    expect(reply.body.files.map((f: any) => [f.path, f.size])).toEqual([
+      ["portraits/001.png", PNG.length],
+      ["portraits/001.txt", 21],
+    ]);
     expect(reply.body.files[0].sha256).toMatch(/^[0-9a-f]{64}$/);
     const listed = await list("portraits");
-    expect(listed.files.map((f: any) => [f.name, f.size, f.sha256])).toEqual([["001.png", PNG.length, reply.body.files[0].sha256], ["001.txt", 21, reply.body.files[1].sha256]]);
+    expect(listed.files.map((f: any) => [f.name, f.size, f.sha256])).toEqual([
+      ["001.png", PNG.length, reply.body.files[0].sha256],
+      ["001.txt", 21, reply.body.files[1].sha256],
+    ]);
   });
 
   it("refuses the whole upload, naming the file, when one name or type is bad", async () => {
-    const wrongType = await post("/api/datasets/upload", { target_path: "portraits", "files[]": [[blob(PNG), "002.png"], [blob("#!/bin/sh"), "run.sh"]] });
+    const wrongType = await post("/api/datasets/upload", {
+      target_path: "portraits",
+      "files[]": [
+        [blob(PNG), "002.png"],
+        [blob("#!/bin/sh"), "run.sh"],
+      ],
+    });
     expect(wrongType.status).toBe(415);
     expect(wrongType.body.detail).toContain('"run.sh" is not an image or a .txt/.jsonl/.csv file');
     const traversal = await post("/api/datasets/upload", { target_path: "../outside", "files[]": [[blob(PNG), "x.png"]] });
@@ -84,7 +109,12 @@ describe("file uploads", () => {
 
 describe("zip uploads", () => {
   it("extracts a zip with its folders into the target", async () => {
-    const zip = zipSync({ "set/a.png": PNG, "set/a.txt": strToU8("caption a"), "set/meta/info.jsonl": strToU8('{"f":"a.png"}\n'), "__MACOSX/set/._a.png": strToU8("x") });
+    const zip = zipSync({
+      "set/a.png": PNG,
+      "set/a.txt": strToU8("caption a"),
+      "set/meta/info.jsonl": strToU8('{"f":"a.png"}\n'),
+      "__MACOSX/set/._a.png": strToU8("x"),
+    });
     const reply = await post("/api/datasets/upload/zip", { target_path: "zipped", file: new Blob([zip]) });
     expect(reply.status).toBe(201);
     expect(reply.body.files.map((f: any) => f.path).sort()).toEqual(["zipped/set/a.png", "zipped/set/a.txt", "zipped/set/meta/info.jsonl"]);
@@ -134,12 +164,18 @@ describe("zip bombs", () => {
     expect(zip.byteLength).toBeLessThan(200 * 1024);
     const reply = await post("/api/datasets/upload/zip", { target_path: "bombed", file: new Blob([zip as Uint8Array<ArrayBuffer>]) });
     expect(reply.status).toBe(413);
-    expect(reply.body).toMatchObject({ code: "zip_too_large", detail: `Zip entry "bomb.png" expands to more than ${100 * 1024 * 1024} bytes (counted while extracting, whatever it declares); nothing was extracted` });
+    expect(reply.body).toMatchObject({
+      code: "zip_too_large",
+      detail: `Zip entry "bomb.png" expands to more than ${100 * 1024 * 1024} bytes (counted while extracting, whatever it declares); nothing was extracted`,
+    });
     expect((await list("")).folders).not.toContain("bombed");
   });
 
   it("still extracts a zip whose entries are within the caps", async () => {
-    const reply = await post("/api/datasets/upload/zip", { target_path: "bombed-not", file: new Blob([zipSync({ "a.png": new Uint8Array(1024 * 1024) }) as Uint8Array<ArrayBuffer>]) });
+    const reply = await post("/api/datasets/upload/zip", {
+      target_path: "bombed-not",
+      file: new Blob([zipSync({ "a.png": new Uint8Array(1024 * 1024) }) as Uint8Array<ArrayBuffer>]),
+    });
     expect(reply.status).toBe(201);
     expect(reply.body.files).toEqual([expect.objectContaining({ path: "bombed-not/a.png", size: 1024 * 1024 })]);
   });
@@ -154,15 +190,39 @@ describe("folder owners", () => {
     expect((await post("/api/datasets/folders", { parent_path: "", folder_name: "mine" })).status).toBe(201);
     expect((await post("/api/datasets/upload", { target_path: "mine", "files[]": [[blob(PNG), "1.png"]] })).status).toBe(201);
   });
-  const refusal = { code: "folder_not_yours", detail: "Dataset folder mine belongs to another user: only its creator, leads and admins change its files (reading it is open to all)" };
+  const refusal = {
+    code: "folder_not_yours",
+    detail: "Dataset folder mine belongs to another user: only its creator, leads and admins change its files (reading it is open to all)",
+  };
 
   it("refuse another researcher's upload, zip and new subfolder in the creator's folder (403), changing nothing", async () => {
     const before = JSON.stringify([await list("mine"), await list("mine/sub")]);
-    expect(await post("/api/datasets/upload", { target_path: "mine", "files[]": [[blob(PNG), "1.png"]] }, other)).toMatchObject({ status: 403, body: refusal });
-    expect(await post("/api/datasets/upload", { target_path: "mine/sub", "files[]": [[blob(PNG), "2.png"]] }, other)).toMatchObject({ status: 403, body: refusal });
-    expect(await post("/api/datasets/upload/zip", { target_path: "mine", file: new Blob([zipSync({ "1.png": strToU8("overwritten") })]) }, other)).toMatchObject({ status: 403, body: refusal });
-    expect(await post("/api/datasets/upload/zip", { target_path: "", file: new Blob([zipSync({ "mine/1.png": strToU8("overwritten") })]) }, other)).toMatchObject({ status: 403, body: refusal });
-    expect(await post("/api/datasets/folders", { parent_path: "mine", folder_name: "sub" }, other)).toMatchObject({ status: 403, body: refusal });
+    expect(await post("/api/datasets/upload", { target_path: "mine", "files[]": [[blob(PNG), "1.png"]] }, other)).toMatchObject({
+      status: 403,
+      body: refusal,
+    });
+    expect(await post("/api/datasets/upload", { target_path: "mine/sub", "files[]": [[blob(PNG), "2.png"]] }, other)).toMatchObject({
+      status: 403,
+      body: refusal,
+    });
+    expect(
+      await post(
+        "/api/datasets/upload/zip",
+        { target_path: "mine", file: new Blob([zipSync({ "1.png": strToU8("overwritten") })]) },
+        other,
+      ),
+    ).toMatchObject({ status: 403, body: refusal });
+    expect(
+      await post(
+        "/api/datasets/upload/zip",
+        { target_path: "", file: new Blob([zipSync({ "mine/1.png": strToU8("overwritten") })]) },
+        other,
+      ),
+    ).toMatchObject({ status: 403, body: refusal });
+    expect(await post("/api/datasets/folders", { parent_path: "mine", folder_name: "sub" }, other)).toMatchObject({
+      status: 403,
+      body: refusal,
+    });
     expect(JSON.stringify([await list("mine"), await list("mine/sub")])).toBe(before);
     // Reading stays open.
     expect((await (await fetch(`${t.base}/api/datasets?path=mine`, { headers: { "x-api-key": other } })).json()).files).toHaveLength(1);
@@ -170,7 +230,9 @@ describe("folder owners", () => {
 
   it("let the creator and leads change the folder, and give a new folder to whoever writes into it first", async () => {
     expect((await post("/api/datasets/folders", { parent_path: "mine", folder_name: "sub" })).status).toBe(201);
-    expect((await post("/api/datasets/upload", { target_path: "mine/sub", "files[]": [[blob(PNG), "by-lead.png"]] }, lead)).status).toBe(201);
+    expect((await post("/api/datasets/upload", { target_path: "mine/sub", "files[]": [[blob(PNG), "by-lead.png"]] }, lead)).status).toBe(
+      201,
+    );
     expect((await post("/api/datasets/upload", { target_path: "ottos", "files[]": [[blob(PNG), "1.png"]] }, other)).status).toBe(201);
     expect((await post("/api/datasets/upload", { target_path: "ottos", "files[]": [[blob(PNG), "2.png"]] })).status).toBe(403);
     expect((await list("mine/sub")).files.map((f: any) => f.name)).toEqual(["by-lead.png"]);

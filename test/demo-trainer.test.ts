@@ -27,8 +27,14 @@ interface Event {
 }
 
 /** Runs the trainer; `onEvent` may act while it runs. Resolves with its events, log lines and exit code. */
-function runTrainer(args: string[], options: { env?: Record<string, string>; onEvent?: (e: Event, child: ReturnType<typeof spawn>) => void } = {}) {
-  const child = spawn(process.execPath, ["--import", "tsx", "runner/demo-trainer/main.ts", ...args], { env: { ...process.env, ...options.env }, stdio: ["ignore", "pipe", "pipe"] });
+function runTrainer(
+  args: string[],
+  options: { env?: Record<string, string>; onEvent?: (e: Event, child: ReturnType<typeof spawn>) => void } = {},
+) {
+  const child = spawn(process.execPath, ["--import", "tsx", "runner/demo-trainer/main.ts", ...args], {
+    env: { ...process.env, ...options.env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   const events: Event[] = [];
   const logs: string[] = [];
   let stderr = "";
@@ -48,7 +54,9 @@ function runTrainer(args: string[], options: { env?: Record<string, string>; onE
     }
   });
   child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString("utf8")));
-  return new Promise<{ events: Event[]; logs: string[]; stderr: string; code: number | null }>((resolve) => child.on("close", (code) => resolve({ events, logs, stderr, code })));
+  return new Promise<{ events: Event[]; logs: string[]; stderr: string; code: number | null }>((resolve) =>
+    child.on("close", (code) => resolve({ events, logs, stderr, code })),
+  );
 }
 
 describe("previewSteps", () => {
@@ -66,12 +74,36 @@ describe("the demo trainer", () => {
   it("trains to completion: loss falls, checkpoints roll, previews follow the schedule as real PNGs", async () => {
     const out = tempDir();
     const { events, code, stderr } = await runTrainer(
-      ["--output_dir", out, "--max_train_steps", "20", "--checkpointing_steps", "5", "--checkpoints_total_limit", "2", "--validation_preview", "true", "--validation_preview_steps", "4", "--validation_num_inference_steps", "20", "--validation_resolution", "48x32", "--validation_prompt", "a red fox", "--demo_step_ms", "0"],
+      [
+        "--output_dir",
+        out,
+        "--max_train_steps",
+        "20",
+        "--checkpointing_steps",
+        "5",
+        "--checkpoints_total_limit",
+        "2",
+        "--validation_preview",
+        "true",
+        "--validation_preview_steps",
+        "4",
+        "--validation_num_inference_steps",
+        "20",
+        "--validation_resolution",
+        "48x32",
+        "--validation_prompt",
+        "a red fox",
+        "--demo_step_ms",
+        "0",
+      ],
       { env: { CUDA_VISIBLE_DEVICES: "1,3", TRAINER_JOB_ID: "job-7" } },
     );
     expect(stderr).toBe("");
     expect(code).toBe(0);
-    expect(events[0]).toMatchObject({ type: "training.started", data: { job_id: "job-7", total_steps: 20, resumed_from_step: 0, cuda_visible_devices: "1,3" } });
+    expect(events[0]).toMatchObject({
+      type: "training.started",
+      data: { job_id: "job-7", total_steps: 20, resumed_from_step: 0, cuda_visible_devices: "1,3" },
+    });
     const progress = events.filter((e) => e.type === "training.progress");
     expect(progress.map((e) => e.data.step)).toEqual(Array.from({ length: 20 }, (_, i) => i + 1));
     const firstFive = progress.slice(0, 5).reduce((s, e) => s + e.data.loss, 0);
@@ -82,7 +114,10 @@ describe("the demo trainer", () => {
     expect(readdirSync(out).sort()).toEqual(["checkpoint-15", "checkpoint-20"]);
     const previews = events.filter((e) => e.type === "validation.image");
     expect(previews.map((e) => e.data.step_label)).toEqual(["1/20", "5/20", "9/20", "13/20", "17/20", "20/20"]);
-    expect(previews[1]).toMatchObject({ body: "a red fox", data: { step: 5, resolution: [48, 32], validation_type: "intermediary", prompt: "a red fox" } });
+    expect(previews[1]).toMatchObject({
+      body: "a red fox",
+      data: { step: 5, resolution: [48, 32], validation_type: "intermediary", prompt: "a red fox" },
+    });
     expect(typeof previews[1]!.data.timestep).toBe("number");
     const image = previews[0]!.images![0]!;
     expect(image.mime_type).toBe("image/png");
@@ -97,7 +132,16 @@ describe("the demo trainer", () => {
   it("resumes from the latest checkpoint with --resume_from_checkpoint latest", async () => {
     const out = tempDir();
     await runTrainer(["--output_dir", out, "--max_train_steps", "6", "--checkpointing_steps", "3", "--demo_step_ms", "0"]);
-    const { events, code } = await runTrainer(["--output_dir", out, "--max_train_steps", "10", "--resume_from_checkpoint", "latest", "--demo_step_ms", "0"]);
+    const { events, code } = await runTrainer([
+      "--output_dir",
+      out,
+      "--max_train_steps",
+      "10",
+      "--resume_from_checkpoint",
+      "latest",
+      "--demo_step_ms",
+      "0",
+    ]);
     expect(code).toBe(0);
     expect(events[0]!.data.resumed_from_step).toBe(6);
     expect(events.filter((e) => e.type === "training.progress").map((e) => e.data.step)).toEqual([7, 8, 9, 10]);
@@ -148,9 +192,10 @@ describe("the demo trainer", () => {
       env: { SIMPLETUNER_ACCELERATE_SIGNAL_FILE: file },
       onEvent: (e, child) => {
         if (e.type !== "training.progress" && e.type !== "validation.completed") return;
-        if (stage === 0 && e.type === "training.progress" && e.data.step === 3) (stage = 1), writeFileSync(file, "{half");
-        else if (stage === 1 && e.type === "training.progress" && e.data.step === 6) (stage = 2), writeFileSync(file, JSON.stringify({ manual_validation: 1 }));
-        else if (stage === 2 && e.type === "validation.completed") (stage = 3), child.kill("SIGINT");
+        if (stage === 0 && e.type === "training.progress" && e.data.step === 3) ((stage = 1), writeFileSync(file, "{half"));
+        else if (stage === 1 && e.type === "training.progress" && e.data.step === 6)
+          ((stage = 2), writeFileSync(file, JSON.stringify({ manual_validation: 1 })));
+        else if (stage === 2 && e.type === "validation.completed") ((stage = 3), child.kill("SIGINT"));
       },
     });
     expect(code).toBe(0);

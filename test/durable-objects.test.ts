@@ -55,12 +55,22 @@ describe("the Durable Objects declared in edge/durable-objects.ts", () => {
     const bundle = await bundleWorker();
     const exported = /^export \{([^}]*)\};?\s*$/m.exec(bundle);
     expect(exported, "the bundle ends with one export list").not.toBeNull();
-    const names = exported![1]!.split(",").map((entry) => entry.trim().split(/\s+as\s+/).at(-1)!).filter(Boolean);
+    const names = exported![1]!
+      .split(",")
+      .map((entry) =>
+        entry
+          .trim()
+          .split(/\s+as\s+/)
+          .at(-1)!,
+      )
+      .filter(Boolean);
     expect(names.sort()).toEqual([...declared.map((d) => d.className), "default"].sort());
   });
 
   it("reads a table it does not understand as an error, not as nothing", () => {
-    expect(() => arrayTables('[[migrations]]\ntag = v1\n', "migrations")).toThrow("cannot read the value of tag");
-    expect(arrayTables('[vars]\nA = "1"\n[[migrations]] \ntag = "v1" # first\nnew_sqlite_classes = ["A", "B"]\n[other]\nx = 1\n', "migrations")).toEqual([{ tag: "v1", new_sqlite_classes: ["A", "B"] }]);
+    expect(() => arrayTables("[[migrations]]\ntag = v1\n", "migrations")).toThrow("cannot read the value of tag");
+    expect(
+      arrayTables('[vars]\nA = "1"\n[[migrations]] \ntag = "v1" # first\nnew_sqlite_classes = ["A", "B"]\n[other]\nx = 1\n', "migrations"),
+    ).toEqual([{ tag: "v1", new_sqlite_classes: ["A", "B"] }]);
   });
 });

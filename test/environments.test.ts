@@ -32,17 +32,31 @@ const starter = (name: string) => [
     crop: false,
     metadata_backend: "discovery",
   },
-  { id: `${name}-text-embeds`, type: "local", dataset_type: "text_embeds", default: true, cache_dir: `cache/${name}/text`, write_batch_size: 128 },
+  {
+    id: `${name}-text-embeds`,
+    type: "local",
+    dataset_type: "text_embeds",
+    default: true,
+    cache_dir: `cache/${name}/text`,
+    write_batch_size: 128,
+  },
 ];
 
 const create = (json: Record<string, unknown>, auth = researcher) => t.call("POST", "/api/configs/environments", { json, auth });
 const put = (name: string, json: unknown, auth = researcher) => t.call("PUT", `/api/configs/${name}`, { json, auth });
 const get = (name: string, auth = viewer) => t.call("GET", `/api/configs/${name}`, { auth });
-const list = async (auth = viewer) => (await t.call("GET", "/api/configs/", { auth })).body.environments as { name: string; active: boolean }[];
+const list = async (auth = viewer) =>
+  (await t.call("GET", "/api/configs/", { auth })).body.environments as { name: string; active: boolean }[];
 
 describe("creating environments", () => {
   it("creates one with its model options and the starter dataloader", async () => {
-    const created = await create({ name: "portraits", model_family: "flux", model_flavour: "dev", model_type: "lora", description: "Portrait LoRA" });
+    const created = await create({
+      name: "portraits",
+      model_family: "flux",
+      model_flavour: "dev",
+      model_type: "lora",
+      description: "Portrait LoRA",
+    });
     expect(created.status).toBe(201);
     expect(created.body).toEqual({
       name: "portraits",
@@ -67,7 +81,15 @@ describe("creating environments", () => {
   it("seeds only the model fields given", async () => {
     const bare = await create({ name: "bare" });
     expect(bare.status).toBe(201);
-    expect(bare.body).toMatchObject({ description: null, model_family: null, model_flavour: null, model_type: null, lora_type: null, config: {}, dataloader: starter("bare") });
+    expect(bare.body).toMatchObject({
+      description: null,
+      model_family: null,
+      model_flavour: null,
+      model_type: null,
+      lora_type: null,
+      config: {},
+      dataloader: starter("bare"),
+    });
     const lycoris = await create({ name: "sd3.lycoris_v1", model_family: "sd3", model_type: "lora", lora_type: "lycoris" });
     expect(lycoris.body.config).toEqual({ "--model_family": "sd3", "--model_type": "lora", "--lora_type": "lycoris" });
   });
@@ -113,11 +135,21 @@ describe("creating environments", () => {
     const made = await create({ name: "my-demo", from_example: "demo", description: "mine" });
     expect(made.status).toBe(201);
     const got = (await get("my-demo")).body;
-    expect(got).toMatchObject({ name: "my-demo", description: "mine", tags: demo.tags, model_family: "demo", model_type: "full", config: demo.config });
+    expect(got).toMatchObject({
+      name: "my-demo",
+      description: "mine",
+      tags: demo.tags,
+      model_family: "demo",
+      model_type: "full",
+      config: demo.config,
+    });
     expect(got.dataloader).toEqual(starter("my-demo"));
     const unknown = await create({ name: "nope-demo", from_example: "nope" });
     expect(unknown.status).toBe(422);
-    expect(unknown.body).toMatchObject({ code: "unknown_example", errors: [{ path: "body.from_example", message: "one of flux-dev-lora, sdxl-full, sd35-medium-lycoris, demo" }] });
+    expect(unknown.body).toMatchObject({
+      code: "unknown_example",
+      errors: [{ path: "body.from_example", message: "one of flux-dev-lora, sdxl-full, sd35-medium-lycoris, demo" }],
+    });
     expect((await get("nope-demo")).status).toBe(404);
   });
 
@@ -191,12 +223,16 @@ describe("updating", () => {
     const before = (await get("tuning")).body;
     const badKey = await put("tuning", { config: { "--seed": 1, learning_rate: 0.1 } });
     expect(badKey.status).toBe(422);
-    expect(badKey.body.errors).toEqual([{ path: "body.config.learning_rate", message: 'option names start with "--", for example "--learning_rate"' }]);
+    expect(badKey.body.errors).toEqual([
+      { path: "body.config.learning_rate", message: 'option names start with "--", for example "--learning_rate"' },
+    ]);
     expect(badKey.body.detail).toContain("body.config.learning_rate");
 
     const badValue = await put("tuning", { config: { "--webhook_config": [{ webhook_type: "raw" }] } });
     expect(badValue.status).toBe(422);
-    expect(badValue.body.errors).toEqual([{ path: "body.config.--webhook_config", message: "an option value is a string, number, boolean or null" }]);
+    expect(badValue.body.errors).toEqual([
+      { path: "body.config.--webhook_config", message: "an option value is a string, number, boolean or null" },
+    ]);
 
     const badTags = await put("tuning", { tags: "sdxl" });
     expect(badTags.status).toBe(422);
@@ -219,7 +255,9 @@ describe("updating", () => {
     expect(taken.body).toEqual({ detail: 'An environment named "portraits" already exists; choose another name', code: "conflict" });
     const reserved = await put("new-name", { name: "environments" });
     expect(reserved.status).toBe(422);
-    expect(reserved.body.errors).toEqual([{ path: "body.name", message: '"examples" and "environments" are reserved; choose another name' }]);
+    expect(reserved.body.errors).toEqual([
+      { path: "body.name", message: '"examples" and "environments" are reserved; choose another name' },
+    ]);
     expect((await get("new-name")).body).toEqual(renamed.body);
     expect((await get("portraits")).body.model_family).toBe("flux");
   });
@@ -246,7 +284,10 @@ describe("activation", () => {
     expect((await get("beta-renamed", researcher)).body.active).toBe(true);
     expect((await list(researcher)).filter((e) => e.active).map((e) => e.name)).toEqual(["beta-renamed"]);
 
-    expect((await t.call("POST", "/api/configs/beta-renamed/activate", { auth: researcher })).body).toEqual({ success: true, active: "beta-renamed" });
+    expect((await t.call("POST", "/api/configs/beta-renamed/activate", { auth: researcher })).body).toEqual({
+      success: true,
+      active: "beta-renamed",
+    });
     expect((await list(researcher)).filter((e) => e.active).map((e) => e.name)).toEqual(["beta-renamed"]);
     // The active environment is the caller's own: the viewer has none.
     expect((await get("beta-renamed", viewer)).body.active).toBe(false);
@@ -272,7 +313,13 @@ describe("the dataloader", () => {
 describe("export", () => {
   it("downloads the environment as <name>.json without its active flag or timestamps", async () => {
     await create({ name: "shipping", model_family: "flux", model_flavour: "schnell", model_type: "lora", description: "To share" });
-    const config = { "--model_family": "flux", "--model_flavour": "schnell", "--model_type": "lora", "--lora_rank": 16, "--validation_preview": true };
+    const config = {
+      "--model_family": "flux",
+      "--model_flavour": "schnell",
+      "--model_type": "lora",
+      "--lora_rank": 16,
+      "--validation_preview": true,
+    };
     await put("shipping", { tags: ["flux"], config });
     await t.call("POST", "/api/configs/shipping/activate", { auth: researcher });
 
@@ -310,7 +357,17 @@ describe("examples", () => {
       ["demo", null, "full", null],
     ]);
     for (const example of examples) {
-      expect(Object.keys(example).sort()).toEqual(["config", "dataloader", "description", "lora_type", "model_family", "model_flavour", "model_type", "name", "tags"]);
+      expect(Object.keys(example).sort()).toEqual([
+        "config",
+        "dataloader",
+        "description",
+        "lora_type",
+        "model_family",
+        "model_flavour",
+        "model_type",
+        "name",
+        "tags",
+      ]);
       expect(Object.keys(example.config).filter((key) => !key.startsWith("--"))).toEqual([]);
       expect(example.config["--model_family"]).toBe(example.model_family);
       expect(example.config["--model_type"]).toBe(example.model_type);

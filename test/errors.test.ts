@@ -16,7 +16,11 @@ const user = { email: "val@example.com", username: "valerie", password: "valerie
 
 describe("bad input", () => {
   it("answers malformed JSON with 400 and changes nothing", async () => {
-    const reply = await t.call("POST", "/api/users", { body: '{"email": "val@example.com", ', headers: { "content-type": "application/json" }, auth: { key: admin.key } });
+    const reply = await t.call("POST", "/api/users", {
+      body: '{"email": "val@example.com", ',
+      headers: { "content-type": "application/json" },
+      auth: { key: admin.key },
+    });
     expect(reply.status).toBe(400);
     expect(reply.body).toEqual({ detail: "Malformed JSON in request body", code: "bad_request" });
   });
@@ -42,7 +46,10 @@ describe("bad input", () => {
   });
 
   it("refuses a body that is not JSON", async () => {
-    const reply = await t.call("POST", "/api/cloud/auth/login", { body: "username=a&password=b", headers: { "content-type": "application/x-www-form-urlencoded" } });
+    const reply = await t.call("POST", "/api/cloud/auth/login", {
+      body: "username=a&password=b",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+    });
     expect(reply.status).toBeGreaterThanOrEqual(400);
     expect(reply.status).toBeLessThan(500);
   });
@@ -91,7 +98,8 @@ describe("correlation ids and logs", () => {
     const login = await t.call("POST", "/api/cloud/auth/login", { json: { username: "secretive", password } });
     await t.call("POST", "/api/cloud/auth/login", { json: { username: "secretive", password: "wrong-" + password } });
     const token = /st_session=([^;]+)/.exec(login.headers.get("set-cookie")!)![1]!;
-    const key = (await t.call("POST", "/api/cloud/auth/api-keys", { json: { name: "log check" }, auth: { cookie: `st_session=${token}` } })).body.key as string;
+    const key = (await t.call("POST", "/api/cloud/auth/api-keys", { json: { name: "log check" }, auth: { cookie: `st_session=${token}` } }))
+      .body.key as string;
     await t.call("GET", "/api/users/me", { auth: { bearer: key } });
     await t.call("GET", "/api/users/me", { auth: { key: key + "x" } });
     await expect.poll(() => t.lines.filter((l) => l.includes("/api/users/me 401")).length).toBeGreaterThan(0);

@@ -15,28 +15,34 @@ const open: (() => void)[] = [];
 /** Opens an event stream as `key`; resolves with its status once the headers are in. `stop` closes its connection. */
 function watch(key: string, jobId = job): Promise<{ status: number; body: any; stop: () => void }> {
   return new Promise((resolve, reject) => {
-    const request = get(`${t.base}/api/training/events/stream?job_id=${jobId}`, { headers: { "x-api-key": key }, agent: false }, (response) => {
-      if (response.statusCode === 200) {
-        open.push(() => request.destroy());
-        response.on("error", () => {});
-        return resolve({ status: 200, body: null, stop: () => request.destroy() });
-      }
-      let text = "";
-      response.on("data", (chunk) => (text += chunk));
-      response.on("end", () => resolve({ status: response.statusCode!, body: JSON.parse(text), stop: () => {} }));
-    });
+    const request = get(
+      `${t.base}/api/training/events/stream?job_id=${jobId}`,
+      { headers: { "x-api-key": key }, agent: false },
+      (response) => {
+        if (response.statusCode === 200) {
+          open.push(() => request.destroy());
+          response.on("error", () => {});
+          return resolve({ status: 200, body: null, stop: () => request.destroy() });
+        }
+        let text = "";
+        response.on("data", (chunk) => (text += chunk));
+        response.on("end", () => resolve({ status: response.statusCode!, body: JSON.parse(text), stop: () => {} }));
+      },
+    );
     request.on("error", (error) => (request.destroyed ? undefined : reject(error)));
   });
 }
 async function eventually(check: () => Promise<boolean>): Promise<void> {
-  for (const deadline = Date.now() + 50_000; !(await check()); await new Promise((r) => setTimeout(r, 100))) if (Date.now() > deadline) throw new Error("timed out");
+  for (const deadline = Date.now() + 50_000; !(await check()); await new Promise((r) => setTimeout(r, 100)))
+    if (Date.now() > deadline) throw new Error("timed out");
 }
 
 beforeAll(async () => {
   t = await startTestStack();
   admin = await setUpAdmin(t);
   expect((await t.call("POST", "/api/configs/environments", { json: { name: "gpu" }, auth: { key: admin.key } })).status).toBe(201);
-  job = (await t.call("POST", "/api/queue/submit", { json: { config_name: "gpu", target: "local" }, auth: { key: admin.key } })).body.job_id;
+  job = (await t.call("POST", "/api/queue/submit", { json: { config_name: "gpu", target: "local" }, auth: { key: admin.key } })).body
+    .job_id;
 });
 afterAll(async () => {
   for (const close of open) close();
@@ -50,7 +56,13 @@ describe("live watchers", () => {
     for (let i = 0; i < 10; i++) streams.push(await watch(viewer.key));
     expect(streams.map((s) => s.status)).toEqual(Array(10).fill(200));
     const refused = await watch(viewer.key);
-    expect(refused).toMatchObject({ status: 429, body: { code: "too_many_watchers", detail: "You already have 10 live event streams, the most one user has: close one, or poll GET /api/training/events" } });
+    expect(refused).toMatchObject({
+      status: 429,
+      body: {
+        code: "too_many_watchers",
+        detail: "You already have 10 live event streams, the most one user has: close one, or poll GET /api/training/events",
+      },
+    });
     // Another user is not held back by this one's streams.
     const other = await watch(admin.key);
     expect(other.status).toBe(200);
@@ -66,12 +78,19 @@ describe("live watchers", () => {
   it("are at most 20 per job", async () => {
     const users = await Promise.all([0, 1, 2].map((i) => createUserWithKey(t, { cookie: admin.cookie }, "lead", `watcher${i}`)));
     // A job of its own: the streams of the test before take up to two keep-alives to be noticed gone.
-    const busy = (await t.call("POST", "/api/queue/submit", { json: { config_name: "gpu", target: "local" }, auth: { key: admin.key } })).body.job_id;
+    const busy = (await t.call("POST", "/api/queue/submit", { json: { config_name: "gpu", target: "local" }, auth: { key: admin.key } }))
+      .body.job_id;
     const streams = [];
     for (const user of users.slice(0, 2)) for (let i = 0; i < 10; i++) streams.push(await watch(user.key, busy));
     expect(streams.map((s) => s.status)).toEqual(Array(20).fill(200));
     const refused = await watch(users[2]!.key, busy);
-    expect(refused).toMatchObject({ status: 429, body: { code: "too_many_watchers", detail: `Job ${busy} already has 20 live watchers, the most one job has: close one, or poll GET /api/training/events` } });
+    expect(refused).toMatchObject({
+      status: 429,
+      body: {
+        code: "too_many_watchers",
+        detail: `Job ${busy} already has 20 live watchers, the most one job has: close one, or poll GET /api/training/events`,
+      },
+    });
     // The same user may still watch another job.
     const elsewhere = await watch(users[2]!.key);
     expect(elsewhere.status).toBe(200);

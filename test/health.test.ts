@@ -21,7 +21,12 @@ describe("health", () => {
     expect(reply.body.timestamp).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
     expect(Math.abs(Date.parse(reply.body.timestamp) - Date.now())).toBeLessThan(60_000);
     const [database, secrets] = reply.body.components;
-    expect(database).toMatchObject({ name: "database", status: "healthy", schema_version: LATEST_SCHEMA_VERSION, latest_schema_version: LATEST_SCHEMA_VERSION });
+    expect(database).toMatchObject({
+      name: "database",
+      status: "healthy",
+      schema_version: LATEST_SCHEMA_VERSION,
+      latest_schema_version: LATEST_SCHEMA_VERSION,
+    });
     expect(database.latency_ms).toBeGreaterThanOrEqual(0);
     expect(secrets).toMatchObject({ name: "secrets", status: "healthy" });
     expect(reply.body).not.toHaveProperty("providers");

@@ -223,7 +223,11 @@ it("answers the protocol's edges: versions, unknown batons, 404s", async () => {
   });
   expect(second.baton).toBeNull();
   expect(second.results[0].response.result.rows).toEqual([[{ type: "integer", value: "42" }]]);
-  expect(second.results[1].response.result).toMatchObject({ params: [{ name: ":a" }, { name: null }], cols: [{ name: "x" }, { name: "?" }], is_readonly: true });
+  expect(second.results[1].response.result).toMatchObject({
+    params: [{ name: ":a" }, { name: null }],
+    cols: [{ name: "x" }, { name: "?" }],
+    is_readonly: true,
+  });
 });
 
 it("works under drizzle-orm", async () => {

@@ -19,9 +19,30 @@ const SIGNING_SECRET = "whsec_d0NotLeakThisSigningSecret";
 const HUB_TOKEN = "hf_d0NotLeakThisHubToken";
 const BEARER = "Bearer d0NotLeakThisHeader";
 const SECRETS = [SIGNING_SECRET, HUB_TOKEN, BEARER];
-const WEBHOOKS = JSON.stringify([{ webhook_type: "raw", callback_url: "https://hooks.example.invalid/in", signing_secret: SIGNING_SECRET, headers: { Authorization: BEARER } }]);
-const CONFIG = { "--model_family": "flux", "--model_type": "lora", "--num_processes": 1, "--max_train_steps": 10, "--trainer": "demo", "--hub_token": HUB_TOKEN, "--webhook_config": WEBHOOKS };
-const MASKED_CONFIG = { ...CONFIG, "--hub_token": MASK, "--webhook_config": JSON.stringify([{ webhook_type: "raw", callback_url: "https://hooks.example.invalid/in", signing_secret: MASK, headers: { Authorization: MASK } }]) };
+const WEBHOOKS = JSON.stringify([
+  {
+    webhook_type: "raw",
+    callback_url: "https://hooks.example.invalid/in",
+    signing_secret: SIGNING_SECRET,
+    headers: { Authorization: BEARER },
+  },
+]);
+const CONFIG = {
+  "--model_family": "flux",
+  "--model_type": "lora",
+  "--num_processes": 1,
+  "--max_train_steps": 10,
+  "--trainer": "demo",
+  "--hub_token": HUB_TOKEN,
+  "--webhook_config": WEBHOOKS,
+};
+const MASKED_CONFIG = {
+  ...CONFIG,
+  "--hub_token": MASK,
+  "--webhook_config": JSON.stringify([
+    { webhook_type: "raw", callback_url: "https://hooks.example.invalid/in", signing_secret: MASK, headers: { Authorization: MASK } },
+  ]),
+};
 
 // Every answer a user (not the runner, which must get the real values) received in this file.
 const seen: Reply[] = [];
@@ -30,7 +51,8 @@ async function call(method: string, path: string, auth: Credentials, json?: unkn
   seen.push(reply);
   return reply;
 }
-const assignment = async (id: string) => ((await t.call("POST", "/api/workers/heartbeat", { json: {}, auth: box })).body.assignments as any[]).find((a) => a.job_id === id);
+const assignment = async (id: string) =>
+  ((await t.call("POST", "/api/workers/heartbeat", { json: {}, auth: box })).body.assignments as any[]).find((a) => a.job_id === id);
 
 beforeAll(async () => {
   t = await startTestStack();
@@ -48,7 +70,11 @@ beforeAll(async () => {
 
   expect((await call("POST", "/api/configs/environments", alice, { name: "secret-env" })).status).toBe(201);
   expect((await call("PUT", "/api/configs/secret-env", alice, { config: CONFIG })).status).toBe(200);
-  const submitted = await call("POST", "/api/queue/submit", alice, { config_name: "secret-env", target: "local", metadata: { note: "alice's private note" } });
+  const submitted = await call("POST", "/api/queue/submit", alice, {
+    config_name: "secret-env",
+    target: "local",
+    metadata: { note: "alice's private note" },
+  });
   expect(submitted.body).toMatchObject({ success: true, status: "running" });
   jobId = submitted.body.job_id;
   const events = [
@@ -70,7 +96,8 @@ const reads = (id: string) =>
     ["GET", `/api/training/webhooks?job_id=${id}`],
     ["GET", `/api/training/config?job_id=${id}`],
   ] as const;
-const read = (method: string, path: string, auth: Credentials) => call(method, path, auth, method === "POST" ? { job_id: jobId } : undefined);
+const read = (method: string, path: string, auth: Credentials) =>
+  call(method, path, auth, method === "POST" ? { job_id: jobId } : undefined);
 
 describe("another user's job", () => {
   it("refuses its events (before any stream opens), status, checkpoints, webhooks and config to a researcher and a viewer", async () => {
@@ -95,7 +122,9 @@ describe("another user's job", () => {
     // The stream waits for the viewer's own next job, not alice's running one: nothing comes.
     const stream = await call("GET", "/api/training/events/stream?wait_seconds=1", viewer);
     expect(stream.status).toBe(200);
-    expect(stream.text).toBe("retry: 2000\n\n: waiting for your next job to start\n\n: no job of yours started within 1 s; connect again to go on waiting\n\n");
+    expect(stream.text).toBe(
+      "retry: 2000\n\n: waiting for your next job to start\n\n: no job of yours started within 1 s; connect again to go on waiting\n\n",
+    );
     const status = await call("GET", "/api/training/status", bob);
     expect(status.body).toMatchObject({ state: "idle", job_id: null });
     const checkpoints = await call("POST", "/api/training/checkpoints", bob, {});
@@ -124,8 +153,14 @@ describe("the job's owner and leads", () => {
       }
       const events = await read("GET", `/api/training/events?job_id=${jobId}`, who);
       expect(events.body.events.map((e: { type: string }) => e.type)).toEqual(["training.progress", "checkpoint.saved"]);
-      expect((await read("GET", `/api/training/status?job_id=${jobId}`, who)).body).toMatchObject({ job_id: jobId, config_name: "secret-env", startup_stage: "training" });
-      expect((await read("POST", "/api/training/checkpoints", who)).body.checkpoints).toEqual([{ name: "checkpoint-1", path: "output/checkpoint-1", step: 1, saved_at: expect.any(String) }]);
+      expect((await read("GET", `/api/training/status?job_id=${jobId}`, who)).body).toMatchObject({
+        job_id: jobId,
+        config_name: "secret-env",
+        startup_stage: "training",
+      });
+      expect((await read("POST", "/api/training/checkpoints", who)).body.checkpoints).toEqual([
+        { name: "checkpoint-1", path: "output/checkpoint-1", step: 1, saved_at: expect.any(String) },
+      ]);
       const listed = ((await call("GET", "/api/queue", who)).body.jobs as any[]).find((j) => j.job_id === jobId);
       expect(listed).toMatchObject({ config_name: "secret-env", metadata: { note: "alice's private note" }, allocated_gpus: [0] });
     }
@@ -154,17 +189,27 @@ describe("secret-looking options", () => {
   it("sent back as the mask keep the stored values, at the same place inside --webhook_config too", async () => {
     const shown = (await call("GET", "/api/configs/secret-env", alice)).body.config;
     // (On the CPU, so the next job starts beside the first.)
-    const saved = await call("PUT", "/api/configs/secret-env", alice, { config: { ...shown, "--max_train_steps": 20, "--num_processes": 0 } });
+    const saved = await call("PUT", "/api/configs/secret-env", alice, {
+      config: { ...shown, "--max_train_steps": 20, "--num_processes": 0 },
+    });
     expect(saved.status).toBe(200);
     expect(saved.body.config).toEqual({ ...MASKED_CONFIG, "--max_train_steps": 20, "--num_processes": 0 });
 
     // A form sending the mask back is valid, and its answer masks the merged options.
     expect((await call("POST", "/api/configs/secret-env/activate", alice)).status).toBe(200);
     // The form is the whole configuration: what the environment shows, masks included, plus the required options.
-    const required = { "--pretrained_model_name_or_path": "black-forest-labs/FLUX.1-dev", "--output_dir": "output", "--data_backend_config": "config/multidatabackend.json" };
+    const required = {
+      "--pretrained_model_name_or_path": "black-forest-labs/FLUX.1-dev",
+      "--output_dir": "output",
+      "--data_backend_config": "config/multidatabackend.json",
+    };
     const validated = await call("POST", "/api/training/validate", alice, { ...shown, ...required, "--max_train_steps": "7" });
     expect(validated.body).toMatchObject({ valid: true, environment: "secret-env" });
-    expect(validated.body.options).toMatchObject({ "--hub_token": MASK, "--webhook_config": MASKED_CONFIG["--webhook_config"], "--max_train_steps": 7 });
+    expect(validated.body.options).toMatchObject({
+      "--hub_token": MASK,
+      "--webhook_config": MASKED_CONFIG["--webhook_config"],
+      "--max_train_steps": 7,
+    });
 
     // What runs is the real thing: a job submitted now carries the stored secrets.
     const next = await call("POST", "/api/queue/submit", alice, { config_name: "secret-env", target: "local" });
@@ -177,7 +222,10 @@ describe("secret-looking options", () => {
     const before = (await call("GET", "/api/configs/secret-env", alice)).body;
     const reply = await call("PUT", "/api/configs/secret-env", alice, { config: { ...before.config, "--wandb_api_key": MASK } });
     expect(reply.status).toBe(422);
-    expect(reply.body).toMatchObject({ code: "mask_without_value", errors: [{ path: "body.config.--wandb_api_key", message: expect.any(String) }] });
+    expect(reply.body).toMatchObject({
+      code: "mask_without_value",
+      errors: [{ path: "body.config.--wandb_api_key", message: expect.any(String) }],
+    });
     expect((await call("GET", "/api/configs/secret-env", alice)).body).toEqual(before);
   });
 

@@ -16,12 +16,17 @@ function runnerConfig(): { RUNNER_CONFIG: string; workDir: string } {
 /** Runs `npm start` (or, for exact stderr, its command without npm) with these variables; job directories go to a temp dir unless RUNNER_CONFIG says otherwise. */
 function start(env: Record<string, string>, viaNpm = false) {
   const [command, args] = viaNpm ? ["npm", ["start", "--silent"]] : [process.execPath, ["--import", "tsx", "edge/local/main.ts"]];
-  const child = spawn(command, args as string[], { env: { ...process.env, RUNNER_CONFIG: runnerConfig().RUNNER_CONFIG, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(command, args as string[], {
+    env: { ...process.env, RUNNER_CONFIG: runnerConfig().RUNNER_CONFIG, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   let stderr = "";
   let stdout = "";
   child.stderr.on("data", (chunk) => (stderr += chunk));
   child.stdout.on("data", (chunk) => (stdout += chunk));
-  const exited = new Promise<number | null>((done) => child.on("exit", (code, signal) => done(code ?? (signal ? 128 + (signal === "SIGTERM" ? 15 : 2) : null))));
+  const exited = new Promise<number | null>((done) =>
+    child.on("exit", (code, signal) => done(code ?? (signal ? 128 + (signal === "SIGTERM" ? 15 : 2) : null))),
+  );
   return { child, exited, output: () => ({ stderr, stdout }) };
 }
 
@@ -44,7 +49,7 @@ function descendants(pid: number): number[] {
   }
   const found: number[] = [];
   const walk = (p: number) => {
-    for (const [child, parent] of parents) if (parent === p) found.push(child), walk(child);
+    for (const [child, parent] of parents) if (parent === p) (found.push(child), walk(child));
   };
   walk(pid);
   return found;
@@ -55,7 +60,16 @@ describe("npm start", () => {
     const port = await freePort();
     const dataDir = tempDataDir();
     const logFile = `${dataDir}/service.log`;
-    const run = start({ SERVICE_HOST: "127.0.0.1", SERVICE_PORT: String(port), SERVICE_DATA_DIR: dataDir, SERVICE_LOG_FILE: logFile, SERVICE_LOG_FORMAT: "json" }, true);
+    const run = start(
+      {
+        SERVICE_HOST: "127.0.0.1",
+        SERVICE_PORT: String(port),
+        SERVICE_DATA_DIR: dataDir,
+        SERVICE_LOG_FILE: logFile,
+        SERVICE_LOG_FORMAT: "json",
+      },
+      true,
+    );
     await expect.poll(() => run.output().stderr, { timeout: 30_000, interval: 200 }).toContain("Training service is up");
     const { stderr } = run.output();
     expect(stderr).toContain(`http://127.0.0.1:${port}`);
@@ -83,35 +97,72 @@ describe("npm start", () => {
     await expect(fetch(`http://127.0.0.1:${port}/api/cloud/health/live`)).rejects.toThrow();
 
     // SERVICE_LOG_FILE receives the same JSON lines, the Worker's and the host's.
-    const logged = readFileSync(logFile, "utf8").trim().split("\n").map((line) => JSON.parse(line));
-    expect(logged.map((l) => l.message)).toEqual(expect.arrayContaining(["applying schema migration 4 (users_and_credentials)", "GET /api/cloud/health/live 200", "received SIGTERM, stopping"]));
+    const logged = readFileSync(logFile, "utf8")
+      .trim()
+      .split("\n")
+      .map((line) => JSON.parse(line));
+    expect(logged.map((l) => l.message)).toEqual(
+      expect.arrayContaining([
+        "applying schema migration 4 (users_and_credentials)",
+        "GET /api/cloud/health/live 200",
+        "received SIGTERM, stopping",
+      ]),
+    );
   });
 
   it("runs this machine's runner: the shipped demo environment trains to completion, and SIGTERM ends its trainer too", async () => {
     const port = await freePort();
     const dataDir = tempDataDir();
     const { RUNNER_CONFIG, workDir } = runnerConfig();
-    const run = start({ SERVICE_HOST: "127.0.0.1", SERVICE_PORT: String(port), SERVICE_DATA_DIR: dataDir, RUNNER_CONFIG, PATH: `${process.cwd()}/test/fakes:${process.env.PATH}`, FAKE_NVIDIA_GPUS: "1" });
-    await expect.poll(() => run.output().stdout, { timeout: 30_000, interval: 200 }).toContain("runner: registered as worker 1 (local) with 1 GPU(s): 0 NVIDIA A100-SXM4-80GB");
+    const run = start({
+      SERVICE_HOST: "127.0.0.1",
+      SERVICE_PORT: String(port),
+      SERVICE_DATA_DIR: dataDir,
+      RUNNER_CONFIG,
+      PATH: `${process.cwd()}/test/fakes:${process.env.PATH}`,
+      FAKE_NVIDIA_GPUS: "1",
+    });
+    await expect
+      .poll(() => run.output().stdout, { timeout: 30_000, interval: 200 })
+      .toContain("runner: registered as worker 1 (local) with 1 GPU(s): 0 NVIDIA A100-SXM4-80GB");
     const base = `http://127.0.0.1:${port}`;
-    const post = (path: string, body: unknown, headers: Record<string, string>) => fetch(base + path, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
-    const admin = await post("/api/cloud/auth/setup/first-admin", { email: "a@example.com", username: "admin", password: "admin-password-1" }, {});
+    const post = (path: string, body: unknown, headers: Record<string, string>) =>
+      fetch(base + path, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
+    const admin = await post(
+      "/api/cloud/auth/setup/first-admin",
+      { email: "a@example.com", username: "admin", password: "admin-password-1" },
+      {},
+    );
     const cookie = /(st_session=[^;]+)/.exec(admin.headers.get("set-cookie") ?? "")![1]!;
     const { key } = (await (await post("/api/cloud/auth/api-keys", { name: "k" }, { cookie })).json()) as { key: string };
     const auth = { "x-api-key": key };
     expect((await post("/api/configs/environments", { name: "demo", from_example: "demo" }, auth)).status).toBe(201);
     // Faster steps than the shipped 200 ms, and a second job that will still be running at the end.
-    const config = ((await (await fetch(`${base}/api/configs/demo`, { headers: auth })).json()) as { config: Record<string, unknown> }).config;
-    await fetch(`${base}/api/configs/demo`, { method: "PUT", headers: { ...auth, "content-type": "application/json" }, body: JSON.stringify({ config: { ...config, "--demo_step_ms": 20 } }) });
+    const config = ((await (await fetch(`${base}/api/configs/demo`, { headers: auth })).json()) as { config: Record<string, unknown> })
+      .config;
+    await fetch(`${base}/api/configs/demo`, {
+      method: "PUT",
+      headers: { ...auth, "content-type": "application/json" },
+      body: JSON.stringify({ config: { ...config, "--demo_step_ms": 20 } }),
+    });
     const submitted = (await (await post("/api/queue/submit", { config_name: "demo" }, auth)).json()) as { job_id: string; status: string };
     expect(submitted.status).toBe("running");
-    const status = async () => ((await (await fetch(`${base}/api/queue?include_completed=true`, { headers: auth })).json()) as { jobs: { job_id: string; status: string }[] }).jobs.find((j) => j.job_id === submitted.job_id)?.status;
+    const status = async () =>
+      (
+        (await (await fetch(`${base}/api/queue?include_completed=true`, { headers: auth })).json()) as {
+          jobs: { job_id: string; status: string }[];
+        }
+      ).jobs.find((j) => j.job_id === submitted.job_id)?.status;
     await expect.poll(status, { timeout: 30_000, interval: 200 }).toBe("completed");
     // Job directories live in the runner's work_dir, never inside the data directory.
     expect(readdirSync(`${workDir}/jobs/${submitted.job_id}/output`).sort()).toEqual(["checkpoint-40", "checkpoint-50"]);
     expect(existsSync(`${dataDir}/runner`)).toBe(false);
 
-    await fetch(`${base}/api/configs/demo`, { method: "PUT", headers: { ...auth, "content-type": "application/json" }, body: JSON.stringify({ config: { ...config, "--max_train_steps": 100000, "--demo_step_ms": 50 } }) });
+    await fetch(`${base}/api/configs/demo`, {
+      method: "PUT",
+      headers: { ...auth, "content-type": "application/json" },
+      body: JSON.stringify({ config: { ...config, "--max_train_steps": 100000, "--demo_step_ms": 50 } }),
+    });
     const long = (await (await post("/api/queue/submit", { config_name: "demo" }, auth)).json()) as { job_id: string };
     await expect.poll(() => run.output().stdout, { timeout: 30_000, interval: 200 }).toContain(`runner: job ${long.job_id} started`);
     const processes = descendants(run.child.pid!);
@@ -124,37 +175,69 @@ describe("npm start", () => {
   it("--env <name> validates that environment at start and starts training it; an invalid one is reported field by field", async () => {
     const port = await freePort();
     const dataDir = tempDataDir();
-    const settings = { SERVICE_HOST: "127.0.0.1", SERVICE_PORT: String(port), SERVICE_DATA_DIR: dataDir, RUNNER_CONFIG: runnerConfig().RUNNER_CONFIG };
+    const settings = {
+      SERVICE_HOST: "127.0.0.1",
+      SERVICE_PORT: String(port),
+      SERVICE_DATA_DIR: dataDir,
+      RUNNER_CONFIG: runnerConfig().RUNNER_CONFIG,
+    };
     const base = `http://127.0.0.1:${port}`;
     const first = start(settings);
     await expect.poll(() => first.output().stdout, { timeout: 30_000, interval: 200 }).toContain("runner: registered");
-    const post = (path: string, body: unknown, headers: Record<string, string>) => fetch(base + path, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
-    const admin = await post("/api/cloud/auth/setup/first-admin", { email: "a@example.com", username: "admin", password: "admin-password-1" }, {});
+    const post = (path: string, body: unknown, headers: Record<string, string>) =>
+      fetch(base + path, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
+    const admin = await post(
+      "/api/cloud/auth/setup/first-admin",
+      { email: "a@example.com", username: "admin", password: "admin-password-1" },
+      {},
+    );
     const cookie = /(st_session=[^;]+)/.exec(admin.headers.get("set-cookie") ?? "")![1]!;
     const { key } = (await (await post("/api/cloud/auth/api-keys", { name: "k" }, { cookie })).json()) as { key: string };
     const auth = { "x-api-key": key };
     await post("/api/configs/environments", { name: "demo", from_example: "demo" }, auth);
-    const config = ((await (await fetch(`${base}/api/configs/demo`, { headers: auth })).json()) as { config: Record<string, unknown> }).config;
-    const put = (name: string, c: Record<string, unknown>) => fetch(`${base}/api/configs/${name}`, { method: "PUT", headers: { ...auth, "content-type": "application/json" }, body: JSON.stringify({ config: c }) });
+    const config = ((await (await fetch(`${base}/api/configs/demo`, { headers: auth })).json()) as { config: Record<string, unknown> })
+      .config;
+    const put = (name: string, c: Record<string, unknown>) =>
+      fetch(`${base}/api/configs/${name}`, {
+        method: "PUT",
+        headers: { ...auth, "content-type": "application/json" },
+        body: JSON.stringify({ config: c }),
+      });
     await put("demo", { ...config, "--demo_step_ms": 10 });
     await post("/api/configs/environments", { name: "broken" }, auth);
     await put("broken", { "--trainer": "demo", "--max_train_steps": 0, "--learning_rate": 5 });
     first.child.kill("SIGTERM");
     expect(await first.exited).toBe(0);
 
-    const withEnv = spawn(process.execPath, ["--import", "tsx", "edge/local/main.ts", "--env", "demo"], { env: { ...process.env, ...settings }, stdio: ["ignore", "pipe", "pipe"] });
+    const withEnv = spawn(process.execPath, ["--import", "tsx", "edge/local/main.ts", "--env", "demo"], {
+      env: { ...process.env, ...settings },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let out = "";
     withEnv.stdout.on("data", (d) => (out += d));
     const exited = new Promise((r) => withEnv.once("exit", r));
-    await expect.poll(() => out, { timeout: 30_000, interval: 200 }).toMatch(/--env demo: Configuration Valid; training started \(job (local-\w+)\)/);
+    await expect
+      .poll(() => out, { timeout: 30_000, interval: 200 })
+      .toMatch(/--env demo: Configuration Valid; training started \(job (local-\w+)\)/);
     const jobId = /training started \(job (local-\w+)\)/.exec(out)![1]!;
     await expect
-      .poll(async () => ((await (await fetch(`${base}/api/queue?include_completed=true`, { headers: auth })).json()) as { jobs: { job_id: string; status: string }[] }).jobs.find((j) => j.job_id === jobId)?.status, { timeout: 30_000, interval: 200 })
+      .poll(
+        async () =>
+          (
+            (await (await fetch(`${base}/api/queue?include_completed=true`, { headers: auth })).json()) as {
+              jobs: { job_id: string; status: string }[];
+            }
+          ).jobs.find((j) => j.job_id === jobId)?.status,
+        { timeout: 30_000, interval: 200 },
+      )
       .toBe("completed");
     withEnv.kill("SIGTERM");
     await exited;
 
-    const broken = spawn(process.execPath, ["--import", "tsx", "edge/local/main.ts", "--env", "broken"], { env: { ...process.env, ...settings }, stdio: ["ignore", "pipe", "pipe"] });
+    const broken = spawn(process.execPath, ["--import", "tsx", "edge/local/main.ts", "--env", "broken"], {
+      env: { ...process.env, ...settings },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let said = "";
     broken.stdout.on("data", (d) => (said += d));
     const brokenExited = new Promise((r) => broken.once("exit", r));
@@ -191,7 +274,9 @@ describe("npm start", () => {
   it("says in one line that the data directory is not writable", async () => {
     const run = start({ SERVICE_HOST: "127.0.0.1", SERVICE_PORT: "0", SERVICE_DATA_DIR: "/proc/version/data" });
     expect(await run.exited).toBe(1);
-    expect(run.output().stderr).toMatch(/^error: data directory \/proc\/version\/data is not writable \(\w+\); set SERVICE_DATA_DIR to a writable directory\n$/);
+    expect(run.output().stderr).toMatch(
+      /^error: data directory \/proc\/version\/data is not writable \(\w+\); set SERVICE_DATA_DIR to a writable directory\n$/,
+    );
   });
 
   it("names a bad setting instead of starting", async () => {

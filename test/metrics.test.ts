@@ -11,7 +11,13 @@ const BINDINGS = { METRICS_SCRAPE_TOKEN: SCRAPE_TOKEN, RATE_LIMIT_LOOPBACK: "1",
 
 // Spec 2.12's table, written out here rather than imported: the test checks the code against it.
 const SPEC_FAMILIES: Record<string, string[]> = {
-  jobs: ["service_jobs_total", "service_jobs_by_status", "service_jobs_active", "service_cost_usd_total", "service_job_duration_seconds_avg"],
+  jobs: [
+    "service_jobs_total",
+    "service_jobs_by_status",
+    "service_jobs_active",
+    "service_cost_usd_total",
+    "service_job_duration_seconds_avg",
+  ],
   http: ["service_http_requests_total", "service_http_errors_total", "service_http_request_latency_ms_avg"],
   rate_limits: ["service_rate_limit_violations_total", "service_rate_limit_tracked_clients"],
   approvals: ["service_approval_requests_pending", "service_approval_requests_by_status"],
@@ -71,10 +77,16 @@ afterAll(async () => {
 
 describe("configuration", () => {
   it("starts disabled with the standard template's categories, and the disabled scrape answers 404 metrics_disabled", async () => {
-    expect((await t.call("GET", "/api/cloud/metrics/config", { auth: asAdmin })).body).toEqual({ prometheus_enabled: false, prometheus_categories: ["jobs", "http", "health"] });
+    expect((await t.call("GET", "/api/cloud/metrics/config", { auth: asAdmin })).body).toEqual({
+      prometheus_enabled: false,
+      prometheus_categories: ["jobs", "http", "health"],
+    });
     const disabled = await scrape();
     expect(disabled.status).toBe(404);
-    expect(disabled.body).toEqual({ code: "metrics_disabled", detail: 'Prometheus export is disabled: enable it with PUT /api/cloud/metrics/config {"prometheus_enabled": true}' });
+    expect(disabled.body).toEqual({
+      code: "metrics_disabled",
+      detail: 'Prometheus export is disabled: enable it with PUT /api/cloud/metrics/config {"prometheus_enabled": true}',
+    });
   });
 
   it("previews any categories while disabled, in the scrape's format, without changing the configuration", async () => {
@@ -93,14 +105,23 @@ describe("configuration", () => {
   it("refuses an unknown category in a preview with 422 naming it", async () => {
     const reply = await preview("?categories=jobs&categories=gpus");
     expect(reply.status).toBe(422);
-    expect(reply.body.errors).toEqual([{ path: "query.categories.1", message: 'unknown metrics category "gpus": use one of jobs, http, rate_limits, approvals, audit, health, circuit_breakers, provider' }]);
+    expect(reply.body.errors).toEqual([
+      {
+        path: "query.categories.1",
+        message:
+          'unknown metrics category "gpus": use one of jobs, http, rate_limits, approvals, audit, health, circuit_breakers, provider',
+      },
+    ]);
   });
 
   it("saves a configuration, dropping duplicates into exposition order, and keeps a field left out", async () => {
     const saved = await configure({ prometheus_categories: ["health", "jobs", "health"] });
     expect(saved.status).toBe(200);
     expect(saved.body).toEqual({ prometheus_enabled: false, prometheus_categories: ["jobs", "health"] });
-    expect((await configure({ prometheus_enabled: true })).body).toEqual({ prometheus_enabled: true, prometheus_categories: ["jobs", "health"] });
+    expect((await configure({ prometheus_enabled: true })).body).toEqual({
+      prometheus_enabled: true,
+      prometheus_categories: ["jobs", "health"],
+    });
     const scraped = await scrape();
     expect(scraped.status).toBe(200);
     expect(scraped.headers.get("content-type")).toBe(CONTENT_TYPE);
@@ -120,19 +141,27 @@ describe("configuration", () => {
     expect((await t.call("GET", "/api/cloud/metrics/config", { auth: asAdmin })).body).toEqual(before);
   });
 
-  it.each(Object.entries(TEMPLATES))("applies the %s template: exactly its categories' families are scraped", async (template, categories) => {
-    const applied = await t.call("POST", `/api/cloud/metrics/config/templates/${template}`, { auth: asAdmin });
-    expect(applied.status).toBe(200);
-    expect(applied.body).toEqual({ prometheus_enabled: true, prometheus_categories: Object.keys(SPEC_FAMILIES).filter((c) => categories.includes(c)) });
-    const scraped = await scrape();
-    expect(scraped.status).toBe(200);
-    expect(familiesOf(scraped.text)).toEqual(familiesFor(categories));
-  });
+  it.each(Object.entries(TEMPLATES))(
+    "applies the %s template: exactly its categories' families are scraped",
+    async (template, categories) => {
+      const applied = await t.call("POST", `/api/cloud/metrics/config/templates/${template}`, { auth: asAdmin });
+      expect(applied.status).toBe(200);
+      expect(applied.body).toEqual({
+        prometheus_enabled: true,
+        prometheus_categories: Object.keys(SPEC_FAMILIES).filter((c) => categories.includes(c)),
+      });
+      const scraped = await scrape();
+      expect(scraped.status).toBe(200);
+      expect(familiesOf(scraped.text)).toEqual(familiesFor(categories));
+    },
+  );
 
   it("refuses an unknown template with 422 naming the four", async () => {
     const reply = await t.call("POST", "/api/cloud/metrics/config/templates/everything", { auth: asAdmin });
     expect(reply.status).toBe(422);
-    expect(reply.body.errors).toEqual([{ path: "param.template", message: 'unknown metrics template "everything": use one of minimal, standard, security, full' }]);
+    expect(reply.body.errors).toEqual([
+      { path: "param.template", message: 'unknown metrics template "everything": use one of minimal, standard, security, full' },
+    ]);
   });
 
   it("records each change in the audit trail as metrics_config_changed", async () => {
@@ -146,8 +175,14 @@ describe("configuration", () => {
     }
     // Two PUTs and five template applications above (the refused ones record nothing).
     expect(entries).toHaveLength(7);
-    expect(entries[0]).toMatchObject({ actor: "admin", target: "metrics", details: { template: "minimal", changed: { prometheus_categories: { from: TEMPLATES.full, to: ["jobs"] } } } });
-    expect(entries.at(-1)).toMatchObject({ details: { changed: { prometheus_categories: { from: ["jobs", "http", "health"], to: ["jobs", "health"] } } } });
+    expect(entries[0]).toMatchObject({
+      actor: "admin",
+      target: "metrics",
+      details: { template: "minimal", changed: { prometheus_categories: { from: TEMPLATES.full, to: ["jobs"] } } },
+    });
+    expect(entries.at(-1)).toMatchObject({
+      details: { changed: { prometheus_categories: { from: ["jobs", "http", "health"], to: ["jobs", "health"] } } },
+    });
   });
 });
 
@@ -155,7 +190,9 @@ describe("access", () => {
   it("refuses the scrape and the configuration without a credential (401) and to a viewer (403)", async () => {
     expect((await scrape({})).status).toBe(401);
     expect((await scrape({ key: viewer.key })).body.code).toBe("forbidden");
-    expect((await t.call("PUT", "/api/cloud/metrics/config", { json: { prometheus_enabled: false }, auth: { key: viewer.key } })).status).toBe(403);
+    expect(
+      (await t.call("PUT", "/api/cloud/metrics/config", { json: { prometheus_enabled: false }, auth: { key: viewer.key } })).status,
+    ).toBe(403);
     expect((await t.call("GET", "/api/cloud/metrics/config/preview", { auth: { key: viewer.key } })).status).toBe(403);
   });
 
@@ -167,7 +204,9 @@ describe("access", () => {
     expect(wrong.status).toBe(401);
     expect(wrong.body.code).toBe("invalid_api_key");
     expect((await t.call("GET", "/api/cloud/metrics/config", { auth: { bearer: SCRAPE_TOKEN } })).status).toBe(401);
-    expect((await t.call("PUT", "/api/cloud/metrics/config", { json: { prometheus_enabled: false }, auth: { bearer: SCRAPE_TOKEN } })).status).toBe(401);
+    expect(
+      (await t.call("PUT", "/api/cloud/metrics/config", { json: { prometheus_enabled: false }, auth: { bearer: SCRAPE_TOKEN } })).status,
+    ).toBe(401);
   });
 
   it("also lets an admin's session scrape", async () => {
@@ -180,9 +219,22 @@ describe("figures", () => {
   let cancelledJob: string;
 
   beforeAll(async () => {
-    for (const [name, gpus] of [["one-gpu", 1], ["two-gpu", 2]] as const) {
-      expect((await t.call("POST", "/api/configs/environments", { json: { name, model_family: "flux", model_type: "lora" }, auth: asAdmin })).status).toBe(201);
-      expect((await t.call("PUT", `/api/configs/${name}`, { json: { config: { "--model_family": "flux", "--num_processes": gpus } }, auth: asAdmin })).status).toBe(200);
+    for (const [name, gpus] of [
+      ["one-gpu", 1],
+      ["two-gpu", 2],
+    ] as const) {
+      expect(
+        (await t.call("POST", "/api/configs/environments", { json: { name, model_family: "flux", model_type: "lora" }, auth: asAdmin }))
+          .status,
+      ).toBe(201);
+      expect(
+        (
+          await t.call("PUT", `/api/configs/${name}`, {
+            json: { config: { "--model_family": "flux", "--num_processes": gpus } },
+            auth: asAdmin,
+          })
+        ).status,
+      ).toBe(200);
     }
     expect((await t.call("PUT", "/api/queue/approval-rules", { json: { local_gpu_threshold: 1 }, auth: asAdmin })).status).toBe(200);
     const blocked = await t.call("POST", "/api/queue/submit", { json: { config_name: "two-gpu", target: "local" }, auth: asAdmin });
@@ -212,7 +264,12 @@ describe("figures", () => {
     for (let i = 0; i < 3; i++) expect((await t.call("GET", `/api/queue/position/${blockedJob}`, { auth: asAdmin })).status).toBe(200);
     expect((await t.call("GET", "/api/queue/position/no-such-job", { auth: asAdmin })).status).toBe(404);
     expect((await t.call("GET", "/api/no/such/route", { auth: asAdmin })).status).toBe(404);
-    const text = await eventually("http", (x) => sample(x, 'service_http_requests_total{endpoint="GET_/api/queue/position/{job_id}"}') === 4 && sample(x, 'service_http_requests_total{endpoint="GET_unmatched"}') !== undefined);
+    const text = await eventually(
+      "http",
+      (x) =>
+        sample(x, 'service_http_requests_total{endpoint="GET_/api/queue/position/{job_id}"}') === 4 &&
+        sample(x, 'service_http_requests_total{endpoint="GET_unmatched"}') !== undefined,
+    );
     expect(sample(text, 'service_http_requests_total{endpoint="POST_/api/queue/{job_id}/cancel"}')).toBe(1);
     expect(sample(text, 'service_http_errors_total{endpoint_status="GET_/api/queue/position/{job_id}_404"}')).toBe(1);
     expect(sample(text, 'service_http_errors_total{endpoint_status="GET_unmatched_404"}')).toBe(1);
@@ -238,7 +295,8 @@ describe("figures", () => {
 
   it("counts rate-limit refusals and the clients the limiter tracked", async () => {
     const statuses: number[] = [];
-    for (let i = 0; i < 7; i++) statuses.push((await t.call("POST", "/api/cloud/auth/login", { json: { username: "nobody", password: "wrong-password" } })).status);
+    for (let i = 0; i < 7; i++)
+      statuses.push((await t.call("POST", "/api/cloud/auth/login", { json: { username: "nobody", password: "wrong-password" } })).status);
     const refused = statuses.filter((s) => s === 429).length;
     expect(refused).toBeGreaterThan(0);
     const text = await eventually("rate_limits&categories=http", (x) => sample(x, "service_rate_limit_violations_total") === refused);
@@ -263,21 +321,24 @@ describe("figures", () => {
   });
 
   const promtool = spawnSync("promtool", ["--version"]).status === 0;
-  it.skipIf(!promtool)("passes promtool check metrics with only the two findings the spec's names cause (skipped: promtool is not installed)", async () => {
-    expect((await t.call("POST", "/api/cloud/metrics/config/templates/full", { auth: asAdmin })).status).toBe(200);
-    const scraped = await scrape();
-    expect(scraped.status).toBe(200);
-    const result = spawnSync("promtool", ["check", "metrics"], { input: scraped.text, encoding: "utf8" });
-    const findings = `${result.stdout}${result.stderr}`.trim().split("\n").sort();
-    console.log(`promtool check metrics (exit ${result.status}):\n${findings.join("\n")}`);
-    expect(findings).toEqual([
-      "service_cost_usd_total non-counter metrics should not have \"_total\" suffix",
-      "service_health_database_latency_ms metric names should not contain abbreviated units",
-      "service_http_request_latency_ms_avg metric names should not contain abbreviated units",
-      "service_jobs_total non-counter metrics should not have \"_total\" suffix",
-    ]);
-    expect(result.status).toBe(3);
-  });
+  it.skipIf(!promtool)(
+    "passes promtool check metrics with only the two findings the spec's names cause (skipped: promtool is not installed)",
+    async () => {
+      expect((await t.call("POST", "/api/cloud/metrics/config/templates/full", { auth: asAdmin })).status).toBe(200);
+      const scraped = await scrape();
+      expect(scraped.status).toBe(200);
+      const result = spawnSync("promtool", ["check", "metrics"], { input: scraped.text, encoding: "utf8" });
+      const findings = `${result.stdout}${result.stderr}`.trim().split("\n").sort();
+      console.log(`promtool check metrics (exit ${result.status}):\n${findings.join("\n")}`);
+      expect(findings).toEqual([
+        'service_cost_usd_total non-counter metrics should not have "_total" suffix',
+        "service_health_database_latency_ms metric names should not contain abbreviated units",
+        "service_http_request_latency_ms_avg metric names should not contain abbreviated units",
+        'service_jobs_total non-counter metrics should not have "_total" suffix',
+      ]);
+      expect(result.status).toBe(3);
+    },
+  );
 });
 
 describe("after a restart", () => {

@@ -23,14 +23,26 @@ async function withDatabase<T>(dataDir: string, use: (client: Client) => Promise
 // Rows as a user of each old version would have written them.
 const ROWS_AT: Record<number, { sql: string; args: (string | number)[] }[]> = {
   1: [
-    { sql: `INSERT INTO queue_entries (job_id, user_id, config_name, priority, status, queued_at, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)`, args: ["job-v1-a", 7, "sdxl", 20, "pending", "2026-01-01T00:00:00Z", '{"run_name":"a"}'] },
-    { sql: `INSERT INTO queue_entries (job_id, user_id, status, queued_at, started_at, completed_at, estimated_cost) VALUES (?, ?, ?, ?, ?, ?, ?)`, args: ["job-v1-b", 8, "completed", "2026-01-01T00:00:00Z", "2026-01-01T00:01:00Z", "2026-01-01T01:00:00Z", 2.5] },
+    {
+      sql: `INSERT INTO queue_entries (job_id, user_id, config_name, priority, status, queued_at, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+      args: ["job-v1-a", 7, "sdxl", 20, "pending", "2026-01-01T00:00:00Z", '{"run_name":"a"}'],
+    },
+    {
+      sql: `INSERT INTO queue_entries (job_id, user_id, status, queued_at, started_at, completed_at, estimated_cost) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+      args: ["job-v1-b", 8, "completed", "2026-01-01T00:00:00Z", "2026-01-01T00:01:00Z", "2026-01-01T01:00:00Z", 2.5],
+    },
   ],
   2: [
-    { sql: `INSERT INTO queue_entries (job_id, user_id, team_id, priority_override, requires_approval, status, queued_at, attempt) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, args: ["job-v2", 9, "vision", 25, 1, "blocked", "2026-02-01T00:00:00Z", 2] },
+    {
+      sql: `INSERT INTO queue_entries (job_id, user_id, team_id, priority_override, requires_approval, status, queued_at, attempt) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+      args: ["job-v2", 9, "vision", 25, 1, "blocked", "2026-02-01T00:00:00Z", 2],
+    },
   ],
   3: [
-    { sql: `INSERT INTO queue_entries (job_id, user_id, status, queued_at, allocated_gpus, job_type, num_processes) VALUES (?, ?, ?, ?, ?, ?, ?)`, args: ["job-v3", 10, "running", "2026-03-01T00:00:00Z", "[0,1]", "local", 2] },
+    {
+      sql: `INSERT INTO queue_entries (job_id, user_id, status, queued_at, allocated_gpus, job_type, num_processes) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+      args: ["job-v3", 10, "running", "2026-03-01T00:00:00Z", "[0,1]", "local", 2],
+    },
   ],
 };
 
@@ -71,10 +83,36 @@ describe("schema migrations", () => {
     expect(rows.map((r) => r.job_id)).toEqual(written);
     const byId = Object.fromEntries(rows.map((r) => [r.job_id, r]));
     // The pending cloud job is kept, and the start-up scheduler pass (spec 6.6) starts it: capacity is free.
-    expect(byId["job-v1-a"]).toMatchObject({ user_id: 7, config_name: "sdxl", priority: 20, status: "running", metadata: '{"run_name":"a"}', position: 0, provider: "replicate", ...V2_DEFAULTS, ...V3_DEFAULTS, ...V6_DEFAULTS });
+    expect(byId["job-v1-a"]).toMatchObject({
+      user_id: 7,
+      config_name: "sdxl",
+      priority: 20,
+      status: "running",
+      metadata: '{"run_name":"a"}',
+      position: 0,
+      provider: "replicate",
+      ...V2_DEFAULTS,
+      ...V3_DEFAULTS,
+      ...V6_DEFAULTS,
+    });
     expect(byId["job-v1-a"]!.started_at).toEqual(expect.any(String));
-    expect(byId["job-v1-b"]).toMatchObject({ status: "completed", estimated_cost: 2.5, completed_at: "2026-01-01T01:00:00Z", ...V2_DEFAULTS, ...V3_DEFAULTS, ...V6_DEFAULTS });
-    if (version >= 2) expect(byId["job-v2"]).toMatchObject({ team_id: "vision", priority_override: 25, requires_approval: 1, attempt: 2, max_attempts: 3, ...V3_DEFAULTS });
+    expect(byId["job-v1-b"]).toMatchObject({
+      status: "completed",
+      estimated_cost: 2.5,
+      completed_at: "2026-01-01T01:00:00Z",
+      ...V2_DEFAULTS,
+      ...V3_DEFAULTS,
+      ...V6_DEFAULTS,
+    });
+    if (version >= 2)
+      expect(byId["job-v2"]).toMatchObject({
+        team_id: "vision",
+        priority_override: 25,
+        requires_approval: 1,
+        attempt: 2,
+        max_attempts: 3,
+        ...V3_DEFAULTS,
+      });
     if (version >= 3) expect(byId["job-v3"]).toMatchObject({ allocated_gpus: "[0,1]", job_type: "local", num_processes: 2 });
   });
 
@@ -82,25 +120,57 @@ describe("schema migrations", () => {
     await withDatabase(tempDataDir(), async (client) => {
       await applyMigrations(client, { upTo: 12 });
       const at = "2026-11-01T00:00:00.000Z";
-      for (const name of ["ada", "bo"]) await client.execute({ sql: "INSERT INTO users (username, email, password_hash, created_at) VALUES (?, ?, 'x', ?)", args: [name, `${name}@example.com`, at] });
-      await client.execute({ sql: `INSERT INTO environments (name, config, dataloader, created_by, created_at, updated_at) VALUES ('live', '{"--seed":1}', '[{"id":"live-images"}]', 1, ?, ?), ('other', '{}', '[]', 2, ?, ?)`, args: [at, at, at, at] });
+      for (const name of ["ada", "bo"])
+        await client.execute({
+          sql: "INSERT INTO users (username, email, password_hash, created_at) VALUES (?, ?, 'x', ?)",
+          args: [name, `${name}@example.com`, at],
+        });
+      await client.execute({
+        sql: `INSERT INTO environments (name, config, dataloader, created_by, created_at, updated_at) VALUES ('live', '{"--seed":1}', '[{"id":"live-images"}]', 1, ?, ?), ('other', '{}', '[]', 2, ?, ?)`,
+        args: [at, at, at, at],
+      });
       await client.execute({ sql: "INSERT INTO settings (key, value, updated_at) VALUES ('active_environment', '1', ?)", args: [at] });
-      const job = (id: string, status: string, config: string) => client.execute({ sql: "INSERT INTO queue_entries (job_id, user_id, config_name, status, queued_at) VALUES (?, 1, ?, ?, ?)", args: [id, config, status, at] });
+      const job = (id: string, status: string, config: string) =>
+        client.execute({
+          sql: "INSERT INTO queue_entries (job_id, user_id, config_name, status, queued_at) VALUES (?, 1, ?, ?, ?)",
+          args: [id, config, status, at],
+        });
       await job("waiting", "pending", "live");
       await job("running", "running", "live");
       await job("done", "completed", "live");
       await job("orphan", "pending", "gone");
 
       expect(await applyMigrations(client)).toEqual([13, ...MIGRATIONS.filter((m) => m.version > 13).map((m) => m.version)]);
-      const jobs = Object.fromEntries((await client.execute("SELECT job_id, config_snapshot, dataloader_snapshot FROM queue_entries")).rows.map((r) => [r.job_id, [r.config_snapshot, r.dataloader_snapshot]]));
-      expect(jobs).toEqual({ waiting: ['{"--seed":1}', '[{"id":"live-images"}]'], running: ['{"--seed":1}', '[{"id":"live-images"}]'], done: [null, null], orphan: [null, null] });
-      expect((await client.execute("SELECT user_id, environment_id FROM active_environments ORDER BY user_id")).rows.map((r) => [r.user_id, r.environment_id])).toEqual([[1, 1], [2, 1]]);
+      const jobs = Object.fromEntries(
+        (await client.execute("SELECT job_id, config_snapshot, dataloader_snapshot FROM queue_entries")).rows.map((r) => [
+          r.job_id,
+          [r.config_snapshot, r.dataloader_snapshot],
+        ]),
+      );
+      expect(jobs).toEqual({
+        waiting: ['{"--seed":1}', '[{"id":"live-images"}]'],
+        running: ['{"--seed":1}', '[{"id":"live-images"}]'],
+        done: [null, null],
+        orphan: [null, null],
+      });
+      expect(
+        (await client.execute("SELECT user_id, environment_id FROM active_environments ORDER BY user_id")).rows.map((r) => [
+          r.user_id,
+          r.environment_id,
+        ]),
+      ).toEqual([
+        [1, 1],
+        [2, 1],
+      ]);
       expect((await client.execute("SELECT 1 FROM settings WHERE key = 'active_environment'")).rows).toHaveLength(0);
     });
   });
 
   it("apply each version atomically: a failing one leaves the database at the previous version", async () => {
-    const broken = [...MIGRATIONS, { version: LATEST_SCHEMA_VERSION + 1, name: "broken", statements: ["CREATE TABLE half_done (a INTEGER)", "THIS IS NOT SQL"] }];
+    const broken = [
+      ...MIGRATIONS,
+      { version: LATEST_SCHEMA_VERSION + 1, name: "broken", statements: ["CREATE TABLE half_done (a INTEGER)", "THIS IS NOT SQL"] },
+    ];
     await withDatabase(tempDataDir(), async (client) => {
       await expect(applyMigrations(client, { migrations: broken })).rejects.toThrow();
       expect(await currentSchemaVersion(client)).toBe(LATEST_SCHEMA_VERSION);
@@ -117,7 +187,9 @@ describe("schema migrations", () => {
         const columns = (await client.execute(`SELECT name, "notnull" AS nn FROM pragma_table_info('${config.name}')`)).rows;
         expect(columns.map((c) => c.name).sort(), config.name).toEqual(config.columns.map((c) => c.name).sort());
         for (const column of config.columns) {
-          expect(Boolean(columns.find((c) => c.name === column.name)!.nn) || column.primary, `${config.name}.${column.name} NOT NULL`).toBe(column.notNull);
+          expect(Boolean(columns.find((c) => c.name === column.name)!.nn) || column.primary, `${config.name}.${column.name} NOT NULL`).toBe(
+            column.notNull,
+          );
         }
       }
     });

@@ -53,7 +53,14 @@ describe("the API description", () => {
     const createUser = doc.paths["/api/users"].post;
     expect(createUser.responses["422"].content["application/json"].schema.$ref).toBe("#/components/schemas/Error");
     expect(createUser.requestBody.content["application/json"].schema.$ref).toBe("#/components/schemas/UserCreate");
-    expect(Object.keys(doc.components.securitySchemes).sort()).toEqual(["apiKey", "bearer", "metricsScrapeToken", "session", "sigv4", "workerToken"]);
+    expect(Object.keys(doc.components.securitySchemes).sort()).toEqual([
+      "apiKey",
+      "bearer",
+      "metricsScrapeToken",
+      "session",
+      "sigv4",
+      "workerToken",
+    ]);
   });
 
   it("gives every operation a summary, a description and the access its route declares", () => {
@@ -78,18 +85,37 @@ describe("the API description", () => {
   });
 
   it("describes every area its operations belong to, and carries the generated table of levels", () => {
-    const used = new Set(Object.values(doc.paths as Record<string, Record<string, any>>).flatMap((ops) => Object.values(ops).flatMap((op) => op.tags)));
+    const used = new Set(
+      Object.values(doc.paths as Record<string, Record<string, any>>).flatMap((ops) => Object.values(ops).flatMap((op) => op.tags)),
+    );
     const described = new Map((doc.tags as { name: string; description: string }[]).map((tag) => [tag.name, tag.description]));
     for (const tag of used) expect(described.get(tag)?.length ?? 0, tag).toBeGreaterThan(100);
     expect(doc.info.description).toContain(levelsTable(ROUTE_ACCESS));
-    for (const section of ["## Levels and what each may call", "## Errors", "## Rate limiting", "## Security headers"]) expect(doc.info.description).toContain(section);
+    for (const section of ["## Levels and what each may call", "## Errors", "## Rate limiting", "## Security headers"])
+      expect(doc.info.description).toContain(section);
     // Storage's .all() routes are not operations; the Storage area says how the endpoint is reached.
     expect(described.get("Storage")).toContain("sigv4");
   });
 
   it("shows examples that the API itself accepts", () => {
-    const schemas = { FirstAdminRequest, LoginRequest, RegisterRequest, RegistrationSetting, EnvironmentCreate, EnvironmentUpdate, MetricsConfigUpdate,
-      ProviderSettingsUpdate, ApprovalRulesUpdate, ConcurrencyUpdate, LocalSubmit, LocalSubmitResult, PriorityUpdate, StorageQuotaUpdate, UserCreate, WorkerRegister };
+    const schemas = {
+      FirstAdminRequest,
+      LoginRequest,
+      RegisterRequest,
+      RegistrationSetting,
+      EnvironmentCreate,
+      EnvironmentUpdate,
+      MetricsConfigUpdate,
+      ProviderSettingsUpdate,
+      ApprovalRulesUpdate,
+      ConcurrencyUpdate,
+      LocalSubmit,
+      LocalSubmitResult,
+      PriorityUpdate,
+      StorageQuotaUpdate,
+      UserCreate,
+      WorkerRegister,
+    };
     for (const [name, schema] of Object.entries(schemas)) {
       const example = doc.components.schemas[name]?.example;
       expect(example, name).toBeDefined();
@@ -118,12 +144,14 @@ describe("the access written into the document", () => {
     expect(securityFor({ level: "admin", scrapeToken: true })).toEqual([...user, { metricsScrapeToken: [] }]);
     expect(securityFor("worker")).toEqual([{ workerToken: [] }]);
     expect(securityFor("storage")).toEqual([{ sigv4: [] }, ...user]);
-    for (const requirement of Object.values(ROUTE_ACCESS).flatMap(securityFor)) for (const name of Object.keys(requirement)) expect(SECURITY_SCHEMES).toHaveProperty(name);
+    for (const requirement of Object.values(ROUTE_ACCESS).flatMap(securityFor))
+      for (const name of Object.keys(requirement)) expect(SECURITY_SCHEMES).toHaveProperty(name);
   });
 
   it("names every declared route once in the table of levels, under the level it needs", () => {
     const table = levelsTable(ROUTE_ACCESS);
-    for (const route of Object.keys(ROUTE_ACCESS)) expect(table.split(`\`${route}\``).length - 1, route).toBe(route === "GET /api/cloud/metrics/prometheus" ? 2 : 1);
+    for (const route of Object.keys(ROUTE_ACCESS))
+      expect(table.split(`\`${route}\``).length - 1, route).toBe(route === "GET /api/cloud/metrics/prometheus" ? 2 : 1);
     const row = (who: string) => table.split("\n").find((line) => line.startsWith(`| ${who} |`))!;
     expect(row("researcher")).toContain("`POST /api/queue/submit`");
     expect(row("researcher")).not.toContain("`GET /api/queue`");
@@ -147,7 +175,11 @@ describe("the access written into the document", () => {
     const redoc = await t.call("GET", "/redoc");
     expect(redoc.text).toContain('<redoc spec-url="/openapi.json">');
     expect(redoc.text).not.toMatch(/https?:\/\//);
-    for (const [file, type] of [["swagger-ui-bundle.js", "text/javascript"], ["swagger-ui.css", "text/css"], ["redoc.standalone.js", "text/javascript"]]) {
+    for (const [file, type] of [
+      ["swagger-ui-bundle.js", "text/javascript"],
+      ["swagger-ui.css", "text/css"],
+      ["redoc.standalone.js", "text/javascript"],
+    ]) {
       const asset = await t.call("GET", `/docs/assets/${file}`);
       expect(asset.status, file).toBe(200);
       expect(asset.headers.get("content-type")).toContain(type);

@@ -17,10 +17,17 @@ const create = (name: string, auth: Credentials, config?: Record<string, unknown
     if (config) expect((await t.call("PUT", `/api/configs/${name}`, { json: { config }, auth })).status).toBe(200);
   });
 const get = (name: string, auth: Credentials) => t.call("GET", `/api/configs/${name}`, { auth });
-const activeOf = async (auth: Credentials) => ((await t.call("GET", "/api/configs/", { auth })).body.environments as { name: string; active: boolean }[]).filter((e) => e.active).map((e) => e.name);
-const jobs = async () => (await t.call("GET", "/api/queue?include_completed=true&limit=1000", { auth: { key: admin.key } })).body.jobs as { job_id: string }[];
+const activeOf = async (auth: Credentials) =>
+  ((await t.call("GET", "/api/configs/", { auth })).body.environments as { name: string; active: boolean }[])
+    .filter((e) => e.active)
+    .map((e) => e.name);
+const jobs = async () =>
+  (await t.call("GET", "/api/queue?include_completed=true&limit=1000", { auth: { key: admin.key } })).body.jobs as { job_id: string }[];
 
-const NOT_OWNER = (name: string) => ({ code: "not_owner", detail: `Environment "${name}" belongs to another user: only its owner, a lead or an admin may change, activate or delete it` });
+const NOT_OWNER = (name: string) => ({
+  code: "not_owner",
+  detail: `Environment "${name}" belongs to another user: only its owner, a lead or an admin may change, activate or delete it`,
+});
 
 beforeAll(async () => {
   t = await startTestStack();
@@ -105,9 +112,15 @@ describe("the owner, leads and admins", () => {
 describe("--trainer_command", () => {
   it("is refused from a researcher's PUT with 422 naming it, and nothing is saved", async () => {
     const before = (await get("alice-env", alice)).body;
-    const reply = await t.call("PUT", "/api/configs/alice-env", { json: { description: "sneaky", config: { "--model_family": "flux", "--trainer_command": "cat /data/service.db" } }, auth: alice });
+    const reply = await t.call("PUT", "/api/configs/alice-env", {
+      json: { description: "sneaky", config: { "--model_family": "flux", "--trainer_command": "cat /data/service.db" } },
+      auth: alice,
+    });
     expect(reply.status).toBe(422);
-    expect(reply.body).toMatchObject({ code: "admin_only_option", errors: [{ path: "body.config.--trainer_command", message: "admin only" }] });
+    expect(reply.body).toMatchObject({
+      code: "admin_only_option",
+      errors: [{ path: "body.config.--trainer_command", message: "admin only" }],
+    });
     expect(reply.body.detail).toContain("--trainer_command may be set only by an admin");
     expect((await get("alice-env", alice)).body).toEqual(before);
   });
@@ -115,7 +128,10 @@ describe("--trainer_command", () => {
   it("is refused from a lead too, while --trainer <name> stays open to researchers", async () => {
     const byLead = await t.call("PUT", "/api/configs/alice-env", { json: { config: { "--trainer_command": "true" } }, auth: lead });
     expect(byLead.status).toBe(422);
-    const named = await t.call("PUT", "/api/configs/alice-env", { json: { config: { "--model_family": "flux", "--model_type": "lora", "--trainer": "demo" } }, auth: alice });
+    const named = await t.call("PUT", "/api/configs/alice-env", {
+      json: { config: { "--model_family": "flux", "--model_type": "lora", "--trainer": "demo" } },
+      auth: alice,
+    });
     expect(named.status).toBe(200);
     expect(named.body.config["--trainer"]).toBe("demo");
   });
@@ -126,7 +142,10 @@ describe("--trainer_command", () => {
     const before = await jobs();
     const refused = await t.call("POST", "/api/queue/submit", { json: { config_name: "admin-raw" }, auth: alice });
     expect(refused.status).toBe(422);
-    expect(refused.body).toMatchObject({ code: "admin_only_option", errors: [{ path: "environment.config.--trainer_command", message: "admin only" }] });
+    expect(refused.body).toMatchObject({
+      code: "admin_only_option",
+      errors: [{ path: "environment.config.--trainer_command", message: "admin only" }],
+    });
     expect(refused.body.detail).toContain("--trainer_command");
     expect(await jobs()).toEqual(before);
 
@@ -159,23 +178,43 @@ describe("a submitted job", () => {
   beforeAll(async () => {
     const created = await t.call("POST", "/api/admin/workers", { json: { name: "box" }, auth: { key: admin.key } });
     box = { bearer: created.body.token };
-    expect((await t.call("POST", "/api/workers/register", { json: { role: "local", gpus: GPU, hostname: "box-1" }, auth: box })).status).toBe(200);
+    expect(
+      (await t.call("POST", "/api/workers/register", { json: { role: "local", gpus: GPU, hostname: "box-1" }, auth: box })).status,
+    ).toBe(200);
   });
 
   it("runs the configuration snapshotted at submit, not the environment as edited or deleted while it waited", async () => {
-    const original = { "--model_family": "flux", "--num_processes": 1, "--max_train_steps": 10, "--learning_rate": 0.001, "--trainer": "demo" };
+    const original = {
+      "--model_family": "flux",
+      "--num_processes": 1,
+      "--max_train_steps": 10,
+      "--learning_rate": 0.001,
+      "--trainer": "demo",
+    };
     await create("snap", alice, original);
-    expect((await t.call("POST", "/api/queue/concurrency", { json: { local_job_max_concurrent: 0 }, auth: { key: admin.key } })).status).toBe(200);
+    expect(
+      (await t.call("POST", "/api/queue/concurrency", { json: { local_job_max_concurrent: 0 }, auth: { key: admin.key } })).status,
+    ).toBe(200);
     const queued = await t.call("POST", "/api/queue/submit", { json: { config_name: "snap", target: "local" }, auth: alice });
     expect(queued.body).toMatchObject({ success: true, status: "queued", wait_reason: "local_job_limit" });
     const jobId = queued.body.job_id as string;
 
-    const edited = { "--model_family": "flux", "--num_processes": 1, "--max_train_steps": 99999, "--learning_rate": 0.5, "--trainer": "demo", "--output_dir": "elsewhere" };
+    const edited = {
+      "--model_family": "flux",
+      "--num_processes": 1,
+      "--max_train_steps": 99999,
+      "--learning_rate": 0.5,
+      "--trainer": "demo",
+      "--output_dir": "elsewhere",
+    };
     expect((await t.call("PUT", "/api/configs/snap", { json: { config: edited }, auth: alice })).status).toBe(200);
     expect((await t.call("POST", "/api/configs/snap/dataloader", { auth: alice })).status).toBe(200);
 
-    expect((await t.call("POST", "/api/queue/concurrency", { json: { local_job_max_concurrent: 1 }, auth: { key: admin.key } })).status).toBe(200);
-    const assignment = async () => ((await t.call("POST", "/api/workers/heartbeat", { json: {}, auth: box })).body.assignments as any[]).find((a) => a.job_id === jobId);
+    expect(
+      (await t.call("POST", "/api/queue/concurrency", { json: { local_job_max_concurrent: 1 }, auth: { key: admin.key } })).status,
+    ).toBe(200);
+    const assignment = async () =>
+      ((await t.call("POST", "/api/workers/heartbeat", { json: {}, auth: box })).body.assignments as any[]).find((a) => a.job_id === jobId);
     const given = await assignment();
     expect(given).toMatchObject({ job_id: jobId, config_name: "snap", config: original, num_processes: 1 });
     expect(given.dataloader.map((d: { id: string }) => d.id)).toEqual(["snap-images", "snap-text-embeds"]);
@@ -191,14 +230,29 @@ describe("a submitted job", () => {
   });
 
   it("started from the form in quick succession, each carries the options saved for it", async () => {
-    await create("forms-env", alice, { "--model_family": "flux", "--model_type": "lora", "--num_processes": 0, "--trainer": "demo", "--max_train_steps": 3 });
+    await create("forms-env", alice, {
+      "--model_family": "flux",
+      "--model_type": "lora",
+      "--num_processes": 0,
+      "--trainer": "demo",
+      "--max_train_steps": 3,
+    });
     expect((await t.call("POST", "/api/configs/forms-env/activate", { auth: alice })).status).toBe(200);
     // A form is the whole configuration (it replaces the environment's options).
-    const form = { "--model_family": "flux", "--model_type": "lora", "--pretrained_model_name_or_path": "none", "--output_dir": "output", "--data_backend_config": "d.json", "--num_processes": "0", "--trainer": "demo" };
+    const form = {
+      "--model_family": "flux",
+      "--model_type": "lora",
+      "--pretrained_model_name_or_path": "none",
+      "--output_dir": "output",
+      "--data_backend_config": "d.json",
+      "--num_processes": "0",
+      "--trainer": "demo",
+    };
     const first = await t.call("POST", "/api/training/start", { json: { ...form, "--max_train_steps": "5" }, auth: alice });
     const second = await t.call("POST", "/api/training/start", { json: { ...form, "--max_train_steps": "7" }, auth: alice });
     expect([first.status, second.status]).toEqual([200, 200]);
-    const steps = async (id: string) => (await t.call("GET", `/api/training/config?job_id=${id}`, { auth: alice })).body.config["--max_train_steps"];
+    const steps = async (id: string) =>
+      (await t.call("GET", `/api/training/config?job_id=${id}`, { auth: alice })).body.config["--max_train_steps"];
     expect([await steps(first.body.job_id), await steps(second.body.job_id)]).toEqual([5, 7]);
   });
 });

@@ -82,7 +82,12 @@ describe("GET /api/queue", () => {
     const racer = (async () => {
       while (racing) during.push(await submit(bob));
     })();
-    const { pages, items } = await walk("/api/queue?order=submitted&limit=100", alice, (b) => b.jobs, async () => during.push(...(await submitMany(5, [alice, bob], 5))));
+    const { pages, items } = await walk(
+      "/api/queue?order=submitted&limit=100",
+      alice,
+      (b) => b.jobs,
+      async () => during.push(...(await submitMany(5, [alice, bob], 5))),
+    );
     racing = false;
     await racer;
     const ids = items.map((j) => j.job_id as string);
@@ -105,7 +110,12 @@ describe("GET /api/queue", () => {
 
   it("walks the scheduling order exactly once too while higher-priority jobs arrive, pending jobs of a page by live position", async () => {
     const during: string[] = [];
-    const { pages, items } = await walk("/api/queue?limit=100", lead, (b) => b.jobs, async () => during.push(...(await submitMany(5, [admin, lead, alice], 5))));
+    const { pages, items } = await walk(
+      "/api/queue?limit=100",
+      lead,
+      (b) => b.jobs,
+      async () => during.push(...(await submitMany(5, [admin, lead, alice], 5))),
+    );
     const ids = items.map((j) => j.job_id as string);
     expect(new Set(ids).size).toBe(ids.length);
     const seen = new Set(ids);
@@ -126,7 +136,9 @@ describe("GET /api/queue", () => {
     // The default limit (50) applies when none is sent; the order is still by id, after the first page.
     expect(second.body.jobs).toHaveLength(50);
     expect(second.body.jobs[0].id).toBeGreaterThan(first.body.jobs[2].id);
-    expect((await get(`/api/queue?cursor=${first.body.next_cursor}&status=pending&order=submitted&limit=3`)).body.jobs[0]).toEqual(second.body.jobs[0]);
+    expect((await get(`/api/queue?cursor=${first.body.next_cursor}&status=pending&order=submitted&limit=3`)).body.jobs[0]).toEqual(
+      second.body.jobs[0],
+    );
     for (const change of ["status=running", "order=scheduling", "include_completed=true"]) {
       const refused = await get(`/api/queue?cursor=${first.body.next_cursor}&${change}`);
       expect(refused.status, change).toBe(422);
@@ -159,7 +171,8 @@ describe("GET /api/queue", () => {
 
 describe("GET /api/audit", () => {
   beforeAll(async () => {
-    for (let i = 0; i < 12; i++) await t.call("POST", "/api/cloud/auth/login", { json: { username: `nobody-${i}`, password: "wrong password" } });
+    for (let i = 0; i < 12; i++)
+      await t.call("POST", "/api/cloud/auth/login", { json: { username: `nobody-${i}`, password: "wrong password" } });
   });
 
   it("pages back to exactly the unpaged listing, with next_cursor or next_before_id, and a filter kept in the cursor", async () => {
@@ -190,7 +203,10 @@ describe("GET /api/audit", () => {
     const first = (await get("/api/audit?event_type=login_failed&limit=2")).body;
     const both = await get(`/api/audit?cursor=${first.next_cursor}&before_id=5`);
     expect(both.status).toBe(422);
-    expect(both.body).toEqual({ code: "invalid_cursor", detail: "send cursor or before_id, not both: the cursor already says where the page starts" });
+    expect(both.body).toEqual({
+      code: "invalid_cursor",
+      detail: "send cursor or before_id, not both: the cursor already says where the page starts",
+    });
     const other = await get(`/api/audit?cursor=${first.next_cursor}&event_type=rate_limited`);
     expect(other.status).toBe(422);
     expect(other.body.code).toBe("invalid_cursor");
@@ -208,13 +224,21 @@ describe("a job's events and webhook deliveries", () => {
     box = { bearer: worker.body.token };
     expect((await t.call("POST", "/api/workers/register", { json: { role: "local", gpus: [] }, auth: box })).status).toBe(200);
     // Private receivers are refused at delivery (allow_private_targets is off): no network needed.
-    const hooks = JSON.stringify(Array.from({ length: TARGETS }, (_, i) => ({ webhook_type: "raw", callback_url: `http://127.0.0.1:9/hook-${i}` })));
+    const hooks = JSON.stringify(
+      Array.from({ length: TARGETS }, (_, i) => ({ webhook_type: "raw", callback_url: `http://127.0.0.1:9/hook-${i}` })),
+    );
     expect((await t.call("POST", "/api/configs/environments", { json: { name: "hooked" }, auth: alice })).status).toBe(201);
-    expect((await t.call("PUT", "/api/configs/hooked", { json: { config: { "--num_processes": 0, "--webhook_config": hooks } }, auth: alice })).status).toBe(200);
+    expect(
+      (await t.call("PUT", "/api/configs/hooked", { json: { config: { "--num_processes": 0, "--webhook_config": hooks } }, auth: alice }))
+        .status,
+    ).toBe(200);
     const submitted = await t.call("POST", "/api/queue/submit", { json: { config_name: "hooked", target: "local" }, auth: alice });
     expect(submitted.body).toMatchObject({ status: "running" });
     jobId = submitted.body.job_id;
-    const events = Array.from({ length: CHECKPOINTS }, (_, i) => ({ seq: i, event: { type: "checkpoint.saved", data: { step: i + 1, path: `output/checkpoint-${i + 1}` } } }));
+    const events = Array.from({ length: CHECKPOINTS }, (_, i) => ({
+      seq: i,
+      event: { type: "checkpoint.saved", data: { step: i + 1, path: `output/checkpoint-${i + 1}` } },
+    }));
     expect((await t.call("POST", `/api/workers/jobs/${jobId}/events`, { json: { attempt: 1, events }, auth: box })).status).toBe(200);
   });
 
@@ -240,10 +264,13 @@ describe("a job's events and webhook deliveries", () => {
     let all: any;
     // A job.checkpoint per event and receiver, then job.completed; each refused in turn.
     await expect
-      .poll(async () => {
-        all = (await get(`/api/training/webhooks?job_id=${jobId}&limit=1000`, alice)).body;
-        return all.deliveries.length >= (CHECKPOINTS + 1) * TARGETS && all.deliveries.every((d: any) => d.status !== "pending");
-      }, { timeout: 20_000 })
+      .poll(
+        async () => {
+          all = (await get(`/api/training/webhooks?job_id=${jobId}&limit=1000`, alice)).body;
+          return all.deliveries.length >= (CHECKPOINTS + 1) * TARGETS && all.deliveries.every((d: any) => d.status !== "pending");
+        },
+        { timeout: 20_000 },
+      )
       .toBe(true);
     expect(all.next_cursor).toBeNull();
     expect(new Set(all.deliveries.map((d: any) => d.status))).toEqual(new Set(["refused"]));
@@ -269,7 +296,10 @@ describe("a job's events and webhook deliveries", () => {
     expect(elsewhere.status).toBe(422);
     expect(elsewhere.body.code).toBe("invalid_cursor");
     const both = await get(`/api/training/events?cursor=${page.next_cursor}&since_index=0`, alice);
-    expect(both.body).toEqual({ code: "invalid_cursor", detail: "send cursor or since_index, not both: the cursor already says where the page starts" });
+    expect(both.body).toEqual({
+      code: "invalid_cursor",
+      detail: "send cursor or since_index, not both: the cursor already says where the page starts",
+    });
     const missing = await get("/api/training/webhooks", alice);
     expect(missing.status).toBe(422);
     expect(missing.body.detail).toBe("job_id is required (or a cursor, which keeps its job)");
@@ -305,7 +335,9 @@ describe("careless and hostile cursors and limits", () => {
         const reply = await get(`${path}?cursor=${encodeURIComponent(cursor)}`);
         expect(reply.status, `${path} ${cursor.slice(0, 20)}`).toBe(422);
         expect(reply.body.code).toBe("invalid_cursor");
-        expect(reply.body.detail).toMatch(/^cursor .+: pass the previous page's next_cursor unchanged, or leave cursor out to start from the first page$/);
+        expect(reply.body.detail).toMatch(
+          /^cursor .+: pass the previous page's next_cursor unchanged, or leave cursor out to start from the first page$/,
+        );
       }
     }
   });
@@ -339,7 +371,12 @@ describe("careless and hostile cursors and limits", () => {
       { l: "events", job_id: "x", index: -3 },
       { l: "deliveries", job_id: "x".repeat(500), after_id: 0 },
     ];
-    const paths = { queue: "/api/queue", audit: "/api/audit", events: "/api/training/events", deliveries: "/api/training/webhooks" } as Record<string, string>;
+    const paths = {
+      queue: "/api/queue",
+      audit: "/api/audit",
+      events: "/api/training/events",
+      deliveries: "/api/training/webhooks",
+    } as Record<string, string>;
     for (const cursor of edited) {
       const reply = await get(`${paths[cursor.l]}?cursor=${cursorOf(cursor)}`);
       expect(reply.status, JSON.stringify(cursor)).toBe(422);
@@ -349,7 +386,9 @@ describe("careless and hostile cursors and limits", () => {
     // A well-formed position someone wrote by hand is only another place in the same listing.
     const handmade = await get(`/api/queue?cursor=${cursorOf({ l: "queue", f, k: { id: 0 } })}&limit=2`);
     expect(handmade.status).toBe(200);
-    expect(handmade.body.jobs.map((j: any) => j.job_id)).toEqual((await get("/api/queue?order=submitted&limit=2")).body.jobs.map((j: any) => j.job_id));
+    expect(handmade.body.jobs.map((j: any) => j.job_id)).toEqual(
+      (await get("/api/queue?order=submitted&limit=2")).body.jobs.map((j: any) => j.job_id),
+    );
   });
 
   it("answers 422 naming limit for a negative, zero, huge or non-numeric limit", async () => {

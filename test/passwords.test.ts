@@ -22,7 +22,14 @@ describe("password hashing", () => {
   it("refuses malformed hashes and counts above the cap instead of throwing", async () => {
     const stored = await hashPassword("pw-pw-pw-pw");
     const [, , salt, hash] = stored.split("$");
-    for (const bad of ["", "plain", `md5$1$${salt}$${hash}`, `pbkdf2-sha256$200000$${salt}$${hash}`, `pbkdf2-sha256$0$${salt}$${hash}`, `pbkdf2-sha256$abc$${salt}$${hash}`]) {
+    for (const bad of [
+      "",
+      "plain",
+      `md5$1$${salt}$${hash}`,
+      `pbkdf2-sha256$200000$${salt}$${hash}`,
+      `pbkdf2-sha256$0$${salt}$${hash}`,
+      `pbkdf2-sha256$abc$${salt}$${hash}`,
+    ]) {
       expect(await verifyPassword("pw-pw-pw-pw", bad)).toBe(false);
     }
   });

@@ -8,7 +8,14 @@ const keys = {} as Record<Level, { key: string; cookie: string }>;
 
 // A concrete path for each route pattern; bodies are left empty, so allowed calls stop at
 // validation (4xx other than 401/403) and change nothing.
-const concretePath = (pattern: string) => pattern.replace("{key_id}", "999999").replace("{file}", "swagger-ui.css").replace("{job_id}", "no-such-job").replace("{name}", "no-such-env").replace("{id}", "999999").replace("/*", "/no-such-job/file.txt");
+const concretePath = (pattern: string) =>
+  pattern
+    .replace("{key_id}", "999999")
+    .replace("{file}", "swagger-ui.css")
+    .replace("{job_id}", "no-such-job")
+    .replace("{name}", "no-such-env")
+    .replace("{id}", "999999")
+    .replace("/*", "/no-such-job/file.txt");
 const routes = Object.entries(ROUTE_ACCESS).map(([route, access]) => {
   const [method, pattern] = route.split(" ") as [string, string];
   // The event stream waits for the caller's next job: a short wait keeps an allowed call brief.
@@ -27,33 +34,44 @@ afterAll(async () => {
 });
 
 describe("the level/permission table (shared/permissions.ts)", () => {
-  it.each(routes.filter((r) => r.access !== "public" && r.access !== "storage"))("$method $path needs a credential", async ({ method, path }) => {
-    const reply = await t.call(method, path, { json: method === "GET" || method === "DELETE" ? undefined : {} });
-    expect(reply.status).toBe(401);
-    expect(reply.body.code).toBe("unauthenticated");
-  });
+  it.each(routes.filter((r) => r.access !== "public" && r.access !== "storage"))(
+    "$method $path needs a credential",
+    async ({ method, path }) => {
+      const reply = await t.call(method, path, { json: method === "GET" || method === "DELETE" ? undefined : {} });
+      expect(reply.status).toBe(401);
+      expect(reply.body.code).toBe("unauthenticated");
+    },
+  );
 
   it.each(routes.filter((r) => r.access === "public"))("$method $path is public", async ({ method, path }) => {
     const reply = await t.call(method, path, { json: method === "GET" ? undefined : {} });
     expect([401, 403]).not.toContain(reply.status);
   });
 
-  it.each(routes.filter((r) => r.access === "worker"))("$method $path refuses every user credential (worker token only)", async ({ method, path }) => {
-    for (const level of LEVELS) {
-      const reply = await t.call(method, path, { json: method === "GET" ? undefined : {}, auth: { bearer: keys[level].key } });
-      expect(reply.status).toBe(401);
-      expect(reply.body.code).toBe("invalid_worker_token");
-    }
-  });
+  it.each(routes.filter((r) => r.access === "worker"))(
+    "$method $path refuses every user credential (worker token only)",
+    async ({ method, path }) => {
+      for (const level of LEVELS) {
+        const reply = await t.call(method, path, { json: method === "GET" ? undefined : {}, auth: { bearer: keys[level].key } });
+        expect(reply.status).toBe(401);
+        expect(reply.body.code).toBe("invalid_worker_token");
+      }
+    },
+  );
 
   const cases = routes.flatMap((route) =>
-    route.access === "public" || route.access === "worker" || route.access === "storage" ? [] : LEVELS.map((level) => ({ ...route, level, allowed: levelAtLeast(level, (route.access as { level: Level }).level) })),
+    route.access === "public" || route.access === "worker" || route.access === "storage"
+      ? []
+      : LEVELS.map((level) => ({ ...route, level, allowed: levelAtLeast(level, (route.access as { level: Level }).level) })),
   );
   it.each(cases)("$method $path as $level: allowed=$allowed", async ({ method, path, level, allowed, access }) => {
     const sessionOnly = typeof access === "object" && access.session === true;
     const auth: Credentials = sessionOnly ? { cookie: keys[level].cookie } : { key: keys[level].key };
     // Logging out would end the session other cases use; with a key it ends nothing.
-    const reply = await t.call(method, path, { json: method === "GET" || method === "DELETE" ? undefined : method === "POST" && path.endsWith("/logout") ? undefined : {}, auth });
+    const reply = await t.call(method, path, {
+      json: method === "GET" || method === "DELETE" ? undefined : method === "POST" && path.endsWith("/logout") ? undefined : {},
+      auth,
+    });
     if (allowed) {
       expect([401, 403], `${reply.status} ${reply.text}`).not.toContain(reply.status);
     } else {
@@ -62,16 +80,22 @@ describe("the level/permission table (shared/permissions.ts)", () => {
     }
   });
 
-  it.each(routes.filter((r) => r.access === "storage"))("$method $path (storage endpoint) checks its own credentials: an anonymous read is refused in S3's XML", async ({ path }) => {
-    const reply = await t.call("GET", path);
-    expect(reply.status).toBe(403);
-    expect(reply.text).toContain("<Code>AccessDenied</Code>");
-  });
+  it.each(routes.filter((r) => r.access === "storage"))(
+    "$method $path (storage endpoint) checks its own credentials: an anonymous read is refused in S3's XML",
+    async ({ path }) => {
+      const reply = await t.call("GET", path);
+      expect(reply.status).toBe(403);
+      expect(reply.text).toContain("<Code>AccessDenied</Code>");
+    },
+  );
 
   it("lets a viewer read who they are but not create users", async () => {
     const me = await t.call("GET", "/api/users/me", { auth: { key: keys.viewer.key } });
     expect(me.body).toMatchObject({ level: "viewer", priority: 0 });
-    const create = await t.call("POST", "/api/users", { json: { email: "x@example.com", username: "xavier", password: "xavier-password" }, auth: { key: keys.viewer.key } });
+    const create = await t.call("POST", "/api/users", {
+      json: { email: "x@example.com", username: "xavier", password: "xavier-password" },
+      auth: { key: keys.viewer.key },
+    });
     expect(create.status).toBe(403);
     expect(create.body.detail).toBe("This needs the admin level or higher; you are viewer");
     const users = await t.call("GET", "/api/users", { auth: { key: keys.admin.key } });

@@ -41,7 +41,14 @@ describe("GET /api/cloud/providers", () => {
     const list = await t.call("GET", "/api/cloud/providers");
     expect(list.status).toBe(200);
     expect(list.body).toEqual({
-      providers: [{ name: "replicate", display_name: "Replicate", capabilities: ["cloud_training", "webhooks", "cost_tracking", "storage_endpoint"], webhook_path: "/api/webhooks/replicate" }],
+      providers: [
+        {
+          name: "replicate",
+          display_name: "Replicate",
+          capabilities: ["cloud_training", "webhooks", "cost_tracking", "storage_endpoint"],
+          webhook_path: "/api/webhooks/replicate",
+        },
+      ],
     });
   });
 });
@@ -65,15 +72,27 @@ describe("provider settings", () => {
       updated_at: null,
     });
     expect((await t.call("GET", "/api/cloud/providers/replicate", { auth: { key: viewer.key } })).status).toBe(403);
-    expect((await t.call("PUT", "/api/cloud/providers/replicate", { json: { http_timeout: 10 }, auth: { key: viewer.key } })).status).toBe(403);
+    expect((await t.call("PUT", "/api/cloud/providers/replicate", { json: { http_timeout: 10 }, auth: { key: viewer.key } })).status).toBe(
+      403,
+    );
     expect((await t.call("PUT", "/api/cloud/providers/replicate", { json: { http_timeout: 10 } })).status).toBe(401);
     expect((await t.call("GET", "/api/cloud/providers/nosuch", { auth: { key: admin.key } })).status).toBe(404);
   });
 
   it("refuses every bad field in one 422 naming each, and saves nothing", async () => {
-    const bad = await put({ webhook_allowed_ips: ["10.0.0.0/8", "10.0.0.0/33", "not-an-ip"], proxy_url: "ftp://proxy", s3_output_path: "../etc", http_timeout: 5 });
+    const bad = await put({
+      webhook_allowed_ips: ["10.0.0.0/8", "10.0.0.0/33", "not-an-ip"],
+      proxy_url: "ftp://proxy",
+      s3_output_path: "../etc",
+      http_timeout: 5,
+    });
     expect(bad.status).toBe(422);
-    expect(bad.body.errors.map((e: any) => e.path)).toEqual(["webhook_allowed_ips.1", "webhook_allowed_ips.2", "proxy_url", "s3_output_path"]);
+    expect(bad.body.errors.map((e: any) => e.path)).toEqual([
+      "webhook_allowed_ips.1",
+      "webhook_allowed_ips.2",
+      "proxy_url",
+      "s3_output_path",
+    ]);
     expect(bad.body.detail).toContain('"10.0.0.0/33" is not a valid CIDR range');
     expect(bad.body.detail).toContain('"not-an-ip" is not a valid IP address or CIDR range');
     expect((await put({ http_timeout: 0 })).status).toBe(422);
@@ -82,13 +101,27 @@ describe("provider settings", () => {
   });
 
   it("saves a partial update, keeps the other fields, and null restores a default", async () => {
-    const saved = await put({ http_timeout: 12, s3_endpoint_enabled: true, s3_output_path: "results/cloud", proxy_url: "http://user:hunter2@proxy.internal:3128" });
+    const saved = await put({
+      http_timeout: 12,
+      s3_endpoint_enabled: true,
+      s3_output_path: "results/cloud",
+      proxy_url: "http://user:hunter2@proxy.internal:3128",
+    });
     expect(saved.status).toBe(200);
-    expect(saved.body).toMatchObject({ http_timeout: 12, s3_endpoint_enabled: true, s3_output_path: "results/cloud", proxy_url: "http://user:***@proxy.internal:3128/", ssl_verify: true });
+    expect(saved.body).toMatchObject({
+      http_timeout: 12,
+      s3_endpoint_enabled: true,
+      s3_output_path: "results/cloud",
+      proxy_url: "http://user:***@proxy.internal:3128/",
+      ssl_verify: true,
+    });
     expect(JSON.stringify(await settings())).not.toContain("hunter2");
     const again = await put({ http_timeout: null });
     expect(again.body).toMatchObject({ http_timeout: 30, s3_endpoint_enabled: true, s3_output_path: "results/cloud" });
-    const entry = await eventuallyAudited("provider_settings_changed", (e) => "http_timeout" in e.details.changed && e.details.changed.http_timeout.to === 12);
+    const entry = await eventuallyAudited(
+      "provider_settings_changed",
+      (e) => "http_timeout" in e.details.changed && e.details.changed.http_timeout.to === 12,
+    );
     expect(entry.target).toBe("replicate");
     expect(JSON.stringify(await auditEntries("provider_settings_changed"))).not.toContain("hunter2");
   });
@@ -125,10 +158,13 @@ describe("POST /api/webhooks/{provider}", () => {
     expect(refused.status).toBe(403);
     expect(refused.body).toEqual({
       code: "webhook_secret_not_set",
-      detail: 'Webhooks for replicate are refused until an admin sets its signing secret (PUT /api/cloud/providers/replicate {"webhook_secret": "whsec_..."}) or explicitly allows unsigned ones ({"webhook_allow_unsigned": true})',
+      detail:
+        'Webhooks for replicate are refused until an admin sets its signing secret (PUT /api/cloud/providers/replicate {"webhook_secret": "whsec_..."}) or explicitly allows unsigned ones ({"webhook_allow_unsigned": true})',
     });
     await eventuallyAudited("webhook_rejected", (e) => e.client_ip === "198.51.100.70" && e.details.reason === "webhook_secret_not_set");
-    expect((await t.call("GET", "/api/cloud/providers/replicate/webhooks?limit=500", { auth: { key: admin.key } })).body.events).toEqual(before);
+    expect((await t.call("GET", "/api/cloud/providers/replicate/webhooks?limit=500", { auth: { key: admin.key } })).body.events).toEqual(
+      before,
+    );
   });
 
   it("accepts from any address while the allowlist is empty once an admin allows unsigned webhooks, and records the payload", async () => {
@@ -137,7 +173,14 @@ describe("POST /api/webhooks/{provider}", () => {
     expect(sent.status).toBe(202);
     expect(sent.body).toMatchObject({ received: true, duplicate: false });
     const listed = await t.call("GET", "/api/cloud/providers/replicate/webhooks", { auth: { key: admin.key } });
-    expect(listed.body.events[0]).toMatchObject({ id: sent.body.id, webhook_id: "msg-open-1", client_ip: "198.51.100.7", signed: false, payload: { id: "pred-1", status: "processing" }, processed_at: null });
+    expect(listed.body.events[0]).toMatchObject({
+      id: sent.body.id,
+      webhook_id: "msg-open-1",
+      client_ip: "198.51.100.7",
+      signed: false,
+      payload: { id: "pred-1", status: "processing" },
+      processed_at: null,
+    });
   });
 
   it("with an allowlist: accepts inside IPv4 and IPv6 ranges and single addresses, refuses (403, audited) outside", async () => {
@@ -149,9 +192,15 @@ describe("POST /api/webhooks/{provider}", () => {
     for (const outside of ["203.0.114.1", "192.0.2.11", "2001:db9::1"]) {
       const refused = await hook(outside, body, { "user-agent": "replicate-webhooks/1" });
       expect(refused.status).toBe(403);
-      expect(refused.body.detail).toBe(`Webhooks for replicate are not accepted from ${outside}: it is outside the provider's webhook_allowed_ips`);
+      expect(refused.body.detail).toBe(
+        `Webhooks for replicate are not accepted from ${outside}: it is outside the provider's webhook_allowed_ips`,
+      );
       const entry = await eventuallyAudited("webhook_rejected", (e) => e.client_ip === outside);
-      expect(entry).toMatchObject({ target: "replicate", user_agent: "replicate-webhooks/1", details: { reason: "address_not_allowed", path: "/api/webhooks/replicate" } });
+      expect(entry).toMatchObject({
+        target: "replicate",
+        user_agent: "replicate-webhooks/1",
+        details: { reason: "address_not_allowed", path: "/api/webhooks/replicate" },
+      });
     }
     expect((await put({ webhook_allowed_ips: null })).body.webhook_allowed_ips).toEqual([]);
   });
@@ -166,10 +215,22 @@ describe("POST /api/webhooks/{provider}", () => {
     expect(unsigned.status).toBe(401);
     await eventuallyAudited("webhook_rejected", (e) => e.client_ip === "198.51.100.8" && e.details.reason === "bad_signature");
     const forged = new Webhook(`whsec_${Buffer.from("some other secret value").toString("base64")}`).sign("msg-3", new Date(), body);
-    expect((await hook("198.51.100.8", body, { "webhook-id": "msg-3", "webhook-timestamp": String(Math.floor(Date.now() / 1000)), "webhook-signature": forged })).status).toBe(401);
+    expect(
+      (
+        await hook("198.51.100.8", body, {
+          "webhook-id": "msg-3",
+          "webhook-timestamp": String(Math.floor(Date.now() / 1000)),
+          "webhook-signature": forged,
+        })
+      ).status,
+    ).toBe(401);
 
     const now = new Date();
-    const headers = { "webhook-id": "msg-3", "webhook-timestamp": String(Math.floor(now.getTime() / 1000)), "webhook-signature": new Webhook(SECRET).sign("msg-3", now, body) };
+    const headers = {
+      "webhook-id": "msg-3",
+      "webhook-timestamp": String(Math.floor(now.getTime() / 1000)),
+      "webhook-signature": new Webhook(SECRET).sign("msg-3", now, body),
+    };
     const first = await hook("198.51.100.8", body, headers);
     expect(first.status).toBe(202);
     expect(first.body.duplicate).toBe(false);
@@ -194,7 +255,11 @@ describe("POST /api/webhooks/{provider}", () => {
 
     expect((await put({ webhook_secret: SECRET })).status).toBe(200);
     const now = new Date();
-    const headers = { "webhook-id": "msg-4", "webhook-timestamp": String(Math.floor(now.getTime() / 1000)), "webhook-signature": new Webhook(SECRET).sign("msg-4", now, body) };
+    const headers = {
+      "webhook-id": "msg-4",
+      "webhook-timestamp": String(Math.floor(now.getTime() / 1000)),
+      "webhook-signature": new Webhook(SECRET).sign("msg-4", now, body),
+    };
     const genuine = await hook("198.51.100.8", body, headers);
     expect(genuine.status).toBe(202);
     expect(genuine.body.duplicate).toBe(false);
@@ -206,14 +271,19 @@ describe("POST /api/webhooks/{provider}", () => {
   });
 
   it("answers an unknown provider 404, a non-object body 400 and an oversized body 413, storing nothing", async () => {
-    const before = (await t.call("GET", "/api/cloud/providers/replicate/webhooks?limit=500", { auth: { key: admin.key } })).body.events.length;
-    expect((await t.call("POST", "/api/webhooks/nosuch", { body: "{}", headers: { "content-type": "application/json" } })).status).toBe(404);
+    const before = (await t.call("GET", "/api/cloud/providers/replicate/webhooks?limit=500", { auth: { key: admin.key } })).body.events
+      .length;
+    expect((await t.call("POST", "/api/webhooks/nosuch", { body: "{}", headers: { "content-type": "application/json" } })).status).toBe(
+      404,
+    );
     const notJson = await hook("198.51.100.9", "{not json");
     expect(notJson.status).toBe(400);
     expect(notJson.body.detail).toBe("The webhook body is not valid JSON");
     expect((await hook("198.51.100.9", "[1,2]")).status).toBe(400);
     const huge = await hook("198.51.100.9", JSON.stringify({ blob: "x".repeat(1024 * 1024) }));
     expect(huge.status).toBe(413);
-    expect((await t.call("GET", "/api/cloud/providers/replicate/webhooks?limit=500", { auth: { key: admin.key } })).body.events.length).toBe(before);
+    expect(
+      (await t.call("GET", "/api/cloud/providers/replicate/webhooks?limit=500", { auth: { key: admin.key } })).body.events.length,
+    ).toBe(before);
   });
 });

@@ -14,9 +14,15 @@ const as = (who: { key: string }) => ({ key: who.key });
 const GPUS = [0, 1, 2, 3].map((index) => ({ index, uuid: `GPU-${index}`, name: "NVIDIA A100-SXM4-80GB", memory_mb: 81920 }));
 
 async function env(name: string, config: Record<string, unknown>) {
-  const created = await t.call("POST", "/api/configs/environments", { json: { name, model_family: "flux", model_type: "lora" }, auth: as(admin) });
+  const created = await t.call("POST", "/api/configs/environments", {
+    json: { name, model_family: "flux", model_type: "lora" },
+    auth: as(admin),
+  });
   expect(created.status).toBe(201);
-  const updated = await t.call("PUT", `/api/configs/${name}`, { json: { config: { "--model_family": "flux", ...config } }, auth: as(admin) });
+  const updated = await t.call("PUT", `/api/configs/${name}`, {
+    json: { config: { "--model_family": "flux", ...config } },
+    auth: as(admin),
+  });
   expect(updated.status).toBe(200);
 }
 const submit = (who: { key: string }, body: Record<string, unknown>) => t.call("POST", "/api/queue/submit", { json: body, auth: as(who) });
@@ -25,7 +31,8 @@ const list = async () => (await t.call("GET", "/api/queue?limit=1000", { auth: a
 
 /** Cancels every waiting job and lowers capacity so each test starts from an empty queue. */
 async function drain() {
-  for (const job of await list()) if (job.status !== "running") await t.call("POST", `/api/queue/${job.job_id}/cancel`, { auth: as(admin) });
+  for (const job of await list())
+    if (job.status !== "running") await t.call("POST", `/api/queue/${job.job_id}/cancel`, { auth: as(admin) });
 }
 /** Running jobs cannot be cancelled here (next issue); tests use fresh GPUs by re-registering a box without those jobs' devices. */
 function allocations(jobs: any[]) {
@@ -52,7 +59,13 @@ afterAll(async () => {
 describe("without a GPU box", () => {
   it("queues a local job with the reason no_local_box, and no_wait rejects it storing nothing", async () => {
     const queued = await submit(researcher, { config_name: "one-gpu", target: "local" });
-    expect(queued.body).toMatchObject({ success: true, status: "queued", queue_position: 1, wait_reason: "no_local_box", allocated_gpus: null });
+    expect(queued.body).toMatchObject({
+      success: true,
+      status: "queued",
+      queue_position: 1,
+      wait_reason: "no_local_box",
+      allocated_gpus: null,
+    });
     const before = (await list()).length;
     const rejected = await submit(researcher, { config_name: "one-gpu", target: "local", no_wait: true });
     expect(rejected.status).toBe(200);
@@ -82,7 +95,10 @@ describe("with a registered local box of 4 GPUs", () => {
     expect(created.body).toMatchObject({ name: "box", status: "connecting" });
     expect(created.body.token).toMatch(/^stw_[A-Za-z0-9_-]{43}$/);
     boxToken = created.body.token;
-    const registered = await t.call("POST", "/api/workers/register", { json: { role: "local", gpus: GPUS, hostname: "box-1", host_stats: { load_avg_5min: 0.5, memory_percent: 12 } }, auth: { bearer: boxToken } });
+    const registered = await t.call("POST", "/api/workers/register", {
+      json: { role: "local", gpus: GPUS, hostname: "box-1", host_stats: { load_avg_5min: 0.5, memory_percent: 12 } },
+      auth: { bearer: boxToken },
+    });
     expect(registered.status).toBe(200);
     expect(registered.body).toMatchObject({ status: "IDLE", heartbeat_timeout_seconds: 90, assignments: [] });
   });
@@ -108,7 +124,13 @@ describe("with a registered local box of 4 GPUs", () => {
     expect(now.body).toMatchObject({ status: "running", position: null, wait_reason: null });
     const status = await t.call("GET", "/api/system/status?include_allocation=true", { auth: as(viewer) });
     expect(status.body.gpu_allocation).toMatchObject({ allocated_gpus: [0, 1], available_gpus: [2, 3], running_local_jobs: 2 });
-    expect(status.body.gpu_allocation.devices[0]).toEqual({ index: 0, name: "NVIDIA A100-SXM4-80GB", memory_gb: 80, allocated: true, job_id: first.body.job_id });
+    expect(status.body.gpu_allocation.devices[0]).toEqual({
+      index: 0,
+      name: "NVIDIA A100-SXM4-80GB",
+      memory_gb: 80,
+      allocated: true,
+      job_id: first.body.job_id,
+    });
     expect(status.body).toMatchObject({ load_avg_5min: 0.5, memory_percent: 12, gpu_inventory: { backend: "cuda", count: 4 } });
   });
 
@@ -116,17 +138,39 @@ describe("with a registered local box of 4 GPUs", () => {
     const pinned = await submit(researcher, { config_name: "pinned", target: "local" });
     expect(pinned.body).toMatchObject({ status: "running", allocated_gpus: [2, 3] });
     const busy = await submit(other, { config_name: "pinned", target: "local", no_wait: true });
-    expect(busy.body).toMatchObject({ status: "rejected", wait_reason: "gpus_busy", message: "rejected (no_wait): needs 2 GPU(s) of [2, 3]; free now: []" });
+    expect(busy.body).toMatchObject({
+      status: "rejected",
+      wait_reason: "gpus_busy",
+      message: "rejected (no_wait): needs 2 GPU(s) of [2, 3]; free now: []",
+    });
     const huge = await submit(other, { config_name: "huge", target: "local" });
-    expect(huge.body).toMatchObject({ status: "queued", wait_reason: "insufficient_gpus", message: "queued: needs 8 GPU(s) but the local box has 4" });
+    expect(huge.body).toMatchObject({
+      status: "queued",
+      wait_reason: "insufficient_gpus",
+      message: "queued: needs 8 GPU(s) but the local box has 4",
+    });
     const cpu = await submit(other, { config_name: "cpu", target: "local" });
     expect(cpu.body).toMatchObject({ status: "running", allocated_gpus: [] });
     const me = await t.call("GET", "/api/queue/me", { auth: as(other) });
     expect(me.body).toMatchObject({ pending_count: 1, running_count: 1, blocked_count: 0, best_position: 1 });
     expect(me.body.pending_jobs[0]).toMatchObject({ job_id: huge.body.job_id, wait_reason: "insufficient_gpus", position: 1 });
     const stats = await t.call("GET", "/api/queue/stats", { auth: as(viewer) });
-    expect(stats.body.local).toEqual({ running_jobs: 4, pending_jobs: 1, allocated_gpus: [0, 1, 2, 3], available_gpus: [], total_gpus: 4, max_concurrent_gpus: null, max_concurrent_jobs: 8 });
-    expect(stats.body).toMatchObject({ queue_depth: 0, running: 0, max_concurrent: 5, user_max_concurrent: 2, local_job_max_concurrent: 8 });
+    expect(stats.body.local).toEqual({
+      running_jobs: 4,
+      pending_jobs: 1,
+      allocated_gpus: [0, 1, 2, 3],
+      available_gpus: [],
+      total_gpus: 4,
+      max_concurrent_gpus: null,
+      max_concurrent_jobs: 8,
+    });
+    expect(stats.body).toMatchObject({
+      queue_depth: 0,
+      running: 0,
+      max_concurrent: 5,
+      user_max_concurrent: 2,
+      local_job_max_concurrent: 8,
+    });
     expect(stats.body.by_status).toMatchObject({ running: 4, pending: 1 });
     await drain();
   });
@@ -136,8 +180,14 @@ describe("with a registered local box of 4 GPUs", () => {
     const l = await submit(lead, { config_name: "one-gpu", target: "local" });
     const a = await submit(admin, { config_name: "one-gpu", target: "local" });
     const order = (await list()).filter((j) => j.status === "pending").map((j) => [j.job_id, j.position, j.effective_priority]);
-    expect(order).toEqual([[a.body.job_id, 1, 30], [l.body.job_id, 2, 20], [r.body.job_id, 3, 10]]);
-    expect((await t.call("POST", `/api/queue/${r.body.job_id}/priority`, { json: { priority: 25 }, auth: as(researcher) })).status).toBe(403);
+    expect(order).toEqual([
+      [a.body.job_id, 1, 30],
+      [l.body.job_id, 2, 20],
+      [r.body.job_id, 3, 10],
+    ]);
+    expect((await t.call("POST", `/api/queue/${r.body.job_id}/priority`, { json: { priority: 25 }, auth: as(researcher) })).status).toBe(
+      403,
+    );
     const bumped = await t.call("POST", `/api/queue/${r.body.job_id}/priority`, { json: { priority: 25 }, auth: as(lead) });
     expect(bumped.body.job).toMatchObject({ priority_override: 25, effective_priority: 25, position: 2 });
     expect((await t.call("POST", `/api/queue/${r.body.job_id}/priority`, { json: { priority: 101 }, auth: as(lead) })).status).toBe(422);
@@ -163,21 +213,39 @@ describe("with a registered local box of 4 GPUs", () => {
   it("keeps a job caught by an approval rule blocked, even with free GPUs, until an admin approves", async () => {
     // A fresh box with free GPUs: re-registering replaces the inventory; running jobs keep theirs.
     await limits({ local_job_max_concurrent: 50 });
-    await t.call("POST", "/api/workers/register", { json: { role: "local", gpus: [...GPUS, ...[4, 5, 6, 7].map((index) => ({ index, name: "NVIDIA A100-SXM4-80GB", memory_mb: 81920 }))] }, auth: { bearer: boxToken } });
-    expect((await t.call("PUT", "/api/queue/approval-rules", { json: { local_gpu_threshold: 1 }, auth: as(admin) })).body).toEqual({ cloud_cost_threshold: 50, local_gpu_threshold: 1 });
+    await t.call("POST", "/api/workers/register", {
+      json: {
+        role: "local",
+        gpus: [...GPUS, ...[4, 5, 6, 7].map((index) => ({ index, name: "NVIDIA A100-SXM4-80GB", memory_mb: 81920 }))],
+      },
+      auth: { bearer: boxToken },
+    });
+    expect((await t.call("PUT", "/api/queue/approval-rules", { json: { local_gpu_threshold: 1 }, auth: as(admin) })).body).toEqual({
+      cloud_cost_threshold: 50,
+      local_gpu_threshold: 1,
+    });
     const blocked = await submit(researcher, { config_name: "two-gpu", target: "local" });
-    expect(blocked.body).toMatchObject({ success: true, status: "blocked", wait_reason: "awaiting_approval", message: "awaiting an admin's approval: asks for 2 GPUs; more than 1 needs approval" });
+    expect(blocked.body).toMatchObject({
+      success: true,
+      status: "blocked",
+      wait_reason: "awaiting_approval",
+      message: "awaiting an admin's approval: asks for 2 GPUs; more than 1 needs approval",
+    });
     expect((await t.call("POST", "/api/queue/process", { auth: as(admin) })).body.started).toEqual([]);
     const still = await t.call("GET", `/api/queue/position/${blocked.body.job_id}`, { auth: as(viewer) });
     expect(still.body).toMatchObject({ status: "blocked", wait_reason: "awaiting_approval", position: null });
     expect((await t.call("POST", `/api/queue/${blocked.body.job_id}/approve`, { auth: as(lead) })).status).toBe(403);
     const approved = await t.call("POST", `/api/queue/${blocked.body.job_id}/approve`, { auth: as(admin) });
     expect(approved.body.job).toMatchObject({ status: "running", requires_approval: true, allocated_gpus: [4, 5] });
-    expect((await t.call("POST", `/api/queue/${blocked.body.job_id}/approve`, { auth: as(admin) })).body.code).toBe("not_awaiting_approval");
+    expect((await t.call("POST", `/api/queue/${blocked.body.job_id}/approve`, { auth: as(admin) })).body.code).toBe(
+      "not_awaiting_approval",
+    );
 
     const second = await submit(researcher, { config_name: "two-gpu", target: "local" });
     expect((await t.call("POST", `/api/queue/${second.body.job_id}/reject`, { auth: as(admin) })).status).toBe(422);
-    const rejected = await t.call("POST", `/api/queue/${second.body.job_id}/reject?reason=${encodeURIComponent("too big for today")}`, { auth: as(admin) });
+    const rejected = await t.call("POST", `/api/queue/${second.body.job_id}/reject?reason=${encodeURIComponent("too big for today")}`, {
+      auth: as(admin),
+    });
     expect(rejected.body.job).toMatchObject({ status: "cancelled", error_message: "Rejected: too big for today", allocated_gpus: null });
     await t.call("PUT", "/api/queue/approval-rules", { json: { local_gpu_threshold: null }, auth: as(admin) });
   });
@@ -185,7 +253,9 @@ describe("with a registered local box of 4 GPUs", () => {
   it("never gives a GPU to two jobs when 50 submissions race", async () => {
     const before = allocations(await list());
     const free = 8 - before.length;
-    const replies = await Promise.all(Array.from({ length: 50 }, (_, i) => submit(i % 2 ? researcher : other, { config_name: "one-gpu", target: "local", any_gpu: true })));
+    const replies = await Promise.all(
+      Array.from({ length: 50 }, (_, i) => submit(i % 2 ? researcher : other, { config_name: "one-gpu", target: "local", any_gpu: true })),
+    );
     expect(replies.every((r) => r.status === 200 && r.body.success)).toBe(true);
     expect(replies.filter((r) => r.body.status === "running")).toHaveLength(free);
     expect(replies.filter((r) => r.body.status === "queued").map((r) => r.body.wait_reason)).toEqual(Array(50 - free).fill("gpus_busy"));
@@ -205,14 +275,33 @@ describe("with a registered local box of 4 GPUs", () => {
     const before = (await list()).length;
     const gpu = { config_name: "one-gpu", target: "local", any_gpu: true };
     // Interleaved, so a rejected submission sits between queued ones in the same decision.
-    const bodies = [gpu, { ...gpu, no_wait: true }, gpu, { config_name: "nope" }, { ...gpu, no_wait: true }, gpu, { config_name: "broken" }, gpu, { ...gpu, no_wait: true }, { config_name: "cpu", target: "local" }, gpu, { config_name: "nope" }, gpu, { config_name: "broken" }];
+    const bodies = [
+      gpu,
+      { ...gpu, no_wait: true },
+      gpu,
+      { config_name: "nope" },
+      { ...gpu, no_wait: true },
+      gpu,
+      { config_name: "broken" },
+      gpu,
+      { ...gpu, no_wait: true },
+      { config_name: "cpu", target: "local" },
+      gpu,
+      { config_name: "nope" },
+      gpu,
+      { config_name: "broken" },
+    ];
     const replies = await Promise.all(bodies.map((body, i) => submit(i % 2 ? researcher : other, body)));
     const of = (test: (b: Record<string, unknown>) => boolean) => replies.filter((_, i) => test(bodies[i]!));
     const queued = of((b) => b.config_name === "one-gpu" && !b.no_wait);
     expect(queued.map((r) => [r.status, r.body.status, r.body.wait_reason])).toEqual(Array(6).fill([200, "queued", "gpus_busy"]));
     expect(queued.map((r) => r.body.queue_position).sort((a, b) => a - b)).toEqual([1, 2, 3, 4, 5, 6]);
-    expect(of((b) => b.no_wait === true).map((r) => [r.body.status, r.body.job_id, r.body.wait_reason])).toEqual(Array(3).fill(["rejected", null, "gpus_busy"]));
-    expect(of((b) => b.config_name === "nope").map((r) => [r.status, r.body.detail])).toEqual(Array(2).fill([404, "Environment nope not found"]));
+    expect(of((b) => b.no_wait === true).map((r) => [r.body.status, r.body.job_id, r.body.wait_reason])).toEqual(
+      Array(3).fill(["rejected", null, "gpus_busy"]),
+    );
+    expect(of((b) => b.config_name === "nope").map((r) => [r.status, r.body.detail])).toEqual(
+      Array(2).fill([404, "Environment nope not found"]),
+    );
     expect(of((b) => b.config_name === "broken").map((r) => [r.status, r.body.code])).toEqual(Array(2).fill([422, "invalid_environment"]));
     const [cpu] = of((b) => b.config_name === "cpu");
     expect(cpu!.body).toMatchObject({ status: "running", allocated_gpus: [] });
@@ -233,7 +322,14 @@ describe("changes seen by the very next submission", () => {
     const before = await submit(researcher, { config_name: "shifting", target: "local" });
     expect(before.body).toMatchObject({ status: "running", allocated_gpus: [] });
     // Every GPU is taken by now: with one GPU asked for, the very next submission must wait.
-    expect((await t.call("PUT", "/api/configs/shifting", { json: { config: { "--model_family": "flux", "--num_processes": 1 } }, auth: as(admin) })).status).toBe(200);
+    expect(
+      (
+        await t.call("PUT", "/api/configs/shifting", {
+          json: { config: { "--model_family": "flux", "--num_processes": 1 } },
+          auth: as(admin),
+        })
+      ).status,
+    ).toBe(200);
     const after = await submit(researcher, { config_name: "shifting", target: "local", no_wait: true });
     expect(after.body).toMatchObject({ status: "rejected", wait_reason: "gpus_busy" });
     // And a rule made just now catches the next one.
@@ -257,7 +353,8 @@ describe("settings and housekeeping", () => {
   });
 
   it("bounds cleanup days to 1..365 and never deletes active entries", async () => {
-    for (const days of [0, 366, "x"]) expect((await t.call("POST", `/api/queue/cleanup?days=${days}`, { auth: as(admin) })).status).toBe(422);
+    for (const days of [0, 366, "x"])
+      expect((await t.call("POST", `/api/queue/cleanup?days=${days}`, { auth: as(admin) })).status).toBe(422);
     const active = (await list()).length;
     const done = await t.call("POST", "/api/queue/cleanup?days=1", { auth: as(admin) });
     expect(done.body).toEqual({ success: true, deleted: 0, days: 1 });

@@ -22,11 +22,19 @@ const remainingOf = (reply: Reply) => reply.headers.get("x-ratelimit-remaining")
  * Sends one request and checks the spec's three headers: Limit and Remaining as given, Reset a
  * whole Unix second `periodSeconds` after it was answered (an uncounted request's reset).
  */
-async function uncountedCall(t: TestStack, method: string, path: string, expected: { limit: number; periodSeconds: number }, headers: Record<string, string> = {}) {
+async function uncountedCall(
+  t: TestStack,
+  method: string,
+  path: string,
+  expected: { limit: number; periodSeconds: number },
+  headers: Record<string, string> = {},
+) {
   const before = Math.floor(Date.now() / 1000);
   const reply = await t.call(method, path, { headers });
   const after = Math.ceil(Date.now() / 1000);
-  const [limit, remaining, reset] = ["x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset"].map((name) => reply.headers.get(name));
+  const [limit, remaining, reset] = ["x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset"].map((name) =>
+    reply.headers.get(name),
+  );
   expect([method, path, limit, remaining], reply.text).toEqual([method, path, String(expected.limit), String(expected.limit)]);
   expect(reset, `${method} ${path}`).toMatch(/^\d+$/);
   expect(Number(reset)).toBeGreaterThanOrEqual(before + expected.periodSeconds);
@@ -66,7 +74,11 @@ describe("rate rules (shared/rate-rules.ts)", () => {
     expect(isRateLimitExempt("/api/cloud/healthy")).toBe(false);
     expect(rateRuleFor("GET", "/api/cloud/health", fallback)).toBe(fallback);
     expect(rateRuleFor("POST", "/api/cloud/auth/login", fallback).name).toBe("login");
-    expect(uncountedRateLimitHeaders(defaultRateRule(100, 60), 1_700_000_000_500)).toEqual({ "X-RateLimit-Limit": "100", "X-RateLimit-Remaining": "100", "X-RateLimit-Reset": "1700000061" });
+    expect(uncountedRateLimitHeaders(defaultRateRule(100, 60), 1_700_000_000_500)).toEqual({
+      "X-RateLimit-Limit": "100",
+      "X-RateLimit-Remaining": "100",
+      "X-RateLimit-Reset": "1700000061",
+    });
   });
 
   it("sees through doubled slashes, so they do not escape a rule", () => {
@@ -74,7 +86,19 @@ describe("rate rules (shared/rate-rules.ts)", () => {
   });
 
   it("excludes the probes, streams, static files, the listed endpoints and the runner protocol", () => {
-    for (const path of ["/health", "/api/cloud/health", "/api/cloud/health/live", "/api/events/stream", "/api/training/events/stream", "/static/app.js", "/docs/assets/swagger-ui.css", "/api/cloud/hints", "/api/users/me", "/api/cloud/providers/replicate", "/api/workers/heartbeat"]) {
+    for (const path of [
+      "/health",
+      "/api/cloud/health",
+      "/api/cloud/health/live",
+      "/api/events/stream",
+      "/api/training/events/stream",
+      "/static/app.js",
+      "/docs/assets/swagger-ui.css",
+      "/api/cloud/hints",
+      "/api/users/me",
+      "/api/cloud/providers/replicate",
+      "/api/workers/heartbeat",
+    ]) {
       expect(ruleOf("POST", path), path).toBeNull();
     }
     expect(ruleOf("GET", "/api/training/events")).toBe("default");
@@ -94,23 +118,32 @@ describe("client address (edge/ratelimit/client-ip.ts)", () => {
   });
 
   it("falls back to the peer when a forwarding header holds no address, and normalises addresses", () => {
-    expect(clientAddress(headers({ "cf-connecting-ip": "127.0.0.1", "x-forwarded-for": "evil, 203.0.113.7" }), LOOPBACK_RANGES)).toBe("127.0.0.1");
+    expect(clientAddress(headers({ "cf-connecting-ip": "127.0.0.1", "x-forwarded-for": "evil, 203.0.113.7" }), LOOPBACK_RANGES)).toBe(
+      "127.0.0.1",
+    );
     expect(clientAddress(headers({ "cf-connecting-ip": "127.0.0.1", "x-real-ip": "" }), LOOPBACK_RANGES)).toBe("127.0.0.1");
     expect(clientAddress(headers({ "cf-connecting-ip": "::ffff:192.0.2.9" }), LOOPBACK_RANGES)).toBe("192.0.2.9");
-    expect(clientAddress(headers({ "cf-connecting-ip": "127.0.0.1", "x-forwarded-for": "2001:DB8:0::7" }), LOOPBACK_RANGES)).toBe("2001:db8::7");
+    expect(clientAddress(headers({ "cf-connecting-ip": "127.0.0.1", "x-forwarded-for": "2001:DB8:0::7" }), LOOPBACK_RANGES)).toBe(
+      "2001:db8::7",
+    );
     expect(clientAddress(headers({}), LOOPBACK_RANGES)).toBe("unknown");
   });
 
   it("tells a genuine loopback peer from a loopback address a proxy forwarded", () => {
     expect(fromGenuineLoopback(headers({ "cf-connecting-ip": "127.0.0.1" }), LOOPBACK_RANGES)).toBe(true);
     // A garbled header from a proxy that appends still means the request was forwarded.
-    expect(fromGenuineLoopback(headers({ "cf-connecting-ip": "::1", "x-forwarded-for": "evil, 203.0.113.7" }), LOOPBACK_RANGES)).toBe(false);
+    expect(fromGenuineLoopback(headers({ "cf-connecting-ip": "::1", "x-forwarded-for": "evil, 203.0.113.7" }), LOOPBACK_RANGES)).toBe(
+      false,
+    );
     expect(fromGenuineLoopback(headers({ "cf-connecting-ip": "127.0.0.1", "x-forwarded-for": "127.0.0.1" }), LOOPBACK_RANGES)).toBe(false);
     expect(fromGenuineLoopback(headers({ "cf-connecting-ip": "127.0.0.1", "x-real-ip": "::1" }), LOOPBACK_RANGES)).toBe(false);
     // Nobody trusted: the forwarding header is ignored and the peer is the client.
     expect(fromGenuineLoopback(headers({ "cf-connecting-ip": "127.0.0.1", "x-forwarded-for": "203.0.113.7" }), [])).toBe(true);
     expect(fromGenuineLoopback(headers({ "cf-connecting-ip": "203.0.113.7" }), LOOPBACK_RANGES)).toBe(false);
-    expect(resolveClient(headers({ "cf-connecting-ip": "127.0.0.1", "x-forwarded-for": "203.0.113.7" }), LOOPBACK_RANGES)).toEqual({ address: "203.0.113.7", forwarded: true });
+    expect(resolveClient(headers({ "cf-connecting-ip": "127.0.0.1", "x-forwarded-for": "203.0.113.7" }), LOOPBACK_RANGES)).toEqual({
+      address: "203.0.113.7",
+      forwarded: true,
+    });
   });
 
   it("keys IPv4 clients by address and IPv6 clients by their /64", () => {
@@ -125,7 +158,12 @@ describe("client address (edge/ratelimit/client-ip.ts)", () => {
 describe("rate-limit settings (edge/ratelimit/settings.ts)", () => {
   it("defaults to 100 per 60 s, loopback trusted, loopback uncounted only in development", () => {
     const development = readRateLimitSettings({}, "development");
-    expect(development).toMatchObject({ enabled: true, defaultRule: { name: "default", calls: 100, periodSeconds: 60 }, exemptLoopback: true, trustedProxies: LOOPBACK_RANGES });
+    expect(development).toMatchObject({
+      enabled: true,
+      defaultRule: { name: "default", calls: 100, periodSeconds: 60 },
+      exemptLoopback: true,
+      trustedProxies: LOOPBACK_RANGES,
+    });
     expect(readRateLimitSettings({}, "production").exemptLoopback).toBe(false);
     expect(readRateLimitSettings({ RATE_LIMIT_LOOPBACK: "1" }, "development").exemptLoopback).toBe(false);
     expect(readRateLimitSettings({ RATE_LIMIT_LOOPBACK: "0" }, "production").exemptLoopback).toBe(false);
@@ -147,9 +185,15 @@ describe("rate-limit settings (edge/ratelimit/settings.ts)", () => {
       }
       return null;
     };
-    expect(failure({ RATE_LIMIT_CALLS: "ten" })).toEqual({ status: 500, detail: 'RATE_LIMIT_CALLS must be a whole number of at least 0, not "ten"' });
+    expect(failure({ RATE_LIMIT_CALLS: "ten" })).toEqual({
+      status: 500,
+      detail: 'RATE_LIMIT_CALLS must be a whole number of at least 0, not "ten"',
+    });
     expect(failure({ RATE_LIMIT_CALLS: "-1" })?.detail).toMatch(/^RATE_LIMIT_CALLS/);
-    expect(failure({ RATE_LIMIT_PERIOD: "0" })).toEqual({ status: 500, detail: 'RATE_LIMIT_PERIOD must be a whole number of at least 1, not "0"' });
+    expect(failure({ RATE_LIMIT_PERIOD: "0" })).toEqual({
+      status: 500,
+      detail: 'RATE_LIMIT_PERIOD must be a whole number of at least 1, not "0"',
+    });
     expect(failure({ RATE_LIMIT_PERIOD: "1.5" })?.detail).toMatch(/^RATE_LIMIT_PERIOD/);
     expect(failure({ RATE_LIMIT_LOOPBACK: "maybe" })).toEqual({ status: 500, detail: 'RATE_LIMIT_LOOPBACK must be 1 or 0, not "maybe"' });
     expect(failure({ TRUSTED_PROXIES: "10.0.0.0/8, 10.0.0.300" })?.detail).toMatch(/^TRUSTED_PROXIES: "10\.0\.0\.300"/);
@@ -169,7 +213,9 @@ describe("an unreachable limiter, and limiting off", () => {
     app.get("/x", (c) => c.text(`served ${c.get("clientIp")} ${JSON.stringify(c.get("rateLimit"))}`));
     return app;
   };
-  const env = { RATE_LIMITER: { idFromName: (name: string) => name, get: () => ({ hit: () => Promise.reject(new Error("limiter down")) }) } };
+  const env = {
+    RATE_LIMITER: { idFromName: (name: string) => name, get: () => ({ hit: () => Promise.reject(new Error("limiter down")) }) },
+  };
 
   it("serves the request uncounted, with the headers of an uncounted request, and logs a warning", async () => {
     const warnings: string[] = [];
@@ -177,14 +223,22 @@ describe("an unreachable limiter, and limiting off", () => {
     const response = await appWith({}, warnings).request("/x", { headers: { "cf-connecting-ip": "203.0.113.9" } }, env);
     expect(response.status).toBe(200);
     expect(await response.text()).toBe("served 203.0.113.9 null");
-    expect([response.headers.get("x-ratelimit-limit"), response.headers.get("x-ratelimit-remaining"), response.headers.get("ratelimit-policy")]).toEqual(["100", "100", null]);
+    expect([
+      response.headers.get("x-ratelimit-limit"),
+      response.headers.get("x-ratelimit-remaining"),
+      response.headers.get("ratelimit-policy"),
+    ]).toEqual(["100", "100", null]);
     expect(Number(response.headers.get("x-ratelimit-reset"))).toBeGreaterThanOrEqual(before + 60);
     expect(warnings).toEqual(["rate limiter unreachable: request served without limiting"]);
   });
 
   it("puts no rate-limit header on any answer when RATE_LIMIT_CALLS=0: there is no limit to describe", async () => {
     const warnings: string[] = [];
-    const response = await appWith({ RATE_LIMIT_CALLS: "0" }, warnings).request("/x", { headers: { "cf-connecting-ip": "203.0.113.9" } }, env);
+    const response = await appWith({ RATE_LIMIT_CALLS: "0" }, warnings).request(
+      "/x",
+      { headers: { "cf-connecting-ip": "203.0.113.9" } },
+      env,
+    );
     expect([response.status, response.headers.get("x-ratelimit-limit"), warnings]).toEqual([200, null, []]);
   });
 });
@@ -271,8 +325,17 @@ describe("rate limiting over HTTP (development, 4 per 2 s by default, loopback t
     expect((await uncountedCall(t, "GET", "/api/queue", rule)).status).toBe(401);
     expect((await uncountedCall(t, "GET", "/api/queue", rule, { "x-api-key": "st_" + "z".repeat(40) })).status).toBe(401);
     expect((await uncountedCall(t, "OPTIONS", "/api/queue", rule)).status).toBeLessThan(500);
-    expect((await uncountedCall(t, "POST", "/api/cloud/auth/api-keys", { limit: 10, periodSeconds: 60 }, { "content-type": "application/json" })).status).toBe(401);
-    const noBody = await uncountedCall(t, "POST", "/api/cloud/auth/login", { limit: 5, periodSeconds: 60 }, { "content-type": "application/json" });
+    expect(
+      (await uncountedCall(t, "POST", "/api/cloud/auth/api-keys", { limit: 10, periodSeconds: 60 }, { "content-type": "application/json" }))
+        .status,
+    ).toBe(401);
+    const noBody = await uncountedCall(
+      t,
+      "POST",
+      "/api/cloud/auth/login",
+      { limit: 5, periodSeconds: 60 },
+      { "content-type": "application/json" },
+    );
     expect([noBody.status, noBody.body.code]).toEqual([400, "bad_request"]);
     const s3 = await uncountedCall(t, "GET", "/api/cloud/storage/some-job/model.bin", { limit: 50, periodSeconds: 60 });
     expect([s3.status, s3.headers.get("content-type")]).toEqual([403, "application/xml"]);
@@ -286,7 +349,8 @@ describe("rate limiting over HTTP (development, 4 per 2 s by default, loopback t
 
   it("counts a loopback address named by a forwarding header: only a genuine loopback peer goes uncounted", async () => {
     await sleep(2100); // the earlier tests' requests under 127.0.0.1 have left the 2 s window
-    for (const remaining of ["3", "2", "1", "0"]) expect(remainingOf(await t.call("GET", "/docs", { headers: from("127.0.0.1") }))).toBe(remaining);
+    for (const remaining of ["3", "2", "1", "0"])
+      expect(remainingOf(await t.call("GET", "/docs", { headers: from("127.0.0.1") }))).toBe(remaining);
     const refused = await t.call("GET", "/docs", { headers: from("127.0.0.1") });
     expect([refused.status, refused.body.code]).toEqual([429, "rate_limited"]);
     expect(remainingOf(await t.call("GET", "/docs", { headers: { "x-real-ip": "::1" } }))).toBe("3");
@@ -296,7 +360,14 @@ describe("rate limiting over HTTP (development, 4 per 2 s by default, loopback t
 
   it("never counts the excluded paths, whose answers describe the rule that would apply, all of it remaining", async () => {
     const headers = from("203.0.113.50");
-    for (const path of ["/api/cloud/health/live", "/api/cloud/health", "/api/users/me", "/docs/assets/swagger-ui.css", "/api/cloud/providers", "/health"]) {
+    for (const path of [
+      "/api/cloud/health/live",
+      "/api/cloud/health",
+      "/api/users/me",
+      "/docs/assets/swagger-ui.css",
+      "/api/cloud/providers",
+      "/health",
+    ]) {
       for (let i = 0; i < 5; i++) {
         const reply = await uncountedCall(t, "GET", path, { limit: 4, periodSeconds: 2 }, headers);
         expect([path, reply.status === 429]).toEqual([path, false]);
@@ -306,11 +377,19 @@ describe("rate limiting over HTTP (development, 4 per 2 s by default, loopback t
   });
 
   it("leaves a failure limit's 429 its own headers, Remaining 0, not those of the request's rule", async () => {
-    const login = (i: number) => t.call("POST", "/api/cloud/auth/login", { json: { username: "failure-target", password: "wrong-password" }, headers: from(`198.18.0.${i}`) });
+    const login = (i: number) =>
+      t.call("POST", "/api/cloud/auth/login", {
+        json: { username: "failure-target", password: "wrong-password" },
+        headers: from(`198.18.0.${i}`),
+      });
     for (let i = 1; i <= 10; i++) expect((await login(i)).status).toBe(401);
     const refused = await login(11);
     expect([refused.status, refused.body.detail]).toEqual([429, expect.stringContaining('(rule "login-failures")')]);
-    expect([refused.headers.get("x-ratelimit-limit"), remainingOf(refused), policyOf(refused)]).toEqual(["10", "0", '"login-failures";q=10;w=900']);
+    expect([refused.headers.get("x-ratelimit-limit"), remainingOf(refused), policyOf(refused)]).toEqual([
+      "10",
+      "0",
+      '"login-failures";q=10;w=900',
+    ]);
     expect(Number(refused.headers.get("x-ratelimit-reset"))).toBeGreaterThan(Date.now() / 1000);
   });
 
@@ -346,7 +425,9 @@ describe("rate limiting over HTTP (development, 4 per 2 s by default, loopback t
 
   it("refuses storage requests past the storage rule as S3's SlowDown, which S3 clients back off from and retry", async () => {
     const headers = from("203.0.113.60");
-    const answers = await Promise.all(Array.from({ length: 50 }, () => t.call("GET", "/api/cloud/storage/some-job?list-type=2", { headers })));
+    const answers = await Promise.all(
+      Array.from({ length: 50 }, () => t.call("GET", "/api/cloud/storage/some-job?list-type=2", { headers })),
+    );
     // Unsigned, so refused by the endpoint, but counted: 50 per 60 s is the storage rule.
     expect(new Set(answers.map((a) => a.status))).toEqual(new Set([403]));
     const refused = await t.call("GET", "/api/cloud/storage/some-job/model.bin", { headers });
@@ -364,7 +445,8 @@ describe("rate limiting over HTTP (development, 4 per 2 s by default, loopback t
     for (let i = 0; i < 5; i++) statuses.push((await t.call("GET", "/api/queue", { headers: bad })).status);
     expect(statuses).toEqual([401, 401, 401, 401, 429]);
     const valid = [];
-    for (let i = 0; i < 5; i++) valid.push((await t.call("GET", "/api/queue", { headers: from("203.0.113.71"), auth: { key: admin.key } })).status);
+    for (let i = 0; i < 5; i++)
+      valid.push((await t.call("GET", "/api/queue", { headers: from("203.0.113.71"), auth: { key: admin.key } })).status);
     expect(valid).toEqual([200, 200, 200, 200, 429]);
   });
 
@@ -416,7 +498,8 @@ describe("rate limiting over HTTP (production, trusting only 10.0.0.0/8, 3 per 6
 
   it("counts loopback clients and ignores forwarding headers from a peer that is not a trusted proxy", async () => {
     const replies = [];
-    for (const ip of ["203.0.113.1", "203.0.113.2", "203.0.113.3", "203.0.113.4"]) replies.push(await t.call("GET", "/docs", { headers: from(ip) }));
+    for (const ip of ["203.0.113.1", "203.0.113.2", "203.0.113.3", "203.0.113.4"])
+      replies.push(await t.call("GET", "/docs", { headers: from(ip) }));
     expect(replies.map((r) => [r.status, remainingOf(r)])).toEqual([
       [200, "2"],
       [200, "1"],

@@ -46,7 +46,7 @@ describe("SlidingWindow", () => {
 
   it("never admits more than N in any W and never refuses a request it could admit (random arrivals)", () => {
     let seed = 42;
-    const random = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    const random = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
     const limit = 7;
     const windowMs = 500;
     const window = new SlidingWindow(limit, windowMs);

@@ -23,8 +23,11 @@ function file(name: string, text: string): string {
 /** Runs `runner start` with these arguments; its exit code and what it printed on stderr. */
 function runner(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stderr: string }> {
   return new Promise((done) => {
-    execFile(process.execPath, ["--import", "tsx", "runner/main.ts", "start", ...args], { env: { ...process.env, RUNNER_TOKEN: "stw_test", ...env }, timeout: 30_000 }, (error, _stdout, stderr) =>
-      done({ code: error ? ((error as { code?: number }).code ?? null) : 0, stderr }),
+    execFile(
+      process.execPath,
+      ["--import", "tsx", "runner/main.ts", "start", ...args],
+      { env: { ...process.env, RUNNER_TOKEN: "stw_test", ...env }, timeout: 30_000 },
+      (error, _stdout, stderr) => done({ code: error ? ((error as { code?: number }).code ?? null) : 0, stderr }),
     );
   });
 }
@@ -35,7 +38,11 @@ describe("runner start with a bad config", () => {
       ["bad.json", "{ trainers: ", "not valid JSON"],
       ["unknown.json", JSON.stringify({ trainer: { x: ["y"] } }), "trainer is not a known setting"],
       ["type.json", JSON.stringify({ allow_raw_commands: "yes" }), "allow_raw_commands Invalid input: expected boolean, received string"],
-      ["nested.json", JSON.stringify({ trainers: { flux: "flux-train --fast" } }), "trainers.flux Invalid input: expected array, received string"],
+      [
+        "nested.json",
+        JSON.stringify({ trainers: { flux: "flux-train --fast" } }),
+        "trainers.flux Invalid input: expected array, received string",
+      ],
       ["relative.json", JSON.stringify({ scripts: ["hooks/*.sh"] }), "scripts.0 must be an absolute path (or glob)"],
       ["builtin.json", JSON.stringify({ trainers: { demo: ["/bin/true"] } }), "trainers.demo is built in and cannot be redefined"],
       ["sandbox.json", JSON.stringify({ sandbox: "maybe" }), 'sandbox Invalid option: expected one of "auto"|"required"|"off"'],
@@ -56,7 +63,9 @@ describe("runner start with a bad config", () => {
   it("refuses a plain http:// edge URL except on loopback", async () => {
     const refused = await runner(["--url", "http://10.1.2.3:8001"]);
     expect(refused.code).toBe(2);
-    expect(refused.stderr.split("\n")[0]).toBe("runner: --url http://10.1.2.3:8001 is plain http on a non-loopback host: the worker token would travel in clear; use https");
+    expect(refused.stderr.split("\n")[0]).toBe(
+      "runner: --url http://10.1.2.3:8001 is plain http on a non-loopback host: the worker token would travel in clear; use https",
+    );
     // Loopback http is accepted: it gets as far as trying to register (nothing listens on port 9).
     const loopback = await runner(["--url", "http://127.0.0.1:9"]);
     expect(loopback.code).toBe(1);
@@ -66,28 +75,89 @@ describe("runner start with a bad config", () => {
   it('refuses to start when the sandbox is "required" and bubblewrap is missing', async () => {
     const path = file("required.json", JSON.stringify({ sandbox: "required", bwrap: "/no/such/bwrap" }));
     const got = await runner(["--url", "http://127.0.0.1:9", "--config", path]);
-    expect([got.code, got.stderr.trim()]).toEqual([2, `runner: runner config ${path}: sandbox is "required" but bubblewrap (/no/such/bwrap) is not installed on this box`]);
+    expect([got.code, got.stderr.trim()]).toEqual([
+      2,
+      `runner: runner config ${path}: sandbox is "required" but bubblewrap (/no/such/bwrap) is not installed on this box`,
+    ]);
   });
 });
 
 describe("the runner's configuration", () => {
   it("has defaults; the file fills in the box's programs; flags win over the file and the environment", () => {
     const plain = loadRunnerConfig({ url: "https://edge.example" }, { RUNNER_TOKEN: "t", PATH: "/usr/bin" }, "/srv");
-    expect(plain).toMatchObject({ token: "t", role: "remote", workDir: "/srv/.runner", pollMs: 5000, stopGraceSeconds: 10, trainers: {}, scripts: [], allowRawCommands: false, sandbox: "auto", bwrap: "bwrap", runAs: null, hide: [], passEnv: {}, configFile: null, path: "/usr/bin" });
-    const path = file("full.json", JSON.stringify({ trainers: { flux: ["/opt/flux/train", "--gpus", "{num_processes}"] }, scripts: ["/opt/hooks/*"], allow_raw_commands: true, work_dir: "/var/lib/runner", run_as: { uid: 1000, gid: 1000 }, hide: ["/srv/secrets"], pass_env: ["HF_HOME", "UNSET_ONE"] }));
-    const full = loadRunnerConfig({ url: "https://edge.example", token: "flag", local: true }, { RUNNER_TOKEN: "env", RUNNER_CONFIG: path, HF_HOME: "/cache/hf" });
-    expect(full).toMatchObject({ token: "flag", role: "local", workDir: "/var/lib/runner", trainers: { flux: ["/opt/flux/train", "--gpus", "{num_processes}"] }, scripts: ["/opt/hooks/*"], allowRawCommands: true, runAs: { uid: 1000, gid: 1000 }, hide: ["/srv/secrets"], passEnv: { HF_HOME: "/cache/hf" }, configFile: path });
-    expect(loadRunnerConfig({ url: "https://edge.example", "work-dir": "/elsewhere", config: path }, { RUNNER_TOKEN: "t" }).workDir).toBe("/elsewhere");
-    expect(loadRunnerConfig({ url: "https://edge.example", config: file("nobody.json", JSON.stringify({ run_as: "nobody" })) }, { RUNNER_TOKEN: "t" }).runAs).toEqual({ uid: 65534, gid: 65534 });
-    expect(() => loadRunnerConfig({ url: "https://edge.example", config: file("ghost.json", JSON.stringify({ run_as: "no-such-user-here" })) }, { RUNNER_TOKEN: "t" })).toThrow('run_as: no user named "no-such-user-here" on this box');
-    expect(() => loadRunnerConfig({ url: "https://edge.example" }, {})).toThrow(new RunnerConfigError("--token (or RUNNER_TOKEN) is required"));
-    for (const ok of ["http://localhost:8001", "http://127.0.0.1:8001", "http://[::1]:8001", "https://10.0.0.5"]) expect(loadRunnerConfig({ url: ok }, { RUNNER_TOKEN: "t" }).url).toBe(ok);
+    expect(plain).toMatchObject({
+      token: "t",
+      role: "remote",
+      workDir: "/srv/.runner",
+      pollMs: 5000,
+      stopGraceSeconds: 10,
+      trainers: {},
+      scripts: [],
+      allowRawCommands: false,
+      sandbox: "auto",
+      bwrap: "bwrap",
+      runAs: null,
+      hide: [],
+      passEnv: {},
+      configFile: null,
+      path: "/usr/bin",
+    });
+    const path = file(
+      "full.json",
+      JSON.stringify({
+        trainers: { flux: ["/opt/flux/train", "--gpus", "{num_processes}"] },
+        scripts: ["/opt/hooks/*"],
+        allow_raw_commands: true,
+        work_dir: "/var/lib/runner",
+        run_as: { uid: 1000, gid: 1000 },
+        hide: ["/srv/secrets"],
+        pass_env: ["HF_HOME", "UNSET_ONE"],
+      }),
+    );
+    const full = loadRunnerConfig(
+      { url: "https://edge.example", token: "flag", local: true },
+      { RUNNER_TOKEN: "env", RUNNER_CONFIG: path, HF_HOME: "/cache/hf" },
+    );
+    expect(full).toMatchObject({
+      token: "flag",
+      role: "local",
+      workDir: "/var/lib/runner",
+      trainers: { flux: ["/opt/flux/train", "--gpus", "{num_processes}"] },
+      scripts: ["/opt/hooks/*"],
+      allowRawCommands: true,
+      runAs: { uid: 1000, gid: 1000 },
+      hide: ["/srv/secrets"],
+      passEnv: { HF_HOME: "/cache/hf" },
+      configFile: path,
+    });
+    expect(loadRunnerConfig({ url: "https://edge.example", "work-dir": "/elsewhere", config: path }, { RUNNER_TOKEN: "t" }).workDir).toBe(
+      "/elsewhere",
+    );
+    expect(
+      loadRunnerConfig(
+        { url: "https://edge.example", config: file("nobody.json", JSON.stringify({ run_as: "nobody" })) },
+        { RUNNER_TOKEN: "t" },
+      ).runAs,
+    ).toEqual({ uid: 65534, gid: 65534 });
+    expect(() =>
+      loadRunnerConfig(
+        { url: "https://edge.example", config: file("ghost.json", JSON.stringify({ run_as: "no-such-user-here" })) },
+        { RUNNER_TOKEN: "t" },
+      ),
+    ).toThrow('run_as: no user named "no-such-user-here" on this box');
+    expect(() => loadRunnerConfig({ url: "https://edge.example" }, {})).toThrow(
+      new RunnerConfigError("--token (or RUNNER_TOKEN) is required"),
+    );
+    for (const ok of ["http://localhost:8001", "http://127.0.0.1:8001", "http://[::1]:8001", "https://10.0.0.5"])
+      expect(loadRunnerConfig({ url: ok }, { RUNNER_TOKEN: "t" }).url).toBe(ok);
     expect(() => loadRunnerConfig({ url: "ftp://edge" }, { RUNNER_TOKEN: "t" })).toThrow('--url must be an http(s) URL, not "ftp://edge"');
   });
 
   it("npm start checks RUNNER_CONFIG before it starts anything", () => {
     const path = file("npm-start.json", JSON.stringify({ scripts: "all" }));
-    expect(() => readConfigFromEnvironment({ RUNNER_CONFIG: path })).toThrow(`runner config ${path}: scripts Invalid input: expected array, received string`);
+    expect(() => readConfigFromEnvironment({ RUNNER_CONFIG: path })).toThrow(
+      `runner config ${path}: scripts Invalid input: expected array, received string`,
+    );
     expect(readConfigFromEnvironment({ RUNNER_CONFIG: file("ok.json", "{}") }).runnerConfig).toBe(join(dir, "ok.json"));
     // No local runner, nothing to check.
     expect(readConfigFromEnvironment({ RUNNER_CONFIG: path, SERVICE_LOCAL_RUNNER: "0" }).localRunner).toBe(false);
@@ -99,7 +169,15 @@ describe("sandbox pieces", () => {
     const dev = join(dir, "dev");
     mkdirSync(dev);
     for (const name of ["nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm"]) writeFileSync(join(dev, name), "");
-    const spec = { bwrap: "/usr/bin/bwrap", jobDir: "/w/jobs/j1", readOnly: ["/w/cache/datasets/faces"], hide: ["/w", "/w/cache", dir], gpus: [1], runAs: null, devRoot: dev };
+    const spec = {
+      bwrap: "/usr/bin/bwrap",
+      jobDir: "/w/jobs/j1",
+      readOnly: ["/w/cache/datasets/faces"],
+      hide: ["/w", "/w/cache", dir],
+      gpus: [1],
+      runAs: null,
+      devRoot: dev,
+    };
     const argv = sandboxArgv(["train", "--fast"], spec);
     expect(argv.join(" ")).toBe(
       [
@@ -112,9 +190,19 @@ describe("sandbox pieces", () => {
       ].join(" "),
     );
     // Inside a hidden folder, the way to the job directory is made walkable; run_as drops to the user.
-    const nested = sandboxArgv(["train"], { ...spec, jobDir: join(dir, "jobs", "j2"), readOnly: [], gpus: [], runAs: { uid: 1000, gid: 1001 } });
-    expect(nested.join(" ")).toContain(`--perms 0755 --dir ${join(dir, "jobs")} --bind ${join(dir, "jobs", "j2")} ${join(dir, "jobs", "j2")} --remount-ro ${dir}`);
-    expect(nested.slice(-13).join(" ")).toBe("--cap-drop ALL --cap-add CAP_SETUID --cap-add CAP_SETGID -- setpriv --reuid=1000 --regid=1001 --clear-groups -- train");
+    const nested = sandboxArgv(["train"], {
+      ...spec,
+      jobDir: join(dir, "jobs", "j2"),
+      readOnly: [],
+      gpus: [],
+      runAs: { uid: 1000, gid: 1001 },
+    });
+    expect(nested.join(" ")).toContain(
+      `--perms 0755 --dir ${join(dir, "jobs")} --bind ${join(dir, "jobs", "j2")} ${join(dir, "jobs", "j2")} --remount-ro ${dir}`,
+    );
+    expect(nested.slice(-13).join(" ")).toBe(
+      "--cap-drop ALL --cap-add CAP_SETUID --cap-add CAP_SETGID -- setpriv --reuid=1000 --regid=1001 --clear-groups -- train",
+    );
   });
 
   it("allows a script only when the box declares its program (paths and globs; bare names looked up on PATH)", () => {

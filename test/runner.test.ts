@@ -23,10 +23,30 @@ let runnerOutput = "";
 let token: string;
 
 function startRunner() {
-  runner = spawn(process.execPath, ["--import", "tsx", "runner/main.ts", "start", "--url", t.base, "--local", "--config", configFile, "--work-dir", workDir, "--poll-ms", "60000", "--stop-grace-seconds", "2"], {
-    env: { ...process.env, RUNNER_TOKEN: token, PATH: `${resolve("test/fakes")}:${process.env.PATH}`, FAKE_NVIDIA_GPUS: "2" },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  runner = spawn(
+    process.execPath,
+    [
+      "--import",
+      "tsx",
+      "runner/main.ts",
+      "start",
+      "--url",
+      t.base,
+      "--local",
+      "--config",
+      configFile,
+      "--work-dir",
+      workDir,
+      "--poll-ms",
+      "60000",
+      "--stop-grace-seconds",
+      "2",
+    ],
+    {
+      env: { ...process.env, RUNNER_TOKEN: token, PATH: `${resolve("test/fakes")}:${process.env.PATH}`, FAKE_NVIDIA_GPUS: "2" },
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
   runner.stdout!.on("data", (d: Buffer) => (runnerOutput += d.toString()));
   runner.stderr!.on("data", (d: Buffer) => (runnerOutput += d.toString()));
 }
@@ -41,8 +61,12 @@ async function env(name: string, config: Record<string, unknown>) {
   expect((await t.call("POST", "/api/configs/environments", { json: { name }, auth: auth() })).status).toBe(201);
   expect((await t.call("PUT", `/api/configs/${name}`, { json: { config }, auth: auth() })).status).toBe(200);
 }
-const submit = async (config_name: string) => (await t.call("POST", "/api/queue/submit", { json: { config_name, target: "local" }, auth: auth() })).body;
-const entry = async (jobId: string) => ((await t.call("GET", "/api/queue?include_completed=true&limit=1000", { auth: auth() })).body.jobs as any[]).find((j) => j.job_id === jobId);
+const submit = async (config_name: string) =>
+  (await t.call("POST", "/api/queue/submit", { json: { config_name, target: "local" }, auth: auth() })).body;
+const entry = async (jobId: string) =>
+  ((await t.call("GET", "/api/queue?include_completed=true&limit=1000", { auth: auth() })).body.jobs as any[]).find(
+    (j) => j.job_id === jobId,
+  );
 
 async function until<T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 20_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
@@ -61,7 +85,10 @@ beforeAll(async () => {
   token = created.body.token;
   // Sandboxed wherever bubblewrap is installed (.ci/run installs it); without it the box runs
   // only the built-in trainers, and the tests of raw commands are skipped.
-  writeFileSync(configFile, JSON.stringify({ allow_raw_commands: true, scripts: [ECHO_ARGS], hide: [t.dataDir], sandbox: HAS_BWRAP ? "required" : "auto" }));
+  writeFileSync(
+    configFile,
+    JSON.stringify({ allow_raw_commands: true, scripts: [ECHO_ARGS], hide: [t.dataDir], sandbox: HAS_BWRAP ? "required" : "auto" }),
+  );
   startRunner();
   await t.call("POST", "/api/queue/concurrency", { json: { local_job_max_concurrent: 4 }, auth: auth() });
   await until("the runner to register", async () => runnerOutput.includes("registered as worker"));
@@ -117,7 +144,11 @@ describe("the runner", () => {
     expect(page.events.map((e: any) => e.index)).toEqual(page.events.map((_: unknown, i: number) => i));
     // First the runner's word on the (never uploaded) dataset, then the trainer's events.
     expect(page.events[0]).toMatchObject({ index: 0, type: "dataset.missing", data: { path: "datasets/demo-1" } });
-    expect(page.events[1]).toMatchObject({ index: 1, type: "training.started", data: { job_id: first.job_id, cuda_visible_devices: "0", total_steps: 4 } });
+    expect(page.events[1]).toMatchObject({
+      index: 1,
+      type: "training.started",
+      data: { job_id: first.job_id, cuda_visible_devices: "0", total_steps: 4 },
+    });
     expect(page.events.filter((e: any) => e.type === "training.progress").map((e: any) => e.data.step)).toEqual([1, 2, 3, 4]);
     expect(page.events.at(-1)).toMatchObject({ type: "training.completed", data: { step: 4 } });
     expect(page.events[0].timestamp).toMatch(/^\d{4}-\d\d-\d\dT/);
@@ -132,7 +163,15 @@ describe("the runner", () => {
   });
 
   it.skipIf(!HAS_BWRAP)("reports a trainer that exits non-zero as failed with its exit code and last lines", async () => {
-    await env("crashes", { "--num_processes": 0, "--trainer_command": JSON.stringify([process.execPath, "-e", "console.log('loading model'); console.error('CUDA error: out of memory'); process.exit(3)", "--"]) });
+    await env("crashes", {
+      "--num_processes": 0,
+      "--trainer_command": JSON.stringify([
+        process.execPath,
+        "-e",
+        "console.log('loading model'); console.error('CUDA error: out of memory'); process.exit(3)",
+        "--",
+      ]),
+    });
     const job = await submit("crashes");
     const failed = await until("the job to fail", async () => {
       const e = await entry(job.job_id);
@@ -142,7 +181,12 @@ describe("the runner", () => {
     expect(failed.error_message).toContain("CUDA error: out of memory");
     // Lines that are not events arrive as log events.
     const events = (await t.call("GET", `/api/training/events?job_id=${job.job_id}`, { auth: auth() })).body.events as any[];
-    expect(events.map((e) => [e.type, e.message])).toEqual(expect.arrayContaining([["log", "loading model"], ["log", "CUDA error: out of memory"]]));
+    expect(events.map((e) => [e.type, e.message])).toEqual(
+      expect.arrayContaining([
+        ["log", "loading model"],
+        ["log", "CUDA error: out of memory"],
+      ]),
+    );
   });
 
   it("stores a resent event batch once, and only for the job's own worker", async () => {
@@ -150,7 +194,13 @@ describe("the runner", () => {
     await until("the job to complete", async () => (await entry(job.job_id))?.status === "completed");
     const other = await t.call("POST", "/api/admin/workers", { json: { name: "events-other" }, auth: auth() });
     const bearer = (token: string) => ({ bearer: token });
-    const batch = { attempt: 9, events: [{ seq: 0, event: { type: "custom.note", text: "a" } }, { seq: 1, event: { type: "custom.note", text: "b" } }] };
+    const batch = {
+      attempt: 9,
+      events: [
+        { seq: 0, event: { type: "custom.note", text: "a" } },
+        { seq: 1, event: { type: "custom.note", text: "b" } },
+      ],
+    };
     const path = `/api/workers/jobs/${job.job_id}/events`;
     expect((await t.call("POST", path, { json: batch, auth: bearer(other.body.token) })).status).toBe(404);
     const first = await t.call("POST", path, { json: batch, auth: bearer(token) });
@@ -158,14 +208,24 @@ describe("the runner", () => {
     const again = await t.call("POST", path, { json: batch, auth: bearer(token) });
     expect(again.body).toEqual({ stored: 0, next_index: first.body.next_index });
     expect(first.body.stored).toBe(2);
-    const tail = (await t.call("GET", `/api/training/events?job_id=${job.job_id}&since_index=${first.body.next_index - 2}`, { auth: auth() })).body.events;
-    expect(tail.map((e: any) => [e.index, e.type, e.text])).toEqual([[first.body.next_index - 2, "custom.note", "a"], [first.body.next_index - 1, "custom.note", "b"]]);
-    const bad = await t.call("POST", path, { json: { attempt: 1, events: [{ seq: 0, event: { title: "no type" } }] }, auth: bearer(token) });
+    const tail = (
+      await t.call("GET", `/api/training/events?job_id=${job.job_id}&since_index=${first.body.next_index - 2}`, { auth: auth() })
+    ).body.events;
+    expect(tail.map((e: any) => [e.index, e.type, e.text])).toEqual([
+      [first.body.next_index - 2, "custom.note", "a"],
+      [first.body.next_index - 1, "custom.note", "b"],
+    ]);
+    const bad = await t.call("POST", path, {
+      json: { attempt: 1, events: [{ seq: 0, event: { title: "no type" } }] },
+      auth: bearer(token),
+    });
     expect(bad.status).toBe(422);
   });
 
-  it.skipIf(!HAS_BWRAP)("takes events a trainer POSTs as raw webhooks to the callback the runner puts in its --webhook_config", async () => {
-    const poster = `
+  it.skipIf(!HAS_BWRAP)(
+    "takes events a trainer POSTs as raw webhooks to the callback the runner puts in its --webhook_config",
+    async () => {
+      const poster = `
       const hooks = JSON.parse(process.argv[process.argv.indexOf("--webhook_config") + 1]);
       const post = (body) => fetch(hooks[0].callback_url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
       (async () => {
@@ -174,16 +234,21 @@ describe("the runner", () => {
         await post({ type: "custom.event", data: { x: 1 } });
         await post([1, 2]);
       })();`;
-    await env("webhook-trainer", { "--num_processes": 0, "--trainer_command": JSON.stringify([process.execPath, "-e", poster, "--"]), "--webhook_config": JSON.stringify([{ webhook_type: "raw", callback_url: "https://user-receiver.example/h" }]) });
-    const job = await submit("webhook-trainer");
-    await until("the job to complete", async () => (await entry(job.job_id))?.status === "completed");
-    const events = (await t.call("GET", `/api/training/events?job_id=${job.job_id}`, { auth: auth() })).body.events as any[];
-    // Only the runner's own callback reaches the trainer; the user's receiver is the edge's to call.
-    expect(events.find((e) => e.type === "hooks.seen").data).toEqual({ count: 1, type: "raw", env: true });
-    expect(events.find((e) => e.type === "train_status")).toMatchObject({ message_type: "train_status", state: { global_step: 3 } });
-    expect(events.find((e) => e.type === "custom.event")).toMatchObject({ data: { x: 1 } });
-    expect(events.find((e) => e.type === "webhook")).toMatchObject({ data: [1, 2] });
-  });
+      await env("webhook-trainer", {
+        "--num_processes": 0,
+        "--trainer_command": JSON.stringify([process.execPath, "-e", poster, "--"]),
+        "--webhook_config": JSON.stringify([{ webhook_type: "raw", callback_url: "https://user-receiver.example/h" }]),
+      });
+      const job = await submit("webhook-trainer");
+      await until("the job to complete", async () => (await entry(job.job_id))?.status === "completed");
+      const events = (await t.call("GET", `/api/training/events?job_id=${job.job_id}`, { auth: auth() })).body.events as any[];
+      // Only the runner's own callback reaches the trainer; the user's receiver is the edge's to call.
+      expect(events.find((e) => e.type === "hooks.seen").data).toEqual({ count: 1, type: "raw", env: true });
+      expect(events.find((e) => e.type === "train_status")).toMatchObject({ message_type: "train_status", state: { global_step: 3 } });
+      expect(events.find((e) => e.type === "custom.event")).toMatchObject({ data: { x: 1 } });
+      expect(events.find((e) => e.type === "webhook")).toMatchObject({ data: [1, 2] });
+    },
+  );
 
   it("runs SimpleTuner through accelerate when the environment names no trainer", async () => {
     await env("simpletuner", { "--num_processes": 1, "--learning_rate": 0.0001 });
@@ -195,11 +260,29 @@ describe("the runner", () => {
     const dataloader = join(workDir, "jobs", job.job_id, "config", "multidatabackend.json");
     expect(launched.data.cuda).toBe("0");
     const argv = launched.data.argv as string[];
-    expect(argv.slice(0, 10)).toEqual(["launch", "--num_processes", "1", "--num_machines", "1", "--dynamo_backend", "no", "simpletuner/train.py", "--learning_rate", "0.0001"]);
+    expect(argv.slice(0, 10)).toEqual([
+      "launch",
+      "--num_processes",
+      "1",
+      "--num_machines",
+      "1",
+      "--dynamo_backend",
+      "no",
+      "simpletuner/train.py",
+      "--learning_rate",
+      "0.0001",
+    ]);
     expect(argv.slice(10, 12)).toEqual(["--data_backend_config", dataloader]);
     expect(argv.slice(14, 16)).toEqual(["--output_dir", out]);
     expect(argv[12]).toBe("--webhook_config");
-    expect(JSON.parse(argv[13]!)).toEqual([{ webhook_type: "raw", callback_url: expect.stringMatching(/^http:\/\/127\.0\.0\.1:\d+\/$/), log_level: "info", ssl_no_verify: false }]);
+    expect(JSON.parse(argv[13]!)).toEqual([
+      {
+        webhook_type: "raw",
+        callback_url: expect.stringMatching(/^http:\/\/127\.0\.0\.1:\d+\/$/),
+        log_level: "info",
+        ssl_no_verify: false,
+      },
+    ]);
   });
 
   it("wakes the runner through its channel: with a 60 s poll, assignments and commands still arrive at once", async () => {
@@ -216,10 +299,16 @@ describe("the runner", () => {
     const other = await t.call("POST", "/api/admin/workers", { json: { name: "other" }, auth: auth() });
     await t.call("POST", "/api/workers/register", { json: { role: "remote" }, auth: { bearer: other.body.token } });
     const job = await submit("demo-1");
-    const refused = await t.call("POST", `/api/workers/jobs/${job.job_id}/finish`, { json: { status: "completed" }, auth: { bearer: other.body.token } });
+    const refused = await t.call("POST", `/api/workers/jobs/${job.job_id}/finish`, {
+      json: { status: "completed" },
+      auth: { bearer: other.body.token },
+    });
     expect(refused.status).toBe(404);
     await until("the job to complete", async () => (await entry(job.job_id))?.status === "completed");
-    const late = await t.call("POST", `/api/workers/jobs/${job.job_id}/finish`, { json: { status: "failed" }, auth: { bearer: other.body.token } });
+    const late = await t.call("POST", `/api/workers/jobs/${job.job_id}/finish`, {
+      json: { status: "failed" },
+      auth: { bearer: other.body.token },
+    });
     expect(late.status).toBe(404);
     expect((await t.call("POST", `/api/workers/jobs/${job.job_id}/finish`, { json: { status: "completed" } })).status).toBe(401);
     // No runner behind this worker: drained, so later jobs with target auto do not go to it.
@@ -240,7 +329,15 @@ async function readSse(response: Response, stop: (e: SseEvent) => boolean) {
 
 describe("watching a job live", () => {
   it("streams server-sent events live in order, resumes after Last-Event-ID, and ends with the job", async () => {
-    await env("watched", { "--trainer": "demo", "--num_processes": 0, "--max_train_steps": 30, "--demo_step_ms": 30, "--validation_preview": true, "--validation_preview_steps": 4, "--validation_num_inference_steps": 9 });
+    await env("watched", {
+      "--trainer": "demo",
+      "--num_processes": 0,
+      "--max_train_steps": 30,
+      "--demo_step_ms": 30,
+      "--validation_preview": true,
+      "--validation_preview_steps": 4,
+      "--validation_num_inference_steps": 9,
+    });
     const job = await submit("watched");
     const url = `${t.base}/api/training/events/stream?job_id=${job.job_id}`;
     const headers = { "x-api-key": admin.key, accept: "text/event-stream" };
@@ -271,7 +368,9 @@ describe("watching a job live", () => {
   it("streams over a WebSocket on the same path", async () => {
     const job = await submit("watched");
     const messages: any[] = [];
-    const socket = new WebSocket(`${t.base.replace("http", "ws")}/api/training/events/stream?job_id=${job.job_id}`, { headers: { "x-api-key": admin.key } });
+    const socket = new WebSocket(`${t.base.replace("http", "ws")}/api/training/events/stream?job_id=${job.job_id}`, {
+      headers: { "x-api-key": admin.key },
+    });
     await new Promise<void>((done, fail) => {
       socket.on("message", (data) => {
         const m = JSON.parse(String(data));
@@ -294,7 +393,9 @@ describe("datasets on the box", () => {
     form.set("target_path", "faces");
     form.append("files[]", new Blob(["png bytes"]), "a.png");
     form.append("files[]", new Blob(["a caption"]), "a.txt");
-    expect((await fetch(`${t.base}/api/datasets/upload`, { method: "POST", headers: { "x-api-key": admin.key }, body: form })).status).toBe(201);
+    expect((await fetch(`${t.base}/api/datasets/upload`, { method: "POST", headers: { "x-api-key": admin.key }, body: form })).status).toBe(
+      201,
+    );
     const ready = async () => {
       const job = await submit("faces");
       await until("the job to complete", async () => (await entry(job.job_id))?.status === "completed");
@@ -326,25 +427,40 @@ describe("datasets on the box", () => {
 describe("datasets for a runner", () => {
   it("serves a dataset only for a job running on the asking worker, and only one its dataloader names", async () => {
     await env("named-set", { "--trainer": "demo", "--num_processes": 0, "--max_train_steps": 1 });
-    for (const [target, name, body] of [["named-set", "a.txt", "named caption"], ["private-set", "secret.txt", "someone else's data"]]) {
+    for (const [target, name, body] of [
+      ["named-set", "a.txt", "named caption"],
+      ["private-set", "secret.txt", "someone else's data"],
+    ]) {
       const form = new FormData();
       form.set("target_path", target!);
       form.append("files[]", new Blob([body!]), name!);
-      expect((await fetch(`${t.base}/api/datasets/upload`, { method: "POST", headers: { "x-api-key": admin.key }, body: form })).status).toBe(201);
+      expect(
+        (await fetch(`${t.base}/api/datasets/upload`, { method: "POST", headers: { "x-api-key": admin.key }, body: form })).status,
+      ).toBe(201);
     }
     // A worker with no runner behind it: the job assigned to it stays running while it asks.
     const probe = await t.call("POST", "/api/admin/workers", { json: { name: "dataset-probe" }, auth: auth() });
     const asProbe = { bearer: probe.body.token };
     await t.call("POST", "/api/workers/register", { json: { role: "remote", labels: { probe: "datasets" } }, auth: asProbe });
-    const job = (await t.call("POST", "/api/queue/submit", { json: { config_name: "named-set", target: "worker", worker_labels: { probe: "datasets" } }, auth: auth() })).body;
+    const job = (
+      await t.call("POST", "/api/queue/submit", {
+        json: { config_name: "named-set", target: "worker", worker_labels: { probe: "datasets" } },
+        auth: auth(),
+      })
+    ).body;
     expect(job).toMatchObject({ status: "running", worker_id: probe.body.id });
-    const ask = (what: string, path: string, as = asProbe, jobId = job.job_id) => t.call("GET", `/api/workers/datasets/${what}?job_id=${encodeURIComponent(jobId)}&path=${encodeURIComponent(path)}`, { auth: as });
+    const ask = (what: string, path: string, as = asProbe, jobId = job.job_id) =>
+      t.call("GET", `/api/workers/datasets/${what}?job_id=${encodeURIComponent(jobId)}&path=${encodeURIComponent(path)}`, { auth: as });
     try {
       // What the job's dataloader names: served.
       expect((await ask("manifest", "datasets/named-set")).body).toMatchObject({ path: "named-set", files: [{ path: "a.txt", size: 13 }] });
       expect((await ask("file", "named-set/a.txt")).text).toBe("named caption");
       // Another dataset, for this very job: refused, nothing served.
-      for (const [what, path] of [["manifest", "private-set"], ["file", "private-set/secret.txt"], ["file", "datasets/private-set/secret.txt"]]) {
+      for (const [what, path] of [
+        ["manifest", "private-set"],
+        ["file", "private-set/secret.txt"],
+        ["file", "datasets/private-set/secret.txt"],
+      ]) {
         const refused = await ask(what!, path!);
         expect([refused.status, refused.body.code]).toEqual([403, "dataset_not_in_job"]);
         expect(refused.text).not.toContain("someone else's data");
@@ -356,7 +472,11 @@ describe("datasets for a runner", () => {
       // Another worker (this file's runner) asking for this job's dataset: not its job.
       for (const what of ["manifest", "file"]) {
         const other = await ask(what, what === "file" ? "named-set/a.txt" : "named-set", { bearer: token });
-        expect([other.status, other.body.code, other.body.detail]).toEqual([404, "not_found", `Job ${job.job_id} is not running on this worker`]);
+        expect([other.status, other.body.code, other.body.detail]).toEqual([
+          404,
+          "not_found",
+          `Job ${job.job_id} is not running on this worker`,
+        ]);
       }
       expect((await ask("manifest", "named-set", asProbe, "no-such-job")).status).toBe(404);
       expect((await t.call("GET", "/api/workers/datasets/manifest?path=named-set", { auth: asProbe })).status).toBe(422);
@@ -391,11 +511,36 @@ describe("outbound webhooks", () => {
     const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
     try {
       const hooks = JSON.stringify([{ webhook_type: "raw", callback_url: url, log_level: "info", ssl_no_verify: false }]);
-      await env("hooked", { "--trainer": "demo", "--num_processes": 0, "--max_train_steps": 3, "--demo_step_ms": 10, "--checkpointing_steps": 3, "--webhook_config": hooks, "--webhook_reporting_interval": 0 });
+      await env("hooked", {
+        "--trainer": "demo",
+        "--num_processes": 0,
+        "--max_train_steps": 3,
+        "--demo_step_ms": 10,
+        "--checkpointing_steps": 3,
+        "--webhook_config": hooks,
+        "--webhook_reporting_interval": 0,
+      });
       // Private targets are refused by default: at validation, and at delivery.
-      const inline = { "--model_family": "demo", "--model_type": "full", "--pretrained_model_name_or_path": "none", "--output_dir": "output", "--data_backend_config": "d.json", "--max_train_steps": "3", "--webhook_config": hooks };
-      const check = await fetch(`${t.base}/api/training/validate`, { method: "POST", headers: { "x-api-key": admin.key, "content-type": "application/json" }, body: JSON.stringify(inline) });
-      expect((await check.json()).errors).toEqual([{ field: "--webhook_config", message: `${url}: 127.0.0.1 is a loopback, private or reserved address; an admin can allow private targets (PUT /api/admin/webhooks)` }]);
+      const inline = {
+        "--model_family": "demo",
+        "--model_type": "full",
+        "--pretrained_model_name_or_path": "none",
+        "--output_dir": "output",
+        "--data_backend_config": "d.json",
+        "--max_train_steps": "3",
+        "--webhook_config": hooks,
+      };
+      const check = await fetch(`${t.base}/api/training/validate`, {
+        method: "POST",
+        headers: { "x-api-key": admin.key, "content-type": "application/json" },
+        body: JSON.stringify(inline),
+      });
+      expect((await check.json()).errors).toEqual([
+        {
+          field: "--webhook_config",
+          message: `${url}: 127.0.0.1 is a loopback, private or reserved address; an admin can allow private targets (PUT /api/admin/webhooks)`,
+        },
+      ]);
       const refused = await submit("hooked");
       await until("the job to complete", async () => (await entry(refused.job_id))?.status === "completed");
       const refusedList = await until("the refusals", async () => {
@@ -411,16 +556,23 @@ describe("outbound webhooks", () => {
       expect(signing_secret).toMatch(/^whsec_/);
       const job = await submit("hooked");
       await until("the job to complete", async () => (await entry(job.job_id))?.status === "completed");
-      const list = await until("every delivery, the retried one included", async () => {
-        const d = (await t.call("GET", `/api/training/webhooks?job_id=${job.job_id}`, { auth: auth() })).body.deliveries as any[];
-        return d.length > 0 && d.every((x) => x.status === "delivered") && d;
-      }, 30_000);
+      const list = await until(
+        "every delivery, the retried one included",
+        async () => {
+          const d = (await t.call("GET", `/api/training/webhooks?job_id=${job.job_id}`, { auth: auth() })).body.deliveries as any[];
+          return d.length > 0 && d.every((x) => x.status === "delivered") && d;
+        },
+        30_000,
+      );
       expect(list.find((d: any) => d.type === "job.started")).toMatchObject({ status: "delivered", attempts: 2, last_error: null });
       const verifier = new Webhook(signing_secret);
       const messages = received.map((r) => verifier.verify(r.body, r.headers) as any).filter((m) => m.job_id === job.job_id);
       const types = messages.map((m) => m.type);
       expect(types).toEqual(expect.arrayContaining(["job.started", "job.progress", "job.checkpoint", "job.completed"]));
-      expect(messages.find((m) => m.type === "job.completed")).toMatchObject({ job_id: job.job_id, data: { status: "completed", last_progress: { step: 3, total_steps: 3 } } });
+      expect(messages.find((m) => m.type === "job.completed")).toMatchObject({
+        job_id: job.job_id,
+        data: { status: "completed", last_progress: { step: 3, total_steps: 3 } },
+      });
       expect(new Set(received.map((r) => r.headers["webhook-id"])).size).toBe(received.length);
       // A tampered body does not verify.
       expect(() => verifier.verify(received[0]!.body.replace("job", "jab"), received[0]!.headers)).toThrow();
@@ -460,63 +612,85 @@ describe("scripts", () => {
       ]),
     );
     expect(events.filter((e) => e.type === "script.finished").map((e) => [e.data.script, e.data.exit_code])).toEqual(
-      expect.arrayContaining([["post_checkpoint", 0], ["post_checkpoint", 0], ["validation", 0]]),
+      expect.arrayContaining([
+        ["post_checkpoint", 0],
+        ["post_checkpoint", 0],
+        ["validation", 0],
+      ]),
     );
     // The events all arrived before the job was reported completed: the last one is the trainer's or a script's.
     expect(events.map((e) => e.index)).toEqual(events.map((_, i) => i));
   });
 
-  it.skipIf(!HAS_BWRAP)("runs --post_upload_script once per upload.completed event, with the remote path, model_type and lora_type", async () => {
-    const echo = ECHO_ARGS;
-    const uploader = `for (const step of [5, 10]) console.log(JSON.stringify({ type: "upload.completed", data: { step, local_path: "/o/checkpoint-" + step, remote_path: "s3://bucket/run/checkpoint-" + step, provider: "s3" } }));`;
-    await env("uploads", {
-      "--num_processes": 0,
-      "--trainer_command": JSON.stringify([process.execPath, "-e", uploader, "--"]),
-      "--model_type": "lora",
-      "--lora_type": "lycoris",
-      "--post_upload_script": `${echo} {remote_checkpoint_path} {local_checkpoint_path} {global_step} {model_type} {lora_type}`,
-    });
-    const job = await submit("uploads");
-    await until("the job to complete", async () => (await entry(job.job_id))?.status === "completed");
-    const events = (await t.call("GET", `/api/training/events?job_id=${job.job_id}`, { auth: auth() })).body.events as any[];
-    const runs = events.filter((e) => e.type === "script.output" && e.data.script === "post_upload").map((e) => JSON.parse(e.message));
-    expect(runs).toEqual(
-      expect.arrayContaining([
-        ["s3://bucket/run/checkpoint-5", "/o/checkpoint-5", "5", "lora", "lycoris"],
-        ["s3://bucket/run/checkpoint-10", "/o/checkpoint-10", "10", "lora", "lycoris"],
-      ]),
-    );
-    expect(runs).toHaveLength(2);
-  });
+  it.skipIf(!HAS_BWRAP)(
+    "runs --post_upload_script once per upload.completed event, with the remote path, model_type and lora_type",
+    async () => {
+      const echo = ECHO_ARGS;
+      const uploader = `for (const step of [5, 10]) console.log(JSON.stringify({ type: "upload.completed", data: { step, local_path: "/o/checkpoint-" + step, remote_path: "s3://bucket/run/checkpoint-" + step, provider: "s3" } }));`;
+      await env("uploads", {
+        "--num_processes": 0,
+        "--trainer_command": JSON.stringify([process.execPath, "-e", uploader, "--"]),
+        "--model_type": "lora",
+        "--lora_type": "lycoris",
+        "--post_upload_script": `${echo} {remote_checkpoint_path} {local_checkpoint_path} {global_step} {model_type} {lora_type}`,
+      });
+      const job = await submit("uploads");
+      await until("the job to complete", async () => (await entry(job.job_id))?.status === "completed");
+      const events = (await t.call("GET", `/api/training/events?job_id=${job.job_id}`, { auth: auth() })).body.events as any[];
+      const runs = events.filter((e) => e.type === "script.output" && e.data.script === "post_upload").map((e) => JSON.parse(e.message));
+      expect(runs).toEqual(
+        expect.arrayContaining([
+          ["s3://bucket/run/checkpoint-5", "/o/checkpoint-5", "5", "lora", "lycoris"],
+          ["s3://bucket/run/checkpoint-10", "/o/checkpoint-10", "10", "lora", "lycoris"],
+        ]),
+      );
+      expect(runs).toHaveLength(2);
+    },
+  );
 
-  it.skipIf(!HAS_BWRAP)("hands the trainer the job's storage credentials, with which it uploads its result to the storage endpoint", async () => {
-    // The trainer uploads with the stock AWS SDK (from this repository's node_modules), as a
-    // Python trainer would with boto3, reading only the TRAINER_STORAGE_* variables.
-    const trainer = `
+  it.skipIf(!HAS_BWRAP)(
+    "hands the trainer the job's storage credentials, with which it uploads its result to the storage endpoint",
+    async () => {
+      // The trainer uploads with the stock AWS SDK (from this repository's node_modules), as a
+      // Python trainer would with boto3, reading only the TRAINER_STORAGE_* variables.
+      const trainer = `
       const aws = require("node:module").createRequire(${JSON.stringify(join(process.cwd(), "package.json"))})("@aws-sdk/client-s3");
       const e = process.env;
       const s3 = new aws.S3Client({ endpoint: e.TRAINER_STORAGE_ENDPOINT_URL, forcePathStyle: true, region: e.TRAINER_STORAGE_REGION, expectContinueHeader: false,
         credentials: { accessKeyId: e.TRAINER_STORAGE_ACCESS_KEY_ID, secretAccessKey: e.TRAINER_STORAGE_SECRET_ACCESS_KEY } });
       s3.send(new aws.PutObjectCommand({ Bucket: e.TRAINER_STORAGE_BUCKET, Key: "final/model.txt", Body: "weights of " + e.TRAINER_JOB_ID }))
         .then((r) => console.log(JSON.stringify({ type: "upload.completed", data: { etag: r.ETag, bucket: e.TRAINER_STORAGE_BUCKET } })), (err) => { console.error(String(err)); process.exit(4); });`;
-    await env("uploads-results", { "--num_processes": 0, "--trainer_command": JSON.stringify([process.execPath, "-e", trainer, "--"]) });
-    const job = await submit("uploads-results");
-    await until("the job to complete", async () => (await entry(job.job_id))?.status === "completed");
-    const events = (await t.call("GET", `/api/training/events?job_id=${job.job_id}`, { auth: auth() })).body.events as any[];
-    expect(events.find((e) => e.type === "upload.completed")?.data).toMatchObject({ bucket: job.job_id });
-    const stored = await t.call("GET", `/api/cloud/storage/${job.job_id}/final/model.txt`, { auth: auth() });
-    expect([stored.status, stored.text]).toEqual([200, `weights of ${job.job_id}`]);
-    expect(runnerOutput).not.toContain("TRAINER_STORAGE_SECRET_ACCESS_KEY");
-  });
+      await env("uploads-results", { "--num_processes": 0, "--trainer_command": JSON.stringify([process.execPath, "-e", trainer, "--"]) });
+      const job = await submit("uploads-results");
+      await until("the job to complete", async () => (await entry(job.job_id))?.status === "completed");
+      const events = (await t.call("GET", `/api/training/events?job_id=${job.job_id}`, { auth: auth() })).body.events as any[];
+      expect(events.find((e) => e.type === "upload.completed")?.data).toMatchObject({ bucket: job.job_id });
+      const stored = await t.call("GET", `/api/cloud/storage/${job.job_id}/final/model.txt`, { auth: auth() });
+      expect([stored.status, stored.text]).toEqual([200, `weights of ${job.job_id}`]);
+      expect(runnerOutput).not.toContain("TRAINER_STORAGE_SECRET_ACCESS_KEY");
+    },
+  );
 
   it("does not run a script the box does not declare: a script.refused event names it; the job goes on", async () => {
-    await env("bad-scripts", { "--trainer": "demo", "--num_processes": 0, "--max_train_steps": 2, "--demo_step_ms": 10, "--checkpointing_steps": 1, "--post_checkpoint_script": "/no/such/program {global_step}" });
+    await env("bad-scripts", {
+      "--trainer": "demo",
+      "--num_processes": 0,
+      "--max_train_steps": 2,
+      "--demo_step_ms": 10,
+      "--checkpointing_steps": 1,
+      "--post_checkpoint_script": "/no/such/program {global_step}",
+    });
     const job = await submit("bad-scripts");
     await until("the job to complete", async () => (await entry(job.job_id))?.status === "completed");
     const events = (await t.call("GET", `/api/training/events?job_id=${job.job_id}`, { auth: auth() })).body.events as any[];
     const refused = events.filter((e) => e.type === "script.refused");
-    expect(refused.map((e) => e.data)).toEqual([{ script: "post_checkpoint", program: "/no/such/program" }, { script: "post_checkpoint", program: "/no/such/program" }]);
-    expect(refused[0].title).toBe("post_checkpoint script /no/such/program not run: this box's runner config does not declare it in scripts");
+    expect(refused.map((e) => e.data)).toEqual([
+      { script: "post_checkpoint", program: "/no/such/program" },
+      { script: "post_checkpoint", program: "/no/such/program" },
+    ]);
+    expect(refused[0].title).toBe(
+      "post_checkpoint script /no/such/program not run: this box's runner config does not declare it in scripts",
+    );
     expect(events.some((e) => e.type === "script.finished" || e.type === "script.output")).toBe(false);
   });
 });
@@ -527,7 +701,8 @@ describe("validate and start (training forms)", () => {
     for (const [k, v] of Object.entries(fields)) f.set(k, v);
     return f;
   };
-  const post = (path: string, fields: Record<string, string>) => fetch(`${t.base}${path}`, { method: "POST", headers: { "x-api-key": admin.key }, body: form(fields) });
+  const post = (path: string, fields: Record<string, string>) =>
+    fetch(`${t.base}${path}`, { method: "POST", headers: { "x-api-key": admin.key }, body: form(fields) });
   const inline = {
     "--model_family": "demo",
     "--model_type": "full",
@@ -545,11 +720,29 @@ describe("validate and start (training forms)", () => {
     const empty = await (await post("/api/training/validate", { __active_tab__: "model" })).json();
     const me = (await t.call("GET", "/api/users/me", { auth: auth() })).body.id;
     expect(empty).toMatchObject({ valid: false, environment: `inline-run-${me}`, active_tab: "model" });
-    expect(empty.errors.map((e: any) => e.field)).toEqual(["--model_family", "--model_type", "--pretrained_model_name_or_path", "--output_dir", "--data_backend_config", "--max_train_steps"]);
+    expect(empty.errors.map((e: any) => e.field)).toEqual([
+      "--model_family",
+      "--model_type",
+      "--pretrained_model_name_or_path",
+      "--output_dir",
+      "--data_backend_config",
+      "--max_train_steps",
+    ]);
     const ok = await (await post("/api/training/validate", inline)).json();
     expect(ok).toMatchObject({ valid: true, message: "Configuration Valid", errors: [] });
     expect(ok.options).toMatchObject({ "--max_train_steps": 3, "--num_train_epochs": 0, "--learning_rate": 0.0001, "--num_processes": 0 });
-    const bad = await (await post("/api/training/validate", { ...inline, "--learning_rate": "fast", "--train_batch_size": "0", "--num_train_epochs": "2", "--validation_resolution": "big", "--output_dir": "../x", "--webhook_config": '[{"callback_url":"ftp://x"}]', colour: "red" })).json();
+    const bad = await (
+      await post("/api/training/validate", {
+        ...inline,
+        "--learning_rate": "fast",
+        "--train_batch_size": "0",
+        "--num_train_epochs": "2",
+        "--validation_resolution": "big",
+        "--output_dir": "../x",
+        "--webhook_config": '[{"callback_url":"ftp://x"}]',
+        colour: "red",
+      })
+    ).json();
     expect(bad.valid).toBe(false);
     expect(bad.message).toBe("9 problems found"); // the ftp receiver counts twice: its shape, and the SSRF guard; both of epochs and steps are named
     expect(bad.errors).toEqual(
@@ -577,15 +770,28 @@ describe("validate and start (training forms)", () => {
     expect((await t.call("GET", `/api/configs/${inlineName}`, { auth: auth() })).status).toBe(404);
     const started = await (await post("/api/training/start", inline)).json();
     expect(started).toMatchObject({ success: true, status: "running", environment: inlineName });
-    await until(`the inline run to complete (${JSON.stringify(started)})`, async () => { const e = await entry(started.job_id); if (e?.status === "failed") throw new Error(e.error_message); return e?.status === "completed"; });
+    await until(`the inline run to complete (${JSON.stringify(started)})`, async () => {
+      const e = await entry(started.job_id);
+      if (e?.status === "failed") throw new Error(e.error_message);
+      return e?.status === "completed";
+    });
     const saved = (await t.call("GET", `/api/configs/${inlineName}`, { auth: auth() })).body;
     expect(saved.config).toMatchObject({ "--max_train_steps": 3, "--num_train_epochs": 0, "--trainer": "demo", "--train_batch_size": 1 });
   });
 
   it("starts the form as the active environment's configuration, replacing its options", async () => {
-    await env("active-demo", { "--trainer": "demo", "--num_processes": 0, "--max_train_steps": 1000, "--demo_step_ms": 10, "--learning_rate": 0.05, "--validation_prompt": "gone" });
+    await env("active-demo", {
+      "--trainer": "demo",
+      "--num_processes": 0,
+      "--max_train_steps": 1000,
+      "--demo_step_ms": 10,
+      "--learning_rate": 0.05,
+      "--validation_prompt": "gone",
+    });
     expect((await t.call("POST", "/api/configs/active-demo/activate", { auth: auth() })).status).toBe(200);
-    const started = await (await post("/api/training/start", { ...inline, "--max_train_steps": "4", "--learning_rate": "0.05", __active_tab__: "training" })).json();
+    const started = await (
+      await post("/api/training/start", { ...inline, "--max_train_steps": "4", "--learning_rate": "0.05", __active_tab__: "training" })
+    ).json();
     expect(started).toMatchObject({ status: "running", environment: "active-demo" });
     await until("the run to complete", async () => (await entry(started.job_id))?.status === "completed");
     const events = (await t.call("GET", `/api/training/events?job_id=${started.job_id}`, { auth: auth() })).body.events as any[];
@@ -593,36 +799,68 @@ describe("validate and start (training forms)", () => {
     const saved = (await t.call("GET", "/api/configs/active-demo", { auth: auth() })).body.config;
     expect(saved).toMatchObject({ "--max_train_steps": 4, "--learning_rate": 0.05, "--num_train_epochs": 0, "--seed": 42 });
     expect(saved["--validation_prompt"]).toBeUndefined();
-    expect((await fetch(`${t.base}/api/training/start`, { method: "POST", headers: { "x-api-key": admin.key, "content-type": "text/plain" }, body: "x" })).status).toBe(415);
+    expect(
+      (
+        await fetch(`${t.base}/api/training/start`, {
+          method: "POST",
+          headers: { "x-api-key": admin.key, "content-type": "text/plain" },
+          body: "x",
+        })
+      ).status,
+    ).toBe(415);
   });
 });
 
 describe("training control", () => {
   it("runs a validation and a checkpoint on request, reports status and checkpoints, and stops gracefully", async () => {
-    await env("controlled", { "--trainer": "demo", "--num_processes": 1, "--max_train_steps": 100000, "--demo_step_ms": 40, "--checkpointing_steps": 0 });
+    await env("controlled", {
+      "--trainer": "demo",
+      "--num_processes": 1,
+      "--max_train_steps": 100000,
+      "--demo_step_ms": 40,
+      "--checkpointing_steps": 0,
+    });
     const job = await submit("controlled");
     const events = async () => (await t.call("GET", `/api/training/events?job_id=${job.job_id}`, { auth: auth() })).body.events as any[];
     await until("steps", async () => (await events()).some((e) => e.type === "training.progress"));
     const status = (await t.call("GET", `/api/training/status?job_id=${job.job_id}`, { auth: auth() })).body;
-    expect(status).toMatchObject({ state: "running", job_id: job.job_id, status: "running", startup_stage: "training", allocated_gpus: [0], attempt: 1 });
+    expect(status).toMatchObject({
+      state: "running",
+      job_id: job.job_id,
+      status: "running",
+      startup_stage: "training",
+      allocated_gpus: [0],
+      attempt: 1,
+    });
     expect(status.progress.step).toBeGreaterThan(0);
     const validation = await t.call("POST", "/api/training/validation/run", { json: { job_id: job.job_id }, auth: auth() });
     expect(validation.body).toMatchObject({ success: true, job_id: job.job_id });
     // A form works too, as the spec's clients send it.
     const form = new FormData();
     form.set("job_id", job.job_id);
-    const checkpoint = await fetch(`${t.base}/api/training/checkpoint/run`, { method: "POST", headers: { "x-api-key": admin.key }, body: form });
+    const checkpoint = await fetch(`${t.base}/api/training/checkpoint/run`, {
+      method: "POST",
+      headers: { "x-api-key": admin.key },
+      body: form,
+    });
     expect(checkpoint.status).toBe(200);
     const saved = await until("the requested checkpoint", async () => (await events()).find((e) => e.type === "checkpoint.saved"));
     expect(saved.data.on_demand).toBe(true);
-    await until("the requested validation", async () => (await events()).some((e) => e.type === "validation.completed" && e.data.on_demand));
+    await until("the requested validation", async () =>
+      (await events()).some((e) => e.type === "validation.completed" && e.data.on_demand),
+    );
     const listed = (await t.call("POST", "/api/training/checkpoints", { json: { job_id: job.job_id }, auth: auth() })).body;
-    expect(listed).toEqual({ job_id: job.job_id, checkpoints: [{ name: `checkpoint-${saved.data.step}`, path: saved.data.path, step: saved.data.step, saved_at: expect.any(String) }] });
+    expect(listed).toEqual({
+      job_id: job.job_id,
+      checkpoints: [{ name: `checkpoint-${saved.data.step}`, path: saved.data.path, step: saved.data.step, saved_at: expect.any(String) }],
+    });
     // The list is the output directory as the runner sees it: a checkpoint deleted on the box is gone.
     rmSync(saved.data.path, { recursive: true });
     expect((await t.call("POST", "/api/training/stop", { json: { job_id: job.job_id }, auth: auth() })).status).toBe(200);
     await until("the job to end", async () => (await entry(job.job_id))?.status === "completed");
-    expect((await t.call("POST", "/api/training/checkpoints", { json: { job_id: job.job_id }, auth: auth() })).body.checkpoints).toEqual([]);
+    expect((await t.call("POST", "/api/training/checkpoints", { json: { job_id: job.job_id }, auth: auth() })).body.checkpoints).toEqual(
+      [],
+    );
     // The demo trainer stops as SimpleTuner does on KeyboardInterrupt: an interrupted status, exit 0.
     expect((await events()).at(-1)).toMatchObject({ type: "training.status", data: { status: "interrupted", signal: "SIGINT" } });
     // Nothing running any more: the spec's 400.
@@ -657,18 +895,33 @@ describe("training control", () => {
     const pend = await submit("hog");
     expect(pend.status).toBe("queued");
     const body = new URLSearchParams({ job_id: pend.job_id });
-    const r = await fetch(`${t.base}/api/training/cancel`, { method: "POST", headers: { "x-api-key": admin.key, "content-type": "application/x-www-form-urlencoded" }, body });
+    const r = await fetch(`${t.base}/api/training/cancel`, {
+      method: "POST",
+      headers: { "x-api-key": admin.key, "content-type": "application/x-www-form-urlencoded" },
+      body,
+    });
     expect(r.status).toBe(200);
     expect((await entry(pend.job_id)).status).toBe("cancelled");
     await t.call("POST", "/api/training/cancel", { json: { job_id: later.job_id }, auth: auth() });
     await t.call("POST", "/api/queue/process", { auth: auth() });
-    await until("the GPUs to be free", async () => (await t.call("GET", "/api/system/status?include_allocation=true", { auth: auth() })).body.gpu_allocation.running_local_jobs === 0);
+    await until(
+      "the GPUs to be free",
+      async () =>
+        (await t.call("GET", "/api/system/status?include_allocation=true", { auth: auth() })).body.gpu_allocation.running_local_jobs === 0,
+    );
   });
 });
 
 describe("a runner killed mid-job", () => {
   it("never leaves the job running: restarted, it puts the job back in the queue and runs it again, and fails it after max_attempts", async () => {
-    await env("long", { "--trainer": "demo", "--num_processes": 1, "--max_train_steps": 10000, "--demo_step_ms": 50, "--checkpointing_steps": 5, "--resume_from_checkpoint": "latest" });
+    await env("long", {
+      "--trainer": "demo",
+      "--num_processes": 1,
+      "--max_train_steps": 10000,
+      "--demo_step_ms": 50,
+      "--checkpointing_steps": 5,
+      "--resume_from_checkpoint": "latest",
+    });
     const job = await submit("long");
     expect(job.status).toBe("running");
     const log = join(workDir, "jobs", job.job_id, "output.log");
@@ -688,7 +941,11 @@ describe("a runner killed mid-job", () => {
     await until("the resumed run", async () => /"resumed_from_step":[1-9]/.test(read()));
     // Killed again during attempt 2, then during attempt 3 (max_attempts): the job fails.
     for (const attempt of [2, 3]) {
-      await until(`attempt ${attempt} to be under way`, async () => (await entry(job.job_id))?.attempt === attempt && runnerOutput.split(`job ${job.job_id} started`).length > before + attempt - 2);
+      await until(
+        `attempt ${attempt} to be under way`,
+        async () =>
+          (await entry(job.job_id))?.attempt === attempt && runnerOutput.split(`job ${job.job_id} started`).length > before + attempt - 2,
+      );
       runner.kill("SIGKILL");
       await new Promise((r) => runner.once("exit", r));
       startRunner();
@@ -697,7 +954,10 @@ describe("a runner killed mid-job", () => {
       const e = await entry(job.job_id);
       return e?.status === "failed" && e;
     });
-    expect(failed).toMatchObject({ attempt: 3, error_message: "the runner restarted while the job was running (attempt 3); no retries left" });
+    expect(failed).toMatchObject({
+      attempt: 3,
+      error_message: "the runner restarted while the job was running (attempt 3); no retries left",
+    });
     const next = await submit("demo-1");
     expect(next.status).toBe("running");
     await until("the next job to complete", async () => (await entry(next.job_id))?.status === "completed");
@@ -710,16 +970,43 @@ describe("a remote worker started as npm run runner starts it", () => {
     const created = await t.call("POST", "/api/admin/workers", { json: { name: "remote-a100" }, auth: auth() });
     const remoteDir = mkdtempSync(join(tmpdir(), "runner-remote-"));
     let output = "";
-    const remote = spawn(process.execPath, [".build/runner/main.mjs", "start", "--url", t.base, "--label", "gpu=a100-80gb", "--label", "zone=eu", "--work-dir", remoteDir, "--poll-ms", "60000"], {
-      env: { ...process.env, RUNNER_TOKEN: created.body.token, PATH: `${resolve("test/fakes")}:${process.env.PATH}`, FAKE_NVIDIA_GPUS: "1" },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
+    const remote = spawn(
+      process.execPath,
+      [
+        ".build/runner/main.mjs",
+        "start",
+        "--url",
+        t.base,
+        "--label",
+        "gpu=a100-80gb",
+        "--label",
+        "zone=eu",
+        "--work-dir",
+        remoteDir,
+        "--poll-ms",
+        "60000",
+      ],
+      {
+        env: {
+          ...process.env,
+          RUNNER_TOKEN: created.body.token,
+          PATH: `${resolve("test/fakes")}:${process.env.PATH}`,
+          FAKE_NVIDIA_GPUS: "1",
+        },
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
     remote.stdout!.on("data", (d: Buffer) => (output += d.toString()));
     remote.stderr!.on("data", (d: Buffer) => (output += d.toString()));
     try {
       await until("the remote worker to register", async () => output.includes("registered as worker"));
       expect(output).toContain("(remote) with 1 GPU(s)");
-      const job = (await t.call("POST", "/api/queue/submit", { json: { config_name: "demo-1", target: "worker", worker_labels: { gpu: "a100*" } }, auth: auth() })).body;
+      const job = (
+        await t.call("POST", "/api/queue/submit", {
+          json: { config_name: "demo-1", target: "worker", worker_labels: { gpu: "a100*" } },
+          auth: auth(),
+        })
+      ).body;
       expect(job).toMatchObject({ status: "running", worker_id: created.body.id });
       await until("the job to complete", async () => (await entry(job.job_id))?.status === "completed");
       // The built runner launched the built demo trainer (plain node, no TypeScript loader).
@@ -748,25 +1035,80 @@ describe("runner pieces", () => {
 
   it("keeps --output_dir inside the job's directory and passes options as argv, never a shell string", () => {
     const job = { job_id: "local-1", config_name: "x", dataloader: [], allocated_gpus: [2, 3], num_processes: 2, attempt: 1 };
-    const launch = planLaunch("/w", { ...job, config: { "--trainer": "demo", "--max_train_steps": 5, "--validation_prompt": "a cat; rm -rf /", "--validation_preview": true, "--push_checkpoints_to_hub": false } });
-    expect(launch.env).toMatchObject({ CUDA_VISIBLE_DEVICES: "2,3", TRAINER_JOB_ID: "local-1", SIMPLETUNER_ACCELERATE_SIGNAL_FILE: "/w/jobs/local-1/trainer-signal-attempt-1.json", TRAINER_OUTPUT_DIR: "/w/jobs/local-1/output" });
-    expect(launch.argv.slice(-8)).toEqual(["--max_train_steps", "5", "--validation_prompt", "a cat; rm -rf /", "--validation_preview", "true", "--output_dir", "/w/jobs/local-1/output"]);
-    expect(planLaunch("/w", { ...job, allocated_gpus: null, num_processes: 2, config: { "--trainer": "demo" } }, [0, 1, 2, 3]).env.CUDA_VISIBLE_DEVICES).toBe("0,1");
+    const launch = planLaunch("/w", {
+      ...job,
+      config: {
+        "--trainer": "demo",
+        "--max_train_steps": 5,
+        "--validation_prompt": "a cat; rm -rf /",
+        "--validation_preview": true,
+        "--push_checkpoints_to_hub": false,
+      },
+    });
+    expect(launch.env).toMatchObject({
+      CUDA_VISIBLE_DEVICES: "2,3",
+      TRAINER_JOB_ID: "local-1",
+      SIMPLETUNER_ACCELERATE_SIGNAL_FILE: "/w/jobs/local-1/trainer-signal-attempt-1.json",
+      TRAINER_OUTPUT_DIR: "/w/jobs/local-1/output",
+    });
+    expect(launch.argv.slice(-8)).toEqual([
+      "--max_train_steps",
+      "5",
+      "--validation_prompt",
+      "a cat; rm -rf /",
+      "--validation_preview",
+      "true",
+      "--output_dir",
+      "/w/jobs/local-1/output",
+    ]);
+    expect(
+      planLaunch("/w", { ...job, allocated_gpus: null, num_processes: 2, config: { "--trainer": "demo" } }, [0, 1, 2, 3]).env
+        .CUDA_VISIBLE_DEVICES,
+    ).toBe("0,1");
     for (const bad of ["../elsewhere", "/etc", "out/../../x"]) {
-      expect(() => planLaunch("/w", { ...job, config: { "--trainer": "demo", "--output_dir": bad } })).toThrow("--output_dir must be a path inside the job's directory");
+      expect(() => planLaunch("/w", { ...job, config: { "--trainer": "demo", "--output_dir": bad } })).toThrow(
+        "--output_dir must be a path inside the job's directory",
+      );
     }
-    expect(planLaunch("/w", { ...job, config: { "--trainer": "demo", "--output_dir": "runs/a" } }).env.TRAINER_OUTPUT_DIR).toBe("/w/jobs/local-1/runs/a");
+    expect(planLaunch("/w", { ...job, config: { "--trainer": "demo", "--output_dir": "runs/a" } }).env.TRAINER_OUTPUT_DIR).toBe(
+      "/w/jobs/local-1/runs/a",
+    );
     // Raw commands only on a box that allows them (and sandboxes them, or has the sandbox off).
     const raw = { ...PLAIN_BOX, allowRawCommands: true, sandbox: "off" as const };
-    expect(() => planLaunch("/w", { ...job, config: { "--trainer_command": "python train.py" } }, [], null, raw)).toThrow("--trainer_command must be a JSON array of strings");
-    expect(planLaunch("/w", { ...job, config: { "--trainer_command": JSON.stringify([process.execPath, "train.js"]), "--seed": 1 } }, [], null, raw).argv).toEqual([process.execPath, "train.js", "--seed", "1", "--output_dir", "/w/jobs/local-1/output"]);
+    expect(() => planLaunch("/w", { ...job, config: { "--trainer_command": "python train.py" } }, [], null, raw)).toThrow(
+      "--trainer_command must be a JSON array of strings",
+    );
+    expect(
+      planLaunch(
+        "/w",
+        { ...job, config: { "--trainer_command": JSON.stringify([process.execPath, "train.js"]), "--seed": 1 } },
+        [],
+        null,
+        raw,
+      ).argv,
+    ).toEqual([process.execPath, "train.js", "--seed", "1", "--output_dir", "/w/jobs/local-1/output"]);
     expect(() => planLaunch("/w", { ...job, config: { "--trainer_command": JSON.stringify([process.execPath, "train.js"]) } })).toThrow(
       "--trainer_command is not run on this box: its runner config does not set allow_raw_commands; pick one of its trainers with --trainer (simpletuner, demo)",
     );
-    expect(() => planLaunch("/w", { ...job, config: { "--trainer": "sd3" } }, [], null, { ...PLAIN_BOX, trainers: { flux: ["flux-train"] } })).toThrow('unknown trainer "sd3": this box has simpletuner, demo, flux');
+    expect(() =>
+      planLaunch("/w", { ...job, config: { "--trainer": "sd3" } }, [], null, { ...PLAIN_BOX, trainers: { flux: ["flux-train"] } }),
+    ).toThrow('unknown trainer "sd3": this box has simpletuner, demo, flux');
     // The default trainer is SimpleTuner under accelerate; without accelerate on this PATH, it says so.
-    expect(simpleTunerCommand(0)).toEqual(["accelerate", "launch", "--num_processes", "1", "--cpu", "--num_machines", "1", "--dynamo_backend", "no", "simpletuner/train.py"]);
+    expect(simpleTunerCommand(0)).toEqual([
+      "accelerate",
+      "launch",
+      "--num_processes",
+      "1",
+      "--cpu",
+      "--num_machines",
+      "1",
+      "--dynamo_backend",
+      "no",
+      "simpletuner/train.py",
+    ]);
     expect(() => planLaunch("/w", { ...job, config: {} })).toThrow(/accelerate is not installed on this box .*set "--trainer": "demo"/);
-    expect(() => planLaunch("/w", { ...job, config: { "--trainer_command": '["/no/such/trainer"]' } }, [], null, raw)).toThrow("/no/such/trainer is not installed on this box (not found on PATH)");
+    expect(() => planLaunch("/w", { ...job, config: { "--trainer_command": '["/no/such/trainer"]' } }, [], null, raw)).toThrow(
+      "/no/such/trainer is not installed on this box (not found on PATH)",
+    );
   });
 });

@@ -35,7 +35,10 @@ async function until<T>(what: string, probe: () => Promise<T | undefined | null 
   for (;;) {
     const value = await probe();
     if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}\nrunners:\n${runners.map((r) => `${r.name}: ${r.output}`).join("\n")}\nstack:\n${t.lines.filter((l) => l.includes("runner")).join("\n")}`);
+    if (Date.now() > deadline)
+      throw new Error(
+        `timed out waiting for ${what}\nrunners:\n${runners.map((r) => `${r.name}: ${r.output}`).join("\n")}\nstack:\n${t.lines.filter((l) => l.includes("runner")).join("\n")}`,
+      );
     await new Promise((r) => setTimeout(r, 50));
   }
 }
@@ -46,14 +49,23 @@ async function env(name: string, config: Record<string, unknown>) {
 }
 /** Submits to npm start's local runner, or to the remote box labelled `box`. */
 const submit = async (config_name: string, box?: string) =>
-  (await t.call("POST", "/api/queue/submit", { json: box ? { config_name, target: "worker", worker_labels: { box } } : { config_name, target: "local" }, auth: auth() })).body;
-const entry = async (jobId: string) => ((await t.call("GET", "/api/queue?include_completed=true&limit=1000", { auth: auth() })).body.jobs as any[]).find((j) => j.job_id === jobId);
+  (
+    await t.call("POST", "/api/queue/submit", {
+      json: box ? { config_name, target: "worker", worker_labels: { box } } : { config_name, target: "local" },
+      auth: auth(),
+    })
+  ).body;
+const entry = async (jobId: string) =>
+  ((await t.call("GET", "/api/queue?include_completed=true&limit=1000", { auth: auth() })).body.jobs as any[]).find(
+    (j) => j.job_id === jobId,
+  );
 const ended = (jobId: string) =>
   until(`job ${jobId} to end`, async () => {
     const e = await entry(jobId);
     return ["completed", "failed"].includes(e?.status) && e;
   });
-const events = async (jobId: string) => (await t.call("GET", `/api/training/events?job_id=${jobId}`, { auth: auth() })).body.events as any[];
+const events = async (jobId: string) =>
+  (await t.call("GET", `/api/training/events?job_id=${jobId}`, { auth: auth() })).body.events as any[];
 
 /** A remote runner (runner/main.ts) with its own config file, taking jobs labelled box=<name>. */
 async function startRemote(name: string, config: Record<string, unknown>) {
@@ -61,10 +73,29 @@ async function startRemote(name: string, config: Record<string, unknown>) {
   tokens[name] = created.body.token;
   const file = join(host, `${name}.json`);
   writeFileSync(file, JSON.stringify(config));
-  const child = spawn(process.execPath, ["--import", "tsx", "runner/main.ts", "start", "--url", t.base, "--config", file, "--label", `box=${name}`, "--poll-ms", "60000", "--stop-grace-seconds", "2"], {
-    env: { ...process.env, RUNNER_TOKEN: created.body.token },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  const child = spawn(
+    process.execPath,
+    [
+      "--import",
+      "tsx",
+      "runner/main.ts",
+      "start",
+      "--url",
+      t.base,
+      "--config",
+      file,
+      "--label",
+      `box=${name}`,
+      "--poll-ms",
+      "60000",
+      "--stop-grace-seconds",
+      "2",
+    ],
+    {
+      env: { ...process.env, RUNNER_TOKEN: created.body.token },
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
   const runner = { name, child, output: "" };
   child.stdout!.on("data", (d: Buffer) => (runner.output += d.toString()));
   child.stderr!.on("data", (d: Buffer) => (runner.output += d.toString()));
@@ -76,8 +107,15 @@ describe.skipIf(!HAS_BWRAP)("the sandbox", () => {
   beforeAll(async () => {
     // npm start's local runner, configured as npm start does it (RUNNER_CONFIG, its environment).
     const localConfig = join(host, "local.json");
-    writeFileSync(localConfig, JSON.stringify({ trainers: { probe: [PROBE, "--job", "{job_dir}"] }, scripts: [PROBE, ECHO_ARGS], work_dir: localWork }));
-    t = await startTestStack(undefined, undefined, { localRunner: true, runnerConfig: localConfig, runnerEnv: { ...process.env, SANDBOX_CANARY: CANARY } });
+    writeFileSync(
+      localConfig,
+      JSON.stringify({ trainers: { probe: [PROBE, "--job", "{job_dir}"] }, scripts: [PROBE, ECHO_ARGS], work_dir: localWork }),
+    );
+    t = await startTestStack(undefined, undefined, {
+      localRunner: true,
+      runnerConfig: localConfig,
+      runnerEnv: { ...process.env, SANDBOX_CANARY: CANARY },
+    });
     admin = await setUpAdmin(t);
     await Promise.all([
       startRemote("raw", { allow_raw_commands: true, work_dir: rawWork, hide: [t.dataDir], run_as: "nobody" }),
@@ -111,9 +149,21 @@ describe.skipIf(!HAS_BWRAP)("the sandbox", () => {
     await ended(other.job_id);
     const database = join(t.dataDir, "service.db");
     const tmpMarker = `/tmp/sandbox-marker-${randomBytes(6).toString("hex")}`;
-    const outside = [join(t.dataDir, "marker"), join(localWork, "marker"), join(localWork, "jobs", other.job_id, "marker"), tmpMarker, resolve("sandbox-marker"), join(host, "marker")];
+    const outside = [
+      join(t.dataDir, "marker"),
+      join(localWork, "marker"),
+      join(localWork, "jobs", other.job_id, "marker"),
+      tmpMarker,
+      resolve("sandbox-marker"),
+      join(host, "marker"),
+    ];
     const otherLog = join(localWork, "jobs", other.job_id, "output.log");
-    await env("probe", { "--trainer": "probe", "--num_processes": 0, "--probe_write": JSON.stringify([...outside, "inside.txt"]), "--probe_read": JSON.stringify([database, otherLog]) });
+    await env("probe", {
+      "--trainer": "probe",
+      "--num_processes": 0,
+      "--probe_write": JSON.stringify([...outside, "inside.txt"]),
+      "--probe_read": JSON.stringify([database, otherLog]),
+    });
     const job = await submit("probe");
     expect((await ended(job.job_id)).status).toBe("completed");
     const jobDir = join(localWork, "jobs", job.job_id);
@@ -135,14 +185,34 @@ describe.skipIf(!HAS_BWRAP)("the sandbox", () => {
     expect(readFileSync(join(jobDir, "inside.txt"), "utf8")).toBe("written from the sandbox");
     // The trainer's environment is the allowlist: nothing of the process the runner lives in.
     const seen = JSON.parse(readFileSync(join(jobDir, "env.json"), "utf8")) as Record<string, string>;
-    expect(Object.keys(seen).sort()).toEqual(["CUDA_VISIBLE_DEVICES", "HOME", "PATH", "PWD", "SIMPLETUNER_ACCELERATE_SIGNAL_FILE", "TERM", "TRAINER_CALLBACK_URL", "TRAINER_JOB_ID", "TRAINER_OUTPUT_DIR", "TRAINER_STORAGE_ACCESS_KEY_ID", "TRAINER_STORAGE_BUCKET", "TRAINER_STORAGE_ENDPOINT_URL", "TRAINER_STORAGE_REGION", "TRAINER_STORAGE_SECRET_ACCESS_KEY"]);
+    expect(Object.keys(seen).sort()).toEqual([
+      "CUDA_VISIBLE_DEVICES",
+      "HOME",
+      "PATH",
+      "PWD",
+      "SIMPLETUNER_ACCELERATE_SIGNAL_FILE",
+      "TERM",
+      "TRAINER_CALLBACK_URL",
+      "TRAINER_JOB_ID",
+      "TRAINER_OUTPUT_DIR",
+      "TRAINER_STORAGE_ACCESS_KEY_ID",
+      "TRAINER_STORAGE_BUCKET",
+      "TRAINER_STORAGE_ENDPOINT_URL",
+      "TRAINER_STORAGE_REGION",
+      "TRAINER_STORAGE_SECRET_ACCESS_KEY",
+    ]);
     expect(seen).toMatchObject({ HOME: jobDir, TRAINER_JOB_ID: job.job_id, TRAINER_STORAGE_BUCKET: job.job_id });
     expect(JSON.stringify(seen)).not.toContain(CANARY);
   });
 
   it("a raw --trainer_command on a box that allows them runs sandboxed as the run_as user, without the runner's token", async () => {
     const database = join(t.dataDir, "service.db");
-    await env("raw-probe", { "--num_processes": 0, "--trainer_command": JSON.stringify([PROBE]), "--probe_write": JSON.stringify([join(rawWork, "marker"), join(t.dataDir, "marker")]), "--probe_read": JSON.stringify([database]) });
+    await env("raw-probe", {
+      "--num_processes": 0,
+      "--trainer_command": JSON.stringify([PROBE]),
+      "--probe_write": JSON.stringify([join(rawWork, "marker"), join(t.dataDir, "marker")]),
+      "--probe_read": JSON.stringify([database]),
+    });
     const job = await submit("raw-probe", "raw");
     expect((await ended(job.job_id)).status).toBe("completed");
     const result = (await events(job.job_id)).find((e) => e.type === "probe.result").data;
@@ -173,11 +243,16 @@ describe.skipIf(!HAS_BWRAP)("the sandbox", () => {
     const job = await submit("link-swapper", "raw");
     await until("the links", async () => (await events(job.job_id)).some((e) => e.type === "links.ready"));
     // Visible and readable inside the sandbox, for the run_as user.
-    expect((await events(job.job_id)).find((e) => e.type === "signals.read").data).toEqual({ counters: { manual_validation: 0, manual_checkpoint: 0 }, uid: 65534 });
+    expect((await events(job.job_id)).find((e) => e.type === "signals.read").data).toEqual({
+      counters: { manual_validation: 0, manual_checkpoint: 0 },
+      uid: 65534,
+    });
     // A command makes the runner write the signal file while the link is there: it replaces the link.
     expect((await t.call("POST", "/api/training/validation/run", { json: { job_id: job.job_id }, auth: auth() })).status).toBe(200);
     expect((await ended(job.job_id)).status).toBe("completed");
-    expect((await events(job.job_id)).map((e) => e.message)).toEqual(expect.arrayContaining(["appended to whatever output.log points at?", "done"]));
+    expect((await events(job.job_id)).map((e) => e.message)).toEqual(
+      expect.arrayContaining(["appended to whatever output.log points at?", "done"]),
+    );
     for (const target of targets) expect(readFileSync(target, "utf8")).toBe("untouched\n");
   });
 
@@ -186,7 +261,11 @@ describe.skipIf(!HAS_BWRAP)("the sandbox", () => {
     await env("raw-refused", { "--num_processes": 0, "--trainer_command": JSON.stringify(["/usr/bin/touch", marker]) });
     const job = await submit("raw-refused");
     const failed = await ended(job.job_id);
-    expect(failed).toMatchObject({ status: "failed", error_message: "--trainer_command is not run on this box: its runner config does not set allow_raw_commands; pick one of its trainers with --trainer (simpletuner, demo, probe)" });
+    expect(failed).toMatchObject({
+      status: "failed",
+      error_message:
+        "--trainer_command is not run on this box: its runner config does not set allow_raw_commands; pick one of its trainers with --trainer (simpletuner, demo, probe)",
+    });
     expect(existsSync(marker)).toBe(false);
     expect(existsSync(join(localWork, "jobs", job.job_id, "output.log"))).toBe(false);
   });
@@ -194,7 +273,10 @@ describe.skipIf(!HAS_BWRAP)("the sandbox", () => {
   it("fails a job naming a trainer the box does not have, listing the ones it has", async () => {
     await env("unknown-trainer", { "--trainer": "flux-turbo", "--num_processes": 0 });
     const job = await submit("unknown-trainer");
-    expect(await ended(job.job_id)).toMatchObject({ status: "failed", error_message: 'unknown trainer "flux-turbo": this box has simpletuner, demo, probe' });
+    expect(await ended(job.job_id)).toMatchObject({
+      status: "failed",
+      error_message: 'unknown trainer "flux-turbo": this box has simpletuner, demo, probe',
+    });
   });
 
   it("does not run a script the box does not declare (script.refused names it); a declared one runs sandboxed and its output is an event", async () => {
@@ -216,10 +298,16 @@ describe.skipIf(!HAS_BWRAP)("the sandbox", () => {
     expect((await ended(job.job_id)).status).toBe("completed");
     const all = await events(job.job_id);
     const refused = all.find((e) => e.type === "script.refused");
-    expect(refused, `events: ${all.map((e) => e.type).join(", ")}`).toMatchObject({ title: "post_checkpoint script /usr/bin/touch not run: this box's runner config does not declare it in scripts", data: { script: "post_checkpoint", program: "/usr/bin/touch" } });
+    expect(refused, `events: ${all.map((e) => e.type).join(", ")}`).toMatchObject({
+      title: "post_checkpoint script /usr/bin/touch not run: this box's runner config does not declare it in scripts",
+      data: { script: "post_checkpoint", program: "/usr/bin/touch" },
+    });
     expect(existsSync(refusedMarker)).toBe(false);
     const output = all.find((e) => e.type === "script.output" && e.data.script === "validation");
-    expect(JSON.parse(output.message)).toMatchObject({ type: "probe.result", data: { writes: { [probeMarker]: "EROFS" }, reads: { [database]: "ENOENT" } } });
+    expect(JSON.parse(output.message)).toMatchObject({
+      type: "probe.result",
+      data: { writes: { [probeMarker]: "EROFS" }, reads: { [database]: "ENOENT" } },
+    });
     expect(all.find((e) => e.type === "script.finished" && e.data.script === "validation")).toMatchObject({ data: { exit_code: 0 } });
     expect(existsSync(probeMarker)).toBe(false);
   });
@@ -229,19 +317,33 @@ describe.skipIf(!HAS_BWRAP)("the sandbox", () => {
     await env("off-demo", { "--trainer": "demo", "--num_processes": 0, "--max_train_steps": 1, "--demo_step_ms": 10 });
     const job = await submit("off-demo", "off");
     expect((await ended(job.job_id)).status).toBe("completed");
-    expect((await events(job.job_id))[0]).toMatchObject({ type: "sandbox.off", level: "warning", title: 'This box runs trainers and scripts without a sandbox (sandbox "off" in its runner config)' });
+    expect((await events(job.job_id))[0]).toMatchObject({
+      type: "sandbox.off",
+      level: "warning",
+      title: 'This box runs trainers and scripts without a sandbox (sandbox "off" in its runner config)',
+    });
   });
 
   it("without bubblewrap, says so at start and runs only the built-in trainers and declared scripts", async () => {
-    expect(runners.find((r) => r.name === "missing")!.output).toContain("WARNING: bubblewrap (/no/such/bwrap) is not installed on this box: only the built-in trainers (simpletuner, demo) and the declared scripts will run");
+    expect(runners.find((r) => r.name === "missing")!.output).toContain(
+      "WARNING: bubblewrap (/no/such/bwrap) is not installed on this box: only the built-in trainers (simpletuner, demo) and the declared scripts will run",
+    );
     await env("missing-probe", { "--trainer": "probe", "--num_processes": 0 });
     const refused = await submit("missing-probe", "missing");
     expect(await ended(refused.job_id)).toMatchObject({
       status: "failed",
-      error_message: 'trainer "probe" is not run: bubblewrap (bwrap) is not available on this box, so only the built-in trainers (simpletuner, demo) and the box\'s declared scripts run here; install bubblewrap, or an operator sets sandbox "off" in the runner config',
+      error_message:
+        'trainer "probe" is not run: bubblewrap (bwrap) is not available on this box, so only the built-in trainers (simpletuner, demo) and the box\'s declared scripts run here; install bubblewrap, or an operator sets sandbox "off" in the runner config',
     });
     expect(existsSync(join(missingWork, "jobs", refused.job_id, "env.json"))).toBe(false);
-    await env("missing-demo", { "--trainer": "demo", "--num_processes": 0, "--max_train_steps": 2, "--demo_step_ms": 10, "--checkpointing_steps": 1, "--post_checkpoint_script": `${ECHO_ARGS} {global_step}` });
+    await env("missing-demo", {
+      "--trainer": "demo",
+      "--num_processes": 0,
+      "--max_train_steps": 2,
+      "--demo_step_ms": 10,
+      "--checkpointing_steps": 1,
+      "--post_checkpoint_script": `${ECHO_ARGS} {global_step}`,
+    });
     const job = await submit("missing-demo", "missing");
     expect((await ended(job.job_id)).status).toBe("completed");
     const outputs = (await events(job.job_id)).filter((e) => e.type === "script.output").map((e) => JSON.parse(e.message));

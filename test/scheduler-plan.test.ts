@@ -11,13 +11,46 @@ let nextId = 1;
 
 function job(over: Partial<PendingJob> = {}): PendingJob {
   const id = nextId++;
-  return { id, jobId: `j${id}`, userId: 1, teamId: null, priority: 10, priorityOverride: null, queuedAt: NOW - MIN, jobType: "cloud", numProcesses: 1, target: "local", workerLabels: null, deviceIds: null, anyGpu: false, ...over };
+  return {
+    id,
+    jobId: `j${id}`,
+    userId: 1,
+    teamId: null,
+    priority: 10,
+    priorityOverride: null,
+    queuedAt: NOW - MIN,
+    jobType: "cloud",
+    numProcesses: 1,
+    target: "local",
+    workerLabels: null,
+    deviceIds: null,
+    anyGpu: false,
+    ...over,
+  };
 }
 const local = (over: Partial<PendingJob> = {}) => job({ jobType: "local", target: "local", ...over });
-const running = (over: Partial<RunningJob> = {}): RunningJob => ({ id: nextId++, userId: 1, teamId: null, jobType: "cloud", allocatedGpus: [], workerId: null, ...over });
+const running = (over: Partial<RunningJob> = {}): RunningJob => ({
+  id: nextId++,
+  userId: 1,
+  teamId: null,
+  jobType: "cloud",
+  allocatedGpus: [],
+  workerId: null,
+  ...over,
+});
 const limits = (over: Partial<ConcurrencySettings> = {}) => ({ ...CONCURRENCY_DEFAULTS, ...over });
-const plan = (pending: PendingJob[], opts: { running?: RunningJob[]; limits?: Partial<ConcurrencySettings>; devices?: number[] | null; workers?: WorkerView[] } = {}) =>
-  planPass({ now: NOW, limits: limits(opts.limits), pending, running: opts.running ?? [], localDevices: opts.devices === undefined ? null : opts.devices, workers: opts.workers ?? [] });
+const plan = (
+  pending: PendingJob[],
+  opts: { running?: RunningJob[]; limits?: Partial<ConcurrencySettings>; devices?: number[] | null; workers?: WorkerView[] } = {},
+) =>
+  planPass({
+    now: NOW,
+    limits: limits(opts.limits),
+    pending,
+    running: opts.running ?? [],
+    localDevices: opts.devices === undefined ? null : opts.devices,
+    workers: opts.workers ?? [],
+  });
 const ids = (xs: { jobId: string }[]) => xs.map((x) => x.jobId);
 
 describe("ordering", () => {
@@ -28,7 +61,11 @@ describe("ordering", () => {
     const d = job({ priority: 10, queuedAt: NOW - 9 * MIN });
     const p = plan([a, b, c, d], { limits: { max_concurrent: 1, user_max_concurrent: 10 } });
     expect(ids(p.admitted)).toEqual([b.jobId]);
-    expect(p.waiting.map((w) => [w.jobId, w.position])).toEqual([[c.jobId, 1], [d.jobId, 2], [a.jobId, 3]]);
+    expect(p.waiting.map((w) => [w.jobId, w.position])).toEqual([
+      [c.jobId, 1],
+      [d.jobId, 2],
+      [a.jobId, 3],
+    ]);
   });
 
   it("orders by priority_override over the level's priority", () => {
@@ -63,13 +100,19 @@ describe("cloud limits, in the spec's check order", () => {
   });
 
   it("counts already running jobs against the global and user limits", () => {
-    const p = plan([job({ userId: 1 }), job({ userId: 2 })], { running: [running({ userId: 1 }), running({ userId: 1 })], limits: { max_concurrent: 5, user_max_concurrent: 2 } });
+    const p = plan([job({ userId: 1 }), job({ userId: 2 })], {
+      running: [running({ userId: 1 }), running({ userId: 1 })],
+      limits: { max_concurrent: 5, user_max_concurrent: 2 },
+    });
     expect(p.admitted.map((a) => a.jobId)).toHaveLength(1);
     expect(p.waiting[0]).toMatchObject({ reason: "user_limit", message: "its owner has 2 of 2 cloud jobs running (user_max_concurrent)" });
   });
 
   it("reports the global limit before the user limit", () => {
-    const p = plan([job({ userId: 1 })], { running: [running({ userId: 1 }), running({ userId: 1 })], limits: { max_concurrent: 2, user_max_concurrent: 2 } });
+    const p = plan([job({ userId: 1 })], {
+      running: [running({ userId: 1 }), running({ userId: 1 })],
+      limits: { max_concurrent: 2, user_max_concurrent: 2 },
+    });
     expect(p.waiting[0]!.reason).toBe("global_limit");
   });
 
@@ -92,29 +135,46 @@ describe("cloud limits, in the spec's check order", () => {
   });
 
   it("checks the user limit before the team limit", () => {
-    const p = plan([job({ userId: 1, teamId: "t" })], { running: [running({ userId: 1, teamId: "t" })], limits: { user_max_concurrent: 1, team_max_concurrent: 1, enable_fair_share: true } });
+    const p = plan([job({ userId: 1, teamId: "t" })], {
+      running: [running({ userId: 1, teamId: "t" })],
+      limits: { user_max_concurrent: 1, team_max_concurrent: 1, enable_fair_share: true },
+    });
     expect(p.waiting[0]!.reason).toBe("user_limit");
   });
 });
 
 describe("local GPUs", () => {
   it("gives the lowest free devices and never a busy one", () => {
-    const p = plan([local({ numProcesses: 2 })], { devices: [0, 1, 2, 3], running: [running({ jobType: "local", allocatedGpus: [0, 2] })], limits: { local_job_max_concurrent: 4 } });
+    const p = plan([local({ numProcesses: 2 })], {
+      devices: [0, 1, 2, 3],
+      running: [running({ jobType: "local", allocatedGpus: [0, 2] })],
+      limits: { local_job_max_concurrent: 4 },
+    });
     expect(p.admitted[0]!.gpus).toEqual([1, 3]);
   });
 
   it("uses the configured devices unless any_gpu", () => {
     const busy = [running({ jobType: "local", allocatedGpus: [0] })];
     const l = { local_job_max_concurrent: 4 };
-    expect(plan([local({ deviceIds: [0, 1] , numProcesses: 2 })], { devices: [0, 1, 2, 3], running: busy, limits: l }).waiting[0]).toMatchObject({ reason: "gpus_busy" });
-    expect(plan([local({ deviceIds: [0, 1], numProcesses: 2, anyGpu: true })], { devices: [0, 1, 2, 3], running: busy, limits: l }).admitted[0]!.gpus).toEqual([1, 2]);
+    expect(
+      plan([local({ deviceIds: [0, 1], numProcesses: 2 })], { devices: [0, 1, 2, 3], running: busy, limits: l }).waiting[0],
+    ).toMatchObject({ reason: "gpus_busy" });
+    expect(
+      plan([local({ deviceIds: [0, 1], numProcesses: 2, anyGpu: true })], { devices: [0, 1, 2, 3], running: busy, limits: l }).admitted[0]!
+        .gpus,
+    ).toEqual([1, 2]);
     expect(plan([local({ deviceIds: [2, 3], numProcesses: 1 })], { devices: [0, 1, 2, 3], limits: l }).admitted[0]!.gpus).toEqual([2]);
   });
 
   it("enforces local_job_max_concurrent and local_gpu_max_concurrent", () => {
     const jobs = [local(), local(), local()];
-    expect(plan(jobs, { devices: [0, 1, 2, 3], limits: { local_job_max_concurrent: 2 } }).waiting.map((w) => w.reason)).toEqual(["local_job_limit"]);
-    const gpuCapped = plan([local({ numProcesses: 2 }), local({ numProcesses: 2 })], { devices: [0, 1, 2, 3], limits: { local_job_max_concurrent: 5, local_gpu_max_concurrent: 3 } });
+    expect(plan(jobs, { devices: [0, 1, 2, 3], limits: { local_job_max_concurrent: 2 } }).waiting.map((w) => w.reason)).toEqual([
+      "local_job_limit",
+    ]);
+    const gpuCapped = plan([local({ numProcesses: 2 }), local({ numProcesses: 2 })], {
+      devices: [0, 1, 2, 3],
+      limits: { local_job_max_concurrent: 5, local_gpu_max_concurrent: 3 },
+    });
     expect(gpuCapped.admitted).toHaveLength(1);
     expect(gpuCapped.waiting[0]!.reason).toBe("local_gpu_limit");
   });
@@ -127,7 +187,11 @@ describe("local GPUs", () => {
   it("backfills smaller jobs past one that does not fit yet", () => {
     const big = local({ numProcesses: 4, queuedAt: NOW - 5 * MIN });
     const small = local({ numProcesses: 1, queuedAt: NOW - 1 * MIN });
-    const p = plan([big, small], { devices: [0, 1, 2, 3], running: [running({ jobType: "local", allocatedGpus: [0] })], limits: { local_job_max_concurrent: 4 } });
+    const p = plan([big, small], {
+      devices: [0, 1, 2, 3],
+      running: [running({ jobType: "local", allocatedGpus: [0] })],
+      limits: { local_job_max_concurrent: 4 },
+    });
     expect(ids(p.admitted)).toEqual([small.jobId]);
     expect(p.waiting[0]).toMatchObject({ jobId: big.jobId, reason: "gpus_busy", position: 1 });
   });
@@ -135,9 +199,16 @@ describe("local GPUs", () => {
   it("holds GPUs for a large job once it has waited the starvation threshold", () => {
     const big = local({ numProcesses: 4, queuedAt: NOW - 61 * MIN, priority: 10 });
     const small = local({ numProcesses: 1, queuedAt: NOW - 1 * MIN, priority: 20 });
-    const p = plan([big, small], { devices: [0, 1, 2, 3], running: [running({ jobType: "local", allocatedGpus: [0] })], limits: { local_job_max_concurrent: 4 } });
+    const p = plan([big, small], {
+      devices: [0, 1, 2, 3],
+      running: [running({ jobType: "local", allocatedGpus: [0] })],
+      limits: { local_job_max_concurrent: 4 },
+    });
     expect(p.admitted).toEqual([]);
-    expect(p.waiting.map((w) => [w.jobId, w.reason])).toEqual([[big.jobId, "gpus_busy"], [small.jobId, "reserved"]]);
+    expect(p.waiting.map((w) => [w.jobId, w.reason])).toEqual([
+      [big.jobId, "gpus_busy"],
+      [small.jobId, "reserved"],
+    ]);
   });
 
   it("never lets a job that can never fit hold anything or block others", () => {
@@ -158,7 +229,14 @@ describe("local GPUs", () => {
 });
 
 describe("remote workers", () => {
-  const worker = (id: number, over: Partial<WorkerView> = {}): WorkerView => ({ id, labels: { gpu: "a100-80gb", zone: "eu-west" }, gpuCount: 8, idle: true, idleSince: NOW - id * MIN, ...over });
+  const worker = (id: number, over: Partial<WorkerView> = {}): WorkerView => ({
+    id,
+    labels: { gpu: "a100-80gb", zone: "eu-west" },
+    gpuCount: 8,
+    idle: true,
+    idleSince: NOW - id * MIN,
+    ...over,
+  });
 
   it("matches label globs and GPU count, longest-idle worker first", () => {
     const w1 = worker(1, { idleSince: NOW - 1 * MIN });
@@ -169,7 +247,9 @@ describe("remote workers", () => {
   });
 
   it("says no_matching_worker when none could ever match, workers_busy when they are busy", () => {
-    expect(plan([local({ target: "worker", workerLabels: { gpu: "h200" } })], { workers: [worker(1)] }).waiting[0]!.reason).toBe("no_matching_worker");
+    expect(plan([local({ target: "worker", workerLabels: { gpu: "h200" } })], { workers: [worker(1)] }).waiting[0]!.reason).toBe(
+      "no_matching_worker",
+    );
     expect(plan([local({ target: "worker", numProcesses: 16 })], { workers: [worker(1)] }).waiting[0]!.reason).toBe("no_matching_worker");
     expect(plan([local({ target: "worker" })], { workers: [worker(1, { idle: false })] }).waiting[0]!.reason).toBe("workers_busy");
   });
@@ -181,8 +261,15 @@ describe("remote workers", () => {
   });
 
   it("tries workers first for target auto, then the local box", () => {
-    const p = plan([local({ target: "auto" }), local({ target: "auto" })], { workers: [worker(1)], devices: [0], limits: { local_job_max_concurrent: 2 } });
-    expect(p.admitted.map((a) => [a.workerId, a.gpus])).toEqual([[1, null], [null, [0]]]);
+    const p = plan([local({ target: "auto" }), local({ target: "auto" })], {
+      workers: [worker(1)],
+      devices: [0],
+      limits: { local_job_max_concurrent: 2 },
+    });
+    expect(p.admitted.map((a) => [a.workerId, a.gpus])).toEqual([
+      [1, null],
+      [null, [0]],
+    ]);
   });
 });
 

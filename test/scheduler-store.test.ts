@@ -22,8 +22,13 @@ beforeAll(async () => {
   client = migrated.client;
   dbPath = migrated.path;
   db = { $client: client } as unknown as Database;
-  await client.execute("INSERT INTO workers (name, role, status, token_prefix, token_hash, created_at) VALUES ('far', 'remote', 'IDLE', 'stw_x', 'h', '2026-01-01')");
-  const rows = Array.from({ length: 2000 }, (_, i) => ({ sql: "INSERT INTO queue_entries (job_id, user_id, priority, status, queued_at, job_type) VALUES (?, 1, 10, 'pending', '2026-01-01T00:00:00Z', 'local')", args: [`job-${i + 1}`] }));
+  await client.execute(
+    "INSERT INTO workers (name, role, status, token_prefix, token_hash, created_at) VALUES ('far', 'remote', 'IDLE', 'stw_x', 'h', '2026-01-01')",
+  );
+  const rows = Array.from({ length: 2000 }, (_, i) => ({
+    sql: "INSERT INTO queue_entries (job_id, user_id, priority, status, queued_at, job_type) VALUES (?, 1, 10, 'pending', '2026-01-01T00:00:00Z', 'local')",
+    args: [`job-${i + 1}`],
+  }));
   await client.batch(rows, "write");
 });
 afterAll(() => migrated.close());
@@ -43,7 +48,9 @@ it("starts only the admitted jobs still pending, each with its own GPUs or worke
   expect(statements).toHaveLength(2); // the admissions, then the one remote worker taken
   const [admitted] = await client.batch(statements, "write");
   expect(admitted!.rows.map((r) => Number(r.admitted_id)).sort()).toEqual([1, 3, 4]);
-  const rows = await client.execute("SELECT id, status, allocated_gpus, worker_id, started_at FROM queue_entries WHERE id <= 5 ORDER BY id");
+  const rows = await client.execute(
+    "SELECT id, status, allocated_gpus, worker_id, started_at FROM queue_entries WHERE id <= 5 ORDER BY id",
+  );
   expect(rows.rows.map((r) => [r.id, r.status, r.allocated_gpus, r.worker_id, r.started_at])).toEqual([
     [1, "running", "[0,1]", 7, "2026-02-02T00:00:00.000Z"],
     [2, "cancelled", null, null, null],
@@ -53,7 +60,10 @@ it("starts only the admitted jobs still pending, each with its own GPUs or worke
   ]);
   expect((await client.execute("SELECT status FROM workers WHERE id = 1")).rows[0]!.status).toBe("busy");
   // A second pass over the same admissions changes nothing: none is pending any more.
-  const [again] = await client.batch(admissionStatements([{ id: 1, jobId: "job-1", gpus: [3], workerId: null }], 7, "2026-03-03T00:00:00.000Z"), "write");
+  const [again] = await client.batch(
+    admissionStatements([{ id: 1, jobId: "job-1", gpus: [3], workerId: null }], 7, "2026-03-03T00:00:00.000Z"),
+    "write",
+  );
   expect(again!.rows).toHaveLength(0);
 });
 
@@ -62,7 +72,10 @@ it("admits hundreds at once without walking the pending entries for each", async
   // The plan is read on a connection of its own: libsql leaves an EXPLAIN of a write with
   // RETURNING "in progress", and the bridge's connection could then not commit.
   const side = createFileClient({ url: `file:${dbPath}` });
-  const plan = await side.execute({ sql: `EXPLAIN QUERY PLAN ${String((admissionStatements(many, 7, "now")[0] as { sql: string }).sql)}`, args: ["now", "[]"] });
+  const plan = await side.execute({
+    sql: `EXPLAIN QUERY PLAN ${String((admissionStatements(many, 7, "now")[0] as { sql: string }).sql)}`,
+    args: ["now", "[]"],
+  });
   side.close();
   expect(plan.rows.map((r) => String(r.detail))).toContain("SEARCH queue_entries USING INTEGER PRIMARY KEY (rowid=?)");
   const [admitted] = await client.batch(admissionStatements(many, 7, "2026-02-02T00:00:00.000Z"), "write");
@@ -89,12 +102,15 @@ const newJob = (jobId: string, approvalRule: string | null = null): NewJob => ({
 });
 
 const entry = async (jobId: string) => {
-  const sql = "SELECT id, status, allocated_gpus, worker_id, started_at, requires_approval, approval_id FROM queue_entries WHERE job_id = ?";
+  const sql =
+    "SELECT id, status, allocated_gpus, worker_id, started_at, requires_approval, approval_id FROM queue_entries WHERE job_id = ?";
   return (await client.execute({ sql, args: [jobId] })).rows[0];
 };
-const workerStatus = async (name: string) => (await client.execute({ sql: "SELECT status FROM workers WHERE name = ?", args: [name] })).rows[0]!.status;
+const workerStatus = async (name: string) =>
+  (await client.execute({ sql: "SELECT status FROM workers WHERE name = ?", args: [name] })).rows[0]!.status;
 const addWorker = async (name: string, role: "local" | "remote") => {
-  const sql = "INSERT INTO workers (name, role, status, token_prefix, token_hash, created_at) VALUES (?, ?, 'IDLE', ?, 'h', '2026-01-01') RETURNING id";
+  const sql =
+    "INSERT INTO workers (name, role, status, token_prefix, token_hash, created_at) VALUES (?, ?, 'IDLE', ?, 'h', '2026-01-01') RETURNING id";
   return Number((await client.execute({ sql, args: [name, role, `stw_${name}`] })).rows[0]!.id);
 };
 
@@ -136,9 +152,29 @@ it("stores a submission group as decided: one blocked with its approval request,
   const [blocked, running, pending] = submitted.stored;
   expect(running!.id).toBe(blocked!.id + 1); // inserted in arrival order
   expect(pending!.id).toBe(running!.id + 1);
-  expect(await entry("new-blocked")).toMatchObject({ id: blocked!.id, status: "blocked", started_at: null, requires_approval: 1, approval_id: blocked!.approvalId });
-  expect(await entry("new-running")).toMatchObject({ id: running!.id, status: "running", allocated_gpus: "[0,1]", worker_id: box, started_at: stamp, approval_id: null });
-  expect(await entry("new-pending")).toMatchObject({ id: pending!.id, status: "pending", allocated_gpus: null, worker_id: null, started_at: null, approval_id: null });
+  expect(await entry("new-blocked")).toMatchObject({
+    id: blocked!.id,
+    status: "blocked",
+    started_at: null,
+    requires_approval: 1,
+    approval_id: blocked!.approvalId,
+  });
+  expect(await entry("new-running")).toMatchObject({
+    id: running!.id,
+    status: "running",
+    allocated_gpus: "[0,1]",
+    worker_id: box,
+    started_at: stamp,
+    approval_id: null,
+  });
+  expect(await entry("new-pending")).toMatchObject({
+    id: pending!.id,
+    status: "pending",
+    allocated_gpus: null,
+    worker_id: null,
+    started_at: null,
+    approval_id: null,
+  });
   expect([running!.approvalId, pending!.approvalId]).toEqual([null, null]);
   const requests = await client.execute("SELECT id, entry_id, job_id, rule, status FROM approval_requests WHERE job_id LIKE 'new-%'");
   expect(requests.rows.map((r) => [r.id, r.entry_id, r.job_id, r.rule, r.status])).toEqual([
@@ -167,7 +203,14 @@ it("marks a remote worker busy for a submission that starts on it", async () => 
 it("stores nothing of a pass whose batch fails: a submission reusing a stored job id takes its whole group and the admissions with it", async () => {
   const before = (await client.execute("SELECT count(*) AS n FROM queue_entries")).rows[0]!.n;
   const failing = writeBatch(db, [
-    submitJobs([{ job: newJob("new-fine"), to: "pending" }, { job: newJob("job-5"), to: "pending" }], null, "2026-06-06T00:00:00.000Z"),
+    submitJobs(
+      [
+        { job: newJob("new-fine"), to: "pending" },
+        { job: newJob("job-5"), to: "pending" },
+      ],
+      null,
+      "2026-06-06T00:00:00.000Z",
+    ),
     admitJobs([{ id: 6, jobId: "job-6", gpus: [0], workerId: null }], 7, "2026-06-06T00:00:00.000Z"),
   ]);
   await expect(failing).rejects.toThrow(/UNIQUE/);

@@ -4,26 +4,43 @@ import { isSecretKey, keepMaskedSecrets, MASK, maskSecrets, MaskWithoutValue } f
 import { adminOnlyOptionsIn } from "../shared/admin-options";
 
 const hooks = JSON.stringify([
-  { webhook_type: "raw", callback_url: "https://hooks.example.com/in", signing_secret: "whsec_real", headers: { Authorization: "Bearer abc", "X-Team": "vision" } },
+  {
+    webhook_type: "raw",
+    callback_url: "https://hooks.example.com/in",
+    signing_secret: "whsec_real",
+    headers: { Authorization: "Bearer abc", "X-Team": "vision" },
+  },
   { callback_url: "https://other.example.com", nested: [{ api_key: "k-123" }] },
 ]);
 
 describe("isSecretKey", () => {
   it("matches secret, token, password, api_key and auth anywhere in the name, in any case", () => {
-    for (const key of ["--hub_token", "signing_secret", "PASSWORD", "x_Api_Key", "Authorization", "--wandb_auth"]) expect(isSecretKey(key), key).toBe(true);
+    for (const key of ["--hub_token", "signing_secret", "PASSWORD", "x_Api_Key", "Authorization", "--wandb_auth"])
+      expect(isSecretKey(key), key).toBe(true);
     for (const key of ["--learning_rate", "callback_url", "--model_family", "apikey_hint"]) expect(isSecretKey(key), key).toBe(false);
   });
 });
 
 describe("maskSecrets", () => {
   it("masks top-level options and keys at any depth inside a JSON-string option, leaving the rest as sent", () => {
-    const masked = maskSecrets({ "--hub_token": "hf_real", "--learning_rate": 0.0001, "--webhook_config": hooks, "--empty_token": "", "--null_secret": null });
+    const masked = maskSecrets({
+      "--hub_token": "hf_real",
+      "--learning_rate": 0.0001,
+      "--webhook_config": hooks,
+      "--empty_token": "",
+      "--null_secret": null,
+    });
     expect(masked["--hub_token"]).toBe(MASK);
     expect(masked["--learning_rate"]).toBe(0.0001);
     expect(masked["--empty_token"]).toBe("");
     expect(masked["--null_secret"]).toBeNull();
     expect(JSON.parse(masked["--webhook_config"] as string)).toEqual([
-      { webhook_type: "raw", callback_url: "https://hooks.example.com/in", signing_secret: MASK, headers: { Authorization: MASK, "X-Team": "vision" } },
+      {
+        webhook_type: "raw",
+        callback_url: "https://hooks.example.com/in",
+        signing_secret: MASK,
+        headers: { Authorization: MASK, "X-Team": "vision" },
+      },
       { callback_url: "https://other.example.com", nested: [{ api_key: MASK }] },
     ]);
     for (const secret of ["hf_real", "whsec_real", "Bearer abc", "k-123"]) expect(JSON.stringify(masked)).not.toContain(secret);
@@ -31,7 +48,10 @@ describe("maskSecrets", () => {
 
   it("keeps a JSON string without secrets byte for byte, and leaves text that is not JSON alone", () => {
     const plain = '[ {"callback_url": "https://h.example.com"} ]';
-    expect(maskSecrets({ "--webhook_config": plain, "--prompt": "{not json" })).toEqual({ "--webhook_config": plain, "--prompt": "{not json" });
+    expect(maskSecrets({ "--webhook_config": plain, "--prompt": "{not json" })).toEqual({
+      "--webhook_config": plain,
+      "--prompt": "{not json",
+    });
   });
 });
 
@@ -57,7 +77,9 @@ describe("keepMaskedSecrets", () => {
 
   it("refuses a mask that stands for nothing stored, naming its path", () => {
     expect(() => keepMaskedSecrets({ "--hub_token": MASK }, {})).toThrow(MaskWithoutValue);
-    expect(() => keepMaskedSecrets({ "--webhook_config": JSON.stringify([{ signing_secret: MASK }]) }, { "--webhook_config": "[]" })).toThrow(/--webhook_config\[0\]\.signing_secret/);
+    expect(() =>
+      keepMaskedSecrets({ "--webhook_config": JSON.stringify([{ signing_secret: MASK }]) }, { "--webhook_config": "[]" }),
+    ).toThrow(/--webhook_config\[0\]\.signing_secret/);
   });
 });
 

@@ -58,7 +58,10 @@ describe("security headers", () => {
     expect(csp).toContain("worker-src 'self' blob:");
     expect(csp).toContain("img-src 'self' data:");
     // What the pages load is served from here, so 'self' covers it.
-    for (const src of [...swagger.text.matchAll(/(?:src|href)="([^"]+)"/g), ...redoc.text.matchAll(/(?:src|href)="([^"]+)"/g)].map((m) => m[1]!)) expect(src.startsWith("/")).toBe(true);
+    for (const src of [...swagger.text.matchAll(/(?:src|href)="([^"]+)"/g), ...redoc.text.matchAll(/(?:src|href)="([^"]+)"/g)].map(
+      (m) => m[1]!,
+    ))
+      expect(src.startsWith("/")).toBe(true);
   });
 
   it("leave the storage endpoint's S3 XML answers intact", async () => {

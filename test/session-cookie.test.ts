@@ -22,7 +22,10 @@ describe("the session cookie over HTTPS", () => {
     expect(reply.status).toBe(200);
     const setCookie = reply.headers.get("set-cookie")!;
     expect(tokenOf(setCookie)).toBeDefined();
-    const attributes = setCookie.split(";").slice(1).map((part) => part.trim().split("=")[0]!.toLowerCase());
+    const attributes = setCookie
+      .split(";")
+      .slice(1)
+      .map((part) => part.trim().split("=")[0]!.toLowerCase());
     expect(attributes).toEqual(expect.arrayContaining(["path", "httponly", "secure", "samesite", "expires"]));
     expect(attributes).not.toContain("domain");
     expect(setCookie).toContain("Path=/;");

@@ -2,7 +2,17 @@
 // origin (nosniff, a CSP sandbox, a forced download for sessions and API keys), the per-job
 // quota (S3's QuotaExceeded, nothing stored), credentials only for jobs that can run, and
 // multipart uploads left open by an ended job aborted.
-import { CompleteMultipartUploadCommand, CreateMultipartUploadCommand, DeleteObjectCommand, GetObjectCommand, HeadObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client, UploadPartCommand } from "@aws-sdk/client-s3";
+import {
+  CompleteMultipartUploadCommand,
+  CreateMultipartUploadCommand,
+  DeleteObjectCommand,
+  GetObjectCommand,
+  HeadObjectCommand,
+  ListObjectsV2Command,
+  PutObjectCommand,
+  S3Client,
+  UploadPartCommand,
+} from "@aws-sdk/client-s3";
 import { getSignedUrl } from "@aws-sdk/s3-request-presigner";
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -18,7 +28,14 @@ interface Creds {
   endpoint_url: string;
 }
 const clientOf = (creds: Creds) =>
-  new S3Client({ endpoint: creds.endpoint_url, forcePathStyle: true, region: "auto", credentials: { accessKeyId: creds.access_key_id, secretAccessKey: creds.secret_access_key }, maxAttempts: 1, expectContinueHeader: false });
+  new S3Client({
+    endpoint: creds.endpoint_url,
+    forcePathStyle: true,
+    region: "auto",
+    credentials: { accessKeyId: creds.access_key_id, secretAccessKey: creds.secret_access_key },
+    maxAttempts: 1,
+    expectContinueHeader: false,
+  });
 
 async function submitJob(body: Record<string, unknown> = { config_name: "gpu", target: "local" }): Promise<string> {
   const reply = await t.call("POST", "/api/queue/submit", { json: body, auth: { key: admin.key } });
@@ -39,8 +56,10 @@ async function s3Error(promise: Promise<unknown>): Promise<{ code: string; statu
   }
   throw new Error("expected an S3 error");
 }
-const keysOf = async (s3: S3Client, job: string) => ((await s3.send(new ListObjectsV2Command({ Bucket: job }))).Contents ?? []).map((o) => o.Key);
-const setQuota = (body: Record<string, unknown>, key = admin.key) => t.call("PUT", "/api/admin/storage-quota", { json: body, auth: { key } });
+const keysOf = async (s3: S3Client, job: string) =>
+  ((await s3.send(new ListObjectsV2Command({ Bucket: job }))).Contents ?? []).map((o) => o.Key);
+const setQuota = (body: Record<string, unknown>, key = admin.key) =>
+  t.call("PUT", "/api/admin/storage-quota", { json: body, auth: { key } });
 
 beforeAll(async () => {
   t = await startTestStack();
@@ -58,7 +77,9 @@ describe("objects never run in the service's origin", () => {
   beforeAll(async () => {
     ({ job, s3 } = await jobWithCredentials());
     await s3.send(new PutObjectCommand({ Bucket: job, Key: "samples/report.html", Body: HTML, ContentType: "text/html" }));
-    await s3.send(new PutObjectCommand({ Bucket: job, Key: "samples/shown.png", Body: "png", ContentType: "image/png", ContentDisposition: "inline" }));
+    await s3.send(
+      new PutObjectCommand({ Bucket: job, Key: "samples/shown.png", Body: "png", ContentType: "image/png", ContentDisposition: "inline" }),
+    );
   });
 
   it("serves a session download of HTML as an attachment with nosniff and a CSP sandbox, also ranged and on HEAD", async () => {
@@ -70,11 +91,22 @@ describe("objects never run in the service's origin", () => {
       expect(got.headers.get("content-security-policy")).toBe("sandbox; default-src 'none'");
       expect(got.headers.get("content-disposition")).toBe(`attachment; filename="report.html"; filename*=UTF-8''report.html`);
     }
-    const ranged = await t.call("GET", `/api/cloud/storage/${job}/samples/report.html`, { auth: { cookie: admin.cookie }, headers: { range: "bytes=0-5" } });
+    const ranged = await t.call("GET", `/api/cloud/storage/${job}/samples/report.html`, {
+      auth: { cookie: admin.cookie },
+      headers: { range: "bytes=0-5" },
+    });
     expect(ranged.status).toBe(206);
     expect(ranged.text).toBe("<html>");
-    const head = await fetch(`${t.base}/api/cloud/storage/${job}/samples/report.html`, { method: "HEAD", headers: { cookie: admin.cookie } });
-    expect([head.status, head.headers.get("x-content-type-options"), head.headers.get("content-security-policy"), head.headers.get("content-disposition")?.startsWith("attachment;")]).toEqual([200, "nosniff", "sandbox; default-src 'none'", true]);
+    const head = await fetch(`${t.base}/api/cloud/storage/${job}/samples/report.html`, {
+      method: "HEAD",
+      headers: { cookie: admin.cookie },
+    });
+    expect([
+      head.status,
+      head.headers.get("x-content-type-options"),
+      head.headers.get("content-security-policy"),
+      head.headers.get("content-disposition")?.startsWith("attachment;"),
+    ]).toEqual([200, "nosniff", "sandbox; default-src 'none'", true]);
     // Stored inline by the job, it is still a download for a user.
     const png = await t.call("GET", `/api/cloud/storage/${job}/samples/shown.png`, { auth: { cookie: admin.cookie } });
     expect(png.headers.get("content-disposition")).toMatch(/^attachment; filename="shown.png"/);
@@ -90,11 +122,17 @@ describe("objects never run in the service's origin", () => {
     const url = await getSignedUrl(s3, new GetObjectCommand({ Bucket: job, Key: "samples/report.html" }), { expiresIn: 60 });
     const presigned = await fetch(url);
     expect(await presigned.text()).toBe(HTML);
-    expect([presigned.headers.get("x-content-type-options"), presigned.headers.get("content-security-policy"), presigned.headers.get("content-disposition")]).toEqual(["nosniff", "sandbox; default-src 'none'", null]);
+    expect([
+      presigned.headers.get("x-content-type-options"),
+      presigned.headers.get("content-security-policy"),
+      presigned.headers.get("content-disposition"),
+    ]).toEqual(["nosniff", "sandbox; default-src 'none'", null]);
   });
 
   it("names the download safely whatever the key (pure)", () => {
-    expect(attachmentDisposition('a/we"ird\\näme.html')).toBe(`attachment; filename="we_ird_n_me.html"; filename*=UTF-8''we%22ird%5Cn%C3%A4me.html`);
+    expect(attachmentDisposition('a/we"ird\\näme.html')).toBe(
+      `attachment; filename="we_ird_n_me.html"; filename*=UTF-8''we%22ird%5Cn%C3%A4me.html`,
+    );
     expect(attachmentDisposition("dir/")).toBe(`attachment; filename="download"; filename*=UTF-8''download`);
   });
 });
@@ -105,7 +143,10 @@ describe("the per-job storage quota", () => {
   });
 
   it("has README defaults, is admin-only to read and set, and refuses a bad value naming it", async () => {
-    expect((await t.call("GET", "/api/admin/storage-quota", { auth: { key: admin.key } })).body).toEqual({ max_bytes: 53_687_091_200, max_objects: 100_000 });
+    expect((await t.call("GET", "/api/admin/storage-quota", { auth: { key: admin.key } })).body).toEqual({
+      max_bytes: 53_687_091_200,
+      max_objects: 100_000,
+    });
     const lead = await createUserWithKey(t, { cookie: admin.cookie }, "lead");
     expect((await setQuota({ max_bytes: 1 }, lead.key)).status).toBe(403);
     const bad = await setQuota({ max_bytes: -1 });
@@ -117,7 +158,11 @@ describe("the per-job storage quota", () => {
     for (const deadline = Date.now() + 5000; ; await new Promise((r) => setTimeout(r, 50))) {
       const entries = (await t.call("GET", "/api/audit?event_type=storage_quota_changed", { auth: { key: admin.key } })).body.entries;
       if (entries.length) {
-        expect(entries[0]).toMatchObject({ actor: "admin", target: "storage_quota", details: { before: { max_objects: 100_000 }, after: { max_objects: 5000 } } });
+        expect(entries[0]).toMatchObject({
+          actor: "admin",
+          target: "storage_quota",
+          details: { before: { max_objects: 100_000 }, after: { max_objects: 5000 } },
+        });
         break;
       }
       if (Date.now() > deadline) throw new Error("no storage_quota_changed audit entry");
@@ -130,7 +175,9 @@ describe("the per-job storage quota", () => {
     await s3.send(new PutObjectCommand({ Bucket: job, Key: "fits.bin", Body: randomBytes(600) }));
     const refused = await s3Error(s3.send(new PutObjectCommand({ Bucket: job, Key: "too-much.bin", Body: randomBytes(500) })));
     expect(refused).toMatchObject({ code: "QuotaExceeded", status: 403 });
-    expect(refused.message).toBe(`The job's storage quota is full: job ${job} keeps 600 of its 1000 bytes and this upload adds 500. Delete objects it no longer needs, or ask an admin to raise the quota (PUT /api/admin/storage-quota).`);
+    expect(refused.message).toBe(
+      `The job's storage quota is full: job ${job} keeps 600 of its 1000 bytes and this upload adds 500. Delete objects it no longer needs, or ask an admin to raise the quota (PUT /api/admin/storage-quota).`,
+    );
     expect(await keysOf(s3, job)).toEqual(["fits.bin"]);
     // Replacing an object counts its new size, not both.
     await s3.send(new PutObjectCommand({ Bucket: job, Key: "fits.bin", Body: randomBytes(900) }));
@@ -148,7 +195,10 @@ describe("the per-job storage quota", () => {
     const refused = await s3Error(s3.send(new PutObjectCommand({ Bucket: job, Key: "c.txt", Body: "c" })));
     expect(refused).toMatchObject({ code: "QuotaExceeded", status: 403 });
     expect(refused.message).toContain(`job ${job} keeps 2 of its 2 objects`);
-    expect(await s3Error(s3.send(new CreateMultipartUploadCommand({ Bucket: job, Key: "c.bin" })))).toMatchObject({ code: "QuotaExceeded", status: 403 });
+    expect(await s3Error(s3.send(new CreateMultipartUploadCommand({ Bucket: job, Key: "c.bin" })))).toMatchObject({
+      code: "QuotaExceeded",
+      status: 403,
+    });
     await s3.send(new PutObjectCommand({ Bucket: job, Key: "b.txt", Body: "b2" }));
     expect(await keysOf(s3, job)).toEqual(["a.txt", "b.txt"]);
   });
@@ -158,15 +208,41 @@ describe("the per-job storage quota", () => {
     const part = randomBytes(5 * 1024 * 1024);
     expect((await setQuota({ max_bytes: part.length + 1000, max_objects: 10 })).status).toBe(200);
     const upload = await s3.send(new CreateMultipartUploadCommand({ Bucket: job, Key: "big.bin" }));
-    const first = await s3.send(new UploadPartCommand({ Bucket: job, Key: "big.bin", UploadId: upload.UploadId, PartNumber: 1, Body: part }));
-    expect(await s3Error(s3.send(new UploadPartCommand({ Bucket: job, Key: "big.bin", UploadId: upload.UploadId, PartNumber: 2, Body: randomBytes(2000) })))).toMatchObject({ code: "QuotaExceeded", status: 403 });
+    const first = await s3.send(
+      new UploadPartCommand({ Bucket: job, Key: "big.bin", UploadId: upload.UploadId, PartNumber: 1, Body: part }),
+    );
+    expect(
+      await s3Error(
+        s3.send(new UploadPartCommand({ Bucket: job, Key: "big.bin", UploadId: upload.UploadId, PartNumber: 2, Body: randomBytes(2000) })),
+      ),
+    ).toMatchObject({ code: "QuotaExceeded", status: 403 });
     // The parts in progress count for single PUTs too.
-    expect(await s3Error(s3.send(new PutObjectCommand({ Bucket: job, Key: "small.bin", Body: randomBytes(2000) })))).toMatchObject({ code: "QuotaExceeded", status: 403 });
-    const last = await s3.send(new UploadPartCommand({ Bucket: job, Key: "big.bin", UploadId: upload.UploadId, PartNumber: 2, Body: randomBytes(900) }));
-    await s3.send(new CompleteMultipartUploadCommand({ Bucket: job, Key: "big.bin", UploadId: upload.UploadId, MultipartUpload: { Parts: [{ PartNumber: 1, ETag: first.ETag }, { PartNumber: 2, ETag: last.ETag }] } }));
+    expect(await s3Error(s3.send(new PutObjectCommand({ Bucket: job, Key: "small.bin", Body: randomBytes(2000) })))).toMatchObject({
+      code: "QuotaExceeded",
+      status: 403,
+    });
+    const last = await s3.send(
+      new UploadPartCommand({ Bucket: job, Key: "big.bin", UploadId: upload.UploadId, PartNumber: 2, Body: randomBytes(900) }),
+    );
+    await s3.send(
+      new CompleteMultipartUploadCommand({
+        Bucket: job,
+        Key: "big.bin",
+        UploadId: upload.UploadId,
+        MultipartUpload: {
+          Parts: [
+            { PartNumber: 1, ETag: first.ETag },
+            { PartNumber: 2, ETag: last.ETag },
+          ],
+        },
+      }),
+    );
     expect((await s3.send(new HeadObjectCommand({ Bucket: job, Key: "big.bin" }))).ContentLength).toBe(part.length + 900);
     expect(await keysOf(s3, job)).toEqual(["big.bin"]);
-    expect(await s3Error(s3.send(new PutObjectCommand({ Bucket: job, Key: "more.bin", Body: randomBytes(200) })))).toMatchObject({ code: "QuotaExceeded", status: 403 });
+    expect(await s3Error(s3.send(new PutObjectCommand({ Bucket: job, Key: "more.bin", Body: randomBytes(200) })))).toMatchObject({
+      code: "QuotaExceeded",
+      status: 403,
+    });
   });
 });
 
@@ -179,16 +255,30 @@ describe("credentials and the job's life", () => {
     const refused = await t.call("POST", `/api/queue/${job}/storage-credentials`, { auth: { key: admin.key } });
     expect(refused.status).toBe(409);
     expect(refused.body.code).toBe("job_cannot_run");
-    expect(refused.body.detail).toMatch(new RegExp(`^Job ${job} cannot run as configured \\(no_matching_worker: no online worker has at least 1 GPU\\(s\\)\\), so it gets no storage credentials`));
+    expect(refused.body.detail).toMatch(
+      new RegExp(
+        `^Job ${job} cannot run as configured \\(no_matching_worker: no online worker has at least 1 GPU\\(s\\)\\), so it gets no storage credentials`,
+      ),
+    );
     const buckets = await t.call("GET", "/api/cloud/storage", { auth: { key: admin.key } });
     expect(buckets.text).not.toContain(`<Name>${job}</Name>`);
-    expect((await t.call("GET", `/api/cloud/storage/${job}?list-type=2`, { auth: { key: admin.key } })).text).toContain("<Code>NoSuchBucket</Code>");
+    expect((await t.call("GET", `/api/cloud/storage/${job}?list-type=2`, { auth: { key: admin.key } })).text).toContain(
+      "<Code>NoSuchBucket</Code>",
+    );
   });
 
   it("aborts the multipart uploads a job left open when it ends, freeing their parts", async () => {
     const { job, s3 } = await jobWithCredentials();
     const upload = await s3.send(new CreateMultipartUploadCommand({ Bucket: job, Key: "unfinished.bin" }));
-    await s3.send(new UploadPartCommand({ Bucket: job, Key: "unfinished.bin", UploadId: upload.UploadId, PartNumber: 1, Body: randomBytes(5 * 1024 * 1024) }));
+    await s3.send(
+      new UploadPartCommand({
+        Bucket: job,
+        Key: "unfinished.bin",
+        UploadId: upload.UploadId,
+        PartNumber: 1,
+        Body: randomBytes(5 * 1024 * 1024),
+      }),
+    );
     const listing = () => t.call("GET", `/api/cloud/storage/${job}?uploads`, { auth: { key: admin.key } });
     expect((await listing()).text).toContain(`<UploadId>${upload.UploadId}</UploadId>`);
     expect((await t.call("POST", `/api/queue/${job}/cancel`, { auth: { key: admin.key } })).status).toBe(200);

@@ -58,7 +58,15 @@ async function sdkPut(data: Uint8Array, pieces: number, checksumAlgorithm?: Chec
   const step = Math.ceil(data.length / pieces);
   const parts = Array.from({ length: pieces }, (_, i) => Buffer.from(data.subarray(i * step, (i + 1) * step)));
   captured.length = 0;
-  await client.send(new PutObjectCommand({ Bucket: "results", Key: "job 1/out+€.bin", Body: Readable.from(parts), ContentLength: data.length, ChecksumAlgorithm: checksumAlgorithm }));
+  await client.send(
+    new PutObjectCommand({
+      Bucket: "results",
+      Key: "job 1/out+€.bin",
+      Body: Readable.from(parts),
+      ContentLength: data.length,
+      ChecksumAlgorithm: checksumAlgorithm,
+    }),
+  );
   client.destroy();
   expect(captured).toHaveLength(1);
   return captured[0]!;
@@ -110,8 +118,13 @@ function frame(data: Uint8Array, sizes: number[], trailer: string | null): Uint8
 }
 
 describe("checksums", () => {
-  it("match the catalogue check values over \"123456789\", fed in pieces", () => {
-    const expected = { crc32: "cbf43926", crc32c: "e3069283", crc64nvme: "ae8b14860a799888", sha1: "f7c3bc1d808e04732adf679965ccc34ca7ae3441" } as const;
+  it('match the catalogue check values over "123456789", fed in pieces', () => {
+    const expected = {
+      crc32: "cbf43926",
+      crc32c: "e3069283",
+      crc64nvme: "ae8b14860a799888",
+      sha1: "f7c3bc1d808e04732adf679965ccc34ca7ae3441",
+    } as const;
     for (const [algorithm, hex] of Object.entries(expected)) {
       const hash = createChecksum(algorithm as keyof typeof expected);
       hash.update(encoder.encode("1234"));
@@ -141,12 +154,23 @@ describe("aws-chunked bodies from @aws-sdk/client-s3", () => {
 
     const request = asRequest(capture);
     const parsed = parseSigV4(request) as ParsedAuth;
-    expect(parsed).toMatchObject({ kind: "header", accessKeyId: ACCESS_KEY, region: "us-east-1", service: "s3", payloadMode: "streaming-unsigned-trailer" });
+    expect(parsed).toMatchObject({
+      kind: "header",
+      accessKeyId: ACCESS_KEY,
+      region: "us-east-1",
+      service: "s3",
+      payloadMode: "streaming-unsigned-trailer",
+    });
     expect(await verifySigV4(request, parsed, SECRET, new Date())).toBeNull();
     expect((await verifySigV4(request, parsed, SECRET + "x", new Date()))?.code).toBe("SignatureDoesNotMatch");
 
     const options = awsChunkedOptions(headers);
-    expect(options).toEqual({ contentSha256: UNSIGNED, decodedContentLength: 307200, trailers: ["x-amz-checksum-crc32"], contentEncoding: null });
+    expect(options).toEqual({
+      contentSha256: UNSIGNED,
+      decodedContentLength: 307200,
+      trailers: ["x-amz-checksum-crc32"],
+      contentEncoding: null,
+    });
     expect(Buffer.compare(await decode(capture.body, options as AwsChunkedOptions), data)).toBe(0);
   });
 
@@ -180,13 +204,18 @@ describe("aws-chunked framing errors", () => {
   const good = frame(data, [5, 19], trailer);
 
   it("accepts the well-formed body, in any read size", async () => {
-    for (const size of [1, 2, 3, 5, 8, 1000]) expect(new TextDecoder().decode(await decode(good, options, size))).toBe("hello, aws-chunked world");
+    for (const size of [1, 2, 3, 5, 8, 1000])
+      expect(new TextDecoder().decode(await decode(good, options, size))).toBe("hello, aws-chunked world");
   });
 
   it("refuses a corrupted trailing checksum with BadDigest", async () => {
     const bad = frame(data, [5, 19], `x-amz-checksum-crc32:${crc32Of(encoder.encode("something else"))}`);
     const error = await decodeError(bad, options);
-    expect([error.code, error.status, error.message]).toEqual(["BadDigest", 400, "The CRC32 you specified did not match the calculated checksum."]);
+    expect([error.code, error.status, error.message]).toEqual([
+      "BadDigest",
+      400,
+      "The CRC32 you specified did not match the calculated checksum.",
+    ]);
   });
 
   it("refuses a body cut anywhere before its final blank line with IncompleteBody", async () => {
@@ -201,13 +230,19 @@ describe("aws-chunked framing errors", () => {
     const short = await decodeError(good, { ...options, decodedContentLength: data.length + 1 });
     expect([short.code, short.message]).toEqual(["IncompleteBody", "The decoded body has 24 bytes; x-amz-decoded-content-length says 25."]);
     const long = await decodeError(good, { ...options, decodedContentLength: 10 });
-    expect([long.code, long.message]).toEqual(["InvalidRequest", "The decoded body is longer than x-amz-decoded-content-length (10 bytes)."]);
+    expect([long.code, long.message]).toEqual([
+      "InvalidRequest",
+      "The decoded body is longer than x-amz-decoded-content-length (10 bytes).",
+    ]);
   });
 
   it("refuses malformed framing with InvalidRequest", async () => {
     const cases: [string, string][] = [
       ["zz\r\nhello\r\n0\r\n\r\n", 'Malformed aws-chunked body: "zz" is not a chunk size line.'],
-      ["5\r\nhello!\r\n0\r\n\r\n", "Malformed aws-chunked body: chunk data is not followed by \\r\\n (does the chunk size match its data?)."],
+      [
+        "5\r\nhello!\r\n0\r\n\r\n",
+        "Malformed aws-chunked body: chunk data is not followed by \\r\\n (does the chunk size match its data?).",
+      ],
       ["5\r\nhello\r\n0\r\n\r\nextra", "Malformed aws-chunked body: bytes follow the end of the body."],
       [`${"0".repeat(5000)}\r\n`, "Malformed aws-chunked body: a framing line is longer than 4096 bytes."],
     ];
@@ -219,24 +254,45 @@ describe("aws-chunked framing errors", () => {
 
   it("refuses a missing, unannounced or garbled trailer with MalformedTrailerError", async () => {
     const missing = await decodeError(Buffer.concat([frame(data, [24], null), encoder.encode("\r\n")]), options);
-    expect([missing.code, missing.message]).toEqual(["MalformedTrailerError", "The body lacks the trailer x-amz-checksum-crc32 announced in x-amz-trailer."]);
+    expect([missing.code, missing.message]).toEqual([
+      "MalformedTrailerError",
+      "The body lacks the trailer x-amz-checksum-crc32 announced in x-amz-trailer.",
+    ]);
     const unannounced = await decodeError(frame(data, [24], trailer), { contentSha256: UNSIGNED });
-    expect([unannounced.code, unannounced.message]).toEqual(["MalformedTrailerError", "The trailer x-amz-checksum-crc32 was not announced in x-amz-trailer."]);
+    expect([unannounced.code, unannounced.message]).toEqual([
+      "MalformedTrailerError",
+      "The trailer x-amz-checksum-crc32 was not announced in x-amz-trailer.",
+    ]);
     const garbled = await decodeError(frame(data, [24], "no colon here"), options);
     expect(garbled.code).toBe("MalformedTrailerError");
   });
 
-  it("accepts the SDK's checksum-less ending (\"0\\r\\n\" and nothing after) and an empty body", async () => {
-    expect(new TextDecoder().decode(await decode(frame(data, [24], null), { contentSha256: UNSIGNED, decodedContentLength: 24 }))).toBe("hello, aws-chunked world");
+  it('accepts the SDK\'s checksum-less ending ("0\\r\\n" and nothing after) and an empty body', async () => {
+    expect(new TextDecoder().decode(await decode(frame(data, [24], null), { contentSha256: UNSIGNED, decodedContentLength: 24 }))).toBe(
+      "hello, aws-chunked world",
+    );
     const empty = frame(new Uint8Array(0), [], `x-amz-checksum-crc32:${crc32Of(new Uint8Array(0))}`);
     expect((await decode(empty, { ...options, decodedContentLength: 0 })).length).toBe(0);
   });
 
   it("reads its options from headers and refuses unsupported trailers", () => {
-    const headers = new Headers({ "x-amz-content-sha256": UNSIGNED, "content-encoding": "aws-chunked, gzip", "x-amz-trailer": "x-amz-checksum-crc32c", "x-amz-decoded-content-length": "12" });
-    expect(awsChunkedOptions(headers)).toEqual({ contentSha256: UNSIGNED, decodedContentLength: 12, trailers: ["x-amz-checksum-crc32c"], contentEncoding: "gzip" });
+    const headers = new Headers({
+      "x-amz-content-sha256": UNSIGNED,
+      "content-encoding": "aws-chunked, gzip",
+      "x-amz-trailer": "x-amz-checksum-crc32c",
+      "x-amz-decoded-content-length": "12",
+    });
+    expect(awsChunkedOptions(headers)).toEqual({
+      contentSha256: UNSIGNED,
+      decodedContentLength: 12,
+      trailers: ["x-amz-checksum-crc32c"],
+      contentEncoding: "gzip",
+    });
     headers.set("x-amz-trailer", "x-amz-checksum-md5");
-    expect(awsChunkedOptions(headers)).toMatchObject({ code: "InvalidRequest", message: "The value specified in the x-amz-trailer header is not supported: x-amz-checksum-md5" });
+    expect(awsChunkedOptions(headers)).toMatchObject({
+      code: "InvalidRequest",
+      message: "The value specified in the x-amz-trailer header is not supported: x-amz-checksum-md5",
+    });
     headers.set("x-amz-content-sha256", "UNSIGNED-PAYLOAD");
     expect(awsChunkedOptions(headers)).toMatchObject({ code: "InvalidArgument" });
   });
@@ -296,12 +352,20 @@ describe("signed aws-chunked bodies (STREAMING-AWS4-HMAC-SHA256-PAYLOAD)", () =>
     const altered = Buffer.from(body);
     altered[66_000] = 0x62;
     const error = await decodeError(altered, options);
-    expect([error.code, error.status, error.message]).toEqual(["SignatureDoesNotMatch", 403, "The signature of chunk ending at byte 66560 does not match."]);
+    expect([error.code, error.status, error.message]).toEqual([
+      "SignatureDoesNotMatch",
+      403,
+      "The signature of chunk ending at byte 66560 does not match.",
+    ]);
     const swapped = Buffer.from(body.toString("latin1").replace(chunkSignatures[0]!, chunkSignatures[1]!), "latin1");
     expect((await decodeError(swapped, options)).code).toBe("SignatureDoesNotMatch");
     const unsigned = Buffer.from(body.toString("latin1").replace(`;chunk-signature=${chunkSignatures[2]}`, ""), "latin1");
-    expect((await decodeError(unsigned, options)).message).toBe("Malformed aws-chunked body: a chunk of a signed payload lacks its chunk-signature.");
-    expect((await decodeError(body, { ...options, signer: chunkSigner(parseSigV4(seedRequest) as ParsedAuth, "wrong") })).code).toBe("SignatureDoesNotMatch");
+    expect((await decodeError(unsigned, options)).message).toBe(
+      "Malformed aws-chunked body: a chunk of a signed payload lacks its chunk-signature.",
+    );
+    expect((await decodeError(body, { ...options, signer: chunkSigner(parseSigV4(seedRequest) as ParsedAuth, "wrong") })).code).toBe(
+      "SignatureDoesNotMatch",
+    );
   });
 
   it("checks the trailer signature of STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER", async () => {
@@ -315,13 +379,26 @@ describe("signed aws-chunked bodies (STREAMING-AWS4-HMAC-SHA256-PAYLOAD)", () =>
       return Buffer.from(hash.digest()).toString("hex");
     };
     const empty = sha256Hex(new Uint8Array(0));
-    const first = await signer.sign(["AWS4-HMAC-SHA256-PAYLOAD", signer.amzDate, signer.scope, signer.seedSignature, empty, sha256Hex(data)].join("\n"));
+    const first = await signer.sign(
+      ["AWS4-HMAC-SHA256-PAYLOAD", signer.amzDate, signer.scope, signer.seedSignature, empty, sha256Hex(data)].join("\n"),
+    );
     const last = await signer.sign(["AWS4-HMAC-SHA256-PAYLOAD", signer.amzDate, signer.scope, first, empty, empty].join("\n"));
     const checksum = `x-amz-checksum-crc32:${crc32Of(data)}`;
-    const trailerSig = await signer.sign(["AWS4-HMAC-SHA256-TRAILER", signer.amzDate, signer.scope, last, sha256Hex(encoder.encode(checksum + "\n"))].join("\n"));
+    const trailerSig = await signer.sign(
+      ["AWS4-HMAC-SHA256-TRAILER", signer.amzDate, signer.scope, last, sha256Hex(encoder.encode(checksum + "\n"))].join("\n"),
+    );
     const build = (sig: string) =>
-      Buffer.concat([encoder.encode(`16;chunk-signature=${first}\r\n`), data, encoder.encode(`\r\n0;chunk-signature=${last}\r\n${checksum}\r\nx-amz-trailer-signature:${sig}\r\n\r\n`)]);
-    const options: AwsChunkedOptions = { contentSha256: "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER", trailers: ["x-amz-checksum-crc32"], decodedContentLength: 22, signer };
+      Buffer.concat([
+        encoder.encode(`16;chunk-signature=${first}\r\n`),
+        data,
+        encoder.encode(`\r\n0;chunk-signature=${last}\r\n${checksum}\r\nx-amz-trailer-signature:${sig}\r\n\r\n`),
+      ]);
+    const options: AwsChunkedOptions = {
+      contentSha256: "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER",
+      trailers: ["x-amz-checksum-crc32"],
+      decodedContentLength: 22,
+      signer,
+    };
     expect(new TextDecoder().decode(await decode(build(trailerSig), options, 5))).toBe("trailer-signed payload");
     expect((await decodeError(build(first), options)).message).toBe("The trailer signature does not match.");
   });

@@ -22,7 +22,8 @@ import { setUpAdmin, startTestStack, type TestStack } from "./helpers/stack";
 
 // The user's own AWS settings (profile, region, endpoint, credentials) must not reach the tools.
 const baseEnv: NodeJS.ProcessEnv = Object.fromEntries(Object.entries(process.env).filter(([name]) => !/^(AWS_|BOTO_)/.test(name)));
-const installed = (command: string, args: string[]) => spawnSync(command, args, { stdio: "ignore", env: baseEnv, timeout: 30_000 }).status === 0;
+const installed = (command: string, args: string[]) =>
+  spawnSync(command, args, { stdio: "ignore", env: baseEnv, timeout: 30_000 }).status === 0;
 const hasAws = installed("aws", ["--version"]);
 const hasBoto3 = installed("python3", ["-c", "import boto3"]);
 const hasOpenssl = installed("openssl", ["version"]);
@@ -40,7 +41,9 @@ const versionOf = (command: string, args: string[]) => {
 // Whether the tool sends CRC32 checksums by default, and aws-chunked bodies over HTTPS: botocore
 // 1.36 (January 2025: aws-cli 1.37, boto3 1.36), aws-cli v2 2.23 (v2 has a botocore of its own).
 const awsVersion = hasAws ? versionOf("aws", ["--version"]) : "";
-const modernAws = /^aws-cli\/2\./.test(awsVersion) ? atLeast(/^aws-cli\/([\d.]+)/.exec(awsVersion)?.[1], [2, 23]) : atLeast(/botocore\/([\d.]+)/.exec(awsVersion)?.[1], [1, 36]);
+const modernAws = /^aws-cli\/2\./.test(awsVersion)
+  ? atLeast(/^aws-cli\/([\d.]+)/.exec(awsVersion)?.[1], [2, 23])
+  : atLeast(/botocore\/([\d.]+)/.exec(awsVersion)?.[1], [1, 36]);
 const modernBoto3 = hasBoto3 && atLeast(versionOf("python3", ["-c", "import botocore; print(botocore.__version__)"]), [1, 36]);
 
 const MiB = 1024 * 1024;
@@ -242,7 +245,12 @@ interface BotoSent {
 }
 
 /** Runs `body` after PY_PRELUDE with `args` (plus the endpoint and bucket); returns what it passed to done(). */
-async function boto3<T = any>(scheme: Scheme, body: string, args: Record<string, unknown> = {}, timeoutMs = 100_000): Promise<{ result: T; sent: BotoSent[] }> {
+async function boto3<T = any>(
+  scheme: Scheme,
+  body: string,
+  args: Record<string, unknown> = {},
+  timeoutMs = 100_000,
+): Promise<{ result: T; sent: BotoSent[] }> {
   const input = JSON.stringify({ endpoint: fronts[scheme]!.endpoint, bucket: job, ...args });
   const ran = await runTool("python3", ["-c", PY_PRELUDE + body, input], toolEnv(), timeoutMs);
   expect(ran.code, ran.stderr).toBe(0);
@@ -263,7 +271,8 @@ async function boto3<T = any>(scheme: Scheme, body: string, args: Record<string,
 function expectUploadFraming(scheme: Scheme, headers: Record<string, string>, bytes: Buffer, modern: boolean): void {
   const contentSha256 = headers["x-amz-content-sha256"] ?? "";
   if (/^[0-9a-f]{64}$/.test(contentSha256)) expect(contentSha256).toBe(sha256(bytes));
-  if ((headers["content-encoding"] ?? "").includes("aws-chunked")) expect(headers["x-amz-decoded-content-length"]).toBe(String(bytes.length));
+  if ((headers["content-encoding"] ?? "").includes("aws-chunked"))
+    expect(headers["x-amz-decoded-content-length"]).toBe(String(bytes.length));
   else expect(headers["content-length"]).toBe(String(bytes.length));
   if (headers["x-amz-checksum-crc32"] !== undefined) expect(headers["x-amz-checksum-crc32"]).toBe(crc32Base64(bytes));
   if (headers["content-md5"] !== undefined) expect(headers["content-md5"]).toBe(createHash("md5").update(bytes).digest("base64"));
@@ -283,8 +292,15 @@ function expectUploadFraming(scheme: Scheme, headers: Record<string, string>, by
 }
 
 /** The parts of BIG as UploadPart requests must have carried them. */
-function expectMultipartUploads(scheme: Scheme, requests: { query: URLSearchParams; headers: Record<string, string> }[], data: Buffer, modern: boolean): void {
-  const parts = requests.filter((r) => r.query.has("partNumber")).sort((a, b) => Number(a.query.get("partNumber")) - Number(b.query.get("partNumber")));
+function expectMultipartUploads(
+  scheme: Scheme,
+  requests: { query: URLSearchParams; headers: Record<string, string> }[],
+  data: Buffer,
+  modern: boolean,
+): void {
+  const parts = requests
+    .filter((r) => r.query.has("partNumber"))
+    .sort((a, b) => Number(a.query.get("partNumber")) - Number(b.query.get("partNumber")));
   expect(parts.map((p) => Number(p.query.get("partNumber")))).toEqual([1, 2, 3]);
   parts.forEach((part, i) => expectUploadFraming(scheme, part.headers, data.subarray(i * PART, (i + 1) * PART), modern));
 }
@@ -296,7 +312,9 @@ beforeAll(async () => {
   t = await startTestStack();
   admin = await setUpAdmin(t);
   expect((await t.call("POST", "/api/configs/environments", { json: { name: "gpu" }, auth: { key: admin.key } })).status).toBe(201);
-  const submit = async () => (await t.call("POST", "/api/queue/submit", { json: { config_name: "gpu", target: "local" }, auth: { key: admin.key } })).body.job_id as string;
+  const submit = async () =>
+    (await t.call("POST", "/api/queue/submit", { json: { config_name: "gpu", target: "local" }, auth: { key: admin.key } })).body
+      .job_id as string;
   // No GPU box is registered: the jobs stay pending, which is active.
   job = await submit();
   other = await submit();
@@ -316,7 +334,29 @@ beforeAll(async () => {
   if (hasOpenssl) {
     const key = join(work, "front-key.pem");
     caBundle = join(work, "front-cert.pem");
-    execFileSync("openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key, "-out", caBundle, "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"], { stdio: "ignore" });
+    execFileSync(
+      "openssl",
+      [
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-keyout",
+        key,
+        "-out",
+        caBundle,
+        "-days",
+        "2",
+        "-subj",
+        "/CN=127.0.0.1",
+        "-addext",
+        "subjectAltName=IP:127.0.0.1,DNS:localhost",
+      ],
+      { stdio: "ignore" },
+    );
     fronts.https = await startFront(origin, { key: readFileSync(key), cert: readFileSync(caBundle) });
   }
 });
@@ -354,9 +394,13 @@ describe.skipIf(!hasAws)("the AWS CLI (aws s3)", () => {
     await copyRoundTrip("http");
   }, 120_000);
 
-  it.skipIf(!hasOpenssl)("cp uploads 20 MiB as multipart over HTTPS (aws-chunked with a CRC32 trailer), lists it, downloads it byte-exact", async () => {
-    await copyRoundTrip("https");
-  }, 120_000);
+  it.skipIf(!hasOpenssl)(
+    "cp uploads 20 MiB as multipart over HTTPS (aws-chunked with a CRC32 trailer), lists it, downloads it byte-exact",
+    async () => {
+      await copyRoundTrip("https");
+    },
+    120_000,
+  );
 
   it("sync uploads a tree, a second sync uploads nothing, and syncing down reproduces it byte-exact", async () => {
     const scheme = secure();
@@ -379,10 +423,13 @@ describe.skipIf(!hasAws)("the AWS CLI (aws s3)", () => {
     front.requests.length = 0;
     const first = await aws(scheme, ["s3", "sync", source, `s3://${job}/sync/`, "--no-progress"]);
     const uploads = first.stdout.split("\n").filter((line) => line.startsWith("upload: "));
-    expect(uploads.map((line) => line.slice(line.indexOf(` to s3://${job}/sync/`) + ` to s3://${job}/sync/`.length)).sort()).toEqual(Object.keys(files).sort());
+    expect(uploads.map((line) => line.slice(line.indexOf(` to s3://${job}/sync/`) + ` to s3://${job}/sync/`.length)).sort()).toEqual(
+      Object.keys(files).sort(),
+    );
     const puts = front.requests.filter((r) => r.method === "PUT");
     expect(puts.map((r) => r.path.slice(`/api/cloud/storage/${job}/sync/`.length)).sort()).toEqual(Object.keys(files).sort());
-    for (const put of puts) expectUploadFraming(scheme, put.headers, files[put.path.slice(`/api/cloud/storage/${job}/sync/`.length)]!, modernAws);
+    for (const put of puts)
+      expectUploadFraming(scheme, put.headers, files[put.path.slice(`/api/cloud/storage/${job}/sync/`.length)]!, modernAws);
 
     const second = await aws(scheme, ["s3", "sync", source, `s3://${job}/sync/`, "--no-progress"]);
     expect(second.stdout.trim()).toBe("");
@@ -427,7 +474,12 @@ done({"length": head["ContentLength"], "etag": head["ETag"]})
       expect(ran.result.length).toBe(BIG);
       expect(ran.result.etag).toMatch(/^"[0-9a-f]{32}-3"$/);
       const parts = ran.sent.filter((s) => s.operation === "UploadPart");
-      expectMultipartUploads(scheme, parts.map((p) => ({ query: new URL(p.url).searchParams, headers: p.headers })), big, modernBoto3);
+      expectMultipartUploads(
+        scheme,
+        parts.map((p) => ({ query: new URL(p.url).searchParams, headers: p.headers })),
+        big,
+        modernBoto3,
+      );
       expect(parts.every((p) => (p.headers.expect === "100-continue") === expectContinue)).toBe(true);
       // download_file reads an object over the threshold as ranged GETs of the chunk size (the
       // last one open-ended).
@@ -469,15 +521,39 @@ done({
     "folders": {"keys": [o["Key"] for o in folders.get("Contents", [])], "prefixes": [p["Prefix"] for p in folders.get("CommonPrefixes", [])]},
 })
 `;
-    const keys = ["list/a.txt", "list/b.txt", "list/c.txt", "list/d.txt", "list/e.txt", "list/sub1/x.txt", "list/sub1/y.txt", "list/sub2/z.txt"];
+    const keys = [
+      "list/a.txt",
+      "list/b.txt",
+      "list/c.txt",
+      "list/d.txt",
+      "list/e.txt",
+      "list/sub1/x.txt",
+      "list/sub1/y.txt",
+      "list/sub2/z.txt",
+    ];
     const { result, sent } = await boto3(scheme, script, { source, keys });
     expect(result.put_etag).toBe(`"${md5(data)}"`);
     const put = sent.find((s) => s.operation === "PutObject" && s.url.endsWith("/objects/data.bin"))!;
     expectUploadFraming(scheme, put.headers, data, modernBoto3);
     expect(Buffer.from(result.whole, "base64").equals(data)).toBe(true);
-    expect(result.middle).toEqual({ body: data.subarray(1000, 2000).toString("base64"), range: "bytes 1000-1999/300000", length: 1000, status: 206 });
-    expect(result.suffix).toEqual({ body: data.subarray(299_990).toString("base64"), range: "bytes 299990-299999/300000", length: 10, status: 206 });
-    expect(result.open).toEqual({ body: data.subarray(299_990).toString("base64"), range: "bytes 299990-299999/300000", length: 10, status: 206 });
+    expect(result.middle).toEqual({
+      body: data.subarray(1000, 2000).toString("base64"),
+      range: "bytes 1000-1999/300000",
+      length: 1000,
+      status: 206,
+    });
+    expect(result.suffix).toEqual({
+      body: data.subarray(299_990).toString("base64"),
+      range: "bytes 299990-299999/300000",
+      length: 10,
+      status: 206,
+    });
+    expect(result.open).toEqual({
+      body: data.subarray(299_990).toString("base64"),
+      range: "bytes 299990-299999/300000",
+      length: 10,
+      status: 206,
+    });
     expect(result.head).toEqual({ length: 300_000, etag: `"${md5(data)}"` });
 
     expect(result.flat).toEqual([keys.slice(0, 3), keys.slice(3, 6), keys.slice(6)]);

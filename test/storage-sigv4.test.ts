@@ -34,13 +34,24 @@ describe("AWS's documented S3 SigV4 examples", () => {
   const signed = (url: string, method: string, headers: Record<string, string>, signedHeaders: string, signature: string) =>
     new Request(url, {
       method,
-      headers: { ...headers, host, "x-amz-date": "20130524T000000Z", authorization: `AWS4-HMAC-SHA256 Credential=${credential},SignedHeaders=${signedHeaders},Signature=${signature}` },
+      headers: {
+        ...headers,
+        host,
+        "x-amz-date": "20130524T000000Z",
+        authorization: `AWS4-HMAC-SHA256 Credential=${credential},SignedHeaders=${signedHeaders},Signature=${signature}`,
+      },
     });
 
   const examples: [string, Request][] = [
     [
       "GET Object with Range",
-      signed(`http://${host}/test.txt`, "GET", { range: "bytes=0-9", "x-amz-content-sha256": EMPTY_SHA256 }, "host;range;x-amz-content-sha256;x-amz-date", "f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41"),
+      signed(
+        `http://${host}/test.txt`,
+        "GET",
+        { range: "bytes=0-9", "x-amz-content-sha256": EMPTY_SHA256 },
+        "host;range;x-amz-content-sha256;x-amz-date",
+        "f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41",
+      ),
     ],
     [
       // Signs the Date header (the SDK's signer would drop it) and a raw "$" (signed as %24).
@@ -48,18 +59,34 @@ describe("AWS's documented S3 SigV4 examples", () => {
       signed(
         `http://${host}/test$file.text`,
         "PUT",
-        { date: "Fri, 24 May 2013 00:00:00 GMT", "x-amz-storage-class": "REDUCED_REDUNDANCY", "x-amz-content-sha256": "44ce7dd67c959e0d3524ffac1771dfbba87d2b6b4b4e99e42034a8b803f8b072" },
+        {
+          date: "Fri, 24 May 2013 00:00:00 GMT",
+          "x-amz-storage-class": "REDUCED_REDUNDANCY",
+          "x-amz-content-sha256": "44ce7dd67c959e0d3524ffac1771dfbba87d2b6b4b4e99e42034a8b803f8b072",
+        },
         "date;host;x-amz-content-sha256;x-amz-date;x-amz-storage-class",
         "98ad721746da40c64f1a55b78f14c238d841ea1380cd77a1b5971af0ece108bd",
       ),
     ],
     [
       "GET Bucket lifecycle",
-      signed(`http://${host}/?lifecycle`, "GET", { "x-amz-content-sha256": EMPTY_SHA256 }, "host;x-amz-content-sha256;x-amz-date", "fea454ca298b7da1c68078a5d1bdbfbbe0d65c699e0f91ac7a200a0136783543"),
+      signed(
+        `http://${host}/?lifecycle`,
+        "GET",
+        { "x-amz-content-sha256": EMPTY_SHA256 },
+        "host;x-amz-content-sha256;x-amz-date",
+        "fea454ca298b7da1c68078a5d1bdbfbbe0d65c699e0f91ac7a200a0136783543",
+      ),
     ],
     [
       "ListObjects",
-      signed(`http://${host}/?max-keys=2&prefix=J`, "GET", { "x-amz-content-sha256": EMPTY_SHA256 }, "host;x-amz-content-sha256;x-amz-date", "34b48302e7b5fa45bde8084f4b7868a86f0a534bc59db6670ed5711ef69dc6f7"),
+      signed(
+        `http://${host}/?max-keys=2&prefix=J`,
+        "GET",
+        { "x-amz-content-sha256": EMPTY_SHA256 },
+        "host;x-amz-content-sha256;x-amz-date",
+        "34b48302e7b5fa45bde8084f4b7868a86f0a534bc59db6670ed5711ef69dc6f7",
+      ),
     ],
     [
       "presigned GET",
@@ -73,7 +100,10 @@ describe("AWS's documented S3 SigV4 examples", () => {
 
   it.each(examples)("verifies the %s example", async (_, request) => {
     expect(await check(request, secret, at)).toBe("ok");
-    expect(await check(request, secret.replace("K7", "K8"), at)).toEqual(["SignatureDoesNotMatch", "The request signature we calculated does not match the signature you provided. Check your key and signing method."]);
+    expect(await check(request, secret.replace("K7", "K8"), at)).toEqual([
+      "SignatureDoesNotMatch",
+      "The request signature we calculated does not match the signature you provided. Check your key and signing method.",
+    ]);
   });
 
   it("parses the presigned example's fields", () => {
@@ -105,7 +135,11 @@ describe("AWS's documented S3 SigV4 examples", () => {
     const read = (text: string) => new Response(new Response(text).body!.pipeThrough(payloadSha256Verifier(hash))).text();
     expect(await read("Welcome to Amazon S3.")).toBe("Welcome to Amazon S3.");
     const error = await read("Welcome to Amazon S3!").catch((e: S3Error) => e);
-    expect(error).toMatchObject({ code: "XAmzContentSHA256Mismatch", status: 400, message: "The provided 'x-amz-content-sha256' header does not match what was computed." });
+    expect(error).toMatchObject({
+      code: "XAmzContentSHA256Mismatch",
+      status: 400,
+      message: "The provided 'x-amz-content-sha256' header does not match what was computed.",
+    });
   });
 });
 
@@ -131,16 +165,34 @@ interface SignOptions {
  * Signs like @aws-sdk/client-s3 (SignatureV4, path not re-escaped) or presigns like
  * @aws-sdk/s3-request-presigner, and returns the request to send.
  */
-async function sdkSigned({ method = "GET", path, query = {}, headers = {}, secret = SECRET, presignExpires }: SignOptions): Promise<Request> {
+async function sdkSigned({
+  method = "GET",
+  path,
+  query = {},
+  headers = {},
+  secret = SECRET,
+  presignExpires,
+}: SignOptions): Promise<Request> {
   const credentials = { accessKeyId: ACCESS_KEY, secretAccessKey: secret };
-  const toSign = { method, protocol: "http:", hostname: "127.0.0.1", port: 8787, path, query, headers: { host: "127.0.0.1:8787", ...headers } };
+  const toSign = {
+    method,
+    protocol: "http:",
+    hostname: "127.0.0.1",
+    port: 8787,
+    path,
+    query,
+    headers: { host: "127.0.0.1:8787", ...headers },
+  };
   const signed =
     presignExpires === undefined
       ? await new SignatureV4({ service: "s3", region: "us-east-1", credentials, sha256: Sha256, uriEscapePath: false }).sign(
           { ...toSign, headers: { "x-amz-content-sha256": EMPTY_SHA256, ...toSign.headers } },
           { signingDate: SIGNED_AT },
         )
-      : await new S3RequestPresigner({ service: "s3", region: "us-east-1", credentials, sha256: Sha256 }).presign(toSign, { signingDate: SIGNED_AT, expiresIn: presignExpires });
+      : await new S3RequestPresigner({ service: "s3", region: "us-east-1", credentials, sha256: Sha256 }).presign(toSign, {
+          signingDate: SIGNED_AT,
+          expiresIn: presignExpires,
+        });
   const search = Object.entries(signed.query ?? {})
     .map(([key, value]) => `${uriEncode(key)}=${uriEncode(value as string)}`)
     .join("&");
@@ -182,9 +234,16 @@ describe("requests signed the way @aws-sdk/client-s3 signs them", () => {
   });
 
   it("refuses a wrong secret, an altered signed header, path or query with SignatureDoesNotMatch", async () => {
-    const request = await sdkSigned({ path: "/api/cloud/storage/results/a.txt", query: { "x-id": "GetObject" }, headers: { "x-amz-meta-owner": "alice", range: "bytes=0-9" } });
+    const request = await sdkSigned({
+      path: "/api/cloud/storage/results/a.txt",
+      query: { "x-id": "GetObject" },
+      headers: { "x-amz-meta-owner": "alice", range: "bytes=0-9" },
+    });
     expect(await check(request, SECRET, SIGNED_AT)).toBe("ok");
-    const mismatch = ["SignatureDoesNotMatch", "The request signature we calculated does not match the signature you provided. Check your key and signing method."];
+    const mismatch = [
+      "SignatureDoesNotMatch",
+      "The request signature we calculated does not match the signature you provided. Check your key and signing method.",
+    ];
     expect(await check(request, "job-upload/token+secreT", SIGNED_AT)).toEqual(mismatch);
     expect(await check(withChange(request, { headers: { "x-amz-meta-owner": "mallory" } }), SECRET, SIGNED_AT)).toEqual(mismatch);
     expect(await check(withChange(request, { headers: { range: "bytes=0-99" } }), SECRET, SIGNED_AT)).toEqual(mismatch);
@@ -192,7 +251,9 @@ describe("requests signed the way @aws-sdk/client-s3 signs them", () => {
     expect(await check(withChange(request, { url: request.url.replace("/results/", "/other/") }), SECRET, SIGNED_AT)).toEqual(mismatch);
     expect(await check(withChange(request, { url: request.url.replace("GetObject", "PutObject") }), SECRET, SIGNED_AT)).toEqual(mismatch);
     expect(await check(withChange(request, { url: request.url + "&versionId=1" }), SECRET, SIGNED_AT)).toEqual(mismatch);
-    expect(await check(withChange(request, { headers: { "x-amz-content-sha256": "UNSIGNED-PAYLOAD" } }), SECRET, SIGNED_AT)).toEqual(mismatch);
+    expect(await check(withChange(request, { headers: { "x-amz-content-sha256": "UNSIGNED-PAYLOAD" } }), SECRET, SIGNED_AT)).toEqual(
+      mismatch,
+    );
   });
 
   it("refuses an unsigned x-amz-* header, and a signed header that is missing, with AccessDenied", async () => {
@@ -201,7 +262,10 @@ describe("requests signed the way @aws-sdk/client-s3 signs them", () => {
       "AccessDenied",
       "There were headers present in the request which were not signed: x-amz-trailer",
     ]);
-    expect(await check(withChange(request, { headers: { "x-amz-meta-owner": null } }), SECRET, SIGNED_AT)).toEqual(["AccessDenied", 'The signed header "x-amz-meta-owner" is not in the request.']);
+    expect(await check(withChange(request, { headers: { "x-amz-meta-owner": null } }), SECRET, SIGNED_AT)).toEqual([
+      "AccessDenied",
+      'The signed header "x-amz-meta-owner" is not in the request.',
+    ]);
   });
 
   it("refuses a header-signed request more than 15 minutes from the server's clock with RequestTimeTooSkewed", async () => {
@@ -213,7 +277,7 @@ describe("requests signed the way @aws-sdk/client-s3 signs them", () => {
     expect(await check(request, SECRET, new Date(SIGNED_AT.getTime() - 15 * 60_000 - 1))).toEqual(skewed);
   });
 
-  it("refuses an expired presigned URL with AccessDenied \"Request has expired\", however fresh the clock skew", async () => {
+  it('refuses an expired presigned URL with AccessDenied "Request has expired", however fresh the clock skew', async () => {
     const request = await sdkSigned({ path: "/api/cloud/storage/results/a.txt", presignExpires: 60 });
     expect(await check(request, SECRET, new Date(SIGNED_AT.getTime() + 60_000))).toBe("ok");
     expect(await check(request, SECRET, new Date(SIGNED_AT.getTime() + 60_001))).toEqual(["AccessDenied", "Request has expired"]);
@@ -225,27 +289,55 @@ describe("requests signed the way @aws-sdk/client-s3 signs them", () => {
     const auth = request.headers.get("authorization")!;
     const cases: [Record<string, string | null>, string, string][] = [
       [{ authorization: null }, "AccessDenied", "Access Denied"],
-      [{ authorization: "AWS AKIDJOB0001:c2lnbmF0dXJl" }, "InvalidRequest", "The authorization mechanism you have provided is not supported. Please use AWS4-HMAC-SHA256."],
-      [{ authorization: auth.replace("/s3/", "/ec2/") }, "AuthorizationHeaderMalformed", 'The authorization header is malformed; incorrect service "ec2". This endpoint belongs to "s3".'],
-      [{ authorization: auth.replace("/20261123/", "/20261122/") }, "AuthorizationHeaderMalformed", 'The authorization header is malformed; Invalid credential date "20261122". This date is not the same as X-Amz-Date: "20261123".'],
-      [{ authorization: auth.replace("Credential=AKIDJOB0001/", "Credential=") }, "AuthorizationHeaderMalformed", `The authorization header is malformed; the Credential is mal-formed; expecting "<YOUR-AKID>/YYYYMMDD/REGION/SERVICE/aws4_request".`],
-      [{ authorization: auth.replace(/, Signature=\w+/, "") }, "AuthorizationHeaderMalformed", "The authorization header is malformed; it needs Credential, SignedHeaders and Signature."],
-      [{ authorization: auth.replace("SignedHeaders=host;", "SignedHeaders=") }, "AccessDenied", "The host header must be among the signed headers."],
+      [
+        { authorization: "AWS AKIDJOB0001:c2lnbmF0dXJl" },
+        "InvalidRequest",
+        "The authorization mechanism you have provided is not supported. Please use AWS4-HMAC-SHA256.",
+      ],
+      [
+        { authorization: auth.replace("/s3/", "/ec2/") },
+        "AuthorizationHeaderMalformed",
+        'The authorization header is malformed; incorrect service "ec2". This endpoint belongs to "s3".',
+      ],
+      [
+        { authorization: auth.replace("/20261123/", "/20261122/") },
+        "AuthorizationHeaderMalformed",
+        'The authorization header is malformed; Invalid credential date "20261122". This date is not the same as X-Amz-Date: "20261123".',
+      ],
+      [
+        { authorization: auth.replace("Credential=AKIDJOB0001/", "Credential=") },
+        "AuthorizationHeaderMalformed",
+        `The authorization header is malformed; the Credential is mal-formed; expecting "<YOUR-AKID>/YYYYMMDD/REGION/SERVICE/aws4_request".`,
+      ],
+      [
+        { authorization: auth.replace(/, Signature=\w+/, "") },
+        "AuthorizationHeaderMalformed",
+        "The authorization header is malformed; it needs Credential, SignedHeaders and Signature.",
+      ],
+      [
+        { authorization: auth.replace("SignedHeaders=host;", "SignedHeaders=") },
+        "AccessDenied",
+        "The host header must be among the signed headers.",
+      ],
       [{ "x-amz-date": null }, "AccessDenied", "AWS authentication requires a valid Date or x-amz-date header"],
       [{ "x-amz-date": "20261123T250000Z" }, "AccessDenied", "AWS authentication requires a valid Date or x-amz-date header"],
       [{ "x-amz-content-sha256": null }, "InvalidRequest", "Missing required header for this request: x-amz-content-sha256"],
-      [{ "x-amz-content-sha256": "STREAMING-AWS4-HMAC-SHA256-EVENTS" }, "InvalidArgument", expect.stringContaining("x-amz-content-sha256 must be") as unknown as string],
+      [
+        { "x-amz-content-sha256": "STREAMING-AWS4-HMAC-SHA256-EVENTS" },
+        "InvalidArgument",
+        expect.stringContaining("x-amz-content-sha256 must be") as unknown as string,
+      ],
     ];
-    for (const [headers, code, message] of cases) expect(await check(withChange(request, { headers }), SECRET, SIGNED_AT), JSON.stringify(headers)).toEqual([code, message]);
+    for (const [headers, code, message] of cases)
+      expect(await check(withChange(request, { headers }), SECRET, SIGNED_AT), JSON.stringify(headers)).toEqual([code, message]);
   });
 
   it("refuses malformed presigned URLs with AuthorizationQueryParametersError, and two mechanisms at once", async () => {
     const presigned = await sdkSigned({ path: "/api/cloud/storage/results/a.txt", presignExpires: 3600 });
     const url = presigned.url;
-    expect(await check(withChange(presigned, { url: url.replace("X-Amz-Expires=3600", "X-Amz-Expires=604801") }), SECRET, SIGNED_AT)).toEqual([
-      "AuthorizationQueryParametersError",
-      "X-Amz-Expires must be less than a week (in seconds) that is 604800",
-    ]);
+    expect(
+      await check(withChange(presigned, { url: url.replace("X-Amz-Expires=3600", "X-Amz-Expires=604801") }), SECRET, SIGNED_AT),
+    ).toEqual(["AuthorizationQueryParametersError", "X-Amz-Expires must be less than a week (in seconds) that is 604800"]);
     expect(await check(withChange(presigned, { url: url.replace("X-Amz-Expires=3600", "X-Amz-Expires=0") }), SECRET, SIGNED_AT)).toEqual([
       "AuthorizationQueryParametersError",
       "X-Amz-Expires must be a whole number of seconds from 1 to 604800.",
@@ -254,14 +346,15 @@ describe("requests signed the way @aws-sdk/client-s3 signs them", () => {
       "AuthorizationQueryParametersError",
       "Query-string authentication version 4 requires the X-Amz-Algorithm, X-Amz-Credential, X-Amz-Signature, X-Amz-Date, X-Amz-SignedHeaders, and X-Amz-Expires parameters.",
     ]);
-    expect(await check(withChange(presigned, { url: url.replace("X-Amz-Date=20261123T120000Z", "X-Amz-Date=2026-11-23") }), SECRET, SIGNED_AT)).toEqual([
-      "AuthorizationQueryParametersError",
-      "X-Amz-Date must be in the ISO8601 Long Format \"yyyyMMdd'T'HHmmss'Z'\"",
-    ]);
-    expect(await check(withChange(presigned, { url: url.replace("X-Amz-Expires=3600", "X-Amz-Expires=3601") }), SECRET, SIGNED_AT)).toEqual([
-      "SignatureDoesNotMatch",
-      "The request signature we calculated does not match the signature you provided. Check your key and signing method.",
-    ]);
+    expect(
+      await check(withChange(presigned, { url: url.replace("X-Amz-Date=20261123T120000Z", "X-Amz-Date=2026-11-23") }), SECRET, SIGNED_AT),
+    ).toEqual(["AuthorizationQueryParametersError", "X-Amz-Date must be in the ISO8601 Long Format \"yyyyMMdd'T'HHmmss'Z'\""]);
+    expect(await check(withChange(presigned, { url: url.replace("X-Amz-Expires=3600", "X-Amz-Expires=3601") }), SECRET, SIGNED_AT)).toEqual(
+      [
+        "SignatureDoesNotMatch",
+        "The request signature we calculated does not match the signature you provided. Check your key and signing method.",
+      ],
+    );
     expect(await check(withChange(presigned, { headers: { authorization: "AWS4-HMAC-SHA256 Credential=x" } }), SECRET, SIGNED_AT)).toEqual([
       "InvalidArgument",
       "Only one auth mechanism allowed; only the X-Amz-Algorithm query parameter or the Authorization header should be specified.",
@@ -325,10 +418,31 @@ describe("in workerd, with the real @aws-sdk/client-s3", () => {
   let endpoint: string;
 
   beforeAll(async () => {
-    const built = await esbuild.build({ ...WORKER_BUILD, entryPoints: undefined, stdin: { contents: TEST_WORKER, resolveDir: REPO_ROOT, loader: "ts", sourcefile: "storage-test-worker.ts" }, write: false, outfile: "index.js" });
-    mf = new Miniflare({ modules: true, script: built.outputFiles[0]!.text, scriptPath: "index.js", compatibilityDate: COMPATIBILITY_DATE, compatibilityFlags: ["nodejs_compat"], host: "127.0.0.1", port: 0 });
+    const built = await esbuild.build({
+      ...WORKER_BUILD,
+      entryPoints: undefined,
+      stdin: { contents: TEST_WORKER, resolveDir: REPO_ROOT, loader: "ts", sourcefile: "storage-test-worker.ts" },
+      write: false,
+      outfile: "index.js",
+    });
+    mf = new Miniflare({
+      modules: true,
+      script: built.outputFiles[0]!.text,
+      scriptPath: "index.js",
+      compatibilityDate: COMPATIBILITY_DATE,
+      compatibilityFlags: ["nodejs_compat"],
+      host: "127.0.0.1",
+      port: 0,
+    });
     endpoint = new URL("/api/cloud/storage", await mf.ready).toString();
-    client = new S3Client({ region: "us-east-1", endpoint, forcePathStyle: true, credentials: { accessKeyId: ACCESS_KEY, secretAccessKey: SECRET }, requestChecksumCalculation: "WHEN_SUPPORTED", maxAttempts: 1 });
+    client = new S3Client({
+      region: "us-east-1",
+      endpoint,
+      forcePathStyle: true,
+      credentials: { accessKeyId: ACCESS_KEY, secretAccessKey: SECRET },
+      requestChecksumCalculation: "WHEN_SUPPORTED",
+      maxAttempts: 1,
+    });
   });
 
   afterAll(async () => {
@@ -352,7 +466,14 @@ describe("in workerd, with the real @aws-sdk/client-s3", () => {
     const data = randomBytes(200 * 1024);
     const hex = new Uint8Array(await crypto.subtle.digest("SHA-256", data));
     const expected = `"${Buffer.from(hex).toString("hex")}"`;
-    const streamed = await client.send(new PutObjectCommand({ Bucket: "results", Key: "job 1/model.bin", Body: Readable.from([data.subarray(0, 70_000), data.subarray(70_000)]), ContentLength: data.length }));
+    const streamed = await client.send(
+      new PutObjectCommand({
+        Bucket: "results",
+        Key: "job 1/model.bin",
+        Body: Readable.from([data.subarray(0, 70_000), data.subarray(70_000)]),
+        ContentLength: data.length,
+      }),
+    );
     expect([streamed.ETag, streamed.VersionId]).toEqual([expected, "streaming-unsigned-trailer"]);
     const buffered = await client.send(new PutObjectCommand({ Bucket: "results", Key: "job 1/model.bin", Body: data }));
     expect([buffered.ETag, buffered.VersionId]).toEqual([expected, "sha256"]);
@@ -372,7 +493,13 @@ describe("in workerd, with the real @aws-sdk/client-s3", () => {
 
   it("answers a body that does not match its signed x-amz-content-sha256 with XAmzContentSHA256Mismatch XML", async () => {
     const url = new URL(endpoint);
-    const signer = new SignatureV4({ service: "s3", region: "us-east-1", credentials: { accessKeyId: ACCESS_KEY, secretAccessKey: SECRET }, sha256: Sha256, uriEscapePath: false });
+    const signer = new SignatureV4({
+      service: "s3",
+      region: "us-east-1",
+      credentials: { accessKeyId: ACCESS_KEY, secretAccessKey: SECRET },
+      sha256: Sha256,
+      uriEscapePath: false,
+    });
     const declared = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode("the signed body")));
     const signed = await signer.sign({
       method: "PUT",
@@ -391,9 +518,20 @@ describe("in workerd, with the real @aws-sdk/client-s3", () => {
   });
 
   it("refuses the SDK with a wrong secret: SignatureDoesNotMatch reaches it as the error name", async () => {
-    const wrong = new S3Client({ region: "us-east-1", endpoint, forcePathStyle: true, credentials: { accessKeyId: ACCESS_KEY, secretAccessKey: "nope" }, maxAttempts: 1 });
-    const error = await wrong.send(new ListObjectsV2Command({ Bucket: "results" })).catch((e: Error & { $metadata: { httpStatusCode: number } }) => e);
+    const wrong = new S3Client({
+      region: "us-east-1",
+      endpoint,
+      forcePathStyle: true,
+      credentials: { accessKeyId: ACCESS_KEY, secretAccessKey: "nope" },
+      maxAttempts: 1,
+    });
+    const error = await wrong
+      .send(new ListObjectsV2Command({ Bucket: "results" }))
+      .catch((e: Error & { $metadata: { httpStatusCode: number } }) => e);
     wrong.destroy();
-    expect([(error as Error).name, (error as Error & { $metadata: { httpStatusCode: number } }).$metadata.httpStatusCode]).toEqual(["SignatureDoesNotMatch", 403]);
+    expect([(error as Error).name, (error as Error & { $metadata: { httpStatusCode: number } }).$metadata.httpStatusCode]).toEqual([
+      "SignatureDoesNotMatch",
+      403,
+    ]);
   });
 });

@@ -1,6 +1,13 @@
 import { describe, expect, it } from "vitest";
 import { S3Error } from "../edge/storage/errors";
-import { MAX_COMPLETE_MULTIPART_BYTES, parseCompleteMultipartUpload, readLimitedText, s3ErrorResponse, s3ErrorXml, xmlEscape } from "../edge/storage/xml";
+import {
+  MAX_COMPLETE_MULTIPART_BYTES,
+  parseCompleteMultipartUpload,
+  readLimitedText,
+  s3ErrorResponse,
+  s3ErrorXml,
+  xmlEscape,
+} from "../edge/storage/xml";
 
 // S3 error documents out, CompleteMultipartUpload part lists in.
 
@@ -20,7 +27,11 @@ describe("S3 error XML", () => {
 
   it("answers an S3Error with its status, XML and request id; HEAD without a body", async () => {
     const response = s3ErrorResponse(new S3Error("SignatureDoesNotMatch", "No."), "/b/k", "req-2");
-    expect([response.status, response.headers.get("content-type"), response.headers.get("x-amz-request-id")]).toEqual([403, "application/xml", "req-2"]);
+    expect([response.status, response.headers.get("content-type"), response.headers.get("x-amz-request-id")]).toEqual([
+      403,
+      "application/xml",
+      "req-2",
+    ]);
     expect(await response.text()).toBe(
       '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SignatureDoesNotMatch</Code><Message>No.</Message><Resource>/b/k</Resource><RequestId>req-2</RequestId></Error>',
     );
@@ -47,7 +58,8 @@ describe("CompleteMultipartUpload bodies", () => {
   });
 
   it("resolves entity references, as the JS SDK escapes the ETag's quotes", () => {
-    const body = "<CompleteMultipartUpload><Part><PartNumber>3</PartNumber><ETag>&quot;abc&#x31;&#50;&quot;</ETag></Part></CompleteMultipartUpload>";
+    const body =
+      "<CompleteMultipartUpload><Part><PartNumber>3</PartNumber><ETag>&quot;abc&#x31;&#50;&quot;</ETag></Part></CompleteMultipartUpload>";
     expect(parseCompleteMultipartUpload(body)).toEqual([{ partNumber: 3, etag: "abc12", checksums: {} }]);
   });
 
@@ -56,13 +68,34 @@ describe("CompleteMultipartUpload bodies", () => {
       ["", "the document is not one CompleteMultipartUpload element"],
       ["<CompleteMultipartUpload></CompleteMultipartUpload>", "there are no parts"],
       ["<CompleteMultipartUpload/>", "the document is not one CompleteMultipartUpload element"],
-      ["<CompleteMultipartUpload><Part><PartNumber>1</PartNumber></Part></CompleteMultipartUpload>", "every Part needs a PartNumber and an ETag"],
-      ["<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>a</ETag><Size>5</Size></Part></CompleteMultipartUpload>", "a Part has an unknown element <Size>"],
-      ["<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><PartNumber>2</PartNumber><ETag>a</ETag></Part></CompleteMultipartUpload>", "a Part has two <PartNumber> elements"],
-      ["<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>a&b</ETag></Part></CompleteMultipartUpload>", "<ETag> holds an unknown entity"],
-      ["<CompleteMultipartUpload><Part><PartNumber>1<ETag>a</ETag></PartNumber></Part></CompleteMultipartUpload>", 'unexpected content in a Part: "<PartNumber>1<ETag>a</ETag></PartNumber>"'],
-      ["<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>a</ETag></Part>junk</CompleteMultipartUpload>", 'unexpected content "junk"'],
-      ["<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>a</ETag></Part></CompleteMultipartUpload><x/>", "the document is not one CompleteMultipartUpload element"],
+      [
+        "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber></Part></CompleteMultipartUpload>",
+        "every Part needs a PartNumber and an ETag",
+      ],
+      [
+        "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>a</ETag><Size>5</Size></Part></CompleteMultipartUpload>",
+        "a Part has an unknown element <Size>",
+      ],
+      [
+        "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><PartNumber>2</PartNumber><ETag>a</ETag></Part></CompleteMultipartUpload>",
+        "a Part has two <PartNumber> elements",
+      ],
+      [
+        "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>a&b</ETag></Part></CompleteMultipartUpload>",
+        "<ETag> holds an unknown entity",
+      ],
+      [
+        "<CompleteMultipartUpload><Part><PartNumber>1<ETag>a</ETag></PartNumber></Part></CompleteMultipartUpload>",
+        'unexpected content in a Part: "<PartNumber>1<ETag>a</ETag></PartNumber>"',
+      ],
+      [
+        "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>a</ETag></Part>junk</CompleteMultipartUpload>",
+        'unexpected content "junk"',
+      ],
+      [
+        "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>a</ETag></Part></CompleteMultipartUpload><x/>",
+        "the document is not one CompleteMultipartUpload element",
+      ],
     ];
     for (const [body, why] of cases) {
       expect(parseCompleteMultipartUpload(body), body).toMatchObject({
@@ -74,8 +107,12 @@ describe("CompleteMultipartUpload bodies", () => {
   });
 
   it("refuses part numbers out of 1..10000 and out of ascending order", () => {
-    const parts = (...numbers: string[]) => `<CompleteMultipartUpload>${numbers.map((n) => `<Part><PartNumber>${n}</PartNumber><ETag>e${n}</ETag></Part>`).join("")}</CompleteMultipartUpload>`;
-    expect(parseCompleteMultipartUpload(parts("0"))).toMatchObject({ code: "InvalidArgument", message: 'Part number must be an integer between 1 and 10000, inclusive (got "0").' });
+    const parts = (...numbers: string[]) =>
+      `<CompleteMultipartUpload>${numbers.map((n) => `<Part><PartNumber>${n}</PartNumber><ETag>e${n}</ETag></Part>`).join("")}</CompleteMultipartUpload>`;
+    expect(parseCompleteMultipartUpload(parts("0"))).toMatchObject({
+      code: "InvalidArgument",
+      message: 'Part number must be an integer between 1 and 10000, inclusive (got "0").',
+    });
     expect(parseCompleteMultipartUpload(parts("10001"))).toMatchObject({ code: "InvalidArgument" });
     expect(parseCompleteMultipartUpload(parts("1.5"))).toMatchObject({ code: "InvalidArgument" });
     expect(parseCompleteMultipartUpload(parts("1", "3", "2"))).toMatchObject({
@@ -93,7 +130,10 @@ describe("CompleteMultipartUpload bodies", () => {
     const numbers = Array.from({ length: 10_000 }, (_, i) => i + 1);
     const body = `<CompleteMultipartUpload>${numbers.map((n) => `<Part><PartNumber>${n}</PartNumber><ETag>"${n.toString(16).padStart(32, "0")}"</ETag><ChecksumSHA256>${"A".repeat(43)}=</ChecksumSHA256></Part>\n`).join("")}</CompleteMultipartUpload>`;
     const parsed = parseCompleteMultipartUpload(body);
-    expect(Array.isArray(parsed) && [parsed.length, parsed[9_999]]).toEqual([10_000, { partNumber: 10_000, etag: "00000000000000000000000000002710", checksums: { ChecksumSHA256: `${"A".repeat(43)}=` } }]);
+    expect(Array.isArray(parsed) && [parsed.length, parsed[9_999]]).toEqual([
+      10_000,
+      { partNumber: 10_000, etag: "00000000000000000000000000002710", checksums: { ChecksumSHA256: `${"A".repeat(43)}=` } },
+    ]);
     expect(parseCompleteMultipartUpload(" ".repeat(MAX_COMPLETE_MULTIPART_BYTES + 1))).toMatchObject({ code: "MaxMessageLengthExceeded" });
   });
 

@@ -1,7 +1,22 @@
 // The S3-compatible storage endpoint over real HTTP, driven by the real AWS SDK v3 client: a job's
 // credentials, objects byte-exact (single, aws-chunked stream and multipart), ranges, listing,
 // presigned URLs, and every refusal as S3 XML with nothing written.
-import { AbortMultipartUploadCommand, CompleteMultipartUploadCommand, CreateMultipartUploadCommand, DeleteObjectCommand, GetObjectCommand, HeadBucketCommand, HeadObjectCommand, ListBucketsCommand, ListMultipartUploadsCommand, ListObjectsV2Command, ListPartsCommand, PutObjectCommand, S3Client, UploadPartCommand } from "@aws-sdk/client-s3";
+import {
+  AbortMultipartUploadCommand,
+  CompleteMultipartUploadCommand,
+  CreateMultipartUploadCommand,
+  DeleteObjectCommand,
+  GetObjectCommand,
+  HeadBucketCommand,
+  HeadObjectCommand,
+  ListBucketsCommand,
+  ListMultipartUploadsCommand,
+  ListObjectsV2Command,
+  ListPartsCommand,
+  PutObjectCommand,
+  S3Client,
+  UploadPartCommand,
+} from "@aws-sdk/client-s3";
 import { createClient } from "@libsql/client";
 import { connect } from "node:net";
 import { join } from "node:path";
@@ -22,7 +37,14 @@ let creds: { access_key_id: string; secret_access_key: string; endpoint_url: str
 const client = (secret = creds.secret_access_key, accessKeyId = creds.access_key_id) =>
   // expectContinueHeader: false because workerd, locally, never answers `Expect: 100-continue`
   // (the client would wait its timeout before each large body; README "Storage endpoint").
-  new S3Client({ endpoint: creds.endpoint_url, forcePathStyle: true, region: "auto", credentials: { accessKeyId, secretAccessKey: secret }, maxAttempts: 1, expectContinueHeader: false });
+  new S3Client({
+    endpoint: creds.endpoint_url,
+    forcePathStyle: true,
+    region: "auto",
+    credentials: { accessKeyId, secretAccessKey: secret },
+    maxAttempts: 1,
+    expectContinueHeader: false,
+  });
 const md5 = (data: Buffer) => `"${createHash("md5").update(data).digest("hex")}"`;
 const bytesOf = async (body: any) => Buffer.from(await body.transformToByteArray());
 
@@ -90,7 +112,14 @@ describe("objects through the AWS SDK", () => {
 
   it("decodes an aws-chunked stream upload (checksum trailer) and stores exactly the bytes", async () => {
     const data = randomBytes(300_000);
-    await client().send(new PutObjectCommand({ Bucket: job, Key: "streamed.bin", Body: Readable.from([data.subarray(0, 100_000), data.subarray(100_000)]), ContentLength: data.length }));
+    await client().send(
+      new PutObjectCommand({
+        Bucket: job,
+        Key: "streamed.bin",
+        Body: Readable.from([data.subarray(0, 100_000), data.subarray(100_000)]),
+        ContentLength: data.length,
+      }),
+    );
     const got = await client().send(new GetObjectCommand({ Bucket: job, Key: "streamed.bin" }));
     expect((await bytesOf(got.Body)).equals(data)).toBe(true);
   });
@@ -106,11 +135,14 @@ describe("objects through the AWS SDK", () => {
   });
 
   it("lists with prefix, delimiter and pagination, and lists only the job's bucket", async () => {
-    for (const key of ["logs/a.txt", "logs/b.txt", "logs/c.txt", "logs/deep/d.txt"]) await client().send(new PutObjectCommand({ Bucket: job, Key: key, Body: key }));
+    for (const key of ["logs/a.txt", "logs/b.txt", "logs/c.txt", "logs/deep/d.txt"])
+      await client().send(new PutObjectCommand({ Bucket: job, Key: key, Body: key }));
     const first = await client().send(new ListObjectsV2Command({ Bucket: job, Prefix: "logs/", MaxKeys: 2 }));
     expect(first.Contents!.map((o) => o.Key)).toEqual(["logs/a.txt", "logs/b.txt"]);
     expect(first.IsTruncated).toBe(true);
-    const second = await client().send(new ListObjectsV2Command({ Bucket: job, Prefix: "logs/", MaxKeys: 10, ContinuationToken: first.NextContinuationToken }));
+    const second = await client().send(
+      new ListObjectsV2Command({ Bucket: job, Prefix: "logs/", MaxKeys: 10, ContinuationToken: first.NextContinuationToken }),
+    );
     expect(second.Contents!.map((o) => o.Key)).toEqual(["logs/c.txt", "logs/deep/d.txt"]);
     const folders = await client().send(new ListObjectsV2Command({ Bucket: job, Prefix: "logs/", Delimiter: "/" }));
     expect(folders.Contents!.map((o) => o.Key)).toEqual(["logs/a.txt", "logs/b.txt", "logs/c.txt"]);
@@ -129,10 +161,25 @@ describe("objects through the AWS SDK", () => {
     const created = await client().send(new CreateMultipartUploadCommand({ Bucket: job, Key: "final/model.safetensors" }));
     const parts: { PartNumber: number; ETag: string }[] = [];
     for (let offset = 0, n = 1; offset < total; offset += partSize, n++) {
-      const part = await client().send(new UploadPartCommand({ Bucket: job, Key: "final/model.safetensors", UploadId: created.UploadId, PartNumber: n, Body: data.subarray(offset, offset + partSize) }));
+      const part = await client().send(
+        new UploadPartCommand({
+          Bucket: job,
+          Key: "final/model.safetensors",
+          UploadId: created.UploadId,
+          PartNumber: n,
+          Body: data.subarray(offset, offset + partSize),
+        }),
+      );
       parts.push({ PartNumber: n, ETag: part.ETag! });
     }
-    const done = await client().send(new CompleteMultipartUploadCommand({ Bucket: job, Key: "final/model.safetensors", UploadId: created.UploadId, MultipartUpload: { Parts: parts } }));
+    const done = await client().send(
+      new CompleteMultipartUploadCommand({
+        Bucket: job,
+        Key: "final/model.safetensors",
+        UploadId: created.UploadId,
+        MultipartUpload: { Parts: parts },
+      }),
+    );
     expect(done.ETag).toMatch(new RegExp(`-${parts.length}"$`));
     const got = await client().send(new GetObjectCommand({ Bucket: job, Key: "final/model.safetensors" }));
     const hash = createHash("sha256");
@@ -141,10 +188,24 @@ describe("objects through the AWS SDK", () => {
   }, 120_000);
 
   it("answers a presigned GET, and refuses it once expired", async () => {
-    const signer = new SignatureV4({ credentials: { accessKeyId: creds.access_key_id, secretAccessKey: creds.secret_access_key }, region: "auto", service: "s3", sha256: Sha256, uriEscapePath: false });
+    const signer = new SignatureV4({
+      credentials: { accessKeyId: creds.access_key_id, secretAccessKey: creds.secret_access_key },
+      region: "auto",
+      service: "s3",
+      sha256: Sha256,
+      uriEscapePath: false,
+    });
     const url = new URL(`${creds.endpoint_url}/${job}/range.txt`);
     // As @aws-sdk/s3-request-presigner does: the payload is UNSIGNED-PAYLOAD, and that header stays out of the URL.
-    const request = { method: "GET", protocol: "http:", hostname: url.hostname, port: Number(url.port), path: url.pathname, headers: { host: url.host, "x-amz-content-sha256": "UNSIGNED-PAYLOAD" }, query: {} };
+    const request = {
+      method: "GET",
+      protocol: "http:",
+      hostname: url.hostname,
+      port: Number(url.port),
+      path: url.pathname,
+      headers: { host: url.host, "x-amz-content-sha256": "UNSIGNED-PAYLOAD" },
+      query: {},
+    };
     const options = { unhoistableHeaders: new Set(["x-amz-content-sha256"]), unsignableHeaders: new Set(["x-amz-content-sha256"]) };
     const presigned = await signer.presign(request, { expiresIn: 60, ...options });
     const query = new URLSearchParams(presigned.query as Record<string, string>).toString();
@@ -166,7 +227,9 @@ describe("multipart uploads in progress", () => {
     const created = await client().send(new CreateMultipartUploadCommand({ Bucket: job, Key: key }));
     const other = await client().send(new CreateMultipartUploadCommand({ Bucket: job, Key: "resume/other.bin" }));
     // A part's ETag is its MD5, as S3 gives it.
-    expect((await client().send(new UploadPartCommand({ Bucket: job, Key: key, UploadId: created.UploadId, PartNumber: 1, Body: first }))).ETag).toBe(md5(first));
+    expect(
+      (await client().send(new UploadPartCommand({ Bucket: job, Key: key, UploadId: created.UploadId, PartNumber: 1, Body: first }))).ETag,
+    ).toBe(md5(first));
     await client().send(new UploadPartCommand({ Bucket: job, Key: key, UploadId: created.UploadId, PartNumber: 2, Body: randomBytes(10) }));
     // Part 2 sent again (a retry): the later one counts, as in S3.
     await client().send(new UploadPartCommand({ Bucket: job, Key: key, UploadId: created.UploadId, PartNumber: 2, Body: second }));
@@ -178,13 +241,22 @@ describe("multipart uploads in progress", () => {
     ]);
     const paged = await client().send(new ListMultipartUploadsCommand({ Bucket: job, Prefix: "resume/", MaxUploads: 1 }));
     expect(paged).toMatchObject({ IsTruncated: true, NextKeyMarker: key, NextUploadIdMarker: created.UploadId });
-    const rest = await client().send(new ListMultipartUploadsCommand({ Bucket: job, Prefix: "resume/", KeyMarker: paged.NextKeyMarker, UploadIdMarker: paged.NextUploadIdMarker }));
+    const rest = await client().send(
+      new ListMultipartUploadsCommand({
+        Bucket: job,
+        Prefix: "resume/",
+        KeyMarker: paged.NextKeyMarker,
+        UploadIdMarker: paged.NextUploadIdMarker,
+      }),
+    );
     expect(rest.Uploads?.map((u) => u.Key)).toEqual(["resume/other.bin"]);
 
     const page1 = await client().send(new ListPartsCommand({ Bucket: job, Key: key, UploadId: created.UploadId, MaxParts: 1 }));
     expect(page1).toMatchObject({ IsTruncated: true, NextPartNumberMarker: "1" });
     expect(page1.Parts?.map((p) => [p.PartNumber, p.ETag, p.Size])).toEqual([[1, md5(first), first.length]]);
-    const page2 = await client().send(new ListPartsCommand({ Bucket: job, Key: key, UploadId: created.UploadId, PartNumberMarker: page1.NextPartNumberMarker }));
+    const page2 = await client().send(
+      new ListPartsCommand({ Bucket: job, Key: key, UploadId: created.UploadId, PartNumberMarker: page1.NextPartNumberMarker }),
+    );
     expect(page2.IsTruncated).toBe(false);
     expect(page2.Parts?.map((p) => [p.PartNumber, p.ETag, p.Size])).toEqual([[2, md5(second), second.length]]);
 
@@ -192,10 +264,20 @@ describe("multipart uploads in progress", () => {
     const parts = [...page1.Parts!, ...page2.Parts!].map((p) => ({ PartNumber: p.PartNumber, ETag: p.ETag }));
     // Completing with an ETag that was never given for that part is refused, and changes nothing.
     const wrong = [parts[0]!, { PartNumber: 2, ETag: md5(Buffer.from("something else")) }];
-    expect(await s3Error(client().send(new CompleteMultipartUploadCommand({ Bucket: job, Key: key, UploadId: created.UploadId, MultipartUpload: { Parts: wrong } })))).toEqual({ code: "InvalidPart", status: 400 });
-    const done = await client().send(new CompleteMultipartUploadCommand({ Bucket: job, Key: key, UploadId: created.UploadId, MultipartUpload: { Parts: parts } }));
+    expect(
+      await s3Error(
+        client().send(
+          new CompleteMultipartUploadCommand({ Bucket: job, Key: key, UploadId: created.UploadId, MultipartUpload: { Parts: wrong } }),
+        ),
+      ),
+    ).toEqual({ code: "InvalidPart", status: 400 });
+    const done = await client().send(
+      new CompleteMultipartUploadCommand({ Bucket: job, Key: key, UploadId: created.UploadId, MultipartUpload: { Parts: parts } }),
+    );
     // The multipart ETag as S3 computes it: the MD5 of the parts' MD5s, then the count.
-    const expected = createHash("md5").update(Buffer.concat([first, second].map((p) => createHash("md5").update(p).digest()))).digest("hex");
+    const expected = createHash("md5")
+      .update(Buffer.concat([first, second].map((p) => createHash("md5").update(p).digest())))
+      .digest("hex");
     expect(done.ETag).toBe(`"${expected}-2"`);
     expect((await client().send(new HeadObjectCommand({ Bucket: job, Key: key }))).ETag).toBe(`"${expected}-2"`);
     const sha = (data: Buffer) => createHash("sha256").update(data).digest("hex");
@@ -204,16 +286,27 @@ describe("multipart uploads in progress", () => {
     await client().send(new AbortMultipartUploadCommand({ Bucket: job, Key: "resume/other.bin", UploadId: other.UploadId }));
     expect((await client().send(new ListMultipartUploadsCommand({ Bucket: job, Prefix: "resume/" }))).Uploads ?? []).toEqual([]);
     // A finished upload has no parts to list any more; nor has one that never existed.
-    expect(await s3Error(client().send(new ListPartsCommand({ Bucket: job, Key: key, UploadId: created.UploadId })))).toEqual({ code: "NoSuchUpload", status: 404 });
-    expect(await s3Error(client().send(new ListPartsCommand({ Bucket: job, Key: key, UploadId: "no-such-upload" })))).toEqual({ code: "NoSuchUpload", status: 404 });
+    expect(await s3Error(client().send(new ListPartsCommand({ Bucket: job, Key: key, UploadId: created.UploadId })))).toEqual({
+      code: "NoSuchUpload",
+      status: 404,
+    });
+    expect(await s3Error(client().send(new ListPartsCommand({ Bucket: job, Key: key, UploadId: "no-such-upload" })))).toEqual({
+      code: "NoSuchUpload",
+      status: 404,
+    });
     await client().send(new DeleteObjectCommand({ Bucket: job, Key: key }));
   });
 
   it("refuses a bad max-parts or max-keys with a message", async () => {
     const created = await client().send(new CreateMultipartUploadCommand({ Bucket: job, Key: "bad-list.bin" }));
-    const refused = await s3Error(client().send(new ListPartsCommand({ Bucket: job, Key: "bad-list.bin", UploadId: created.UploadId, MaxParts: -1 })));
+    const refused = await s3Error(
+      client().send(new ListPartsCommand({ Bucket: job, Key: "bad-list.bin", UploadId: created.UploadId, MaxParts: -1 })),
+    );
     expect(refused).toEqual({ code: "InvalidArgument", status: 400 });
-    expect(await s3Error(client().send(new ListObjectsV2Command({ Bucket: job, MaxKeys: -1 })))).toEqual({ code: "InvalidArgument", status: 400 });
+    expect(await s3Error(client().send(new ListObjectsV2Command({ Bucket: job, MaxKeys: -1 })))).toEqual({
+      code: "InvalidArgument",
+      status: 400,
+    });
     await client().send(new AbortMultipartUploadCommand({ Bucket: job, Key: "bad-list.bin", UploadId: created.UploadId }));
   });
 });
@@ -244,7 +337,15 @@ describe("a provider's jobs", () => {
     expect(issued.status).toBe(201);
     expect(issued.body).toMatchObject({ endpoint_url: "https://train.example.com/api/cloud/storage", source: "job" });
     // Here the job reaches the service directly; the signature covers the Host it sends.
-    const cloud = (secret = issued.body.secret_access_key) => new S3Client({ endpoint: creds.endpoint_url, forcePathStyle: true, region: "auto", credentials: { accessKeyId: issued.body.access_key_id, secretAccessKey: secret }, maxAttempts: 1, expectContinueHeader: false });
+    const cloud = (secret = issued.body.secret_access_key) =>
+      new S3Client({
+        endpoint: creds.endpoint_url,
+        forcePathStyle: true,
+        region: "auto",
+        credentials: { accessKeyId: issued.body.access_key_id, secretAccessKey: secret },
+        maxAttempts: 1,
+        expectContinueHeader: false,
+      });
     await cloud().send(new PutObjectCommand({ Bucket: cloudJob, Key: "out/model.bin", Body: "weights" }));
 
     const db = createClient({ url: `file:${join(t.dataDir, "service.db")}` });
@@ -255,13 +356,25 @@ describe("a provider's jobs", () => {
     // A later change of the output path does not move a running job's directory.
     await setProvider({ s3_output_path: "elsewhere" });
     const rotated = await t.call("POST", `/api/queue/${cloudJob}/storage-credentials`, { auth: { key: admin.key } });
-    const again = new S3Client({ endpoint: creds.endpoint_url, forcePathStyle: true, region: "auto", credentials: { accessKeyId: rotated.body.access_key_id, secretAccessKey: rotated.body.secret_access_key }, maxAttempts: 1, expectContinueHeader: false });
-    expect(await bytesOf((await again.send(new GetObjectCommand({ Bucket: cloudJob, Key: "out/model.bin" }))).Body)).toEqual(Buffer.from("weights"));
+    const again = new S3Client({
+      endpoint: creds.endpoint_url,
+      forcePathStyle: true,
+      region: "auto",
+      credentials: { accessKeyId: rotated.body.access_key_id, secretAccessKey: rotated.body.secret_access_key },
+      maxAttempts: 1,
+      expectContinueHeader: false,
+    });
+    expect(await bytesOf((await again.send(new GetObjectCommand({ Bucket: cloudJob, Key: "out/model.bin" }))).Body)).toEqual(
+      Buffer.from("weights"),
+    );
     expect((await t.call("GET", `/api/cloud/storage/${cloudJob}/out/model.bin`, { auth: { key: admin.key } })).text).toBe("weights");
 
     // Turned off, the provider's jobs are refused at once, and nothing is written.
     await setProvider({ s3_endpoint_enabled: false });
-    expect(await s3Error(again.send(new PutObjectCommand({ Bucket: cloudJob, Key: "out/late.bin", Body: "x" })))).toEqual({ code: "AccessDenied", status: 403 });
+    expect(await s3Error(again.send(new PutObjectCommand({ Bucket: cloudJob, Key: "out/late.bin", Body: "x" })))).toEqual({
+      code: "AccessDenied",
+      status: 403,
+    });
     await setProvider({ s3_endpoint_enabled: true });
     expect((await again.send(new ListObjectsV2Command({ Bucket: cloudJob }))).Contents?.map((o) => o.Key)).toEqual(["out/model.bin"]);
   });
@@ -272,18 +385,42 @@ describe("a provider's jobs", () => {
     const issued = await t.call("POST", `/api/queue/${cloudJob}/storage-credentials`, { auth: { key: admin.key } });
     expect(issued.status).toBe(201);
     // The secret is the server's: the caller gets the key id only.
-    expect(issued.body).toMatchObject({ access_key_id: manual.s3_access_key_id, secret_access_key: null, source: "provider", bucket: cloudJob });
-    const withManual = (secret = manual.s3_secret_access_key) => new S3Client({ endpoint: creds.endpoint_url, forcePathStyle: true, region: "auto", credentials: { accessKeyId: manual.s3_access_key_id, secretAccessKey: secret }, maxAttempts: 1, expectContinueHeader: false });
+    expect(issued.body).toMatchObject({
+      access_key_id: manual.s3_access_key_id,
+      secret_access_key: null,
+      source: "provider",
+      bucket: cloudJob,
+    });
+    const withManual = (secret = manual.s3_secret_access_key) =>
+      new S3Client({
+        endpoint: creds.endpoint_url,
+        forcePathStyle: true,
+        region: "auto",
+        credentials: { accessKeyId: manual.s3_access_key_id, secretAccessKey: secret },
+        maxAttempts: 1,
+        expectContinueHeader: false,
+      });
     await withManual().send(new PutObjectCommand({ Bucket: cloudJob, Key: "out/manual.bin", Body: "m" }));
     // Into the job's own directory, beside what its earlier per-job credentials uploaded.
-    expect((await withManual().send(new ListObjectsV2Command({ Bucket: cloudJob }))).Contents?.map((o) => o.Key)).toEqual(["out/manual.bin", "out/model.bin"]);
+    expect((await withManual().send(new ListObjectsV2Command({ Bucket: cloudJob }))).Contents?.map((o) => o.Key)).toEqual([
+      "out/manual.bin",
+      "out/model.bin",
+    ]);
     expect((await withManual().send(new ListBucketsCommand({}))).Buckets?.map((b) => b.Name)).toEqual([cloudJob]);
     // Not a job of another provider (here: a local one), not with a wrong secret.
-    expect(await s3Error(withManual().send(new PutObjectCommand({ Bucket: job, Key: "intruder.bin", Body: "x" })))).toEqual({ code: "AccessDenied", status: 403 });
-    expect(await s3Error(withManual("wrong-secret-0123456789").send(new PutObjectCommand({ Bucket: cloudJob, Key: "x.bin", Body: "x" })))).toEqual({ code: "SignatureDoesNotMatch", status: 403 });
+    expect(await s3Error(withManual().send(new PutObjectCommand({ Bucket: job, Key: "intruder.bin", Body: "x" })))).toEqual({
+      code: "AccessDenied",
+      status: 403,
+    });
+    expect(
+      await s3Error(withManual("wrong-secret-0123456789").send(new PutObjectCommand({ Bucket: cloudJob, Key: "x.bin", Body: "x" }))),
+    ).toEqual({ code: "SignatureDoesNotMatch", status: 403 });
     // Cleared, the key is unknown again.
     await setProvider({ s3_access_key_id: null, s3_secret_access_key: null });
-    expect(await s3Error(withManual().send(new ListObjectsV2Command({ Bucket: cloudJob })))).toEqual({ code: "InvalidAccessKeyId", status: 403 });
+    expect(await s3Error(withManual().send(new ListObjectsV2Command({ Bucket: cloudJob })))).toEqual({
+      code: "InvalidAccessKeyId",
+      status: 403,
+    });
     expect((await client().send(new ListObjectsV2Command({ Bucket: job, Prefix: "intruder" }))).KeyCount).toBe(0);
   });
 
@@ -313,22 +450,36 @@ describe("users with a session or API key", () => {
 
   it("a researcher reads their own jobs' results, and only theirs, also after the job", async () => {
     const owner = await createUserWithKey(t, { cookie: admin.cookie }, "researcher", "olga");
-    const submitted = await t.call("POST", "/api/queue/submit", { json: { config_name: "gpu", target: "local" }, auth: { key: owner.key } });
+    const submitted = await t.call("POST", "/api/queue/submit", {
+      json: { config_name: "gpu", target: "local" },
+      auth: { key: owner.key },
+    });
     const own = submitted.body.job_id as string;
     const issued = await t.call("POST", `/api/queue/${own}/storage-credentials`, { auth: { key: owner.key } });
     expect(issued.status).toBe(201);
-    const jobClient = new S3Client({ endpoint: issued.body.endpoint_url, forcePathStyle: true, region: "auto", credentials: { accessKeyId: issued.body.access_key_id, secretAccessKey: issued.body.secret_access_key }, maxAttempts: 1, expectContinueHeader: false });
+    const jobClient = new S3Client({
+      endpoint: issued.body.endpoint_url,
+      forcePathStyle: true,
+      region: "auto",
+      credentials: { accessKeyId: issued.body.access_key_id, secretAccessKey: issued.body.secret_access_key },
+      maxAttempts: 1,
+      expectContinueHeader: false,
+    });
     await jobClient.send(new PutObjectCommand({ Bucket: own, Key: "samples/final.png", Body: "png bytes" }));
     expect((await t.call("POST", `/api/queue/${own}/cancel`, { auth: { key: owner.key } })).status).toBe(200);
 
     const buckets = await t.call("GET", "/api/cloud/storage", { auth: { cookie: owner.cookie } });
     expect([...buckets.text.matchAll(/<Name>([^<]+)<\/Name>/g)].map((m) => m[1])).toEqual([own]);
-    expect((await t.call("GET", `/api/cloud/storage/${own}?list-type=2`, { auth: { cookie: owner.cookie } })).text).toContain("<Key>samples/final.png</Key>");
+    expect((await t.call("GET", `/api/cloud/storage/${own}?list-type=2`, { auth: { cookie: owner.cookie } })).text).toContain(
+      "<Key>samples/final.png</Key>",
+    );
     expect((await t.call("GET", `/api/cloud/storage/${own}/samples/final.png`, { auth: { key: owner.key } })).text).toBe("png bytes");
     const theirs = await t.call("GET", `/api/cloud/storage/${job}?list-type=2`, { auth: { key: owner.key } });
     expect(theirs.status).toBe(403);
     expect(theirs.text).toContain("<Code>AccessDenied</Code>");
-    expect((await t.call("GET", "/api/cloud/storage/no-such-job?list-type=2", { auth: { key: owner.key } })).text).toContain("<Code>NoSuchBucket</Code>");
+    expect((await t.call("GET", "/api/cloud/storage/no-such-job?list-type=2", { auth: { key: owner.key } })).text).toContain(
+      "<Code>NoSuchBucket</Code>",
+    );
   });
 });
 
@@ -336,67 +487,158 @@ describe("refusals, with nothing written", () => {
   const absent = async (key: string) => (await client().send(new ListObjectsV2Command({ Bucket: job, Prefix: key }))).KeyCount === 0;
 
   it("refuses a wrong secret, an unknown key id, and another job's bucket", async () => {
-    expect(await s3Error(client("not-the-secret").send(new PutObjectCommand({ Bucket: job, Key: "x1", Body: "x" })))).toEqual({ code: "SignatureDoesNotMatch", status: 403 });
-    expect(await s3Error(client(undefined, "STUNOSUCHKEY0000000000").send(new PutObjectCommand({ Bucket: job, Key: "x2", Body: "x" })))).toEqual({ code: "InvalidAccessKeyId", status: 403 });
-    expect(await s3Error(client().send(new PutObjectCommand({ Bucket: other, Key: "x3", Body: "x" })))).toEqual({ code: "AccessDenied", status: 403 });
+    expect(await s3Error(client("not-the-secret").send(new PutObjectCommand({ Bucket: job, Key: "x1", Body: "x" })))).toEqual({
+      code: "SignatureDoesNotMatch",
+      status: 403,
+    });
+    expect(
+      await s3Error(client(undefined, "STUNOSUCHKEY0000000000").send(new PutObjectCommand({ Bucket: job, Key: "x2", Body: "x" }))),
+    ).toEqual({ code: "InvalidAccessKeyId", status: 403 });
+    expect(await s3Error(client().send(new PutObjectCommand({ Bucket: other, Key: "x3", Body: "x" })))).toEqual({
+      code: "AccessDenied",
+      status: 403,
+    });
     expect(await absent("x")).toBe(true);
   });
 
   it("refuses a body that is not the one signed, and a chunked body whose checksum is wrong", async () => {
-    const signer = new SignatureV4({ credentials: { accessKeyId: creds.access_key_id, secretAccessKey: creds.secret_access_key }, region: "auto", service: "s3", sha256: Sha256, uriEscapePath: false });
+    const signer = new SignatureV4({
+      credentials: { accessKeyId: creds.access_key_id, secretAccessKey: creds.secret_access_key },
+      region: "auto",
+      service: "s3",
+      sha256: Sha256,
+      uriEscapePath: false,
+    });
     const url = new URL(`${creds.endpoint_url}/${job}/forged.bin`);
     const signedHash = createHash("sha256").update("the signed body").digest("hex");
-    const signed = await signer.sign({ method: "PUT", protocol: "http:", hostname: url.hostname, port: Number(url.port), path: url.pathname, query: {}, headers: { host: url.host, "x-amz-content-sha256": signedHash, "content-length": "15" }, body: "the signed body" });
+    const signed = await signer.sign({
+      method: "PUT",
+      protocol: "http:",
+      hostname: url.hostname,
+      port: Number(url.port),
+      path: url.pathname,
+      query: {},
+      headers: { host: url.host, "x-amz-content-sha256": signedHash, "content-length": "15" },
+      body: "the signed body",
+    });
     const forged = await fetch(url, { method: "PUT", headers: signed.headers as Record<string, string>, body: "the forged body" });
     expect(forged.status).toBe(400);
     expect(await forged.text()).toContain("<Code>XAmzContentSHA256Mismatch</Code>");
 
     const payload = "x".repeat(1000);
     const chunked = `${(1000).toString(16)}\r\n${payload}\r\n0\r\nx-amz-checksum-crc32:AAAAAA==\r\n\r\n`;
-    const headers = { host: url.host, "x-amz-content-sha256": "STREAMING-UNSIGNED-PAYLOAD-TRAILER", "content-encoding": "aws-chunked", "x-amz-decoded-content-length": "1000", "x-amz-trailer": "x-amz-checksum-crc32", "content-length": String(chunked.length) };
-    const bad = await signer.sign({ method: "PUT", protocol: "http:", hostname: url.hostname, port: Number(url.port), path: url.pathname, query: {}, headers });
+    const headers = {
+      host: url.host,
+      "x-amz-content-sha256": "STREAMING-UNSIGNED-PAYLOAD-TRAILER",
+      "content-encoding": "aws-chunked",
+      "x-amz-decoded-content-length": "1000",
+      "x-amz-trailer": "x-amz-checksum-crc32",
+      "content-length": String(chunked.length),
+    };
+    const bad = await signer.sign({
+      method: "PUT",
+      protocol: "http:",
+      hostname: url.hostname,
+      port: Number(url.port),
+      path: url.pathname,
+      query: {},
+      headers,
+    });
     const refused = await fetch(url, { method: "PUT", headers: bad.headers as Record<string, string>, body: chunked });
     expect(refused.status).toBe(400);
     expect(await refused.text()).toContain("<Code>BadDigest</Code>");
     expect(await absent("forged.bin")).toBe(true);
 
     // An unsigned payload with a checksum header (what the SDKs send over HTTPS): the header guards the bytes.
-    const unsigned = await signer.sign({ method: "PUT", protocol: "http:", hostname: url.hostname, port: Number(url.port), path: url.pathname, query: {}, headers: { host: url.host, "x-amz-content-sha256": "UNSIGNED-PAYLOAD", "x-amz-checksum-crc32": "AAAAAA==", "content-length": "5" } });
+    const unsigned = await signer.sign({
+      method: "PUT",
+      protocol: "http:",
+      hostname: url.hostname,
+      port: Number(url.port),
+      path: url.pathname,
+      query: {},
+      headers: { host: url.host, "x-amz-content-sha256": "UNSIGNED-PAYLOAD", "x-amz-checksum-crc32": "AAAAAA==", "content-length": "5" },
+    });
     const corrupted = await fetch(url, { method: "PUT", headers: unsigned.headers as Record<string, string>, body: "hello" });
     expect(corrupted.status).toBe(400);
     expect(await corrupted.text()).toContain("<Code>BadDigest</Code>");
     expect(await absent("forged.bin")).toBe(true);
-    const right = await signer.sign({ method: "PUT", protocol: "http:", hostname: url.hostname, port: Number(url.port), path: url.pathname, query: {}, headers: { host: url.host, "x-amz-content-sha256": "UNSIGNED-PAYLOAD", "x-amz-checksum-crc32": "NhCmhg==", "content-length": "5" } });
+    const right = await signer.sign({
+      method: "PUT",
+      protocol: "http:",
+      hostname: url.hostname,
+      port: Number(url.port),
+      path: url.pathname,
+      query: {},
+      headers: { host: url.host, "x-amz-content-sha256": "UNSIGNED-PAYLOAD", "x-amz-checksum-crc32": "NhCmhg==", "content-length": "5" },
+    });
     expect((await fetch(url, { method: "PUT", headers: right.headers as Record<string, string>, body: "hello" })).status).toBe(200);
     await client().send(new DeleteObjectCommand({ Bucket: job, Key: "forged.bin" }));
   });
 
   it("answers GetBucketLocation, and refuses subresources it does not keep rather than serving the object", async () => {
-    const signer = new SignatureV4({ credentials: { accessKeyId: creds.access_key_id, secretAccessKey: creds.secret_access_key }, region: "auto", service: "s3", sha256: Sha256, uriEscapePath: false });
+    const signer = new SignatureV4({
+      credentials: { accessKeyId: creds.access_key_id, secretAccessKey: creds.secret_access_key },
+      region: "auto",
+      service: "s3",
+      sha256: Sha256,
+      uriEscapePath: false,
+    });
     const get = async (path: string, query: Record<string, string>) => {
       const url = new URL(`${creds.endpoint_url}/${path}`);
-      const signed = await signer.sign({ method: "GET", protocol: "http:", hostname: url.hostname, port: Number(url.port), path: url.pathname, query, headers: { host: url.host, "x-amz-content-sha256": "UNSIGNED-PAYLOAD" } });
+      const signed = await signer.sign({
+        method: "GET",
+        protocol: "http:",
+        hostname: url.hostname,
+        port: Number(url.port),
+        path: url.pathname,
+        query,
+        headers: { host: url.host, "x-amz-content-sha256": "UNSIGNED-PAYLOAD" },
+      });
       const response = await fetch(`${url}?${new URLSearchParams(query)}`, { headers: signed.headers as Record<string, string> });
       return { status: response.status, text: await response.text() };
     };
     const location = await get(job, { location: "" });
     expect(location.status).toBe(200);
     expect(location.text).toContain(">auto</LocationConstraint>");
-    for (const [path, query] of [[`${job}/range.txt`, "tagging"], [`${job}/range.txt`, "acl"], [job, "versioning"]] as const) {
+    for (const [path, query] of [
+      [`${job}/range.txt`, "tagging"],
+      [`${job}/range.txt`, "acl"],
+      [job, "versioning"],
+    ] as const) {
       const refused = await get(path, { [query]: "" });
       expect([refused.status, refused.text.includes("<Code>NotImplemented</Code>")], query).toEqual([501, true]);
     }
   });
 
   it("answers a body that breaks off as the client's error, storing nothing and logging no server error", async () => {
-    const signer = new SignatureV4({ credentials: { accessKeyId: creds.access_key_id, secretAccessKey: creds.secret_access_key }, region: "auto", service: "s3", sha256: Sha256, uriEscapePath: false });
+    const signer = new SignatureV4({
+      credentials: { accessKeyId: creds.access_key_id, secretAccessKey: creds.secret_access_key },
+      region: "auto",
+      service: "s3",
+      sha256: Sha256,
+      uriEscapePath: false,
+    });
     const url = new URL(`${creds.endpoint_url}/${job}/broken.bin`);
-    const signed = await signer.sign({ method: "PUT", protocol: "http:", hostname: url.hostname, port: Number(url.port), path: url.pathname, query: {}, headers: { host: url.host, "x-amz-content-sha256": "UNSIGNED-PAYLOAD" } });
-    const head = (framing: string) => `PUT ${url.pathname} HTTP/1.1\r\n${Object.entries(signed.headers).map(([k, v]) => `${k}: ${v}`).join("\r\n")}\r\n${framing}\r\n\r\n`;
+    const signed = await signer.sign({
+      method: "PUT",
+      protocol: "http:",
+      hostname: url.hostname,
+      port: Number(url.port),
+      path: url.pathname,
+      query: {},
+      headers: { host: url.host, "x-amz-content-sha256": "UNSIGNED-PAYLOAD" },
+    });
+    const head = (framing: string) =>
+      `PUT ${url.pathname} HTTP/1.1\r\n${Object.entries(signed.headers)
+        .map(([k, v]) => `${k}: ${v}`)
+        .join("\r\n")}\r\n${framing}\r\n\r\n`;
     const linesBefore = t.lines.length;
     // Broken HTTP chunking: a chunk size that is not hex. The answer is an S3 error, not a 500.
     const answer = await new Promise<string>((resolve, reject) => {
-      const socket = connect(Number(url.port), url.hostname, () => socket.write(head("content-length: 1048576\r\ntransfer-encoding: chunked") + "zz\r\nabc\r\n"));
+      const socket = connect(Number(url.port), url.hostname, () =>
+        socket.write(head("content-length: 1048576\r\ntransfer-encoding: chunked") + "zz\r\nabc\r\n"),
+      );
       let text = "";
       socket.on("data", (data) => (text += data.toString()));
       socket.on("end", () => resolve(text));
@@ -419,14 +661,32 @@ describe("refusals, with nothing written", () => {
   });
 
   it("refuses a single PUT over the platform's body limit at once, telling the client to use multipart", async () => {
-    const signer = new SignatureV4({ credentials: { accessKeyId: creds.access_key_id, secretAccessKey: creds.secret_access_key }, region: "auto", service: "s3", sha256: Sha256, uriEscapePath: false });
+    const signer = new SignatureV4({
+      credentials: { accessKeyId: creds.access_key_id, secretAccessKey: creds.secret_access_key },
+      region: "auto",
+      service: "s3",
+      sha256: Sha256,
+      uriEscapePath: false,
+    });
     const url = new URL(`${creds.endpoint_url}/${job}/huge.bin`);
     const declared = 100 * 1024 * 1024 + 1;
-    const signed = await signer.sign({ method: "PUT", protocol: "http:", hostname: url.hostname, port: Number(url.port), path: url.pathname, query: {}, headers: { host: url.host, "x-amz-content-sha256": "UNSIGNED-PAYLOAD", "content-length": String(declared) } });
+    const signed = await signer.sign({
+      method: "PUT",
+      protocol: "http:",
+      hostname: url.hostname,
+      port: Number(url.port),
+      path: url.pathname,
+      query: {},
+      headers: { host: url.host, "x-amz-content-sha256": "UNSIGNED-PAYLOAD", "content-length": String(declared) },
+    });
     // Only the head and a first slice are sent: the answer must come before the body does.
     const answer = await new Promise<string>((resolve, reject) => {
       const socket = connect(Number(url.port), url.hostname, () => {
-        socket.write(`PUT ${url.pathname} HTTP/1.1\r\n${Object.entries(signed.headers).map(([k, v]) => `${k}: ${v}`).join("\r\n")}\r\n\r\n` + "x".repeat(64 * 1024));
+        socket.write(
+          `PUT ${url.pathname} HTTP/1.1\r\n${Object.entries(signed.headers)
+            .map(([k, v]) => `${k}: ${v}`)
+            .join("\r\n")}\r\n\r\n` + "x".repeat(64 * 1024),
+        );
       });
       let text = "";
       socket.on("data", (data) => {
@@ -454,11 +714,25 @@ describe("refusals, with nothing written", () => {
     expect(await absent("a/")).toBe(true);
     // Sent raw and signed as sent: encoded slashes and dots that would climb out of the job's
     // directory once decoded, and a key that ends where a climb would start.
-    const signer = new SignatureV4({ credentials: { accessKeyId: creds.access_key_id, secretAccessKey: creds.secret_access_key }, region: "auto", service: "s3", sha256: Sha256, uriEscapePath: false });
+    const signer = new SignatureV4({
+      credentials: { accessKeyId: creds.access_key_id, secretAccessKey: creds.secret_access_key },
+      region: "auto",
+      service: "s3",
+      sha256: Sha256,
+      uriEscapePath: false,
+    });
     const base = new URL(creds.endpoint_url);
     const putRaw = async (rawKey: string) => {
       const path = `${base.pathname}/${job}/${rawKey}`;
-      const signed = await signer.sign({ method: "PUT", protocol: "http:", hostname: base.hostname, port: Number(base.port), path, query: {}, headers: { host: base.host, "x-amz-content-sha256": "UNSIGNED-PAYLOAD", "content-length": "1" } });
+      const signed = await signer.sign({
+        method: "PUT",
+        protocol: "http:",
+        hostname: base.hostname,
+        port: Number(base.port),
+        path,
+        query: {},
+        headers: { host: base.host, "x-amz-content-sha256": "UNSIGNED-PAYLOAD", "content-length": "1" },
+      });
       const answer = await fetch(`${base.origin}${path}`, { method: "PUT", headers: signed.headers as Record<string, string>, body: "x" });
       return { status: answer.status, text: await answer.text() };
     };
@@ -479,7 +753,10 @@ describe("refusals, with nothing written", () => {
 
   it("stops accepting the job's credentials once it is cancelled", async () => {
     expect((await t.call("POST", `/api/queue/${job}/cancel`, { auth: { key: admin.key } })).status).toBe(200);
-    expect(await s3Error(client().send(new PutObjectCommand({ Bucket: job, Key: "late.bin", Body: "x" })))).toEqual({ code: "ExpiredToken", status: 400 });
+    expect(await s3Error(client().send(new PutObjectCommand({ Bucket: job, Key: "late.bin", Body: "x" })))).toEqual({
+      code: "ExpiredToken",
+      status: 400,
+    });
     expect((await t.call("POST", `/api/queue/${job}/storage-credentials`, { auth: { key: admin.key } })).status).toBe(409);
     // The results outlive the job: admins still download them.
     expect((await t.call("GET", `/api/cloud/storage/${job}/range.txt`, { auth: { key: admin.key } })).text).toBe("0123456789abcdefghij");
@@ -497,7 +774,12 @@ describe("paths (pure)", () => {
   it("decodes bucket and key once, and refuses keys that climb or hide", () => {
     expect(storageTarget("/api/cloud/storage/job-1/dir%2Fsub/file%20one.bin")).toEqual({ bucket: "job-1", key: "dir/sub/file one.bin" });
     expect(storageTarget("/api/cloud/storage/job-1")).toEqual({ bucket: "job-1", key: null });
-    for (const bad of ["/api/cloud/storage/job-1/a%2F..%2Fb", "/api/cloud/storage/job-1/%2Fabs", "/api/cloud/storage/job-1/%E0%A4%A", "/api/cloud/storage/job-1/a%5Cb"]) {
+    for (const bad of [
+      "/api/cloud/storage/job-1/a%2F..%2Fb",
+      "/api/cloud/storage/job-1/%2Fabs",
+      "/api/cloud/storage/job-1/%E0%A4%A",
+      "/api/cloud/storage/job-1/a%5Cb",
+    ]) {
       expect(() => storageTarget(bad), bad).toThrow();
     }
   });

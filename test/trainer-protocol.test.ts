@@ -128,8 +128,12 @@ describe("the runner's signal file", () => {
     expect(signalFilePath("/w/jobs/local-1", 3)).toBe(demo.env[SIGNAL_FILE_ENV]);
     expect(demo.env).not.toHaveProperty("TRAINER_CONTROL_FILE");
     const raw = { ...PLAIN_BOX, allowRawCommands: true, sandbox: "off" as const, trainers: { mine: [process.execPath, "train.js"] } };
-    expect(planLaunch("/w", { ...job, config: { "--trainer_command": JSON.stringify([process.execPath]) } }, [], null, raw).env[SIGNAL_FILE_ENV]).toBe(demo.env[SIGNAL_FILE_ENV]);
-    expect(planLaunch("/w", { ...job, config: { "--trainer": "mine" } }, [], null, raw).env[SIGNAL_FILE_ENV]).toBe(demo.env[SIGNAL_FILE_ENV]);
+    expect(
+      planLaunch("/w", { ...job, config: { "--trainer_command": JSON.stringify([process.execPath]) } }, [], null, raw).env[SIGNAL_FILE_ENV],
+    ).toBe(demo.env[SIGNAL_FILE_ENV]);
+    expect(planLaunch("/w", { ...job, config: { "--trainer": "mine" } }, [], null, raw).env[SIGNAL_FILE_ENV]).toBe(
+      demo.env[SIGNAL_FILE_ENV],
+    );
   });
 
   it("a stopped job ends completed when the trainer exits cleanly or of the runner's signals, failed when it crashes while stopping", () => {
@@ -167,7 +171,10 @@ describe("the demo trainer's reader (train.py's check)", () => {
     // Unreadable: a warning, training goes on; counters that go down are nothing owed.
     writeFileSync(path, "{half");
     at(2);
-    expect(watcher.check()).toMatchObject({ owed: { validation: 0, checkpoint: 0 }, warning: expect.stringMatching(/^WARNING: signal file .* is unreadable/) });
+    expect(watcher.check()).toMatchObject({
+      owed: { validation: 0, checkpoint: 0 },
+      warning: expect.stringMatching(/^WARNING: signal file .* is unreadable/),
+    });
     writeFileSync(path, JSON.stringify({ manual_validation: 1, manual_checkpoint: 2 }));
     at(3);
     expect(watcher.check()).toEqual({ owed: { validation: 0, checkpoint: 1 }, warning: null });
@@ -193,7 +200,8 @@ describe.skipIf(!PYTHON)("SimpleTuner's protocol against the real stack", () => 
     for (;;) {
       const value = await probe();
       if (value) return value;
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}\nrunners:\n${runners.map((r) => `${r.name}: ${r.output}`).join("\n")}`);
+      if (Date.now() > deadline)
+        throw new Error(`timed out waiting for ${what}\nrunners:\n${runners.map((r) => `${r.name}: ${r.output}`).join("\n")}`);
       await new Promise((r) => setTimeout(r, 50));
     }
   }
@@ -201,9 +209,14 @@ describe.skipIf(!PYTHON)("SimpleTuner's protocol against the real stack", () => 
     expect((await t.call("POST", "/api/configs/environments", { json: { name }, auth: auth() })).status).toBe(201);
     expect((await t.call("PUT", `/api/configs/${name}`, { json: { config }, auth: auth() })).status).toBe(200);
   }
-  const submit = async (config_name: string, box: string) => (await t.call("POST", "/api/queue/submit", { json: { config_name, target: "worker", worker_labels: { box } }, auth: auth() })).body;
-  const entry = async (jobId: string) => ((await t.call("GET", "/api/queue?include_completed=true&limit=1000", { auth: auth() })).body.jobs as any[]).find((j) => j.job_id === jobId);
-  const events = async (jobId: string) => (await t.call("GET", `/api/training/events?job_id=${jobId}`, { auth: auth() })).body.events as any[];
+  const submit = async (config_name: string, box: string) =>
+    (await t.call("POST", "/api/queue/submit", { json: { config_name, target: "worker", worker_labels: { box } }, auth: auth() })).body;
+  const entry = async (jobId: string) =>
+    ((await t.call("GET", "/api/queue?include_completed=true&limit=1000", { auth: auth() })).body.jobs as any[]).find(
+      (j) => j.job_id === jobId,
+    );
+  const events = async (jobId: string) =>
+    (await t.call("GET", `/api/training/events?job_id=${jobId}`, { auth: auth() })).body.events as any[];
   const ended = (jobId: string) =>
     until(`job ${jobId} to end`, async () => {
       const e = await entry(jobId);
@@ -231,11 +244,39 @@ describe.skipIf(!PYTHON)("SimpleTuner's protocol against the real stack", () => 
       mkdirSync(work);
       workDirs[name] = work;
       const file = join(host, `${name}.json`);
-      writeFileSync(file, JSON.stringify({ trainers: { simpletuner_standin: [PYTHON!, STANDIN] }, allow_raw_commands: true, sandbox: name === "plain" ? "off" : "required", work_dir: work, hide: [t.dataDir] }));
-      const child = spawn(process.execPath, ["--import", "tsx", "runner/main.ts", "start", "--url", t.base, "--config", file, "--label", `box=${name}`, "--poll-ms", "60000", "--stop-grace-seconds", "2"], {
-        env: { ...process.env, RUNNER_TOKEN: created.body.token },
-        stdio: ["ignore", "pipe", "pipe"],
-      });
+      writeFileSync(
+        file,
+        JSON.stringify({
+          trainers: { simpletuner_standin: [PYTHON!, STANDIN] },
+          allow_raw_commands: true,
+          sandbox: name === "plain" ? "off" : "required",
+          work_dir: work,
+          hide: [t.dataDir],
+        }),
+      );
+      const child = spawn(
+        process.execPath,
+        [
+          "--import",
+          "tsx",
+          "runner/main.ts",
+          "start",
+          "--url",
+          t.base,
+          "--config",
+          file,
+          "--label",
+          `box=${name}`,
+          "--poll-ms",
+          "60000",
+          "--stop-grace-seconds",
+          "2",
+        ],
+        {
+          env: { ...process.env, RUNNER_TOKEN: created.body.token },
+          stdio: ["ignore", "pipe", "pipe"],
+        },
+      );
       const runner = { name, child, output: "" };
       child.stdout!.on("data", (d: Buffer) => (runner.output += d.toString()));
       child.stderr!.on("data", (d: Buffer) => (runner.output += d.toString()));
@@ -289,22 +330,38 @@ describe.skipIf(!PYTHON)("SimpleTuner's protocol against the real stack", () => 
     expect(readCounters(file)).toEqual({ manual_validation: 2, manual_checkpoint: 1 });
   });
 
-  it.each(boxes)("a stop asks with SIGINT, then sends SIGTERM, then kills the whole tree of a trainer that ignores both (%s box)", async (box) => {
-    const marker = `standin-child-${box}-${Date.now()}`;
-    await env(`stubborn-${box}`, { "--trainer": "simpletuner_standin", "--num_processes": 0, "--standin_ignore_signals": true, "--standin_marker": marker });
-    const job = await submit(`stubborn-${box}`, box);
-    await until("the stand-in's child", async () => (await events(job.job_id)).some((e) => e.type === "standin.child"));
-    expect(processesWith(`${marker}:child`)).toHaveLength(1);
-    expect((await t.call("POST", "/api/training/stop", { json: { job_id: job.job_id }, auth: auth() })).status).toBe(200);
-    const finished = await ended(job.job_id);
-    expect(finished.status, JSON.stringify(finished)).toBe("completed");
-    const all = await events(job.job_id);
-    // In this order: the runner's asks, and the trainer saying it got (and ignored) each.
-    const steps = all.filter((e) => e.type.startsWith("training.stop") || e.type === "standin.signal").map((e) => `${e.type}:${e.data.signal}`);
-    expect(steps).toEqual(["training.stop_requested:SIGINT", "standin.signal:SIGINT", "training.stop_escalated:SIGTERM", "standin.signal:SIGTERM", "training.stop_escalated:SIGKILL"]);
-    // The trainer's child went with it.
-    expect(processesWith(`${marker}:child`)).toEqual([]);
-  });
+  it.each(boxes)(
+    "a stop asks with SIGINT, then sends SIGTERM, then kills the whole tree of a trainer that ignores both (%s box)",
+    async (box) => {
+      const marker = `standin-child-${box}-${Date.now()}`;
+      await env(`stubborn-${box}`, {
+        "--trainer": "simpletuner_standin",
+        "--num_processes": 0,
+        "--standin_ignore_signals": true,
+        "--standin_marker": marker,
+      });
+      const job = await submit(`stubborn-${box}`, box);
+      await until("the stand-in's child", async () => (await events(job.job_id)).some((e) => e.type === "standin.child"));
+      expect(processesWith(`${marker}:child`)).toHaveLength(1);
+      expect((await t.call("POST", "/api/training/stop", { json: { job_id: job.job_id }, auth: auth() })).status).toBe(200);
+      const finished = await ended(job.job_id);
+      expect(finished.status, JSON.stringify(finished)).toBe("completed");
+      const all = await events(job.job_id);
+      // In this order: the runner's asks, and the trainer saying it got (and ignored) each.
+      const steps = all
+        .filter((e) => e.type.startsWith("training.stop") || e.type === "standin.signal")
+        .map((e) => `${e.type}:${e.data.signal}`);
+      expect(steps).toEqual([
+        "training.stop_requested:SIGINT",
+        "standin.signal:SIGINT",
+        "training.stop_escalated:SIGTERM",
+        "standin.signal:SIGTERM",
+        "training.stop_escalated:SIGKILL",
+      ]);
+      // The trainer's child went with it.
+      expect(processesWith(`${marker}:child`)).toEqual([]);
+    },
+  );
 
   it("a trainer that replaced its signal file with a directory loses its commands, not the runner: the request answers 200 and the job's events say why", async () => {
     const box = boxes[0]!;
@@ -318,8 +375,14 @@ describe.skipIf(!PYTHON)("SimpleTuner's protocol against the real stack", () => 
     const job = await submit("swapper", box);
     await until("the swap", async () => (await events(job.job_id)).some((e) => e.type === "swapped"));
     expect((await t.call("POST", "/api/training/validation/run", { json: { job_id: job.job_id }, auth: auth() })).status).toBe(200);
-    const undelivered = await until("the runner to say so", async () => (await events(job.job_id)).find((e) => e.type === "command.undelivered"));
-    expect(undelivered).toMatchObject({ level: "warning", title: "The validation request could not be handed to the trainer: its signal file cannot be written", data: { command: "validation" } });
+    const undelivered = await until("the runner to say so", async () =>
+      (await events(job.job_id)).find((e) => e.type === "command.undelivered"),
+    );
+    expect(undelivered).toMatchObject({
+      level: "warning",
+      title: "The validation request could not be handed to the trainer: its signal file cannot be written",
+      data: { command: "validation" },
+    });
     // The runner goes on: the stop still reaches the trainer (node dies of SIGINT: completed).
     expect((await t.call("POST", "/api/training/stop", { json: { job_id: job.job_id }, auth: auth() })).status).toBe(200);
     expect((await ended(job.job_id)).status).toBe("completed");

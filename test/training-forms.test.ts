@@ -53,15 +53,21 @@ function multipart(fields: Record<string, string>): FormData {
   for (const [name, value] of Object.entries(fields)) form.append(name, value);
   return form;
 }
-const validate = (who: Credentials, fields: Record<string, string>) => t.call("POST", "/api/training/validate", { body: multipart(fields), auth: who });
-const start = (who: Credentials, fields: Record<string, string>) => t.call("POST", "/api/training/start", { body: multipart(fields), auth: who });
-const queue = async () => ((await t.call("GET", "/api/queue?include_completed=true&limit=1000", { auth: { key: admin.key } })).body.jobs as any[]).map((j) => `${j.job_id}:${j.status}`);
+const validate = (who: Credentials, fields: Record<string, string>) =>
+  t.call("POST", "/api/training/validate", { body: multipart(fields), auth: who });
+const start = (who: Credentials, fields: Record<string, string>) =>
+  t.call("POST", "/api/training/start", { body: multipart(fields), auth: who });
+const queue = async () =>
+  ((await t.call("GET", "/api/queue?include_completed=true&limit=1000", { auth: { key: admin.key } })).body.jobs as any[]).map(
+    (j) => `${j.job_id}:${j.status}`,
+  );
 
 async function environment(who: Credentials, name: string, config: Record<string, unknown>) {
   expect((await t.call("POST", "/api/configs/environments", { json: { name }, auth: who })).status).toBe(201);
   expect((await t.call("PUT", `/api/configs/${name}`, { json: { config }, auth: who })).status).toBe(200);
 }
-const activate = async (who: Credentials, name: string) => expect((await t.call("POST", `/api/configs/${name}/activate`, { auth: who })).status).toBe(200);
+const activate = async (who: Credentials, name: string) =>
+  expect((await t.call("POST", `/api/configs/${name}/activate`, { auth: who })).status).toBe(200);
 
 /** The fake box reports two events of the job and its end. */
 async function runOnBox(jobId: string) {
@@ -70,7 +76,9 @@ async function runOnBox(jobId: string) {
     { seq: 1, event: { type: "training.progress", title: "Step 1/2", data: { step: 1, total_steps: 2, loss: 0.5 } } },
   ];
   expect((await t.call("POST", `/api/workers/jobs/${jobId}/events`, { json: { attempt: 1, events }, auth: box })).status).toBe(200);
-  expect((await t.call("POST", `/api/workers/jobs/${jobId}/finish`, { json: { status: "completed", exit_code: 0 }, auth: box })).status).toBe(200);
+  expect(
+    (await t.call("POST", `/api/workers/jobs/${jobId}/finish`, { json: { status: "completed", exit_code: 0 }, auth: box })).status,
+  ).toBe(200);
 }
 
 const streamUrl = (query = "") => `${t.base}/api/training/events/stream${query}`;
@@ -82,13 +90,16 @@ async function readAll(response: Response): Promise<string> {
 beforeAll(async () => {
   t = await startTestStack();
   admin = await setUpAdmin(t);
-  for (const name of ["alice", "bob", "carol", "dave", "erin", "frank", "gina"]) users[name] = await createUserWithKey(t, { cookie: admin.cookie }, "researcher", name);
+  for (const name of ["alice", "bob", "carol", "dave", "erin", "frank", "gina"])
+    users[name] = await createUserWithKey(t, { cookie: admin.cookie }, "researcher", name);
   // A GPU box the test drives itself: it is assigned the jobs, reports their events and ends.
   const worker = await t.call("POST", "/api/admin/workers", { json: { name: "box" }, auth: { key: admin.key } });
   box = { bearer: worker.body.token };
   const gpus = [{ index: 0, uuid: "GPU-0", name: "NVIDIA A100-SXM4-80GB", memory_mb: 81920 }];
   expect((await t.call("POST", "/api/workers/register", { json: { role: "local", gpus, hostname: "box-1" }, auth: box })).status).toBe(200);
-  expect((await t.call("POST", "/api/queue/concurrency", { json: { local_job_max_concurrent: 20 }, auth: { key: admin.key } })).status).toBe(200);
+  expect(
+    (await t.call("POST", "/api/queue/concurrency", { json: { local_job_max_concurrent: 20 }, auth: { key: admin.key } })).status,
+  ).toBe(200);
 });
 afterAll(async () => {
   await t?.stop();
@@ -103,11 +114,20 @@ describe("validate", () => {
     const missing = await validate(alice, WITHOUT_FAMILY);
     expect(missing.status).toBe(200);
     expect(missing.body).toMatchObject({ valid: false, message: "1 problem found", environment: "alice-active", active_tab: "model" });
-    expect(missing.body.errors).toEqual([{ field: "--model_family", message: "required: the form is the whole configuration (nothing is taken from an environment)" }]);
+    expect(missing.body.errors).toEqual([
+      { field: "--model_family", message: "required: the form is the whole configuration (nothing is taken from an environment)" },
+    ]);
 
     // Epochs in the form, steps in the environment: no conflict, the form's epochs are used.
     const valid = await validate(alice, FORM);
-    expect(valid.body).toEqual({ valid: true, message: "Configuration Valid", errors: [], environment: "alice-active", active_tab: "model", options: FORM_OPTIONS });
+    expect(valid.body).toEqual({
+      valid: true,
+      message: "Configuration Valid",
+      errors: [],
+      environment: "alice-active",
+      active_tab: "model",
+      options: FORM_OPTIONS,
+    });
   });
 
   it("gives the same verdict with another environment active and with none; only the environment start would write to differs", async () => {
@@ -142,16 +162,29 @@ describe("validate", () => {
       { field: "--max_train_steps", message: "set either --max_train_steps or --num_train_epochs; the other must be 0" },
     ]);
     const neither = await validate(users.alice!, { ...FORM, "--num_train_epochs": "0" });
-    expect(neither.body.errors).toEqual([{ field: "--max_train_steps", message: "set --max_train_steps or --num_train_epochs (a positive number)" }]);
+    expect(neither.body.errors).toEqual([
+      { field: "--max_train_steps", message: "set --max_train_steps or --num_train_epochs (a positive number)" },
+    ]);
     const empty = await validate(users.alice!, {});
-    expect(empty.body.errors.map((e: { field: string }) => e.field)).toEqual(["--model_family", "--model_type", "--pretrained_model_name_or_path", "--output_dir", "--data_backend_config", "--max_train_steps"]);
+    expect(empty.body.errors.map((e: { field: string }) => e.field)).toEqual([
+      "--model_family",
+      "--model_type",
+      "--pretrained_model_name_or_path",
+      "--output_dir",
+      "--data_backend_config",
+      "--max_train_steps",
+    ]);
   });
 
   it("refuses what is not a form of options with a 4xx, and a mask with nothing stored behind it is a field problem", async () => {
     const alice = users.alice!;
     const array = await t.call("POST", "/api/training/validate", { json: [FORM], auth: alice });
     expect([array.status, array.body.code]).toEqual([422, "invalid_request"]);
-    const text = await t.call("POST", "/api/training/validate", { body: "--model_family=flux", headers: { "content-type": "text/plain" }, auth: alice });
+    const text = await t.call("POST", "/api/training/validate", {
+      body: "--model_family=flux",
+      headers: { "content-type": "text/plain" },
+      auth: alice,
+    });
     expect(text.status).toBe(415);
     const nested = await t.call("POST", "/api/training/validate", { json: { ...FORM, "--model_family": { $ne: null } }, auth: alice });
     expect([nested.status, nested.body.code]).toEqual([422, "invalid_request"]);
@@ -160,7 +193,9 @@ describe("validate", () => {
     expect((await t.call("POST", "/api/training/validate", { body: file, auth: alice })).status).toBe(422);
     const masked = await validate(alice, { ...FORM, "--hub_token": "********" });
     expect(masked.body.valid).toBe(false);
-    expect(masked.body.errors).toEqual([{ field: "--hub_token", message: "the mask stands for a stored value, and alice-active has none here: send the real value" }]);
+    expect(masked.body.errors).toEqual([
+      { field: "--hub_token", message: "the mask stands for a stored value, and alice-active has none here: send the real value" },
+    ]);
     const viewer = await createUserWithKey(t, { cookie: admin.cookie }, "viewer", "vince");
     expect((await validate(viewer, FORM)).status).toBe(403);
     expect((await t.call("POST", "/api/training/validate", { body: multipart(FORM) })).status).toBe(401);
@@ -192,7 +227,10 @@ describe("start", () => {
     aliceJob = jobId;
     // The environment's own --max_train_steps 100 is gone: the form replaced its options.
     expect((await t.call("GET", "/api/configs/alice-active", { auth: alice })).body.config).toEqual(FORM_OPTIONS);
-    expect((await t.call("GET", `/api/training/config?job_id=${jobId}`, { auth: alice })).body).toMatchObject({ config_name: "alice-active", config: FORM_OPTIONS });
+    expect((await t.call("GET", `/api/training/config?job_id=${jobId}`, { auth: alice })).body).toMatchObject({
+      config_name: "alice-active",
+      config: FORM_OPTIONS,
+    });
     const assignments = (await t.call("POST", "/api/workers/heartbeat", { json: {}, auth: box })).body.assignments as any[];
     expect(assignments.find((a) => a.job_id === jobId).config).toEqual(FORM_OPTIONS);
     await runOnBox(jobId);
@@ -287,13 +325,18 @@ describe("events before a job", () => {
 
   it("waiting streams count as the user's live streams: the 11th is 429, and an ended one frees its place", async () => {
     const frank = users.frank!;
-    const waiting = await Promise.all(Array.from({ length: 10 }, () => fetch(streamUrl("?wait_seconds=3"), { headers: { "x-api-key": frank.key! } })));
+    const waiting = await Promise.all(
+      Array.from({ length: 10 }, () => fetch(streamUrl("?wait_seconds=3"), { headers: { "x-api-key": frank.key! } })),
+    );
     expect(waiting.map((r) => r.status)).toEqual(Array(10).fill(200));
     for (const request of [streamUrl(), streamUrl("?wait_seconds=1")]) {
       const refused = await fetch(request, { headers: { "x-api-key": frank.key! } });
       expect(refused.status).toBe(429);
       expect(refused.headers.get("retry-after")).toBe("15");
-      expect(await refused.json()).toEqual({ code: "too_many_watchers", detail: "You already have 10 live event streams, the most one user has: close one, or poll GET /api/training/events" });
+      expect(await refused.json()).toEqual({
+        code: "too_many_watchers",
+        detail: "You already have 10 live event streams, the most one user has: close one, or poll GET /api/training/events",
+      });
     }
     // Another user is not held back by frank's.
     const other = await fetch(streamUrl("?wait_seconds=1"), { headers: { "x-api-key": users.gina!.key! } });
@@ -312,12 +355,20 @@ describe("the active job", () => {
     const gina = users.gina!;
     const first = await start(gina, FORM);
     await runOnBox(first.body.job_id);
-    expect((await t.call("POST", "/api/queue/concurrency", { json: { local_job_max_concurrent: 0 }, auth: { key: admin.key } })).status).toBe(200);
+    expect(
+      (await t.call("POST", "/api/queue/concurrency", { json: { local_job_max_concurrent: 0 }, auth: { key: admin.key } })).status,
+    ).toBe(200);
     try {
       const queued = await start(gina, FORM);
       expect(queued.body.status).toBe("queued");
-      expect((await t.call("GET", "/api/training/status", { auth: gina })).body).toMatchObject({ state: "queued", job_id: queued.body.job_id });
-      expect((await t.call("GET", "/api/training/events", { auth: gina })).body).toMatchObject({ job_id: first.body.job_id, status: "completed" });
+      expect((await t.call("GET", "/api/training/status", { auth: gina })).body).toMatchObject({
+        state: "queued",
+        job_id: queued.body.job_id,
+      });
+      expect((await t.call("GET", "/api/training/events", { auth: gina })).body).toMatchObject({
+        job_id: first.body.job_id,
+        status: "completed",
+      });
       const stop = await t.call("POST", "/api/training/stop", { json: {}, auth: gina });
       expect([stop.status, stop.body.code]).toEqual([400, "no_active_job"]);
       const checkpoints = await t.call("POST", "/api/training/checkpoints", { json: {}, auth: gina });

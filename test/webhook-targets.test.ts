@@ -15,7 +15,15 @@ let receiver: Server;
 let port: number;
 const received: { host: string | undefined; body: string }[] = [];
 
-const INLINE = { "--model_family": "demo", "--model_type": "full", "--pretrained_model_name_or_path": "none", "--output_dir": "output", "--data_backend_config": "d.json", "--max_train_steps": "3", "--num_processes": "0" };
+const INLINE = {
+  "--model_family": "demo",
+  "--model_type": "full",
+  "--pretrained_model_name_or_path": "none",
+  "--output_dir": "output",
+  "--data_backend_config": "d.json",
+  "--max_train_steps": "3",
+  "--num_processes": "0",
+};
 const post = (path: string, fields: Record<string, string>) => t.call("POST", path, { json: fields, auth: { key: admin.key } });
 const queueLength = async () => (await t.call("GET", "/api/queue?limit=500", { auth: { key: admin.key } })).text;
 const hooks = (...urls: string[]) => JSON.stringify(urls.map((callback_url) => ({ webhook_type: "raw", callback_url })));
@@ -42,10 +50,18 @@ afterAll(async () => {
 describe("the training forms", () => {
   it("refuse private targets written with tricks (422 naming --webhook_config), queueing nothing", async () => {
     const before = await queueLength();
-    for (const url of ["http://localhost./h", "http://[64:ff9b::7f00:1]/h", "http://[2002:a00:1::]/h", "http://[::7f00:1]/h", "http://0x7f.1/h"]) {
+    for (const url of [
+      "http://localhost./h",
+      "http://[64:ff9b::7f00:1]/h",
+      "http://[2002:a00:1::]/h",
+      "http://[::7f00:1]/h",
+      "http://0x7f.1/h",
+    ]) {
       const refused = await post("/api/training/start", { ...INLINE, "--webhook_config": hooks(url) });
       expect(refused.status, url).toBe(422);
-      expect(refused.body.errors, url).toEqual([{ path: "form.--webhook_config", message: expect.stringMatching(new RegExp(`^${url.replace(/[[\]().]/g, "\\$&")}: `)) }]);
+      expect(refused.body.errors, url).toEqual([
+        { path: "form.--webhook_config", message: expect.stringMatching(new RegExp(`^${url.replace(/[[\]().]/g, "\\$&")}: `)) },
+      ]);
     }
     expect(await queueLength()).toBe(before);
   });
@@ -71,16 +87,39 @@ describe("the training forms", () => {
 
 describe("the local host's outbound fetcher", () => {
   const send = (url: string, allowPrivate: boolean, resolve: Resolver) =>
-    deliverGuarded(new Request(url, { method: "POST", headers: { "content-type": "application/json", [ALLOW_PRIVATE_HEADER]: allowPrivate ? "1" : "0" }, body: '{"type":"job.started"}' }), resolve);
+    deliverGuarded(
+      new Request(url, {
+        method: "POST",
+        headers: { "content-type": "application/json", [ALLOW_PRIVATE_HEADER]: allowPrivate ? "1" : "0" },
+        body: '{"type":"job.started"}',
+      }),
+      resolve,
+    );
   // The names below resolve as a DNS server answering for them would (nothing here serves DNS).
-  const resolvesTo = (table: Record<string, string[]>): Resolver => async (name) => (table[name] ?? []).map((address) => ({ address, family: address.includes(":") ? 6 : 4 }));
+  const resolvesTo =
+    (table: Record<string, string[]>): Resolver =>
+    async (name) =>
+      (table[name] ?? []).map((address) => ({ address, family: address.includes(":") ? 6 : 4 }));
 
   it("refuses a public-looking name that resolves to a private address; the receiver gets nothing", async () => {
-    const resolve = resolvesTo({ "hooks.example.com": ["127.0.0.1"], "mixed.example.com": ["93.184.215.14", "10.0.0.7"], "nat64.example.com": ["64:ff9b::a00:7"] });
-    expect(await send(`http://hooks.example.com:${port}/in`, false, resolve)).toEqual({ refused: "hooks.example.com resolves to 127.0.0.1: 127.0.0.1 is a loopback, private or reserved address; an admin can allow private targets (PUT /api/admin/webhooks)" });
-    expect(await send(`http://mixed.example.com:${port}/in`, false, resolve)).toMatchObject({ refused: expect.stringMatching(/^mixed\.example\.com resolves to 10\.0\.0\.7: /) });
-    expect(await send(`http://nat64.example.com:${port}/in`, false, resolve)).toMatchObject({ refused: expect.stringMatching(/\(rfc6052\)/) });
-    expect(await send(`http://localhost.:${port}/in`, false, resolve)).toEqual({ refused: "localhost. ends with a dot: write the name without it" });
+    const resolve = resolvesTo({
+      "hooks.example.com": ["127.0.0.1"],
+      "mixed.example.com": ["93.184.215.14", "10.0.0.7"],
+      "nat64.example.com": ["64:ff9b::a00:7"],
+    });
+    expect(await send(`http://hooks.example.com:${port}/in`, false, resolve)).toEqual({
+      refused:
+        "hooks.example.com resolves to 127.0.0.1: 127.0.0.1 is a loopback, private or reserved address; an admin can allow private targets (PUT /api/admin/webhooks)",
+    });
+    expect(await send(`http://mixed.example.com:${port}/in`, false, resolve)).toMatchObject({
+      refused: expect.stringMatching(/^mixed\.example\.com resolves to 10\.0\.0\.7: /),
+    });
+    expect(await send(`http://nat64.example.com:${port}/in`, false, resolve)).toMatchObject({
+      refused: expect.stringMatching(/\(rfc6052\)/),
+    });
+    expect(await send(`http://localhost.:${port}/in`, false, resolve)).toEqual({
+      refused: "localhost. ends with a dot: write the name without it",
+    });
     expect(received).toEqual([]);
   });
 

@@ -6,7 +6,24 @@ import { refusedAddress, refusedTarget, webhookLimitProblems } from "../edge/web
 
 describe("refusedTarget", () => {
   it("refuses loopback, private, link-local and local names unless private targets are allowed", () => {
-    for (const url of ["http://127.0.0.1:8080/h", "http://localhost/h", "http://api.localhost/h", "http://10.1.2.3/h", "http://172.16.0.1/h", "http://192.168.1.1/h", "http://169.254.169.254/latest", "http://0.0.0.0/", "http://[::1]/h", "http://[fd00::1]/h", "http://[fe80::1]/h", "http://[::ffff:127.0.0.1]/h", "http://intranet/h", "http://db.internal/h", "http://printer.local/h", "http://100.64.0.1/"]) {
+    for (const url of [
+      "http://127.0.0.1:8080/h",
+      "http://localhost/h",
+      "http://api.localhost/h",
+      "http://10.1.2.3/h",
+      "http://172.16.0.1/h",
+      "http://192.168.1.1/h",
+      "http://169.254.169.254/latest",
+      "http://0.0.0.0/",
+      "http://[::1]/h",
+      "http://[fd00::1]/h",
+      "http://[fe80::1]/h",
+      "http://[::ffff:127.0.0.1]/h",
+      "http://intranet/h",
+      "http://db.internal/h",
+      "http://printer.local/h",
+      "http://100.64.0.1/",
+    ]) {
       expect(refusedTarget(url, false), url).toMatch(/local name|private|loopback/);
       expect(refusedTarget(url, true), url).toBeNull();
     }
@@ -58,7 +75,10 @@ describe("refusedTarget", () => {
     ]);
     // Stored before the limits, a config is still bounded when delivered.
     const many = JSON.stringify(Array.from({ length: 8 }, (_, i) => ({ callback_url: `https://h${i}.example/in` })));
-    expect(webhookConfig({ "--webhook_config": many, "--webhook_reporting_interval": 0 })).toMatchObject({ intervalSeconds: 5, targets: expect.any(Array) });
+    expect(webhookConfig({ "--webhook_config": many, "--webhook_reporting_interval": 0 })).toMatchObject({
+      intervalSeconds: 5,
+      targets: expect.any(Array),
+    });
     expect(webhookConfig({ "--webhook_config": many }).targets).toHaveLength(5);
   });
 });
@@ -66,15 +86,37 @@ describe("refusedTarget", () => {
 describe("webhookConfig and lifecycleOf", () => {
   it("reads the receivers and the interval (seconds, default 30); skips entries without a URL", () => {
     expect(webhookConfig({})).toEqual({ targets: [], intervalSeconds: 30 });
-    const config = webhookConfig({ "--webhook_config": JSON.stringify([{ webhook_type: "raw", callback_url: "https://a.example/h" }, { log_level: "info" }, { callback_url: "https://b.example/h", signing_secret: "whsec_abc" }]), "--webhook_reporting_interval": 5 });
-    expect(config).toEqual({ intervalSeconds: 5, targets: [{ url: "https://a.example/h", type: "raw", secret: null }, { url: "https://b.example/h", type: "raw", secret: "whsec_abc" }] });
+    const config = webhookConfig({
+      "--webhook_config": JSON.stringify([
+        { webhook_type: "raw", callback_url: "https://a.example/h" },
+        { log_level: "info" },
+        { callback_url: "https://b.example/h", signing_secret: "whsec_abc" },
+      ]),
+      "--webhook_reporting_interval": 5,
+    });
+    expect(config).toEqual({
+      intervalSeconds: 5,
+      targets: [
+        { url: "https://a.example/h", type: "raw", secret: null },
+        { url: "https://b.example/h", type: "raw", secret: "whsec_abc" },
+      ],
+    });
     expect(webhookConfig({ "--webhook_config": "not json" }).targets).toEqual([]);
   });
 
   it("turns trainer events into lifecycle messages, and nothing else", () => {
-    expect(lifecycleOf({ type: "training.started", data: { total_steps: 20, resumed_from_step: 0 } })).toEqual({ type: "job.started", data: { total_steps: 20, resumed_from_step: 0 } });
-    expect(lifecycleOf({ type: "training.progress", data: { step: 3, total_steps: 20, percent: 15, loss: 0.5, epoch: 1 } })).toEqual({ type: "job.progress", data: { step: 3, total_steps: 20, percent: 15, loss: 0.5, epoch: 1 } });
-    expect(lifecycleOf({ type: "checkpoint.saved", data: { step: 5, path: "/o/checkpoint-5" } })).toEqual({ type: "job.checkpoint", data: { step: 5, path: "/o/checkpoint-5" } });
+    expect(lifecycleOf({ type: "training.started", data: { total_steps: 20, resumed_from_step: 0 } })).toEqual({
+      type: "job.started",
+      data: { total_steps: 20, resumed_from_step: 0 },
+    });
+    expect(lifecycleOf({ type: "training.progress", data: { step: 3, total_steps: 20, percent: 15, loss: 0.5, epoch: 1 } })).toEqual({
+      type: "job.progress",
+      data: { step: 3, total_steps: 20, percent: 15, loss: 0.5, epoch: 1 },
+    });
+    expect(lifecycleOf({ type: "checkpoint.saved", data: { step: 5, path: "/o/checkpoint-5" } })).toEqual({
+      type: "job.checkpoint",
+      data: { step: 5, path: "/o/checkpoint-5" },
+    });
     expect(lifecycleOf({ type: "log" })).toBeNull();
     expect(lifecycleOf({ type: "validation.image" })).toBeNull();
   });

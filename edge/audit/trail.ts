@@ -72,7 +72,18 @@ type Row = Record<string, unknown>;
 /** The hash of one entry: SHA-256 over a fixed-order JSON array of every stored field. */
 export async function entryHash(entry: Omit<AuditEntry, "hash" | "details"> & { details: string }): Promise<string> {
   return sha256Hex(
-    JSON.stringify([entry.id, entry.occurred_at, entry.event_type, entry.actor_user_id, entry.actor, entry.client_ip, entry.user_agent, entry.target, entry.details, entry.prev_hash]),
+    JSON.stringify([
+      entry.id,
+      entry.occurred_at,
+      entry.event_type,
+      entry.actor_user_id,
+      entry.actor,
+      entry.client_ip,
+      entry.user_agent,
+      entry.target,
+      entry.details,
+      entry.prev_hash,
+    ]),
   );
 }
 
@@ -101,7 +112,19 @@ export async function recordAudit(db: Database, input: AuditInput): Promise<Audi
     try {
       await db.$client.execute({
         sql: "INSERT INTO audit_log (id, occurred_at, event_type, actor_user_id, actor, client_ip, user_agent, target, details, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        args: [base.id, base.occurred_at, base.event_type, base.actor_user_id, base.actor, base.client_ip, base.user_agent, base.target, base.details, base.prev_hash, hash],
+        args: [
+          base.id,
+          base.occurred_at,
+          base.event_type,
+          base.actor_user_id,
+          base.actor,
+          base.client_ip,
+          base.user_agent,
+          base.target,
+          base.details,
+          base.prev_hash,
+          hash,
+        ],
       });
       return { ...base, details: input.details ?? {}, hash };
     } catch (error) {
@@ -124,7 +147,11 @@ export function auditLater(c: Context<AppEnv>, input: AuditInput): void {
     ...input,
   };
   const log = c.get("log");
-  c.executionCtx.waitUntil(recordAudit(c.get("db"), entry).catch((error: unknown) => log.error("could not write an audit entry", { event_type: input.event_type, error: String(error) })));
+  c.executionCtx.waitUntil(
+    recordAudit(c.get("db"), entry).catch((error: unknown) =>
+      log.error("could not write an audit entry", { event_type: input.event_type, error: String(error) }),
+    ),
+  );
 }
 
 // Only a tampered row holds details that are not JSON: shown as they are (verify reports the row).
@@ -195,11 +222,19 @@ export async function verifyAuditChain(db: Database): Promise<ChainReport> {
   let expectedId = 1;
   let checked = 0;
   for (;;) {
-    const page = await db.$client.execute({ sql: "SELECT * FROM audit_log WHERE id >= ? ORDER BY id LIMIT ?", args: [expectedId, VERIFY_PAGE] });
+    const page = await db.$client.execute({
+      sql: "SELECT * FROM audit_log WHERE id >= ? ORDER BY id LIMIT ?",
+      args: [expectedId, VERIFY_PAGE],
+    });
     const rows = page.rows as unknown as Row[];
     for (const row of rows) {
       const id = Number(row.id);
-      const fail = (reason: string): ChainReport => ({ valid: false, entries_checked: checked, first_invalid: { id, reason }, last_hash: prevHash === GENESIS_HASH ? null : prevHash });
+      const fail = (reason: string): ChainReport => ({
+        valid: false,
+        entries_checked: checked,
+        first_invalid: { id, reason },
+        last_hash: prevHash === GENESIS_HASH ? null : prevHash,
+      });
       if (id !== expectedId) return fail(`entry ${expectedId}${id - expectedId > 1 ? ` to ${id - 1}` : ""} is missing`);
       if (String(row.prev_hash) !== prevHash) return fail("prev_hash does not match the previous entry's hash");
       const { hash: _hash, details: _details, ...fields } = toEntry(row);
@@ -217,7 +252,10 @@ export async function verifyAuditChain(db: Database): Promise<ChainReport> {
 /** Total entries and those of the last 24 hours (metrics, category "audit"). */
 export async function auditCounts(db: Database): Promise<{ total: number; last24h: number }> {
   const since = new Date(Date.now() - 86_400_000).toISOString();
-  const result = await db.$client.execute({ sql: "SELECT (SELECT count(*) FROM audit_log) AS total, (SELECT count(*) FROM audit_log WHERE occurred_at >= ?) AS recent", args: [since] });
+  const result = await db.$client.execute({
+    sql: "SELECT (SELECT count(*) FROM audit_log) AS total, (SELECT count(*) FROM audit_log WHERE occurred_at >= ?) AS recent",
+    args: [since],
+  });
   const row = result.rows[0] as Row;
   return { total: Number(row.total), last24h: Number(row.recent) };
 }

@@ -38,7 +38,14 @@ export async function createApiKey(db: Database, userId: number, name: string, e
     try {
       const [row] = await db
         .insert(apiKeys)
-        .values({ userId, name, prefix: key.slice(0, PREFIX_LENGTH), keyHash: await sha256Hex(key), createdAt: now.toISOString(), expiresAt })
+        .values({
+          userId,
+          name,
+          prefix: key.slice(0, PREFIX_LENGTH),
+          keyHash: await sha256Hex(key),
+          createdAt: now.toISOString(),
+          expiresAt,
+        })
         .returning(publicColumns);
       return { ...row!, key };
     } catch (error) {
@@ -63,7 +70,10 @@ export async function revokeApiKey(db: Database, keyId: number, userId: number, 
     .returning(publicColumns);
   forgetVerifiedKeys();
   if (row) return row;
-  const [existing] = await db.select(publicColumns).from(apiKeys).where(and(eq(apiKeys.id, keyId), owner));
+  const [existing] = await db
+    .select(publicColumns)
+    .from(apiKeys)
+    .where(and(eq(apiKeys.id, keyId), owner));
   if (!existing) throw notFound(`API key ${keyId}`);
   return existing;
 }
@@ -136,7 +146,10 @@ async function verifiedRow(db: Database, key: string, now: number): Promise<KeyR
  * in the last KEY_CACHE_MS); `touch` is the deferred last_used_at write, for the caller to run
  * after the response (ctx.waitUntil).
  */
-export async function findApiKeyUser(db: Database, key: string): Promise<{ user: User; keyId: number; touch: () => Promise<unknown> } | null> {
+export async function findApiKeyUser(
+  db: Database,
+  key: string,
+): Promise<{ user: User; keyId: number; touch: () => Promise<unknown> } | null> {
   if (!key.startsWith(API_KEY_PREFIX) || key.length < PREFIX_LENGTH + 8) return null;
   const now = new Date();
   const row = await verifiedRow(db, key, now.getTime());

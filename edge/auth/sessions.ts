@@ -15,7 +15,9 @@ export async function createSession(db: Database, userId: number, rememberMe: bo
   const token = randomToken();
   const now = new Date();
   const expiresAt = new Date(now.getTime() + (rememberMe ? REMEMBERED_SESSION_TTL_MS : SESSION_TTL_MS));
-  await db.insert(sessions).values({ tokenHash: await sha256Hex(token), userId, createdAt: now.toISOString(), expiresAt: expiresAt.toISOString() });
+  await db
+    .insert(sessions)
+    .values({ tokenHash: await sha256Hex(token), userId, createdAt: now.toISOString(), expiresAt: expiresAt.toISOString() });
   // Expired sessions of this user are dropped here rather than by a sweeper.
   await db.delete(sessions).where(and(eq(sessions.userId, userId), lt(sessions.expiresAt, now.toISOString())));
   return { token, expiresAt };
@@ -25,7 +27,15 @@ export async function createSession(db: Database, userId: number, rememberMe: bo
 export async function findSessionUser(db: Database, token: string): Promise<{ user: User; tokenHash: string } | null> {
   const tokenHash = await sha256Hex(token);
   const [row] = await db
-    .select({ id: users.id, username: users.username, email: users.email, createdAt: users.createdAt, teamId: users.teamId, disabledAt: users.disabledAt, levels: levelsOf(users.id) })
+    .select({
+      id: users.id,
+      username: users.username,
+      email: users.email,
+      createdAt: users.createdAt,
+      teamId: users.teamId,
+      disabledAt: users.disabledAt,
+      levels: levelsOf(users.id),
+    })
     .from(sessions)
     .innerJoin(users, eq(users.id, sessions.userId))
     .where(and(eq(sessions.tokenHash, tokenHash), gt(sessions.expiresAt, new Date().toISOString())));

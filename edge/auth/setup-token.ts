@@ -38,9 +38,17 @@ export function requireSetupToken({ environment, expected, fromLoopback, offered
     );
   }
   if (offered === undefined || offered === "") {
-    throw new ApiError(403, "setup_token_required", "Creating the first admin from another machine needs the one-time setup token: send it as setup_token. npm start prints it at start; deployed, it is the SETUP_TOKEN secret");
+    throw new ApiError(
+      403,
+      "setup_token_required",
+      "Creating the first admin from another machine needs the one-time setup token: send it as setup_token. npm start prints it at start; deployed, it is the SETUP_TOKEN secret",
+    );
   }
   if (!constantTimeEqual(offered, expected)) {
-    throw new ApiError(403, "invalid_setup_token", "The setup token is wrong: use the one npm start printed at start (or the SETUP_TOKEN variable or secret)");
+    throw new ApiError(
+      403,
+      "invalid_setup_token",
+      "The setup token is wrong: use the one npm start printed at start (or the SETUP_TOKEN variable or secret)",
+    );
   }
 }

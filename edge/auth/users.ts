@@ -19,7 +19,10 @@ export const levelsOf = (userId: typeof users.id) =>
   sql<string | null>`(SELECT group_concat(${userLevels.level}) FROM ${userLevels} WHERE ${userLevels.userId} = ${userId})`;
 
 /** Shapes a user row and its levels for the API. */
-export function toUser(row: { id: number; username: string; email: string; createdAt: string; teamId: string | null }, levelList: string | null): User {
+export function toUser(
+  row: { id: number; username: string; email: string; createdAt: string; teamId: string | null },
+  levelList: string | null,
+): User {
   const held = (levelList ?? "").split(",").filter(Boolean) as Level[];
   const level = highestLevel(held);
   return {
@@ -37,12 +40,18 @@ export function toUser(row: { id: number; username: string; email: string; creat
 const userColumns = { id: users.id, username: users.username, email: users.email, createdAt: users.createdAt, teamId: users.teamId };
 
 export async function getUser(db: Database, id: number): Promise<User | null> {
-  const [row] = await db.select({ ...userColumns, levels: levelsOf(users.id) }).from(users).where(eq(users.id, id));
+  const [row] = await db
+    .select({ ...userColumns, levels: levelsOf(users.id) })
+    .from(users)
+    .where(eq(users.id, id));
   return row ? toUser(row, row.levels) : null;
 }
 
 export async function listUsers(db: Database): Promise<User[]> {
-  const rows = await db.select({ ...userColumns, levels: levelsOf(users.id) }).from(users).orderBy(asc(users.id));
+  const rows = await db
+    .select({ ...userColumns, levels: levelsOf(users.id) })
+    .from(users)
+    .orderBy(asc(users.id));
   return rows.map((row: (typeof rows)[number]) => toUser(row, row.levels));
 }
 
@@ -88,7 +97,10 @@ export async function createUser(db: Database, input: NewUser, levelNames: reado
   try {
     const [inserted] = await db.$client.batch(
       [
-        { sql: `INSERT INTO users (username, email, password_hash, created_at, team_id) VALUES (?, ?, ?, ?, ?)`, args: [input.username, input.email, passwordHash, now, input.team_id ?? null] },
+        {
+          sql: `INSERT INTO users (username, email, password_hash, created_at, team_id) VALUES (?, ?, ?, ?, ?)`,
+          args: [input.username, input.email, passwordHash, now, input.team_id ?? null],
+        },
         ...[...new Set(levelNames)].map((level) => ({
           sql: `INSERT INTO user_levels (user_id, level) SELECT id, ? FROM users WHERE username = ?`,
           args: [level, input.username],

@@ -16,7 +16,8 @@ export const MAX_ZIP_ENTRIES = 20_000;
 /** The most one zip entry may expand to (as much as a whole upload). */
 export const MAX_ZIP_ENTRY_BYTES = MAX_UPLOAD_BYTES;
 
-const bad = (field: string, message: string) => new ApiError(422, "invalid_path", `${field} ${message}`, [{ path: `form.${field}`, message }]);
+const bad = (field: string, message: string) =>
+  new ApiError(422, "invalid_path", `${field} ${message}`, [{ path: `form.${field}`, message }]);
 
 export function targetSegments(field: string, raw: string, allowRoot = true): string[] {
   const checked = checkPath(raw, allowRoot);
@@ -42,7 +43,8 @@ export async function createFolder(bucket: Bucket, parentPath: string, folderNam
   if (problem) throw bad("folder_name", problem);
   const segments = [...parent, folderName];
   const key = `${keyOf(segments)}/`;
-  if ((await bucket.head(key)) || (await bucket.list({ prefix: key, limit: 1 })).objects.length) throw new ApiError(409, "exists", `The folder ${segments.join("/")} already exists`);
+  if ((await bucket.head(key)) || (await bucket.list({ prefix: key, limit: 1 })).objects.length)
+    throw new ApiError(409, "exists", `The folder ${segments.join("/")} already exists`);
   await mayWrite(segments);
   await bucket.put(key, new Uint8Array(0));
   return segments.join("/");
@@ -62,9 +64,17 @@ interface Incoming {
 
 function checkFileName(label: string, name: string): void {
   const problem = checkName(name);
-  if (problem) throw new ApiError(422, "invalid_file", `${label} ${JSON.stringify(name)}: the name ${problem}`, [{ path: `form.files`, message: `${name}: ${problem}` }]);
+  if (problem)
+    throw new ApiError(422, "invalid_file", `${label} ${JSON.stringify(name)}: the name ${problem}`, [
+      { path: `form.files`, message: `${name}: ${problem}` },
+    ]);
   if (!hasAllowedExtension(name)) {
-    throw new ApiError(415, "unsupported_file", `${label} ${JSON.stringify(name)} is not an image or a .txt/.jsonl/.csv file (allowed: ${ALLOWED_EXTENSIONS.join(" ")})`, [{ path: "form.files", message: `${name}: not allowed` }]);
+    throw new ApiError(
+      415,
+      "unsupported_file",
+      `${label} ${JSON.stringify(name)} is not an image or a .txt/.jsonl/.csv file (allowed: ${ALLOWED_EXTENSIONS.join(" ")})`,
+      [{ path: "form.files", message: `${name}: not allowed` }],
+    );
   }
 }
 
@@ -74,7 +84,11 @@ async function store(bucket: Bucket, target: string[], files: { segments: string
     const segments = [...target, ...f.segments];
     const hash = await sha256(f.bytes);
     const name = segments[segments.length - 1]!;
-    await bucket.put(keyOf(segments), f.bytes, { httpMetadata: { contentType: contentTypeOf(name) }, customMetadata: { sha256: hash }, sha256: hash });
+    await bucket.put(keyOf(segments), f.bytes, {
+      httpMetadata: { contentType: contentTypeOf(name) },
+      customMetadata: { sha256: hash },
+      sha256: hash,
+    });
     stored.push({ name, path: segments.join("/"), size: f.bytes.byteLength, sha256: hash });
   }
   return stored;
@@ -83,7 +97,8 @@ async function store(bucket: Bucket, target: string[], files: { segments: string
 /** Plain files into `target_path`; all names are checked first. */
 export async function uploadFiles(bucket: Bucket, targetPath: string, files: Incoming[], mayWrite: WriteCheck): Promise<StoredFile[]> {
   const target = targetSegments("target_path", targetPath);
-  if (!files.length) throw new ApiError(422, "no_files", "Send the files in the files[] field", [{ path: "form.files", message: "at least one file" }]);
+  if (!files.length)
+    throw new ApiError(422, "no_files", "Send the files in the files[] field", [{ path: "form.files", message: "at least one file" }]);
   for (const f of files) checkFileName("File", f.name);
   const names = new Set<string>();
   for (const f of files) {
@@ -91,7 +106,11 @@ export async function uploadFiles(bucket: Bucket, targetPath: string, files: Inc
     names.add(f.name);
   }
   await mayWrite(target);
-  return store(bucket, target, files.map((f) => ({ segments: [f.name], bytes: f.bytes })));
+  return store(
+    bucket,
+    target,
+    files.map((f) => ({ segments: [f.name], bytes: f.bytes })),
+  );
 }
 
 // Unix file type bits in a zip entry's external attributes (upper 16 bits): a symbolic link.
@@ -104,10 +123,19 @@ const S_IFLNK = 0o120000;
  * is not allowed, more than MAX_ZIP_ENTRIES entries or MAX_EXTRACTED_BYTES in all. Folders in the
  * zip become folders; macOS metadata (__MACOSX/, .DS_Store) is skipped.
  */
-export async function uploadZip(bucket: Bucket, targetPath: string, zip: Uint8Array, mayWrite: WriteCheck): Promise<{ files: StoredFile[]; skipped: string[] }> {
+export async function uploadZip(
+  bucket: Bucket,
+  targetPath: string,
+  zip: Uint8Array,
+  mayWrite: WriteCheck,
+): Promise<{ files: StoredFile[]; skipped: string[] }> {
   const target = targetSegments("target_path", targetPath);
-  const refuse = (entry: string, message: string, status: 415 | 422 = 422) => new ApiError(status, "invalid_zip_entry", `Zip entry ${JSON.stringify(entry)} ${message}; nothing was extracted`, [{ path: "form.file", message: `${entry}: ${message}` }]);
-  const notZip = (why: string) => new ApiError(422, "invalid_zip", `The file is not a readable zip: ${why}`, [{ path: "form.file", message: "not a zip" }]);
+  const refuse = (entry: string, message: string, status: 415 | 422 = 422) =>
+    new ApiError(status, "invalid_zip_entry", `Zip entry ${JSON.stringify(entry)} ${message}; nothing was extracted`, [
+      { path: "form.file", message: `${entry}: ${message}` },
+    ]);
+  const notZip = (why: string) =>
+    new ApiError(422, "invalid_zip", `The file is not a readable zip: ${why}`, [{ path: "form.file", message: "not a zip" }]);
   const skipped: string[] = [];
   const attributes = externalAttributes(zip);
   if (attributes === null) throw notZip("it has no end of central directory record");
@@ -134,12 +162,16 @@ export async function uploadZip(bucket: Bucket, targetPath: string, zip: Uint8Ar
     const checked = checkPath(name, false);
     if ("error" in checked) throw refuse(name, checked.error);
     const base = checked.segments[checked.segments.length - 1]!;
-    if (!hasAllowedExtension(base)) throw refuse(name, `is not an image or a .txt/.jsonl/.csv file (allowed: ${ALLOWED_EXTENSIONS.join(" ")})`, 415);
+    if (!hasAllowedExtension(base))
+      throw refuse(name, `is not an image or a .txt/.jsonl/.csv file (allowed: ${ALLOWED_EXTENSIONS.join(" ")})`, 415);
     files.push({ name, segments: checked.segments });
   }
-  if (!files.length) throw new ApiError(422, "empty_zip", "The zip holds no files to extract", [{ path: "form.file", message: "no files" }]);
+  if (!files.length)
+    throw new ApiError(422, "empty_zip", "The zip holds no files to extract", [{ path: "form.file", message: "no files" }]);
   // Extracted into the root, a zip writes into each of its own top-level folders (or the root itself).
-  const written = target.length ? [target] : [...new Set(files.map((f) => (f.segments.length > 1 ? f.segments[0]! : "")))].map((top) => (top ? [top] : []));
+  const written = target.length
+    ? [target]
+    : [...new Set(files.map((f) => (f.segments.length > 1 ? f.segments[0]! : "")))].map((top) => (top ? [top] : []));
   for (const segments of written) await mayWrite(segments);
   return { files: await extractInto(bucket, target, zip, new Map(files.map((f) => [f.name, f.segments]))), skipped };
 }
@@ -174,13 +206,24 @@ function scanZip(zip: Uint8Array, refuse: (entry: string, message: string) => Ap
       if (error) throw error;
       entry += data.byteLength;
       produced += data.byteLength;
-      if (entry > MAX_ZIP_ENTRY_BYTES) throw new ApiError(413, "zip_too_large", `Zip entry ${JSON.stringify(file.name)} expands to more than ${MAX_ZIP_ENTRY_BYTES} bytes (counted while extracting, whatever it declares); nothing was extracted`);
-      if (produced > MAX_EXTRACTED_BYTES) throw new ApiError(413, "zip_too_large", `The zip expands to more than ${MAX_EXTRACTED_BYTES} bytes (counted while extracting, whatever its entries declare); nothing was extracted`);
+      if (entry > MAX_ZIP_ENTRY_BYTES)
+        throw new ApiError(
+          413,
+          "zip_too_large",
+          `Zip entry ${JSON.stringify(file.name)} expands to more than ${MAX_ZIP_ENTRY_BYTES} bytes (counted while extracting, whatever it declares); nothing was extracted`,
+        );
+      if (produced > MAX_EXTRACTED_BYTES)
+        throw new ApiError(
+          413,
+          "zip_too_large",
+          `The zip expands to more than ${MAX_EXTRACTED_BYTES} bytes (counted while extracting, whatever its entries declare); nothing was extracted`,
+        );
     };
     file.start();
   };
   // Synchronous: every step's callbacks run inside push.
-  for (let at = 0; at < zip.byteLength; at += ZIP_STEP_BYTES) unzip.push(zip.subarray(at, at + ZIP_STEP_BYTES), at + ZIP_STEP_BYTES >= zip.byteLength);
+  for (let at = 0; at < zip.byteLength; at += ZIP_STEP_BYTES)
+    unzip.push(zip.subarray(at, at + ZIP_STEP_BYTES), at + ZIP_STEP_BYTES >= zip.byteLength);
   return names;
 }
 
@@ -263,25 +306,39 @@ async function* listPages(bucket: Bucket, prefix: string, delimiter?: string) {
 }
 
 /** Folders and files directly under `path`. */
-export async function listDatasets(bucket: Bucket, path: string): Promise<{ path: string; folders: string[]; files: { name: string; size: number; sha256: string | null; uploaded: string }[] }> {
+export async function listDatasets(
+  bucket: Bucket,
+  path: string,
+): Promise<{ path: string; folders: string[]; files: { name: string; size: number; sha256: string | null; uploaded: string }[] }> {
   const segments = targetSegments("path", path);
   const prefix = segments.length ? `${keyOf(segments)}/` : DATASETS_PREFIX;
   const folders: string[] = [];
   const files: { name: string; size: number; sha256: string | null; uploaded: string }[] = [];
   for await (const page of listPages(bucket, prefix, "/")) {
     for (const p of page.delimitedPrefixes) folders.push(p.slice(prefix.length, -1));
-    for (const o of page.objects) if (o.key !== prefix) files.push({ name: o.key.slice(prefix.length), size: o.size, sha256: o.customMetadata?.sha256 ?? null, uploaded: o.uploaded.toISOString() });
+    for (const o of page.objects)
+      if (o.key !== prefix)
+        files.push({
+          name: o.key.slice(prefix.length),
+          size: o.size,
+          sha256: o.customMetadata?.sha256 ?? null,
+          uploaded: o.uploaded.toISOString(),
+        });
   }
   return { path: segments.join("/"), folders, files };
 }
 
 /** Every file under a dataset path, recursively, with size and SHA-256: what a runner caches. */
-export async function datasetManifest(bucket: Bucket, path: string): Promise<{ path: string; files: { path: string; size: number; sha256: string | null }[] }> {
+export async function datasetManifest(
+  bucket: Bucket,
+  path: string,
+): Promise<{ path: string; files: { path: string; size: number; sha256: string | null }[] }> {
   const segments = targetSegments("path", path, false);
   const prefix = `${keyOf(segments)}/`;
   const files: { path: string; size: number; sha256: string | null }[] = [];
   for await (const page of listPages(bucket, prefix)) {
-    for (const o of page.objects) if (!o.key.endsWith("/")) files.push({ path: o.key.slice(prefix.length), size: o.size, sha256: o.customMetadata?.sha256 ?? null });
+    for (const o of page.objects)
+      if (!o.key.endsWith("/")) files.push({ path: o.key.slice(prefix.length), size: o.size, sha256: o.customMetadata?.sha256 ?? null });
   }
   return { path: segments.join("/"), files };
 }

@@ -31,7 +31,11 @@ export async function authorizeFolderWrite(db: Database, bucket: Bucket, segment
   const top = segments[0];
   if (top === undefined) {
     if (writer.ownerScope === null) return;
-    throw new ApiError(403, "folder_not_yours", "Only leads and admins put files straight into the datasets root: create a folder of your own (POST /api/datasets/folders) and upload into it");
+    throw new ApiError(
+      403,
+      "folder_not_yours",
+      "Only leads and admins put files straight into the datasets root: create a folder of your own (POST /api/datasets/folders) and upload into it",
+    );
   }
   let owner = await folderCreator(db, top);
   if (owner === undefined) {
@@ -39,7 +43,10 @@ export async function authorizeFolderWrite(db: Database, bucket: Bucket, segment
     // one from before creators were recorded (nobody's).
     const exists = (await bucket.list({ prefix: `${DATASETS_PREFIX}${top}/`, limit: 1 })).objects.length > 0;
     if (!exists) {
-      await db.$client.execute({ sql: "INSERT INTO dataset_folders (name, created_by, created_at) VALUES (?, ?, ?) ON CONFLICT (name) DO NOTHING", args: [top, writer.userId, new Date().toISOString()] });
+      await db.$client.execute({
+        sql: "INSERT INTO dataset_folders (name, created_by, created_at) VALUES (?, ?, ?) ON CONFLICT (name) DO NOTHING",
+        args: [top, writer.userId, new Date().toISOString()],
+      });
       owner = await folderCreator(db, top);
     } else owner = null;
   }

@@ -47,6 +47,20 @@ export const keyOf = (segments: string[]) => DATASETS_PREFIX + segments.join("/"
 export function contentTypeOf(name: string): string {
   const ext = name.slice(name.lastIndexOf(".") + 1).toLowerCase();
   return (
-    { png: "image/png", jpg: "image/jpeg", jpeg: "image/jpeg", webp: "image/webp", bmp: "image/bmp", gif: "image/gif", tif: "image/tiff", tiff: "image/tiff", txt: "text/plain; charset=utf-8", jsonl: "application/jsonl", csv: "text/csv" } as Record<string, string>
-  )[ext] ?? "application/octet-stream";
+    (
+      {
+        png: "image/png",
+        jpg: "image/jpeg",
+        jpeg: "image/jpeg",
+        webp: "image/webp",
+        bmp: "image/bmp",
+        gif: "image/gif",
+        tif: "image/tiff",
+        tiff: "image/tiff",
+        txt: "text/plain; charset=utf-8",
+        jsonl: "application/jsonl",
+        csv: "text/csv",
+      } as Record<string, string>
+    )[ext] ?? "application/octet-stream"
+  );
 }

@@ -16,7 +16,10 @@ export const queryBuilder = new QueryBuilder();
  * const byName = compileSelect<{ id: number }>(queryBuilder.select({ id: users.id }).from(users).where(eq(users.username, sql.placeholder("name"))), ["id"]);
  * const [row] = await byName(db, { name: "alice" });
  */
-export function compileSelect<Row extends Record<string, unknown>>(query: { toSQL(): { sql: string; params: unknown[] } }, fields: readonly (keyof Row & string)[]) {
+export function compileSelect<Row extends Record<string, unknown>>(
+  query: { toSQL(): { sql: string; params: unknown[] } },
+  fields: readonly (keyof Row & string)[],
+) {
   const { sql, params } = query.toSQL();
   return async (db: Database, values: Record<string, unknown>): Promise<Row[]> => {
     const result = await db.$client.execute({ sql, args: fillPlaceholders(params, values) as InArgs });

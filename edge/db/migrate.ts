@@ -31,7 +31,11 @@ export async function currentSchemaVersion(client: Client): Promise<number> {
  */
 export async function applyMigrations(
   client: Client,
-  { upTo = Infinity, migrations = MIGRATIONS, onApply }: { upTo?: number; migrations?: readonly Migration[]; onApply?: (m: Migration) => void } = {},
+  {
+    upTo = Infinity,
+    migrations = MIGRATIONS,
+    onApply,
+  }: { upTo?: number; migrations?: readonly Migration[]; onApply?: (m: Migration) => void } = {},
 ): Promise<number[]> {
   await client.execute(CREATE_VERSION_TABLE);
   const from = await currentSchemaVersion(client);
@@ -44,7 +48,10 @@ export async function applyMigrations(
         ...migration.statements,
         // In the same batch: a migrator racing another fails (on the altered table or this
         // primary key) and rolls back instead of applying the version twice.
-        { sql: `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`, args: [migration.version, migration.name, new Date().toISOString()] },
+        {
+          sql: `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
+          args: [migration.version, migration.name, new Date().toISOString()],
+        },
       ],
       "write",
     );

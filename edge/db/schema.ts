@@ -109,22 +109,30 @@ export const users = sqliteTable("users", {
 export const userLevels = sqliteTable(
   "user_levels",
   {
-    userId: integer("user_id").notNull().references(() => users.id, { onDelete: "cascade" }),
-    level: text("level").notNull().references(() => levels.name),
+    userId: integer("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    level: text("level")
+      .notNull()
+      .references(() => levels.name),
   },
   (t) => [primaryKey({ columns: [t.userId, t.level] })],
 );
 
 export const sessions = sqliteTable("sessions", {
   tokenHash: text("token_hash").primaryKey(),
-  userId: integer("user_id").notNull().references(() => users.id, { onDelete: "cascade" }),
+  userId: integer("user_id")
+    .notNull()
+    .references(() => users.id, { onDelete: "cascade" }),
   createdAt: text("created_at").notNull(),
   expiresAt: text("expires_at").notNull(),
 });
 
 export const apiKeys = sqliteTable("api_keys", {
   id: integer("id").primaryKey({ autoIncrement: true }),
-  userId: integer("user_id").notNull().references(() => users.id, { onDelete: "cascade" }),
+  userId: integer("user_id")
+    .notNull()
+    .references(() => users.id, { onDelete: "cascade" }),
   name: text("name").notNull(),
   prefix: text("prefix").notNull().unique(),
   keyHash: text("key_hash").notNull(),
@@ -150,7 +158,10 @@ export const environments = sqliteTable("environments", {
   loraType: text("lora_type"),
   tags: text("tags", { mode: "json" }).$type<string[]>().notNull().default([]),
   config: text("config", { mode: "json" }).$type<import("../../shared/schemas/environments").ConfigOptions>().notNull().default({}),
-  dataloader: text("dataloader", { mode: "json" }).$type<import("../../shared/schemas/environments").DataloaderDataset[]>().notNull().default([]),
+  dataloader: text("dataloader", { mode: "json" })
+    .$type<import("../../shared/schemas/environments").DataloaderDataset[]>()
+    .notNull()
+    .default([]),
   createdBy: integer("created_by").references(() => users.id),
   createdAt: text("created_at").notNull(),
   updatedAt: text("updated_at").notNull(),
@@ -158,8 +169,12 @@ export const environments = sqliteTable("environments", {
 
 /** Each user's active environment (at most one per user). */
 export const activeEnvironments = sqliteTable("active_environments", {
-  userId: integer("user_id").primaryKey().references(() => users.id),
-  environmentId: integer("environment_id").notNull().references(() => environments.id),
+  userId: integer("user_id")
+    .primaryKey()
+    .references(() => users.id),
+  environmentId: integer("environment_id")
+    .notNull()
+    .references(() => environments.id),
   updatedAt: text("updated_at").notNull(),
 });
 

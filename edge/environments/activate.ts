@@ -9,7 +9,8 @@ import { whyUnchanged, type Actor } from "./ownership";
  * selects. The active environment is per user (table active_environments, one row per user), so
  * one user's choice never changes what another's forms run.
  */
-export const isActiveFor = (userId: number) => sql<number>`EXISTS (SELECT 1 FROM active_environments a WHERE a.user_id = ${userId} AND a.environment_id = ${environments.id})`;
+export const isActiveFor = (userId: number) =>
+  sql<number>`EXISTS (SELECT 1 FROM active_environments a WHERE a.user_id = ${userId} AND a.environment_id = ${environments.id})`;
 
 /**
  * Makes the named environment the caller's active one, replacing their previous choice, in one

@@ -54,7 +54,12 @@ function assertMaySet(config: ConfigOptions, actor: Actor, pathPrefix: string): 
   if (actor.level === "admin") return;
   const refused = adminOnlyOptionsIn(config);
   if (refused.length) {
-    throw new ApiError(422, "admin_only_option", `${refused.join(", ")} may be set only by an admin; remove ${refused.length === 1 ? "it" : "them"} (pick a trainer the box declares with --trainer <name>)`, refused.map((option) => ({ path: `${pathPrefix}${option}`, message: "admin only" })));
+    throw new ApiError(
+      422,
+      "admin_only_option",
+      `${refused.join(", ")} may be set only by an admin; remove ${refused.length === 1 ? "it" : "them"} (pick a trainer the box declares with --trainer <name>)`,
+      refused.map((option) => ({ path: `${pathPrefix}${option}`, message: "admin only" })),
+    );
   }
 }
 
@@ -74,8 +79,23 @@ export async function createEnvironment(db: Database, input: EnvironmentCreate, 
   let example: (typeof EXAMPLE_ENVIRONMENTS)[number] | undefined;
   if (input.from_example !== undefined) {
     example = EXAMPLE_ENVIRONMENTS.find((e) => e.name === input.from_example);
-    if (!example) throw new ApiError(422, "unknown_example", `There is no example named ${JSON.stringify(input.from_example)}; GET /api/configs/examples lists them`, [{ path: "body.from_example", message: `one of ${EXAMPLE_ENVIRONMENTS.map((e) => e.name).join(", ")}` }]);
-    input = { ...pickDefined({ description: example.description ?? undefined, model_family: example.model_family ?? undefined, model_flavour: example.model_flavour ?? undefined, model_type: example.model_type ?? undefined, lora_type: example.lora_type ?? undefined }), ...pickDefined(input) } as EnvironmentCreate;
+    if (!example)
+      throw new ApiError(
+        422,
+        "unknown_example",
+        `There is no example named ${JSON.stringify(input.from_example)}; GET /api/configs/examples lists them`,
+        [{ path: "body.from_example", message: `one of ${EXAMPLE_ENVIRONMENTS.map((e) => e.name).join(", ")}` }],
+      );
+    input = {
+      ...pickDefined({
+        description: example.description ?? undefined,
+        model_family: example.model_family ?? undefined,
+        model_flavour: example.model_flavour ?? undefined,
+        model_type: example.model_type ?? undefined,
+        lora_type: example.lora_type ?? undefined,
+      }),
+      ...pickDefined(input),
+    } as EnvironmentCreate;
   }
   const config: ConfigOptions = { ...(example?.config ?? {}) };
   for (const [field, option] of Object.entries(MODEL_OPTIONS)) {
@@ -204,7 +224,13 @@ export async function updateEnvironment(db: Database, name: string, changes: Env
  * const file = JSON.stringify(await exportEnvironment(db, "portraits", userId));
  */
 export async function exportEnvironment(db: Database, name: string, userId: number): Promise<EnvironmentExport> {
-  const { active: _active, owner: _owner, created_at: _created, updated_at: _updated, ...definition } = await getEnvironment(db, name, userId);
+  const {
+    active: _active,
+    owner: _owner,
+    created_at: _created,
+    updated_at: _updated,
+    ...definition
+  } = await getEnvironment(db, name, userId);
   return { ...definition, exported_at: new Date().toISOString() };
 }
 
@@ -241,8 +267,11 @@ export function keepSecrets(incoming: ConfigOptions, stored: ConfigOptions | nul
     return keepMaskedSecrets(incoming, stored);
   } catch (error) {
     if (!(error instanceof MaskWithoutValue)) throw error;
-    throw new ApiError(422, "mask_without_value", error.message, [{ path: `${pathPrefix}${error.path}`, message: "the mask stands for a stored value, and none is stored here" }]);
+    throw new ApiError(422, "mask_without_value", error.message, [
+      { path: `${pathPrefix}${error.path}`, message: "the mask stands for a stored value, and none is stored here" },
+    ]);
   }
 }
 
-const pickDefined = <T extends Record<string, unknown>>(o: T): Partial<T> => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
+const pickDefined = <T extends Record<string, unknown>>(o: T): Partial<T> =>
+  Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;

@@ -119,7 +119,8 @@ export const EXAMPLE_ENVIRONMENTS: readonly ExampleEnvironment[] = [
   },
   {
     name: "demo",
-    description: "The built-in demo trainer on the CPU: 50 steps in about 10 s, with checkpoints and validation previews; needs no GPU and no dataset",
+    description:
+      "The built-in demo trainer on the CPU: 50 steps in about 10 s, with checkpoints and validation previews; needs no GPU and no dataset",
     tags: ["demo", "cpu", "example"],
     model_family: "demo",
     model_flavour: null,

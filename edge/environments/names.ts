@@ -38,6 +38,8 @@ export function inlineEnvironmentName(userId: number): string {
  */
 export function assertNotOthersInlineName(name: string, userId: number): void {
   if (/^inline-run-\d+$/i.test(name) && name !== inlineEnvironmentName(userId)) {
-    throw new ApiError(422, "reserved_name", `${JSON.stringify(name)} is reserved for another user's inline runs; choose another name`, [{ path: "body.name", message: "reserved" }]);
+    throw new ApiError(422, "reserved_name", `${JSON.stringify(name)} is reserved for another user's inline runs; choose another name`, [
+      { path: "body.name", message: "reserved" },
+    ]);
   }
 }

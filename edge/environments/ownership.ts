@@ -21,5 +21,9 @@ export interface Actor {
 export async function whyUnchanged(db: Database, name: string): Promise<ApiError> {
   const [row] = await db.select({ id: environments.id }).from(environments).where(eq(environments.name, name));
   if (!row) return notFound(`Environment ${JSON.stringify(name)}`);
-  return new ApiError(403, "not_owner", `Environment ${JSON.stringify(name)} belongs to another user: only its owner, a lead or an admin may change, activate or delete it`);
+  return new ApiError(
+    403,
+    "not_owner",
+    `Environment ${JSON.stringify(name)} belongs to another user: only its owner, a lead or an admin may change, activate or delete it`,
+  );
 }

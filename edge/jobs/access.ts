@@ -19,7 +19,11 @@ import { ApiError, notFound } from "../errors";
 export function checkCanReadJob(row: Record<string, unknown> | undefined, jobId: string, scope: number | null): void {
   if (!row) throw notFound(`Job ${jobId}`);
   if (scope !== null && (row.user_id === null || row.user_id === undefined || Number(row.user_id) !== scope)) {
-    throw new ApiError(403, "not_your_job", `Job ${jobId} is another user's: its events, status, checkpoints, webhooks and configuration are for its owner, leads and admins (GET /api/queue shows its public fields)`);
+    throw new ApiError(
+      403,
+      "not_your_job",
+      `Job ${jobId} is another user's: its events, status, checkpoints, webhooks and configuration are for its owner, leads and admins (GET /api/queue shows its public fields)`,
+    );
   }
 }
 

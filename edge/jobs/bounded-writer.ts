@@ -55,14 +55,11 @@ export function boundedWriter(writable: WritableStream<Uint8Array>, maxPending: 
       }
       pending += bytes.byteLength;
       since.push(Date.now());
-      writer.write(bytes).then(
-        () => {
-          since.shift();
-          pending -= bytes.byteLength;
-          release();
-        },
-        overflow,
-      );
+      writer.write(bytes).then(() => {
+        since.shift();
+        pending -= bytes.byteLength;
+        release();
+      }, overflow);
       return true;
     },
     drained() {

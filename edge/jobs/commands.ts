@@ -12,7 +12,12 @@ import type { TrainerCommand } from "../../shared/trainer-commands";
 export { TRAINER_COMMANDS, type TrainerCommand } from "../../shared/trainer-commands";
 
 /** Queues a command for a running job; returns the worker to wake. 409 when the job is not running. */
-export async function addCommand(db: Database, jobId: string, command: TrainerCommand, userId: number | null): Promise<{ id: number; workerId: number }> {
+export async function addCommand(
+  db: Database,
+  jobId: string,
+  command: TrainerCommand,
+  userId: number | null,
+): Promise<{ id: number; workerId: number }> {
   const now = new Date().toISOString();
   const added = await db.$client.execute({
     sql: `INSERT INTO job_commands (job_id, worker_id, command, requested_by, created_at)
@@ -22,7 +27,8 @@ export async function addCommand(db: Database, jobId: string, command: TrainerCo
   });
   const row = added.rows[0];
   if (row) return { id: Number(row.id), workerId: Number(row.worker_id) };
-  const conflict = (status: string) => new ApiError(409, "job_not_running", `Job ${jobId} is ${status}; only a running job's trainer takes commands`);
+  const conflict = (status: string) =>
+    new ApiError(409, "job_not_running", `Job ${jobId} is ${status}; only a running job's trainer takes commands`);
   return explainLostWrite(db, jobId, { conflict });
 }
 

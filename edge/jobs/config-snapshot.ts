@@ -11,7 +11,10 @@ import { notFound } from "../errors";
  * const { config } = await jobConfig(db, "local-3f9c2a1b04de");
  */
 export async function jobConfig(db: Database, jobId: string) {
-  const found = await db.$client.execute({ sql: "SELECT job_id, config_name, config_snapshot, dataloader_snapshot FROM queue_entries WHERE job_id = ?", args: [jobId] });
+  const found = await db.$client.execute({
+    sql: "SELECT job_id, config_name, config_snapshot, dataloader_snapshot FROM queue_entries WHERE job_id = ?",
+    args: [jobId],
+  });
   const row = found.rows[0];
   if (!row) throw notFound(`Job ${jobId}`);
   const parse = (v: unknown) => (v === null || v === undefined ? null : (JSON.parse(String(v)) as unknown));

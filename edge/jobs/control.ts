@@ -32,7 +32,8 @@ export async function jobToControl(db: Database, jobId: string | undefined, scop
     if (!row) throw notFound(`Job ${jobId}`);
     job = { jobId: String(row.job_id), userId: row.user_id === null ? null : Number(row.user_id), status: String(row.status) };
   }
-  if (scope !== null && job.userId !== scope) throw new ApiError(403, "forbidden", "You can control only your own jobs; a lead or admin can control any");
+  if (scope !== null && job.userId !== scope)
+    throw new ApiError(403, "forbidden", "You can control only your own jobs; a lead or admin can control any");
   return job;
 }
 
@@ -40,15 +41,23 @@ export async function jobToControl(db: Database, jobId: string | undefined, scop
 export async function jobStatus(db: Database, jobId: string) {
   const [entry, progress, count] = await db.$client.batch(
     [
-      { sql: "SELECT job_id, status, config_name, started_at, completed_at, error_message, allocated_gpus, attempt FROM queue_entries WHERE job_id = ?", args: [jobId] },
+      {
+        sql: "SELECT job_id, status, config_name, started_at, completed_at, error_message, allocated_gpus, attempt FROM queue_entries WHERE job_id = ?",
+        args: [jobId],
+      },
       { sql: "SELECT payload FROM job_events WHERE job_id = ? AND type = 'training.progress' ORDER BY idx DESC LIMIT 1", args: [jobId] },
-      { sql: "SELECT COUNT(*) AS n, MAX(CASE WHEN type = 'training.started' THEN 1 ELSE 0 END) AS started FROM job_events WHERE job_id = ?", args: [jobId] },
+      {
+        sql: "SELECT COUNT(*) AS n, MAX(CASE WHEN type = 'training.started' THEN 1 ELSE 0 END) AS started FROM job_events WHERE job_id = ?",
+        args: [jobId],
+      },
     ],
     "read",
   );
   const e = entry!.rows[0]!;
   const status = String(e.status);
-  const last = progress!.rows[0] ? (JSON.parse(String(progress!.rows[0].payload)) as { data?: Record<string, unknown> }).data ?? null : null;
+  const last = progress!.rows[0]
+    ? ((JSON.parse(String(progress!.rows[0].payload)) as { data?: Record<string, unknown> }).data ?? null)
+    : null;
   const started = Number(count!.rows[0]!.started) === 1;
   // launching: the runner has it, nothing heard yet; starting: the trainer is up, no step yet.
   const stage = status !== "running" ? null : last ? "training" : started ? "starting" : "launching";
@@ -58,7 +67,15 @@ export async function jobStatus(db: Database, jobId: string) {
     status,
     config_name: e.config_name === null ? null : String(e.config_name),
     startup_stage: stage,
-    progress: last ? { step: last.step ?? null, total_steps: last.total_steps ?? null, percent: last.percent ?? null, loss: last.loss ?? null, epoch: last.epoch ?? null } : null,
+    progress: last
+      ? {
+          step: last.step ?? null,
+          total_steps: last.total_steps ?? null,
+          percent: last.percent ?? null,
+          loss: last.loss ?? null,
+          epoch: last.epoch ?? null,
+        }
+      : null,
     events: Number(count!.rows[0]!.n),
     attempt: Number(e.attempt),
     allocated_gpus: e.allocated_gpus === null ? null : (JSON.parse(String(e.allocated_gpus)) as number[]),
@@ -73,18 +90,41 @@ export async function jobStatus(db: Database, jobId: string) {
  * sent whenever it changes), or, before the first such look, every checkpoint.saved event's path
  * not removed by a later one.
  */
-export async function checkpointsOf(db: Database, jobId: string): Promise<{ name: string; path: string; step: number | null; saved_at: string }[]> {
-  const listed = await db.$client.execute({ sql: "SELECT payload FROM job_events WHERE job_id = ? AND type = 'checkpoints.listed' ORDER BY idx DESC LIMIT 1", args: [jobId] });
+export async function checkpointsOf(
+  db: Database,
+  jobId: string,
+): Promise<{ name: string; path: string; step: number | null; saved_at: string }[]> {
+  const listed = await db.$client.execute({
+    sql: "SELECT payload FROM job_events WHERE job_id = ? AND type = 'checkpoints.listed' ORDER BY idx DESC LIMIT 1",
+    args: [jobId],
+  });
   if (listed.rows.length) {
-    const data = (JSON.parse(String(listed.rows[0]!.payload)) as { data?: { checkpoints?: { name: string; path: string; step: number; modified: string }[] } }).data;
+    const data = (
+      JSON.parse(String(listed.rows[0]!.payload)) as {
+        data?: { checkpoints?: { name: string; path: string; step: number; modified: string }[] };
+      }
+    ).data;
     return (data?.checkpoints ?? []).map((c) => ({ name: c.name, path: c.path, step: c.step, saved_at: c.modified }));
   }
-  const rows = await db.$client.execute({ sql: "SELECT payload, created_at FROM job_events WHERE job_id = ? AND type = 'checkpoint.saved' ORDER BY idx", args: [jobId] });
+  const rows = await db.$client.execute({
+    sql: "SELECT payload, created_at FROM job_events WHERE job_id = ? AND type = 'checkpoint.saved' ORDER BY idx",
+    args: [jobId],
+  });
   const kept = new Map<string, { name: string; path: string; step: number | null; saved_at: string }>();
   for (const r of rows.rows) {
-    const data = ((JSON.parse(String(r.payload)) as { data?: { path?: unknown; step?: unknown; removed?: unknown } }).data ?? {}) as { path?: unknown; step?: unknown; removed?: unknown };
+    const data = ((JSON.parse(String(r.payload)) as { data?: { path?: unknown; step?: unknown; removed?: unknown } }).data ?? {}) as {
+      path?: unknown;
+      step?: unknown;
+      removed?: unknown;
+    };
     if (Array.isArray(data.removed)) for (const p of data.removed) kept.delete(String(p));
-    if (typeof data.path === "string") kept.set(data.path, { name: data.path.split("/").pop() ?? data.path, path: data.path, step: typeof data.step === "number" ? data.step : null, saved_at: String(r.created_at) });
+    if (typeof data.path === "string")
+      kept.set(data.path, {
+        name: data.path.split("/").pop() ?? data.path,
+        path: data.path,
+        step: typeof data.step === "number" ? data.step : null,
+        saved_at: String(r.created_at),
+      });
   }
   return [...kept.values()];
 }

@@ -16,10 +16,20 @@ import type { HubEvent } from "./hub-types";
 export const MAX_EVENT_BYTES = 512 * 1024;
 
 /** Stores a batch; returns the events it really added, as watchers receive them. */
-export async function appendEvents(db: Database, workerId: number, jobId: string, batch: z.infer<typeof EventBatch>): Promise<{ stored: HubEvent[]; nextIndex: number }> {
+export async function appendEvents(
+  db: Database,
+  workerId: number,
+  jobId: string,
+  batch: z.infer<typeof EventBatch>,
+): Promise<{ stored: HubEvent[]; nextIndex: number }> {
   const rows = batch.events.map((e, i) => {
     const payload = JSON.stringify(e.event);
-    if (payload.length > MAX_EVENT_BYTES) throw new ApiError(413, "event_too_large", `event ${i} (seq ${e.seq}) is ${payload.length} bytes; at most ${MAX_EVENT_BYTES} are accepted`);
+    if (payload.length > MAX_EVENT_BYTES)
+      throw new ApiError(
+        413,
+        "event_too_large",
+        `event ${i} (seq ${e.seq}) is ${payload.length} bytes; at most ${MAX_EVENT_BYTES} are accepted`,
+      );
     return { seq: e.seq, type: e.event.type, payload };
   });
   const seqs = new Set(rows.map((r) => r.seq));
@@ -38,7 +48,10 @@ export async function appendEvents(db: Database, workerId: number, jobId: string
               RETURNING idx, seq`,
         args: [jobId, batch.attempt, now, JSON.stringify(rows), workerId],
       },
-      { sql: "SELECT COALESCE(MAX(idx), -1) + 1 AS next, EXISTS (SELECT 1 FROM queue_entries WHERE job_id = ?1 AND worker_id = ?2) AS mine FROM job_events WHERE job_id = ?1", args: [jobId, workerId] },
+      {
+        sql: "SELECT COALESCE(MAX(idx), -1) + 1 AS next, EXISTS (SELECT 1 FROM queue_entries WHERE job_id = ?1 AND worker_id = ?2) AS mine FROM job_events WHERE job_id = ?1",
+        args: [jobId, workerId],
+      },
     ],
     "write",
   );
@@ -71,7 +84,10 @@ export async function readEvents(db: Database, jobId: string, sinceIndex: number
   const [job, sizes] = await db.$client.batch(
     [
       { sql: "SELECT status, user_id FROM queue_entries WHERE job_id = ?", args: [jobId] },
-      { sql: "SELECT idx, length(CAST(payload AS BLOB)) AS size FROM job_events WHERE job_id = ? AND idx >= ? ORDER BY idx LIMIT ?", args: [jobId, sinceIndex, limit] },
+      {
+        sql: "SELECT idx, length(CAST(payload AS BLOB)) AS size FROM job_events WHERE job_id = ? AND idx >= ? ORDER BY idx LIMIT ?",
+        args: [jobId, sinceIndex, limit],
+      },
     ],
     "read",
   );
@@ -83,13 +99,28 @@ export async function readEvents(db: Database, jobId: string, sinceIndex: number
     if (last >= 0 && bytes > MAX_PAGE_BYTES) break;
     last = Number(row.idx);
   }
-  const events = await db.$client.execute({ sql: "SELECT idx, created_at, payload FROM job_events WHERE job_id = ? AND idx >= ? AND idx <= ? ORDER BY idx", args: [jobId, sinceIndex, last] });
-  const list = events.rows.map((r) => ({ ...(JSON.parse(String(r.payload)) as { type: string }), index: Number(r.idx), timestamp: String(r.created_at) }));
-  return { job_id: jobId, status: String(job!.rows[0]!.status), events: list, next_index: list.length ? list[list.length - 1]!.index + 1 : sinceIndex };
+  const events = await db.$client.execute({
+    sql: "SELECT idx, created_at, payload FROM job_events WHERE job_id = ? AND idx >= ? AND idx <= ? ORDER BY idx",
+    args: [jobId, sinceIndex, last],
+  });
+  const list = events.rows.map((r) => ({
+    ...(JSON.parse(String(r.payload)) as { type: string }),
+    index: Number(r.idx),
+    timestamp: String(r.created_at),
+  }));
+  return {
+    job_id: jobId,
+    status: String(job!.rows[0]!.status),
+    events: list,
+    next_index: list.length ? list[list.length - 1]!.index + 1 : sinceIndex,
+  };
 }
 
 /** Whether the job's log holds an event at `index` or later (a paged reader's "is there more"). */
 export async function hasEventsFrom(db: Database, jobId: string, index: number): Promise<boolean> {
-  const found = await db.$client.execute({ sql: "SELECT EXISTS (SELECT 1 FROM job_events WHERE job_id = ? AND idx >= ?) AS more", args: [jobId, index] });
+  const found = await db.$client.execute({
+    sql: "SELECT EXISTS (SELECT 1 FROM job_events WHERE job_id = ? AND idx >= ?) AS more",
+    args: [jobId, index],
+  });
   return Number(found.rows[0]!.more) === 1;
 }

@@ -124,7 +124,11 @@ export class EventsHub extends DurableObject<Env> {
   /** The job's outbound webhook deliveries with ids above `afterId`, oldest first, at most `limit` (GET /api/training/webhooks). */
   async deliveries(afterId: number, limit: number): Promise<DeliveryPage> {
     const rows = this.ctx.storage.sql
-      .exec("SELECT id, url, type, status, attempts, last_error, created_at, delivered_at FROM deliveries WHERE id > ? ORDER BY id LIMIT ?", afterId, limit + 1)
+      .exec(
+        "SELECT id, url, type, status, attempts, last_error, created_at, delivered_at FROM deliveries WHERE id > ? ORDER BY id LIMIT ?",
+        afterId,
+        limit + 1,
+      )
       .toArray();
     const deliveries = rows.slice(0, limit).map((r) => ({
       id: Number(r.id),
@@ -158,7 +162,16 @@ export class EventsHub extends DurableObject<Env> {
       for (const target of config.targets) {
         const id = `msg_${crypto.randomUUID().replace(/-/g, "")}`;
         const body = JSON.stringify({ type: message.type, job_id: jobId, timestamp: now.toISOString(), data: message.data });
-        this.ctx.storage.sql.exec("INSERT INTO deliveries (message_id, url, type, body, secret, next_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)", id, target.url, message.type, body, target.secret, now.getTime(), now.toISOString());
+        this.ctx.storage.sql.exec(
+          "INSERT INTO deliveries (message_id, url, type, body, secret, next_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+          id,
+          target.url,
+          message.type,
+          body,
+          target.secret,
+          now.getTime(),
+          now.toISOString(),
+        );
       }
     }
     const alarm = await this.ctx.storage.getAlarm();
@@ -169,16 +182,45 @@ export class EventsHub extends DurableObject<Env> {
   override async alarm(): Promise<void> {
     const db = this.db();
     const [settings, serviceSecret] = await Promise.all([getSetting(db, "webhooks"), signingSecret(db)]);
-    const due = this.ctx.storage.sql.exec("SELECT id, message_id, url, body, secret, attempts FROM deliveries WHERE status = 'pending' AND next_at <= ? ORDER BY id LIMIT 100", Date.now()).toArray();
+    const due = this.ctx.storage.sql
+      .exec(
+        "SELECT id, message_id, url, body, secret, attempts FROM deliveries WHERE status = 'pending' AND next_at <= ? ORDER BY id LIMIT 100",
+        Date.now(),
+      )
+      .toArray();
     for (const d of due) {
-      const result = await sendWebhook(String(d.url), String(d.message_id), String(d.body), d.secret === null ? serviceSecret : String(d.secret), settings.allow_private_targets, this.env.WEBHOOK_OUTBOUND);
+      const result = await sendWebhook(
+        String(d.url),
+        String(d.message_id),
+        String(d.body),
+        d.secret === null ? serviceSecret : String(d.secret),
+        settings.allow_private_targets,
+        this.env.WEBHOOK_OUTBOUND,
+      );
       const attempts = Number(d.attempts) + 1;
       if (result.ok) {
-        this.ctx.storage.sql.exec("UPDATE deliveries SET status = 'delivered', attempts = ?, last_error = NULL, delivered_at = ? WHERE id = ?", attempts, new Date().toISOString(), d.id);
+        this.ctx.storage.sql.exec(
+          "UPDATE deliveries SET status = 'delivered', attempts = ?, last_error = NULL, delivered_at = ? WHERE id = ?",
+          attempts,
+          new Date().toISOString(),
+          d.id,
+        );
       } else if (result.retry && attempts <= RETRY_DELAYS_SECONDS.length) {
-        this.ctx.storage.sql.exec("UPDATE deliveries SET attempts = ?, last_error = ?, next_at = ? WHERE id = ?", attempts, result.error, Date.now() + RETRY_DELAYS_SECONDS[attempts - 1]! * 1000, d.id);
+        this.ctx.storage.sql.exec(
+          "UPDATE deliveries SET attempts = ?, last_error = ?, next_at = ? WHERE id = ?",
+          attempts,
+          result.error,
+          Date.now() + RETRY_DELAYS_SECONDS[attempts - 1]! * 1000,
+          d.id,
+        );
       } else {
-        this.ctx.storage.sql.exec("UPDATE deliveries SET status = ?, attempts = ?, last_error = ? WHERE id = ?", result.error.startsWith("refused:") ? "refused" : "failed", attempts, result.error, d.id);
+        this.ctx.storage.sql.exec(
+          "UPDATE deliveries SET status = ?, attempts = ?, last_error = ? WHERE id = ?",
+          result.error.startsWith("refused:") ? "refused" : "failed",
+          attempts,
+          result.error,
+          d.id,
+        );
       }
     }
     const next = this.ctx.storage.sql.exec("SELECT MIN(next_at) AS at FROM deliveries WHERE status = 'pending'").one().at;
@@ -205,11 +247,17 @@ export class EventsHub extends DurableObject<Env> {
     const since = Number(url.searchParams.get("since") ?? 0);
     const userId = Number(url.searchParams.get("user_id") ?? 0);
     // Counted with the connects still taking their lease, so parallel ones cannot pass the limit.
-    if (this.watchers.size + this.connecting >= MAX_WATCHERS_PER_JOB) return tooManyWatchers(`Job ${jobId} already has ${MAX_WATCHERS_PER_JOB} live watchers, the most one job has: close one, or poll GET /api/training/events`);
+    if (this.watchers.size + this.connecting >= MAX_WATCHERS_PER_JOB)
+      return tooManyWatchers(
+        `Job ${jobId} already has ${MAX_WATCHERS_PER_JOB} live watchers, the most one job has: close one, or poll GET /api/training/events`,
+      );
     const id = crypto.randomUUID();
     this.connecting++;
     const leased = await claimWatcher(this.db(), { id, userId, jobId }).finally(() => this.connecting--);
-    if (!leased) return tooManyWatchers(`You already have ${MAX_WATCHERS_PER_USER} live event streams, the most one user has: close one, or poll GET /api/training/events`);
+    if (!leased)
+      return tooManyWatchers(
+        `You already have ${MAX_WATCHERS_PER_USER} live event streams, the most one user has: close one, or poll GET /api/training/events`,
+      );
     let watcher: Watcher;
     let response: Response;
     if (request.headers.get("upgrade")?.toLowerCase() === "websocket") {
@@ -262,12 +310,17 @@ export class EventsHub extends DurableObject<Env> {
         },
       };
       void send("retry: 2000\n\n");
-      response = new Response(readable, { headers: { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-store", "x-accel-buffering": "no" } });
+      response = new Response(readable, {
+        headers: { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-store", "x-accel-buffering": "no" },
+      });
     }
     this.watchers.add(watcher);
     this.keepalive ??= setInterval(() => {
       for (const w of this.watchers) w.ping();
-      void renewWatchers(this.db(), [...this.watchers].map((w) => w.id)).catch(() => {});
+      void renewWatchers(
+        this.db(),
+        [...this.watchers].map((w) => w.id),
+      ).catch(() => {});
     }, KEEPALIVE_MS);
     void this.replay(watcher, jobId);
     return response;

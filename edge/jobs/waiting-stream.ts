@@ -140,7 +140,9 @@ function waitOverSse(w: WaitingStream, lease: string, release: () => Promise<voi
       await writer.abort("the client went away").catch(() => {});
     }
   })();
-  return new Response(readable, { headers: { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-store", "x-accel-buffering": "no" } });
+  return new Response(readable, {
+    headers: { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-store", "x-accel-buffering": "no" },
+  });
 }
 
 function waitOverWebSocket(w: WaitingStream, lease: string, release: () => Promise<void>): Response {
@@ -156,14 +158,20 @@ function waitOverWebSocket(w: WaitingStream, lease: string, release: () => Promi
   });
   socket.addEventListener("error", () => (gone = true));
   void (async () => {
-    const jobId = await jobStarted(w, lease, () => gone, () => {});
+    const jobId = await jobStarted(
+      w,
+      lease,
+      () => gone,
+      () => {},
+    );
     await release();
     if (gone) return;
     if (jobId === null) return socket.close(1000, endReason(w).slice(0, 120));
     const hub = await w.open(jobId).catch(() => null);
     const remote = socketOf(hub);
     if (!remote) {
-      const detail = ((await hub?.json().catch(() => ({}))) as { detail?: string } | undefined)?.detail ?? "the job's stream could not be opened";
+      const detail =
+        ((await hub?.json().catch(() => ({}))) as { detail?: string } | undefined)?.detail ?? "the job's stream could not be opened";
       // 1013: try again later (a watcher limit was reached while this stream waited).
       return socket.close(1013, `job ${jobId}: ${detail}`.slice(0, 120));
     }

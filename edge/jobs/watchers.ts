@@ -22,7 +22,11 @@ export const WATCHER_LEASE_MS = 60_000;
  * @example
  * if (!(await claimWatcher(db, { id, userId: 7, jobId }))) return tooMany();
  */
-export async function claimWatcher(db: Database, watcher: { id: string; userId: number; jobId: string }, now = Date.now()): Promise<boolean> {
+export async function claimWatcher(
+  db: Database,
+  watcher: { id: string; userId: number; jobId: string },
+  now = Date.now(),
+): Promise<boolean> {
   const [, inserted] = await db.$client.batch(
     [
       { sql: "DELETE FROM event_watchers WHERE expires_at <= ?", args: [now] },
@@ -40,7 +44,10 @@ export async function claimWatcher(db: Database, watcher: { id: string; userId: 
 /** Renews the leases of the watchers `ids` (a hub's keep-alive). */
 export async function renewWatchers(db: Database, ids: string[], now = Date.now()): Promise<void> {
   if (!ids.length) return;
-  await db.$client.execute({ sql: `UPDATE event_watchers SET expires_at = ? WHERE id IN (${ids.map(() => "?").join(", ")})`, args: [now + WATCHER_LEASE_MS, ...ids] });
+  await db.$client.execute({
+    sql: `UPDATE event_watchers SET expires_at = ? WHERE id IN (${ids.map(() => "?").join(", ")})`,
+    args: [now + WATCHER_LEASE_MS, ...ids],
+  });
 }
 
 /** Releases watcher `id`'s lease (it disconnected, or was given up). */

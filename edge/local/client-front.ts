@@ -1,5 +1,13 @@
 import { randomUUID } from "node:crypto";
-import { Agent, createServer, request as httpRequest, type IncomingMessage, type OutgoingHttpHeaders, type Server, type ServerResponse } from "node:http";
+import {
+  Agent,
+  createServer,
+  request as httpRequest,
+  type IncomingMessage,
+  type OutgoingHttpHeaders,
+  type Server,
+  type ServerResponse,
+} from "node:http";
 import { connect, type AddressInfo, type Socket } from "node:net";
 import { STORAGE_PREFIX } from "../storage/endpoint";
 import { s3ErrorXml } from "../storage/xml";
@@ -28,7 +36,9 @@ import { s3ErrorXml } from "../storage/xml";
 
 /** Whether a request carries a body (chunked, or a Content-Length above 0). */
 function hasBody(req: IncomingMessage): boolean {
-  return req.headers["transfer-encoding"] !== undefined || (req.headers["content-length"] !== undefined && req.headers["content-length"] !== "0");
+  return (
+    req.headers["transfer-encoding"] !== undefined || (req.headers["content-length"] !== undefined && req.headers["content-length"] !== "0")
+  );
 }
 
 /** Headers that describe one connection, never forwarded to the next hop (RFC 9110 7.6.1). */
@@ -100,7 +110,9 @@ function answerParts({ status, detail, path, s3Code }: OwnAnswer): { headers: Re
 function rawAnswer(answer: OwnAnswer): string {
   const { headers, body } = answerParts(answer);
   const reason = answer.status === 408 ? "Request Timeout" : "Bad Request";
-  return `HTTP/1.1 ${answer.status} ${reason}\r\n${Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join("")}\r\n${body}`;
+  return `HTTP/1.1 ${answer.status} ${reason}\r\n${Object.entries(headers)
+    .map(([name, value]) => `${name}: ${value}\r\n`)
+    .join("")}\r\n${body}`;
 }
 
 /** What each of Node's parser errors (llhttp's codes) means for the client, in words it can act on. */
@@ -110,7 +122,8 @@ const PARSE_PROBLEMS: Record<string, string> = {
   HPE_INVALID_VERSION: "the HTTP version is not HTTP/1.1 or HTTP/1.0, or a line does not end with CRLF",
   HPE_INVALID_URL: "the request target is not a path starting with /",
   HPE_HEADER_OVERFLOW: "the request line and headers are longer than 16 KiB",
-  HPE_INVALID_HEADER_TOKEN: "a header line is malformed (a name without a colon, a space or control character in a name or value, or a folded line)",
+  HPE_INVALID_HEADER_TOKEN:
+    "a header line is malformed (a name without a colon, a space or control character in a name or value, or a folded line)",
   HPE_INVALID_CONTENT_LENGTH: "Content-Length is not one non-negative decimal number",
   HPE_UNEXPECTED_CONTENT_LENGTH: "Content-Length is given twice, or together with Transfer-Encoding",
   HPE_INVALID_TRANSFER_ENCODING: "Transfer-Encoding must be chunked, and never sent with Content-Length",
@@ -135,7 +148,12 @@ export function badRequestAnswer(error: NodeJS.ErrnoException & { rawPacket?: Bu
   }
   const problem = PARSE_PROBLEMS[error.code ?? ""] ?? "check its request line, headers and framing";
   // On an upload, S3 calls broken framing IncompleteBody.
-  return rawAnswer({ status: 400, detail: `The request is not valid HTTP/1.1 (${error.code ?? "parse error"}): ${problem}`, path, s3Code: "IncompleteBody" });
+  return rawAnswer({
+    status: 400,
+    detail: `The request is not valid HTTP/1.1 (${error.code ?? "parse error"}): ${problem}`,
+    path,
+    s3Code: "IncompleteBody",
+  });
 }
 
 /** A request's head as Node parsed it. */
@@ -163,10 +181,12 @@ const shown = (text: string) => JSON.stringify(text.length > 100 ? `${text.slice
  * // { path: "/x", host: "svc" }
  */
 export function checkRequestHead(head: RequestHead): { problem: string } | { path: string; host: string | null } {
-  if (head.httpVersion !== "1.1" && head.httpVersion !== "1.0") return { problem: `HTTP/${head.httpVersion} is not served here: send HTTP/1.1` };
+  if (head.httpVersion !== "1.1" && head.httpVersion !== "1.0")
+    return { problem: `HTTP/${head.httpVersion} is not served here: send HTTP/1.1` };
   const valuesOf = (name: string) => {
     const found: string[] = [];
-    for (let i = 0; i + 1 < head.rawHeaders.length; i += 2) if (head.rawHeaders[i]!.toLowerCase() === name) found.push(head.rawHeaders[i + 1]!);
+    for (let i = 0; i + 1 < head.rawHeaders.length; i += 2)
+      if (head.rawHeaders[i]!.toLowerCase() === name) found.push(head.rawHeaders[i + 1]!);
     return found;
   };
   const codings = valuesOf("transfer-encoding");
@@ -188,14 +208,16 @@ export function checkRequestHead(head: RequestHead): { problem: string } | { pat
   if (!head.url.startsWith("/")) return { problem: `The request target ${shown(head.url)} is not served: send a path starting with /` };
   const hosts = valuesOf("host");
   if (hosts.length !== 1) return { problem: `Send exactly one Host header, not ${hosts.length}` };
-  if (!HOST.test(hosts[0]!.trim())) return { problem: `The Host header ${shown(hosts[0]!)} is not a host name or address with an optional port` };
+  if (!HOST.test(hosts[0]!.trim()))
+    return { problem: `The Host header ${shown(hosts[0]!)} is not a host name or address with an optional port` };
   return { path: head.url, host: null };
 }
 
 /** The raw header list with its Host headers replaced by `host`. */
 function withHost(rawHeaders: readonly string[], host: string): string[] {
   const out: string[] = [];
-  for (let i = 0; i + 1 < rawHeaders.length; i += 2) if (rawHeaders[i]!.toLowerCase() !== "host") out.push(rawHeaders[i]!, rawHeaders[i + 1]!);
+  for (let i = 0; i + 1 < rawHeaders.length; i += 2)
+    if (rawHeaders[i]!.toLowerCase() !== "host") out.push(rawHeaders[i]!, rawHeaders[i + 1]!);
   return [...out, "Host", host];
 }
 
@@ -226,7 +248,12 @@ export interface ClientFront {
  * @example
  * const front = await startClientFront({ host: "0.0.0.0", port: 8001, upstreamPort: 40123, onError: console.warn });
  */
-export async function startClientFront(options: { host: string; port: number; upstreamPort: number; onError: (message: string) => void }): Promise<ClientFront> {
+export async function startClientFront(options: {
+  host: string;
+  port: number;
+  upstreamPort: number;
+  onError: (message: string) => void;
+}): Promise<ClientFront> {
   const { upstreamPort } = options;
   const pooled = new Agent({ keepAlive: true, maxSockets: Infinity, maxFreeSockets: 256 });
   const fresh = new Agent({ keepAlive: false, maxSockets: Infinity });
@@ -254,7 +281,15 @@ export async function startClientFront(options: { host: string; port: number; up
 
   const forward = (req: IncomingMessage, res: ServerResponse, path: string, headers: string[], retried: boolean) => {
     const bodiless = !hasBody(req);
-    const upstream = httpRequest({ agent: bodiless && !retried ? pooled : fresh, host: "127.0.0.1", port: upstreamPort, method: req.method, path, headers: headers as unknown as OutgoingHttpHeaders, setHost: false });
+    const upstream = httpRequest({
+      agent: bodiless && !retried ? pooled : fresh,
+      host: "127.0.0.1",
+      port: upstreamPort,
+      method: req.method,
+      path,
+      headers: headers as unknown as OutgoingHttpHeaders,
+      setHost: false,
+    });
     let answered = false;
     upstream.on("response", (answer) => {
       answered = true;
@@ -282,7 +317,9 @@ export async function startClientFront(options: { host: string; port: number; up
       if (bodiless && !retried && upstream.reusedSocket) return forward(req, res, path, headers, true);
       options.onError(`client front: workerd unreachable for ${req.method} ${path}: ${error.message}`);
       if (!bodiless && !req.complete) drain(req);
-      res.writeHead(502, { "content-type": "application/json" }).end(JSON.stringify({ detail: "The Worker runtime did not answer; see the service log", code: "bad_gateway" }));
+      res
+        .writeHead(502, { "content-type": "application/json" })
+        .end(JSON.stringify({ detail: "The Worker runtime did not answer; see the service log", code: "bad_gateway" }));
     });
     // A client that goes away mid-request takes its upstream request with it.
     res.on("close", () => {
@@ -308,9 +345,15 @@ export async function startClientFront(options: { host: string; port: number; up
   server.on("upgrade", (req: IncomingMessage, socket: Socket, head: Buffer) => {
     const checked = checkRequestHead({ url: req.url ?? "", httpVersion: req.httpVersion, rawHeaders: req.rawHeaders });
     if ("problem" in checked) {
-      return void socket.end(rawAnswer({ status: 400, detail: checked.problem, path: req.url?.split("?")[0] ?? "", s3Code: "InvalidRequest" }));
+      return void socket.end(
+        rawAnswer({ status: 400, detail: checked.problem, path: req.url?.split("?")[0] ?? "", s3Code: "InvalidRequest" }),
+      );
     }
-    const headers = forwardedHeaders(checked.host === null ? req.rawHeaders : withHost(req.rawHeaders, checked.host), peerAddress(socket), true);
+    const headers = forwardedHeaders(
+      checked.host === null ? req.rawHeaders : withHost(req.rawHeaders, checked.host),
+      peerAddress(socket),
+      true,
+    );
     const upstream = connect(upstreamPort, "127.0.0.1", () => {
       upstream.write(rawHead(req.method ?? "GET", checked.path, headers));
       if (head.length) upstream.write(head);
@@ -329,7 +372,14 @@ export async function startClientFront(options: { host: string; port: number; up
 
   // This is not a proxy: a tunnel is a request it cannot serve.
   server.on("connect", (req: IncomingMessage, socket: Socket) => {
-    socket.end(rawAnswer({ status: 400, detail: `CONNECT ${shown(req.url ?? "")} is not served: this is not a proxy`, path: "", s3Code: "InvalidRequest" }));
+    socket.end(
+      rawAnswer({
+        status: 400,
+        detail: `CONNECT ${shown(req.url ?? "")} is not served: this is not a proxy`,
+        path: "",
+        s3Code: "InvalidRequest",
+      }),
+    );
   });
 
   server.on("clientError", (error: NodeJS.ErrnoException & { rawPacket?: Buffer }, socket: Socket) => {

@@ -36,7 +36,13 @@ type ProtoValue =
   | { type: "float"; value: number }
   | { type: "text"; value: string }
   | { type: "blob"; base64: string };
-interface ProtoStmt { sql?: string; sql_id?: number; args?: ProtoValue[]; named_args?: { name: string; value: ProtoValue }[]; want_rows?: boolean }
+interface ProtoStmt {
+  sql?: string;
+  sql_id?: number;
+  args?: ProtoValue[];
+  named_args?: { name: string; value: ProtoValue }[];
+  want_rows?: boolean;
+}
 type ProtoCond =
   | { type: "ok" | "error"; step: number }
   | { type: "not"; cond: ProtoCond }
@@ -49,20 +55,41 @@ type ProtoRequest =
   | { type: "store_sql"; sql_id: number; sql: string }
   | { type: "close_sql"; sql_id: number }
   | { type: "get_autocommit" | "close" };
-interface ProtoError { message: string; code?: string }
-interface StmtResult { cols: { name: string; decltype: string | null }[]; rows: ProtoValue[][]; affected_row_count: number; last_insert_rowid: string | null }
+interface ProtoError {
+  message: string;
+  code?: string;
+}
+interface StmtResult {
+  cols: { name: string; decltype: string | null }[];
+  rows: ProtoValue[][];
+  affected_row_count: number;
+  last_insert_rowid: string | null;
+}
 
-interface Stream { sqls: Map<number, string>; closed: boolean; timer?: NodeJS.Timeout }
+interface Stream {
+  sqls: Map<number, string>;
+  closed: boolean;
+  timer?: NodeJS.Timeout;
+}
 
 class HranaError extends Error {
-  constructor(message: string, readonly code = "HRANA_PROTO_ERROR") { super(message); }
+  constructor(
+    message: string,
+    readonly code = "HRANA_PROTO_ERROR",
+  ) {
+    super(message);
+  }
 }
 
 const JSON_HEADERS = { "content-type": "application/json" }; // exactly this: the client compares it verbatim
 const TEXT_HEADERS = { "content-type": "text/plain; charset=utf-8" };
 
 /** An HTTP answer before it becomes a Response: the loopback server writes it without one. */
-interface Answer { status: number; headers: Record<string, string>; body: string }
+interface Answer {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+}
 const json = (body: unknown, status = 200): Answer => ({ status, headers: JSON_HEADERS, body: JSON.stringify(body) });
 const httpError = (status: number, message: string, code = "HRANA_PROTO_ERROR") => json({ message, code }, status);
 
@@ -120,7 +147,10 @@ export function createHranaServer(dbPath: string, options: HranaServerOptions = 
 
   function acquire(stream: Stream): Promise<void> | undefined {
     if (owner === stream) return undefined;
-    if (owner === null) { owner = stream; return undefined; }
+    if (owner === null) {
+      owner = stream;
+      return undefined;
+    }
     return new Promise((resume) => waiters.push({ stream, resume }));
   }
 
@@ -163,7 +193,8 @@ export function createHranaServer(dbPath: string, options: HranaServerOptions = 
 
   function execute(stream: Stream, stmt: ProtoStmt): StmtResult {
     const sql = sqlOf(stream, stmt);
-    if (hasSeveralStatements(sql)) throw new HranaError("SQL string contains more than one statement; use a batch or executeMultiple", "SQL_MANY_STATEMENTS");
+    if (hasSeveralStatements(sql))
+      throw new HranaError("SQL string contains more than one statement; use a batch or executeMultiple", "SQL_MANY_STATEMENTS");
     const params = bindParams(sql, stmt);
     const prepared = statement(sql);
     const before = (counters.get([]) as bigint[])[0];
@@ -188,20 +219,31 @@ export function createHranaServer(dbPath: string, options: HranaServerOptions = 
     const errors: (ProtoError | null)[] = [];
     const holds = (c: ProtoCond): boolean => {
       switch (c.type) {
-        case "ok": return results[c.step] != null;
-        case "error": return errors[c.step] != null;
-        case "not": return !holds(c.cond);
-        case "and": return c.conds.every(holds);
-        case "or": return c.conds.some(holds);
-        case "is_autocommit": return !db.inTransaction;
-        default: throw new HranaError(`Unknown batch condition ${(c as { type: string }).type}`);
+        case "ok":
+          return results[c.step] != null;
+        case "error":
+          return errors[c.step] != null;
+        case "not":
+          return !holds(c.cond);
+        case "and":
+          return c.conds.every(holds);
+        case "or":
+          return c.conds.some(holds);
+        case "is_autocommit":
+          return !db.inTransaction;
+        default:
+          throw new HranaError(`Unknown batch condition ${(c as { type: string }).type}`);
       }
     };
     for (const step of steps) {
       let result: StmtResult | null = null;
       let error: ProtoError | null = null;
       if (!step.condition || holds(step.condition)) {
-        try { result = execute(stream, step.stmt); } catch (e) { error = toProtoError(e); }
+        try {
+          result = execute(stream, step.stmt);
+        } catch (e) {
+          error = toProtoError(e);
+        }
       }
       results.push(result);
       errors.push(error);
@@ -217,15 +259,29 @@ export function createHranaServer(dbPath: string, options: HranaServerOptions = 
   function dispatch(stream: Stream, req: ProtoRequest): object {
     if (stream.closed) throw new HranaError("The stream is closed", "STREAM_CLOSED");
     switch (req.type) {
-      case "execute": return { type: "execute", result: execute(stream, req.stmt) };
-      case "batch": return { type: "batch", result: batch(stream, req.batch.steps) };
-      case "sequence": db.exec(sqlOf(stream, req)); noticeSchemaChange(); return { type: "sequence" };
-      case "describe": return { type: "describe", result: describe(sqlOf(stream, req)) };
-      case "store_sql": stream.sqls.set(req.sql_id, req.sql); return { type: "store_sql" };
-      case "close_sql": stream.sqls.delete(req.sql_id); return { type: "close_sql" };
-      case "get_autocommit": return { type: "get_autocommit", is_autocommit: !db.inTransaction };
-      case "close": closeStream(stream); return { type: "close" };
-      default: throw new HranaError(`Unknown request type ${(req as { type: string }).type}`);
+      case "execute":
+        return { type: "execute", result: execute(stream, req.stmt) };
+      case "batch":
+        return { type: "batch", result: batch(stream, req.batch.steps) };
+      case "sequence":
+        db.exec(sqlOf(stream, req));
+        noticeSchemaChange();
+        return { type: "sequence" };
+      case "describe":
+        return { type: "describe", result: describe(sqlOf(stream, req)) };
+      case "store_sql":
+        stream.sqls.set(req.sql_id, req.sql);
+        return { type: "store_sql" };
+      case "close_sql":
+        stream.sqls.delete(req.sql_id);
+        return { type: "close_sql" };
+      case "get_autocommit":
+        return { type: "get_autocommit", is_autocommit: !db.inTransaction };
+      case "close":
+        closeStream(stream);
+        return { type: "close" };
+      default:
+        throw new HranaError(`Unknown request type ${(req as { type: string }).type}`);
     }
   }
 
@@ -237,7 +293,8 @@ export function createHranaServer(dbPath: string, options: HranaServerOptions = 
       cols: prepared.reader ? prepared.columns().map((c) => ({ name: c.name, decltype: c.type })) : [],
       is_explain: /^\s*EXPLAIN\b/i.test(sql),
       // libsql does not expose sqlite3_stmt_readonly, so this is a guess from the leading keyword.
-      is_readonly: /^\s*(SELECT|VALUES|EXPLAIN)\b/i.test(sql) || (/^\s*WITH\b/i.test(sql) && !/\b(INSERT|UPDATE|DELETE|REPLACE)\b/i.test(sql)),
+      is_readonly:
+        /^\s*(SELECT|VALUES|EXPLAIN)\b/i.test(sql) || (/^\s*WITH\b/i.test(sql) && !/\b(INSERT|UPDATE|DELETE|REPLACE)\b/i.test(sql)),
     };
   }
 
@@ -264,7 +321,11 @@ export function createHranaServer(dbPath: string, options: HranaServerOptions = 
     const s = stream;
     try {
       const results = body.requests.map((req) => {
-        try { return { type: "ok", response: dispatch(s, req) }; } catch (e) { return { type: "error", error: toProtoError(e) }; }
+        try {
+          return { type: "ok", response: dispatch(s, req) };
+        } catch (e) {
+          return { type: "error", error: toProtoError(e) };
+        }
       });
       let baton: string | null = null;
       if (!s.closed) {
@@ -319,16 +380,20 @@ export function createHranaServer(dbPath: string, options: HranaServerOptions = 
 
 function decodeValue(v: ProtoValue): SqlValue {
   switch (v?.type) {
-    case "null": return null;
+    case "null":
+      return null;
     case "integer":
       if (!/^-?\d+$/.test(String(v.value))) throw new HranaError(`Invalid integer ${JSON.stringify(v.value)}`);
       return BigInt(v.value);
     case "float":
       if (typeof v.value !== "number") throw new HranaError("A float value must be a JSON number");
       return v.value;
-    case "text": return String(v.value);
-    case "blob": return Buffer.from(v.base64 ?? "", "base64");
-    default: throw new HranaError(`Unknown value type ${JSON.stringify((v as { type?: unknown })?.type)}`);
+    case "text":
+      return String(v.value);
+    case "blob":
+      return Buffer.from(v.base64 ?? "", "base64");
+    default:
+      throw new HranaError(`Unknown value type ${JSON.stringify((v as { type?: unknown })?.type)}`);
   }
 }
 
@@ -377,8 +442,10 @@ function scanParams(sql: string): { names: (string | null)[]; anonymous: boolean
   const names: (string | null)[] = [];
   let anonymous = false;
   for (const [, digits, name] of sql.matchAll(SQL_TOKENS)) {
-    if (digits === "") { anonymous = true; names.push(null); }
-    else if (digits !== undefined) names[Number(digits) - 1] = `?${digits}`;
+    if (digits === "") {
+      anonymous = true;
+      names.push(null);
+    } else if (digits !== undefined) names[Number(digits) - 1] = `?${digits}`;
     else if (name !== undefined && !names.includes(name)) names.push(name);
   }
   return { names: Array.from(names, (n) => n ?? null), anonymous };
@@ -418,10 +485,11 @@ export function serveHranaOverHttp(
       resolve({
         url: `http://${host.includes(":") ? `[${host}]` : host}:${bound}`,
         port: bound,
-        close: () => new Promise<void>((done, fail) => {
-          http.close((err) => (err ? fail(err) : done()));
-          http.closeAllConnections(); // keep-alive sockets would otherwise hold close() open
-        }),
+        close: () =>
+          new Promise<void>((done, fail) => {
+            http.close((err) => (err ? fail(err) : done()));
+            http.closeAllConnections(); // keep-alive sockets would otherwise hold close() open
+          }),
       });
     });
   });

@@ -15,7 +15,16 @@ export const LOCAL_RUNNER_NAME = "local-box";
  * config file `runnerConfig` (RUNNER_CONFIG); job directories go to its work_dir (default
  * ./.runner), never under the data directory, which its sandbox hides.
  */
-export async function startLocalRunner(db: Client, options: { url: string; dataDir: string; runnerConfig?: string; runnerEnv?: Record<string, string | undefined>; log: (level: "info" | "warning", line: string) => void }): Promise<Runner | null> {
+export async function startLocalRunner(
+  db: Client,
+  options: {
+    url: string;
+    dataDir: string;
+    runnerConfig?: string;
+    runnerEnv?: Record<string, string | undefined>;
+    log: (level: "info" | "warning", line: string) => void;
+  },
+): Promise<Runner | null> {
   const { token, prefix, hash } = await newWorkerToken();
   await db.execute({
     sql: `INSERT INTO workers (name, role, status, token_prefix, token_hash, created_at) VALUES (?1, 'local', 'connecting', ?2, ?3, ?4)
@@ -24,8 +33,15 @@ export async function startLocalRunner(db: Client, options: { url: string; dataD
   });
   let runner: Runner;
   try {
-    const config = loadRunnerConfig({ url: options.url, token, local: true, config: options.runnerConfig }, { ...options.runnerEnv, RUNNER_TOKEN: undefined });
-    runner = new Runner({ ...config, hide: [...config.hide, options.dataDir], log: (line) => options.log(line.startsWith("WARNING: ") ? "warning" : "info", `runner: ${line}`) });
+    const config = loadRunnerConfig(
+      { url: options.url, token, local: true, config: options.runnerConfig },
+      { ...options.runnerEnv, RUNNER_TOKEN: undefined },
+    );
+    runner = new Runner({
+      ...config,
+      hide: [...config.hide, options.dataDir],
+      log: (line) => options.log(line.startsWith("WARNING: ") ? "warning" : "info", `runner: ${line}`),
+    });
     await runner.start();
     return runner;
   } catch (error) {

@@ -6,7 +6,10 @@ async function main(): Promise<void> {
   const settings = readConfigFromEnvironment(process.env);
   const args = process.argv.slice(2);
   if (args.length) {
-    if (args[0] !== "--env" || !args[1] || args.length > 2) throw new StartupError(`unknown arguments ${JSON.stringify(args.join(" "))}; the only one is --env <environment name> (validate it and start training it once up)`);
+    if (args[0] !== "--env" || !args[1] || args.length > 2)
+      throw new StartupError(
+        `unknown arguments ${JSON.stringify(args.join(" "))}; the only one is --env <environment name> (validate it and start training it once up)`,
+      );
     settings.startEnvironment = args[1];
   }
   const stack = await startStack(settings);

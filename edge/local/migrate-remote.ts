@@ -12,8 +12,12 @@ if (!url) {
 const client = createClient({ url, authToken: process.env.LIBSQL_AUTH_TOKEN });
 try {
   const before = await currentSchemaVersion(client);
-  const applied = await applyMigrations(client, { onApply: (m) => process.stdout.write(`applying schema migration ${m.version} (${m.name})\n`) });
-  process.stdout.write(applied.length ? `schema migrated from version ${before} to ${LATEST_SCHEMA_VERSION}\n` : `schema already at version ${before}\n`);
+  const applied = await applyMigrations(client, {
+    onApply: (m) => process.stdout.write(`applying schema migration ${m.version} (${m.name})\n`),
+  });
+  process.stdout.write(
+    applied.length ? `schema migrated from version ${before} to ${LATEST_SCHEMA_VERSION}\n` : `schema already at version ${before}\n`,
+  );
 } catch (error) {
   process.stderr.write(`error: migration failed: ${(error as Error).message}\n`);
   process.exitCode = 1;

@@ -63,7 +63,9 @@ function ensureWritable(dir: string): void {
     writeFileSync(probe, "");
     rmSync(probe);
   } catch (error) {
-    throw new StartupError(`data directory ${dir} is not writable (${(error as NodeJS.ErrnoException).code ?? String(error)}); set SERVICE_DATA_DIR to a writable directory`);
+    throw new StartupError(
+      `data directory ${dir} is not writable (${(error as NodeJS.ErrnoException).code ?? String(error)}); set SERVICE_DATA_DIR to a writable directory`,
+    );
   }
 }
 
@@ -75,7 +77,9 @@ async function ensurePortFree(host: string, port: number): Promise<void> {
     server.once("error", (error: NodeJS.ErrnoException) =>
       fail(
         new StartupError(
-          error.code === "EADDRINUSE" ? `port ${port} on ${host} is already in use; stop the other process or set SERVICE_PORT` : `cannot listen on ${host}:${port} (${error.code ?? error.message})`,
+          error.code === "EADDRINUSE"
+            ? `port ${port} on ${host} is already in use; stop the other process or set SERVICE_PORT`
+            : `cannot listen on ${host}:${port} (${error.code ?? error.message})`,
         ),
       ),
     );
@@ -138,7 +142,9 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       compatibilityFlags: ["nodejs_compat"],
       defaultPersistRoot: join(dataDir, "worker"),
       r2Buckets: ["STORAGE"],
-      durableObjects: Object.fromEntries(Object.entries(DURABLE_OBJECTS).map(([binding, { className }]) => [binding, { className, useSQLite: true }])),
+      durableObjects: Object.fromEntries(
+        Object.entries(DURABLE_OBJECTS).map(([binding, { className }]) => [binding, { className, useSQLite: true }]),
+      ),
       bindings: {
         LIBSQL_URL: "http://libsql.internal",
         LIBSQL_AUTH_TOKEN: bridgeToken,
@@ -181,7 +187,9 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       await mf.dispose().catch(() => {});
       throw new StartupError(`cannot listen on ${host}:${port} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
     }
-    const url = new URL(`http://${host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host.includes(":") ? `[${host}]` : host}:${front.port}`);
+    const url = new URL(
+      `http://${host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host.includes(":") ? `[${host}]` : host}:${front.port}`,
+    );
     // Spec 6.6: the queue is processed once at start-up (queued jobs start where capacity exists);
     // this also arms the Scheduler's 5 s alarm.
     const scheduler = await mf.getDurableObjectNamespace("SCHEDULER");
@@ -191,13 +199,22 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     let runner: Runner | null = null;
     if (options.localRunner) {
       const db = createClient({ url: "http://libsql.internal", fetch: (request: Request) => hrana.handle(request) });
-      runner = await startLocalRunner(db, { url: `http://127.0.0.1:${url.port}`, dataDir, runnerConfig: options.runnerConfig, runnerEnv: options.runnerEnv, log: (level, line) => log[level](line) });
+      runner = await startLocalRunner(db, {
+        url: `http://127.0.0.1:${url.port}`,
+        dataDir,
+        runnerConfig: options.runnerConfig,
+        runnerEnv: options.runnerEnv,
+        log: (level, line) => log[level](line),
+      });
       db.close();
     }
     if (options.startEnvironment) {
       const db = createClient({ url: "http://libsql.internal", fetch: (request: Request) => hrana.handle(request) });
       const stub = scheduler.get(scheduler.idFromName("main"));
-      const submit = async (user: unknown, body: unknown) => (await (await stub.fetch("http://scheduler/submit", { method: "POST", body: JSON.stringify({ user, body }) })).json()) as SubmitOutcome;
+      const submit = async (user: unknown, body: unknown) =>
+        (await (
+          await stub.fetch("http://scheduler/submit", { method: "POST", body: JSON.stringify({ user, body }) })
+        ).json()) as SubmitOutcome;
       await startEnvironmentAtBoot(db, submit, options.startEnvironment, (level, line) => log[level](line));
       db.close();
     }

@@ -34,13 +34,24 @@ export async function startEnvironmentAtBoot(
     log("warning", `--env ${name}: valid, but no admin exists yet to own the job; create the first admin and start again`);
     return null;
   }
-  const outcome = await submit({ id: Number(owner.id), team_id: owner.team_id === null ? null : String(owner.team_id), priority: Number(owner.priority), level: "admin" }, LocalSubmit.parse({ config_name: name, metadata: { source: "npm start --env" } }));
+  const outcome = await submit(
+    {
+      id: Number(owner.id),
+      team_id: owner.team_id === null ? null : String(owner.team_id),
+      priority: Number(owner.priority),
+      level: "admin",
+    },
+    LocalSubmit.parse({ config_name: name, metadata: { source: "npm start --env" } }),
+  );
   switch (outcome.status) {
     case "running":
       log("info", `--env ${name}: Configuration Valid; training started (job ${outcome.jobId})`);
       return outcome.jobId;
     case "queued":
-      log("info", `--env ${name}: Configuration Valid; queued at position ${outcome.position} (${outcome.message}) as job ${outcome.jobId}`);
+      log(
+        "info",
+        `--env ${name}: Configuration Valid; queued at position ${outcome.position} (${outcome.message}) as job ${outcome.jobId}`,
+      );
       return outcome.jobId;
     case "blocked":
       log("info", `--env ${name}: Configuration Valid; job ${outcome.jobId} awaits an admin's approval`);

@@ -56,7 +56,8 @@ export async function deliverGuarded(request: Request, resolve: Resolver = syste
   const target = addresses[0]!;
   // The connection goes to the address checked above, whatever a second lookup would say.
   const pinned: LookupFunction = (_hostname, options, callback) => {
-    if ((options as { all?: boolean }).all) (callback as unknown as (e: null, a: { address: string; family: number }[]) => void)(null, [target]);
+    if ((options as { all?: boolean }).all)
+      (callback as unknown as (e: null, a: { address: string; family: number }[]) => void)(null, [target]);
     else callback(null, target.address, target.family);
   };
   const headers: Record<string, string> = {};
@@ -67,10 +68,14 @@ export async function deliverGuarded(request: Request, resolve: Resolver = syste
   headers["content-length"] = String(body.length);
   const send = url.protocol === "https:" ? httpsRequest : httpRequest;
   return new Promise<OutboundResult>((resolvePromise) => {
-    const outgoing = send(url, { method: request.method, headers, lookup: pinned, timeout: 10_000, servername: ipLiteral(host) ? undefined : host }, (response) => {
-      response.resume();
-      resolvePromise({ status: response.statusCode ?? 502 });
-    });
+    const outgoing = send(
+      url,
+      { method: request.method, headers, lookup: pinned, timeout: 10_000, servername: ipLiteral(host) ? undefined : host },
+      (response) => {
+        response.resume();
+        resolvePromise({ status: response.statusCode ?? 502 });
+      },
+    );
     outgoing.on("timeout", () => outgoing.destroy(new Error("timed out after 10 s")));
     outgoing.on("error", (error) => resolvePromise({ failed: error.message }));
     outgoing.end(body);

@@ -58,7 +58,8 @@ export function renderExposition(families: readonly MetricFamily[]): string {
     if (!NAME.test(family.name)) throw new Error(`invalid metric name ${JSON.stringify(family.name)}`);
     lines.push(`# HELP ${family.name} ${escapeHelp(family.help)}`, `# TYPE ${family.name} ${family.type}`);
     for (const sample of family.samples) {
-      for (const label of Object.keys(sample.labels ?? {})) if (!LABEL_NAME.test(label)) throw new Error(`invalid label name ${JSON.stringify(label)} on ${family.name}`);
+      for (const label of Object.keys(sample.labels ?? {}))
+        if (!LABEL_NAME.test(label)) throw new Error(`invalid label name ${JSON.stringify(label)} on ${family.name}`);
       lines.push(`${family.name}${formatLabels(sample.labels)} ${formatValue(sample.value)}`);
     }
   }

@@ -105,5 +105,10 @@ export async function gatherMetrics(categories: readonly MetricCategory[], sourc
     wanted.has("http") || wanted.has("rate_limits") ? collectorFigures(sources, values) : null,
     wanted.has("audit") ? auditFigures(sources.db, values) : null,
   ]);
-  return FAMILIES.filter((f) => wanted.has(f.category)).map(({ name, type, help }) => ({ name, type, help, samples: values.get(name) ?? [] }));
+  return FAMILIES.filter((f) => wanted.has(f.category)).map(({ name, type, help }) => ({
+    name,
+    type,
+    help,
+    samples: values.get(name) ?? [],
+  }));
 }

@@ -52,7 +52,12 @@ export class HttpTally {
   take(): HttpBatch | null {
     if (this.requests === 0) return null;
     const batch: HttpBatch = {
-      endpoints: [...this.endpoints].map(([endpoint, t]) => ({ endpoint, requests: t.requests, latencyMsSum: t.latencyMsSum, errors: [...t.errors] })),
+      endpoints: [...this.endpoints].map(([endpoint, t]) => ({
+        endpoint,
+        requests: t.requests,
+        latencyMsSum: t.latencyMsSum,
+        errors: [...t.errors],
+      })),
       violations: this.violations,
       clients: [...this.clients],
     };

@@ -45,8 +45,11 @@ export async function identify(c: Context<AppEnv>): Promise<Principal | null> {
   if (key !== undefined) {
     const found = await findApiKeyUser(db, key);
     // A wrong key is refused outright rather than falling back to a cookie: the caller meant it.
-    if (!found) throw new ApiError(401, "invalid_api_key", "The API key is invalid, expired or revoked", undefined, { "WWW-Authenticate": "Bearer" });
-    c.executionCtx.waitUntil(found.touch().catch((error: unknown) => c.get("log").warning("could not record API key use", { error: String(error) })));
+    if (!found)
+      throw new ApiError(401, "invalid_api_key", "The API key is invalid, expired or revoked", undefined, { "WWW-Authenticate": "Bearer" });
+    c.executionCtx.waitUntil(
+      found.touch().catch((error: unknown) => c.get("log").warning("could not record API key use", { error: String(error) })),
+    );
     return { user: found.user, via: "api_key", apiKeyId: found.keyId };
   }
   const token = readSessionCookie(c);
@@ -94,16 +97,25 @@ export function authorize(): MiddlewareHandler<AppEnv> {
     if (access === undefined) {
       // Fails closed: a route nobody declared is a bug, and guessing its level would hide it.
       c.get("log").error("route without a declared access refused", { route: `${route.method} ${route.pattern}` });
-      throw new ApiError(500, "route_access_undeclared", `${route.method} ${route.pattern} declares no access in shared/permissions.ts, so it is refused`);
+      throw new ApiError(
+        500,
+        "route_access_undeclared",
+        `${route.method} ${route.pattern} declares no access in shared/permissions.ts, so it is refused`,
+      );
     }
     if (access === "public" || access === "storage") return next();
     if (access === "worker") {
       const token = /^Bearer\s+(\S+)$/i.exec(c.req.header("authorization") ?? "")?.[1];
-      if (!token) throw new ApiError(401, "unauthenticated", "A worker token is required: Authorization: Bearer stw_...", undefined, { "WWW-Authenticate": "Bearer" });
+      if (!token)
+        throw new ApiError(401, "unauthenticated", "A worker token is required: Authorization: Bearer stw_...", undefined, {
+          "WWW-Authenticate": "Bearer",
+        });
       const worker = await findWorkerByToken(c.get("db"), token);
       if (!worker) {
         await countWorkerTokenFailure(c); // 429 instead, past the address's failure limit
-        throw new ApiError(401, "invalid_worker_token", "The worker token is invalid or its worker was removed", undefined, { "WWW-Authenticate": "Bearer" });
+        throw new ApiError(401, "invalid_worker_token", "The worker token is invalid or its worker was removed", undefined, {
+          "WWW-Authenticate": "Bearer",
+        });
       }
       c.set("worker", worker);
       return next();
@@ -112,18 +124,32 @@ export function authorize(): MiddlewareHandler<AppEnv> {
 
     const principal = await identify(c);
     if (!principal) {
-      throw new ApiError(401, "unauthenticated", "Authentication required: send an API key (X-API-Key or Authorization: Bearer) or log in", undefined, {
-        "WWW-Authenticate": "Bearer",
-      });
+      throw new ApiError(
+        401,
+        "unauthenticated",
+        "Authentication required: send an API key (X-API-Key or Authorization: Bearer) or log in",
+        undefined,
+        {
+          "WWW-Authenticate": "Bearer",
+        },
+      );
     }
     if (principal.via === "session" && !SAFE_METHODS.has(method) && isCrossSite(c)) {
-      throw new ApiError(403, "csrf_rejected", "Cross-site request refused: session-authenticated changes must come from this service's own pages");
+      throw new ApiError(
+        403,
+        "csrf_rejected",
+        "Cross-site request refused: session-authenticated changes must come from this service's own pages",
+      );
     }
     if (access.session && principal.via !== "session") {
       throw new ApiError(403, "session_required", "This needs a logged-in session; an API key cannot be used here");
     }
     if (!levelAtLeast(principal.user.level, access.level)) {
-      throw new ApiError(403, "forbidden", `This needs the ${access.level} level or higher; you are ${principal.user.level ?? "without a level"}`);
+      throw new ApiError(
+        403,
+        "forbidden",
+        `This needs the ${access.level} level or higher; you are ${principal.user.level ?? "without a level"}`,
+      );
     }
     c.set("principal", principal);
     return next();

@@ -31,12 +31,29 @@ export async function usernameDigest(username: string): Promise<string> {
 function refusal(c: Context<AppEnv>, rule: RateRule, verdict: RateVerdict, what: string): ApiError {
   const retryAfter = Math.max(1, Math.ceil((verdict.resetAt - verdict.now) / 1000));
   if (verdict.audit > 0) {
-    auditLater(c, { event_type: "rate_limited", target: c.req.path, details: { method: c.req.method, path: c.req.path, rule: rule.name, limit: rule.calls, window_seconds: rule.periodSeconds, refusals: verdict.audit } });
+    auditLater(c, {
+      event_type: "rate_limited",
+      target: c.req.path,
+      details: {
+        method: c.req.method,
+        path: c.req.path,
+        rule: rule.name,
+        limit: rule.calls,
+        window_seconds: rule.periodSeconds,
+        refusals: verdict.audit,
+      },
+    });
   }
-  return new ApiError(429, "rate_limited", `Rate limit exceeded: at most ${rule.calls} ${what} per ${rule.periodSeconds} s (rule "${rule.name}"); retry in ${retryAfter} s`, undefined, {
-    ...rateLimitHeaders(rule, verdict),
-    "Retry-After": String(retryAfter),
-  });
+  return new ApiError(
+    429,
+    "rate_limited",
+    `Rate limit exceeded: at most ${rule.calls} ${what} per ${rule.periodSeconds} s (rule "${rule.name}"); retry in ${retryAfter} s`,
+    undefined,
+    {
+      ...rateLimitHeaders(rule, verdict),
+      "Retry-After": String(retryAfter),
+    },
+  );
 }
 
 async function ask<T>(c: Context<AppEnv>, rule: RateRule, call: () => Promise<T>): Promise<T | null> {
@@ -58,7 +75,10 @@ async function ask<T>(c: Context<AppEnv>, rule: RateRule, call: () => Promise<T>
  * await limit.admit();
  * if (await checkPassword(db, username, password)) await limit.succeeded();
  */
-export async function loginFailureLimit(c: Context<AppEnv>, username: string): Promise<{ admit(): Promise<void>; succeeded(): Promise<void> }> {
+export async function loginFailureLimit(
+  c: Context<AppEnv>,
+  username: string,
+): Promise<{ admit(): Promise<void>; succeeded(): Promise<void> }> {
   const rule = LOGIN_FAILURE_RULE;
   const enabled = c.get("config").rateLimit.enabled;
   const limiter: RateLimiterApi = limiterOf(c.env, `login-user:${await usernameDigest(username)}`);
@@ -86,6 +106,8 @@ export async function countWorkerTokenFailure(c: Context<AppEnv>): Promise<void>
   const rule = WORKER_TOKEN_FAILURE_RULE;
   const settings = c.get("config").rateLimit;
   if (!settings.enabled || (settings.exemptLoopback && fromGenuineLoopback(c.req.raw.headers, settings.trustedProxies))) return;
-  const verdict = await ask(c, rule, () => limiterOf(c.env, rateLimitKey(c.get("clientIp"))).hit(rule.name, rule.calls, rule.periodSeconds * 1000));
+  const verdict = await ask(c, rule, () =>
+    limiterOf(c.env, rateLimitKey(c.get("clientIp"))).hit(rule.name, rule.calls, rule.periodSeconds * 1000),
+  );
   if (verdict && !verdict.allowed) throw refusal(c, rule, verdict, "failed worker-token authentications");
 }

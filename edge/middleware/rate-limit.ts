@@ -89,13 +89,18 @@ export function rateLimit(): MiddlewareHandler<AppEnv> {
       await next();
       putHeaders(c, uncountedRateLimitHeaders(rule, Date.now()));
     };
-    if (isRateLimitExempt(path) || (settings.exemptLoopback && fromGenuineLoopback(c.req.raw.headers, settings.trustedProxies))) return uncounted();
+    if (isRateLimitExempt(path) || (settings.exemptLoopback && fromGenuineLoopback(c.req.raw.headers, settings.trustedProxies)))
+      return uncounted();
 
     let verdict: RateVerdict;
     try {
       verdict = await limiterOf(c.env, rateLimitKey(clientIp)).hit(rule.name, rule.calls, rule.periodSeconds * 1000);
     } catch (error) {
-      c.get("log").warning("rate limiter unreachable: request served without limiting", { client_ip: clientIp, rule: rule.name, error: String(error) });
+      c.get("log").warning("rate limiter unreachable: request served without limiting", {
+        client_ip: clientIp,
+        rule: rule.name,
+        error: String(error),
+      });
       return uncounted();
     }
     c.set("rateLimit", { rule: rule.name, limited: !verdict.allowed });

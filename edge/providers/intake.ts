@@ -27,7 +27,11 @@ export function addressRefusal(settings: StoredProviderSettings, provider: strin
   if (!settings.webhook_allowed_ips.length) return null;
   const ranges = settings.webhook_allowed_ips.map(parseRange);
   if (ipInRanges(clientIp, ranges)) return null;
-  return { status: 403, reason: "address_not_allowed", detail: `Webhooks for ${provider} are not accepted from ${clientIp}: it is outside the provider's webhook_allowed_ips` };
+  return {
+    status: 403,
+    reason: "address_not_allowed",
+    detail: `Webhooks for ${provider} are not accepted from ${clientIp}: it is outside the provider's webhook_allowed_ips`,
+  };
 }
 
 /**
@@ -64,7 +68,8 @@ export function parsePayload(body: string): Record<string, unknown> {
   } catch {
     throw new ApiError(400, "invalid_json", "The webhook body is not valid JSON");
   }
-  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) throw new ApiError(400, "invalid_payload", "The webhook body must be a JSON object");
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed))
+    throw new ApiError(400, "invalid_payload", "The webhook body must be a JSON object");
   return parsed as Record<string, unknown>;
 }
 
@@ -73,7 +78,10 @@ export function parsePayload(body: string): Record<string, unknown> {
  * One statement: the insert does nothing on the unique (provider, webhook_id) of signed rows,
  * and then the earlier row is returned. Unsigned events are always stored.
  */
-export async function recordWebhook(db: Database, event: { provider: string; webhookId: string | null; clientIp: string; signed: boolean; payload: string }): Promise<{ id: number; duplicate: boolean }> {
+export async function recordWebhook(
+  db: Database,
+  event: { provider: string; webhookId: string | null; clientIp: string; signed: boolean; payload: string },
+): Promise<{ id: number; duplicate: boolean }> {
   const now = new Date().toISOString();
   const [inserted, existing] = await db.$client.batch(
     [
@@ -81,7 +89,10 @@ export async function recordWebhook(db: Database, event: { provider: string; web
         sql: "INSERT INTO provider_webhook_events (provider, webhook_id, received_at, client_ip, signed, payload) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (provider, webhook_id) WHERE webhook_id IS NOT NULL AND signed = 1 DO NOTHING RETURNING id",
         args: [event.provider, event.webhookId, now, event.clientIp, event.signed ? 1 : 0, event.payload],
       },
-      { sql: "SELECT id FROM provider_webhook_events WHERE provider = ? AND webhook_id = ? AND signed = 1", args: [event.provider, event.webhookId] },
+      {
+        sql: "SELECT id FROM provider_webhook_events WHERE provider = ? AND webhook_id = ? AND signed = 1",
+        args: [event.provider, event.webhookId],
+      },
     ],
     "write",
   );
@@ -91,7 +102,10 @@ export async function recordWebhook(db: Database, event: { provider: string; web
 }
 
 export async function listWebhooks(db: Database, provider: string, limit: number) {
-  const result = await db.$client.execute({ sql: "SELECT * FROM provider_webhook_events WHERE provider = ? ORDER BY id DESC LIMIT ?", args: [provider, limit] });
+  const result = await db.$client.execute({
+    sql: "SELECT * FROM provider_webhook_events WHERE provider = ? ORDER BY id DESC LIMIT ?",
+    args: [provider, limit],
+  });
   return (result.rows as unknown as Record<string, unknown>[]).map((r) => ({
     id: Number(r.id),
     webhook_id: (r.webhook_id as string | null) ?? null,

@@ -61,7 +61,14 @@ export async function getProviderSettings(db: Database, provider: string): Promi
 /** What admins see: no secret, a proxy password masked. */
 export function publicSettings(provider: string, stored: StoredProviderSettings & { updated_at: string | null }) {
   const { webhook_secret, s3_secret_access_key, updated_at, ...rest } = stored;
-  return { provider, ...rest, proxy_url: maskPassword(rest.proxy_url), s3_secret_access_key_set: Boolean(s3_secret_access_key), webhook_secret_set: Boolean(webhook_secret), updated_at };
+  return {
+    provider,
+    ...rest,
+    proxy_url: maskPassword(rest.proxy_url),
+    s3_secret_access_key_set: Boolean(s3_secret_access_key),
+    webhook_secret_set: Boolean(webhook_secret),
+    updated_at,
+  };
 }
 
 function maskPassword(url: string | null): string | null {
@@ -79,7 +86,8 @@ function httpUrl(value: string, path: string, fields: Field[]): void {
   try {
     parsed = new URL(value);
   } catch {}
-  if (!parsed || (parsed.protocol !== "http:" && parsed.protocol !== "https:")) fields.push({ path, message: `must be an http(s) URL, not "${value}"` });
+  if (!parsed || (parsed.protocol !== "http:" && parsed.protocol !== "https:"))
+    fields.push({ path, message: `must be an http(s) URL, not "${value}"` });
 }
 
 // A folder inside the storage bucket: relative, no "." or ".." segments, no empty segments.
@@ -87,7 +95,10 @@ const SAFE_SEGMENT = /^[A-Za-z0-9._-]+$/;
 function outputPath(value: string, fields: Field[]): void {
   const segments = value.replace(/\/+$/, "").split("/");
   if (value.startsWith("/") || segments.some((s) => !SAFE_SEGMENT.test(s) || s === "." || s === "..")) {
-    fields.push({ path: "s3_output_path", message: `must be a relative folder of letters, digits, ".", "_" and "-" separated by "/", without "." or ".." parts, not "${value}"` });
+    fields.push({
+      path: "s3_output_path",
+      message: `must be a relative folder of letters, digits, ".", "_" and "-" separated by "/", without "." or ".." parts, not "${value}"`,
+    });
   }
 }
 
@@ -117,15 +128,25 @@ export async function updateProviderSettings(db: Database, provider: string, upd
     fields.push({ path: "webhook_secret", message: "must be the provider's signing secret: whsec_ followed by base64" });
   }
   // A manual key id is never shaped like a job's upload token (STU...), so the two cannot collide.
-  if (update.s3_access_key_id && (!/^[A-Z0-9]{16,128}$/.test(update.s3_access_key_id) || update.s3_access_key_id.startsWith(UPLOAD_TOKEN_PREFIX))) {
-    fields.push({ path: "s3_access_key_id", message: "must be 16 to 128 upper-case letters and digits, not starting with STU (the prefix of jobs' own upload tokens)" });
+  if (
+    update.s3_access_key_id &&
+    (!/^[A-Z0-9]{16,128}$/.test(update.s3_access_key_id) || update.s3_access_key_id.startsWith(UPLOAD_TOKEN_PREFIX))
+  ) {
+    fields.push({
+      path: "s3_access_key_id",
+      message: "must be 16 to 128 upper-case letters and digits, not starting with STU (the prefix of jobs' own upload tokens)",
+    });
   }
   if (update.s3_secret_access_key && !/^[\x21-\x7e]{16,256}$/.test(update.s3_secret_access_key)) {
     fields.push({ path: "s3_secret_access_key", message: "must be 16 to 256 printable characters without spaces" });
   }
   const keyAfter = "s3_access_key_id" in update ? (update.s3_access_key_id ?? null) : before.s3_access_key_id;
   const secretAfter = "s3_secret_access_key" in update ? (update.s3_secret_access_key ?? null) : before.s3_secret_access_key;
-  if ((keyAfter === null) !== (secretAfter === null)) fields.push({ path: "s3_secret_access_key", message: "s3_access_key_id and s3_secret_access_key are set (or cleared with null) together" });
+  if ((keyAfter === null) !== (secretAfter === null))
+    fields.push({
+      path: "s3_secret_access_key",
+      message: "s3_access_key_id and s3_secret_access_key are set (or cleared with null) together",
+    });
   if (fields.length) throw new ApiError(422, "invalid_request", fields.map((f) => `${f.path}: ${f.message}`).join("; "), fields);
 
   const { updated_at: _updatedAt, ...current } = before;
@@ -138,6 +159,9 @@ export async function updateProviderSettings(db: Database, provider: string, upd
   if (next.webhook_allowed_ips.length) next.webhook_allowed_ips = next.webhook_allowed_ips.map((e) => e.trim());
   const now = new Date().toISOString();
   const row = { provider, settings: JSON.stringify(next), updatedAt: now, updatedBy: userId };
-  await db.insert(providerSettings).values(row).onConflictDoUpdate({ target: providerSettings.provider, set: { settings: row.settings, updatedAt: now, updatedBy: userId } });
+  await db
+    .insert(providerSettings)
+    .values(row)
+    .onConflictDoUpdate({ target: providerSettings.provider, set: { settings: row.settings, updatedAt: now, updatedBy: userId } });
   return { before, after: { ...next, updated_at: now } };
 }

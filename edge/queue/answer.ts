@@ -12,14 +12,49 @@ export function submitAnswer(outcome: SubmitOutcome): LocalSubmitResult {
     case "invalid":
       throw new ApiError(outcome.httpStatus, outcome.code, outcome.message, outcome.errors);
     case "running": {
-      const where = outcome.workerId !== null ? `dispatched to worker ${outcome.workerId}` : outcome.gpus?.length ? `running on GPUs [${outcome.gpus.join(", ")}]` : "running on the CPU (no GPUs requested)";
-      return { ...base, success: true, job_id: outcome.jobId, status: "running", allocated_gpus: outcome.gpus, worker_id: outcome.workerId, message: where };
+      const where =
+        outcome.workerId !== null
+          ? `dispatched to worker ${outcome.workerId}`
+          : outcome.gpus?.length
+            ? `running on GPUs [${outcome.gpus.join(", ")}]`
+            : "running on the CPU (no GPUs requested)";
+      return {
+        ...base,
+        success: true,
+        job_id: outcome.jobId,
+        status: "running",
+        allocated_gpus: outcome.gpus,
+        worker_id: outcome.workerId,
+        message: where,
+      };
     }
     case "queued":
-      return { ...base, success: true, job_id: outcome.jobId, status: "queued", queue_position: outcome.position, wait_reason: outcome.reason, message: `queued: ${outcome.message}` };
+      return {
+        ...base,
+        success: true,
+        job_id: outcome.jobId,
+        status: "queued",
+        queue_position: outcome.position,
+        wait_reason: outcome.reason,
+        message: `queued: ${outcome.message}`,
+      };
     case "blocked":
-      return { ...base, success: true, job_id: outcome.jobId, status: "blocked", wait_reason: "awaiting_approval", message: outcome.message };
+      return {
+        ...base,
+        success: true,
+        job_id: outcome.jobId,
+        status: "blocked",
+        wait_reason: "awaiting_approval",
+        message: outcome.message,
+      };
     case "rejected":
-      return { ...base, success: false, job_id: null, status: "rejected", wait_reason: outcome.reason, message: `rejected (no_wait): ${outcome.message}` };
+      return {
+        ...base,
+        success: false,
+        job_id: null,
+        status: "rejected",
+        wait_reason: outcome.reason,
+        message: `rejected (no_wait): ${outcome.message}`,
+      };
   }
 }

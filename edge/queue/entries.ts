@@ -1,5 +1,12 @@
 import { and, eq, gt, inArray, sql } from "drizzle-orm";
-import { ACTIVE_STATUSES, PUBLIC_QUEUE_FIELDS, TERMINAL_STATUSES, type PublicQueueEntry, type QueueEntry, type WaitReason } from "../../shared/schemas/queue";
+import {
+  ACTIVE_STATUSES,
+  PUBLIC_QUEUE_FIELDS,
+  TERMINAL_STATUSES,
+  type PublicQueueEntry,
+  type QueueEntry,
+  type WaitReason,
+} from "../../shared/schemas/queue";
 import type { Database } from "../db/client";
 import { queueEntries, users, workers } from "../db/schema";
 import { notFound } from "../errors";
@@ -33,7 +40,13 @@ export function toQueueEntry(row: EntryRow, wait: Map<number, WaitInfo>, starvat
     config_name: row.configName,
     priority: row.priority,
     priority_override: row.priorityOverride,
-    effective_priority: info?.effectivePriority ?? effectivePriority({ priority: row.priority, priorityOverride: row.priorityOverride, queuedAt: Date.parse(row.queuedAt) }, now, row.status === "pending" ? starvationMinutes : 0),
+    effective_priority:
+      info?.effectivePriority ??
+      effectivePriority(
+        { priority: row.priority, priorityOverride: row.priorityOverride, queuedAt: Date.parse(row.queuedAt) },
+        now,
+        row.status === "pending" ? starvationMinutes : 0,
+      ),
     status: row.status as QueueEntry["status"],
     position: info?.position ?? null,
     wait_reason: reason,
@@ -80,7 +93,11 @@ function selectEntries(db: Database) {
     .leftJoin(users, eq(users.id, queueEntries.userId));
 }
 
-const flatten = (r: { entry: typeof queueEntries.$inferSelect; workerName: string | null; owner: string | null }): EntryRow => ({ ...r.entry, workerName: r.workerName, owner: r.owner });
+const flatten = (r: { entry: typeof queueEntries.$inferSelect; workerName: string | null; owner: string | null }): EntryRow => ({
+  ...r.entry,
+  workerName: r.workerName,
+  owner: r.owner,
+});
 
 // The scheduling order's status rank; kept equal to statusRank below.
 const RANK_SQL = sql`CASE ${queueEntries.status} WHEN 'running' THEN 0 WHEN 'pending' THEN 1 WHEN 'blocked' THEN 2 ELSE 3 END`;
@@ -104,7 +121,11 @@ export async function listEntries(
   db: Database,
   options: { status?: string | null; limit: number; includeCompleted: boolean; order: QueueOrder; after?: QueueKey },
 ): Promise<{ rows: EntryRow[]; total: number; next: QueueKey | null }> {
-  const statuses = options.status ? [options.status] : options.includeCompleted ? [...ACTIVE_STATUSES, ...TERMINAL_STATUSES] : [...ACTIVE_STATUSES];
+  const statuses = options.status
+    ? [options.status]
+    : options.includeCompleted
+      ? [...ACTIVE_STATUSES, ...TERMINAL_STATUSES]
+      : [...ACTIVE_STATUSES];
   const where = inArray(queueEntries.status, statuses);
   const after = options.after;
   let page = selectEntries(db).$dynamic();
@@ -112,10 +133,19 @@ export async function listEntries(
     page = page.where(after ? and(where, gt(queueEntries.id, after.id)) : where).orderBy(queueEntries.id);
   } else {
     // A row-value comparison: the next page starts after (rank, -priority, queued_at, id) of the previous page's last entry.
-    const seek = after && "rank" in after ? sql`(${RANK_SQL}, -${PRIORITY_SQL}, ${queueEntries.queuedAt}, ${queueEntries.id}) > (${after.rank}, ${-after.priority}, ${after.queued_at}, ${after.id})` : undefined;
+    const seek =
+      after && "rank" in after
+        ? sql`(${RANK_SQL}, -${PRIORITY_SQL}, ${queueEntries.queuedAt}, ${queueEntries.id}) > (${after.rank}, ${-after.priority}, ${after.queued_at}, ${after.id})`
+        : undefined;
     page = page.where(seek ? and(where, seek) : where).orderBy(RANK_SQL, sql`-${PRIORITY_SQL}`, queueEntries.queuedAt, queueEntries.id);
   }
-  const [rows, [count]] = await Promise.all([page.limit(options.limit + 1), db.select({ n: sql<number>`count(*)` }).from(queueEntries).where(where)]);
+  const [rows, [count]] = await Promise.all([
+    page.limit(options.limit + 1),
+    db
+      .select({ n: sql<number>`count(*)` })
+      .from(queueEntries)
+      .where(where),
+  ]);
   const more = rows.length > options.limit;
   const shown = rows.slice(0, options.limit).map(flatten);
   return { rows: shown, total: Number(count?.n ?? 0), next: more ? keyOf(shown.at(-1)!, options.order) : null };

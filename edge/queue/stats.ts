@@ -32,8 +32,15 @@ export async function localView(db: Database): Promise<LocalView> {
   const row = box!.rows[0];
   const gpus = row ? (JSON.parse(String(row.gpus)) as LocalView["inventory"]) : [];
   const holder = new Map<number, string>();
-  for (const r of running!.rows) for (const index of JSON.parse(String(r.allocated_gpus ?? "[]")) as number[]) holder.set(index, String(r.job_id));
-  const devices = gpus.map((g) => ({ index: g.index, name: g.name, memory_gb: Math.round((g.memory_mb / 1024) * 10) / 10, allocated: holder.has(g.index), job_id: holder.get(g.index) ?? null }));
+  for (const r of running!.rows)
+    for (const index of JSON.parse(String(r.allocated_gpus ?? "[]")) as number[]) holder.set(index, String(r.job_id));
+  const devices = gpus.map((g) => ({
+    index: g.index,
+    name: g.name,
+    memory_gb: Math.round((g.memory_mb / 1024) * 10) / 10,
+    allocated: holder.has(g.index),
+    job_id: holder.get(g.index) ?? null,
+  }));
   return {
     name: row ? String(row.name) : null,
     inventory: gpus,

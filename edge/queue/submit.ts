@@ -13,9 +13,16 @@ export function gpuRequirements(config: Record<string, unknown>): { numProcesses
   const rawDevices = config["--accelerate_visible_devices"];
   if (rawDevices === undefined || rawDevices === null || rawDevices === "") return { numProcesses, deviceIds: null };
   const parts = Array.isArray(rawDevices) ? rawDevices.map(String) : String(rawDevices).split(",");
-  const deviceIds = parts.map((p) => p.trim()).filter(Boolean).map(Number);
+  const deviceIds = parts
+    .map((p) => p.trim())
+    .filter(Boolean)
+    .map(Number);
   if (deviceIds.some((d) => !Number.isInteger(d) || d < 0)) {
-    throw new ApiError(422, "invalid_environment", `--accelerate_visible_devices must list device indices like "0,1", not ${JSON.stringify(rawDevices)}`);
+    throw new ApiError(
+      422,
+      "invalid_environment",
+      `--accelerate_visible_devices must list device indices like "0,1", not ${JSON.stringify(rawDevices)}`,
+    );
   }
   return { numProcesses, deviceIds };
 }
@@ -40,7 +47,12 @@ export function prepareLocalJob(user: Submitter, body: LocalSubmit, environment:
   const { config } = environment;
   const refused = user.level === "admin" ? [] : adminOnlyOptionsIn(config);
   if (refused.length) {
-    throw new ApiError(422, "admin_only_option", `Environment ${JSON.stringify(body.config_name)} sets ${refused.join(", ")}, which only an admin may run; ask its owner to remove it or an admin to submit it`, refused.map((option) => ({ path: `environment.config.${option}`, message: "admin only" })));
+    throw new ApiError(
+      422,
+      "admin_only_option",
+      `Environment ${JSON.stringify(body.config_name)} sets ${refused.join(", ")}, which only an admin may run; ask its owner to remove it or an admin to submit it`,
+      refused.map((option) => ({ path: `environment.config.${option}`, message: "admin only" })),
+    );
   }
   const { numProcesses, deviceIds } = gpuRequirements(config);
   const threshold = rules.local_gpu_threshold;
@@ -58,7 +70,8 @@ export function prepareLocalJob(user: Submitter, body: LocalSubmit, environment:
     anyGpu: body.any_gpu,
     estimatedCost: 0,
     metadata: body.metadata ?? null,
-    approvalRule: threshold !== null && numProcesses > threshold ? `asks for ${numProcesses} GPUs; more than ${threshold} needs approval` : null,
+    approvalRule:
+      threshold !== null && numProcesses > threshold ? `asks for ${numProcesses} GPUs; more than ${threshold} needs approval` : null,
     configSnapshot: config,
     dataloaderSnapshot: environment.dataloader,
   };

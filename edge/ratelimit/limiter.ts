@@ -104,7 +104,10 @@ export class RateLimiter extends DurableObject<Env> {
     if (known) this.#save(rule, known, 0);
     this.#ensureTables();
     const sql = this.ctx.storage.sql;
-    const rows = sql.exec<{ seq: number; at: number }>("SELECT seq, at FROM hits WHERE rule = ? ORDER BY seq DESC LIMIT ?", rule, limit).toArray().reverse();
+    const rows = sql
+      .exec<{ seq: number; at: number }>("SELECT seq, at FROM hits WHERE rule = ? ORDER BY seq DESC LIMIT ?", rule, limit)
+      .toArray()
+      .reverse();
     const reserved = sql.exec<{ seq: number }>("SELECT seq FROM reservations WHERE rule = ?", rule).toArray()[0]?.seq ?? 0;
     const stored = rows.at(-1)?.seq ?? 0;
     const history = rows.map((row) => row.at);
@@ -130,11 +133,16 @@ export class RateLimiter extends DurableObject<Env> {
     this.#ensureTables();
     const sql = this.ctx.storage.sql;
     const windowMs = state.window.windowMs;
-    for (const [seq, at] of state.unsaved) sql.exec("INSERT INTO hits (rule, seq, at, expires) VALUES (?, ?, ?, ?)", rule, seq, at, at + windowMs);
+    for (const [seq, at] of state.unsaved)
+      sql.exec("INSERT INTO hits (rule, seq, at, expires) VALUES (?, ?, ?, ?)", rule, seq, at, at + windowMs);
     state.unsaved = [];
     sql.exec("DELETE FROM hits WHERE rule = ? AND seq <= ?", rule, state.seq - state.window.limit);
     state.reserved = state.seq + ahead;
-    sql.exec("INSERT INTO reservations (rule, seq) VALUES (?, ?) ON CONFLICT (rule) DO UPDATE SET seq = excluded.seq", rule, state.reserved);
+    sql.exec(
+      "INSERT INTO reservations (rule, seq) VALUES (?, ?) ON CONFLICT (rule) DO UPDATE SET seq = excluded.seq",
+      rule,
+      state.reserved,
+    );
   }
 
   /** Stores the unsaved admissions and withdraws the reservations shortly (once per SAVE_DELAY_MS). */
@@ -154,7 +162,9 @@ export class RateLimiter extends DurableObject<Env> {
   #ensureTables(): void {
     if (this.#tableReady) return;
     const sql = this.ctx.storage.sql;
-    sql.exec("CREATE TABLE IF NOT EXISTS hits (rule TEXT NOT NULL, seq INTEGER NOT NULL, at INTEGER NOT NULL, expires INTEGER NOT NULL, PRIMARY KEY (rule, seq)) WITHOUT ROWID");
+    sql.exec(
+      "CREATE TABLE IF NOT EXISTS hits (rule TEXT NOT NULL, seq INTEGER NOT NULL, at INTEGER NOT NULL, expires INTEGER NOT NULL, PRIMARY KEY (rule, seq)) WITHOUT ROWID",
+    );
     sql.exec("CREATE TABLE IF NOT EXISTS reservations (rule TEXT PRIMARY KEY, seq INTEGER NOT NULL)");
     this.#tableReady = true;
   }

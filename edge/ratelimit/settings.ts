@@ -27,7 +27,8 @@ const misconfigured = (detail: string) => new ApiError(500, "misconfigured", det
 function wholeNumber(name: string, value: string | undefined, fallback: number, min: number): number {
   if (value === undefined || value.trim() === "") return fallback;
   const number = Number(value);
-  if (!Number.isSafeInteger(number) || number < min) throw misconfigured(`${name} must be a whole number of at least ${min}, not "${value}"`);
+  if (!Number.isSafeInteger(number) || number < min)
+    throw misconfigured(`${name} must be a whole number of at least ${min}, not "${value}"`);
   return number;
 }
 
@@ -44,7 +45,10 @@ function flag(name: string, value: string | undefined): boolean {
  */
 function trustedProxies(value: string | undefined): readonly AddressRange[] {
   if (value === undefined) return LOOPBACK_RANGES;
-  const entries = value.split(",").map((entry) => entry.trim()).filter(Boolean);
+  const entries = value
+    .split(",")
+    .map((entry) => entry.trim())
+    .filter(Boolean);
   if (entries.length === 0 || (entries.length === 1 && entries[0]!.toLowerCase() === "none")) return [];
   return entries.flatMap((entry) => {
     if (entry.toLowerCase() === "loopback") return LOOPBACK_RANGES;

@@ -25,10 +25,17 @@ auditRoutes.openapi(
   }),
   async (c) => {
     const query = c.req.valid("query");
-    if (query.cursor !== undefined && query.before_id !== undefined) throw new ApiError(422, "invalid_cursor", "send cursor or before_id, not both: the cursor already says where the page starts");
+    if (query.cursor !== undefined && query.before_id !== undefined)
+      throw new ApiError(422, "invalid_cursor", "send cursor or before_id, not both: the cursor already says where the page starts");
     const cursor = query.cursor === undefined ? null : decodeCursor("audit", query.cursor);
-    const asked = { event_type: query.event_type, since: query.since && new Date(query.since).toISOString(), until: query.until && new Date(query.until).toISOString() };
-    const f = cursor ? continueFilters(cursor.f, asked) : { event_type: asked.event_type ?? null, since: asked.since ?? null, until: asked.until ?? null };
+    const asked = {
+      event_type: query.event_type,
+      since: query.since && new Date(query.since).toISOString(),
+      until: query.until && new Date(query.until).toISOString(),
+    };
+    const f = cursor
+      ? continueFilters(cursor.f, asked)
+      : { event_type: asked.event_type ?? null, since: asked.since ?? null, until: asked.until ?? null };
     if (f.since && f.until && Date.parse(f.since) >= Date.parse(f.until)) {
       return c.json({ detail: "since must be earlier than until", code: "invalid_request" }, 422);
     }
@@ -40,7 +47,10 @@ auditRoutes.openapi(
       before_id: cursor?.before_id ?? query.before_id,
     });
     const last = more ? entries.at(-1) : undefined;
-    return c.json({ entries, next_before_id: last ? last.id : null, next_cursor: last ? encodeCursor("audit", { f, before_id: last.id }) : null }, 200);
+    return c.json(
+      { entries, next_before_id: last ? last.id : null, next_cursor: last ? encodeCursor("audit", { f, before_id: last.id }) : null },
+      200,
+    );
   },
 );
 
@@ -50,7 +60,8 @@ auditRoutes.openapi(
     path: "/api/audit/verify",
     tags,
     summary: "Check the audit trail's hash chain (admin)",
-    description: "Recomputes every entry's hash from the first: an edited entry, a removed one or a broken link is reported with the first entry where the chain fails.",
+    description:
+      "Recomputes every entry's hash from the first: an edited entry, a removed one or a broken link is reported with the first entry where the chain fails.",
     responses: { 200: json(AuditVerification, "The result"), 401: errors[401], 403: errors[403] },
   }),
   async (c) => c.json(await verifyAuditChain(c.get("db")), 200),

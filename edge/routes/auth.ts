@@ -43,7 +43,8 @@ auth.openapi(
     path: "/api/cloud/auth/setup/status",
     tags,
     summary: "Whether the first admin still has to be created",
-    description: "`needs_setup` is true until the first admin exists; `registration_enabled` says whether `POST /api/cloud/auth/register` is open.",
+    description:
+      "`needs_setup` is true until the first admin exists; `registration_enabled` says whether `POST /api/cloud/auth/register` is open.",
     responses: { 200: json(SetupStatus, "Setup status") },
   }),
   async (c) => {
@@ -72,7 +73,12 @@ auth.openapi(
     const db = c.get("db");
     const config = c.get("config");
     const { setup_token, ...input } = c.req.valid("json");
-    requireSetupToken({ environment: config.environment, expected: config.setupToken, fromLoopback: fromGenuineLoopback(c.req.raw.headers, config.rateLimit.trustedProxies), offered: setup_token });
+    requireSetupToken({
+      environment: config.environment,
+      expected: config.setupToken,
+      fromLoopback: fromGenuineLoopback(c.req.raw.headers, config.rateLimit.trustedProxies),
+      offered: setup_token,
+    });
     const user = await createFirstAdmin(db, input);
     const session = await createSession(db, user.id, false);
     setSessionCookie(c, session.token, session.expiresAt);
@@ -95,7 +101,10 @@ auth.openapi(
       200: json(SessionInfo, "Logged in (Set-Cookie)"),
       401: json(ErrorBody, "Wrong username or password"),
       422: errors[422],
-      429: json(ErrorBody, "Too many attempts from this address (5 a minute), or too many failed logins for this username (10 in 15 minutes, the right password refused too)"),
+      429: json(
+        ErrorBody,
+        "Too many attempts from this address (5 a minute), or too many failed logins for this username (10 in 15 minutes, the right password refused too)",
+      ),
     },
   }),
   async (c) => {
@@ -126,7 +135,8 @@ auth.openapi(
     path: "/api/cloud/auth/logout",
     tags,
     summary: "End the current session and clear its cookie",
-    description: "Ends the session of the cookie sent (a session does not slide: it ends 24 hours after login, 30 days with `remember_me`, unless ended here) and clears the cookie. Audited as `logout`.",
+    description:
+      "Ends the session of the cookie sent (a session does not slide: it ends 24 hours after login, 30 days with `remember_me`, unless ended here) and clears the cookie. Audited as `logout`.",
     responses: { 200: json(Ok, "Logged out"), 401: errors[401] },
   }),
   async (c) => {
@@ -144,9 +154,15 @@ auth.openapi(
     path: "/api/cloud/auth/register",
     tags,
     summary: "Public self-registration as a researcher, when an admin has enabled it",
-    description: "Off by default: 403 `registration_disabled` until an admin opens it with `PUT /api/cloud/auth/registration`. The new account gets the `researcher` level and logs in next. At most 3 per minute per address (rule `register`). Audited as `user_created`.",
+    description:
+      "Off by default: 403 `registration_disabled` until an admin opens it with `PUT /api/cloud/auth/registration`. The new account gets the `researcher` level and logs in next. At most 3 per minute per address (rule `register`). Audited as `user_created`.",
     request: jsonBody(RegisterRequest),
-    responses: { 201: json(User, "Registered; log in next"), 403: json(ErrorBody, "Registration is disabled"), 409: json(ErrorBody, "Username or email taken"), 422: errors[422] },
+    responses: {
+      201: json(User, "Registered; log in next"),
+      403: json(ErrorBody, "Registration is disabled"),
+      409: json(ErrorBody, "Username or email taken"),
+      422: errors[422],
+    },
   }),
   async (c) => {
     const db = c.get("db");
@@ -155,7 +171,13 @@ auth.openapi(
     }
     const user = await createUser(db, c.req.valid("json"), ["researcher"]);
     c.get("log").info("user registered", { user_id: user.id });
-    auditLater(c, { event_type: "user_created", actor_user_id: user.id, actor: user.username, target: `user:${user.id}`, details: { via: "registration", levels: user.levels } });
+    auditLater(c, {
+      event_type: "user_created",
+      actor_user_id: user.id,
+      actor: user.username,
+      target: `user:${user.id}`,
+      details: { via: "registration", levels: user.levels },
+    });
     return c.json(user, 201);
   },
 );
@@ -166,7 +188,8 @@ auth.openapi(
     path: "/api/cloud/auth/registration",
     tags,
     summary: "Enable or disable public registration (admin)",
-    description: "`{\"enabled\": true}` lets anyone who reaches the service create a researcher account with `POST /api/cloud/auth/register`; `false` closes it again.",
+    description:
+      '`{"enabled": true}` lets anyone who reaches the service create a researcher account with `POST /api/cloud/auth/register`; `false` closes it again.',
     request: jsonBody(RegistrationSetting),
     responses: { 200: json(RegistrationSetting, "Saved"), ...errors },
   }),
@@ -184,7 +207,8 @@ auth.openapi(
     path: "/api/cloud/auth/api-keys",
     tags,
     summary: "Create an API key (needs a session); the key is shown only in this answer",
-    description: "Only with a session cookie from the service's own origin: an API key cannot mint more keys (403 `session_required`). The key is `st_` and 43 random characters; only its SHA-256 is stored, so this answer is the only time it is shown. `expires_in_days` makes it expire. At most 10 per minute per address (rule `api-keys`). Audited as `api_key_created` (never the key).",
+    description:
+      "Only with a session cookie from the service's own origin: an API key cannot mint more keys (403 `session_required`). The key is `st_` and 43 random characters; only its SHA-256 is stored, so this answer is the only time it is shown. `expires_in_days` makes it expire. At most 10 per minute per address (rule `api-keys`). Audited as `api_key_created` (never the key).",
     request: jsonBody(ApiKeyCreate),
     responses: { 201: json(ApiKeyCreated, "The new key"), ...errors },
   }),
@@ -193,7 +217,11 @@ auth.openapi(
     const { user } = principalOf(c);
     const created = await createApiKey(c.get("db"), user.id, name, expires_in_days);
     c.get("log").info("API key created", { user_id: user.id, key_id: created.id, prefix: created.prefix });
-    auditLater(c, { event_type: "api_key_created", target: `api_key:${created.id}`, details: { name, prefix: created.prefix, expires_at: created.expires_at } });
+    auditLater(c, {
+      event_type: "api_key_created",
+      target: `api_key:${created.id}`,
+      details: { name, prefix: created.prefix, expires_at: created.expires_at },
+    });
     return c.json(created, 201);
   },
 );
@@ -204,7 +232,8 @@ auth.openapi(
     path: "/api/cloud/auth/api-keys",
     tags,
     summary: "List your API keys (never their secrets)",
-    description: "Your own keys with `prefix` (the key's first 11 characters, by which it is found), expiry and `last_used_at` (updated at most once a minute).",
+    description:
+      "Your own keys with `prefix` (the key's first 11 characters, by which it is found), expiry and `last_used_at` (updated at most once a minute).",
     responses: { 200: json(ApiKeyList, "Your keys, newest first"), 401: errors[401] },
   }),
   async (c) => c.json({ keys: await listApiKeys(c.get("db"), principalOf(c).user.id) }, 200),
@@ -216,8 +245,17 @@ auth.openapi(
     path: "/api/cloud/auth/api-keys/{key_id}",
     tags,
     summary: "Revoke an API key (your own; admins any)",
-    description: "Refused from the next request on by the Worker instance that revoked it, and within 2 seconds by every other (an instance remembers a key it verified for 2 s). Another user's key is 404, except for admins. Audited as `api_key_revoked`.",
-    request: { params: z.object({ key_id: z.coerce.number().int().positive().openapi({ param: { name: "key_id", in: "path" }, example: 3 }) }) },
+    description:
+      "Refused from the next request on by the Worker instance that revoked it, and within 2 seconds by every other (an instance remembers a key it verified for 2 s). Another user's key is 404, except for admins. Audited as `api_key_revoked`.",
+    request: {
+      params: z.object({
+        key_id: z.coerce
+          .number()
+          .int()
+          .positive()
+          .openapi({ param: { name: "key_id", in: "path" }, example: 3 }),
+      }),
+    },
     responses: { 200: json(ApiKey, "The revoked key"), 404: json(ErrorBody, "No such key of yours"), ...errors },
   }),
   async (c) => {

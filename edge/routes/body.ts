@@ -12,9 +12,14 @@ export async function readFields(c: Context<AppEnv>, required: boolean): Promise
   if (type.startsWith("application/json")) {
     const parsed = (await c.req.json().catch(() => undefined)) as unknown;
     if (parsed === undefined && !required) return {};
-    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) throw new ApiError(422, "invalid_request", "The body must be a JSON object of fields");
+    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed))
+      throw new ApiError(422, "invalid_request", "The body must be a JSON object of fields");
     return parsed as Record<string, unknown>;
   }
   if (!type && !required) return {};
-  throw new ApiError(415, "unsupported_media_type", "Send the fields as a form (multipart/form-data or application/x-www-form-urlencoded), or a JSON object");
+  throw new ApiError(
+    415,
+    "unsupported_media_type",
+    "Send the fields as a form (multipart/form-data or application/x-www-form-urlencoded), or a JSON object",
+  );
 }

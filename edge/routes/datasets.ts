@@ -14,16 +14,33 @@ export const datasetsRoutes = createRouter();
 
 const tags = ["Datasets"];
 const StoredFile = z.object({ name: z.string(), path: z.string(), size: z.number().int(), sha256: z.string() });
-const UploadResult = z.object({ success: z.literal(true), target_path: z.string(), files: z.array(StoredFile), skipped: z.array(z.string()) }).openapi("DatasetUpload");
-const formOf = (fields: Record<string, z.ZodType>) => ({ required: true, content: { "multipart/form-data": { schema: z.object(fields) } } });
-const uploadErrors = { 401: error("No valid credential"), 403: error("Below researcher, or another user's folder (folder_not_yours): only its creator, leads and admins change its files"), 413: error("Too large"), 415: error("A file type that is not allowed"), 422: error("A bad path or name (the answer names it); nothing was written") };
+const UploadResult = z
+  .object({ success: z.literal(true), target_path: z.string(), files: z.array(StoredFile), skipped: z.array(z.string()) })
+  .openapi("DatasetUpload");
+const formOf = (fields: Record<string, z.ZodType>) => ({
+  required: true,
+  content: { "multipart/form-data": { schema: z.object(fields) } },
+});
+const uploadErrors = {
+  401: error("No valid credential"),
+  403: error("Below researcher, or another user's folder (folder_not_yours): only its creator, leads and admins change its files"),
+  413: error("Too large"),
+  415: error("A file type that is not allowed"),
+  422: error("A bad path or name (the answer names it); nothing was written"),
+};
 
 /** The form, after refusing a body over the limit before reading it. */
 async function form(c: Context<AppEnv>): Promise<Record<string, unknown>> {
   const length = Number(c.req.header("content-length") ?? 0);
-  if (length > MAX_UPLOAD_BYTES) throw new ApiError(413, "upload_too_large", `Uploads are at most ${MAX_UPLOAD_BYTES} bytes per request; this one is ${length}. Split it into several uploads`);
+  if (length > MAX_UPLOAD_BYTES)
+    throw new ApiError(
+      413,
+      "upload_too_large",
+      `Uploads are at most ${MAX_UPLOAD_BYTES} bytes per request; this one is ${length}. Split it into several uploads`,
+    );
   const type = c.req.header("content-type") ?? "";
-  if (!type.startsWith("multipart/form-data") && !type.startsWith("application/x-www-form-urlencoded")) throw new ApiError(415, "unsupported_media_type", "Send a multipart/form-data form");
+  if (!type.startsWith("multipart/form-data") && !type.startsWith("application/x-www-form-urlencoded"))
+    throw new ApiError(415, "unsupported_media_type", "Send a multipart/form-data form");
   return c.req.parseBody({ all: true });
 }
 /** Who may change the folder a request writes into: its creator, leads and admins (datasets/folders.ts). */
@@ -32,7 +49,10 @@ function writeCheck(c: Context<AppEnv>): WriteCheck {
   return (segments) => authorizeFolderWrite(c.get("db"), c.env.STORAGE, segments, { userId: user.id, ownerScope: ownerScope(user) });
 }
 const text = (value: unknown) => (typeof value === "string" ? value : Array.isArray(value) && typeof value[0] === "string" ? value[0] : "");
-const filesIn = (value: unknown): File[] => (Array.isArray(value) ? value : value === undefined ? [] : [value]).filter((v): v is File => typeof v === "object" && v !== null && "arrayBuffer" in v);
+const filesIn = (value: unknown): File[] =>
+  (Array.isArray(value) ? value : value === undefined ? [] : [value]).filter(
+    (v): v is File => typeof v === "object" && v !== null && "arrayBuffer" in v,
+  );
 
 datasetsRoutes.openapi(
   createRoute({
@@ -40,9 +60,21 @@ datasetsRoutes.openapi(
     path: "/api/datasets/folders",
     tags,
     summary: "Create a folder under the datasets root",
-    description: "`folder_name` (one path segment) under `parent_path` (empty: the datasets root). 409 when it exists. A new top-level folder belongs to its creator: only they, leads and admins change files under it (else 403 `folder_not_yours`).",
-    request: { body: formOf({ parent_path: z.string().optional().openapi({ description: "Relative to the datasets root; empty for the root" }), folder_name: z.string().optional() }) },
-    responses: { 201: json(z.object({ success: z.literal(true), path: z.string() }), "Created"), 401: error("No valid credential"), 403: error("Below researcher, or inside another user's folder (folder_not_yours)"), 409: error("Exists"), 422: error("A bad path or name") },
+    description:
+      "`folder_name` (one path segment) under `parent_path` (empty: the datasets root). 409 when it exists. A new top-level folder belongs to its creator: only they, leads and admins change files under it (else 403 `folder_not_yours`).",
+    request: {
+      body: formOf({
+        parent_path: z.string().optional().openapi({ description: "Relative to the datasets root; empty for the root" }),
+        folder_name: z.string().optional(),
+      }),
+    },
+    responses: {
+      201: json(z.object({ success: z.literal(true), path: z.string() }), "Created"),
+      401: error("No valid credential"),
+      403: error("Below researcher, or inside another user's folder (folder_not_yours)"),
+      409: error("Exists"),
+      422: error("A bad path or name"),
+    },
   }),
   async (c) => {
     const f = await form(c);
@@ -59,7 +91,12 @@ datasetsRoutes.openapi(
     tags,
     summary: "Upload images and caption/metadata files (.txt, .jsonl, .csv) into a folder",
     description: `Field files[] (or files), repeated; target_path relative to the datasets root. At most ${MAX_UPLOAD_BYTES} bytes per request. Every name is checked before anything is written.`,
-    request: { body: formOf({ target_path: z.string().optional(), "files[]": z.any().openapi({ type: "array", items: { type: "string", format: "binary" } }) }) },
+    request: {
+      body: formOf({
+        target_path: z.string().optional(),
+        "files[]": z.any().openapi({ type: "array", items: { type: "string", format: "binary" } }),
+      }),
+    },
     responses: { 201: json(UploadResult, "Stored"), ...uploadErrors },
   }),
   async (c) => {
@@ -100,10 +137,20 @@ datasetsRoutes.openapi(
     path: "/api/datasets",
     tags,
     summary: "List the folders and files directly under a dataset path",
-    description: "`path` relative to the datasets root (empty: the root). Files with their size, SHA-256 and upload time. Reading is open to every level.",
+    description:
+      "`path` relative to the datasets root (empty: the root). Files with their size, SHA-256 and upload time. Reading is open to every level.",
     request: { query: z.object({ path: z.string().max(1024).default("") }) },
     responses: {
-      200: json(z.object({ path: z.string(), folders: z.array(z.string()), files: z.array(z.object({ name: z.string(), size: z.number().int(), sha256: z.string().nullable(), uploaded: z.string() })) }).openapi("DatasetListing"), "Listing"),
+      200: json(
+        z
+          .object({
+            path: z.string(),
+            folders: z.array(z.string()),
+            files: z.array(z.object({ name: z.string(), size: z.number().int(), sha256: z.string().nullable(), uploaded: z.string() })),
+          })
+          .openapi("DatasetListing"),
+        "Listing",
+      ),
       401: error("No valid credential"),
       422: error("A bad path"),
     },

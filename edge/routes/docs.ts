@@ -46,15 +46,42 @@ export function docsRoutes(app: OpenAPIHono<AppEnv>) {
   const docs = createRouter();
   let document: OpenApiDocument | undefined;
   docs.openapi(
-    createRoute({ method: "get", path: "/openapi.json", tags, summary: "This OpenAPI 3.1 document", description: "OpenAPI 3.1, generated from the routes and their zod schemas; each operation's access from shared/permissions.ts.", responses: { 200: { description: "OpenAPI 3.1", content: { "application/json": { schema: z.record(z.string(), z.unknown()) } } } } }),
+    createRoute({
+      method: "get",
+      path: "/openapi.json",
+      tags,
+      summary: "This OpenAPI 3.1 document",
+      description: "OpenAPI 3.1, generated from the routes and their zod schemas; each operation's access from shared/permissions.ts.",
+      responses: { 200: { description: "OpenAPI 3.1", content: { "application/json": { schema: z.record(z.string(), z.unknown()) } } } },
+    }),
     (c) => {
       // The routes are fixed once the app is built, so the document is generated once per isolate.
       document ??= withAccess(app.getOpenAPI31Document(OPENAPI_CONFIG) as unknown as OpenApiDocument, ROUTE_ACCESS);
       return c.json(document, 200);
     },
   );
-  docs.openapi(createRoute({ method: "get", path: "/docs", tags, summary: "Swagger UI", description: "Swagger UI, served from this service (no CDN): try operations with your session cookie or an API key.", responses: { 200: html } }), (c) => c.html(SWAGGER_PAGE));
-  docs.openapi(createRoute({ method: "get", path: "/redoc", tags, summary: "ReDoc", description: "ReDoc, served from this service (no CDN).", responses: { 200: html } }), (c) => c.html(REDOC_PAGE));
+  docs.openapi(
+    createRoute({
+      method: "get",
+      path: "/docs",
+      tags,
+      summary: "Swagger UI",
+      description: "Swagger UI, served from this service (no CDN): try operations with your session cookie or an API key.",
+      responses: { 200: html },
+    }),
+    (c) => c.html(SWAGGER_PAGE),
+  );
+  docs.openapi(
+    createRoute({
+      method: "get",
+      path: "/redoc",
+      tags,
+      summary: "ReDoc",
+      description: "ReDoc, served from this service (no CDN).",
+      responses: { 200: html },
+    }),
+    (c) => c.html(REDOC_PAGE),
+  );
   docs.openapi(
     createRoute({
       method: "get",
@@ -63,7 +90,10 @@ export function docsRoutes(app: OpenAPIHono<AppEnv>) {
       summary: "Static files of the documentation pages",
       description: "The pages' scripts and styles, embedded in the Worker from the npm packages. Another name is 404.",
       request: { params: z.object({ file: z.string().openapi({ param: { name: "file", in: "path" }, example: "swagger-ui.css" }) }) },
-      responses: { 200: { description: "The file", content: { "text/plain": { schema: z.string() } } }, 404: { description: "No such file", content: { "application/json": { schema: ErrorBody } } } },
+      responses: {
+        200: { description: "The file", content: { "text/plain": { schema: z.string() } } },
+        404: { description: "No such file", content: { "application/json": { schema: ErrorBody } } },
+      },
     }),
     (c) => {
       const asset = ASSETS[c.req.valid("param").file];

@@ -17,7 +17,12 @@ export function effectsOf(c: Context<AppEnv>, trigger: string): EffectsContext {
     db: c.get("db"),
     log: c.get("log"),
     actor: principal
-      ? { user_id: principal.user.id, username: principal.user.username, client_ip: c.get("clientIp") ?? null, user_agent: c.req.header("user-agent") ?? null }
+      ? {
+          user_id: principal.user.id,
+          username: principal.user.username,
+          client_ip: c.get("clientIp") ?? null,
+          user_agent: c.req.header("user-agent") ?? null,
+        }
       : null,
     origin: "request",
     trigger,

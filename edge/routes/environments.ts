@@ -15,7 +15,14 @@ import {
 } from "../../shared/schemas/environments";
 import { activateEnvironment } from "../environments/activate";
 import { regenerateDataloader } from "../environments/dataloader";
-import { createEnvironment, deleteEnvironment, exportEnvironment, getEnvironment, listEnvironments, updateEnvironment } from "../environments/environments";
+import {
+  createEnvironment,
+  deleteEnvironment,
+  exportEnvironment,
+  getEnvironment,
+  listEnvironments,
+  updateEnvironment,
+} from "../environments/environments";
 import { EXAMPLE_ENVIRONMENTS } from "../environments/examples";
 import { principalOf } from "../middleware/authorize";
 import { schedulerOf } from "../scheduler/stub";
@@ -60,7 +67,8 @@ for (const path of ["/api/configs/", "/api/configs"] as const) {
       path,
       tags,
       summary: path.endsWith("/") ? "List environments" : "List environments (same as GET /api/configs/)",
-      description: "Every environment, without `config` and `dataloader`, with its `owner` and whether it is your active one. `config_type` may only be `model`, the default.",
+      description:
+        "Every environment, without `config` and `dataloader`, with its `owner` and whether it is your active one. `config_type` may only be `model`, the default.",
       request: { query: ConfigListQuery },
       responses: { 200: json(EnvironmentList, "Every environment, by name"), ...errors },
     }),
@@ -75,7 +83,8 @@ environments.openapi(
     path: "/api/configs/examples",
     tags,
     summary: "The example environments shipped with the service",
-    description: "The templates shipped with the service (FLUX.1 LoRA, SDXL full fine-tune, SD 3.5 LyCORIS, and `demo`: the built-in demo trainer on the CPU). Start one with `POST /api/configs/environments` and `\"from_example\": \"<name>\"`.",
+    description:
+      'The templates shipped with the service (FLUX.1 LoRA, SDXL full fine-tune, SD 3.5 LyCORIS, and `demo`: the built-in demo trainer on the CPU). Start one with `POST /api/configs/environments` and `"from_example": "<name>"`.',
     responses: { 200: json(ExampleList, "Templates to copy"), 401: errors[401] },
   }),
   (c) => c.json({ examples: [...EXAMPLE_ENVIRONMENTS] }, 200),
@@ -124,7 +133,8 @@ environments.openapi(
     path: "/api/configs/{name}/activate",
     tags,
     summary: "Make this your active environment (each user has at most one)",
-    description: "The training forms use the caller's active environment. Only its owner, a lead or an admin may activate it (else 403 `not_owner`).",
+    description:
+      "The training forms use the caller's active environment. Only its owner, a lead or an admin may activate it (else 403 `not_owner`).",
     request: { params: EnvironmentParams },
     responses: { 200: json(EnvironmentActivated, "Activated"), ...notFound, ...errors, ...notOwner },
   }),
@@ -142,7 +152,8 @@ environments.openapi(
     path: "/api/configs/{name}/dataloader",
     tags,
     summary: "Replace the dataloader with the starter one for this name",
-    description: "The dataloader is rebuilt for the environment's current name (a rename alone leaves its paths as they were). Only its owner, a lead or an admin (else 403 `not_owner`).",
+    description:
+      "The dataloader is rebuilt for the environment's current name (a rename alone leaves its paths as they were). Only its owner, a lead or an admin (else 403 `not_owner`).",
     request: { params: EnvironmentParams },
     responses: { 200: json(DataloaderRegenerated, "The new dataloader"), ...notFound, ...errors, ...notOwner },
   }),

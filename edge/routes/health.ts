@@ -46,12 +46,18 @@ health.openapi(
       c.get("log").error("health: database unreachable", { error: String(error) });
       database = { name: "database", status: "unhealthy", message: "database unreachable", latest_schema_version: LATEST_SCHEMA_VERSION };
     }
-    const missing = requiredSecrets(config).filter((s) => !s.present).map((s) => s.name);
+    const missing = requiredSecrets(config)
+      .filter((s) => !s.present)
+      .map((s) => s.name);
     const secrets: Health["components"][number] = missing.length
       ? { name: "secrets", status: "degraded", message: `missing: ${missing.join(", ")}` }
       : { name: "secrets", status: "healthy", message: "all required secrets are set" };
     const components = [database, secrets];
-    const status = components.some((x) => x.status === "unhealthy") ? "unhealthy" : components.some((x) => x.status === "degraded") ? "degraded" : "healthy";
+    const status = components.some((x) => x.status === "unhealthy")
+      ? "unhealthy"
+      : components.some((x) => x.status === "degraded")
+        ? "degraded"
+        : "healthy";
     const body: Health = {
       status,
       version: pkg.version,
@@ -71,7 +77,7 @@ health.openapi(
     path: "/api/cloud/health/live",
     tags,
     summary: "Liveness: the Worker answers",
-    description: "`{\"status\":\"ok\"}` while the Worker answers; it reads nothing else. Never rate limited.",
+    description: '`{"status":"ok"}` while the Worker answers; it reads nothing else. Never rate limited.',
     responses: { 200: { description: "Alive", content: { "application/json": { schema: Live } } } },
   }),
   (c) => c.json({ status: "ok" as const }),
@@ -93,7 +99,10 @@ health.openapi(
     try {
       const version = await currentSchemaVersion(c.get("db").$client);
       if (version === LATEST_SCHEMA_VERSION) return c.json({ status: "ready" as const }, 200);
-      return c.json({ status: "not_ready" as const, detail: `database schema is at version ${version}, expected ${LATEST_SCHEMA_VERSION}` }, 503);
+      return c.json(
+        { status: "not_ready" as const, detail: `database schema is at version ${version}, expected ${LATEST_SCHEMA_VERSION}` },
+        503,
+      );
     } catch {
       return c.json({ status: "not_ready" as const, detail: "database unreachable" }, 503);
     }

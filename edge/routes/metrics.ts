@@ -25,16 +25,29 @@ export const metricsRoutes = createRouter();
 
 const tags = ["Metrics"];
 const exposition = { description: "Prometheus text exposition format 0.0.4", content: { "text/plain": { schema: z.string() } } };
-const errors = { 401: error("No valid credential"), 403: error("Not an admin"), 422: error("Invalid request: names the unknown category or template") };
+const errors = {
+  401: error("No valid credential"),
+  403: error("Not an admin"),
+  422: error("Invalid request: names the unknown category or template"),
+};
 
 async function readMetricsConfig(c: Context<AppEnv>): Promise<MetricsConfig> {
   const stored = await getSetting(c.get("db"), "metrics");
   return { prometheus_enabled: stored.prometheus_enabled, prometheus_categories: canonicalCategories(stored.prometheus_categories) };
 }
 
-async function saveMetricsConfig(c: Context<AppEnv>, previous: MetricsConfig, next: MetricsConfig, details: Record<string, unknown> = {}): Promise<void> {
+async function saveMetricsConfig(
+  c: Context<AppEnv>,
+  previous: MetricsConfig,
+  next: MetricsConfig,
+  details: Record<string, unknown> = {},
+): Promise<void> {
   await setSetting(c.get("db"), "metrics", next);
-  auditLater(c, { event_type: "metrics_config_changed", target: "metrics", details: { ...details, ...next, changed: changedFields(previous, next) } });
+  auditLater(c, {
+    event_type: "metrics_config_changed",
+    target: "metrics",
+    details: { ...details, ...next, changed: changedFields(previous, next) },
+  });
 }
 
 async function renderCategories(c: Context<AppEnv>, categories: readonly MetricCategory[]) {
@@ -61,14 +74,26 @@ metricsRoutes.openapi(
   async (c) => {
     const config = await readMetricsConfig(c);
     if (!config.prometheus_enabled) {
-      throw new ApiError(404, "metrics_disabled", 'Prometheus export is disabled: enable it with PUT /api/cloud/metrics/config {"prometheus_enabled": true}');
+      throw new ApiError(
+        404,
+        "metrics_disabled",
+        'Prometheus export is disabled: enable it with PUT /api/cloud/metrics/config {"prometheus_enabled": true}',
+      );
     }
     return renderCategories(c, config.prometheus_categories);
   },
 );
 
 metricsRoutes.openapi(
-  createRoute({ method: "get", path: "/api/cloud/metrics/config", tags, summary: "The metrics configuration (admin)", description: "`prometheus_enabled` (default false: the scrape answers 404 `metrics_disabled`) and `prometheus_categories` (default jobs, http, health).", responses: { 200: json(MetricsConfig, "Configuration"), 401: errors[401], 403: errors[403] } }),
+  createRoute({
+    method: "get",
+    path: "/api/cloud/metrics/config",
+    tags,
+    summary: "The metrics configuration (admin)",
+    description:
+      "`prometheus_enabled` (default false: the scrape answers 404 `metrics_disabled`) and `prometheus_categories` (default jobs, http, health).",
+    responses: { 200: json(MetricsConfig, "Configuration"), 401: errors[401], 403: errors[403] },
+  }),
   async (c) => c.json(await readMetricsConfig(c), 200),
 );
 
@@ -78,7 +103,8 @@ metricsRoutes.openapi(
     path: "/api/cloud/metrics/config",
     tags,
     summary: "Change the metrics configuration (admin)",
-    description: "Send either field or both; a field left out keeps its value. Categories are stored without duplicates, in exposition order. Nothing changes when any category is unknown.",
+    description:
+      "Send either field or both; a field left out keeps its value. Categories are stored without duplicates, in exposition order. Nothing changes when any category is unknown.",
     request: jsonBody(MetricsConfigUpdate),
     responses: { 200: json(MetricsConfig, "The configuration now in force"), ...errors },
   }),
@@ -100,7 +126,8 @@ metricsRoutes.openapi(
     path: "/api/cloud/metrics/config/templates/{template}",
     tags,
     summary: "Apply a category template (admin)",
-    description: "minimal: jobs. standard: jobs, http, health. security: jobs, http, rate_limits, audit, approvals. full: every category. Replaces the categories; whether export is enabled does not change.",
+    description:
+      "minimal: jobs. standard: jobs, http, health. security: jobs, http, rate_limits, audit, approvals. full: every category. Replaces the categories; whether export is enabled does not change.",
     request: { params: MetricTemplateParam },
     responses: { 200: json(MetricsConfig, "The configuration now in force"), ...errors },
   }),
@@ -119,7 +146,8 @@ metricsRoutes.openapi(
     path: "/api/cloud/metrics/config/preview",
     tags,
     summary: "Render categories without changing the configuration (admin)",
-    description: "What the scrape would answer with these categories, whether or not export is enabled. No `categories`: the configured ones.",
+    description:
+      "What the scrape would answer with these categories, whether or not export is enabled. No `categories`: the configured ones.",
     request: { query: MetricsPreviewQuery },
     responses: { 200: exposition, ...errors },
   }),

@@ -6,21 +6,36 @@ import type { Access } from "../../shared/permissions";
  * from its entry in shared/permissions.ts ROUTE_ACCESS, through `securityFor`.
  */
 export const SECURITY_SCHEMES = {
-  apiKey: { type: "apiKey", in: "header", name: "X-API-Key", description: "An API key (`st_` and 43 characters), made with `POST /api/cloud/auth/api-keys`." },
+  apiKey: {
+    type: "apiKey",
+    in: "header",
+    name: "X-API-Key",
+    description: "An API key (`st_` and 43 characters), made with `POST /api/cloud/auth/api-keys`.",
+  },
   bearer: { type: "http", scheme: "bearer", description: "The same API key as `Authorization: Bearer st_...`." },
   session: {
     type: "apiKey",
     in: "cookie",
     name: "st_session",
-    description: "The session cookie set by `POST /api/cloud/auth/login`: `st_session` over plain HTTP, `__Host-st_session` (Secure) over HTTPS.",
+    description:
+      "The session cookie set by `POST /api/cloud/auth/login`: `st_session` over plain HTTP, `__Host-st_session` (Secure) over HTTPS.",
   },
-  workerToken: { type: "http", scheme: "bearer", description: "A worker token (`stw_...`) an admin made with `POST /api/admin/workers`, for a runner on a GPU box." },
-  metricsScrapeToken: { type: "http", scheme: "bearer", description: "The `METRICS_SCRAPE_TOKEN` value: reads the Prometheus scrape and nothing else." },
+  workerToken: {
+    type: "http",
+    scheme: "bearer",
+    description: "A worker token (`stw_...`) an admin made with `POST /api/admin/workers`, for a runner on a GPU box.",
+  },
+  metricsScrapeToken: {
+    type: "http",
+    scheme: "bearer",
+    description: "The `METRICS_SCRAPE_TOKEN` value: reads the Prometheus scrape and nothing else.",
+  },
   sigv4: {
     type: "apiKey",
     in: "header",
     name: "Authorization",
-    description: "AWS Signature Version 4 with a job's storage credentials (header or presigned query), for the S3-compatible storage endpoint.",
+    description:
+      "AWS Signature Version 4 with a job's storage credentials (header or presigned query), for the S3-compatible storage endpoint.",
   },
 } as const;
 
@@ -76,7 +91,12 @@ export function levelsTable(routeAccess: Record<string, Access>): string {
       .join(", ") || "-";
   const rows = [
     `| public (no credential) | - | ${routesWhere((a) => a === "public")} |`,
-    ...[...LEVELS].reverse().map((level) => `| ${level} | ${LEVEL_PRIORITY[level]} (${LEVEL_LABEL[level]}) | ${routesWhere((a) => typeof a === "object" && a.level === level)} |`),
+    ...[...LEVELS]
+      .reverse()
+      .map(
+        (level) =>
+          `| ${level} | ${LEVEL_PRIORITY[level]} (${LEVEL_LABEL[level]}) | ${routesWhere((a) => typeof a === "object" && a.level === level)} |`,
+      ),
     `| metrics scrape token | - | ${routesWhere((a) => typeof a === "object" && a.scrapeToken === true)} |`,
     `| worker token (a runner) | - | ${routesWhere((a) => a === "worker")} |`,
     `| SigV4 or a session / API key (the storage endpoint checks) | - | ${routesWhere((a) => a === "storage")} |`,

@@ -1,6 +1,12 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { PROVIDERS } from "../../shared/providers";
-import { ProviderList, ProviderSettings, ProviderSettingsUpdate, ReceivedWebhookList, WebhookReceipt } from "../../shared/schemas/providers";
+import {
+  ProviderList,
+  ProviderSettings,
+  ProviderSettingsUpdate,
+  ReceivedWebhookList,
+  WebhookReceipt,
+} from "../../shared/schemas/providers";
 import { auditLater, changedFields } from "../audit/trail";
 import { ApiError } from "../errors";
 import { readLimitedText } from "../limited-body";
@@ -14,16 +20,53 @@ import { error, json, jsonBody } from "./openapi";
 export const providersRoutes = createRouter();
 
 const tags = ["Providers"];
-const ProviderParam = z.object({ provider: z.string().max(64).openapi({ param: { name: "provider", in: "path" }, example: "replicate" }) });
-const errors = { 401: error("No valid credential"), 403: error("Not an admin"), 404: error("No such provider"), 422: error("Invalid body") };
+const ProviderParam = z.object({
+  provider: z
+    .string()
+    .max(64)
+    .openapi({ param: { name: "provider", in: "path" }, example: "replicate" }),
+});
+const errors = {
+  401: error("No valid credential"),
+  403: error("Not an admin"),
+  404: error("No such provider"),
+  422: error("Invalid body"),
+};
 
 providersRoutes.openapi(
-  createRoute({ method: "get", path: "/api/cloud/providers", tags, summary: "The providers this service knows and what each can do (public, no settings)", description: "Each provider's name, capabilities and the path its webhooks are posted to. Public; never rate limited.", responses: { 200: json(ProviderList, "Providers") } }),
-  (c) => c.json({ providers: PROVIDERS.map((p) => ({ name: p.name, display_name: p.display_name, capabilities: [...p.capabilities], webhook_path: `/api/webhooks/${p.name}` })) }, 200),
+  createRoute({
+    method: "get",
+    path: "/api/cloud/providers",
+    tags,
+    summary: "The providers this service knows and what each can do (public, no settings)",
+    description: "Each provider's name, capabilities and the path its webhooks are posted to. Public; never rate limited.",
+    responses: { 200: json(ProviderList, "Providers") },
+  }),
+  (c) =>
+    c.json(
+      {
+        providers: PROVIDERS.map((p) => ({
+          name: p.name,
+          display_name: p.display_name,
+          capabilities: [...p.capabilities],
+          webhook_path: `/api/webhooks/${p.name}`,
+        })),
+      },
+      200,
+    ),
 );
 
 providersRoutes.openapi(
-  createRoute({ method: "get", path: "/api/cloud/providers/{provider}", tags, summary: "A provider's settings (admin; secrets never shown)", description: "The spec 2.8 fields. Write-only secrets are shown as `webhook_secret_set` and `s3_secret_access_key_set`; a password in `proxy_url` as `***`.", request: { params: ProviderParam }, responses: { 200: json(ProviderSettings, "Settings"), ...errors } }),
+  createRoute({
+    method: "get",
+    path: "/api/cloud/providers/{provider}",
+    tags,
+    summary: "A provider's settings (admin; secrets never shown)",
+    description:
+      "The spec 2.8 fields. Write-only secrets are shown as `webhook_secret_set` and `s3_secret_access_key_set`; a password in `proxy_url` as `***`.",
+    request: { params: ProviderParam },
+    responses: { 200: json(ProviderSettings, "Settings"), ...errors },
+  }),
   async (c) => {
     const { provider } = c.req.valid("param");
     requireProvider(provider);
@@ -47,7 +90,13 @@ providersRoutes.openapi(
     requireProvider(provider);
     const { before, after } = await updateProviderSettings(c.get("db"), provider, c.req.valid("json"), principalOf(c).user.id);
     // The secret is audited as set or not, never by value.
-    const redact = (s: typeof before) => ({ ...s, webhook_secret: Boolean(s.webhook_secret), s3_secret_access_key: Boolean(s.s3_secret_access_key), proxy_url: publicSettings(provider, s).proxy_url, updated_at: undefined });
+    const redact = (s: typeof before) => ({
+      ...s,
+      webhook_secret: Boolean(s.webhook_secret),
+      s3_secret_access_key: Boolean(s.s3_secret_access_key),
+      proxy_url: publicSettings(provider, s).proxy_url,
+      updated_at: undefined,
+    });
     const changed = changedFields(redact(before), redact(after));
     auditLater(c, { event_type: "provider_settings_changed", target: provider, details: { changed } });
     c.get("log").info("provider settings changed", { provider, fields: Object.keys(changed) });

@@ -56,7 +56,10 @@ const errors = {
 /** Stored rows as the API shows them, with live positions and reasons from the Scheduler. */
 async function present(c: Context<AppEnv>, rows: EntryRow[]) {
   const needsWait = rows.some((r) => r.status === "pending");
-  const [info, limits] = await Promise.all([needsWait ? schedulerOf(c.env).waitInfo() : Promise.resolve([] as WaitInfo[]), getSetting(c.get("db"), "concurrency")]);
+  const [info, limits] = await Promise.all([
+    needsWait ? schedulerOf(c.env).waitInfo() : Promise.resolve([] as WaitInfo[]),
+    getSetting(c.get("db"), "concurrency"),
+  ]);
   const byId = new Map(info.map((w) => [w.id, w]));
   return rows.map((row) => toQueueEntry(row, byId, limits.starvation_threshold_minutes));
 }
@@ -79,17 +82,30 @@ queue.openapi(
       "`order=submitted`: by id, oldest first. A walk lists every entry that matches the filter throughout exactly once, however many jobs are submitted meanwhile (they come last): use it to go through the whole queue.",
     ].join("\n\n"),
     request: { query: QueueListQuery },
-    responses: { 200: json(QueueList, "One page of entries"), 401: errors[401], 422: json(ErrorBody, "Invalid query or cursor (`invalid_cursor`)") },
+    responses: {
+      200: json(QueueList, "One page of entries"),
+      401: errors[401],
+      422: json(ErrorBody, "Invalid query or cursor (`invalid_cursor`)"),
+    },
   }),
   async (c) => {
     const q = c.req.valid("query");
     const cursor = q.cursor === undefined ? null : decodeCursor("queue", q.cursor);
     const asked = { order: q.order, status: q.status, include_completed: q.include_completed };
-    const f = cursor ? continueFilters(cursor.f, asked) : { order: q.order ?? "scheduling", status: q.status ?? null, include_completed: q.include_completed ?? false };
-    const page = await listEntries(c.get("db"), { status: f.status, limit: q.limit, includeCompleted: f.include_completed, order: f.order, after: cursor?.k });
+    const f = cursor
+      ? continueFilters(cursor.f, asked)
+      : { order: q.order ?? "scheduling", status: q.status ?? null, include_completed: q.include_completed ?? false };
+    const page = await listEntries(c.get("db"), {
+      status: f.status,
+      limit: q.limit,
+      includeCompleted: f.include_completed,
+      order: f.order,
+      after: cursor?.k,
+    });
     const jobs = await present(c, page.rows);
     // Pending jobs of the page in the Scheduler's order (priority with boost, then submission time).
-    if (f.order === "scheduling") jobs.sort((a, b) => (a.status === "pending" && b.status === "pending" ? (a.position ?? Infinity) - (b.position ?? Infinity) : 0));
+    if (f.order === "scheduling")
+      jobs.sort((a, b) => (a.status === "pending" && b.status === "pending" ? (a.position ?? Infinity) - (b.position ?? Infinity) : 0));
     const scope = ownerScope(principalOf(c).user);
     const next_cursor = page.next ? encodeCursor("queue", { f, k: page.next }) : null;
     return c.json({ jobs: jobs.map((job) => visibleEntry(job, scope)), total: page.total, next_cursor }, 200);
@@ -97,7 +113,15 @@ queue.openapi(
 );
 
 queue.openapi(
-  createRoute({ method: "get", path: "/api/queue/stats", tags, summary: "Queue statistics (spec 2.4)", description: "Pending and running cloud jobs, the mean wait of the last 7 days, counts by status and per user id, the limits in force, and the local box's devices with the job holding each (spec 2.4). Counts only: nothing private of other users' jobs.", responses: { 200: json(QueueStats, "Statistics"), 401: errors[401] } }),
+  createRoute({
+    method: "get",
+    path: "/api/queue/stats",
+    tags,
+    summary: "Queue statistics (spec 2.4)",
+    description:
+      "Pending and running cloud jobs, the mean wait of the last 7 days, counts by status and per user id, the limits in force, and the local box's devices with the job holding each (spec 2.4). Counts only: nothing private of other users' jobs.",
+    responses: { 200: json(QueueStats, "Statistics"), 401: errors[401] },
+  }),
   async (c) => {
     const db = c.get("db");
     return c.json(await queueStats(db, await getSetting(db, "concurrency")), 200);
@@ -105,7 +129,14 @@ queue.openapi(
 );
 
 queue.openapi(
-  createRoute({ method: "get", path: "/api/queue/me", tags, summary: "The caller's jobs and best position (spec 2.5)", description: "Your pending, running and blocked jobs, with your best position in the queue (spec 2.5).", responses: { 200: json(MyQueue, "Your queue"), 401: errors[401] } }),
+  createRoute({
+    method: "get",
+    path: "/api/queue/me",
+    tags,
+    summary: "The caller's jobs and best position (spec 2.5)",
+    description: "Your pending, running and blocked jobs, with your best position in the queue (spec 2.5).",
+    responses: { 200: json(MyQueue, "Your queue"), 401: errors[401] },
+  }),
   async (c) => {
     const jobs = await present(c, await userEntries(c.get("db"), principalOf(c).user.id));
     const pending = jobs.filter((j) => j.status === "pending").sort((a, b) => (a.position ?? Infinity) - (b.position ?? Infinity));
@@ -126,7 +157,16 @@ queue.openapi(
 );
 
 queue.openapi(
-  createRoute({ method: "get", path: "/api/queue/position/{job_id}", tags, summary: "A job's live place in the queue and why it waits", description: "The job's live `position` among pending jobs (1 = next), how many wait ahead of it, its effective priority and `wait_reason` with a message. Any job's position is readable; nothing private of it is shown.", request: { params: JobIdParam }, responses: { 200: json(Position, "Position"), 401: errors[401], 404: errors[404] } }),
+  createRoute({
+    method: "get",
+    path: "/api/queue/position/{job_id}",
+    tags,
+    summary: "A job's live place in the queue and why it waits",
+    description:
+      "The job's live `position` among pending jobs (1 = next), how many wait ahead of it, its effective priority and `wait_reason` with a message. Any job's position is readable; nothing private of it is shown.",
+    request: { params: JobIdParam },
+    responses: { 200: json(Position, "Position"), 401: errors[401], 404: errors[404] },
+  }),
   async (c) => {
     const [job] = await present(c, [await getEntry(c.get("db"), c.req.valid("param").job_id)]);
     return c.json(
@@ -153,12 +193,21 @@ queue.openapi(
     description:
       "GPU requirements come from the environment: `--num_processes` (0 = a CPU job) and `--accelerate_visible_devices` (preferred devices, ignored with any_gpu). The Scheduler decides in one step: running (with allocated_gpus or a worker), queued (with queue_position and wait_reason), rejected (no_wait and no capacity; nothing is stored), or blocked (an approval rule caught it).",
     request: { body: { required: true, content: { "application/json": { schema: LocalSubmit } } } },
-    responses: { 200: json(LocalSubmitResult, "Decided"), 401: errors[401], 403: errors[403], 404: json(ErrorBody, "No such environment"), 422: errors[422] },
+    responses: {
+      200: json(LocalSubmitResult, "Decided"),
+      401: errors[401],
+      403: errors[403],
+      404: json(ErrorBody, "No such environment"),
+      422: errors[422],
+    },
   }),
   async (c) => {
     const body = c.req.valid("json");
     const user = principalOf(c).user;
-    const outcome = await schedulerOf(c.env).submit({ id: user.id, team_id: user.team_id, priority: user.priority, level: user.level }, body);
+    const outcome = await schedulerOf(c.env).submit(
+      { id: user.id, team_id: user.team_id, priority: user.priority, level: user.level },
+      body,
+    );
     const answer = submitAnswer(outcome);
     c.get("log").info("local job submitted", { job_id: answer.job_id, outcome: answer.status, user_id: user.id });
     return c.json(answer, 200);
@@ -176,20 +225,33 @@ queue.openapi(
     path: "/api/queue/{job_id}/cancel",
     tags,
     summary: "Cancel a job that has not started",
-    description: "Pending and blocked jobs only; researchers may cancel their own jobs, leads and admins any. A running job answers 409: stop it through the training endpoints.",
+    description:
+      "Pending and blocked jobs only; researchers may cancel their own jobs, leads and admins any. A running job answers 409: stop it through the training endpoints.",
     request: { params: JobIdParam },
     responses: { 200: json(JobActionResult, "Cancelled"), ...errors },
   }),
   async (c) => {
     const { job_id } = c.req.valid("param");
     const { user } = principalOf(c);
-    await applyEffects(effectsOf(c, "cancel"), await cancelJob(c.get("db"), job_id, { ownerId: ownerScope(user), actorId: user.id, running: false }));
+    await applyEffects(
+      effectsOf(c, "cancel"),
+      await cancelJob(c.get("db"), job_id, { ownerId: ownerScope(user), actorId: user.id, running: false }),
+    );
     return c.json(await actionResult(c, job_id), 200);
   },
 );
 
 queue.openapi(
-  createRoute({ method: "post", path: "/api/queue/{job_id}/approve", tags, summary: "Approve a blocked job (admin)", description: "A job caught by an approval rule waits `blocked` until this: it becomes pending and the Scheduler starts it when it fits. Audited as `job_approved`.", request: { params: JobIdParam }, responses: { 200: json(JobActionResult, "Approved: now pending"), ...errors } }),
+  createRoute({
+    method: "post",
+    path: "/api/queue/{job_id}/approve",
+    tags,
+    summary: "Approve a blocked job (admin)",
+    description:
+      "A job caught by an approval rule waits `blocked` until this: it becomes pending and the Scheduler starts it when it fits. Audited as `job_approved`.",
+    request: { params: JobIdParam },
+    responses: { 200: json(JobActionResult, "Approved: now pending"), ...errors },
+  }),
   async (c) => {
     const { job_id } = c.req.valid("param");
     await applyEffects(effectsOf(c, "approval"), await approveJob(c.get("db"), job_id, principalOf(c).user.id));
@@ -221,7 +283,8 @@ queue.openapi(
     path: "/api/queue/{job_id}/priority",
     tags,
     summary: "Override a waiting job's priority (lead, admin)",
-    description: "Sets the waiting job's `priority_override` (0 to 100 on the levels' scale, where admin is 30; null returns to its level's priority). The starvation boost still adds to it, and the Scheduler reorders at once. Audited as `priority_overridden`.",
+    description:
+      "Sets the waiting job's `priority_override` (0 to 100 on the levels' scale, where admin is 30; null returns to its level's priority). The starvation boost still adds to it, and the Scheduler reorders at once. Audited as `priority_overridden`.",
     request: { params: JobIdParam, body: { required: true, content: { "application/json": { schema: PriorityUpdate } } } },
     responses: { 200: json(JobActionResult, "Re-prioritised"), ...errors },
   }),
@@ -234,7 +297,15 @@ queue.openapi(
 );
 
 queue.openapi(
-  createRoute({ method: "get", path: "/api/queue/concurrency", tags, summary: "Limits and scheduler settings (spec 2.3)", description: "`max_concurrent`, `user_max_concurrent`, `team_max_concurrent` with `enable_fair_share` (cloud jobs); `local_job_max_concurrent`, `local_gpu_max_concurrent` (the local box); `starvation_threshold_minutes`, `worker_heartbeat_timeout_seconds` (the Scheduler).", responses: { 200: json(ConcurrencySettings, "Settings"), 401: errors[401] } }),
+  createRoute({
+    method: "get",
+    path: "/api/queue/concurrency",
+    tags,
+    summary: "Limits and scheduler settings (spec 2.3)",
+    description:
+      "`max_concurrent`, `user_max_concurrent`, `team_max_concurrent` with `enable_fair_share` (cloud jobs); `local_job_max_concurrent`, `local_gpu_max_concurrent` (the local box); `starvation_threshold_minutes`, `worker_heartbeat_timeout_seconds` (the Scheduler).",
+    responses: { 200: json(ConcurrencySettings, "Settings"), 401: errors[401] },
+  }),
   async (c) => c.json(await getSetting(c.get("db"), "concurrency"), 200),
 );
 
@@ -244,7 +315,8 @@ queue.openapi(
     path: "/api/queue/concurrency",
     tags,
     summary: "Change limits (admin)",
-    description: "Send any subset of the fields, local and cloud together; the rest keep their values. Applied at once by a scheduler pass.",
+    description:
+      "Send any subset of the fields, local and cloud together; the rest keep their values. Applied at once by a scheduler pass.",
     request: { body: { required: true, content: { "application/json": { schema: ConcurrencyUpdate } } } },
     responses: { 200: json(ConcurrencySettings, "The settings now in force"), 401: errors[401], 403: errors[403], 422: errors[422] },
   }),
@@ -261,7 +333,15 @@ queue.openapi(
 );
 
 queue.openapi(
-  createRoute({ method: "get", path: "/api/queue/approval-rules", tags, summary: "When submissions need approval", description: "`local_gpu_threshold` (local jobs asking for more GPUs need an admin's approval; default null: never) and `cloud_cost_threshold` (cloud jobs estimated at this many dollars or more; default 50).", responses: { 200: json(ApprovalRules, "Rules"), 401: errors[401] } }),
+  createRoute({
+    method: "get",
+    path: "/api/queue/approval-rules",
+    tags,
+    summary: "When submissions need approval",
+    description:
+      "`local_gpu_threshold` (local jobs asking for more GPUs need an admin's approval; default null: never) and `cloud_cost_threshold` (cloud jobs estimated at this many dollars or more; default 50).",
+    responses: { 200: json(ApprovalRules, "Rules"), 401: errors[401] },
+  }),
   async (c) => c.json(await getSetting(c.get("db"), "approval_rules"), 200),
 );
 
@@ -287,7 +367,15 @@ queue.openapi(
 );
 
 queue.openapi(
-  createRoute({ method: "post", path: "/api/queue/process", tags, summary: "Run a scheduler pass now (admin)", description: "The Scheduler passes every 5 s and on every change anyway; this also resumes the local queue held after a running local job was cancelled (spec 3).", responses: { 200: json(ProcessResult, "What the pass started"), 401: errors[401], 403: errors[403] } }),
+  createRoute({
+    method: "post",
+    path: "/api/queue/process",
+    tags,
+    summary: "Run a scheduler pass now (admin)",
+    description:
+      "The Scheduler passes every 5 s and on every change anyway; this also resumes the local queue held after a running local job was cancelled (spec 3).",
+    responses: { 200: json(ProcessResult, "What the pass started"), 401: errors[401], 403: errors[403] },
+  }),
   async (c) => {
     // A manual pass re-reads every active entry, whatever changed behind the Scheduler's back,
     // and lifts the hold a cancelled running local job put on the local queue (spec 3).
@@ -303,7 +391,8 @@ queue.openapi(
     path: "/api/queue/cleanup",
     tags,
     summary: "Delete old finished entries (admin)",
-    description: "Deletes completed, failed and cancelled entries whose completed_at is more than `days` days ago (1 to 365, default 30). Active entries are never deleted.",
+    description:
+      "Deletes completed, failed and cancelled entries whose completed_at is more than `days` days ago (1 to 365, default 30). Active entries are never deleted.",
     request: { query: CleanupQuery },
     responses: { 200: json(CleanupResult, "Deleted"), 401: errors[401], 403: errors[403], 422: errors[422] },
   }),

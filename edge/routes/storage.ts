@@ -34,7 +34,12 @@ export function storageConventions(): MiddlewareHandler<AppEnv> {
     if (label === null) return next();
     c.set("routeLabel", label);
     c.set("renderError", ({ status, body, headers }) => {
-      const response = s3ErrorResponse(new S3Error(s3CodeForStatus(status), body.detail), c.req.path, c.get("requestId") ?? "", c.req.method);
+      const response = s3ErrorResponse(
+        new S3Error(s3CodeForStatus(status), body.detail),
+        c.req.path,
+        c.get("requestId") ?? "",
+        c.req.method,
+      );
       for (const [name, value] of Object.entries(headers ?? {})) response.headers.set(name, value);
       return response;
     });
@@ -51,7 +56,15 @@ storageRoutes.openapi(
     description:
       "A new access key id (the job's upload token) and secret for the storage endpoint, valid only for this job's bucket and only while the job is pending, blocked or running. Not for a job that can never run as configured (more GPUs than the box has, no worker with its labels and GPUs: 409 job_cannot_run). Issuing again replaces the earlier pair. Jobs on local GPUs and remote workers may always have them; a provider's jobs only while that provider's s3_endpoint_enabled is on. endpoint_url uses the provider's s3_public_url, else SERVICE_PUBLIC_URL.",
     request: { params: JobIdParam },
-    responses: { 201: json(StorageCredentials, "Issued; the secret is not shown again"), 401: error("No valid credential"), 403: error("Not your job"), 404: error("No such job"), 409: error("The job has ended, cannot run as configured (job_cannot_run), or its provider's storage endpoint is off (s3_endpoint_enabled)") },
+    responses: {
+      201: json(StorageCredentials, "Issued; the secret is not shown again"),
+      401: error("No valid credential"),
+      403: error("Not your job"),
+      404: error("No such job"),
+      409: error(
+        "The job has ended, cannot run as configured (job_cannot_run), or its provider's storage endpoint is off (s3_endpoint_enabled)",
+      ),
+    },
   }),
   async (c) => {
     const { job_id } = c.req.valid("param");
@@ -82,7 +95,11 @@ storageRoutes.openapi(
     description:
       "The job's current credentials, or fresh ones when it has none (asking again never revokes a pair a trainer may be using). The runner passes them to the trainer as TRAINER_STORAGE_* environment variables. Only for a job running on this worker.",
     request: { params: z.object({ job_id: z.string().min(1).max(200) }) },
-    responses: { 200: json(StorageCredentials, "The job's credentials"), 401: error("No valid worker token"), 404: error("Not a running job of this worker") },
+    responses: {
+      200: json(StorageCredentials, "The job's credentials"),
+      401: error("No valid worker token"),
+      404: error("Not a running job of this worker"),
+    },
   }),
   async (c) => {
     return c.json(credentialsAnswer(c, await runnerStorageCredentials(c.get("db"), workerOf(c).id, c.req.valid("param").job_id)), 200);
@@ -107,9 +124,15 @@ storageRoutes.openapi(
     path: "/api/admin/storage-quota",
     tags: ["Storage"],
     summary: "Set what one job may keep on the storage endpoint (admin)",
-    description: "Either field or both; the other keeps its value. An upload that would pass it is refused with S3's QuotaExceeded (403) and stores nothing; objects already stored stay.",
+    description:
+      "Either field or both; the other keeps its value. An upload that would pass it is refused with S3's QuotaExceeded (403) and stores nothing; objects already stored stay.",
     request: { body: { required: true, content: { "application/json": { schema: StorageQuotaUpdate } } } },
-    responses: { 200: json(StorageQuota, "The quota now in force"), 401: error("No valid credential"), 403: error("Not an admin"), 422: error("Not a whole number of bytes or objects") },
+    responses: {
+      200: json(StorageQuota, "The quota now in force"),
+      401: error("No valid credential"),
+      403: error("Not an admin"),
+      422: error("Not a whole number of bytes or objects"),
+    },
   }),
   async (c) => {
     const db = c.get("db");

@@ -12,9 +12,13 @@ system.openapi(
     path: "/api/system/status",
     tags: ["System"],
     summary: "The local GPU box: devices, host figures and, with include_allocation, which job holds each GPU (spec 2.7)",
-    description: "The box's figures come from its runner's last heartbeat (`load_avg_5min` and `memory_percent` null until it sends them); `gpu_inventory.capabilities` names the local box and whether it is online.",
+    description:
+      "The box's figures come from its runner's last heartbeat (`load_avg_5min` and `memory_percent` null until it sends them); `gpu_inventory.capabilities` names the local box and whether it is online.",
     request: { query: SystemStatusQuery },
-    responses: { 200: { description: "Status", content: { "application/json": { schema: SystemStatus } } }, 401: { description: "No valid credential", content: { "application/json": { schema: ErrorBody } } } },
+    responses: {
+      200: { description: "Status", content: { "application/json": { schema: SystemStatus } } },
+      401: { description: "No valid credential", content: { "application/json": { schema: ErrorBody } } },
+    },
   }),
   async (c) => {
     const view = await localView(c.get("db"));
@@ -29,10 +33,21 @@ system.openapi(
         gpu_inventory: {
           backend: inventory.length ? ("cuda" as const) : ("none" as const),
           count: inventory.length,
-          capabilities: { local_box: view.name, online: view.online, total_memory_gb: view.devices.reduce((sum, d) => sum + d.memory_gb, 0) },
+          capabilities: {
+            local_box: view.name,
+            online: view.online,
+            total_memory_gb: view.devices.reduce((sum, d) => sum + d.memory_gb, 0),
+          },
         },
         ...(c.req.valid("query").include_allocation
-          ? { gpu_allocation: { allocated_gpus: view.allocated, available_gpus: view.available, running_local_jobs: view.runningJobs, devices: view.devices } }
+          ? {
+              gpu_allocation: {
+                allocated_gpus: view.allocated,
+                available_gpus: view.available,
+                running_local_jobs: view.runningJobs,
+                devices: view.devices,
+              },
+            }
           : {}),
       },
       200,

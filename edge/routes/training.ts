@@ -43,16 +43,25 @@ training.openapi(
     description:
       "Events in order with dense indexes from 0: what the trainer reported (training.progress, checkpoint.saved, validation.image with the spec 6.3 fields, ...) and its other output lines as `log` events. Poll with since_index = the previous answer's next_index, or with cursor = its next_cursor (it keeps the job; null once the job has ended and its last event was sent). Without job_id: the running job started last, else the job started last (among the jobs the caller may read); with none started yet, `{job_id: null, status: null, events: [], next_index: 0, next_cursor: null}`. A job's events are for its owner, leads and admins: others get 403 `not_your_job`.",
     request: { query: EventsQuery },
-    responses: { 200: json(EventPage, "Events"), 401: error("No valid credential"), 403: error("Another user's job"), 404: error("No such job"), 422: error("Invalid query or cursor (`invalid_cursor`)") },
+    responses: {
+      200: json(EventPage, "Events"),
+      401: error("No valid credential"),
+      403: error("Another user's job"),
+      404: error("No such job"),
+      422: error("Invalid query or cursor (`invalid_cursor`)"),
+    },
   }),
   async (c) => {
     const q = c.req.valid("query");
     const db = c.get("db");
     const scope = callerScope(c);
-    if (q.cursor !== undefined && q.since_index !== undefined) throw new ApiError(422, "invalid_cursor", "send cursor or since_index, not both: the cursor already says where the page starts");
+    if (q.cursor !== undefined && q.since_index !== undefined)
+      throw new ApiError(422, "invalid_cursor", "send cursor or since_index, not both: the cursor already says where the page starts");
     const cursor = q.cursor === undefined ? null : decodeCursor("events", q.cursor);
     // A cursor keeps its job: without job_id, "the job started last" may be another one by the next page.
-    const jobId = cursor ? continueFilters({ job_id: cursor.job_id }, { job_id: q.job_id }).job_id : (q.job_id ?? (await findActiveJob(db, scope, "events"))?.jobId);
+    const jobId = cursor
+      ? continueFilters({ job_id: cursor.job_id }, { job_id: q.job_id }).job_id
+      : (q.job_id ?? (await findActiveJob(db, scope, "events"))?.jobId);
     if (jobId === undefined) return c.json(noJobYetPage(), 200);
     const page = await readEvents(db, jobId, cursor?.index ?? q.since_index ?? 0, q.limit, scope);
     const ended = (TERMINAL_STATUSES as readonly string[]).includes(page.status) && !(await hasEventsFrom(db, jobId, page.next_index));
@@ -88,7 +97,12 @@ training.openapi(
     const lastId = c.req.header("last-event-id");
     let since = q.since_index;
     if (lastId !== undefined && lastId !== "") {
-      if (!/^\d{1,15}$/.test(lastId)) throw new ApiError(422, "invalid_last_event_id", `Last-Event-ID must be an event index, not ${JSON.stringify(lastId.slice(0, 50))}`);
+      if (!/^\d{1,15}$/.test(lastId))
+        throw new ApiError(
+          422,
+          "invalid_last_event_id",
+          `Last-Event-ID must be an event index, not ${JSON.stringify(lastId.slice(0, 50))}`,
+        );
       since = Number(lastId) + 1;
     }
     const userId = principalOf(c).user.id;
@@ -107,17 +121,31 @@ training.openapi(
 
 // ---- control -------------------------------------------------------------------------------
 
-const JobRef = z.object({ job_id: z.string().min(1).max(200).optional().openapi({ description: "The job; default: your running job started last (a lead's or admin's: anyone's)" }) });
+const JobRef = z.object({
+  job_id: z
+    .string()
+    .min(1)
+    .max(200)
+    .optional()
+    .openapi({ description: "The job; default: your running job started last (a lead's or admin's: anyone's)" }),
+});
 const optionalJobBody = {
   required: false,
-  content: { "application/json": { schema: JobRef }, "multipart/form-data": { schema: JobRef }, "application/x-www-form-urlencoded": { schema: JobRef } },
+  content: {
+    "application/json": { schema: JobRef },
+    "multipart/form-data": { schema: JobRef },
+    "application/x-www-form-urlencoded": { schema: JobRef },
+  },
 };
 
 /** `job_id` from a JSON or form body, or the query string. */
 async function jobIdOf(c: Context<AppEnv>): Promise<string | undefined> {
   const value = (await readFields(c, false)).job_id ?? c.req.query("job_id");
   if (value === undefined || value === "") return undefined;
-  if (typeof value !== "string" || value.length > 200) throw new ApiError(422, "invalid_request", "job_id must be a job id", [{ path: "body.job_id", message: "a job id such as local-3f9c2a1b04de" }]);
+  if (typeof value !== "string" || value.length > 200)
+    throw new ApiError(422, "invalid_request", "job_id must be a job id", [
+      { path: "body.job_id", message: "a job id such as local-3f9c2a1b04de" },
+    ]);
   return value;
 }
 
@@ -135,7 +163,14 @@ function commandRoute(path: string, command: TrainerCommand, summary: string, me
       summary,
       description: `${message}. 400 when there is no running job to act on (spec 4.2); 409 when the named job is not running.`,
       request: { body: optionalJobBody },
-      responses: { 200: json(JobAnswer, "Queued for the trainer"), 400: error("No active job"), 401: error("No valid credential"), 403: error("Not your job"), 404: error("No such job"), 409: error("Not running") },
+      responses: {
+        200: json(JobAnswer, "Queued for the trainer"),
+        400: error("No active job"),
+        401: error("No valid credential"),
+        403: error("Not your job"),
+        404: error("No such job"),
+        409: error("Not running"),
+      },
     }),
     async (c) => {
       const job = await jobToControl(c.get("db"), await jobIdOf(c), callerScope(c));
@@ -147,9 +182,24 @@ function commandRoute(path: string, command: TrainerCommand, summary: string, me
   );
 }
 
-commandRoute("/api/training/validation/run", "validation", "Run a validation now (after the next step)", "The trainer runs a validation with the configured prompts after its next step");
-commandRoute("/api/training/checkpoint/run", "checkpoint", "Save a checkpoint now (after the next step)", "The trainer saves a checkpoint after its next step, with the usual retention");
-commandRoute("/api/training/stop", "stop", "Stop the run gracefully (after the next step)", "The trainer stops after its next step and the job ends completed");
+commandRoute(
+  "/api/training/validation/run",
+  "validation",
+  "Run a validation now (after the next step)",
+  "The trainer runs a validation with the configured prompts after its next step",
+);
+commandRoute(
+  "/api/training/checkpoint/run",
+  "checkpoint",
+  "Save a checkpoint now (after the next step)",
+  "The trainer saves a checkpoint after its next step, with the usual retention",
+);
+commandRoute(
+  "/api/training/stop",
+  "stop",
+  "Stop the run gracefully (after the next step)",
+  "The trainer stops after its next step and the job ends completed",
+);
 
 training.openapi(
   createRoute({
@@ -160,11 +210,19 @@ training.openapi(
     description:
       "A pending or blocked job simply ends cancelled. A running one ends cancelled at once, its GPUs are released and its runner ends the trainer (SIGTERM, then SIGKILL after the grace period). Spec 3: after a running local job is cancelled, pending local jobs are NOT started automatically (they wait with reason local_paused) until POST /api/queue/process or a restart.",
     request: { body: { required: true, content: optionalJobBody.content } },
-    responses: { 200: json(JobAnswer, "Cancelled"), 401: error("No valid credential"), 403: error("Not your job"), 404: error("No such job"), 409: error("Already ended"), 422: error("job_id missing") },
+    responses: {
+      200: json(JobAnswer, "Cancelled"),
+      401: error("No valid credential"),
+      403: error("Not your job"),
+      404: error("No such job"),
+      409: error("Already ended"),
+      422: error("job_id missing"),
+    },
   }),
   async (c) => {
     const jobId = await jobIdOf(c);
-    if (jobId === undefined) throw new ApiError(422, "invalid_request", "job_id is required", [{ path: "body.job_id", message: "required" }]);
+    if (jobId === undefined)
+      throw new ApiError(422, "invalid_request", "job_id is required", [{ path: "body.job_id", message: "required" }]);
     const change = await cancelJob(c.get("db"), jobId, { ownerId: callerScope(c), actorId: principalOf(c).user.id, running: true });
     await applyEffects(effectsOf(c, "cancel"), change);
     const was = change.jobs[0]!.from;
@@ -183,8 +241,13 @@ const TrainingStatus = z
     job_id: z.string().nullable(),
     status: z.string().nullable(),
     config_name: z.string().nullable(),
-    startup_stage: z.string().nullable().openapi({ description: "While running: launching (the runner has it), starting (the trainer is up), training (steps are coming)" }),
-    progress: z.object({ step: z.unknown(), total_steps: z.unknown(), percent: z.unknown(), loss: z.unknown(), epoch: z.unknown() }).nullable(),
+    startup_stage: z
+      .string()
+      .nullable()
+      .openapi({ description: "While running: launching (the runner has it), starting (the trainer is up), training (steps are coming)" }),
+    progress: z
+      .object({ step: z.unknown(), total_steps: z.unknown(), percent: z.unknown(), loss: z.unknown(), epoch: z.unknown() })
+      .nullable(),
     events: z.number().int(),
     attempt: z.number().int().nullable(),
     allocated_gpus: z.array(z.number().int()).nullable(),
@@ -203,7 +266,12 @@ training.openapi(
     description:
       "For job_id, or else the running job started last, else the job queued first, among the jobs the caller may read (researchers and viewers: their own). state idle with nulls when there is none. Another user's job: 403 `not_your_job` (leads and admins read any).",
     request: { query: z.object({ job_id: z.string().max(200).optional() }) },
-    responses: { 200: json(TrainingStatus, "State"), 401: error("No valid credential"), 403: error("Another user's job"), 404: error("No such job") },
+    responses: {
+      200: json(TrainingStatus, "State"),
+      401: error("No valid credential"),
+      403: error("Another user's job"),
+      404: error("No such job"),
+    },
   }),
   async (c) => {
     const db = c.get("db");
@@ -212,7 +280,23 @@ training.openapi(
     if (jobId === undefined) {
       jobId = (await findActiveJob(db, scope, "status"))?.jobId;
       if (jobId === undefined) {
-        return c.json({ state: "idle", job_id: null, status: null, config_name: null, startup_stage: null, progress: null, events: 0, attempt: null, allocated_gpus: null, started_at: null, completed_at: null, error_message: null }, 200);
+        return c.json(
+          {
+            state: "idle",
+            job_id: null,
+            status: null,
+            config_name: null,
+            startup_stage: null,
+            progress: null,
+            events: 0,
+            attempt: null,
+            allocated_gpus: null,
+            started_at: null,
+            completed_at: null,
+            error_message: null,
+          },
+          200,
+        );
       }
     } else await assertCanReadJob(db, jobId, scope);
     return c.json(await jobStatus(db, jobId), 200);
@@ -220,7 +304,10 @@ training.openapi(
 );
 
 const CheckpointList = z
-  .object({ job_id: z.string(), checkpoints: z.array(z.object({ name: z.string(), path: z.string(), step: z.number().int().nullable(), saved_at: z.string() })) })
+  .object({
+    job_id: z.string(),
+    checkpoints: z.array(z.object({ name: z.string(), path: z.string(), step: z.number().int().nullable(), saved_at: z.string() })),
+  })
   .openapi("CheckpointList");
 
 training.openapi(
@@ -232,7 +319,13 @@ training.openapi(
     description:
       "From the trainer's checkpoint.saved events: every checkpoint written and not since removed by rolling retention, oldest first. For job_id, or else the caller's running job started last (a lead's or admin's: anyone's). Another user's job: 403 `not_your_job`.",
     request: { body: optionalJobBody },
-    responses: { 200: json(CheckpointList, "Checkpoints"), 400: error("No active job"), 401: error("No valid credential"), 403: error("Another user's job"), 404: error("No such job") },
+    responses: {
+      200: json(CheckpointList, "Checkpoints"),
+      400: error("No active job"),
+      401: error("No valid credential"),
+      403: error("Another user's job"),
+      404: error("No such job"),
+    },
   }),
   async (c) => {
     const db = c.get("db");
@@ -252,7 +345,11 @@ const TrainingForm = z.record(z.string(), z.unknown()).openapi("TrainingForm", {
 });
 const trainingBody = {
   required: true,
-  content: { "multipart/form-data": { schema: TrainingForm }, "application/x-www-form-urlencoded": { schema: TrainingForm }, "application/json": { schema: TrainingForm } },
+  content: {
+    "multipart/form-data": { schema: TrainingForm },
+    "application/x-www-form-urlencoded": { schema: TrainingForm },
+    "application/json": { schema: TrainingForm },
+  },
 };
 const FieldProblems = z.array(z.object({ field: z.string(), message: z.string() }));
 const ValidationResult = z
@@ -260,12 +357,19 @@ const ValidationResult = z
     valid: z.boolean(),
     message: z.string().openapi({ example: "Configuration Valid" }),
     errors: FieldProblems,
-    environment: z.string().openapi({ description: "The environment start would write this configuration to and run: your active one, else your own inline-run-<user id> (created by start when needed). Its options play no part in the verdict, except the values that masked (`********`) form fields stand for" }),
+    environment: z.string().openapi({
+      description:
+        "The environment start would write this configuration to and run: your active one, else your own inline-run-<user id> (created by start when needed). Its options play no part in the verdict, except the values that masked (`********`) form fields stand for",
+    }),
     active_tab: z.string().nullable(),
-    options: z.record(z.string(), z.unknown()).openapi({ description: "The options start would use (the form on top of the defaults), secret-looking values masked" }),
+    options: z
+      .record(z.string(), z.unknown())
+      .openapi({ description: "The options start would use (the form on top of the defaults), secret-looking values masked" }),
   })
   .openapi("TrainingValidation");
-const StartResult = LocalSubmitResult.extend({ environment: z.string().openapi({ description: "The environment the job runs (your active one, or your inline-run-<user id>)" }) }).openapi("TrainingStart");
+const StartResult = LocalSubmitResult.extend({
+  environment: z.string().openapi({ description: "The environment the job runs (your active one, or your inline-run-<user id>)" }),
+}).openapi("TrainingStart");
 
 const DEFAULTS_TEXT = Object.entries(TRAINING_DEFAULTS)
   .map(([option, value]) => `${option} ${value}`)
@@ -278,15 +382,30 @@ training.openapi(
     path: "/api/training/validate",
     tags,
     summary: "Check a training configuration field by field (spec 4.2)",
-    description:
-      `The form is the whole configuration: its options on top of the defaults (${DEFAULTS_TEXT}), never merged with an environment's, so the verdict depends on the form alone. Required: ${INLINE_REQUIRED.join(", ")} and one of --max_train_steps or --num_train_epochs (the other is set to 0; both set is a problem on each). A field sent as ******** stands for the secret stored at that place in the environment start would write to. Always 200: valid with message 'Configuration Valid', or the problems per field. Nothing is saved.`,
+    description: `The form is the whole configuration: its options on top of the defaults (${DEFAULTS_TEXT}), never merged with an environment's, so the verdict depends on the form alone. Required: ${INLINE_REQUIRED.join(", ")} and one of --max_train_steps or --num_train_epochs (the other is set to 0; both set is a problem on each). A field sent as ******** stands for the secret stored at that place in the environment start would write to. Always 200: valid with message 'Configuration Valid', or the problems per field. Nothing is saved.`,
     request: { body: trainingBody },
-    responses: { 200: json(ValidationResult, "The result"), 401: error("No valid credential"), 403: error("Below researcher"), 415: error("Not a form"), 422: error("Unreadable form") },
+    responses: {
+      200: json(ValidationResult, "The result"),
+      401: error("No valid credential"),
+      403: error("Below researcher"),
+      415: error("Not a form"),
+      422: error("Unreadable form"),
+    },
   }),
   async (c) => {
     const p = await prepareTraining(c.get("db"), await readFields(c, true), principalOf(c).user);
     const valid = p.problems.length === 0;
-    return c.json({ valid, message: valid ? "Configuration Valid" : problemsMessage(p.problems.length), errors: p.problems, environment: p.environment, active_tab: p.activeTab, options: maskSecrets(p.options) }, 200);
+    return c.json(
+      {
+        valid,
+        message: valid ? "Configuration Valid" : problemsMessage(p.problems.length),
+        errors: p.problems,
+        environment: p.environment,
+        active_tab: p.activeTab,
+        options: maskSecrets(p.options),
+      },
+      200,
+    );
   },
 );
 
@@ -298,12 +417,23 @@ training.openapi(
     summary: "Save the configuration and start training (spec 4.2)",
     description: `Validates as /api/training/validate (422 invalid_configuration with the problems per field as errors[].path form.<field>; nothing saved, nothing queued), writes the form on top of the defaults (${DEFAULTS_TEXT}) as your active configuration, replacing the environment's options (your active environment; with none active, your own environment "inline-run-<your user id>", created when needed), and submits the job through the Scheduler like POST /api/queue/submit: running at once where capacity exists, else queued.`,
     request: { body: trainingBody },
-    responses: { 200: json(StartResult, "Started or queued"), 401: error("No valid credential"), 403: error("Below researcher"), 415: error("Not a form"), 422: error("Invalid configuration") },
+    responses: {
+      200: json(StartResult, "Started or queued"),
+      401: error("No valid credential"),
+      403: error("Below researcher"),
+      415: error("Not a form"),
+      422: error("Invalid configuration"),
+    },
   }),
   async (c) => {
     const p = await prepareTraining(c.get("db"), await readFields(c, true), principalOf(c).user);
     if (p.problems.length) {
-      throw new ApiError(422, "invalid_configuration", problemsMessage(p.problems.length), p.problems.map((e) => ({ path: `form.${e.field}`, message: e.message })));
+      throw new ApiError(
+        422,
+        "invalid_configuration",
+        problemsMessage(p.problems.length),
+        p.problems.map((e) => ({ path: `form.${e.field}`, message: e.message })),
+      );
     }
     const user = principalOf(c).user;
     const environment = await saveActiveConfiguration(c.get("db"), p, user);
@@ -311,7 +441,9 @@ training.openapi(
     // submission moments ago: it must read what was just saved.
     await schedulerOf(c.env).forget();
     const body = LocalSubmit.parse({ config_name: environment, metadata: { source: "training/start", active_tab: p.activeTab } });
-    const answer = submitAnswer(await schedulerOf(c.env).submit({ id: user.id, team_id: user.team_id, priority: user.priority, level: user.level }, body));
+    const answer = submitAnswer(
+      await schedulerOf(c.env).submit({ id: user.id, team_id: user.team_id, priority: user.priority, level: user.level }, body),
+    );
     c.get("log").info("training started", { job_id: answer.job_id, outcome: answer.status, environment });
     return c.json({ ...answer, environment }, 200);
   },
@@ -326,25 +458,42 @@ training.openapi(
     description:
       "Every message sent (or being sent) to the job's --webhook_config receivers, oldest first: delivered, pending (retrying with backoff), failed (gave up, or the receiver answered a 4xx) or refused (a private target while those are not allowed). Pages of `limit` (default 100): pass `next_cursor` as `cursor` for the next (it keeps the job); null on the last page. For the job's owner, leads and admins: others get 403 `not_your_job`.",
     request: { query: DeliveriesQuery },
-    responses: { 200: json(DeliveryList, "Deliveries"), 401: error("No valid credential"), 403: error("Another user's job"), 404: error("No such job"), 422: error("No job_id, or an invalid cursor (`invalid_cursor`)") },
+    responses: {
+      200: json(DeliveryList, "Deliveries"),
+      401: error("No valid credential"),
+      403: error("Another user's job"),
+      404: error("No such job"),
+      422: error("No job_id, or an invalid cursor (`invalid_cursor`)"),
+    },
   }),
   async (c) => {
     const q = c.req.valid("query");
     const cursor = q.cursor === undefined ? null : decodeCursor("deliveries", q.cursor);
     const { job_id } = cursor ? continueFilters({ job_id: cursor.job_id }, { job_id: q.job_id }) : { job_id: q.job_id };
-    if (job_id === undefined) throw new ApiError(422, "invalid_request", "job_id is required (or a cursor, which keeps its job)", [{ path: "query.job_id", message: "required" }]);
+    if (job_id === undefined)
+      throw new ApiError(422, "invalid_request", "job_id is required (or a cursor, which keeps its job)", [
+        { path: "query.job_id", message: "required" },
+      ]);
     await assertCanReadJob(c.get("db"), job_id, callerScope(c));
     const page = await hubOf(c.env, job_id).deliveries(cursor?.after_id ?? 0, q.limit);
     const last = page.more ? page.deliveries.at(-1) : undefined;
-    return c.json({ job_id, deliveries: page.deliveries, next_cursor: last ? encodeCursor("deliveries", { job_id, after_id: last.id }) : null }, 200);
+    return c.json(
+      { job_id, deliveries: page.deliveries, next_cursor: last ? encodeCursor("deliveries", { job_id, after_id: last.id }) : null },
+      200,
+    );
   },
 );
 
 const JobConfig = z
   .object({
     job_id: z.string(),
-    config_name: z.string().nullable().openapi({ description: "The environment it was submitted from (it may have changed or gone since)" }),
-    config: z.record(z.string(), z.unknown()).nullable().openapi({ description: "The option map snapshotted at submit, secret-looking values masked; null for a job finished before snapshots existed" }),
+    config_name: z
+      .string()
+      .nullable()
+      .openapi({ description: "The environment it was submitted from (it may have changed or gone since)" }),
+    config: z.record(z.string(), z.unknown()).nullable().openapi({
+      description: "The option map snapshotted at submit, secret-looking values masked; null for a job finished before snapshots existed",
+    }),
     dataloader: z.array(z.record(z.string(), z.unknown())).nullable(),
   })
   .openapi("JobConfig");
@@ -358,7 +507,13 @@ training.openapi(
     description:
       "The environment's option map and dataloader as they were when the job was submitted: the runner launches from this, so editing or deleting the environment later changes nothing for the job. Secret-looking values read `********`. For the job's owner, leads and admins: others get 403 `not_your_job`.",
     request: { query: z.object({ job_id: z.string().min(1).max(200) }) },
-    responses: { 200: json(JobConfig, "The snapshot"), 401: error("No valid credential"), 403: error("Another user's job"), 404: error("No such job"), 422: error("job_id missing") },
+    responses: {
+      200: json(JobConfig, "The snapshot"),
+      401: error("No valid credential"),
+      403: error("Another user's job"),
+      404: error("No such job"),
+      422: error("job_id missing"),
+    },
   }),
   async (c) => {
     const { job_id } = c.req.valid("query");

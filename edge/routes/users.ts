@@ -16,7 +16,8 @@ users.openapi(
     path: "/api/users/me",
     tags,
     summary: "The calling user, with levels and how they authenticated",
-    description: "Your user, the levels you hold (the highest decides) and whether this request came with a session or an API key. Never rate limited.",
+    description:
+      "Your user, the levels you hold (the highest decides) and whether this request came with a session or an API key. Never rate limited.",
     responses: { 200: { description: "You", content: { "application/json": { schema: Me } } }, 401: error("No valid credential") },
   }),
   (c) => {
@@ -32,7 +33,11 @@ users.openapi(
     tags,
     summary: "List users (admin)",
     description: "Every user with their levels.",
-    responses: { 200: { description: "All users", content: { "application/json": { schema: UserList } } }, 401: error("No valid credential"), 403: error("Not an admin") },
+    responses: {
+      200: { description: "All users", content: { "application/json": { schema: UserList } } },
+      401: error("No valid credential"),
+      403: error("Not an admin"),
+    },
   }),
   async (c) => c.json({ users: await listUsers(c.get("db")) }, 200),
 );
@@ -43,7 +48,8 @@ users.openapi(
     path: "/api/users",
     tags,
     summary: "Create a user with levels (admin)",
-    description: "`level_names` from admin, lead, researcher, viewer; `team_id` puts the user in a team for the queue's fair-share limit. The password is at least 8 characters. 409 when the username or email is taken. Audited as `user_created`.",
+    description:
+      "`level_names` from admin, lead, researcher, viewer; `team_id` puts the user in a team for the queue's fair-share limit. The password is at least 8 characters. 409 when the username or email is taken. Audited as `user_created`.",
     request: { body: { required: true, content: { "application/json": { schema: UserCreate } } } },
     responses: {
       201: { description: "Created", content: { "application/json": { schema: User } } },
@@ -57,7 +63,11 @@ users.openapi(
     const { level_names, ...input } = c.req.valid("json");
     const user = await createUser(c.get("db"), input, level_names);
     c.get("log").info("user created", { user_id: user.id, levels: user.levels, by: principalOf(c).user.id });
-    auditLater(c, { event_type: "user_created", target: `user:${user.id}`, details: { username: user.username, levels: user.levels, via: "admin" } });
+    auditLater(c, {
+      event_type: "user_created",
+      target: `user:${user.id}`,
+      details: { username: user.username, levels: user.levels, via: "admin" },
+    });
     return c.json(user, 201);
   },
 );

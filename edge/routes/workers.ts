@@ -1,5 +1,17 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { DatasetManifest, HeartbeatAnswer, JobFinish, JobFinished, WorkerCreate, WorkerCreated, WorkerHeartbeat, WorkerIdParam, WorkerList, WorkerRegister, WorkerRemoved } from "../../shared/schemas/workers";
+import {
+  DatasetManifest,
+  HeartbeatAnswer,
+  JobFinish,
+  JobFinished,
+  WorkerCreate,
+  WorkerCreated,
+  WorkerHeartbeat,
+  WorkerIdParam,
+  WorkerList,
+  WorkerRegister,
+  WorkerRemoved,
+} from "../../shared/schemas/workers";
 import { auditLater } from "../audit/trail";
 import type { AppEnv } from "../app-env";
 import { ApiError } from "../errors";
@@ -20,7 +32,15 @@ import { channelOf } from "../workers/channel-types";
 import { datasetManifest, targetSegments } from "../datasets/datasets";
 import { keyOf } from "../datasets/paths";
 import { notFound } from "../errors";
-import { assignmentsOf, createWorker, heartbeat, HEARTBEAT_INTERVAL_SECONDS, listWorkers, registerWorker, rotateWorkerToken } from "../workers/workers";
+import {
+  assignmentsOf,
+  createWorker,
+  heartbeat,
+  HEARTBEAT_INTERVAL_SECONDS,
+  listWorkers,
+  registerWorker,
+  rotateWorkerToken,
+} from "../workers/workers";
 import type { Context } from "hono";
 import { checkDatasetPath, datasetsOfAssignedJob } from "../workers/dataset-access";
 
@@ -36,7 +56,13 @@ workersRoutes.openapi(
     summary: "Create a worker and its token (admin)",
     description: "The token is shown once. Start the runner on the box with it; it registers and heartbeats.",
     request: { body: { required: true, content: { "application/json": { schema: WorkerCreate } } } },
-    responses: { 201: json(WorkerCreated, "Created (status connecting)"), 401: error("No valid credential"), 403: error("Not an admin"), 409: error("Name taken"), 422: error("Invalid body") },
+    responses: {
+      201: json(WorkerCreated, "Created (status connecting)"),
+      401: error("No valid credential"),
+      403: error("Not an admin"),
+      409: error("Name taken"),
+      422: error("Invalid body"),
+    },
   }),
   async (c) => {
     const worker = await createWorker(c.get("db"), c.req.valid("json").name);
@@ -46,7 +72,14 @@ workersRoutes.openapi(
 );
 
 workersRoutes.openapi(
-  createRoute({ method: "get", path: "/api/admin/workers", tags, summary: "GPU boxes and workers with status and current job (admin)", description: "Statuses `connecting`, `IDLE`, `busy`, `draining`, `offline`, with GPUs, labels, last heartbeat and current job.", responses: { 200: json(WorkerList, "Workers"), 401: error("No valid credential"), 403: error("Not an admin") } }),
+  createRoute({
+    method: "get",
+    path: "/api/admin/workers",
+    tags,
+    summary: "GPU boxes and workers with status and current job (admin)",
+    description: "Statuses `connecting`, `IDLE`, `busy`, `draining`, `offline`, with GPUs, labels, last heartbeat and current job.",
+    responses: { 200: json(WorkerList, "Workers"), 401: error("No valid credential"), 403: error("Not an admin") },
+  }),
   async (c) => c.json({ workers: await listWorkers(c.get("db")) }, 200),
 );
 
@@ -67,7 +100,13 @@ workersRoutes.openapi(
     description:
       "Its token is refused from the next request on and its runner's channel is closed. Its running jobs are handled as when a worker goes silent past the heartbeat timeout: back to the queue with attempt + 1, or failed when no attempts are left.",
     request: { params: WorkerIdParam },
-    responses: { 200: json(WorkerRemoved, "Removed"), 401: error("No valid credential"), 403: error("Not an admin"), 404: error("No such worker"), 422: error("A bad id") },
+    responses: {
+      200: json(WorkerRemoved, "Removed"),
+      401: error("No valid credential"),
+      403: error("Not an admin"),
+      404: error("No such worker"),
+      422: error("A bad id"),
+    },
   }),
   async (c) => {
     const { id } = c.req.valid("param");
@@ -86,9 +125,16 @@ workersRoutes.openapi(
     path: "/api/admin/workers/{id}/token",
     tags,
     summary: "Replace a worker's token (admin)",
-    description: "The new token is shown once, in this answer; the old one is refused from the next request on, and a channel opened with it is closed. Restart the runner with the new one.",
+    description:
+      "The new token is shown once, in this answer; the old one is refused from the next request on, and a channel opened with it is closed. Restart the runner with the new one.",
     request: { params: WorkerIdParam },
-    responses: { 201: json(WorkerCreated, "The worker with its new token"), 401: error("No valid credential"), 403: error("Not an admin"), 404: error("No such worker"), 422: error("A bad id") },
+    responses: {
+      201: json(WorkerCreated, "The worker with its new token"),
+      401: error("No valid credential"),
+      403: error("Not an admin"),
+      404: error("No such worker"),
+      422: error("A bad id"),
+    },
   }),
   async (c) => {
     const { id } = c.req.valid("param");
@@ -102,8 +148,19 @@ workersRoutes.openapi(
 
 async function answer(c: Context<AppEnv>, workerId: number, status: z.infer<typeof HeartbeatAnswer>["status"]) {
   const db = c.get("db");
-  const [limits, assignments, commands] = await Promise.all([getSetting(db, "concurrency"), assignmentsOf(db, workerId), openCommands(db, workerId)]);
-  return { worker_id: workerId, status, heartbeat_interval_seconds: HEARTBEAT_INTERVAL_SECONDS, heartbeat_timeout_seconds: limits.worker_heartbeat_timeout_seconds, assignments, commands };
+  const [limits, assignments, commands] = await Promise.all([
+    getSetting(db, "concurrency"),
+    assignmentsOf(db, workerId),
+    openCommands(db, workerId),
+  ]);
+  return {
+    worker_id: workerId,
+    status,
+    heartbeat_interval_seconds: HEARTBEAT_INTERVAL_SECONDS,
+    heartbeat_timeout_seconds: limits.worker_heartbeat_timeout_seconds,
+    assignments,
+    commands,
+  };
 }
 
 workersRoutes.openapi(
@@ -112,9 +169,15 @@ workersRoutes.openapi(
     path: "/api/workers/register",
     tags,
     summary: "A runner registers its box (worker token)",
-    description: "Inventory (index, uuid, name, memory per GPU), labels and role. role local makes it this service's local GPU box (at most one). Registering again updates the inventory and keeps running jobs.",
+    description:
+      "Inventory (index, uuid, name, memory per GPU), labels and role. role local makes it this service's local GPU box (at most one). Registering again updates the inventory and keeps running jobs.",
     request: { body: { required: true, content: { "application/json": { schema: WorkerRegister } } } },
-    responses: { 200: json(HeartbeatAnswer, "Registered"), 401: error("No valid worker token"), 409: error("Another box is the local box"), 422: error("Invalid body") },
+    responses: {
+      200: json(HeartbeatAnswer, "Registered"),
+      401: error("No valid worker token"),
+      409: error("Another box is the local box"),
+      422: error("Invalid body"),
+    },
   }),
   async (c) => {
     const worker = await registerWorker(c.get("db"), workerOf(c), c.req.valid("json"));
@@ -130,14 +193,23 @@ workersRoutes.openapi(
     path: "/api/workers/heartbeat",
     tags,
     summary: "A runner says it is alive (worker token)",
-    description: "Send at least every heartbeat_interval_seconds. Silence past heartbeat_timeout_seconds takes the worker offline and its running jobs back to the queue. The answer lists the jobs assigned to this worker.",
+    description:
+      "Send at least every heartbeat_interval_seconds. Silence past heartbeat_timeout_seconds takes the worker offline and its running jobs back to the queue. The answer lists the jobs assigned to this worker.",
     request: { body: { required: true, content: { "application/json": { schema: WorkerHeartbeat } } } },
-    responses: { 200: json(HeartbeatAnswer, "Alive"), 401: error("No valid worker token"), 409: error("Not registered yet"), 422: error("Invalid body") },
+    responses: {
+      200: json(HeartbeatAnswer, "Alive"),
+      401: error("No valid worker token"),
+      409: error("Not registered yet"),
+      422: error("Invalid body"),
+    },
   }),
   async (c) => {
     const worker = workerOf(c);
     const body = c.req.valid("json");
-    const [{ status, cameBack }] = await Promise.all([heartbeat(c.get("db"), worker, body), ackCommands(c.get("db"), worker.id, body.acked_commands ?? [])]);
+    const [{ status, cameBack }] = await Promise.all([
+      heartbeat(c.get("db"), worker, body),
+      ackCommands(c.get("db"), worker.id, body.acked_commands ?? []),
+    ]);
     if (cameBack || status === "IDLE") await schedulerOf(c.env).pass(cameBack ? "worker back online" : "worker idle");
     else if (status === "draining" && worker.status !== "draining") await schedulerOf(c.env).forget();
     return c.json(await answer(c, worker.id, status), 200);
@@ -152,8 +224,17 @@ workersRoutes.openapi(
     summary: "A runner reports that a job has ended (worker token)",
     description:
       "completed when the trainer exited 0, failed otherwise (with the exit code and the last lines, kept as error_message). Only a running job of this worker changes; its GPUs are released and the queue is processed at once (spec 3).",
-    request: { params: z.object({ job_id: z.string().min(1).max(200) }), body: { required: true, content: { "application/json": { schema: JobFinish } } } },
-    responses: { 200: json(JobFinished, "Recorded"), 401: error("No valid worker token"), 404: error("Not a job of this worker"), 409: error("The job is not running"), 422: error("Invalid body") },
+    request: {
+      params: z.object({ job_id: z.string().min(1).max(200) }),
+      body: { required: true, content: { "application/json": { schema: JobFinish } } },
+    },
+    responses: {
+      200: json(JobFinished, "Recorded"),
+      401: error("No valid worker token"),
+      404: error("Not a job of this worker"),
+      409: error("The job is not running"),
+      422: error("Invalid body"),
+    },
   }),
   async (c) => {
     const worker = workerOf(c);
@@ -172,16 +253,29 @@ workersRoutes.openapi(
     path: "/api/workers/jobs/{job_id}/events",
     tags,
     summary: "A runner sends a batch of its trainer's events (worker token)",
-    description: "Stored in order with the job's next dense indexes; events already stored (same attempt and seq) are skipped, so resending a batch is safe.",
-    request: { params: z.object({ job_id: z.string().min(1).max(200) }), body: { required: true, content: { "application/json": { schema: EventBatch } } } },
-    responses: { 200: json(EventBatchStored, "Stored"), 401: error("No valid worker token"), 404: error("Not a job of this worker"), 413: error("An event is too large"), 422: error("Invalid body") },
+    description:
+      "Stored in order with the job's next dense indexes; events already stored (same attempt and seq) are skipped, so resending a batch is safe.",
+    request: {
+      params: z.object({ job_id: z.string().min(1).max(200) }),
+      body: { required: true, content: { "application/json": { schema: EventBatch } } },
+    },
+    responses: {
+      200: json(EventBatchStored, "Stored"),
+      401: error("No valid worker token"),
+      404: error("Not a job of this worker"),
+      413: error("An event is too large"),
+      422: error("Invalid body"),
+    },
   }),
   async (c) => {
     const jobId = c.req.valid("param").job_id;
     const { stored, nextIndex } = await appendEvents(c.get("db"), workerOf(c).id, jobId, c.req.valid("json"));
     // Watchers see them as soon as they are stored; a hub that cannot be reached only delays
     // them until the watcher reconnects (the log has them).
-    if (stored.length) await hubOf(c.env, jobId).publish(jobId, stored).catch((e: unknown) => c.get("log").warning("events hub unreachable", { job_id: jobId, error: String(e) }));
+    if (stored.length)
+      await hubOf(c.env, jobId)
+        .publish(jobId, stored)
+        .catch((e: unknown) => c.get("log").warning("events hub unreachable", { job_id: jobId, error: String(e) }));
     return c.json({ stored: stored.length, next_index: nextIndex }, 200);
   },
 );
@@ -197,14 +291,23 @@ workersRoutes.openapi(
     responses: { 101: { description: "WebSocket" }, 401: error("No valid worker token"), 426: error("Not a WebSocket upgrade") },
   }),
   async (c) => {
-    if (c.req.header("upgrade")?.toLowerCase() !== "websocket") throw new ApiError(426, "upgrade_required", "This is a WebSocket endpoint: connect with Upgrade: websocket");
+    if (c.req.header("upgrade")?.toLowerCase() !== "websocket")
+      throw new ApiError(426, "upgrade_required", "This is a WebSocket endpoint: connect with Upgrade: websocket");
     return (await channelOf(c.env, workerOf(c).id).fetch(c.req.raw)) as never;
   },
 );
 
 const DatasetPath = z.object({
-  job_id: z.string().min(1).max(200).openapi({ description: "The job the dataset is for: running on this worker, its dataloader naming the dataset" }),
-  path: z.string().min(1).max(1024).openapi({ description: "Relative to the datasets root, e.g. portraits (or datasets/portraits as a dataloader names it)" }),
+  job_id: z
+    .string()
+    .min(1)
+    .max(200)
+    .openapi({ description: "The job the dataset is for: running on this worker, its dataloader naming the dataset" }),
+  path: z
+    .string()
+    .min(1)
+    .max(1024)
+    .openapi({ description: "Relative to the datasets root, e.g. portraits (or datasets/portraits as a dataloader names it)" }),
 });
 const stripRoot = (path: string) => path.replace(/^datasets\//, "");
 
@@ -214,7 +317,8 @@ workersRoutes.openapi(
     path: "/api/workers/datasets/manifest",
     tags,
     summary: "Every file of a job's dataset with its size and SHA-256, for the runner's cache (worker token)",
-    description: "Only for a job running on this worker whose dataloader names the dataset: another worker's job is 404, another dataset 403 `dataset_not_in_job`. The runner keeps a cached file whose SHA-256 matches and fetches the rest.",
+    description:
+      "Only for a job running on this worker whose dataloader names the dataset: another worker's job is 404, another dataset 403 `dataset_not_in_job`. The runner keeps a cached file whose SHA-256 matches and fetches the rest.",
     request: { query: DatasetPath },
     responses: {
       200: json(DatasetManifest, "Manifest (empty when there is no such dataset)"),

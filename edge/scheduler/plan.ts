@@ -93,7 +93,11 @@ export interface Plan {
 }
 
 /** The priority a job is scheduled by at `now`. */
-export function effectivePriority(job: Pick<PendingJob, "priority" | "priorityOverride" | "queuedAt">, now: number, thresholdMinutes: number): number {
+export function effectivePriority(
+  job: Pick<PendingJob, "priority" | "priorityOverride" | "queuedAt">,
+  now: number,
+  thresholdMinutes: number,
+): number {
   const base = job.priorityOverride ?? job.priority;
   if (thresholdMinutes <= 0) return base;
   const thresholds = Math.floor((now - job.queuedAt) / (thresholdMinutes * 60_000));
@@ -142,15 +146,31 @@ export function planPass(input: PlanInput): Plan {
   const waiting: Omit<Waiting, "position">[] = [];
   const starving = (job: PendingJob) => threshold > 0 && now - job.queuedAt >= threshold * 60_000;
 
-  type Outcome = { ok: true; gpus: number[] | null; workerId: number | null } | { ok: false; reason: WaitReason; message: string; never?: boolean };
+  type Outcome =
+    { ok: true; gpus: number[] | null; workerId: number | null } | { ok: false; reason: WaitReason; message: string; never?: boolean };
 
   function tryCloud(job: PendingJob): Outcome {
-    if (cloudRunning >= limits.max_concurrent) return { ok: false, reason: "global_limit", message: `${cloudRunning} of ${limits.max_concurrent} cloud jobs are running (max_concurrent)` };
+    if (cloudRunning >= limits.max_concurrent)
+      return {
+        ok: false,
+        reason: "global_limit",
+        message: `${cloudRunning} of ${limits.max_concurrent} cloud jobs are running (max_concurrent)`,
+      };
     const mine = cloudByUser.get(job.userId) ?? 0;
-    if (mine >= limits.user_max_concurrent) return { ok: false, reason: "user_limit", message: `its owner has ${mine} of ${limits.user_max_concurrent} cloud jobs running (user_max_concurrent)` };
+    if (mine >= limits.user_max_concurrent)
+      return {
+        ok: false,
+        reason: "user_limit",
+        message: `its owner has ${mine} of ${limits.user_max_concurrent} cloud jobs running (user_max_concurrent)`,
+      };
     if (limits.enable_fair_share && job.teamId !== null) {
       const team = byTeam.get(job.teamId) ?? 0;
-      if (team >= limits.team_max_concurrent) return { ok: false, reason: "team_limit", message: `team ${job.teamId} has ${team} of ${limits.team_max_concurrent} jobs running (team_max_concurrent)` };
+      if (team >= limits.team_max_concurrent)
+        return {
+          ok: false,
+          reason: "team_limit",
+          message: `team ${job.teamId} has ${team} of ${limits.team_max_concurrent} jobs running (team_max_concurrent)`,
+        };
     }
     return { ok: true, gpus: null, workerId: null };
   }
@@ -160,21 +180,42 @@ export function planPass(input: PlanInput): Plan {
     const n = job.numProcesses;
     const allowed = job.anyGpu || !job.deviceIds?.length ? devices : job.deviceIds.filter((d) => devices.includes(d));
     if (n > allowed.length) {
-      const where = job.anyGpu || !job.deviceIds?.length ? `the local box has ${devices.length}` : `only ${list(allowed)} of its configured devices ${list(job.deviceIds!)} exist here (submit with any_gpu to use others)`;
+      const where =
+        job.anyGpu || !job.deviceIds?.length
+          ? `the local box has ${devices.length}`
+          : `only ${list(allowed)} of its configured devices ${list(job.deviceIds!)} exist here (submit with any_gpu to use others)`;
       return { ok: false, reason: "insufficient_gpus", message: `needs ${n} GPU(s) but ${where}`, never: true };
     }
-    if (input.localPaused) return { ok: false, reason: "local_paused", message: "a running local job was cancelled; local jobs wait until POST /api/queue/process (or a restart) starts them (spec 3)" };
-    if (localJobs >= limits.local_job_max_concurrent) return { ok: false, reason: "local_job_limit", message: `${localJobs} of ${limits.local_job_max_concurrent} local jobs are running (local_job_max_concurrent)` };
+    if (input.localPaused)
+      return {
+        ok: false,
+        reason: "local_paused",
+        message: "a running local job was cancelled; local jobs wait until POST /api/queue/process (or a restart) starts them (spec 3)",
+      };
+    if (localJobs >= limits.local_job_max_concurrent)
+      return {
+        ok: false,
+        reason: "local_job_limit",
+        message: `${localJobs} of ${limits.local_job_max_concurrent} local jobs are running (local_job_max_concurrent)`,
+      };
     const gpuLimit = limits.local_gpu_max_concurrent;
     if (gpuLimit !== null && usedDevices.size + n > gpuLimit) {
-      return { ok: false, reason: "local_gpu_limit", message: `local jobs use ${usedDevices.size} GPU(s); ${n} more would pass the limit of ${gpuLimit} (local_gpu_max_concurrent)` };
+      return {
+        ok: false,
+        reason: "local_gpu_limit",
+        message: `local jobs use ${usedDevices.size} GPU(s); ${n} more would pass the limit of ${gpuLimit} (local_gpu_max_concurrent)`,
+      };
     }
     const free = allowed.filter((d) => !usedDevices.has(d));
     const open = free.filter((d) => !heldDevices.has(d));
     if (open.length < n) {
       if (free.length >= n) {
         const holder = heldDevices.get(free.find((d) => heldDevices.has(d))!)!;
-        return { ok: false, reason: "reserved", message: `GPUs ${list(free)} are held for ${holder}, which has waited past the starvation threshold` };
+        return {
+          ok: false,
+          reason: "reserved",
+          message: `GPUs ${list(free)} are held for ${holder}, which has waited past the starvation threshold`,
+        };
       }
       return { ok: false, reason: "gpus_busy", message: `needs ${n} GPU(s) of ${list(allowed)}; free now: ${list(free)}` };
     }
@@ -188,7 +229,12 @@ export function planPass(input: PlanInput): Plan {
     if (pick) return { ok: true, gpus: null, workerId: pick.id };
     const wants = `${job.workerLabels && Object.keys(job.workerLabels).length ? `labels ${JSON.stringify(job.workerLabels)} and ` : ""}at least ${job.numProcesses} GPU(s)`;
     if (candidates.length === 0) return { ok: false, reason: "no_matching_worker", message: `no online worker has ${wants}`, never: true };
-    if (available.length > 0) return { ok: false, reason: "reserved", message: `the matching idle workers are held for ${heldWorkers.get(available[0]!.id)}, which has waited past the starvation threshold` };
+    if (available.length > 0)
+      return {
+        ok: false,
+        reason: "reserved",
+        message: `the matching idle workers are held for ${heldWorkers.get(available[0]!.id)}, which has waited past the starvation threshold`,
+      };
     return { ok: false, reason: "workers_busy", message: `all ${candidates.length} worker(s) with ${wants} are busy` };
   }
 
@@ -225,7 +271,9 @@ export function planPass(input: PlanInput): Plan {
         for (const d of allowed) if (!heldDevices.has(d)) heldDevices.set(d, job.jobId);
       }
       if (job.target !== "local") {
-        for (const w of workers) if (w.gpuCount >= job.numProcesses && matchesLabels(job.workerLabels, w.labels) && !heldWorkers.has(w.id)) heldWorkers.set(w.id, job.jobId);
+        for (const w of workers)
+          if (w.gpuCount >= job.numProcesses && matchesLabels(job.workerLabels, w.labels) && !heldWorkers.has(w.id))
+            heldWorkers.set(w.id, job.jobId);
       }
     }
   }

@@ -101,7 +101,9 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
   /** What must not pile up (issue 12): uploads that ended jobs left open, provider webhooks past retention. */
   private async sweepLeftovers(): Promise<void> {
     const db = this.db();
-    await Promise.all([abortEndedUploads(db, this.env.STORAGE as unknown as StorageBucket), forgetOldWebhooks(db)]).catch((error: unknown) => this.log.warning("sweep failed", { error: String(error) }));
+    await Promise.all([abortEndedUploads(db, this.env.STORAGE as unknown as StorageBucket), forgetOldWebhooks(db)]).catch(
+      (error: unknown) => this.log.warning("sweep failed", { error: String(error) }),
+    );
   }
 
   /**
@@ -219,10 +221,19 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     const now = new Date();
     const before = await loadCapacity(db);
     const offline = await sweepSilentWorkers(db, before.limits.worker_heartbeat_timeout_seconds, now);
-    for (const w of offline.workers) this.log.warning("worker went offline: no heartbeat", { worker_id: w.id, worker: w.name, timeout_s: before.limits.worker_heartbeat_timeout_seconds });
+    for (const w of offline.workers)
+      this.log.warning("worker went offline: no heartbeat", {
+        worker_id: w.id,
+        worker: w.name,
+        timeout_s: before.limits.worker_heartbeat_timeout_seconds,
+      });
     // Not awaited: the failed jobs' end events and webhooks need not hold up this pass's admissions.
-    if (offline.jobs.length) void applyEffects({ env: this.env, db, log: this.log, actor: null, origin: "scheduler", trigger: "offline sweep" }, offline);
-    const [capacity, entries] = await Promise.all([offline.workers.length ? loadCapacity(db) : before, this.entries(db, [...changed, ...offline.jobs.map((j) => j.jobId)])]);
+    if (offline.jobs.length)
+      void applyEffects({ env: this.env, db, log: this.log, actor: null, origin: "scheduler", trigger: "offline sweep" }, offline);
+    const [capacity, entries] = await Promise.all([
+      offline.workers.length ? loadCapacity(db) : before,
+      this.entries(db, [...changed, ...offline.jobs.map((j) => j.jobId)]),
+    ]);
     this.capacityRead = { capacity, at: now.getTime() };
     const { started, waiting } = await this.decide(db, now, capacity, entries, trigger);
     return { started, waiting, offline: offline.workers.map((w) => w.name) };
@@ -249,7 +260,13 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
         return prepareLocalJob(user, body, configs.get(body.config_name) ?? null, capacity.approvalRules);
       } catch (error) {
         if (!(error instanceof ApiError)) throw error;
-        outcomes[index] = { status: "invalid", httpStatus: error.status === 404 ? 404 : 422, code: error.code, message: error.detail, ...(error.fields ? { errors: error.fields } : {}) };
+        outcomes[index] = {
+          status: "invalid",
+          httpStatus: error.status === 404 ? 404 : 422,
+          code: error.code,
+          message: error.detail,
+          ...(error.fields ? { errors: error.fields } : {}),
+        };
         return null;
       }
     });
@@ -280,12 +297,18 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
       } else fresh.push({ index, submission: { job, to: "pending" } });
     });
     // Rejected submissions were never stored: the others' positions close up behind them.
-    const waiting = rejected.size ? plan.waiting.filter((w) => !rejected.has(w.id)).map((w, i) => ({ ...w, position: i + 1 })) : plan.waiting;
+    const waiting = rejected.size
+      ? plan.waiting.filter((w) => !rejected.has(w.id)).map((w, i) => ({ ...w, position: i + 1 }))
+      : plan.waiting;
     const places = rejected.size ? new Map(waiting.filter(isNew).map((w) => [w.id, w])) : waitingById;
     const stored = plan.admitted.filter((a) => a.id < CANDIDATE_ID_BASE);
     const stamp = now.toISOString();
     const [submitted, admitted] = await writeBatch(db, [
-      submitJobs(fresh.map((f) => f.submission), capacity.localWorkerId, stamp),
+      submitJobs(
+        fresh.map((f) => f.submission),
+        capacity.localWorkerId,
+        stamp,
+      ),
       admitJobs(stored, capacity.localWorkerId, stamp),
       localBoxStatus(capacity.localWorkerId),
     ]);
@@ -296,7 +319,13 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
       const { id, approvalId } = submitted.stored[k]!;
       const { job } = submission;
       if (submission.to === "blocked") {
-        outcomes[index] = { status: "blocked", id, jobId: job.jobId, approvalId: approvalId!, message: `awaiting an admin's approval: ${job.approvalRule}` };
+        outcomes[index] = {
+          status: "blocked",
+          id,
+          jobId: job.jobId,
+          approvalId: approvalId!,
+          message: `awaiting an admin's approval: ${job.approvalRule}`,
+        };
         this.log.info("job blocked for approval", { job_id: job.jobId, rule: job.approvalRule });
         return;
       }
@@ -304,12 +333,24 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
       realIds.set(CANDIDATE_ID_BASE + index, id);
       if (submission.to === "running") {
         const { gpus, workerId } = submission.admission;
-        entries.set(id, { job: candidate, status: "running", allocatedGpus: gpus ?? [], workerId: assignedWorker(submission.admission, capacity.localWorkerId) });
+        entries.set(id, {
+          job: candidate,
+          status: "running",
+          allocatedGpus: gpus ?? [],
+          workerId: assignedWorker(submission.admission, capacity.localWorkerId),
+        });
         outcomes[index] = { status: "running", id, jobId: job.jobId, gpus, workerId };
       } else {
         entries.set(id, { job: candidate, status: "pending", allocatedGpus: [], workerId: null });
         const place = places.get(CANDIDATE_ID_BASE + index)!;
-        outcomes[index] = { status: "queued", id, jobId: job.jobId, position: place.position, reason: place.reason, message: place.message };
+        outcomes[index] = {
+          status: "queued",
+          id,
+          jobId: job.jobId,
+          position: place.position,
+          reason: place.reason,
+          message: place.message,
+        };
       }
     });
     for (const a of stored) {
@@ -333,7 +374,8 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     const kept = new Map<number, WaitInfo>();
     for (const w of waiting) {
       const id = w.id >= CANDIDATE_ID_BASE ? realIds.get(w.id) : w.id;
-      if (id !== undefined) kept.set(id, { id, position: w.position, effectivePriority: w.effectivePriority, reason: w.reason, message: w.message });
+      if (id !== undefined)
+        kept.set(id, { id, position: w.position, effectivePriority: w.effectivePriority, reason: w.reason, message: w.message });
     }
     this.lastPlan = { at: Date.now(), waiting: kept };
   }

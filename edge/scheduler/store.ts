@@ -62,7 +62,10 @@ export async function loadActive(db: Database): Promise<ActiveEntry[]> {
 /** The named entries as they are now: the active ones, and the ids of those no longer active. */
 export async function loadEntries(db: Database, jobIds: string[]): Promise<{ active: ActiveEntry[]; inactiveIds: number[] }> {
   if (jobIds.length === 0) return { active: [], inactiveIds: [] };
-  const result = await db.$client.execute({ sql: `SELECT ${ACTIVE_COLUMNS} FROM queue_entries WHERE job_id IN (${jobIds.map(() => "?").join(", ")})`, args: jobIds });
+  const result = await db.$client.execute({
+    sql: `SELECT ${ACTIVE_COLUMNS} FROM queue_entries WHERE job_id IN (${jobIds.map(() => "?").join(", ")})`,
+    args: jobIds,
+  });
   const rows = result.rows.map((r) => r as Record<string, unknown>);
   const isActive = (r: Record<string, unknown>) => r.status === "pending" || r.status === "running";
   return { active: rows.filter(isActive).map(toActive), inactiveIds: rows.filter((r) => !isActive(r)).map((r) => Number(r.id)) };
@@ -139,11 +142,26 @@ export function planInput(entries: Iterable<ActiveEntry>, capacity: Capacity, no
     if (e.status === "pending") pending.push(e.job);
     else {
       if (e.workerId !== null) busyWorkers.add(e.workerId);
-      running.push({ id: e.job.id, userId: e.job.userId, teamId: e.job.teamId, jobType: e.job.jobType, allocatedGpus: e.allocatedGpus, workerId: e.workerId === capacity.localWorkerId ? null : e.workerId });
+      running.push({
+        id: e.job.id,
+        userId: e.job.userId,
+        teamId: e.job.teamId,
+        jobType: e.job.jobType,
+        allocatedGpus: e.allocatedGpus,
+        workerId: e.workerId === capacity.localWorkerId ? null : e.workerId,
+      });
     }
   }
   const workersView: WorkerView[] = capacity.remote.map(({ statusIdle, ...w }) => ({ ...w, idle: statusIdle && !busyWorkers.has(w.id) }));
-  return { now, limits: capacity.limits, pending, running, localDevices: capacity.localDevices, localPaused: capacity.localPaused, workers: workersView };
+  return {
+    now,
+    limits: capacity.limits,
+    pending,
+    running,
+    localDevices: capacity.localDevices,
+    localPaused: capacity.localPaused,
+    workers: workersView,
+  };
 }
 
 /**

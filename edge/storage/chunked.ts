@@ -73,13 +73,22 @@ export function isAwsChunked(headers: Headers): boolean {
  */
 export function awsChunkedOptions(headers: Headers): (AwsChunkedOptions & { contentEncoding: string | null }) | S3Error {
   const contentSha256 = headers.get("x-amz-content-sha256") ?? "";
-  if (!(contentSha256 in MODES)) return new S3Error("InvalidArgument", `x-amz-content-sha256 "${contentSha256}" is not an aws-chunked payload.`);
+  if (!(contentSha256 in MODES))
+    return new S3Error("InvalidArgument", `x-amz-content-sha256 "${contentSha256}" is not an aws-chunked payload.`);
   const lengthHeader = headers.get("x-amz-decoded-content-length");
-  if (lengthHeader !== null && !/^\d{1,15}$/.test(lengthHeader)) return new S3Error("InvalidArgument", "x-amz-decoded-content-length must be a whole number of bytes.");
+  if (lengthHeader !== null && !/^\d{1,15}$/.test(lengthHeader))
+    return new S3Error("InvalidArgument", "x-amz-decoded-content-length must be a whole number of bytes.");
   const trailerHeader = headers.get("x-amz-trailer");
-  const trailers = trailerHeader === null ? [] : trailerHeader.split(",").map((name) => name.trim().toLowerCase()).filter((name) => name !== "");
+  const trailers =
+    trailerHeader === null
+      ? []
+      : trailerHeader
+          .split(",")
+          .map((name) => name.trim().toLowerCase())
+          .filter((name) => name !== "");
   for (const name of trailers) {
-    if (!checksumAlgorithmOfHeader(name)) return new S3Error("InvalidRequest", `The value specified in the x-amz-trailer header is not supported: ${name}`);
+    if (!checksumAlgorithmOfHeader(name))
+      return new S3Error("InvalidRequest", `The value specified in the x-amz-trailer header is not supported: ${name}`);
   }
   const remaining = (headers.get("content-encoding") ?? "")
     .split(",")
@@ -135,9 +144,15 @@ export function awsChunkedDecoder(options: AwsChunkedOptions): TransformStream<U
 
   async function checkChunkSignature(dataHashHex: string): Promise<void> {
     const signer = options.signer!;
-    const stringToSign = ["AWS4-HMAC-SHA256-PAYLOAD", signer.amzDate, signer.scope, previousSignature, EMPTY_SHA256, dataHashHex].join("\n");
+    const stringToSign = ["AWS4-HMAC-SHA256-PAYLOAD", signer.amzDate, signer.scope, previousSignature, EMPTY_SHA256, dataHashHex].join(
+      "\n",
+    );
     const expected = await signer.sign(stringToSign);
-    if (!constantTimeEqual(expected, chunkSignature)) throw new S3Error("SignatureDoesNotMatch", `The signature of chunk ${decoded === 0 ? "0" : `ending at byte ${decoded}`} does not match.`);
+    if (!constantTimeEqual(expected, chunkSignature))
+      throw new S3Error(
+        "SignatureDoesNotMatch",
+        `The signature of chunk ${decoded === 0 ? "0" : `ending at byte ${decoded}`} does not match.`,
+      );
     previousSignature = expected;
   }
 
@@ -185,7 +200,8 @@ export function awsChunkedDecoder(options: AwsChunkedOptions): TransformStream<U
     const seen = new Map<string, string>();
     let trailerSignature: string | null = null;
     for (const [name, value] of trailerLines) {
-      if (seen.has(name) || (name === "x-amz-trailer-signature" && trailerSignature !== null)) throw new S3Error("MalformedTrailerError", `The trailer ${name} is given twice.`);
+      if (seen.has(name) || (name === "x-amz-trailer-signature" && trailerSignature !== null))
+        throw new S3Error("MalformedTrailerError", `The trailer ${name} is given twice.`);
       if (name === "x-amz-trailer-signature" && mode.signedTrailer) trailerSignature = value;
       else if (!checksums.has(name)) throw new S3Error("MalformedTrailerError", `The trailer ${name} was not announced in x-amz-trailer.`);
       else seen.set(name, value);
@@ -197,11 +213,17 @@ export function awsChunkedDecoder(options: AwsChunkedOptions): TransformStream<U
       if (trailerSignature === null) throw new S3Error("MalformedTrailerError", "The body lacks its x-amz-trailer-signature.");
       const signer = options.signer!;
       // The trailers are signed as "name:value\n" lines, in the order sent, signature excluded.
-      const canonical = trailerLines.filter(([name]) => name !== "x-amz-trailer-signature").map(([name, value]) => `${name}:${value}\n`).join("");
+      const canonical = trailerLines
+        .filter(([name]) => name !== "x-amz-trailer-signature")
+        .map(([name, value]) => `${name}:${value}\n`)
+        .join("");
       const hash = createChecksum("sha256");
       hash.update(new TextEncoder().encode(canonical));
-      const expected = await signer.sign(["AWS4-HMAC-SHA256-TRAILER", signer.amzDate, signer.scope, previousSignature, toHex(hash.digest())].join("\n"));
-      if (!constantTimeEqual(expected, trailerSignature)) throw new S3Error("SignatureDoesNotMatch", "The trailer signature does not match.");
+      const expected = await signer.sign(
+        ["AWS4-HMAC-SHA256-TRAILER", signer.amzDate, signer.scope, previousSignature, toHex(hash.digest())].join("\n"),
+      );
+      if (!constantTimeEqual(expected, trailerSignature))
+        throw new S3Error("SignatureDoesNotMatch", "The trailer signature does not match.");
     }
     for (const [name, { algorithm, hash }] of checksums) {
       if (!constantTimeEqual(toBase64(hash.digest()), seen.get(name)!)) {
@@ -228,7 +250,8 @@ export function awsChunkedDecoder(options: AwsChunkedOptions): TransformStream<U
             crlfSeen = 0;
           }
         } else if (state === "data-end") {
-          if (bytes[i] !== (crlfSeen === 0 ? CR : LF)) throw malformed("chunk data is not followed by \\r\\n (does the chunk size match its data?)");
+          if (bytes[i] !== (crlfSeen === 0 ? CR : LF))
+            throw malformed("chunk data is not followed by \\r\\n (does the chunk size match its data?)");
           i++;
           if (++crlfSeen === 2) await onDataEnd();
         } else if (state === "done") {
@@ -240,7 +263,8 @@ export function awsChunkedDecoder(options: AwsChunkedOptions): TransformStream<U
           if (lineLength + (end - i) > MAX_LINE) throw malformed(`a framing line is longer than ${MAX_LINE} bytes`);
           line.set(bytes.subarray(i, end), lineLength);
           lineLength += end - i;
-          if (state === "trailer" && (trailerBytes += end - i + (lf < 0 ? 0 : 1)) > MAX_TRAILER_BYTES) throw new S3Error("MalformedTrailerError", `The trailers exceed ${MAX_TRAILER_BYTES} bytes.`);
+          if (state === "trailer" && (trailerBytes += end - i + (lf < 0 ? 0 : 1)) > MAX_TRAILER_BYTES)
+            throw new S3Error("MalformedTrailerError", `The trailers exceed ${MAX_TRAILER_BYTES} bytes.`);
           i = end;
           if (lf < 0) break;
           i++; // the \n

@@ -58,8 +58,14 @@ export async function issueStorageCredentials(db: Database, jobId: string, owner
               FROM ${JOB_WITH_SETTINGS} WHERE q.job_id = ?`,
         args: [...mayIssueArgs, jobId],
       },
-      { sql: `UPDATE storage_credentials SET revoked_at = ? WHERE job_id = ? AND revoked_at IS NULL AND ${mayIssue}`, args: [now, jobId, ...mayIssueArgs] },
-      { sql: `INSERT INTO storage_credentials (access_key_id, job_id, secret, created_at) SELECT ?, ?, ?, ? WHERE ${mayIssue} AND ${manual} IS NULL`, args: [accessKeyId, jobId, secret, now, ...mayIssueArgs, jobId] },
+      {
+        sql: `UPDATE storage_credentials SET revoked_at = ? WHERE job_id = ? AND revoked_at IS NULL AND ${mayIssue}`,
+        args: [now, jobId, ...mayIssueArgs],
+      },
+      {
+        sql: `INSERT INTO storage_credentials (access_key_id, job_id, secret, created_at) SELECT ?, ?, ?, ? WHERE ${mayIssue} AND ${manual} IS NULL`,
+        args: [accessKeyId, jobId, secret, now, ...mayIssueArgs, jobId],
+      },
       {
         sql: `INSERT OR IGNORE INTO storage_directories (job_id, output_root, created_at)
               SELECT ?, COALESCE((SELECT json_extract(ps.settings, '$.s3_output_path') FROM ${JOB_WITH_SETTINGS} WHERE q.job_id = ?), ?), ? WHERE ${mayIssue}`,
@@ -70,13 +76,24 @@ export async function issueStorageCredentials(db: Database, jobId: string, owner
   );
   const row = job!.rows[0];
   if (row === undefined) throw notFound(`Job ${jobId}`);
-  if (ownerId !== null && Number(row.user_id) !== ownerId) throw new ApiError(403, "forbidden", `Job ${jobId} is not yours; a lead or admin can issue credentials for any job`);
+  if (ownerId !== null && Number(row.user_id) !== ownerId)
+    throw new ApiError(403, "forbidden", `Job ${jobId} is not yours; a lead or admin can issue credentials for any job`);
   if (!Number(row.may)) {
-    if (!Number(row.enabled)) throw new ApiError(409, "storage_endpoint_disabled", `The storage endpoint is off for provider ${String(row.provider)}: an admin turns it on with PUT /api/cloud/providers/${String(row.provider)} {"s3_endpoint_enabled": true}`);
-    throw new ApiError(409, "job_not_active", `Job ${jobId} is ${String(row.status)}: storage credentials are only issued to pending, blocked or running jobs`);
+    if (!Number(row.enabled))
+      throw new ApiError(
+        409,
+        "storage_endpoint_disabled",
+        `The storage endpoint is off for provider ${String(row.provider)}: an admin turns it on with PUT /api/cloud/providers/${String(row.provider)} {"s3_endpoint_enabled": true}`,
+      );
+    throw new ApiError(
+      409,
+      "job_not_active",
+      `Job ${jobId} is ${String(row.status)}: storage credentials are only issued to pending, blocked or running jobs`,
+    );
   }
   const publicUrl = row.public_url === null || row.public_url === undefined ? null : String(row.public_url);
-  if (row.manual_key !== null && row.manual_key !== undefined) return { job_id: jobId, access_key_id: String(row.manual_key), secret_access_key: null, source: "provider", public_url: publicUrl };
+  if (row.manual_key !== null && row.manual_key !== undefined)
+    return { job_id: jobId, access_key_id: String(row.manual_key), secret_access_key: null, source: "provider", public_url: publicUrl };
   return { job_id: jobId, access_key_id: accessKeyId, secret_access_key: secret, source: "job", public_url: publicUrl };
 }
 
@@ -88,13 +105,21 @@ const NEVER_FITS = new Set(["insufficient_gpus", "no_matching_worker"]);
  * the box has, no worker with its labels and GPUs): it would never use its credentials, so it
  * gets none. `waiting`: the Scheduler's latest reasons (waitInfo). Other jobs pass.
  */
-export async function assertJobCanRun(db: Database, jobId: string, waiting: { id: number; reason: string; message: string }[]): Promise<void> {
+export async function assertJobCanRun(
+  db: Database,
+  jobId: string,
+  waiting: { id: number; reason: string; message: string }[],
+): Promise<void> {
   const found = await db.$client.execute({ sql: "SELECT id FROM queue_entries WHERE job_id = ? AND status = 'pending'", args: [jobId] });
   const row = found.rows[0];
   if (!row) return;
   const wait = waiting.find((w) => w.id === Number(row.id));
   if (wait && NEVER_FITS.has(wait.reason)) {
-    throw new ApiError(409, "job_cannot_run", `Job ${jobId} cannot run as configured (${wait.reason}: ${wait.message}), so it gets no storage credentials; cancel it and submit one that fits`);
+    throw new ApiError(
+      409,
+      "job_cannot_run",
+      `Job ${jobId} cannot run as configured (${wait.reason}: ${wait.message}), so it gets no storage credentials; cancel it and submit one that fits`,
+    );
   }
 }
 
@@ -133,10 +158,18 @@ export async function lookupStorageCredentials(db: Database, accessKeyId: string
   const row = own.rows[0] as Record<string, unknown> | undefined;
   if (!row) return null;
   const jobId = String(row.job_id);
-  if (row.revoked_at !== null) return { jobId, active: false, code: "ExpiredToken", reason: "these credentials were replaced by newer ones" };
+  if (row.revoked_at !== null)
+    return { jobId, active: false, code: "ExpiredToken", reason: "these credentials were replaced by newer ones" };
   const status = row.status === null ? "deleted" : String(row.status);
-  if (!(ACTIVE as readonly string[]).includes(status)) return { jobId, active: false, code: "ExpiredToken", reason: `job ${jobId} is ${status}` };
-  if (!Number(row.enabled)) return { jobId, active: false, code: "AccessDenied", reason: `the storage endpoint is turned off for provider ${String(row.provider)}` };
+  if (!(ACTIVE as readonly string[]).includes(status))
+    return { jobId, active: false, code: "ExpiredToken", reason: `job ${jobId} is ${status}` };
+  if (!Number(row.enabled))
+    return {
+      jobId,
+      active: false,
+      code: "AccessDenied",
+      reason: `the storage endpoint is turned off for provider ${String(row.provider)}`,
+    };
   return { kind: "job", jobId, secret: String(row.secret), outputRoot: String(row.output_root ?? DEFAULT_OUTPUT_ROOT), active: true };
 }
 
@@ -150,10 +183,18 @@ export async function providerJobDirectory(db: Database, provider: string, jobId
     args: [jobId],
   });
   const row = result.rows[0];
-  if (!row || row.provider !== provider) return { active: false, code: "AccessDenied", reason: `bucket ${jobId} is not a job of provider ${provider}` };
-  if (!(ACTIVE as readonly string[]).includes(String(row.status))) return { active: false, code: "ExpiredToken", reason: `job ${jobId} is ${String(row.status)}` };
-  if (!Number(row.enabled)) return { active: false, code: "AccessDenied", reason: `the storage endpoint is turned off for provider ${provider}` };
-  if (row.output_root === null) return { active: false, code: "AccessDenied", reason: `job ${jobId} has no storage directory yet: issue its credentials first (POST /api/queue/${jobId}/storage-credentials)` };
+  if (!row || row.provider !== provider)
+    return { active: false, code: "AccessDenied", reason: `bucket ${jobId} is not a job of provider ${provider}` };
+  if (!(ACTIVE as readonly string[]).includes(String(row.status)))
+    return { active: false, code: "ExpiredToken", reason: `job ${jobId} is ${String(row.status)}` };
+  if (!Number(row.enabled))
+    return { active: false, code: "AccessDenied", reason: `the storage endpoint is turned off for provider ${provider}` };
+  if (row.output_root === null)
+    return {
+      active: false,
+      code: "AccessDenied",
+      reason: `job ${jobId} has no storage directory yet: issue its credentials first (POST /api/queue/${jobId}/storage-credentials)`,
+    };
   return { outputRoot: String(row.output_root) };
 }
 
@@ -162,7 +203,10 @@ export async function providerJobDirectory(db: Database, provider: string, jobId
  * credentials: nothing else can write there), with where it lives and whose job it is: one job
  * (`jobId`), one user's jobs (`ownerId`), one provider's active jobs (`provider`), or all.
  */
-export async function storageDirectories(db: Database, only: { jobId?: string; ownerId?: number | null; provider?: string } = {}): Promise<{ jobId: string; outputRoot: string; createdAt: string; userId: number | null }[]> {
+export async function storageDirectories(
+  db: Database,
+  only: { jobId?: string; ownerId?: number | null; provider?: string } = {},
+): Promise<{ jobId: string; outputRoot: string; createdAt: string; userId: number | null }[]> {
   const where: string[] = [];
   const args: (string | number)[] = [];
   if (only.jobId !== undefined) {
@@ -182,7 +226,12 @@ export async function storageDirectories(db: Database, only: { jobId?: string; o
           ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY d.job_id`,
     args,
   });
-  return result.rows.map((row) => ({ jobId: String(row.job_id), outputRoot: String(row.output_root), createdAt: String(row.created_at), userId: row.user_id === null ? null : Number(row.user_id) }));
+  return result.rows.map((row) => ({
+    jobId: String(row.job_id),
+    outputRoot: String(row.output_root),
+    createdAt: String(row.created_at),
+    userId: row.user_id === null ? null : Number(row.user_id),
+  }));
 }
 
 /**
@@ -194,12 +243,22 @@ export async function runnerStorageCredentials(db: Database, workerId: number, j
   const [job, current] = await db.$client.batch(
     [
       { sql: "SELECT 1 FROM queue_entries WHERE job_id = ? AND worker_id = ? AND status = 'running'", args: [jobId, workerId] },
-      { sql: "SELECT access_key_id, secret FROM storage_credentials WHERE job_id = ? AND revoked_at IS NULL ORDER BY created_at DESC LIMIT 1", args: [jobId] },
+      {
+        sql: "SELECT access_key_id, secret FROM storage_credentials WHERE job_id = ? AND revoked_at IS NULL ORDER BY created_at DESC LIMIT 1",
+        args: [jobId],
+      },
     ],
     "read",
   );
   if (!job!.rows.length) throw notFound(`Running job ${jobId} of this worker`);
   const pair = current!.rows[0];
-  if (pair) return { job_id: jobId, access_key_id: String(pair.access_key_id), secret_access_key: String(pair.secret), source: "job", public_url: null };
+  if (pair)
+    return {
+      job_id: jobId,
+      access_key_id: String(pair.access_key_id),
+      secret_access_key: String(pair.secret),
+      source: "job",
+      public_url: null,
+    };
   return issueStorageCredentials(db, jobId, null);
 }

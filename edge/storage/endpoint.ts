@@ -35,7 +35,10 @@ type ObjectMetadata = { contentType?: string; contentDisposition?: string };
 
 /** The metadata an upload request sets on its object. */
 function metadataOf(request: Request): ObjectMetadata {
-  return { contentType: request.headers.get("content-type") ?? undefined, contentDisposition: request.headers.get("content-disposition") ?? undefined };
+  return {
+    contentType: request.headers.get("content-type") ?? undefined,
+    contentDisposition: request.headers.get("content-disposition") ?? undefined,
+  };
 }
 
 /**
@@ -45,9 +48,18 @@ function metadataOf(request: Request): ObjectMetadata {
 export interface StorageBucket {
   put(key: string, value: ReadableStream, options?: { httpMetadata?: ObjectMetadata }): Promise<StoredObject | null>;
   head(key: string): Promise<StoredObject | null>;
-  get(key: string, options?: { range?: { offset: number; length: number }; onlyIf?: { etagMatches?: string } }): Promise<StoredObject | (StoredObject & { body: ReadableStream }) | null>;
+  get(
+    key: string,
+    options?: { range?: { offset: number; length: number }; onlyIf?: { etagMatches?: string } },
+  ): Promise<StoredObject | (StoredObject & { body: ReadableStream }) | null>;
   delete(key: string): Promise<void>;
-  list(options: { prefix?: string; delimiter?: string; limit?: number; cursor?: string; startAfter?: string }): Promise<{ objects: StoredObject[]; delimitedPrefixes: string[]; truncated: boolean; cursor?: string }>;
+  list(options: {
+    prefix?: string;
+    delimiter?: string;
+    limit?: number;
+    cursor?: string;
+    startAfter?: string;
+  }): Promise<{ objects: StoredObject[]; delimitedPrefixes: string[]; truncated: boolean; cursor?: string }>;
   createMultipartUpload(key: string, options?: { httpMetadata?: ObjectMetadata }): Promise<{ uploadId: string }>;
   resumeMultipartUpload(
     key: string,
@@ -72,10 +84,41 @@ const MAX_LIST_KEYS = 1000;
  * S3 subresources this endpoint does not keep (ACLs, tags, policies, versioning, ...): a request
  * for one is NotImplemented, not mistaken for the object or listing it would otherwise address.
  */
-const UNSUPPORTED_SUBRESOURCES = ["acl", "tagging", "policy", "cors", "lifecycle", "versioning", "versions", "website", "logging", "notification", "replication", "encryption", "object-lock", "retention", "legal-hold", "attributes", "torrent", "restore", "select", "accelerate", "requestPayment", "ownershipControls", "publicAccessBlock", "analytics", "metrics", "inventory", "intelligent-tiering"];
+const UNSUPPORTED_SUBRESOURCES = [
+  "acl",
+  "tagging",
+  "policy",
+  "cors",
+  "lifecycle",
+  "versioning",
+  "versions",
+  "website",
+  "logging",
+  "notification",
+  "replication",
+  "encryption",
+  "object-lock",
+  "retention",
+  "legal-hold",
+  "attributes",
+  "torrent",
+  "restore",
+  "select",
+  "accelerate",
+  "requestPayment",
+  "ownershipControls",
+  "publicAccessBlock",
+  "analytics",
+  "metrics",
+  "inventory",
+  "intelligent-tiering",
+];
 
 function xml(body: string, status = 200, headers: Record<string, string> = {}): Response {
-  return new Response(`<?xml version="1.0" encoding="UTF-8"?>\n${body}`, { status, headers: { "content-type": "application/xml", ...headers } });
+  return new Response(`<?xml version="1.0" encoding="UTF-8"?>\n${body}`, {
+    status,
+    headers: { "content-type": "application/xml", ...headers },
+  });
 }
 
 const quote = (etag: string) => (etag.startsWith('"') ? etag : `"${etag}"`);
@@ -101,9 +144,13 @@ export function storageTarget(rawPath: string): Target {
   const rawKey = slash < 0 ? "" : rest.slice(slash + 1);
   if (rawKey === "") return { bucket, key: null };
   const key = decode(rawKey, "object key");
-  if (new TextEncoder().encode(key).byteLength > MAX_KEY_BYTES) throw new S3Error("KeyTooLongError", `Your key is too long: at most ${MAX_KEY_BYTES} bytes.`);
+  if (new TextEncoder().encode(key).byteLength > MAX_KEY_BYTES)
+    throw new S3Error("KeyTooLongError", `Your key is too long: at most ${MAX_KEY_BYTES} bytes.`);
   if (key.startsWith("/") || key.split("/").some((part) => part === "." || part === "..") || /[\u0000-\u001f\\]/.test(key)) {
-    throw new S3Error("InvalidArgument", `The object key "${key}" is refused: it may not start with "/", contain "." or ".." parts, backslashes or control characters.`);
+    throw new S3Error(
+      "InvalidArgument",
+      `The object key "${key}" is refused: it may not start with "/", contain "." or ".." parts, backslashes or control characters.`,
+    );
   }
   return { bucket, key };
 }
@@ -119,14 +166,22 @@ export function storagePattern(path: string): string | null {
 export const objectKey = (root: string, bucket: string, key: string) => `${root}/${bucket}/${key}`;
 
 /** The request body as a stream of the object's bytes: aws-chunked decoded, a signed hash checked. */
-function objectBody(request: Request, payload: { mode: string; hash: string; signer?: ReturnType<typeof chunkSigner> }): { stream: ReadableStream<Uint8Array>; length: number } {
+function objectBody(
+  request: Request,
+  payload: { mode: string; hash: string; signer?: ReturnType<typeof chunkSigner> },
+): { stream: ReadableStream<Uint8Array>; length: number } {
   if (!request.body) return { stream: new Blob([]).stream(), length: 0 };
   // A body that breaks off (the client went away, bad HTTP chunking) is the client's error.
-  const body = largeChunks(request.body, undefined, (error) => new S3Error("IncompleteBody", `The request body ended before its declared length: ${String(error)}`));
+  const body = largeChunks(
+    request.body,
+    undefined,
+    (error) => new S3Error("IncompleteBody", `The request body ended before its declared length: ${String(error)}`),
+  );
   if (isAwsChunked(request.headers)) {
     const options = awsChunkedOptions(request.headers);
     if (options instanceof S3Error) throw options;
-    if (options.decodedContentLength === null || options.decodedContentLength === undefined) throw new S3Error("MissingContentLength", "aws-chunked uploads must send x-amz-decoded-content-length.");
+    if (options.decodedContentLength === null || options.decodedContentLength === undefined)
+      throw new S3Error("MissingContentLength", "aws-chunked uploads must send x-amz-decoded-content-length.");
     const decoded = body.pipeThrough(awsChunkedDecoder({ ...options, signer: payload.signer }));
     return { stream: decoded, length: options.decodedContentLength };
   }
@@ -147,7 +202,8 @@ function objectBody(request: Request, payload: { mode: string; hash: string; sig
 /** Passes a body through and errors it with BadDigest when its checksum is not `expected` (base64). */
 function checksumVerifier(algorithm: ChecksumAlgorithm, header: string, expected: string): TransformStream<Uint8Array, Uint8Array> {
   return checksumTap(createChecksum(algorithm), (digest) => {
-    if (toBase64(digest) !== expected.trim()) throw new S3Error("BadDigest", `The ${header} you specified did not match the calculated checksum.`);
+    if (toBase64(digest) !== expected.trim())
+      throw new S3Error("BadDigest", `The ${header} you specified did not match the calculated checksum.`);
   });
 }
 
@@ -176,12 +232,19 @@ function holdLastChunk(): TransformStream<Uint8Array, Uint8Array> {
  * store fails, and the refusal, an S3Error, is what is thrown, not R2's report of the broken
  * stream.
  */
-async function storeSized<T>(stream: ReadableStream<Uint8Array>, length: number, store: (body: ReadableStream<Uint8Array>) => Promise<T>): Promise<T> {
+async function storeSized<T>(
+  stream: ReadableStream<Uint8Array>,
+  length: number,
+  store: (body: ReadableStream<Uint8Array>) => Promise<T>,
+): Promise<T> {
   const fixed = new FixedLengthStream(length);
   let refusal: unknown = null;
-  const piping = stream.pipeThrough(holdLastChunk()).pipeTo(fixed.writable).catch((error: unknown) => {
-    refusal = error;
-  });
+  const piping = stream
+    .pipeThrough(holdLastChunk())
+    .pipeTo(fixed.writable)
+    .catch((error: unknown) => {
+      refusal = error;
+    });
   try {
     const stored = await store(fixed.readable);
     await piping;
@@ -190,7 +253,8 @@ async function storeSized<T>(stream: ReadableStream<Uint8Array>, length: number,
   } catch (error) {
     await piping;
     if (refusal instanceof S3Error) throw refusal;
-    if (refusal !== null && String(refusal).includes("FixedLengthStream")) throw new S3Error("IncompleteBody", `The body was not the ${length} bytes declared.`);
+    if (refusal !== null && String(refusal).includes("FixedLengthStream"))
+      throw new S3Error("IncompleteBody", `The body was not the ${length} bytes declared.`);
     throw error;
   }
 }
@@ -203,12 +267,29 @@ async function listObjects(bucket: StorageBucket, outputRoot: string, name: stri
   const token = q.get("continuation-token");
   const startAfter = q.get("start-after");
   const root = `${outputRoot}/${name}/`;
-  const listed: Awaited<ReturnType<StorageBucket["list"]>> = maxKeys === 0 ? { objects: [], delimitedPrefixes: [], truncated: false } : await bucket.list({ prefix: root + prefix, delimiter, limit: maxKeys, cursor: token ?? undefined, startAfter: !token && startAfter ? root + startAfter : undefined });
+  const listed: Awaited<ReturnType<StorageBucket["list"]>> =
+    maxKeys === 0
+      ? { objects: [], delimitedPrefixes: [], truncated: false }
+      : await bucket.list({
+          prefix: root + prefix,
+          delimiter,
+          limit: maxKeys,
+          cursor: token ?? undefined,
+          startAfter: !token && startAfter ? root + startAfter : undefined,
+        });
   const contents = listed.objects
-    .map((o) => `<Contents><Key>${xmlEscape(o.key.slice(root.length))}</Key><LastModified>${o.uploaded.toISOString()}</LastModified><ETag>${xmlEscape(quote(o.etag))}</ETag><Size>${o.size}</Size><StorageClass>STANDARD</StorageClass></Contents>`)
+    .map(
+      (o) =>
+        `<Contents><Key>${xmlEscape(o.key.slice(root.length))}</Key><LastModified>${o.uploaded.toISOString()}</LastModified><ETag>${xmlEscape(quote(o.etag))}</ETag><Size>${o.size}</Size><StorageClass>STANDARD</StorageClass></Contents>`,
+    )
     .join("");
-  const prefixes = listed.delimitedPrefixes.map((p) => `<CommonPrefixes><Prefix>${xmlEscape(p.slice(root.length))}</Prefix></CommonPrefixes>`).join("");
-  const next = listed.truncated && "cursor" in listed && listed.cursor ? `<NextContinuationToken>${xmlEscape(listed.cursor)}</NextContinuationToken>` : "";
+  const prefixes = listed.delimitedPrefixes
+    .map((p) => `<CommonPrefixes><Prefix>${xmlEscape(p.slice(root.length))}</Prefix></CommonPrefixes>`)
+    .join("");
+  const next =
+    listed.truncated && "cursor" in listed && listed.cursor
+      ? `<NextContinuationToken>${xmlEscape(listed.cursor)}</NextContinuationToken>`
+      : "";
   return xml(
     `<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>${xmlEscape(name)}</Name><Prefix>${xmlEscape(prefix)}</Prefix>${delimiter ? `<Delimiter>${xmlEscape(delimiter)}</Delimiter>` : ""}<MaxKeys>${maxKeys}</MaxKeys><KeyCount>${listed.objects.length + listed.delimitedPrefixes.length}</KeyCount><IsTruncated>${listed.truncated}</IsTruncated>${token ? `<ContinuationToken>${xmlEscape(token)}</ContinuationToken>` : ""}${next}${contents}${prefixes}</ListBucketResult>`,
   );
@@ -229,7 +310,12 @@ async function listUploadParts(db: Database, name: string, key: string, uploadId
   const max = countParam(url, "max-parts", 1000, 1000);
   const listed = await listParts(db, name, key, uploadId, { marker, max });
   if (!listed) throw new S3Error("NoSuchUpload", "The specified multipart upload does not exist: it may have been completed or aborted.");
-  const parts = listed.parts.map((p) => `<Part><PartNumber>${p.partNumber}</PartNumber><LastModified>${p.uploaded}</LastModified><ETag>${xmlEscape(quote(p.etag))}</ETag><Size>${p.size}</Size></Part>`).join("");
+  const parts = listed.parts
+    .map(
+      (p) =>
+        `<Part><PartNumber>${p.partNumber}</PartNumber><LastModified>${p.uploaded}</LastModified><ETag>${xmlEscape(quote(p.etag))}</ETag><Size>${p.size}</Size></Part>`,
+    )
+    .join("");
   const next = listed.truncated ? `<NextPartNumberMarker>${listed.parts.at(-1)!.partNumber}</NextPartNumberMarker>` : "";
   return xml(
     `<ListPartsResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Bucket>${xmlEscape(name)}</Bucket><Key>${xmlEscape(key)}</Key><UploadId>${xmlEscape(uploadId)}</UploadId><PartNumberMarker>${marker}</PartNumberMarker>${next}<MaxParts>${max}</MaxParts><IsTruncated>${listed.truncated}</IsTruncated><StorageClass>STANDARD</StorageClass>${parts}</ListPartsResult>`,
@@ -245,15 +331,27 @@ async function listMultipartUploads(db: Database, name: string, url: URL): Promi
   const max = countParam(url, "max-uploads", 1000, 1000);
   const listed = await listUploads(db, name, { prefix, keyMarker, uploadIdMarker, max });
   const last = listed.uploads.at(-1);
-  const next = listed.truncated && last ? `<NextKeyMarker>${xmlEscape(last.key)}</NextKeyMarker><NextUploadIdMarker>${xmlEscape(last.uploadId)}</NextUploadIdMarker>` : "";
-  const uploads = listed.uploads.map((u) => `<Upload><Key>${xmlEscape(u.key)}</Key><UploadId>${xmlEscape(u.uploadId)}</UploadId><Initiated>${u.initiated}</Initiated><StorageClass>STANDARD</StorageClass></Upload>`).join("");
+  const next =
+    listed.truncated && last
+      ? `<NextKeyMarker>${xmlEscape(last.key)}</NextKeyMarker><NextUploadIdMarker>${xmlEscape(last.uploadId)}</NextUploadIdMarker>`
+      : "";
+  const uploads = listed.uploads
+    .map(
+      (u) =>
+        `<Upload><Key>${xmlEscape(u.key)}</Key><UploadId>${xmlEscape(u.uploadId)}</UploadId><Initiated>${u.initiated}</Initiated><StorageClass>STANDARD</StorageClass></Upload>`,
+    )
+    .join("");
   return xml(
     `<ListMultipartUploadsResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Bucket>${xmlEscape(name)}</Bucket><KeyMarker>${xmlEscape(keyMarker)}</KeyMarker><UploadIdMarker>${xmlEscape(uploadIdMarker)}</UploadIdMarker>${next}<Prefix>${xmlEscape(prefix)}</Prefix><MaxUploads>${max}</MaxUploads><IsTruncated>${listed.truncated}</IsTruncated>${uploads}</ListMultipartUploadsResult>`,
   );
 }
 
 function objectHeaders(object: StoredObject): Record<string, string> {
-  const headers: Record<string, string> = { etag: quote(object.etag), "last-modified": object.uploaded.toUTCString(), "accept-ranges": "bytes" };
+  const headers: Record<string, string> = {
+    etag: quote(object.etag),
+    "last-modified": object.uploaded.toUTCString(),
+    "accept-ranges": "bytes",
+  };
   if (object.httpMetadata?.contentType) headers["content-type"] = object.httpMetadata.contentType;
   return headers;
 }
@@ -269,7 +367,12 @@ export const READ_STEP_BYTES = 16 * 1024 * 1024;
  * (measured: workerd grew by the object's size). Every read must still match `etag`, so an object
  * replaced mid-download ends the response early rather than mixing two versions.
  */
-function rangedBody(bucket: StorageBucket, key: string, etag: string, span: { offset: number; length: number }): ReadableStream<Uint8Array> {
+function rangedBody(
+  bucket: StorageBucket,
+  key: string,
+  etag: string,
+  span: { offset: number; length: number },
+): ReadableStream<Uint8Array> {
   const { readable, writable } = new FixedLengthStream(span.length);
   const end = span.offset + span.length;
   const pump = async () => {
@@ -323,7 +426,10 @@ type Access =
   | { kind: "user"; owner: string; ownerId: number | null };
 
 const refusal = (inactive: { code: "ExpiredToken" | "AccessDenied"; reason: string }) =>
-  new S3Error(inactive.code, inactive.code === "ExpiredToken" ? `The provided token has expired: ${inactive.reason}.` : `Access Denied: ${inactive.reason}.`);
+  new S3Error(
+    inactive.code,
+    inactive.code === "ExpiredToken" ? `The provided token has expired: ${inactive.reason}.` : `Access Denied: ${inactive.reason}.`,
+  );
 
 /** Whose credentials signed `request` (a job's, or a provider's manual pair), after checking the signature. */
 async function signedAccess(request: Request, db: Database): Promise<Access> {
@@ -342,14 +448,22 @@ async function signedAccess(request: Request, db: Database): Promise<Access> {
 
 /** Whether a request carries an S3 signature (header or presigned), rather than a user's credential. */
 export function isSigned(request: Request): boolean {
-  return /^AWS4-HMAC-SHA256\s/i.test(request.headers.get("authorization") ?? "") || new URL(request.url).searchParams.has("X-Amz-Signature");
+  return (
+    /^AWS4-HMAC-SHA256\s/i.test(request.headers.get("authorization") ?? "") || new URL(request.url).searchParams.has("X-Amz-Signature")
+  );
 }
 
 /**
  * Answers one storage request. `db` resolves credentials; `bucket` is the R2 bucket. Every refusal
  * is S3 XML with S3's status, and a refused write stores nothing.
  */
-export async function handleStorage(request: Request, db: Database, bucket: StorageBucket, requestId: string, user: StorageUser | null = null): Promise<Response> {
+export async function handleStorage(
+  request: Request,
+  db: Database,
+  bucket: StorageBucket,
+  requestId: string,
+  user: StorageUser | null = null,
+): Promise<Response> {
   const url = new URL(request.url);
   const rawPath = url.pathname;
   const method = request.method;
@@ -358,17 +472,33 @@ export async function handleStorage(request: Request, db: Database, bucket: Stor
     // may act on; everyone else signs, with a job's credentials or a provider's manual pair.
     const access: Access = user ? { kind: "user", owner: user.username, ownerId: user.ownerId } : await signedAccess(request, db);
     const target = storageTarget(rawPath);
-    if (access.kind === "user" && method !== "GET" && method !== "HEAD") throw new S3Error("AccessDenied", "With a session or API key the storage endpoint is read-only: jobs upload with their own credentials.");
+    if (access.kind === "user" && method !== "GET" && method !== "HEAD")
+      throw new S3Error(
+        "AccessDenied",
+        "With a session or API key the storage endpoint is read-only: jobs upload with their own credentials.",
+      );
     if (target.bucket === null) {
       if (method !== "GET") throw new S3Error("MethodNotAllowed", "The specified method is not allowed against this resource.");
       // A job sees its own bucket; a user the buckets of the jobs they may act on.
       // A provider's manual credentials the buckets of its active jobs.
-      const buckets = await storageDirectories(db, access.kind === "job" ? { jobId: access.jobId } : access.kind === "provider" ? { provider: access.provider } : { ownerId: access.ownerId });
-      const entries = buckets.map((b) => `<Bucket><Name>${xmlEscape(b.jobId)}</Name><CreationDate>${b.createdAt}</CreationDate></Bucket>`).join("");
+      const buckets = await storageDirectories(
+        db,
+        access.kind === "job"
+          ? { jobId: access.jobId }
+          : access.kind === "provider"
+            ? { provider: access.provider }
+            : { ownerId: access.ownerId },
+      );
+      const entries = buckets
+        .map((b) => `<Bucket><Name>${xmlEscape(b.jobId)}</Name><CreationDate>${b.createdAt}</CreationDate></Bucket>`)
+        .join("");
       const owner = access.kind === "job" ? access.jobId : access.kind === "provider" ? access.provider : access.owner;
-      return xml(`<ListAllMyBucketsResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Owner><ID>${xmlEscape(owner)}</ID></Owner><Buckets>${entries}</Buckets></ListAllMyBucketsResult>`);
+      return xml(
+        `<ListAllMyBucketsResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Owner><ID>${xmlEscape(owner)}</ID></Owner><Buckets>${entries}</Buckets></ListAllMyBucketsResult>`,
+      );
     }
-    if (access.kind === "job" && target.bucket !== access.jobId) throw new S3Error("AccessDenied", `These credentials belong to job ${access.jobId}: bucket ${target.bucket} is not theirs.`);
+    if (access.kind === "job" && target.bucket !== access.jobId)
+      throw new S3Error("AccessDenied", `These credentials belong to job ${access.jobId}: bucket ${target.bucket} is not theirs.`);
     const name = target.bucket;
     let outputRoot: string;
     if (access.kind === "job") outputRoot = access.outputRoot;
@@ -379,7 +509,11 @@ export async function handleStorage(request: Request, db: Database, bucket: Stor
     } else {
       const [directory] = await storageDirectories(db, { jobId: name });
       if (!directory) throw new S3Error("NoSuchBucket", `No job ${name} has stored anything here.`);
-      if (access.ownerId !== null && directory.userId !== access.ownerId) throw new S3Error("AccessDenied", `Job ${name} is not yours: with a session or API key you read your own jobs' results (leads and admins: every job's).`);
+      if (access.ownerId !== null && directory.userId !== access.ownerId)
+        throw new S3Error(
+          "AccessDenied",
+          `Job ${name} is not yours: with a session or API key you read your own jobs' results (leads and admins: every job's).`,
+        );
       outputRoot = directory.outputRoot;
     }
 
@@ -387,7 +521,8 @@ export async function handleStorage(request: Request, db: Database, bucket: Stor
     if (unsupported) throw new S3Error("NotImplemented", `The ?${unsupported} subresource is not supported by this endpoint.`);
     if (target.key === null) {
       if (method === "HEAD") return new Response(null, { status: 200, headers: { "x-amz-bucket-region": "auto" } });
-      if (method === "GET" && url.searchParams.has("location")) return xml(`<LocationConstraint xmlns="http://s3.amazonaws.com/doc/2006-03-01/">auto</LocationConstraint>`);
+      if (method === "GET" && url.searchParams.has("location"))
+        return xml(`<LocationConstraint xmlns="http://s3.amazonaws.com/doc/2006-03-01/">auto</LocationConstraint>`);
       if (method === "GET" && url.searchParams.has("uploads")) return await listMultipartUploads(db, name, url);
       if (method === "GET") return await listObjects(bucket, outputRoot, name, url);
       throw new S3Error("MethodNotAllowed", "Creating or deleting a job's bucket is not allowed: it exists as long as the job.");
@@ -400,14 +535,17 @@ export async function handleStorage(request: Request, db: Database, bucket: Stor
       await assertFits(db, name, await storageQuota(db), { bytes: 0, objects: (await bucket.head(key)) ? 0 : 1 });
       const upload = await bucket.createMultipartUpload(key, { httpMetadata: metadataOf(request) });
       await recordUpload(db, name, target.key, upload.uploadId);
-      return xml(`<InitiateMultipartUploadResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Bucket>${xmlEscape(name)}</Bucket><Key>${xmlEscape(target.key)}</Key><UploadId>${xmlEscape(upload.uploadId)}</UploadId></InitiateMultipartUploadResult>`);
+      return xml(
+        `<InitiateMultipartUploadResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Bucket>${xmlEscape(name)}</Bucket><Key>${xmlEscape(target.key)}</Key><UploadId>${xmlEscape(upload.uploadId)}</UploadId></InitiateMultipartUploadResult>`,
+      );
     }
     const uploadId = q.get("uploadId");
     if (uploadId !== null) {
       const upload = bucket.resumeMultipartUpload(key, uploadId);
       if (method === "PUT") {
         const partNumber = Number(q.get("partNumber"));
-        if (!Number.isInteger(partNumber) || partNumber < 1 || partNumber > 10_000) throw new S3Error("InvalidArgument", "partNumber must be a whole number from 1 to 10000.");
+        if (!Number.isInteger(partNumber) || partNumber < 1 || partNumber > 10_000)
+          throw new S3Error("InvalidArgument", "partNumber must be a whole number from 1 to 10000.");
         const body = objectBody(request, payload);
         // S3 gives a part's MD5 as its ETag (R2's binding gives a tag of its own): computed on the
         // way, recorded with R2's tag, which completing the upload needs.
@@ -423,8 +561,16 @@ export async function handleStorage(request: Request, db: Database, bucket: Stor
         if (text instanceof S3Error) throw text;
         const parts = parseCompleteMultipartUpload(text);
         if (parts instanceof S3Error) throw parts;
-        const stored = await partsForCompletion(db, uploadId, parts.map((p) => ({ partNumber: p.partNumber, etag: p.etag.replace(/"/g, "") })));
-        if ("missing" in stored) throw new S3Error("InvalidPart", `Part ${stored.missing} was not uploaded to this upload with the ETag given: list the parts stored with ListParts.`);
+        const stored = await partsForCompletion(
+          db,
+          uploadId,
+          parts.map((p) => ({ partNumber: p.partNumber, etag: p.etag.replace(/"/g, "") })),
+        );
+        if ("missing" in stored)
+          throw new S3Error(
+            "InvalidPart",
+            `Part ${stored.missing} was not uploaded to this upload with the ETag given: list the parts stored with ListParts.`,
+          );
         // The parts already count towards the quota; the object they make may be one too many.
         const replaced = await bucket.head(key);
         await assertFits(db, name, await storageQuota(db), { bytes: 0, objects: replaced ? 0 : 1 });
@@ -447,7 +593,11 @@ export async function handleStorage(request: Request, db: Database, bucket: Stor
     if (method === "PUT") {
       if (request.headers.has("x-amz-copy-source")) throw new S3Error("NotImplemented", "CopyObject is not supported by this endpoint.");
       const body = objectBody(request, payload);
-      if (body.length > MAX_SINGLE_PUT_BYTES) throw new S3Error("EntityTooLarge", `A single PUT may be at most ${MAX_SINGLE_PUT_BYTES} bytes here (the platform's request limit): upload larger files as multipart (aws s3 cp and boto3 upload_file do so above their multipart threshold).`);
+      if (body.length > MAX_SINGLE_PUT_BYTES)
+        throw new S3Error(
+          "EntityTooLarge",
+          `A single PUT may be at most ${MAX_SINGLE_PUT_BYTES} bytes here (the platform's request limit): upload larger files as multipart (aws s3 cp and boto3 upload_file do so above their multipart threshold).`,
+        );
       // Room is reserved before any byte reaches R2: over the quota, nothing is stored.
       // A replaced object's bytes are counted as freed at once (two replacing uploads at once
       // may so under-count by one object's size until either finishes; never more).
@@ -456,7 +606,9 @@ export async function handleStorage(request: Request, db: Database, bucket: Stor
       await reserveUsage(db, name, await storageQuota(db), reserved);
       // A body refused while streaming (bad checksum, wrong length) errors the stream, and R2
       // then stores nothing: a put is all or nothing, and an object it would replace stays.
-      const object = await storeSized(body.stream, body.length, (sized) => bucket.put(key, sized, { httpMetadata: metadataOf(request) })).catch(async (error: unknown) => {
+      const object = await storeSized(body.stream, body.length, (sized) =>
+        bucket.put(key, sized, { httpMetadata: metadataOf(request) }),
+      ).catch(async (error: unknown) => {
         await adjustUsage(db, name, { bytes: -reserved.bytes, objects: -reserved.objects });
         throw error;
       });
@@ -467,7 +619,10 @@ export async function handleStorage(request: Request, db: Database, bucket: Stor
       if (!head) throw new S3Error("NoSuchKey", "The specified key does not exist.");
       const range = parseRange(request.headers.get("range"), head.size);
       // Never runnable in this origin, however it is read (download-headers.ts).
-      const headers = { ...objectHeaders(head), ...downloadHeaders(target.key, access.kind === "user" ? "user" : "signed", head.httpMetadata?.contentDisposition) };
+      const headers = {
+        ...objectHeaders(head),
+        ...downloadHeaders(target.key, access.kind === "user" ? "user" : "signed", head.httpMetadata?.contentDisposition),
+      };
       if (method === "HEAD") return new Response(null, { status: 200, headers: { ...headers, "content-length": String(head.size) } });
       const span = range ?? { offset: 0, length: head.size };
       headers["content-length"] = String(span.length);
@@ -488,6 +643,7 @@ export async function handleStorage(request: Request, db: Database, bucket: Stor
 }
 
 function noSuchUpload(error: unknown): never {
-  if (!(error instanceof S3Error) && String(error).toLowerCase().includes("upload")) throw new S3Error("NoSuchUpload", "The specified multipart upload does not exist: it may have been completed or aborted.");
+  if (!(error instanceof S3Error) && String(error).toLowerCase().includes("upload"))
+    throw new S3Error("NoSuchUpload", "The specified multipart upload does not exist: it may have been completed or aborted.");
   throw error;
 }

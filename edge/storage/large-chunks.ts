@@ -19,7 +19,11 @@ type AtLeastReader = ReadableStreamBYOBReader & {
  * @example
  * const body = largeChunks(request.body!); // chunks of 1 MiB
  */
-export function largeChunks(body: ReadableStream<Uint8Array>, size = LARGE_CHUNK_BYTES, readError: (error: unknown) => unknown = (error) => error): ReadableStream<Uint8Array> {
+export function largeChunks(
+  body: ReadableStream<Uint8Array>,
+  size = LARGE_CHUNK_BYTES,
+  readError: (error: unknown) => unknown = (error) => error,
+): ReadableStream<Uint8Array> {
   let reader: AtLeastReader;
   try {
     reader = body.getReader({ mode: "byob" }) as AtLeastReader;

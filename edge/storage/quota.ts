@@ -33,12 +33,20 @@ export async function storageUsage(db: Database, jobId: string): Promise<{ bytes
   return { bytes: Number(row.bytes), objects: Number(row.objects) };
 }
 
-function exceeded(jobId: string, quota: StorageQuota, usage: { bytes: number; objects: number }, adding: { bytes: number; objects: number }): S3Error {
+function exceeded(
+  jobId: string,
+  quota: StorageQuota,
+  usage: { bytes: number; objects: number },
+  adding: { bytes: number; objects: number },
+): S3Error {
   const what =
     usage.objects + adding.objects > quota.max_objects
       ? `job ${jobId} keeps ${usage.objects} of its ${quota.max_objects} objects`
       : `job ${jobId} keeps ${usage.bytes} of its ${quota.max_bytes} bytes and this upload adds ${adding.bytes}`;
-  return new S3Error("QuotaExceeded", `The job's storage quota is full: ${what}. Delete objects it no longer needs, or ask an admin to raise the quota (PUT /api/admin/storage-quota).`);
+  return new S3Error(
+    "QuotaExceeded",
+    `The job's storage quota is full: ${what}. Delete objects it no longer needs, or ask an admin to raise the quota (PUT /api/admin/storage-quota).`,
+  );
 }
 
 /**
@@ -50,7 +58,12 @@ function exceeded(jobId: string, quota: StorageQuota, usage: { bytes: number; ob
  * @example
  * await reserveUsage(db, jobId, quota, { bytes: length, objects: existing ? 0 : 1 });
  */
-export async function reserveUsage(db: Database, jobId: string, quota: StorageQuota, adding: { bytes: number; objects: number }): Promise<void> {
+export async function reserveUsage(
+  db: Database,
+  jobId: string,
+  quota: StorageQuota,
+  adding: { bytes: number; objects: number },
+): Promise<void> {
   const result = await db.$client.execute({
     sql: `INSERT INTO storage_usage (job_id, bytes, objects)
           SELECT ?1, MAX(0, ?2), ?3 WHERE ?2 + ${PARTS_IN_PROGRESS} <= ?4 AND ?3 <= ?5
@@ -70,9 +83,15 @@ export async function reserveUsage(db: Database, jobId: string, quota: StorageQu
  * @example
  * await assertFits(db, jobId, quota, { bytes: partLength, objects: 0 });
  */
-export async function assertFits(db: Database, jobId: string, quota: StorageQuota, adding: { bytes: number; objects: number }): Promise<void> {
+export async function assertFits(
+  db: Database,
+  jobId: string,
+  quota: StorageQuota,
+  adding: { bytes: number; objects: number },
+): Promise<void> {
   const usage = await storageUsage(db, jobId);
-  if (usage.bytes + adding.bytes > quota.max_bytes || usage.objects + adding.objects > quota.max_objects) throw exceeded(jobId, quota, usage, adding);
+  if (usage.bytes + adding.bytes > quota.max_bytes || usage.objects + adding.objects > quota.max_objects)
+    throw exceeded(jobId, quota, usage, adding);
 }
 
 /**

@@ -68,7 +68,14 @@ const PAYLOAD_MARKERS: Record<string, PayloadMode> = {
 const AMZ_DATE = /^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z$/;
 const HEADER_NAME = /^[a-z0-9!#$%&'*+.^_`|~-]+$/;
 const SIGNATURE = /^[0-9a-f]{64}$/;
-const PRESIGN_PARAMS = ["X-Amz-Algorithm", "X-Amz-Credential", "X-Amz-Date", "X-Amz-Expires", "X-Amz-SignedHeaders", "X-Amz-Signature"] as const;
+const PRESIGN_PARAMS = [
+  "X-Amz-Algorithm",
+  "X-Amz-Credential",
+  "X-Amz-Date",
+  "X-Amz-Expires",
+  "X-Amz-SignedHeaders",
+  "X-Amz-Signature",
+] as const;
 
 function authError(code: S3AuthError["code"], message: string): S3AuthError {
   return new S3Error(code, message) as S3AuthError;
@@ -92,7 +99,10 @@ export function parseSigV4(request: Request): ParsedAuth | S3AuthError {
   const authorization = request.headers.get("authorization");
   const presigned = query.some(([key]) => key === "X-Amz-Algorithm" || key === "X-Amz-Signature" || key === "X-Amz-Credential");
   if (authorization !== null && presigned) {
-    return authError("InvalidArgument", "Only one auth mechanism allowed; only the X-Amz-Algorithm query parameter or the Authorization header should be specified.");
+    return authError(
+      "InvalidArgument",
+      "Only one auth mechanism allowed; only the X-Amz-Algorithm query parameter or the Authorization header should be specified.",
+    );
   }
   if (presigned) return parsePresigned(query);
   if (authorization !== null) return parseAuthorizationHeader(authorization, request.headers);
@@ -110,25 +120,42 @@ function parseAuthorizationHeader(authorization: string, headers: Headers): Pars
   const fields = new Map<string, string>();
   for (const part of match[1]!.split(",")) {
     const field = /^\s*(Credential|SignedHeaders|Signature)=([^\s]*)\s*$/.exec(part);
-    if (!field || fields.has(field[1]!)) return authError("AuthorizationHeaderMalformed", `The authorization header is malformed; could not parse "${part.trim()}".`);
+    if (!field || fields.has(field[1]!))
+      return authError("AuthorizationHeaderMalformed", `The authorization header is malformed; could not parse "${part.trim()}".`);
     fields.set(field[1]!, field[2]!);
   }
   const credential = fields.get("Credential");
   const signedHeaders = fields.get("SignedHeaders");
   const signature = fields.get("Signature");
   if (credential === undefined || signedHeaders === undefined || signature === undefined) {
-    return authError("AuthorizationHeaderMalformed", "The authorization header is malformed; it needs Credential, SignedHeaders and Signature.");
+    return authError(
+      "AuthorizationHeaderMalformed",
+      "The authorization header is malformed; it needs Credential, SignedHeaders and Signature.",
+    );
   }
   const amzDate = headers.get("x-amz-date");
   const signingDate = amzDate === null ? null : parseAmzDate(amzDate);
-  if (amzDate === null || signingDate === null) return authError("AccessDenied", "AWS authentication requires a valid Date or x-amz-date header");
+  if (amzDate === null || signingDate === null)
+    return authError("AccessDenied", "AWS authentication requires a valid Date or x-amz-date header");
   const contentSha256 = headers.get("x-amz-content-sha256");
   if (contentSha256 === null) return authError("InvalidRequest", "Missing required header for this request: x-amz-content-sha256");
   const payloadMode = payloadModeOf(contentSha256);
   if (payloadMode === null) {
-    return authError("InvalidArgument", "x-amz-content-sha256 must be UNSIGNED-PAYLOAD, STREAMING-UNSIGNED-PAYLOAD-TRAILER, STREAMING-AWS4-HMAC-SHA256-PAYLOAD(-TRAILER) or a lower-case hex SHA-256.");
+    return authError(
+      "InvalidArgument",
+      "x-amz-content-sha256 must be UNSIGNED-PAYLOAD, STREAMING-UNSIGNED-PAYLOAD-TRAILER, STREAMING-AWS4-HMAC-SHA256-PAYLOAD(-TRAILER) or a lower-case hex SHA-256.",
+    );
   }
-  return assemble("header", "AuthorizationHeaderMalformed", { credential, signedHeaders, signature, amzDate, signingDate, payloadHash: contentSha256, payloadMode, expiresSeconds: null });
+  return assemble("header", "AuthorizationHeaderMalformed", {
+    credential,
+    signedHeaders,
+    signature,
+    amzDate,
+    signingDate,
+    payloadHash: contentSha256,
+    payloadMode,
+    expiresSeconds: null,
+  });
 }
 
 function parsePresigned(query: [string, string][]): ParsedAuth | S3AuthError {
@@ -144,18 +171,26 @@ function parsePresigned(query: [string, string][]): ParsedAuth | S3AuthError {
       "Query-string authentication version 4 requires the X-Amz-Algorithm, X-Amz-Credential, X-Amz-Signature, X-Amz-Date, X-Amz-SignedHeaders, and X-Amz-Expires parameters.",
     );
   }
-  if (params.get("X-Amz-Algorithm") !== ALGORITHM_IDENTIFIER) return authError("AuthorizationQueryParametersError", 'X-Amz-Algorithm only supports "AWS4-HMAC-SHA256"');
+  if (params.get("X-Amz-Algorithm") !== ALGORITHM_IDENTIFIER)
+    return authError("AuthorizationQueryParametersError", 'X-Amz-Algorithm only supports "AWS4-HMAC-SHA256"');
   const amzDate = params.get("X-Amz-Date")!;
   const signingDate = parseAmzDate(amzDate);
-  if (!signingDate) return authError("AuthorizationQueryParametersError", "X-Amz-Date must be in the ISO8601 Long Format \"yyyyMMdd'T'HHmmss'Z'\"");
+  if (!signingDate)
+    return authError("AuthorizationQueryParametersError", "X-Amz-Date must be in the ISO8601 Long Format \"yyyyMMdd'T'HHmmss'Z'\"");
   const expires = params.get("X-Amz-Expires")!;
-  if (!/^\d{1,7}$/.test(expires) || Number(expires) < 1) return authError("AuthorizationQueryParametersError", "X-Amz-Expires must be a whole number of seconds from 1 to 604800.");
-  if (Number(expires) > MAX_PRESIGNED_EXPIRES_S) return authError("AuthorizationQueryParametersError", "X-Amz-Expires must be less than a week (in seconds) that is 604800");
+  if (!/^\d{1,7}$/.test(expires) || Number(expires) < 1)
+    return authError("AuthorizationQueryParametersError", "X-Amz-Expires must be a whole number of seconds from 1 to 604800.");
+  if (Number(expires) > MAX_PRESIGNED_EXPIRES_S)
+    return authError("AuthorizationQueryParametersError", "X-Amz-Expires must be less than a week (in seconds) that is 604800");
   // Clients hoist x-amz-* headers into the query when presigning; the SDK's presigner signs
   // UNSIGNED-PAYLOAD without putting it there, so that is the default.
   const contentSha256 = query.find(([key]) => key.toLowerCase() === "x-amz-content-sha256")?.[1] ?? "UNSIGNED-PAYLOAD";
   const payloadMode = payloadModeOf(contentSha256);
-  if (payloadMode !== "unsigned" && payloadMode !== "sha256") return authError("AuthorizationQueryParametersError", "X-Amz-Content-Sha256 of a presigned request must be UNSIGNED-PAYLOAD or a hex SHA-256.");
+  if (payloadMode !== "unsigned" && payloadMode !== "sha256")
+    return authError(
+      "AuthorizationQueryParametersError",
+      "X-Amz-Content-Sha256 of a presigned request must be UNSIGNED-PAYLOAD or a hex SHA-256.",
+    );
   return assemble("presigned", "AuthorizationQueryParametersError", {
     credential: params.get("X-Amz-Credential")!,
     signedHeaders: params.get("X-Amz-SignedHeaders")!,
@@ -179,20 +214,36 @@ interface RawAuth {
   expiresSeconds: number | null;
 }
 
-function assemble(kind: ParsedAuth["kind"], malformed: "AuthorizationHeaderMalformed" | "AuthorizationQueryParametersError", raw: RawAuth): ParsedAuth | S3AuthError {
+function assemble(
+  kind: ParsedAuth["kind"],
+  malformed: "AuthorizationHeaderMalformed" | "AuthorizationQueryParametersError",
+  raw: RawAuth,
+): ParsedAuth | S3AuthError {
   const where = kind === "header" ? "The authorization header is malformed; " : "Error parsing the X-Amz-Credential parameter; ";
   const parts = raw.credential.split("/");
   if (parts.length !== 5 || parts.some((part) => part === "")) return authError(malformed, where + MALFORMED_CREDENTIAL);
   const [accessKeyId, date, region, service, terminator] = parts as [string, string, string, string, string];
-  if (date !== raw.amzDate.slice(0, 8)) return authError(malformed, `${where}Invalid credential date "${date}". This date is not the same as X-Amz-Date: "${raw.amzDate.slice(0, 8)}".`);
+  if (date !== raw.amzDate.slice(0, 8))
+    return authError(
+      malformed,
+      `${where}Invalid credential date "${date}". This date is not the same as X-Amz-Date: "${raw.amzDate.slice(0, 8)}".`,
+    );
   if (service !== "s3") return authError(malformed, `${where}incorrect service "${service}". This endpoint belongs to "s3".`);
-  if (terminator !== "aws4_request") return authError(malformed, `${where}incorrect terminal "${terminator}". This endpoint uses "aws4_request".`);
+  if (terminator !== "aws4_request")
+    return authError(malformed, `${where}incorrect terminal "${terminator}". This endpoint uses "aws4_request".`);
   const signedHeaders = raw.signedHeaders.split(";");
   if (signedHeaders.some((name) => !HEADER_NAME.test(name)) || new Set(signedHeaders).size !== signedHeaders.length) {
-    return authError(malformed, `${kind === "header" ? "The authorization header is malformed; " : ""}SignedHeaders must be distinct lower-case header names separated by ";".`);
+    return authError(
+      malformed,
+      `${kind === "header" ? "The authorization header is malformed; " : ""}SignedHeaders must be distinct lower-case header names separated by ";".`,
+    );
   }
   if (!signedHeaders.includes("host")) return authError("AccessDenied", "The host header must be among the signed headers.");
-  if (!SIGNATURE.test(raw.signature)) return authError(malformed, `${kind === "header" ? "The authorization header is malformed; " : ""}the Signature must be 64 lower-case hex digits.`);
+  if (!SIGNATURE.test(raw.signature))
+    return authError(
+      malformed,
+      `${kind === "header" ? "The authorization header is malformed; " : ""}the Signature must be 64 lower-case hex digits.`,
+    );
   return {
     kind,
     accessKeyId,
@@ -238,7 +289,8 @@ function parseAmzDate(text: string): Date | null {
 export async function verifySigV4(request: Request, parsed: ParsedAuth, secret: string, now: Date): Promise<S3AuthError | null> {
   const signedAt = parsed.signingDate.getTime();
   if (parsed.kind === "header") {
-    if (Math.abs(now.getTime() - signedAt) > MAX_CLOCK_SKEW_MS) return authError("RequestTimeTooSkewed", "The difference between the request time and the server's time is too large.");
+    if (Math.abs(now.getTime() - signedAt) > MAX_CLOCK_SKEW_MS)
+      return authError("RequestTimeTooSkewed", "The difference between the request time and the server's time is too large.");
   } else {
     if (now.getTime() > signedAt + parsed.expiresSeconds! * 1000) return authError("AccessDenied", "Request has expired");
     if (signedAt - now.getTime() > MAX_CLOCK_SKEW_MS) return authError("AccessDenied", "Request is not valid yet");
@@ -266,7 +318,14 @@ export async function verifySigV4(request: Request, parsed: ParsedAuth, secret: 
   for (const [key, value] of parseQuery(url.search) ?? []) (query[key] ??= []).push(value);
   const signer = new RequestVerifier(parsed, secret);
   const canonicalRequest = signer.canonicalRequest(
-    { method: request.method.toUpperCase(), protocol: url.protocol, hostname: url.hostname, path: canonicalUri(url.pathname), query, headers },
+    {
+      method: request.method.toUpperCase(),
+      protocol: url.protocol,
+      hostname: url.hostname,
+      path: canonicalUri(url.pathname),
+      query,
+      headers,
+    },
     // signableHeaders lifts the library's rule that user-agent, expect, ... are never signed: a
     // client that listed them signed them.
     getCanonicalHeaders({ method: "", protocol: "", hostname: "", path: "", headers }, undefined, new Set(parsed.signedHeaders)),
@@ -274,7 +333,10 @@ export async function verifySigV4(request: Request, parsed: ParsedAuth, secret: 
   );
   const expected = await signer.sign(await signer.stringToSign(parsed.amzDate, parsed.scope, canonicalRequest), signer.signingOptions);
   if (!constantTimeEqual(expected, parsed.signature)) {
-    return authError("SignatureDoesNotMatch", "The request signature we calculated does not match the signature you provided. Check your key and signing method.");
+    return authError(
+      "SignatureDoesNotMatch",
+      "The request signature we calculated does not match the signature you provided. Check your key and signing method.",
+    );
   }
   return null;
 }
@@ -287,7 +349,14 @@ class RequestVerifier extends SignatureV4 {
 
   constructor(parsed: ParsedAuth, secret: string) {
     // uriEscapePath false: S3 signs the path encoded once, which canonicalUri already produced.
-    super({ credentials: { accessKeyId: parsed.accessKeyId, secretAccessKey: secret }, region: parsed.region, service: parsed.service, sha256: Sha256, uriEscapePath: false, applyChecksum: false });
+    super({
+      credentials: { accessKeyId: parsed.accessKeyId, secretAccessKey: secret },
+      region: parsed.region,
+      service: parsed.service,
+      sha256: Sha256,
+      uriEscapePath: false,
+      applyChecksum: false,
+    });
     this.signingOptions = { signingDate: parsed.signingDate, signingRegion: parsed.region, signingService: parsed.service };
   }
 
@@ -376,6 +445,7 @@ export function chunkSigner(parsed: ParsedAuth, secret: string): ChunkSigner {
  */
 export function payloadSha256Verifier(expectedHex: string): TransformStream<Uint8Array, Uint8Array> {
   return digestTap("SHA-256", (digest) => {
-    if (!constantTimeEqual(toHex(digest), expectedHex)) throw new S3Error("XAmzContentSHA256Mismatch", "The provided 'x-amz-content-sha256' header does not match what was computed.");
+    if (!constantTimeEqual(toHex(digest), expectedHex))
+      throw new S3Error("XAmzContentSHA256Mismatch", "The provided 'x-amz-content-sha256' header does not match what was computed.");
   });
 }

@@ -17,7 +17,10 @@ import { S3Error } from "./errors";
 export function xmlEscape(text: string): string {
   return text
     .replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&apos;" })[c]!)
-    .replace(/[\u0000-\u0008\u000b\u000c\u000e-\u001f\ufffe\uffff]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g, "\ufffd");
+    .replace(
+      /[\u0000-\u0008\u000b\u000c\u000e-\u001f\ufffe\uffff]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g,
+      "\ufffd",
+    );
 }
 
 /**
@@ -43,7 +46,10 @@ export function s3ErrorXml(code: string, message: string, resource: string, requ
  */
 export function s3ErrorResponse(error: S3Error, resource: string, requestId: string, method = "GET"): Response {
   const headers = { "Content-Type": "application/xml", "x-amz-request-id": requestId };
-  return new Response(method === "HEAD" ? null : s3ErrorXml(error.code, error.message, resource, requestId), { status: error.status, headers });
+  return new Response(method === "HEAD" ? null : s3ErrorXml(error.code, error.message, resource, requestId), {
+    status: error.status,
+    headers,
+  });
 }
 
 export interface CompletedPart {
@@ -59,7 +65,15 @@ export const MAX_COMPLETE_MULTIPART_BYTES = 4 * 1024 * 1024;
 export const MAX_PARTS = 10_000;
 
 const MALFORMED = "The XML you provided was not well-formed or did not validate against our published schema";
-const PART_FIELDS = new Set(["PartNumber", "ETag", "ChecksumCRC32", "ChecksumCRC32C", "ChecksumCRC64NVME", "ChecksumSHA1", "ChecksumSHA256"]);
+const PART_FIELDS = new Set([
+  "PartNumber",
+  "ETag",
+  "ChecksumCRC32",
+  "ChecksumCRC32C",
+  "ChecksumCRC64NVME",
+  "ChecksumSHA1",
+  "ChecksumSHA256",
+]);
 
 /**
  * A request body as text, refused with MaxMessageLengthExceeded as soon as it passes `maxBytes`
@@ -70,7 +84,9 @@ const PART_FIELDS = new Set(["PartNumber", "ETag", "ChecksumCRC32", "ChecksumCRC
  * if (xml instanceof S3Error) return s3ErrorResponse(xml, path, requestId);
  */
 export async function readLimitedText(body: ReadableStream<Uint8Array> | null, maxBytes: number): Promise<string | S3Error> {
-  return (await readCapped(body, maxBytes)) ?? new S3Error("MaxMessageLengthExceeded", `Your request was too big: at most ${maxBytes} bytes.`);
+  return (
+    (await readCapped(body, maxBytes)) ?? new S3Error("MaxMessageLengthExceeded", `Your request was too big: at most ${maxBytes} bytes.`)
+  );
 }
 
 /**
@@ -85,9 +101,13 @@ export async function readLimitedText(body: ReadableStream<Uint8Array> | null, m
  * // [{ partNumber: 1, etag: "a1", checksums: {} }]
  */
 export function parseCompleteMultipartUpload(xml: string): CompletedPart[] | S3Error {
-  if (xml.length > MAX_COMPLETE_MULTIPART_BYTES) return new S3Error("MaxMessageLengthExceeded", `Your request was too big: at most ${MAX_COMPLETE_MULTIPART_BYTES} bytes.`);
+  if (xml.length > MAX_COMPLETE_MULTIPART_BYTES)
+    return new S3Error("MaxMessageLengthExceeded", `Your request was too big: at most ${MAX_COMPLETE_MULTIPART_BYTES} bytes.`);
   const malformed = (why: string) => new S3Error("MalformedXML", `${MALFORMED}: ${why}.`);
-  const root = /^\uFEFF?\s*(?:<\?xml\s[^?]*\?>\s*)?<CompleteMultipartUpload(?:\s+xmlns(?::\w+)?\s*=\s*(?:"[^"]*"|'[^']*'))*\s*>([\s\S]*)<\/CompleteMultipartUpload>\s*$/.exec(xml);
+  const root =
+    /^\uFEFF?\s*(?:<\?xml\s[^?]*\?>\s*)?<CompleteMultipartUpload(?:\s+xmlns(?::\w+)?\s*=\s*(?:"[^"]*"|'[^']*'))*\s*>([\s\S]*)<\/CompleteMultipartUpload>\s*$/.exec(
+      xml,
+    );
   if (!root) return malformed("the document is not one CompleteMultipartUpload element");
   const body = root[1]!;
   const partPattern = /\s*<Part>([\s\S]*?)<\/Part>\s*/y;
@@ -112,11 +132,17 @@ export function parseCompleteMultipartUpload(xml: string): CompletedPart[] | S3E
     const etag = fields.get("ETag");
     if (number === undefined || etag === undefined) return malformed("every Part needs a PartNumber and an ETag");
     if (!/^\d{1,5}$/.test(number) || Number(number) < 1 || Number(number) > MAX_PARTS) {
-      return new S3Error("InvalidArgument", `Part number must be an integer between 1 and ${MAX_PARTS}, inclusive (got "${number.slice(0, 20)}").`);
+      return new S3Error(
+        "InvalidArgument",
+        `Part number must be an integer between 1 and ${MAX_PARTS}, inclusive (got "${number.slice(0, 20)}").`,
+      );
     }
     const partNumber = Number(number);
     if (parts.length && partNumber <= parts.at(-1)!.partNumber) {
-      return new S3Error("InvalidPartOrder", "The list of parts was not in ascending order. The parts list must be specified in order by part number.");
+      return new S3Error(
+        "InvalidPartOrder",
+        "The list of parts was not in ascending order. The parts list must be specified in order by part number.",
+      );
     }
     const checksums: CompletedPart["checksums"] = {};
     for (const [name, value] of fields) if (name.startsWith("Checksum")) checksums[name as keyof CompletedPart["checksums"]] = value;

@@ -34,7 +34,10 @@ export interface Prepared {
 function formFields(raw: Record<string, unknown>): Record<string, string> {
   const fields: Record<string, string> = {};
   for (const [name, value] of Object.entries(raw)) {
-    if (typeof value === "object" && value !== null) throw new ApiError(422, "invalid_request", `${name} must be a plain value, not a file or an object`, [{ path: `form.${name}`, message: "a plain value" }]);
+    if (typeof value === "object" && value !== null)
+      throw new ApiError(422, "invalid_request", `${name} must be a plain value, not a file or an object`, [
+        { path: `form.${name}`, message: "a plain value" },
+      ]);
     fields[name] = value === null ? "" : String(value);
   }
   return fields;
@@ -79,11 +82,15 @@ export async function prepareTraining(db: Database, body: Record<string, unknown
     formOptions = keepMaskedSecrets(typed.options, target.config);
   } catch (error) {
     if (!(error instanceof MaskWithoutValue)) throw error;
-    problems.push({ field: error.path, message: `the mask stands for a stored value, and ${target.name} has none here: send the real value` });
+    problems.push({
+      field: error.path,
+      message: `the mask stands for a stored value, and ${target.name} has none here: send the real value`,
+    });
   }
   const checked = checkOptions({ ...TRAINING_DEFAULTS, ...formOptions }, true);
   problems.push(...checked.problems);
-  if (actor.level !== "admin") for (const option of adminOnlyOptionsIn(checked.options)) problems.push({ field: option, message: "may be set only by an admin" });
+  if (actor.level !== "admin")
+    for (const option of adminOnlyOptionsIn(checked.options)) problems.push({ field: option, message: "may be set only by an admin" });
   // Receivers this service would refuse to call (SSRF guard) are a problem now, not a surprise later.
   const { allow_private_targets } = await getSetting(db, "webhooks");
   for (const target of webhookConfig(checked.options).targets) {
@@ -107,7 +114,11 @@ export async function saveActiveConfiguration(db: Database, prepared: Prepared, 
     return name;
   }
   try {
-    await createEnvironment(db, { name, description: "Options of your last inline run (POST /api/training/start without an active environment)" }, actor.id);
+    await createEnvironment(
+      db,
+      { name, description: "Options of your last inline run (POST /api/training/start without an active environment)" },
+      actor.id,
+    );
   } catch (error) {
     // Created meanwhile by a start running beside this one: it is written below all the same.
     if (!(error instanceof ApiError) || error.status !== 409) throw error;

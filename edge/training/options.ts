@@ -11,7 +11,13 @@ export type OptionMap = Record<string, string | number | boolean | null>;
  * Required of a training form (spec 2.9's inline run: the form is the whole configuration), with
  * one of --num_train_epochs and --max_train_steps.
  */
-export const INLINE_REQUIRED = ["--model_family", "--model_type", "--pretrained_model_name_or_path", "--output_dir", "--data_backend_config"] as const;
+export const INLINE_REQUIRED = [
+  "--model_family",
+  "--model_type",
+  "--pretrained_model_name_or_path",
+  "--output_dir",
+  "--data_backend_config",
+] as const;
 
 /** What validate and start fill in where the form says nothing (listed in their route descriptions). */
 export const TRAINING_DEFAULTS: OptionMap = {
@@ -31,10 +37,33 @@ export interface FieldProblem {
 }
 
 /** Form values are strings; these options are numbers (whole or not) and booleans. */
-const WHOLE = new Set(["--train_batch_size", "--gradient_accumulation_steps", "--lr_warmup_steps", "--seed", "--checkpoints_total_limit", "--checkpointing_steps", "--validation_steps", "--validation_num_inference_steps", "--validation_seed", "--validation_preview_steps", "--max_train_steps", "--num_train_epochs", "--lora_rank", "--num_processes", "--clip_skip", "--webhook_reporting_interval"]);
+const WHOLE = new Set([
+  "--train_batch_size",
+  "--gradient_accumulation_steps",
+  "--lr_warmup_steps",
+  "--seed",
+  "--checkpoints_total_limit",
+  "--checkpointing_steps",
+  "--validation_steps",
+  "--validation_num_inference_steps",
+  "--validation_seed",
+  "--validation_preview_steps",
+  "--max_train_steps",
+  "--num_train_epochs",
+  "--lora_rank",
+  "--num_processes",
+  "--clip_skip",
+  "--webhook_reporting_interval",
+]);
 const NUMBER = new Set(["--learning_rate", "--lora_dropout", "--validation_guidance"]);
 const BOOLEAN = new Set(["--validation_preview", "--push_checkpoints_to_hub", "--validation_external_background", "--dataloader_prefetch"]);
-const MINIMUM: Record<string, number> = { "--train_batch_size": 1, "--gradient_accumulation_steps": 1, "--validation_num_inference_steps": 1, "--validation_preview_steps": 1, "--lora_rank": 1 };
+const MINIMUM: Record<string, number> = {
+  "--train_batch_size": 1,
+  "--gradient_accumulation_steps": 1,
+  "--validation_num_inference_steps": 1,
+  "--validation_preview_steps": 1,
+  "--lora_rank": 1,
+};
 
 /** Form strings to typed values where the option is known to be a number or a boolean. */
 export function typedOptions(raw: Record<string, string>): { options: OptionMap; problems: FieldProblem[] } {
@@ -45,7 +74,8 @@ export function typedOptions(raw: Record<string, string>): { options: OptionMap;
     if (WHOLE.has(field) || NUMBER.has(field)) {
       if (value === "") continue;
       const n = Number(value);
-      if (!Number.isFinite(n) || (WHOLE.has(field) && !Number.isInteger(n))) problems.push({ field, message: `must be a ${WHOLE.has(field) ? "whole number" : "number"}, not ${JSON.stringify(text)}` });
+      if (!Number.isFinite(n) || (WHOLE.has(field) && !Number.isInteger(n)))
+        problems.push({ field, message: `must be a ${WHOLE.has(field) ? "whole number" : "number"}, not ${JSON.stringify(text)}` });
       else options[field] = n;
     } else if (BOOLEAN.has(field)) {
       const v = value.toLowerCase();
@@ -74,32 +104,38 @@ export function checkOptions(input: OptionMap, inline: boolean): { options: Opti
   if (steps > 0 && epochs > 0) {
     problems.push({ field: "--num_train_epochs", message: "set either --num_train_epochs or --max_train_steps; the other must be 0" });
     problems.push({ field: "--max_train_steps", message: "set either --max_train_steps or --num_train_epochs; the other must be 0" });
-  }
-  else if (steps <= 0 && epochs <= 0) problems.push({ field: "--max_train_steps", message: "set --max_train_steps or --num_train_epochs (a positive number)" });
+  } else if (steps <= 0 && epochs <= 0)
+    problems.push({ field: "--max_train_steps", message: "set --max_train_steps or --num_train_epochs (a positive number)" });
   else if (steps > 0) options["--num_train_epochs"] = 0;
   else options["--max_train_steps"] = 0;
   for (const [field, value] of Object.entries(options)) {
     if (!field.startsWith("--")) problems.push({ field, message: 'option names start with "--"' });
     if (typeof value === "number") {
       if (value < 0) problems.push({ field, message: "must not be negative" });
-      else if (MINIMUM[field] !== undefined && value < MINIMUM[field]!) problems.push({ field, message: `must be at least ${MINIMUM[field]}` });
+      else if (MINIMUM[field] !== undefined && value < MINIMUM[field]!)
+        problems.push({ field, message: `must be at least ${MINIMUM[field]}` });
     }
   }
   const lr = options["--learning_rate"];
-  if (typeof lr === "number" && !(lr > 0 && lr < 1)) problems.push({ field: "--learning_rate", message: "must be between 0 and 1 (for example 0.0001)" });
+  if (typeof lr === "number" && !(lr > 0 && lr < 1))
+    problems.push({ field: "--learning_rate", message: "must be between 0 and 1 (for example 0.0001)" });
   const resolution = options["--validation_resolution"];
-  if (has("--validation_resolution") && !/^\d+(x\d+)?(,\d+(x\d+)?)*$/.test(String(resolution))) problems.push({ field: "--validation_resolution", message: "must look like 1024x1024 (or a comma-separated list)" });
+  if (has("--validation_resolution") && !/^\d+(x\d+)?(,\d+(x\d+)?)*$/.test(String(resolution)))
+    problems.push({ field: "--validation_resolution", message: "must look like 1024x1024 (or a comma-separated list)" });
   const resume = options["--resume_from_checkpoint"];
-  if (has("--resume_from_checkpoint") && resume !== "latest" && !/^checkpoint-\d+$/.test(String(resume))) problems.push({ field: "--resume_from_checkpoint", message: 'must be "latest" or a checkpoint name like checkpoint-500' });
+  if (has("--resume_from_checkpoint") && resume !== "latest" && !/^checkpoint-\d+$/.test(String(resume)))
+    problems.push({ field: "--resume_from_checkpoint", message: 'must be "latest" or a checkpoint name like checkpoint-500' });
   const processes = options["--num_processes"];
   if (typeof processes === "number" && processes > 64) problems.push({ field: "--num_processes", message: "must be at most 64" });
   for (const field of ["--output_dir", "--data_backend_config"]) {
     const path = options[field];
-    if (has(field) && (String(path).startsWith("/") || String(path).split(/[\\/]/).includes(".."))) problems.push({ field, message: "must be a relative path without .. (it is resolved inside the job's directory)" });
+    if (has(field) && (String(path).startsWith("/") || String(path).split(/[\\/]/).includes("..")))
+      problems.push({ field, message: "must be a relative path without .. (it is resolved inside the job's directory)" });
   }
   if (has("--webhook_config")) problems.push(...checkWebhookConfig(String(options["--webhook_config"])));
   problems.push(...webhookLimitProblems(webhookTargetCount(options["--webhook_config"]), options["--webhook_reporting_interval"]));
-  if (options["--validation_method"] === "external-script" && !has("--validation_external_script")) problems.push({ field: "--validation_external_script", message: "required with --validation_method external-script" });
+  if (options["--validation_method"] === "external-script" && !has("--validation_external_script"))
+    problems.push({ field: "--validation_external_script", message: "required with --validation_method external-script" });
   return { options, problems };
 }
 
@@ -127,9 +163,12 @@ export function checkWebhookConfig(text: string): FieldProblem[] {
   parsed.forEach((hook, i) => {
     const h = hook as { webhook_type?: unknown; callback_url?: unknown; ssl_no_verify?: unknown };
     if (!h || typeof h !== "object") return problems.push({ field, message: `entry ${i} must be an object` });
-    if (typeof h.callback_url !== "string" || !/^https?:\/\//.test(h.callback_url)) problems.push({ field, message: `entry ${i}: callback_url must be an http(s) URL` });
-    if (h.webhook_type !== undefined && typeof h.webhook_type !== "string") problems.push({ field, message: `entry ${i}: webhook_type must be a string such as "raw"` });
-    if (h.ssl_no_verify !== undefined && typeof h.ssl_no_verify !== "boolean") problems.push({ field, message: `entry ${i}: ssl_no_verify must be true or false` });
+    if (typeof h.callback_url !== "string" || !/^https?:\/\//.test(h.callback_url))
+      problems.push({ field, message: `entry ${i}: callback_url must be an http(s) URL` });
+    if (h.webhook_type !== undefined && typeof h.webhook_type !== "string")
+      problems.push({ field, message: `entry ${i}: webhook_type must be a string such as "raw"` });
+    if (h.ssl_no_verify !== undefined && typeof h.ssl_no_verify !== "boolean")
+      problems.push({ field, message: `entry ${i}: ssl_no_verify must be true or false` });
     return undefined;
   });
   return problems;

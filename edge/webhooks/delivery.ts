@@ -37,7 +37,14 @@ export interface GuardedFetcher {
  * connects to the address it checked. Without it (deployed on Cloudflare) the runtime's fetch
  * cannot reach private networks.
  */
-export async function sendWebhook(url: string, messageId: string, body: string, secret: string, allowPrivate: boolean, outbound?: GuardedFetcher): Promise<SendResult> {
+export async function sendWebhook(
+  url: string,
+  messageId: string,
+  body: string,
+  secret: string,
+  allowPrivate: boolean,
+  outbound?: GuardedFetcher,
+): Promise<SendResult> {
   const refused = refusedTarget(url, allowPrivate);
   if (refused) return { ok: false, retry: false, error: `refused: ${refused}` };
   const timestamp = new Date();

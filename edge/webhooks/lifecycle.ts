@@ -24,7 +24,11 @@ export const DEFAULT_REPORTING_INTERVAL_SECONDS = 30;
 export function webhookConfig(options: Record<string, unknown>): WebhookConfig {
   const interval = Number(options["--webhook_reporting_interval"]);
   // Bounded whatever was stored before the checks: progress at most every MIN_REPORTING_INTERVAL_SECONDS.
-  const config: WebhookConfig = { targets: [], intervalSeconds: Number.isFinite(interval) && interval >= 0 ? Math.max(interval, MIN_REPORTING_INTERVAL_SECONDS) : DEFAULT_REPORTING_INTERVAL_SECONDS };
+  const config: WebhookConfig = {
+    targets: [],
+    intervalSeconds:
+      Number.isFinite(interval) && interval >= 0 ? Math.max(interval, MIN_REPORTING_INTERVAL_SECONDS) : DEFAULT_REPORTING_INTERVAL_SECONDS,
+  };
   const raw = options["--webhook_config"];
   if (typeof raw !== "string" || !raw.trim()) return config;
   let parsed: unknown;
@@ -37,7 +41,11 @@ export function webhookConfig(options: Record<string, unknown>): WebhookConfig {
   for (const entry of parsed.slice(0, MAX_WEBHOOK_TARGETS)) {
     const e = entry as { callback_url?: unknown; webhook_type?: unknown; signing_secret?: unknown };
     if (typeof e?.callback_url !== "string") continue;
-    config.targets.push({ url: e.callback_url, type: typeof e.webhook_type === "string" ? e.webhook_type : "raw", secret: typeof e.signing_secret === "string" && e.signing_secret.startsWith("whsec_") ? e.signing_secret : null });
+    config.targets.push({
+      url: e.callback_url,
+      type: typeof e.webhook_type === "string" ? e.webhook_type : "raw",
+      secret: typeof e.signing_secret === "string" && e.signing_secret.startsWith("whsec_") ? e.signing_secret : null,
+    });
   }
   return config;
 }
@@ -49,7 +57,16 @@ export function lifecycleOf(event: { type: string; data?: unknown }): { type: st
     case "training.started":
       return { type: "job.started", data: { total_steps: data.total_steps ?? null, resumed_from_step: data.resumed_from_step ?? null } };
     case "training.progress":
-      return { type: "job.progress", data: { step: data.step ?? null, total_steps: data.total_steps ?? null, percent: data.percent ?? null, loss: data.loss ?? null, epoch: data.epoch ?? null } };
+      return {
+        type: "job.progress",
+        data: {
+          step: data.step ?? null,
+          total_steps: data.total_steps ?? null,
+          percent: data.percent ?? null,
+          loss: data.loss ?? null,
+          epoch: data.epoch ?? null,
+        },
+      };
     case "checkpoint.saved":
       return { type: "job.checkpoint", data: { step: data.step ?? null, path: data.path ?? null } };
     case "validation.completed":

@@ -34,11 +34,14 @@ export function refusedAddress(address: string): string | null {
   if (parsed.kind() === "ipv6" && (parsed as ipaddr.IPv6).isIPv4MappedAddress()) parsed = (parsed as ipaddr.IPv6).toIPv4Address();
   const range = parsed.range();
   // IPv6 names its range: which of the many (NAT64, 6to4, Teredo, ...) is not obvious from the address.
-  if (range !== "unicast") return `${address} is a loopback, private or reserved address${parsed.kind() === "ipv6" ? ` (${range})` : ""}; ${ALLOW_HINT}`;
+  if (range !== "unicast")
+    return `${address} is a loopback, private or reserved address${parsed.kind() === "ipv6" ? ` (${range})` : ""}; ${ALLOW_HINT}`;
   if (parsed.kind() === "ipv6") {
     const v6 = parsed as ipaddr.IPv6;
-    if (v6.parts.slice(0, 6).every((part) => part === 0)) return `${address} is an IPv4-compatible address (::/96), a loopback, private or reserved range; ${ALLOW_HINT}`;
-    if (!v6.match(GLOBAL_UNICAST, 3)) return `${address} is not a global unicast IPv6 address (2000::/3): a private or reserved range; ${ALLOW_HINT}`;
+    if (v6.parts.slice(0, 6).every((part) => part === 0))
+      return `${address} is an IPv4-compatible address (::/96), a loopback, private or reserved range; ${ALLOW_HINT}`;
+    if (!v6.match(GLOBAL_UNICAST, 3))
+      return `${address} is not a global unicast IPv6 address (2000::/3): a private or reserved range; ${ALLOW_HINT}`;
   }
   return null;
 }
@@ -57,7 +60,14 @@ export function refusedTarget(raw: string, allowPrivate: boolean): string | null
   const host = url.hostname.toLowerCase().replace(/^\[|\]$/g, "");
   // A trailing dot names the same host (`localhost.`, `10.0.0.1.` is not even an address then).
   if (host.endsWith(".")) return `${host} ends with a dot: write the name without it`;
-  if (host === "localhost" || host.endsWith(".localhost") || host.endsWith(".local") || host.endsWith(".internal") || host.endsWith(".home.arpa") || (!host.includes(".") && !host.includes(":"))) {
+  if (
+    host === "localhost" ||
+    host.endsWith(".localhost") ||
+    host.endsWith(".local") ||
+    host.endsWith(".internal") ||
+    host.endsWith(".home.arpa") ||
+    (!host.includes(".") && !host.includes(":"))
+  ) {
     return `${host} is a local name; ${ALLOW_HINT}`;
   }
   if (ipaddr.isValid(host)) return refusedAddress(host);
@@ -76,7 +86,9 @@ export function refusedTarget(raw: string, allowPrivate: boolean): string | null
  */
 export function webhookLimitProblems(targets: number, interval: unknown): { field: string; message: string }[] {
   const problems: { field: string; message: string }[] = [];
-  if (targets > MAX_WEBHOOK_TARGETS) problems.push({ field: "--webhook_config", message: `at most ${MAX_WEBHOOK_TARGETS} webhook targets per job; this names ${targets}` });
-  if (typeof interval === "number" && interval < MIN_REPORTING_INTERVAL_SECONDS) problems.push({ field: "--webhook_reporting_interval", message: `must be at least ${MIN_REPORTING_INTERVAL_SECONDS} (seconds)` });
+  if (targets > MAX_WEBHOOK_TARGETS)
+    problems.push({ field: "--webhook_config", message: `at most ${MAX_WEBHOOK_TARGETS} webhook targets per job; this names ${targets}` });
+  if (typeof interval === "number" && interval < MIN_REPORTING_INTERVAL_SECONDS)
+    problems.push({ field: "--webhook_reporting_interval", message: `must be at least ${MIN_REPORTING_INTERVAL_SECONDS} (seconds)` });
   return problems;
 }

@@ -24,7 +24,9 @@ const segmentsOf = (path: string) => {
 export async function datasetsOfAssignedJob(db: Database, workerId: number, jobId: string): Promise<string[][]> {
   const job = (await assignmentsOf(db, workerId)).find((a) => a.job_id === jobId);
   if (!job) throw new ApiError(404, "not_found", `Job ${jobId} is not running on this worker`);
-  const dirs = (job.dataloader ?? []).map((entry) => entry.instance_data_dir).filter((dir): dir is string => typeof dir === "string" && dir.startsWith("datasets/"));
+  const dirs = (job.dataloader ?? [])
+    .map((entry) => entry.instance_data_dir)
+    .filter((dir): dir is string => typeof dir === "string" && dir.startsWith("datasets/"));
   return dirs.map(segmentsOf).filter((s): s is string[] => s !== null);
 }
 
@@ -33,6 +35,12 @@ export async function datasetsOfAssignedJob(db: Database, workerId: number, jobI
  * (the manifest), otherwise a file inside one of them.
  */
 export function checkDatasetPath(named: string[][], segments: string[], exact: boolean): void {
-  const within = (root: string[]) => (exact ? segments.length === root.length : segments.length > root.length) && root.every((s, i) => segments[i] === s);
-  if (!named.some(within)) throw new ApiError(403, "dataset_not_in_job", `${segments.join("/")} is not ${exact ? "a dataset" : "a file of a dataset"} this job's dataloader names`);
+  const within = (root: string[]) =>
+    (exact ? segments.length === root.length : segments.length > root.length) && root.every((s, i) => segments[i] === s);
+  if (!named.some(within))
+    throw new ApiError(
+      403,
+      "dataset_not_in_job",
+      `${segments.join("/")} is not ${exact ? "a dataset" : "a file of a dataset"} this job's dataloader names`,
+    );
 }

@@ -67,13 +67,18 @@ export async function createWorker(db: Database, name: string): Promise<Worker &
 /** The worker a token belongs to, or null. */
 export async function findWorkerByToken(db: Database, token: string): Promise<WorkerRow | null> {
   if (!token.startsWith(WORKER_TOKEN_PREFIX) || token.length < PREFIX_LENGTH + 8) return null;
-  const [row] = await db.select().from(workers).where(eq(workers.tokenPrefix, token.slice(0, PREFIX_LENGTH)));
+  const [row] = await db
+    .select()
+    .from(workers)
+    .where(eq(workers.tokenPrefix, token.slice(0, PREFIX_LENGTH)));
   if (!row || !constantTimeEqual(await sha256Hex(token), row.tokenHash)) return null;
   return row;
 }
 
 async function runningJobs(db: Database): Promise<Map<number, string[]>> {
-  const rows = await db.$client.execute("SELECT worker_id, job_id FROM queue_entries WHERE status = 'running' AND worker_id IS NOT NULL ORDER BY started_at, id");
+  const rows = await db.$client.execute(
+    "SELECT worker_id, job_id FROM queue_entries WHERE status = 'running' AND worker_id IS NOT NULL ORDER BY started_at, id",
+  );
   const byWorker = new Map<number, string[]>();
   for (const r of rows.rows) byWorker.set(Number(r.worker_id), [...(byWorker.get(Number(r.worker_id)) ?? []), String(r.job_id)]);
   return byWorker;
@@ -96,17 +101,35 @@ export async function registerWorker(db: Database, worker: WorkerRow, body: z.in
               status = CASE WHEN EXISTS (SELECT 1 FROM queue_entries WHERE worker_id = ?8 AND status = 'running') THEN 'busy' ELSE 'IDLE' END,
               idle_since = ?6
             WHERE id = ?8`,
-      args: [body.role, JSON.stringify(body.labels), JSON.stringify([...body.gpus].sort((a, b) => a.index - b.index)), body.hostname ?? null, body.host_stats ? JSON.stringify(body.host_stats) : null, now, now, worker.id],
+      args: [
+        body.role,
+        JSON.stringify(body.labels),
+        JSON.stringify([...body.gpus].sort((a, b) => a.index - b.index)),
+        body.hostname ?? null,
+        body.host_stats ? JSON.stringify(body.host_stats) : null,
+        now,
+        now,
+        worker.id,
+      ],
     });
   } catch (error) {
-    if (isUniqueViolation(error)) throw new ApiError(409, "local_box_taken", "Another worker is already registered as this service's local box; register this one with role remote");
+    if (isUniqueViolation(error))
+      throw new ApiError(
+        409,
+        "local_box_taken",
+        "Another worker is already registered as this service's local box; register this one with role remote",
+      );
     throw error;
   }
   return (await listWorkers(db)).find((w) => w.id === worker.id)!;
 }
 
 /** A heartbeat: the worker is alive (an offline one comes back), optionally draining. */
-export async function heartbeat(db: Database, worker: WorkerRow, body: z.infer<typeof WorkerHeartbeat>): Promise<{ status: Worker["status"]; cameBack: boolean }> {
+export async function heartbeat(
+  db: Database,
+  worker: WorkerRow,
+  body: z.infer<typeof WorkerHeartbeat>,
+): Promise<{ status: Worker["status"]; cameBack: boolean }> {
   if (worker.status === "connecting") throw new ApiError(409, "not_registered", "Register first: POST /api/workers/register");
   const now = new Date().toISOString();
   const result = await db.$client.execute({
@@ -118,7 +141,12 @@ export async function heartbeat(db: Database, worker: WorkerRow, body: z.infer<t
               ELSE 'IDLE' END,
             idle_since = CASE WHEN status = 'IDLE' THEN idle_since ELSE ?1 END
           WHERE id = ?4 RETURNING status`,
-    args: [now, body.host_stats ? JSON.stringify(body.host_stats) : null, body.draining === undefined ? null : body.draining ? 1 : 0, worker.id],
+    args: [
+      now,
+      body.host_stats ? JSON.stringify(body.host_stats) : null,
+      body.draining === undefined ? null : body.draining ? 1 : 0,
+      worker.id,
+    ],
   });
   return { status: String(result.rows[0]!.status) as Worker["status"], cameBack: worker.status === "offline" };
 }

@@ -40,7 +40,10 @@ export function saveCheckpoint(outputDir: string, checkpoint: Checkpoint, limit:
   rmSync(partial, { recursive: true, force: true });
   mkdirSync(partial);
   writeFileSync(join(partial, "weights.json"), JSON.stringify(checkpoint.weights));
-  writeFileSync(join(partial, "training_state.json"), JSON.stringify({ step: checkpoint.step, loss: checkpoint.loss, seed: checkpoint.seed }));
+  writeFileSync(
+    join(partial, "training_state.json"),
+    JSON.stringify({ step: checkpoint.step, loss: checkpoint.loss, seed: checkpoint.seed }),
+  );
   rmSync(path, { recursive: true, force: true });
   renameSync(partial, path);
   const removed: string[] = [];

@@ -37,7 +37,12 @@ export class SignalWatcher {
     try {
       mtimeMs = statSync(this.path).mtimeMs;
     } catch (error) {
-      return { owed, warning: this.warn(`signal file ${this.path} is not there (${(error as NodeJS.ErrnoException).code ?? "unreadable"}); on-demand validations and checkpoints wait for it`) };
+      return {
+        owed,
+        warning: this.warn(
+          `signal file ${this.path} is not there (${(error as NodeJS.ErrnoException).code ?? "unreadable"}); on-demand validations and checkpoints wait for it`,
+        ),
+      };
     }
     if (mtimeMs === this.mtimeMs) return { owed, warning: null };
     let counters: Record<string, unknown>;
@@ -46,7 +51,10 @@ export class SignalWatcher {
       if (!counters || typeof counters !== "object" || Array.isArray(counters)) throw new Error("not a JSON object");
     } catch (error) {
       // Not remembered as seen: the next check reads it again.
-      return { owed, warning: this.warn(`signal file ${this.path} is unreadable (${(error as Error).message}); ignoring it until it changes`) };
+      return {
+        owed,
+        warning: this.warn(`signal file ${this.path} is unreadable (${(error as Error).message}); ignoring it until it changes`),
+      };
     }
     this.mtimeMs = mtimeMs;
     this.warned = null;

@@ -68,13 +68,26 @@ export async function runDemoTrainer(argv: string[], io: TrainerIo): Promise<"co
       io.log(`resuming from checkpoint at step ${done}`);
     } else io.log(`no checkpoint to resume from in ${outputDir}; starting from step 0`);
   }
-  io.emit({ type: "training.started", title: "Training started", data: { job_id: io.env.TRAINER_JOB_ID ?? null, total_steps: totalSteps, resumed_from_step: done, cuda_visible_devices: io.env.CUDA_VISIBLE_DEVICES ?? null } });
+  io.emit({
+    type: "training.started",
+    title: "Training started",
+    data: {
+      job_id: io.env.TRAINER_JOB_ID ?? null,
+      total_steps: totalSteps,
+      resumed_from_step: done,
+      cuda_visible_devices: io.env.CUDA_VISIBLE_DEVICES ?? null,
+    },
+  });
 
   let lastCheckpoint = -1;
   const checkpoint = (onDemand: boolean) => {
     const { path, removed } = saveCheckpoint(outputDir, { step: done, weights, loss: loss(weights, data), seed }, keep);
     lastCheckpoint = done;
-    io.emit({ type: "checkpoint.saved", title: `Checkpoint saved at step ${done}`, data: { step: done, path, removed, on_demand: onDemand } });
+    io.emit({
+      type: "checkpoint.saved",
+      title: `Checkpoint saved at step ${done}`,
+      data: { step: done, path, removed, on_demand: onDemand },
+    });
   };
   const validate = async (onDemand: boolean) => {
     io.emit({ type: "validation.started", title: `Validation at step ${done}`, body: prompt, data: { step: done, on_demand: onDemand } });
@@ -88,15 +101,32 @@ export async function runDemoTrainer(argv: string[], io: TrainerIo): Promise<"co
         type: "validation.image",
         title: `Validation preview ${s}/${inferenceSteps}`,
         body: prompt,
-        data: { step: s, timestep: Math.round(1000 * (1 - s / inferenceSteps) * 100) / 100, resolution, validation_type: "intermediary", prompt, step_label: `${s}/${inferenceSteps}` },
+        data: {
+          step: s,
+          timestep: Math.round(1000 * (1 - s / inferenceSteps) * 100) / 100,
+          resolution,
+          validation_type: "intermediary",
+          prompt,
+          step_label: `${s}/${inferenceSteps}`,
+        },
         images: [{ src: image, mime_type: "image/png" }],
       });
     }
-    io.emit({ type: "validation.completed", title: `Validation done at step ${done}`, body: prompt, data: { step: done, loss: loss(weights, data), on_demand: onDemand }, images: [{ src: image, mime_type: "image/png" }] });
+    io.emit({
+      type: "validation.completed",
+      title: `Validation done at step ${done}`,
+      body: prompt,
+      data: { step: done, loss: loss(weights, data), on_demand: onDemand },
+      images: [{ src: image, mime_type: "image/png" }],
+    });
   };
 
   const interrupted = (signal: NodeJS.Signals) => {
-    io.emit({ type: "training.status", title: `Training interrupted at step ${done}`, data: { status: "interrupted", step: done, total_steps: totalSteps, signal } });
+    io.emit({
+      type: "training.status",
+      title: `Training interrupted at step ${done}`,
+      data: { status: "interrupted", step: done, total_steps: totalSteps, signal },
+    });
     return "interrupted" as const;
   };
   while (done < totalSteps) {
@@ -105,7 +135,18 @@ export async function runDemoTrainer(argv: string[], io: TrainerIo): Promise<"co
     if (before) return interrupted(before);
     const batchLoss = sgdStep(weights, data, (done * batchSize) % data.y.length, batchSize, learningRate);
     done++;
-    io.emit({ type: "training.progress", title: `Step ${done}/${totalSteps}`, data: { step: done, total_steps: totalSteps, epoch: Math.floor((done - 1) / stepsPerEpoch) + 1, loss: batchLoss, learning_rate: learningRate, percent: Math.round((done / totalSteps) * 1000) / 10 } });
+    io.emit({
+      type: "training.progress",
+      title: `Step ${done}/${totalSteps}`,
+      data: {
+        step: done,
+        total_steps: totalSteps,
+        epoch: Math.floor((done - 1) / stepsPerEpoch) + 1,
+        loss: batchLoss,
+        learning_rate: learningRate,
+        percent: Math.round((done / totalSteps) * 1000) / 10,
+      },
+    });
     // What was asked during this step happens now, after it: "after the next gradient synchronisation".
     const { owed, warning } = signals.check();
     if (warning) io.log(warning);
@@ -120,6 +161,10 @@ export async function runDemoTrainer(argv: string[], io: TrainerIo): Promise<"co
   }
   if (lastCheckpoint !== done) checkpoint(false);
   await validate(false);
-  io.emit({ type: "training.completed", title: "Training completed", data: { step: done, total_steps: totalSteps, loss: loss(weights, data), output_dir: outputDir } });
+  io.emit({
+    type: "training.completed",
+    title: "Training completed",
+    data: { step: done, total_steps: totalSteps, loss: loss(weights, data), output_dir: outputDir },
+  });
   return "completed";
 }

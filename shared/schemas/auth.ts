@@ -14,7 +14,10 @@ export const FirstAdminRequest = z
     email: Email,
     username: Username,
     password: Password,
-    setup_token: z.string().max(256).optional().openapi({ description: "The one-time setup token: needed unless the request comes from the service's own machine (npm start prints it; deployed, the SETUP_TOKEN secret)" }),
+    setup_token: z.string().max(256).optional().openapi({
+      description:
+        "The one-time setup token: needed unless the request comes from the service's own machine (npm start prints it; deployed, the SETUP_TOKEN secret)",
+    }),
   })
   .openapi("FirstAdminRequest", { example: { email: "admin@example.com", username: "admin", password: "correct horse battery" } });
 
@@ -30,9 +33,7 @@ export const LoginRequest = z
   })
   .openapi("LoginRequest", { example: { username: "admin", password: "correct horse battery", remember_me: false } });
 
-export const SessionInfo = z
-  .object({ user: User, expires_at: Timestamp })
-  .openapi("SessionInfo");
+export const SessionInfo = z.object({ user: User, expires_at: Timestamp }).openapi("SessionInfo");
 
 export const RegistrationSetting = z.strictObject({ enabled: z.boolean() }).openapi("RegistrationSetting", { example: { enabled: true } });
 

@@ -22,10 +22,13 @@ export const BooleanQuery = z
   .openapi({ type: "boolean" });
 
 /** The `cursor` query parameter of every paged listing (GET /api/queue, /api/audit, /api/training/events, /api/training/webhooks). */
-export const CursorQuery = z
-  .string()
-  .optional()
-  .openapi({ description: "The previous page's `next_cursor`, for the next page; leave it out for the first page. Filters travel in the cursor: send none, or the same ones" });
+export const CursorQuery = z.string().optional().openapi({
+  description:
+    "The previous page's `next_cursor`, for the next page; leave it out for the first page. Filters travel in the cursor: send none, or the same ones",
+});
 
 /** The `next_cursor` field of every paged listing's answer. */
-export const NextCursor = z.string().nullable().openapi({ description: "Pass as `cursor` for the next page; null when this page is the last" });
+export const NextCursor = z
+  .string()
+  .nullable()
+  .openapi({ description: "Pass as `cursor` for the next page; null when this page is the last" });

@@ -17,7 +17,12 @@ export const WebhookDelivery = z
 export type WebhookDelivery = z.infer<typeof WebhookDelivery>;
 
 export const DeliveriesQuery = z.object({
-  job_id: z.string().min(1).max(200).optional().openapi({ description: "The job; required unless `cursor` is sent (a cursor keeps its job)" }),
+  job_id: z
+    .string()
+    .min(1)
+    .max(200)
+    .optional()
+    .openapi({ description: "The job; required unless `cursor` is sent (a cursor keeps its job)" }),
   limit: z.coerce.number().int().min(1).max(1000).default(100).openapi({ description: "Deliveries per page (1 to 1000, default 100)" }),
   cursor: CursorQuery,
 });

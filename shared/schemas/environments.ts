@@ -22,9 +22,12 @@ export const OptionValue = z
   .union([z.string(), z.number(), z.boolean(), z.null()], { error: "an option value is a string, number, boolean or null" })
   .openapi({ example: 0.0001 });
 export const ConfigOptions = z
-  .record(OptionName, OptionValue, { error: (issue) => (issue.code === "invalid_key" ? `option names start with "--", for example "--learning_rate"` : undefined) })
+  .record(OptionName, OptionValue, {
+    error: (issue) => (issue.code === "invalid_key" ? `option names start with "--", for example "--learning_rate"` : undefined),
+  })
   .openapi("ConfigOptions", {
-    description: "Training options by name, each prefixed with `--` (spec 2.9). Secret-looking values (a key containing secret, token, password, api_key or auth, at any depth, also inside JSON such as `--webhook_config`) read back as `********`; sending `********` back keeps the stored value. `--trainer_command` may be set only by an admin.",
+    description:
+      "Training options by name, each prefixed with `--` (spec 2.9). Secret-looking values (a key containing secret, token, password, api_key or auth, at any depth, also inside JSON such as `--webhook_config`) read back as `********`; sending `********` back keeps the stored value. `--trainer_command` may be set only by an admin.",
     example: { "--model_family": "flux", "--learning_rate": 0.0001, "--lora_rank": 16, "--validation_preview": false },
   });
 export type ConfigOptions = z.infer<typeof ConfigOptions>;
@@ -35,7 +38,10 @@ export const DataloaderDataset = z
     id: z.string().openapi({ description: "Dataset identifier", example: "portraits-flux-images" }),
     type: z.string().openapi({ example: "local" }),
     dataset_type: z.string().openapi({ description: "`image`, `text_embeds` or `conditioning`", example: "image" }),
-    instance_data_dir: z.string().optional().openapi({ description: "For image and conditioning datasets", example: "datasets/portraits-flux" }),
+    instance_data_dir: z
+      .string()
+      .optional()
+      .openapi({ description: "For image and conditioning datasets", example: "datasets/portraits-flux" }),
     caption_strategy: z.string().optional().openapi({ description: "`textfile` or `filename`", example: "textfile" }),
     resolution: z.number().optional().openapi({ description: "1024 with `pixel_area`, or 1.0 with `area`", example: 1024 }),
     resolution_type: z.string().optional().openapi({ example: "pixel_area" }),
@@ -47,7 +53,10 @@ export const DataloaderDataset = z
     crop_style: z.string().optional().openapi({ example: "random" }),
     crop_aspect: z.string().optional().openapi({ example: "square" }),
     metadata_backend: z.string().optional().openapi({ example: "discovery" }),
-    conditioning_data: z.array(z.string()).optional().openapi({ description: "Ids of conditioning datasets attached to this image dataset" }),
+    conditioning_data: z
+      .array(z.string())
+      .optional()
+      .openapi({ description: "Ids of conditioning datasets attached to this image dataset" }),
     conditioning_type: z.string().optional().openapi({ description: "`reference_strict` or `reference_loose`" }),
     default: z.boolean().optional().openapi({ description: "Marks the default text_embeds dataset" }),
     cache_dir: z.string().optional().openapi({ description: "Text-embed cache directory", example: "cache/portraits-flux/text" }),
@@ -55,11 +64,21 @@ export const DataloaderDataset = z
   })
   .openapi("DataloaderDataset");
 export type DataloaderDataset = z.infer<typeof DataloaderDataset>;
-export const Dataloader = z.array(DataloaderDataset).openapi("Dataloader", { description: "The dataloader file: a JSON array of datasets" });
+export const Dataloader = z
+  .array(DataloaderDataset)
+  .openapi("Dataloader", { description: "The dataloader file: a JSON array of datasets" });
 
-const ModelField = (example: string, description?: string) => z.string().min(1).max(100).openapi({ example, ...(description ? { description } : {}) });
+const ModelField = (example: string, description?: string) =>
+  z
+    .string()
+    .min(1)
+    .max(100)
+    .openapi({ example, ...(description ? { description } : {}) });
 const Description = z.string().max(2000);
-const Tags = z.array(z.string().min(1).max(64)).max(50).openapi({ example: ["flux", "portraits"] });
+const Tags = z
+  .array(z.string().min(1).max(64))
+  .max(50)
+  .openapi({ example: ["flux", "portraits"] });
 
 export const EnvironmentCreate = z
   .strictObject({
@@ -69,7 +88,11 @@ export const EnvironmentCreate = z
     model_type: ModelField("lora", "For example `full` or `lora`").optional(),
     lora_type: ModelField("lycoris", "For example `standard` or `lycoris`").optional(),
     description: Description.optional().openapi({ example: "Portrait LoRA on FLUX.1 [dev]" }),
-    from_example: z.string().max(64).optional().openapi({ description: "Start from a shipped template (GET /api/configs/examples): its options, tags, description and model fields; fields given here win", example: "demo" }),
+    from_example: z.string().max(64).optional().openapi({
+      description:
+        "Start from a shipped template (GET /api/configs/examples): its options, tags, description and model fields; fields given here win",
+      example: "demo",
+    }),
   })
   .openapi("EnvironmentCreate", { example: { name: "portraits", model_family: "flux", model_flavour: "dev", model_type: "lora" } });
 export type EnvironmentCreate = z.infer<typeof EnvironmentCreate>;
@@ -79,9 +102,13 @@ export const EnvironmentUpdate = z
     name: EnvironmentName.optional().openapi({ description: "A new name: renames the environment" }),
     description: Description.nullable().optional(),
     tags: Tags.optional().openapi({ description: "Replaces the tags" }),
-    config: ConfigOptions.optional().openapi({ description: "Replaces the whole option map (it is not merged): send every option to keep" }),
+    config: ConfigOptions.optional().openapi({
+      description: "Replaces the whole option map (it is not merged): send every option to keep",
+    }),
   })
-  .openapi("EnvironmentUpdate", { example: { tags: ["flux"], config: { "--model_family": "flux", "--model_type": "lora", "--learning_rate": 0.0001 } } });
+  .openapi("EnvironmentUpdate", {
+    example: { tags: ["flux"], config: { "--model_family": "flux", "--model_type": "lora", "--learning_rate": 0.0001 } },
+  });
 export type EnvironmentUpdate = z.infer<typeof EnvironmentUpdate>;
 
 const definition = {
@@ -100,7 +127,10 @@ export const Environment = z
   .object({
     ...definition,
     active: z.boolean().openapi({ description: "True when this is the caller's active environment (each user has at most one)" }),
-    owner: z.string().nullable().openapi({ description: "Username of its owner (who created it); only the owner, a lead or an admin may change, activate or delete it", example: "ada" }),
+    owner: z.string().nullable().openapi({
+      description: "Username of its owner (who created it); only the owner, a lead or an admin may change, activate or delete it",
+      example: "ada",
+    }),
     created_at: Timestamp,
     updated_at: Timestamp,
   })

@@ -11,7 +11,16 @@ export const EventBatch = z
   .strictObject({
     attempt: z.number().int().min(1).openapi({ description: "The job attempt these events belong to (the assignment's attempt)" }),
     events: z
-      .array(z.strictObject({ seq: z.number().int().min(0).openapi({ description: "The runner's own number for the event within this attempt, from 0; a resent event is stored once" }), event: TrainerEvent }))
+      .array(
+        z.strictObject({
+          seq: z
+            .number()
+            .int()
+            .min(0)
+            .openapi({ description: "The runner's own number for the event within this attempt, from 0; a resent event is stored once" }),
+          event: TrainerEvent,
+        }),
+      )
       .min(1)
       .max(500),
   })
@@ -27,21 +36,36 @@ export const JobEvent = z
 const DEFAULT_JOB = "The job; default: your running job started last, else your job started last (a lead's or admin's: anyone's)";
 
 export const EventsQuery = z.object({
-  job_id: z.string().max(200).optional().openapi({ description: `${DEFAULT_JOB}; a cursor keeps its job` }),
+  job_id: z
+    .string()
+    .max(200)
+    .optional()
+    .openapi({ description: `${DEFAULT_JOB}; a cursor keeps its job` }),
   // No default here: since_index and cursor are two ways to say where a page starts, and only one may be sent.
-  since_index: z.coerce.number().int().min(0).optional().openapi({ description: "First index to return (default 0); or use `cursor`, not both" }),
+  since_index: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .optional()
+    .openapi({ description: "First index to return (default 0); or use `cursor`, not both" }),
   limit: z.coerce.number().int().min(1).max(1000).default(500),
   cursor: CursorQuery,
 });
 
 export const EventPage = z
   .object({
-    job_id: z.string().nullable().openapi({ description: "null: no job_id was named and you have no job that has started yet (then status is null, events empty, next_index 0)" }),
+    job_id: z.string().nullable().openapi({
+      description: "null: no job_id was named and you have no job that has started yet (then status is null, events empty, next_index 0)",
+    }),
     status: z.string().nullable().openapi({ description: "The job's queue status now" }),
     events: z.array(JobEvent),
-    next_index: z.number().int().openapi({ description: "since_index for the next poll. A page stops at `limit` events or 1 MiB of them (at least one event), so fewer than `limit` does not mean the end: the end is an empty page" }),
+    next_index: z.number().int().openapi({
+      description:
+        "since_index for the next poll. A page stops at `limit` events or 1 MiB of them (at least one event), so fewer than `limit` does not mean the end: the end is an empty page",
+    }),
     next_cursor: NextCursor.openapi({
-      description: "cursor for the next page (the same job from next_index on). Null only once the job has ended and this page holds its last event; while it runs, the next page may be empty now and hold events later",
+      description:
+        "cursor for the next page (the same job from next_index on). Null only once the job has ended and this page holds its last event; while it runs, the next page may be empty now and hold events later",
     }),
   })
   .openapi("EventPage");
@@ -58,5 +82,7 @@ export const StreamQuery = z.object({
     .min(1)
     .max(MAX_WAIT_SECONDS)
     .default(MAX_WAIT_SECONDS)
-    .openapi({ description: `Without job_id and with no job started yet: how long the stream waits for your next job to start before it ends (1 to ${MAX_WAIT_SECONDS} s)` }),
+    .openapi({
+      description: `Without job_id and with no job started yet: how long the stream waits for your next job to start before it ends (1 to ${MAX_WAIT_SECONDS} s)`,
+    }),
 });

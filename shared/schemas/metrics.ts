@@ -20,13 +20,19 @@ export function canonicalCategories(categories: readonly MetricCategory[]): Metr
 }
 
 export const MetricCategoryName = z
-  .enum(METRIC_CATEGORIES, { error: (issue) => `unknown metrics category ${JSON.stringify(issue.input)}: use one of ${METRIC_CATEGORIES.join(", ")}` })
+  .enum(METRIC_CATEGORIES, {
+    error: (issue) => `unknown metrics category ${JSON.stringify(issue.input)}: use one of ${METRIC_CATEGORIES.join(", ")}`,
+  })
   .openapi({ example: "jobs" });
 
 export const MetricsConfig = z
   .object({
-    prometheus_enabled: z.boolean().openapi({ description: "Whether GET /api/cloud/metrics/prometheus answers (off by default: it answers 404 while off)" }),
-    prometheus_categories: z.array(MetricCategoryName).openapi({ description: "The categories the scrape renders, in exposition order", example: [...METRIC_TEMPLATES.standard] }),
+    prometheus_enabled: z
+      .boolean()
+      .openapi({ description: "Whether GET /api/cloud/metrics/prometheus answers (off by default: it answers 404 while off)" }),
+    prometheus_categories: z
+      .array(MetricCategoryName)
+      .openapi({ description: "The categories the scrape renders, in exposition order", example: [...METRIC_TEMPLATES.standard] }),
   })
   .openapi("MetricsConfig");
 export type MetricsConfig = z.infer<typeof MetricsConfig>;
@@ -34,7 +40,10 @@ export type MetricsConfig = z.infer<typeof MetricsConfig>;
 export const MetricsConfigUpdate = z
   .strictObject({
     prometheus_enabled: z.boolean().optional(),
-    prometheus_categories: z.array(MetricCategoryName).optional().openapi({ description: "Replaces the whole list; duplicates are dropped" }),
+    prometheus_categories: z
+      .array(MetricCategoryName)
+      .optional()
+      .openapi({ description: "Replaces the whole list; duplicates are dropped" }),
   })
   .openapi("MetricsConfigUpdate", { example: { prometheus_enabled: true, prometheus_categories: ["jobs", "http", "health"] } });
 
@@ -49,7 +58,10 @@ export const MetricTemplateParam = z.object({
 export const MetricsPreviewQuery = z.object({
   categories: z
     // One `categories` parameter arrives as a string, several as an array; a comma list also works.
-    .preprocess((value) => (value === undefined ? value : [value].flat().flatMap((item) => String(item).split(","))), z.array(MetricCategoryName))
+    .preprocess(
+      (value) => (value === undefined ? value : [value].flat().flatMap((item) => String(item).split(","))),
+      z.array(MetricCategoryName),
+    )
     .optional()
     .openapi({ description: "Categories to render, repeated (`?categories=jobs&categories=http`); none: the configured ones" }),
 });

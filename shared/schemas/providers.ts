@@ -18,7 +18,9 @@ export const ProviderList = z.object({ providers: z.array(ProviderSummary) }).op
 export const ProviderSettings = z
   .object({
     provider: z.string(),
-    webhook_allowed_ips: z.array(z.string()).openapi({ description: "CIDR ranges and single IPs allowed to post webhooks; empty: any address" }),
+    webhook_allowed_ips: z
+      .array(z.string())
+      .openapi({ description: "CIDR ranges and single IPs allowed to post webhooks; empty: any address" }),
     ssl_verify: z.boolean().openapi({ description: "Verify certificates on outbound provider calls" }),
     ssl_ca_bundle: z.string().nullable().openapi({ description: "Path of a CA bundle for outbound calls" }),
     proxy_url: z.string().nullable().openapi({ description: "HTTP proxy for outbound calls (a password in it is shown as ***)" }),
@@ -26,10 +28,17 @@ export const ProviderSettings = z
     s3_endpoint_enabled: z.boolean().openapi({ description: "Cloud jobs of this provider may upload to the storage endpoint" }),
     s3_public_url: z.string().nullable().openapi({ description: "The URL jobs upload to; null: SERVICE_PUBLIC_URL" }),
     s3_output_path: z.string().openapi({ description: "Where uploads are stored (a folder in the storage bucket)" }),
-    s3_access_key_id: z.string().nullable().openapi({ description: "Storage credentials configured manually: this provider's jobs use them instead of fresh ones per job; null: fresh ones" }),
+    s3_access_key_id: z.string().nullable().openapi({
+      description: "Storage credentials configured manually: this provider's jobs use them instead of fresh ones per job; null: fresh ones",
+    }),
     s3_secret_access_key_set: z.boolean().openapi({ description: "Whether the manual credentials' secret is set (it is never shown)" }),
-    webhook_secret_set: z.boolean().openapi({ description: "Whether webhooks must carry a valid Standard Webhooks signature (the secret itself is never shown)" }),
-    webhook_allow_unsigned: z.boolean().openapi({ description: "Accept webhooks while no webhook_secret is set (off by default: without a secret, intake is refused with 403 webhook_secret_not_set)" }),
+    webhook_secret_set: z
+      .boolean()
+      .openapi({ description: "Whether webhooks must carry a valid Standard Webhooks signature (the secret itself is never shown)" }),
+    webhook_allow_unsigned: z.boolean().openapi({
+      description:
+        "Accept webhooks while no webhook_secret is set (off by default: without a secret, intake is refused with 403 webhook_secret_not_set)",
+    }),
     updated_at: Timestamp.nullable(),
   })
   .openapi("ProviderSettings");
@@ -45,7 +54,9 @@ export const ProviderSettingsUpdate = z
     s3_endpoint_enabled: z.boolean().nullable().optional(),
     s3_public_url: z.string().max(2048).nullable().optional(),
     s3_output_path: z.string().min(1).max(256).nullable().optional(),
-    s3_access_key_id: z.string().max(128).nullable().optional().openapi({ description: "Storage credentials configured manually (with s3_secret_access_key); null returns to fresh credentials per job" }),
+    s3_access_key_id: z.string().max(128).nullable().optional().openapi({
+      description: "Storage credentials configured manually (with s3_secret_access_key); null returns to fresh credentials per job",
+    }),
     s3_secret_access_key: z.string().max(256).nullable().optional().openapi({ description: "The manual credentials' secret. Write-only." }),
     webhook_secret: z
       .string()
@@ -53,7 +64,10 @@ export const ProviderSettingsUpdate = z
       .nullable()
       .optional()
       .openapi({ description: "The provider's webhook signing secret (whsec_...); null removes it. Write-only." }),
-    webhook_allow_unsigned: z.boolean().nullable().optional().openapi({ description: "Accept unsigned webhooks while no secret is set (not recommended: anyone who can reach the endpoint can post status updates). Unsigned deliveries are never deduplicated." }),
+    webhook_allow_unsigned: z.boolean().nullable().optional().openapi({
+      description:
+        "Accept unsigned webhooks while no secret is set (not recommended: anyone who can reach the endpoint can post status updates). Unsigned deliveries are never deduplicated.",
+    }),
   })
   .openapi("ProviderSettingsUpdate", {
     description: "Any subset; omitted fields keep their values, null restores the default.",

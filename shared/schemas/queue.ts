@@ -37,12 +37,24 @@ export const ConcurrencySettings = z
     user_max_concurrent: z.number().int().min(0).max(10_000).openapi({ description: "Running cloud jobs per user" }),
     team_max_concurrent: z.number().int().min(0).max(10_000).openapi({ description: "Running jobs per team, with enable_fair_share" }),
     enable_fair_share: z.boolean(),
-    local_gpu_max_concurrent: z.number().int().min(0).max(1024).nullable().openapi({ description: "GPUs used by local jobs; null = unlimited" }),
+    local_gpu_max_concurrent: z
+      .number()
+      .int()
+      .min(0)
+      .max(1024)
+      .nullable()
+      .openapi({ description: "GPUs used by local jobs; null = unlimited" }),
     local_job_max_concurrent: z.number().int().min(0).max(1024).openapi({ description: "Simultaneous local jobs" }),
     starvation_threshold_minutes: z.number().int().min(0).max(10_080).openapi({
-      description: "Every full threshold a job waits adds 10 to its priority (at most +30); 0 turns the boost and starvation reservations off",
+      description:
+        "Every full threshold a job waits adds 10 to its priority (at most +30); 0 turns the boost and starvation reservations off",
     }),
-    worker_heartbeat_timeout_seconds: z.number().int().min(1).max(86_400).openapi({ description: "A worker silent this long goes offline and its jobs are retried" }),
+    worker_heartbeat_timeout_seconds: z
+      .number()
+      .int()
+      .min(1)
+      .max(86_400)
+      .openapi({ description: "A worker silent this long goes offline and its jobs are retried" }),
   })
   .openapi("ConcurrencySettings");
 export type ConcurrencySettings = z.infer<typeof ConcurrencySettings>;
@@ -58,17 +70,30 @@ export const CONCURRENCY_DEFAULTS: ConcurrencySettings = {
   worker_heartbeat_timeout_seconds: 90,
 };
 
-export const ConcurrencyUpdate = ConcurrencySettings.partial().strict().openapi("ConcurrencyUpdate", { example: { user_max_concurrent: 3, local_gpu_max_concurrent: 4 } });
+export const ConcurrencyUpdate = ConcurrencySettings.partial()
+  .strict()
+  .openapi("ConcurrencyUpdate", { example: { user_max_concurrent: 3, local_gpu_max_concurrent: 4 } });
 
 export const ApprovalRules = z
   .object({
-    cloud_cost_threshold: z.number().min(0).nullable().openapi({ description: "Cloud jobs estimated at this many dollars or more need approval; null = never" }),
-    local_gpu_threshold: z.number().int().min(0).nullable().openapi({ description: "Local jobs asking for more GPUs than this need approval; null = never" }),
+    cloud_cost_threshold: z
+      .number()
+      .min(0)
+      .nullable()
+      .openapi({ description: "Cloud jobs estimated at this many dollars or more need approval; null = never" }),
+    local_gpu_threshold: z
+      .number()
+      .int()
+      .min(0)
+      .nullable()
+      .openapi({ description: "Local jobs asking for more GPUs than this need approval; null = never" }),
   })
   .openapi("ApprovalRules");
 export type ApprovalRules = z.infer<typeof ApprovalRules>;
 export const APPROVAL_DEFAULTS: ApprovalRules = { cloud_cost_threshold: 50, local_gpu_threshold: null };
-export const ApprovalRulesUpdate = ApprovalRules.partial().strict().openapi("ApprovalRulesUpdate", { example: { local_gpu_threshold: 4 } });
+export const ApprovalRulesUpdate = ApprovalRules.partial()
+  .strict()
+  .openapi("ApprovalRulesUpdate", { example: { local_gpu_threshold: 4 } });
 
 const Labels = z.record(z.string().min(1).max(64), z.string().max(256));
 
@@ -83,7 +108,10 @@ export const QueueEntry = z
     config_name: z.string().nullable(),
     priority: z.number().int(),
     priority_override: z.number().int().nullable(),
-    effective_priority: z.number().int().openapi({ description: "What the scheduler orders by: override or level priority, plus the starvation boost" }),
+    effective_priority: z
+      .number()
+      .int()
+      .openapi({ description: "What the scheduler orders by: override or level priority, plus the starvation boost" }),
     status: JobStatus,
     position: z.number().int().nullable().openapi({ description: "Live place among waiting jobs (1 = next); null unless pending" }),
     wait_reason: WaitReason.nullable(),
@@ -112,15 +140,31 @@ export const QueueEntry = z
 export type QueueEntry = z.infer<typeof QueueEntry>;
 
 /** What anyone may see of another user's job; the other fields are for its owner, leads and admins. */
-export const PUBLIC_QUEUE_FIELDS = ["id", "job_id", "user_id", "owner", "status", "priority", "effective_priority", "position", "wait_reason", "wait_message", "queued_at"] as const;
-export const PublicQueueEntry = QueueEntry.pick(Object.fromEntries(PUBLIC_QUEUE_FIELDS.map((f) => [f, true])) as { [K in (typeof PUBLIC_QUEUE_FIELDS)[number]]: true }).openapi("PublicQueueEntry", {
+export const PUBLIC_QUEUE_FIELDS = [
+  "id",
+  "job_id",
+  "user_id",
+  "owner",
+  "status",
+  "priority",
+  "effective_priority",
+  "position",
+  "wait_reason",
+  "wait_message",
+  "queued_at",
+] as const;
+export const PublicQueueEntry = QueueEntry.pick(
+  Object.fromEntries(PUBLIC_QUEUE_FIELDS.map((f) => [f, true])) as { [K in (typeof PUBLIC_QUEUE_FIELDS)[number]]: true },
+).openapi("PublicQueueEntry", {
   description: "Another user's job as researchers and viewers see it: only the public fields",
 });
 export type PublicQueueEntry = z.infer<typeof PublicQueueEntry>;
 
 export const QueueList = z
   .object({
-    jobs: z.array(z.union([QueueEntry, PublicQueueEntry])).openapi({ description: "Your own jobs in full; other users' jobs with the public fields only (leads and admins see every job in full)" }),
+    jobs: z.array(z.union([QueueEntry, PublicQueueEntry])).openapi({
+      description: "Your own jobs in full; other users' jobs with the public fields only (leads and admins see every job in full)",
+    }),
     total: z.number().int().openapi({ description: "Entries matching the filter, on every page" }),
     next_cursor: NextCursor,
   })
@@ -132,7 +176,8 @@ export const QueueListQuery = z.object({
   // No default here: with a cursor, an absent filter means "as the cursor's walk" (edge/paging.ts continueFilters).
   include_completed: BooleanQuery.optional().openapi({ description: "Also list completed, failed and cancelled entries (default false)" }),
   order: z.enum(QUEUE_ORDERS).optional().openapi({
-    description: "scheduling (default): running, pending, blocked, then ended entries, each by priority, queued_at, id. submitted: by id, oldest first",
+    description:
+      "scheduling (default): running, pending, blocked, then ended entries, each by priority, queued_at, id. submitted: by id, oldest first",
   }),
   cursor: CursorQuery,
 });
@@ -186,13 +231,25 @@ export const Position = z
   })
   .openapi("Position");
 
-export const JobIdParam = z.object({ job_id: z.string().min(1).max(128).openapi({ param: { name: "job_id", in: "path" }, example: "local-3f9c2a1b" }) });
+export const JobIdParam = z.object({
+  job_id: z
+    .string()
+    .min(1)
+    .max(128)
+    .openapi({ param: { name: "job_id", in: "path" }, example: "local-3f9c2a1b" }),
+});
 
 export const RejectQuery = z.object({ reason: z.string().trim().min(1, "a reason is required").max(1000) });
 
 export const PriorityUpdate = z
   .strictObject({
-    priority: z.number().int().min(0).max(100).nullable().openapi({ description: "The new priority_override; null returns to the level's priority" }),
+    priority: z
+      .number()
+      .int()
+      .min(0)
+      .max(100)
+      .nullable()
+      .openapi({ description: "The new priority_override; null returns to the level's priority" }),
   })
   .openapi("PriorityUpdate", { example: { priority: 25 } });
 
@@ -200,7 +257,11 @@ export const CleanupQuery = z.object({ days: z.coerce.number().int().min(1).max(
 export const CleanupResult = z.object({ success: z.boolean(), deleted: z.number().int(), days: z.number().int() }).openapi("CleanupResult");
 
 export const ProcessResult = z
-  .object({ success: z.literal(true), started: z.array(z.string()).openapi({ description: "Job ids admitted by this pass" }), waiting: z.number().int() })
+  .object({
+    success: z.literal(true),
+    started: z.array(z.string()).openapi({ description: "Job ids admitted by this pass" }),
+    waiting: z.number().int(),
+  })
   .openapi("ProcessResult");
 
 export const LocalSubmit = z
@@ -209,7 +270,10 @@ export const LocalSubmit = z
     no_wait: z.boolean().default(false),
     any_gpu: z.boolean().default(false),
     target: z.enum(["auto", "worker", "local"]).default("auto"),
-    worker_labels: Labels.optional().openapi({ description: "Label requirements; values are globs where * matches any characters", example: { gpu: "a100*" } }),
+    worker_labels: Labels.optional().openapi({
+      description: "Label requirements; values are globs where * matches any characters",
+      example: { gpu: "a100*" },
+    }),
     metadata: z.record(z.string(), z.unknown()).optional(),
   })
   .openapi("LocalSubmit", { example: { config_name: "demo", target: "auto", no_wait: false } });
@@ -227,7 +291,16 @@ export const LocalSubmitResult = z
     message: z.string(),
   })
   .openapi("LocalSubmitResult", {
-    example: { success: true, job_id: "local-3f9c2a1b04de", status: "queued", allocated_gpus: null, worker_id: null, queue_position: 3, wait_reason: "gpus_busy", message: "queued: needs 2 GPU(s) of [0, 1]; free now: []" },
+    example: {
+      success: true,
+      job_id: "local-3f9c2a1b04de",
+      status: "queued",
+      allocated_gpus: null,
+      worker_id: null,
+      queue_position: 3,
+      wait_reason: "gpus_busy",
+      message: "queued: needs 2 GPU(s) of [0, 1]; free now: []",
+    },
   });
 export type LocalSubmitResult = z.infer<typeof LocalSubmitResult>;
 

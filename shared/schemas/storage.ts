@@ -5,8 +5,15 @@ export const STORAGE_QUOTA_DEFAULTS = { max_bytes: 50 * 1024 ** 3, max_objects: 
 
 export const StorageQuota = z
   .object({
-    max_bytes: z.number().int().min(0).openapi({ description: "The most bytes one job may keep on the storage endpoint, counting parts of multipart uploads in progress", example: STORAGE_QUOTA_DEFAULTS.max_bytes }),
-    max_objects: z.number().int().min(0).openapi({ description: "The most objects one job may keep on the storage endpoint", example: STORAGE_QUOTA_DEFAULTS.max_objects }),
+    max_bytes: z.number().int().min(0).openapi({
+      description: "The most bytes one job may keep on the storage endpoint, counting parts of multipart uploads in progress",
+      example: STORAGE_QUOTA_DEFAULTS.max_bytes,
+    }),
+    max_objects: z
+      .number()
+      .int()
+      .min(0)
+      .openapi({ description: "The most objects one job may keep on the storage endpoint", example: STORAGE_QUOTA_DEFAULTS.max_objects }),
   })
   .openapi("StorageQuota");
 export type StorageQuota = z.infer<typeof StorageQuota>;
@@ -23,9 +30,17 @@ export const StorageCredentials = z
   .object({
     job_id: z.string(),
     access_key_id: z.string().openapi({ description: "The job's upload token, used as the S3 access key id" }),
-    secret_access_key: z.string().nullable().openapi({ description: "Shown only in this answer. Null when the job's provider has credentials configured manually (source provider): the job gets the secret from the server, never the caller." }),
-    source: z.enum(["job", "provider"]).openapi({ description: "job: fresh credentials for this job alone; provider: the provider's manually configured pair (s3_access_key_id)" }),
-    endpoint_url: z.string().openapi({ description: "The S3 endpoint URL for clients (path-style addressing)", example: "https://train.example.com/api/cloud/storage" }),
+    secret_access_key: z.string().nullable().openapi({
+      description:
+        "Shown only in this answer. Null when the job's provider has credentials configured manually (source provider): the job gets the secret from the server, never the caller.",
+    }),
+    source: z.enum(["job", "provider"]).openapi({
+      description: "job: fresh credentials for this job alone; provider: the provider's manually configured pair (s3_access_key_id)",
+    }),
+    endpoint_url: z.string().openapi({
+      description: "The S3 endpoint URL for clients (path-style addressing)",
+      example: "https://train.example.com/api/cloud/storage",
+    }),
     bucket: z.string().openapi({ description: "The job's bucket: its directory on the storage endpoint" }),
     region: z.string().openapi({ example: "auto" }),
   })

@@ -10,7 +10,16 @@ export const SystemStatus = z
     timestamp: z.number().openapi({ description: "Unix seconds" }),
     load_avg_5min: z.number().nullable().openapi({ description: "The local box's, from its last heartbeat; null when unknown" }),
     memory_percent: z.number().nullable(),
-    gpus: z.array(z.object({ index: z.number().int(), uuid: z.string().optional(), name: z.string(), memory_mb: z.number().int(), allocated: z.boolean(), job_id: z.string().nullable() })),
+    gpus: z.array(
+      z.object({
+        index: z.number().int(),
+        uuid: z.string().optional(),
+        name: z.string(),
+        memory_mb: z.number().int(),
+        allocated: z.boolean(),
+        job_id: z.string().nullable(),
+      }),
+    ),
     gpu_inventory: z.object({
       backend: z.enum(["cuda", "none"]),
       count: z.number().int(),
@@ -21,7 +30,15 @@ export const SystemStatus = z
         allocated_gpus: z.array(z.number().int()),
         available_gpus: z.array(z.number().int()),
         running_local_jobs: z.number().int(),
-        devices: z.array(z.object({ index: z.number().int(), name: z.string(), memory_gb: z.number(), allocated: z.boolean(), job_id: z.string().nullable() })),
+        devices: z.array(
+          z.object({
+            index: z.number().int(),
+            name: z.string(),
+            memory_gb: z.number(),
+            allocated: z.boolean(),
+            job_id: z.string().nullable(),
+          }),
+        ),
       })
       .optional(),
   })

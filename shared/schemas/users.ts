@@ -37,10 +37,16 @@ export const UserCreate = z
     email: Email,
     username: Username,
     password: Password,
-    level_names: z.array(LevelName).min(1).default(["researcher"]).openapi({ example: ["researcher"] }),
+    level_names: z
+      .array(LevelName)
+      .min(1)
+      .default(["researcher"])
+      .openapi({ example: ["researcher"] }),
     team_id: TeamId.optional(),
   })
-  .openapi("UserCreate", { example: { email: "bea@example.com", username: "bea", password: "another long one", level_names: ["researcher"] } });
+  .openapi("UserCreate", {
+    example: { email: "bea@example.com", username: "bea", password: "another long one", level_names: ["researcher"] },
+  });
 
 export const UserList = z.object({ users: z.array(User) }).openapi("UserList");
 

@@ -4,11 +4,17 @@ import { TRAINER_COMMANDS } from "../trainer-commands";
 
 export const WORKER_STATUSES = ["connecting", "IDLE", "busy", "draining", "offline"] as const;
 
-const Labels = z.record(z.string().regex(/^[A-Za-z0-9_.\/-]{1,64}$/, "label names are 1 to 64 letters, digits, '_', '.', '/' or '-'"), z.string().max(256));
+const Labels = z.record(
+  z.string().regex(/^[A-Za-z0-9_.\/-]{1,64}$/, "label names are 1 to 64 letters, digits, '_', '.', '/' or '-'"),
+  z.string().max(256),
+);
 
 export const WorkerCreate = z
   .strictObject({
-    name: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/, "1 to 64 letters, digits, '.', '_' or '-'").openapi({ example: "gpu-box-1" }),
+    name: z
+      .string()
+      .regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/, "1 to 64 letters, digits, '.', '_' or '-'")
+      .openapi({ example: "gpu-box-1" }),
   })
   .openapi("WorkerCreate");
 
@@ -30,7 +36,10 @@ export const HostStats = z
 
 export const WorkerRegister = z
   .strictObject({
-    role: z.enum(["local", "remote"]).default("remote").openapi({ description: "local: this service's own GPU box (at most one); remote: a worker matched by labels" }),
+    role: z
+      .enum(["local", "remote"])
+      .default("remote")
+      .openapi({ description: "local: this service's own GPU box (at most one); remote: a worker matched by labels" }),
     labels: Labels.default({}),
     gpus: z.array(GpuDevice).max(64).default([]),
     hostname: z.string().max(255).optional(),
@@ -39,17 +48,29 @@ export const WorkerRegister = z
   .superRefine((body, ctx) => {
     const seen = new Set<number>();
     for (const [i, gpu] of body.gpus.entries()) {
-      if (seen.has(gpu.index)) ctx.addIssue({ code: "custom", path: ["gpus", i, "index"], message: `device index ${gpu.index} is listed twice` });
+      if (seen.has(gpu.index))
+        ctx.addIssue({ code: "custom", path: ["gpus", i, "index"], message: `device index ${gpu.index} is listed twice` });
       seen.add(gpu.index);
     }
   })
-  .openapi("WorkerRegister", { example: { role: "remote", labels: { gpu: "a100" }, gpus: [{ index: 0, name: "NVIDIA A100", memory_mb: 81920 }], hostname: "gpu-box-1" } });
+  .openapi("WorkerRegister", {
+    example: {
+      role: "remote",
+      labels: { gpu: "a100" },
+      gpus: [{ index: 0, name: "NVIDIA A100", memory_mb: 81920 }],
+      hostname: "gpu-box-1",
+    },
+  });
 
 export const WorkerHeartbeat = z
   .strictObject({
     host_stats: HostStats.optional(),
     draining: z.boolean().optional().openapi({ description: "true: finish the current job and take no new ones; false: take jobs again" }),
-    acked_commands: z.array(z.number().int()).max(1000).optional().openapi({ description: "Ids of commands this runner has handed to its trainers; they are not sent again" }),
+    acked_commands: z
+      .array(z.number().int())
+      .max(1000)
+      .optional()
+      .openapi({ description: "Ids of commands this runner has handed to its trainers; they are not sent again" }),
   })
   .openapi("WorkerHeartbeat");
 
@@ -94,8 +115,12 @@ export const Assignment = z
   .object({
     job_id: z.string(),
     config_name: z.string().nullable(),
-    config: z.record(z.string(), z.unknown()).openapi({ description: "The environment's option map as snapshotted when the job was submitted (later edits do not apply)" }),
-    dataloader: z.array(z.record(z.string(), z.unknown())).openapi({ description: "The environment's datasets (multidatabackend.json), snapshotted at submit" }),
+    config: z
+      .record(z.string(), z.unknown())
+      .openapi({ description: "The environment's option map as snapshotted when the job was submitted (later edits do not apply)" }),
+    dataloader: z
+      .array(z.record(z.string(), z.unknown()))
+      .openapi({ description: "The environment's datasets (multidatabackend.json), snapshotted at submit" }),
     allocated_gpus: z.array(z.number().int()).nullable(),
     num_processes: z.number().int(),
     attempt: z.number().int(),
@@ -105,7 +130,8 @@ export const Assignment = z
 export const JobFinish = z
   .object({
     status: z.enum(["completed", "failed", "interrupted"]).openapi({
-      description: "completed: the trainer exited 0; failed: anything else; interrupted: the trainer died with its runner (a restart), so the job goes back to the queue (attempt + 1) or fails at max_attempts",
+      description:
+        "completed: the trainer exited 0; failed: anything else; interrupted: the trainer died with its runner (a restart), so the job goes back to the queue (attempt + 1) or fails at max_attempts",
     }),
     exit_code: z.number().int().nullable().optional(),
     error: z.string().max(2000).optional().openapi({ description: "Why it failed, in a line" }),
@@ -114,7 +140,14 @@ export const JobFinish = z
   .strict()
   .openapi("JobFinish");
 
-export const JobFinished = z.object({ job_id: z.string(), status: z.enum(["completed", "failed", "pending"]).openapi({ description: "What the job is now: pending when an interrupted job was queued again" }) }).openapi("JobFinished");
+export const JobFinished = z
+  .object({
+    job_id: z.string(),
+    status: z
+      .enum(["completed", "failed", "pending"])
+      .openapi({ description: "What the job is now: pending when an interrupted job was queued again" }),
+  })
+  .openapi("JobFinished");
 
 export const HeartbeatAnswer = z
   .object({

@@ -25,13 +25,17 @@ try {
     for (const [i, route] of routes.entries()) {
       const result = await round(route.request, { concurrency, seconds });
       results[i]!.push(result);
-      process.stdout.write(`  round ${r + 1} ${route.name.padEnd(38)} ${fmt(result.perSecond)} req/s  p50 ${fmt(result.p50, 2)} ms  p99 ${fmt(result.p99, 2)} ms\n`);
+      process.stdout.write(
+        `  round ${r + 1} ${route.name.padEnd(38)} ${fmt(result.perSecond)} req/s  p50 ${fmt(result.p50, 2)} ms  p99 ${fmt(result.p99, 2)} ms\n`,
+      );
     }
   }
   const perSecond = results.map((rs) => median(rs.map((x) => x.perSecond)));
   process.stdout.write("\nmedian of rounds:\n");
   for (const [i, route] of routes.entries()) {
-    process.stdout.write(`  ${route.name.padEnd(38)} ${fmt(perSecond[i]!)} req/s  p50 ${fmt(median(results[i]!.map((x) => x.p50)), 2)} ms  p99 ${fmt(median(results[i]!.map((x) => x.p99)), 2)} ms\n`);
+    process.stdout.write(
+      `  ${route.name.padEnd(38)} ${fmt(perSecond[i]!)} req/s  p50 ${fmt(median(results[i]!.map((x) => x.p50)), 2)} ms  p99 ${fmt(median(results[i]!.map((x) => x.p99)), 2)} ms\n`,
+    );
   }
   const ratio = perSecond[1]! / perSecond[0]!;
   process.stdout.write(`\nauthenticated / trivial: ${(ratio * 100).toFixed(1)} % (target >= 50 %): ${ratio >= 0.5 ? "met" : "NOT met"}\n`);

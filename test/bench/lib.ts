@@ -31,7 +31,8 @@ export async function round(request: Request, options: { concurrency: number; se
         const t0 = performance.now();
         const response = await fetch(request.url, { method: request.method ?? "GET", headers: request.headers, body: request.body?.() });
         const text = await response.text();
-        if (response.status !== (options.expectStatus ?? 200)) throw new Error(`${request.url} answered ${response.status}: ${text.slice(0, 200)}`);
+        if (response.status !== (options.expectStatus ?? 200))
+          throw new Error(`${request.url} answered ${response.status}: ${text.slice(0, 200)}`);
         latencies.push(performance.now() - t0);
       }
     }),
@@ -76,7 +77,15 @@ export async function startBenchStack(options: { localRunner?: boolean; env?: Re
   const dataDir = mkdtempSync(join(tmpdir(), "training-service-bench-"));
   const port = await freePort();
   const service = spawn(process.execPath, ["--import", "tsx", "edge/local/main.ts"], {
-    env: { ...process.env, SERVICE_HOST: "127.0.0.1", SERVICE_PORT: String(port), SERVICE_DATA_DIR: dataDir, SERVICE_LOG_LEVEL: "WARNING", SERVICE_LOCAL_RUNNER: options.localRunner ? "1" : "0", ...options.env },
+    env: {
+      ...process.env,
+      SERVICE_HOST: "127.0.0.1",
+      SERVICE_PORT: String(port),
+      SERVICE_DATA_DIR: dataDir,
+      SERVICE_LOG_LEVEL: "WARNING",
+      SERVICE_LOCAL_RUNNER: options.localRunner ? "1" : "0",
+      ...options.env,
+    },
     stdio: ["ignore", "ignore", "inherit"],
   });
   const exited = new Promise((done) => service.once("exit", done));
@@ -88,12 +97,22 @@ export async function startBenchStack(options: { localRunner?: boolean; env?: Re
   };
   try {
     for (const deadline = Date.now() + 60_000; ; await new Promise((r) => setTimeout(r, 200))) {
-      if (await fetch(`${base}/api/cloud/health/ready`).then((r) => r.ok, () => false)) break;
+      if (
+        await fetch(`${base}/api/cloud/health/ready`).then(
+          (r) => r.ok,
+          () => false,
+        )
+      )
+        break;
       if (Date.now() > deadline) throw new Error("the stack did not become ready within 60 s");
     }
     const post = (path: string, body: unknown, headers: Record<string, string> = {}) =>
       fetch(base + path, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
-    const admin = await post("/api/cloud/auth/setup/first-admin", { email: "bench@example.com", username: "bench", password: "bench-password-1" });
+    const admin = await post("/api/cloud/auth/setup/first-admin", {
+      email: "bench@example.com",
+      username: "bench",
+      password: "bench-password-1",
+    });
     const cookie = /(st_session=[^;]+)/.exec(admin.headers.get("set-cookie") ?? "")?.[1];
     if (admin.status !== 201 || !cookie) throw new Error(`first admin: ${admin.status} ${await admin.text()}`);
     const { key } = (await (await post("/api/cloud/auth/api-keys", { name: "bench" }, { cookie })).json()) as { key: string };

@@ -30,7 +30,9 @@ const HAMMERING_CLIENTS = 32;
 const [on, off, exact] = await Promise.all([
   startBenchStack({ env: { RATE_LIMIT_CALLS: "100000000", RATE_LIMIT_PERIOD: "3600", RATE_LIMIT_LOOPBACK: "1" } }),
   startBenchStack({ env: { RATE_LIMIT_CALLS: "0" } }),
-  startBenchStack({ env: { RATE_LIMIT_CALLS: String(EXACT_CALLS), RATE_LIMIT_PERIOD: String(EXACT_WINDOW_MS / 1000), RATE_LIMIT_LOOPBACK: "1" } }),
+  startBenchStack({
+    env: { RATE_LIMIT_CALLS: String(EXACT_CALLS), RATE_LIMIT_PERIOD: String(EXACT_WINDOW_MS / 1000), RATE_LIMIT_LOOPBACK: "1" },
+  }),
 ]);
 try {
   const stacks = [
@@ -43,7 +45,8 @@ try {
   const remainingBefore = await remaining();
   if (Number.isNaN(remainingBefore)) throw new Error("the 'on' stack did not count GET /docs: no X-RateLimit-Remaining header");
 
-  const line = (label: string, r: Round) => process.stdout.write(`  ${label.padEnd(28)} ${fmt(r.perSecond)} req/s  p50 ${fmt(r.p50, 2)} ms  p99 ${fmt(r.p99, 2)} ms\n`);
+  const line = (label: string, r: Round) =>
+    process.stdout.write(`  ${label.padEnd(28)} ${fmt(r.perSecond)} req/s  p50 ${fmt(r.p50, 2)} ms  p99 ${fmt(r.p99, 2)} ms\n`);
   process.stdout.write(`rate-limit: GET /docs; latency with 1 client, throughput with ${concurrency}; ${rounds} alternating rounds each\n`);
   // Warm-up, not reported.
   const throughputWarmUp = await round({ url: `${on.base}/docs` }, { concurrency, seconds: 2 });
@@ -74,23 +77,35 @@ try {
   const sentToOn = [throughputWarmUp, latencyWarmUp, ...latency[0]!, ...throughput[0]!].reduce((sum, r) => sum + r.requests, 0);
   const countedByOn = remainingBefore - (await remaining()) - 1;
 
-  process.stdout.write(`\nexactness: ${HAMMERING_CLIENTS} clients hammering one address, ${EXACT_CALLS} per ${EXACT_WINDOW_MS} ms, ${exactSeconds} s\n`);
+  process.stdout.write(
+    `\nexactness: ${HAMMERING_CLIENTS} clients hammering one address, ${EXACT_CALLS} per ${EXACT_WINDOW_MS} ms, ${exactSeconds} s\n`,
+  );
   const hammered = await hammer(`${exact.base}/docs`, HAMMERING_CLIENTS, exactSeconds);
 
   const p = (rs: Round[], key: "p50" | "p99") => median(rs.map((x) => x[key]));
   process.stdout.write("\nsummary (medians of rounds):\n");
-  process.stdout.write(`  latency p50: on ${fmt(p(latency[0]!, "p50"), 3)} ms, off ${fmt(p(latency[1]!, "p50"), 3)} ms, added ${fmt(p(latency[0]!, "p50") - p(latency[1]!, "p50"), 3)} ms\n`);
-  process.stdout.write(`  latency p99: on ${fmt(p(latency[0]!, "p99"), 3)} ms, off ${fmt(p(latency[1]!, "p99"), 3)} ms, added ${fmt(p(latency[0]!, "p99") - p(latency[1]!, "p99"), 3)} ms\n`);
+  process.stdout.write(
+    `  latency p50: on ${fmt(p(latency[0]!, "p50"), 3)} ms, off ${fmt(p(latency[1]!, "p50"), 3)} ms, added ${fmt(p(latency[0]!, "p50") - p(latency[1]!, "p50"), 3)} ms\n`,
+  );
+  process.stdout.write(
+    `  latency p99: on ${fmt(p(latency[0]!, "p99"), 3)} ms, off ${fmt(p(latency[1]!, "p99"), 3)} ms, added ${fmt(p(latency[0]!, "p99") - p(latency[1]!, "p99"), 3)} ms\n`,
+  );
   const perSecond = throughput.map((rs) => median(rs.map((x) => x.perSecond)));
   const ratio = median(throughput[0]!.map((x, i) => x.perSecond / throughput[1]![i]!.perSecond));
   process.stdout.write(`  throughput: on ${fmt(perSecond[0]!)} req/s, off ${fmt(perSecond[1]!)} req/s\n`);
-  process.stdout.write(`  on / off: ${(ratio * 100).toFixed(1)} % (median of per-round ratios; target >= 70 %): ${ratio >= 0.7 ? "met" : "NOT met"}\n`);
-  process.stdout.write(`  requests counted by the limiter: ${countedByOn} of ${sentToOn} sent with limiting on${countedByOn === sentToOn ? "" : " (MISMATCH)"}\n`);
+  process.stdout.write(
+    `  on / off: ${(ratio * 100).toFixed(1)} % (median of per-round ratios; target >= 70 %): ${ratio >= 0.7 ? "met" : "NOT met"}\n`,
+  );
+  process.stdout.write(
+    `  requests counted by the limiter: ${countedByOn} of ${sentToOn} sent with limiting on${countedByOn === sentToOn ? "" : " (MISMATCH)"}\n`,
+  );
   process.stdout.write(
     `  exactness: ${hammered.total} requests, ${hammered.admitted} admitted, ${hammered.refused} refused (429), ${hammered.other} other; ` +
       `most admitted inside one ${EXACT_WINDOW_MS} ms span: ${hammered.mostInOneWindow} (limit ${EXACT_CALLS}): ${hammered.mostInOneWindow <= EXACT_CALLS ? "exact" : "OVER-ADMITTED"}\n`,
   );
-  process.stdout.write(`  exactness: admitted per second ${(hammered.admitted / hammered.seconds).toFixed(1)} (an exact sliding window under saturation admits ~${EXACT_CALLS})\n`);
+  process.stdout.write(
+    `  exactness: admitted per second ${(hammered.admitted / hammered.seconds).toFixed(1)} (an exact sliding window under saturation admits ~${EXACT_CALLS})\n`,
+  );
   process.stdout.write(`  exactness: 429 answers p50 ${fmt(hammered.refusedP50, 2)} ms\n`);
 } finally {
   await Promise.all([on.stop(), off.stop(), exact.stop()]);
@@ -122,7 +137,8 @@ async function hammer(url: string, clients: number, seconds: number) {
   let mostInOneWindow = 0;
   for (const [i, first] of bySent.entries()) {
     let inside = 0;
-    for (let j = i; j < bySent.length && bySent[j]!.sent < first.sent + EXACT_WINDOW_MS; j++) if (bySent[j]!.answered < first.sent + EXACT_WINDOW_MS) inside++;
+    for (let j = i; j < bySent.length && bySent[j]!.sent < first.sent + EXACT_WINDOW_MS; j++)
+      if (bySent[j]!.answered < first.sent + EXACT_WINDOW_MS) inside++;
     mostInOneWindow = Math.max(mostInOneWindow, inside);
   }
   return {

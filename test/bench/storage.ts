@@ -4,7 +4,13 @@
 // Target: >= 30 % of the disk copy each way; memory flat (no whole-object buffering).
 // A third figure is the local R2 simulator's own ceiling for uploads: the same parts piped by a
 // bare Worker straight into R2 (no signature, no checks), in the same Miniflare, on the same box.
-import { CompleteMultipartUploadCommand, CreateMultipartUploadCommand, GetObjectCommand, S3Client, UploadPartCommand } from "@aws-sdk/client-s3";
+import {
+  CompleteMultipartUploadCommand,
+  CreateMultipartUploadCommand,
+  GetObjectCommand,
+  S3Client,
+  UploadPartCommand,
+} from "@aws-sdk/client-s3";
 import { execFileSync } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { closeSync, copyFileSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, writeFileSync } from "node:fs";
@@ -23,7 +29,8 @@ const dir = mkdtempSync(join(tmpdir(), "storage-bench-"));
 const source = join(dir, "object.bin");
 // Written in 64 MiB slices of random bytes, so the file itself never sits in memory here.
 const slice = randomBytes(64 * 1024 * 1024);
-for (let written = 0; written < SIZE; written += slice.length) writeFileSync(source, slice.subarray(0, Math.min(slice.length, SIZE - written)), { flag: written ? "a" : "w" });
+for (let written = 0; written < SIZE; written += slice.length)
+  writeFileSync(source, slice.subarray(0, Math.min(slice.length, SIZE - written)), { flag: written ? "a" : "w" });
 let t0 = performance.now();
 copyFileSync(source, join(dir, "copy.bin"));
 execFileSync("sync");
@@ -34,7 +41,12 @@ out(`disk copy of ${SIZE / 1024 / 1024} MiB (cp + sync): ${diskSeconds.toFixed(2
 const stack = await startBenchStack();
 /** RSS of the stack's processes, by name: the Node host (edge/local/main.ts) and workerd. */
 function stackRss(): { host: number; workerd: number } {
-  const pidsOf = (pattern: string) => execFileSync("sh", ["-c", `pgrep ${pattern} || true`]).toString().trim().split(/\s+/).filter(Boolean);
+  const pidsOf = (pattern: string) =>
+    execFileSync("sh", ["-c", `pgrep ${pattern} || true`])
+      .toString()
+      .trim()
+      .split(/\s+/)
+      .filter(Boolean);
   const rss = (pids: string[]) =>
     pids.reduce((sum, pid) => {
       try {
@@ -70,9 +82,20 @@ async function sendParts(send: (index: number, body: Buffer<ArrayBuffer>) => Pro
 try {
   const auth = { "x-api-key": stack.adminKey };
   await stack.post("/api/configs/environments", { name: "bench" });
-  const job = ((await (await stack.post("/api/queue/submit", { config_name: "bench", target: "local" })).json()) as { job_id: string }).job_id;
-  const creds = (await (await fetch(`${stack.base}/api/queue/${job}/storage-credentials`, { method: "POST", headers: auth })).json()) as { access_key_id: string; secret_access_key: string; endpoint_url: string };
-  const s3 = new S3Client({ endpoint: creds.endpoint_url, forcePathStyle: true, region: "auto", credentials: { accessKeyId: creds.access_key_id, secretAccessKey: creds.secret_access_key }, expectContinueHeader: false });
+  const job = ((await (await stack.post("/api/queue/submit", { config_name: "bench", target: "local" })).json()) as { job_id: string })
+    .job_id;
+  const creds = (await (await fetch(`${stack.base}/api/queue/${job}/storage-credentials`, { method: "POST", headers: auth })).json()) as {
+    access_key_id: string;
+    secret_access_key: string;
+    endpoint_url: string;
+  };
+  const s3 = new S3Client({
+    endpoint: creds.endpoint_url,
+    forcePathStyle: true,
+    region: "auto",
+    credentials: { accessKeyId: creds.access_key_id, secretAccessKey: creds.secret_access_key },
+    expectContinueHeader: false,
+  });
   const rssBefore = stackRss();
   const rssPeak = { ...rssBefore };
   const sampler = setInterval(() => {
@@ -85,10 +108,14 @@ try {
   const parts: { PartNumber: number; ETag: string }[] = [];
   t0 = performance.now();
   await sendParts(async (index, body) => {
-    const part = await s3.send(new UploadPartCommand({ Bucket: job, Key: "model.bin", UploadId: created.UploadId, PartNumber: index + 1, Body: body }));
+    const part = await s3.send(
+      new UploadPartCommand({ Bucket: job, Key: "model.bin", UploadId: created.UploadId, PartNumber: index + 1, Body: body }),
+    );
     parts[index] = { PartNumber: index + 1, ETag: part.ETag! };
   });
-  await s3.send(new CompleteMultipartUploadCommand({ Bucket: job, Key: "model.bin", UploadId: created.UploadId, MultipartUpload: { Parts: parts } }));
+  await s3.send(
+    new CompleteMultipartUploadCommand({ Bucket: job, Key: "model.bin", UploadId: created.UploadId, MultipartUpload: { Parts: parts } }),
+  );
   const upSeconds = (performance.now() - t0) / 1000;
   const afterUpload = { ...rssPeak };
   // The source's hash, read after the timing so it costs the upload nothing.
@@ -110,14 +137,22 @@ try {
   const exact = received === SIZE && downHash.digest("hex") === sourceHash.digest("hex");
   const upMBs = SIZE / 1e6 / upSeconds;
   const downMBs = SIZE / 1e6 / downSeconds;
-  out(`upload   ${PARTS} parts of 8 MiB, ${IN_FLIGHT} in flight: ${upSeconds.toFixed(1)} s = ${upMBs.toFixed(1)} MB/s = ${((upMBs / diskMBs) * 100).toFixed(1)} % of the disk copy (target >= 30 %: ${upMBs / diskMBs >= 0.3 ? "met" : "NOT met"})`);
-  out(`download one GetObject stream: ${downSeconds.toFixed(1)} s = ${downMBs.toFixed(1)} MB/s = ${((downMBs / diskMBs) * 100).toFixed(1)} % of the disk copy (target >= 30 %: ${downMBs / diskMBs >= 0.3 ? "met" : "NOT met"})`);
+  out(
+    `upload   ${PARTS} parts of 8 MiB, ${IN_FLIGHT} in flight: ${upSeconds.toFixed(1)} s = ${upMBs.toFixed(1)} MB/s = ${((upMBs / diskMBs) * 100).toFixed(1)} % of the disk copy (target >= 30 %: ${upMBs / diskMBs >= 0.3 ? "met" : "NOT met"})`,
+  );
+  out(
+    `download one GetObject stream: ${downSeconds.toFixed(1)} s = ${downMBs.toFixed(1)} MB/s = ${((downMBs / diskMBs) * 100).toFixed(1)} % of the disk copy (target >= 30 %: ${downMBs / diskMBs >= 0.3 ? "met" : "NOT met"})`,
+  );
   out(`byte-exact: ${exact ? "yes" : "NO"}`);
   const mb = (n: number) => (n / 1e6).toFixed(0);
   out(`RSS peak by the end of the upload: host ${mb(afterUpload.host)} MB, workerd ${mb(afterUpload.workerd)} MB`);
-  out(`RSS, host process: ${mb(rssBefore.host)} MB before, peak ${mb(rssPeak.host)} MB (+${mb(rssPeak.host - rssBefore.host)}); workerd: ${mb(rssBefore.workerd)} MB before, peak ${mb(rssPeak.workerd)} MB (+${mb(rssPeak.workerd - rssBefore.workerd)}), for a ${mb(SIZE)} MB object`);
+  out(
+    `RSS, host process: ${mb(rssBefore.host)} MB before, peak ${mb(rssPeak.host)} MB (+${mb(rssPeak.host - rssBefore.host)}); workerd: ${mb(rssBefore.workerd)} MB before, peak ${mb(rssPeak.workerd)} MB (+${mb(rssPeak.workerd - rssBefore.workerd)}), for a ${mb(SIZE)} MB object`,
+  );
   const ceiling = await r2UploadCeiling();
-  out(`local R2 simulator alone (a bare Worker piping each part into uploadPart): ${ceiling.toFixed(1)} MB/s = ${((ceiling / diskMBs) * 100).toFixed(1)} % of the disk copy; the endpoint's upload reaches ${((upMBs / ceiling) * 100).toFixed(0)} % of it`);
+  out(
+    `local R2 simulator alone (a bare Worker piping each part into uploadPart): ${ceiling.toFixed(1)} MB/s = ${((ceiling / diskMBs) * 100).toFixed(1)} % of the disk copy; the endpoint's upload reaches ${((upMBs / ceiling) * 100).toFixed(0)} % of it`,
+  );
 } finally {
   await stack.stop();
   rmSync(dir, { recursive: true, force: true });
@@ -134,7 +169,15 @@ async function r2UploadCeiling(): Promise<number> {
     if (url.pathname === "/create") return new Response((await env.B.createMultipartUpload("o")).uploadId);
     return new Response((await env.B.resumeMultipartUpload("o", url.searchParams.get("upload")).uploadPart(Number(url.searchParams.get("n")), request.body)).etag);
   } };`;
-  const mf = new Miniflare({ modules: true, script, compatibilityDate: COMPATIBILITY_DATE, r2Buckets: ["B"], r2Persist: mkdtempSync(join(dir, "r2-")), host: "127.0.0.1", port: 0 });
+  const mf = new Miniflare({
+    modules: true,
+    script,
+    compatibilityDate: COMPATIBILITY_DATE,
+    r2Buckets: ["B"],
+    r2Persist: mkdtempSync(join(dir, "r2-")),
+    host: "127.0.0.1",
+    port: 0,
+  });
   try {
     const base = await mf.ready;
     const uploadId = await (await fetch(new URL("/create", base), { method: "POST" })).text();

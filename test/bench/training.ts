@@ -69,14 +69,20 @@ const stack = await startBenchStack({ localRunner: true });
 try {
   const auth = { "x-api-key": stack.adminKey };
   const json = { ...auth, "content-type": "application/json" };
-  const put = (name: string, config: Record<string, unknown>) => fetch(`${stack.base}/api/configs/${name}`, { method: "PUT", headers: json, body: JSON.stringify({ config }) });
+  const put = (name: string, config: Record<string, unknown>) =>
+    fetch(`${stack.base}/api/configs/${name}`, { method: "PUT", headers: json, body: JSON.stringify({ config }) });
   await stack.post("/api/queue/concurrency", { local_job_max_concurrent: 4 });
 
   // --- 1. event latency ----------------------------------------------------------------------
   await stack.post("/api/configs/environments", { name: "emitter" });
   await put("emitter", { "--num_processes": 0, "--trainer_command": JSON.stringify([process.execPath, "-e", EMITTER, "--"]) });
   for (const rate of [100, 1000]) {
-    await put("emitter", { "--num_processes": 0, "--trainer_command": JSON.stringify([process.execPath, "-e", EMITTER, "--"]), "--bench_rate": rate, "--bench_seconds": seconds });
+    await put("emitter", {
+      "--num_processes": 0,
+      "--trainer_command": JSON.stringify([process.execPath, "-e", EMITTER, "--"]),
+      "--bench_rate": rate,
+      "--bench_seconds": seconds,
+    });
     const job = (await (await stack.post("/api/queue/submit", { config_name: "emitter" })).json()) as { job_id: string; status: string };
     if (job.status !== "running") throw new Error(`the emitter job is ${job.status}`);
     const sse = await openSse(`${stack.base}/api/training/events/stream?job_id=${job.job_id}`, auth);
@@ -95,8 +101,12 @@ try {
     const expected = rate * seconds;
     const missing = expected - new Set(seen).size;
     const l = percentiles(latencies);
-    out(`1.  ${fmt(rate, 0)} events/s for ${seconds}s: ${seen.length} of ${expected} received, ${missing} missing, ${gaps} index gaps; trainer -> SSE client p50 ${l.p50.toFixed(1)} ms, p99 ${l.p99.toFixed(1)} ms`);
-    out(`    target p50 < 20 ms: ${l.p50 < 20 ? "met" : "NOT met"}${rate === 1000 ? `; nothing dropped at 1,000/s: ${missing === 0 && gaps === 0 ? "met" : "NOT met"}` : ""}`);
+    out(
+      `1.  ${fmt(rate, 0)} events/s for ${seconds}s: ${seen.length} of ${expected} received, ${missing} missing, ${gaps} index gaps; trainer -> SSE client p50 ${l.p50.toFixed(1)} ms, p99 ${l.p99.toFixed(1)} ms`,
+    );
+    out(
+      `    target p50 < 20 ms: ${l.p50 < 20 ? "met" : "NOT met"}${rate === 1000 ? `; nothing dropped at 1,000/s: ${missing === 0 && gaps === 0 ? "met" : "NOT met"}` : ""}`,
+    );
   }
 
   // --- 2. command latency --------------------------------------------------------------------
@@ -125,13 +135,18 @@ try {
   sse.close();
   await stack.post("/api/training/cancel", { job_id: job.job_id });
   const c = percentiles(commandLatencies);
-  out(`2.  command latency, ${commands} x POST /api/training/validation/run -> the trainer sees it: p50 ${c.p50.toFixed(1)} ms, p99 ${c.p99.toFixed(1)} ms (target p50 < 100 ms: ${c.p50 < 100 ? "met" : "NOT met"})`);
+  out(
+    `2.  command latency, ${commands} x POST /api/training/validation/run -> the trainer sees it: p50 ${c.p50.toFixed(1)} ms, p99 ${c.p99.toFixed(1)} ms (target p50 < 100 ms: ${c.p50 < 100 ? "met" : "NOT met"})`,
+  );
 
   // --- 3. runner idle memory -----------------------------------------------------------------
   const created = (await (await stack.post("/api/admin/workers", { name: "idle-runner" })).json()) as { token: string };
   // As `npm run runner` starts it: built, then plain node.
   execFileSync(process.execPath, ["runner/build.mjs"]);
-  const runner = spawn(process.execPath, ["--enable-source-maps", ".build/runner/main.mjs", "start", "--url", stack.base], { env: { ...process.env, RUNNER_TOKEN: created.token }, stdio: ["ignore", "pipe", "inherit"] });
+  const runner = spawn(process.execPath, ["--enable-source-maps", ".build/runner/main.mjs", "start", "--url", stack.base], {
+    env: { ...process.env, RUNNER_TOKEN: created.token },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
   await new Promise<void>((resolve, reject) => {
     runner.stdout!.on("data", (d: Buffer) => d.toString().includes("registered as worker") && resolve());
     runner.once("exit", (code) => reject(new Error(`the runner exited with ${code}`)));
@@ -143,7 +158,9 @@ try {
   }
   runner.kill("SIGTERM");
   const rss = Math.max(...samples.slice(5));
-  out(`3.  runner idle RSS (npm run runner's process: registered, channel open, 10 s idle): ${rss.toFixed(1)} MB (target < 80 MB: ${rss < 80 ? "met" : "NOT met"})`);
+  out(
+    `3.  runner idle RSS (npm run runner's process: registered, channel open, 10 s idle): ${rss.toFixed(1)} MB (target < 80 MB: ${rss < 80 ? "met" : "NOT met"})`,
+  );
 } finally {
   await stack.stop();
 }

@@ -22,7 +22,11 @@ export interface TestStack {
   dataDir: string;
   /** Every log line the host and the Worker printed. */
   lines: string[];
-  call<T = any>(method: string, path: string, options?: { json?: unknown; body?: BodyInit; auth?: Credentials; headers?: Record<string, string> }): Promise<Reply<T>>;
+  call<T = any>(
+    method: string,
+    path: string,
+    options?: { json?: unknown; body?: BodyInit; auth?: Credentials; headers?: Record<string, string> },
+  ): Promise<Reply<T>>;
   stop(options?: { keepData?: boolean }): Promise<void>;
 }
 
@@ -30,9 +34,22 @@ export interface TestStack {
 export const tempDataDir = () => mkdtempSync(join(tmpdir(), "training-service-test-"));
 
 /** Starts the real local stack (workerd, libSQL, R2) on a free loopback port; `bindings`: more Worker variables; `more`: other stack options (e.g. the local runner). */
-export async function startTestStack(dataDir = tempDataDir(), bindings?: Record<string, string>, more: Partial<StackOptions> = {}): Promise<TestStack> {
+export async function startTestStack(
+  dataDir = tempDataDir(),
+  bindings?: Record<string, string>,
+  more: Partial<StackOptions> = {},
+): Promise<TestStack> {
   const lines: string[] = [];
-  const stack = await startStack({ dataDir, host: "127.0.0.1", port: 0, logFormat: "json", logLevel: "DEBUG", output: (line) => lines.push(line), bindings, ...more });
+  const stack = await startStack({
+    dataDir,
+    host: "127.0.0.1",
+    port: 0,
+    logFormat: "json",
+    logLevel: "DEBUG",
+    output: (line) => lines.push(line),
+    bindings,
+    ...more,
+  });
   const base = stack.url.origin;
   return {
     stack,
@@ -45,7 +62,12 @@ export async function startTestStack(dataDir = tempDataDir(), bindings?: Record<
       if (options.auth?.key) headers["x-api-key"] = options.auth.key;
       if (options.auth?.bearer) headers["authorization"] = `Bearer ${options.auth.bearer}`;
       if (options.auth?.cookie) headers["cookie"] = options.auth.cookie;
-      const response = await fetch(base + path, { method, headers, body: options.json !== undefined ? JSON.stringify(options.json) : options.body, redirect: "manual" });
+      const response = await fetch(base + path, {
+        method,
+        headers,
+        body: options.json !== undefined ? JSON.stringify(options.json) : options.body,
+        redirect: "manual",
+      });
       const text = await response.text();
       let body: any = text;
       try {
@@ -81,9 +103,17 @@ export async function setUpAdmin(t: TestStack): Promise<{ cookie: string; key: s
 }
 
 /** Creates a user at `level` (as the admin), logs them in and gives them a key. */
-export async function createUserWithKey(t: TestStack, admin: Credentials, level: string, username = `${level}-user`): Promise<{ cookie: string; key: string; id: number }> {
+export async function createUserWithKey(
+  t: TestStack,
+  admin: Credentials,
+  level: string,
+  username = `${level}-user`,
+): Promise<{ cookie: string; key: string; id: number }> {
   const password = `${username}-password`;
-  const created = await t.call("POST", "/api/users", { json: { email: `${username}@example.com`, username, password, level_names: [level] }, auth: admin });
+  const created = await t.call("POST", "/api/users", {
+    json: { email: `${username}@example.com`, username, password, level_names: [level] },
+    auth: admin,
+  });
   if (created.status !== 201) throw new Error(`create ${username}: ${created.status} ${created.text}`);
   const login = await t.call("POST", "/api/cloud/auth/login", { json: { username, password } });
   const cookie = sessionCookie(login);

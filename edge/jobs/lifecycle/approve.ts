@@ -34,7 +34,10 @@ export async function approveJob(db: Database, jobId: string, deciderId: number)
   const now = new Date().toISOString();
   const [done] = await db.$client.batch(
     [
-      { sql: `UPDATE queue_entries SET status = 'pending', updated_at = ?1 WHERE job_id = ?2 AND status = 'blocked' RETURNING id`, args: [now, jobId] },
+      {
+        sql: `UPDATE queue_entries SET status = 'pending', updated_at = ?1 WHERE job_id = ?2 AND status = 'blocked' RETURNING id`,
+        args: [now, jobId],
+      },
       decisionStatement(jobId, deciderId, now, { to: "pending" }),
     ],
     "write",

@@ -74,11 +74,19 @@ const isTerminal = (status: JobStatus) => TERMINAL_STATUSES.includes(status);
  */
 export async function applyEffects(ctx: EffectsContext, change: Change): Promise<void> {
   const { env, log } = ctx;
-  const warn = (what: string, extra: Record<string, unknown>) => (error: unknown) => log.warning(`could not ${what}`, { ...extra, error: String(error) });
+  const warn = (what: string, extra: Record<string, unknown>) => (error: unknown) =>
+    log.warning(`could not ${what}`, { ...extra, error: String(error) });
   const work: Promise<unknown>[] = [];
 
   if (ctx.origin !== "scheduler" && change.jobs.length) {
-    work.push(schedulerOf(env as Env).pass(ctx.trigger, change.jobs.map((j) => j.jobId)).catch(warn("run a scheduler pass", { trigger: ctx.trigger })));
+    work.push(
+      schedulerOf(env as Env)
+        .pass(
+          ctx.trigger,
+          change.jobs.map((j) => j.jobId),
+        )
+        .catch(warn("run a scheduler pass", { trigger: ctx.trigger })),
+    );
   }
   const wake = new Set<number>();
   for (const j of change.jobs) {
@@ -86,20 +94,37 @@ export async function applyEffects(ctx: EffectsContext, change: Change): Promise
     // Admitted to it (fetch the assignment) or taken from it while running (end the trainer).
     if (j.to === "running" || j.from === "running") wake.add(j.workerId);
   }
-  for (const id of wake) work.push(channelOf(env, id).notify().catch(warn("wake a runner", { worker_id: id })));
+  for (const id of wake)
+    work.push(
+      channelOf(env, id)
+        .notify()
+        .catch(warn("wake a runner", { worker_id: id })),
+    );
   for (const j of change.jobs) {
     const hub = () => hubOf(env as Env, j.jobId);
     if (isTerminal(j.to) && j.from !== j.to) {
-      work.push(hub().finish(j.jobId, j.to, { error_message: j.message ?? null }).catch(warn("end the job's events", { job_id: j.jobId })));
+      work.push(
+        hub()
+          .finish(j.jobId, j.to, { error_message: j.message ?? null })
+          .catch(warn("end the job's events", { job_id: j.jobId })),
+      );
     } else if (j.from === "running" && j.to === "pending") {
       const retry = { attempt: j.attempt ?? null, max_attempts: j.maxAttempts ?? null, error_message: j.message ?? null };
-      work.push(hub().retrying(j.jobId, retry).catch(warn("tell the job's receivers it is retried", { job_id: j.jobId })));
+      work.push(
+        hub()
+          .retrying(j.jobId, retry)
+          .catch(warn("tell the job's receivers it is retried", { job_id: j.jobId })),
+      );
     }
   }
   for (const entry of change.audit ?? []) {
     const actor = ctx.actor;
-    const input: AuditInput = actor ? { actor_user_id: actor.user_id, actor: actor.username, client_ip: actor.client_ip, user_agent: actor.user_agent, ...entry } : entry;
-    const write = recordAudit(ctx.db, input).catch((error: unknown) => log.error("could not write an audit entry", { event_type: entry.event_type, error: String(error) }));
+    const input: AuditInput = actor
+      ? { actor_user_id: actor.user_id, actor: actor.username, client_ip: actor.client_ip, user_agent: actor.user_agent, ...entry }
+      : entry;
+    const write = recordAudit(ctx.db, input).catch((error: unknown) =>
+      log.error("could not write an audit entry", { event_type: entry.event_type, error: String(error) }),
+    );
     if (ctx.waitUntil) ctx.waitUntil(write);
     else work.push(write);
   }

@@ -19,11 +19,17 @@ type Outcome = z.infer<typeof JobFinished>["status"];
  * @example
  * const change = await finishJob(db, worker.id, "job-1", { status: "completed", exit_code: 0 });
  */
-export async function finishJob(db: Database, workerId: number, jobId: string, report: z.infer<typeof JobFinish>): Promise<Change & { status: Outcome }> {
+export async function finishJob(
+  db: Database,
+  workerId: number,
+  jobId: string,
+  report: z.infer<typeof JobFinish>,
+): Promise<Change & { status: Outcome }> {
   const now = new Date().toISOString();
   const tail = (report.last_lines ?? []).slice(-20).join("\n");
   const why = report.error ?? `the trainer exited with code ${report.exit_code ?? "unknown"}`;
-  const message = report.status === "completed" ? null : [why, tail ? `last lines:\n${tail}` : ""].filter(Boolean).join("\n").slice(0, 4000);
+  const message =
+    report.status === "completed" ? null : [why, tail ? `last lines:\n${tail}` : ""].filter(Boolean).join("\n").slice(0, 4000);
   const entryUpdate =
     report.status === "interrupted"
       ? requeueOrFail({ jobId, workerId, why, tail }, now)

@@ -18,9 +18,13 @@ export async function prioritiseJob(db: Database, jobId: string, priority: numbe
   });
   const row = done.rows[0];
   if (!row) {
-    const conflict = (status: string) => new ApiError(409, "job_started", `Job ${jobId} is ${status}; only waiting jobs can be re-prioritised`);
+    const conflict = (status: string) =>
+      new ApiError(409, "job_started", `Job ${jobId} is ${status}; only waiting jobs can be re-prioritised`);
     return explainLostWrite(db, jobId, { conflict });
   }
   const status = String(row.status) as JobStatus;
-  return { jobs: [{ jobId, from: status, to: status, workerId: null }], audit: [{ event_type: "priority_overridden", target: jobId, details: { priority } }] };
+  return {
+    jobs: [{ jobId, from: status, to: status, workerId: null }],
+    audit: [{ event_type: "priority_overridden", target: jobId, details: { priority } }],
+  };
 }

@@ -11,7 +11,10 @@ import { interruptedChanges, requeueOrFail } from "./requeue-or-fail";
  * @example
  * const { name, requeued, failed } = await removeWorker(db, 3);
  */
-export async function removeWorker(db: Database, workerId: number): Promise<Change & { name: string; requeued: string[]; failed: string[] }> {
+export async function removeWorker(
+  db: Database,
+  workerId: number,
+): Promise<Change & { name: string; requeued: string[]; failed: string[] }> {
   const [gone, released] = await db.$client.batch(
     [
       { sql: "UPDATE workers SET status = 'offline' WHERE id = ? RETURNING name", args: [workerId] },
@@ -26,5 +29,11 @@ export async function removeWorker(db: Database, workerId: number): Promise<Chan
   const name = String(gone!.rows[0]!.name);
   const requeued = jobs.filter((j) => j.to === "pending").map((j) => j.jobId);
   const failed = jobs.filter((j) => j.to === "failed").map((j) => j.jobId);
-  return { jobs, name, requeued, failed, audit: [{ event_type: "worker_removed", target: `worker:${workerId}`, details: { name, requeued, failed } }] };
+  return {
+    jobs,
+    name,
+    requeued,
+    failed,
+    audit: [{ event_type: "worker_removed", target: `worker:${workerId}`, details: { name, requeued, failed } }],
+  };
 }

@@ -14,8 +14,7 @@ import type { Change } from "./effects";
 
 /** A new job and where the pass put it. */
 export type NewSubmission =
-  | { job: NewJob; to: "pending" | "blocked" }
-  | { job: NewJob; to: "running"; admission: Pick<Admission, "gpus" | "workerId"> };
+  { job: NewJob; to: "pending" | "blocked" } | { job: NewJob; to: "running"; admission: Pick<Admission, "gpus" | "workerId"> };
 
 /** What a submission batch stored, in the order the submissions were given. */
 export interface Submitted {
@@ -48,12 +47,21 @@ export function submitJobs(submissions: NewSubmission[], localWorkerId: number |
     statements,
     read(results) {
       const idAt = (index: number) => Number(results[index]!.rows[0]!.id);
-      return { stored: at.map((a) => ({ id: idAt(a.insert), approvalId: a.approval === null ? null : idAt(a.approval) })), change: { jobs } };
+      return {
+        stored: at.map((a) => ({ id: idAt(a.insert), approvalId: a.approval === null ? null : idAt(a.approval) })),
+        change: { jobs },
+      };
     },
   };
 }
 
-function insertStatement(job: NewJob, status: NewSubmission["to"], stamp: string, gpus: number[] | null, workerId: number | null): InStatement {
+function insertStatement(
+  job: NewJob,
+  status: NewSubmission["to"],
+  stamp: string,
+  gpus: number[] | null,
+  workerId: number | null,
+): InStatement {
   return {
     sql: `INSERT INTO queue_entries (job_id, user_id, team_id, provider, config_name, priority, status, queued_at, started_at, estimated_cost,
             requires_approval, metadata, allocated_gpus, job_type, num_processes, target, worker_labels, device_ids, any_gpu, worker_id, updated_at,

@@ -10,11 +10,18 @@ import { interruptedChanges, requeueOrFail } from "./requeue-or-fail";
  * @example
  * const swept = await sweepSilentWorkers(db, 90, new Date());
  */
-export async function sweepSilentWorkers(db: Database, timeoutSeconds: number, now: Date): Promise<Change & { workers: { id: number; name: string }[] }> {
+export async function sweepSilentWorkers(
+  db: Database,
+  timeoutSeconds: number,
+  now: Date,
+): Promise<Change & { workers: { id: number; name: string }[] }> {
   const cutoff = new Date(now.getTime() - timeoutSeconds * 1000).toISOString();
   const [gone, jobs] = await db.$client.batch(
     [
-      { sql: `UPDATE workers SET status = 'offline' WHERE status IN ('IDLE', 'busy', 'draining') AND last_heartbeat < ? RETURNING id, name`, args: [cutoff] },
+      {
+        sql: `UPDATE workers SET status = 'offline' WHERE status IN ('IDLE', 'busy', 'draining') AND last_heartbeat < ? RETURNING id, name`,
+        args: [cutoff],
+      },
       requeueOrFail({ offlineWorkers: true, what: "went offline" }, now.toISOString()),
     ],
     "write",
