@@ -579,7 +579,10 @@ It is SimpleTuner's, so SimpleTuner's \`train.py\` runs unchanged; the demo trai
   unreadable file is a warning, not an error.
 - **Stop:** the runner asks first (SIGINT, Python's \`KeyboardInterrupt\`, which SimpleTuner turns into a graceful
   \`interrupted\`), then sends SIGTERM after a short grace, then kills the whole process tree after the grace period
-  (\`--stop-grace-seconds\`). Cancel and runner shutdown skip the ask: SIGTERM, then the tree is killed.
+  (\`--stop-grace-seconds\`). Cancel and runner shutdown skip the ask: SIGTERM, then the tree is killed. Each step
+  is a job event (\`training.stop_requested\`, then \`training.stop_escalated\`). After a requested stop the job ends
+  \`completed\` when the trainer exits 0, 130, 137 or 143 (or dies of SIGINT, SIGTERM or SIGKILL), \`failed\` when it
+  exits with another error.
 - **Events out, as webhooks** (what SimpleTuner does): the trainer's \`--webhook_config\` is replaced by one raw
   receiver, the runner's own callback on loopback (\`TRAINER_CALLBACK_URL\`). Each JSON body POSTed there is an
   event: its \`type\`, else SimpleTuner's \`message_type\`, else \`{"type": "webhook", "data": <body>}\`. The job's own
@@ -651,7 +654,11 @@ file as SimpleTuner does and acts after the step in progress; on SIGINT it finis
 | \`job.checkpoint\` | a checkpoint was written | \`step\`, \`path\` |
 | \`job.validation\` | a validation finished | \`step\` |
 | \`job.completed\`, \`job.failed\`, \`job.cancelled\` | the job ended, whichever way: by its trainer, cancelled while waiting or running, \
-rejected, or failed at \`max_attempts\` after its worker went silent or was removed | \`status\`, \`last_progress\` |
+rejected, or failed at \`max_attempts\` after its worker went silent or was removed | \`status\`, \`error_message\` (why: the \
+trainer's error and last lines, \`Cancelled before it started\`, \`Rejected: <reason>\`, \`worker <name> went offline during attempt 3; \
+no retries left\`, ...), \`last_progress\` |
+| \`job.retrying\` | its worker went silent or was removed, or its runner restarted, and it went back to the queue | \`status\` \
+(\`pending\`), \`attempt\` (the next one), \`max_attempts\`, \`error_message\`, \`last_progress\` |
 
 - Body: \`{"type", "job_id", "timestamp", "data"}\`. Signed the [Standard Webhooks](https://www.standardwebhooks.com/)
   way: headers \`webhook-id\` (unique per message), \`webhook-timestamp\` and \`webhook-signature\` (\`v1,<base64
