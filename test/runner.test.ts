@@ -14,6 +14,7 @@ import { parseGpuCsv } from "../runner/gpus";
 import { PLAIN_BOX, planLaunch, simpleTunerCommand } from "../runner/job";
 import { findProgram } from "../runner/sandbox";
 import { sseEvents, type SseEvent } from "./helpers/sse";
+import { spawnRunner } from "./helpers/runner-process";
 import { setUpAdmin, startTestStack, type TestStack } from "./helpers/stack";
 
 let t: TestStack;
@@ -23,32 +24,10 @@ let runnerOutput = "";
 let token: string;
 
 function startRunner() {
-  runner = spawn(
-    process.execPath,
-    [
-      "--import",
-      "tsx",
-      "runner/main.ts",
-      "start",
-      "--url",
-      t.base,
-      "--local",
-      "--config",
-      configFile,
-      "--work-dir",
-      workDir,
-      "--poll-ms",
-      "60000",
-      "--stop-grace-seconds",
-      "2",
-    ],
-    {
-      env: { ...process.env, RUNNER_TOKEN: token, PATH: `${resolve("test/fakes")}:${process.env.PATH}`, FAKE_NVIDIA_GPUS: "2" },
-      stdio: ["ignore", "pipe", "pipe"],
-    },
-  );
-  runner.stdout!.on("data", (d: Buffer) => (runnerOutput += d.toString()));
-  runner.stderr!.on("data", (d: Buffer) => (runnerOutput += d.toString()));
+  runner = spawnRunner(t.base, token, ["--local", "--config", configFile, "--work-dir", workDir], {
+    env: { PATH: `${resolve("test/fakes")}:${process.env.PATH}`, FAKE_NVIDIA_GPUS: "2" },
+    onOutput: (text) => (runnerOutput += text),
+  }).child;
 }
 const workDir = mkdtempSync(join(tmpdir(), "runner-test-"));
 // This box lets an admin's raw --trainer_command run (sandboxed) and declares one script.

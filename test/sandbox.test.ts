@@ -3,13 +3,14 @@
 // commands, a box with the sandbox off, and a box whose bubblewrap is missing. What a hostile
 // environment tries (writing outside its job directory, reading the database, another job's
 // files, the runner's token) fails, and the job's events say so.
-import { spawn, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { findProgram } from "../runner/sandbox";
+import { spawnRunner } from "./helpers/runner-process";
 import { setUpAdmin, startTestStack, type TestStack } from "./helpers/stack";
 
 const HAS_BWRAP = findProgram("bwrap", process.env.PATH ?? "") !== null;
@@ -73,32 +74,7 @@ async function startRemote(name: string, config: Record<string, unknown>) {
   tokens[name] = created.body.token;
   const file = join(host, `${name}.json`);
   writeFileSync(file, JSON.stringify(config));
-  const child = spawn(
-    process.execPath,
-    [
-      "--import",
-      "tsx",
-      "runner/main.ts",
-      "start",
-      "--url",
-      t.base,
-      "--config",
-      file,
-      "--label",
-      `box=${name}`,
-      "--poll-ms",
-      "60000",
-      "--stop-grace-seconds",
-      "2",
-    ],
-    {
-      env: { ...process.env, RUNNER_TOKEN: created.body.token },
-      stdio: ["ignore", "pipe", "pipe"],
-    },
-  );
-  const runner = { name, child, output: "" };
-  child.stdout!.on("data", (d: Buffer) => (runner.output += d.toString()));
-  child.stderr!.on("data", (d: Buffer) => (runner.output += d.toString()));
+  const runner = Object.assign(spawnRunner(t.base, created.body.token, ["--config", file, "--label", `box=${name}`]), { name });
   runners.push(runner);
   return runner;
 }

@@ -15,6 +15,7 @@ import { PLAIN_BOX, planLaunch, signalFilePath } from "../runner/job";
 import { findProgram } from "../runner/sandbox";
 import { readCounters, SignalFile } from "../runner/signal-file";
 import { SIGNAL_FILE_ENV } from "../shared/trainer-commands";
+import { spawnRunner } from "./helpers/runner-process";
 import { setUpAdmin, startTestStack, type TestStack } from "./helpers/stack";
 
 const dirs: string[] = [];
@@ -254,32 +255,7 @@ describe.skipIf(!PYTHON)("SimpleTuner's protocol against the real stack", () => 
           hide: [t.dataDir],
         }),
       );
-      const child = spawn(
-        process.execPath,
-        [
-          "--import",
-          "tsx",
-          "runner/main.ts",
-          "start",
-          "--url",
-          t.base,
-          "--config",
-          file,
-          "--label",
-          `box=${name}`,
-          "--poll-ms",
-          "60000",
-          "--stop-grace-seconds",
-          "2",
-        ],
-        {
-          env: { ...process.env, RUNNER_TOKEN: created.body.token },
-          stdio: ["ignore", "pipe", "pipe"],
-        },
-      );
-      const runner = { name, child, output: "" };
-      child.stdout!.on("data", (d: Buffer) => (runner.output += d.toString()));
-      child.stderr!.on("data", (d: Buffer) => (runner.output += d.toString()));
+      const runner = Object.assign(spawnRunner(t.base, created.body.token, ["--config", file, "--label", `box=${name}`]), { name });
       runners.push(runner);
     }
     await until("the runners to register", async () => runners.every((r) => r.output.includes("registered as worker")));
