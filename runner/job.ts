@@ -7,6 +7,7 @@ import { fillPlaceholders } from "../shared/placeholders";
 import { SIGNAL_FILE_ENV, type SignalCounters, type SignalledCommand } from "../shared/trainer-commands";
 import { descendants, findProgram, isBwrap, sandboxArgv, type SandboxSpec } from "./sandbox";
 import { SignalFile } from "./signal-file";
+import { keepOutputUntilRead } from "./pty-drain";
 
 /*
  * One assigned job on this box: its directory (`<work_dir>/jobs/<job_id>/`), the trainer's
@@ -266,7 +267,7 @@ export function startJob(launch: Launch, jobId: string, onLine: (line: string) =
   const sandboxed = launch.sandbox !== null;
   const lastLines: string[] = [];
   let partial = "";
-  child.onData((data) => {
+  const take = (data: string) => {
     writeSync(logFd, data);
     const lines = (partial + data).split(/\r?\n/);
     partial = lines.pop() ?? "";
@@ -276,7 +277,9 @@ export function startJob(launch: Launch, jobId: string, onLine: (line: string) =
       if (lastLines.length > KEEP_LINES) lastLines.shift();
       onLine(line);
     }
-  });
+  };
+  child.onData(take);
+  keepOutputUntilRead(child, take);
   let termTimer: NodeJS.Timeout | undefined;
   let killTimer: NodeJS.Timeout | undefined;
   let stopping = false;
