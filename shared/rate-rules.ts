@@ -138,3 +138,22 @@ export function rateRuleFor(method: string, path: string, fallback: RateRule): R
 export function matchRateRule(method: string, path: string, fallback: RateRule): RateRule | null {
   return isRateLimitExempt(path) ? null : rateRuleFor(method, path, fallback);
 }
+
+/**
+ * The spec's three headers for a request no window counted (loopback in development, an
+ * excluded path, the limiter unreachable): the rule that would apply, with all of its calls
+ * remaining, and a reset one period from now. Remaining is the limit, not the client's count in
+ * that window: reading the count would cost a Durable Object round trip on requests that are
+ * exempt precisely so they cost nothing, and this request takes nothing from any window.
+ *
+ * @example
+ * uncountedRateLimitHeaders(defaultRateRule(100, 60), Date.now());
+ * // { "X-RateLimit-Limit": "100", "X-RateLimit-Remaining": "100", "X-RateLimit-Reset": "<now + 60 s>" }
+ */
+export function uncountedRateLimitHeaders(rule: RateRule, nowMs: number): Record<string, string> {
+  return {
+    "X-RateLimit-Limit": String(rule.calls),
+    "X-RateLimit-Remaining": String(rule.calls),
+    "X-RateLimit-Reset": String(Math.ceil(nowMs / 1000) + rule.periodSeconds),
+  };
+}

@@ -371,7 +371,7 @@ describe("the local stack behind its front (rate limiting counts loopback, no tr
     expect([other.status, other.headers["x-ratelimit-remaining"]]).toEqual([401, "4"]);
   });
 
-  it("refuses malformed requests with a 400 before the Worker: nothing logged by it, nothing changed", async () => {
+  it("refuses malformed requests with a 400 before the Worker, with the rate-limit headers: nothing logged by it, nothing changed", async () => {
     const keys = async () => (await t.call("GET", "/api/cloud/auth/api-keys", { auth: { key: admin.key } })).body;
     const before = JSON.stringify(await keys());
     const create = `POST /api/cloud/auth/api-keys HTTP/1.1\r\nX-API-Key: ${admin.key}\r\nContent-Type: application/json\r\n`;
@@ -392,6 +392,11 @@ describe("the local stack behind its front (rate limiting counts loopback, no tr
         "application/json",
         "bad_request",
       ]);
+      // Spec 2.11: every answer, the front's own too, names the rule that would apply (uncounted: all of it remains).
+      const limit = Number(headers["x-ratelimit-limit"]);
+      expect(limit, request.slice(0, 80)).toBeGreaterThan(0);
+      expect(Number(headers["x-ratelimit-remaining"])).toBe(limit);
+      expect(Number(headers["x-ratelimit-reset"])).toBeGreaterThan(Date.now() / 1000);
     }
     expect(t.lines.slice(linesBefore).filter((line) => line.includes("api-keys") || line.includes('"level":"ERROR"'))).toEqual([]);
     expect(JSON.stringify(await keys())).toBe(before);

@@ -1,11 +1,11 @@
 import { Hono } from "hono";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LOOPBACK_RANGES, parseRange, rateLimitKey } from "../shared/ip";
-import { defaultRateRule, isRateLimitExempt, matchRateRule, rateRuleFor } from "../shared/rate-rules";
+import { defaultRateRule, isRateLimitExempt, matchRateRule, rateRuleFor, uncountedRateLimitHeaders } from "../shared/rate-rules";
 import type { AppEnv } from "../edge/app-env";
 import type { Config } from "../edge/config";
 import type { Logger } from "../edge/log";
-import { rateLimit, uncountedRateLimitHeaders } from "../edge/middleware/rate-limit";
+import { rateLimit } from "../edge/middleware/rate-limit";
 import { clientAddress, fromGenuineLoopback, resolveClient } from "../edge/ratelimit/client-ip";
 import { readRateLimitSettings } from "../edge/ratelimit/settings";
 import { setUpAdmin, startTestStack, type Reply, type TestStack } from "./helpers/stack";

@@ -92,18 +92,20 @@ function rawHead(method: string, path: string, headers: readonly string[]): stri
 /** What the front answers by itself, never asking workerd: a client's malformed request. */
 interface OwnAnswer {
   status: 400 | 408;
+  /** Headers every answer carries (the rate-limit headers of spec 2.11), from the front's options. */
+  extra: Record<string, string>;
   detail: string;
   /** The request's path when known: on the storage endpoint the answer is S3's XML, which its clients read, with this code. */
   path: string;
   s3Code: "IncompleteBody" | "InvalidRequest" | "RequestTimeout";
 }
 
-function answerParts({ status, detail, path, s3Code }: OwnAnswer): { headers: Record<string, string>; body: string } {
+function answerParts({ status, detail, path, s3Code, extra }: OwnAnswer): { headers: Record<string, string>; body: string } {
   const storage = path === STORAGE_PREFIX || path.startsWith(`${STORAGE_PREFIX}/`);
   const code = status === 408 ? "request_timeout" : "bad_request";
   const body = storage ? s3ErrorXml(s3Code, detail, path, randomUUID()) : JSON.stringify({ detail, code });
   const type = storage ? "application/xml" : "application/json";
-  return { headers: { "Content-Type": type, "Content-Length": String(Buffer.byteLength(body)), Connection: "close" }, body };
+  return { headers: { ...extra, "Content-Type": type, "Content-Length": String(Buffer.byteLength(body)), Connection: "close" }, body };
 }
 
 /** An own answer as raw HTTP/1.1, for a socket Node's server no longer speaks on. */
@@ -140,11 +142,12 @@ const PARSE_PROBLEMS: Record<string, string> = {
  * @example
  * badRequestAnswer(Object.assign(new Error("Parse Error"), { code: "HPE_INVALID_CHUNK_SIZE" }));
  */
-export function badRequestAnswer(error: NodeJS.ErrnoException & { rawPacket?: Buffer }): string {
+export function badRequestAnswer(error: NodeJS.ErrnoException & { rawPacket?: Buffer }, answerHeaders: AnswerHeaders = () => ({})): string {
   const head = /^([A-Z]+) (\S+) HTTP\/1\.[01]\r\n/.exec(error.rawPacket?.subarray(0, 8192).toString("latin1") ?? "");
   const path = head?.[2]?.split("?")[0] ?? "";
+  const extra = answerHeaders(head?.[1] ?? "GET", path || "/");
   if (error.code === "ERR_HTTP_REQUEST_TIMEOUT") {
-    return rawAnswer({ status: 408, detail: "The request's head did not arrive in time", path, s3Code: "RequestTimeout" });
+    return rawAnswer({ status: 408, detail: "The request's head did not arrive in time", path, s3Code: "RequestTimeout", extra });
   }
   const problem = PARSE_PROBLEMS[error.code ?? ""] ?? "check its request line, headers and framing";
   // On an upload, S3 calls broken framing IncompleteBody.
@@ -153,8 +156,15 @@ export function badRequestAnswer(error: NodeJS.ErrnoException & { rawPacket?: Bu
     detail: `The request is not valid HTTP/1.1 (${error.code ?? "parse error"}): ${problem}`,
     path,
     s3Code: "IncompleteBody",
+    extra,
   });
 }
+
+/**
+ * Headers the front puts on the answers it gives by itself (spec 2.11: every response carries the
+ * rate-limit headers), for a request's method and path.
+ */
+export type AnswerHeaders = (method: string, path: string) => Record<string, string>;
 
 /** A request's head as Node parsed it. */
 export interface RequestHead {
@@ -253,8 +263,12 @@ export async function startClientFront(options: {
   port: number;
   upstreamPort: number;
   onError: (message: string) => void;
+  answerHeaders?: AnswerHeaders;
 }): Promise<ClientFront> {
   const { upstreamPort } = options;
+  const answerHeaders: AnswerHeaders = options.answerHeaders ?? (() => ({}));
+  const pathOf = (req: IncomingMessage) => req.url?.split("?")[0] ?? "";
+  const extraFor = (req: IncomingMessage) => answerHeaders(req.method ?? "GET", pathOf(req) || "/");
   const pooled = new Agent({ keepAlive: true, maxSockets: Infinity, maxFreeSockets: 256 });
   const fresh = new Agent({ keepAlive: false, maxSockets: Infinity });
   const server: Server = createServer({
@@ -274,7 +288,7 @@ export async function startClientFront(options: {
 
   const refuse = (req: IncomingMessage, res: ServerResponse, detail: string) => {
     refused.add(req.socket);
-    const { headers, body } = answerParts({ status: 400, detail, path: req.url?.split("?")[0] ?? "", s3Code: "InvalidRequest" });
+    const { headers, body } = answerParts({ status: 400, detail, path: pathOf(req), s3Code: "InvalidRequest", extra: extraFor(req) });
     res.writeHead(400, headers).end(body);
     if (!req.complete) drain(req);
   };
@@ -318,7 +332,7 @@ export async function startClientFront(options: {
       options.onError(`client front: workerd unreachable for ${req.method} ${path}: ${error.message}`);
       if (!bodiless && !req.complete) drain(req);
       res
-        .writeHead(502, { "content-type": "application/json" })
+        .writeHead(502, { ...extraFor(req), "content-type": "application/json" })
         .end(JSON.stringify({ detail: "The Worker runtime did not answer; see the service log", code: "bad_gateway" }));
     });
     // A client that goes away mid-request takes its upstream request with it.
@@ -346,7 +360,7 @@ export async function startClientFront(options: {
     const checked = checkRequestHead({ url: req.url ?? "", httpVersion: req.httpVersion, rawHeaders: req.rawHeaders });
     if ("problem" in checked) {
       return void socket.end(
-        rawAnswer({ status: 400, detail: checked.problem, path: req.url?.split("?")[0] ?? "", s3Code: "InvalidRequest" }),
+        rawAnswer({ status: 400, detail: checked.problem, path: pathOf(req), s3Code: "InvalidRequest", extra: extraFor(req) }),
       );
     }
     const headers = forwardedHeaders(
@@ -378,6 +392,7 @@ export async function startClientFront(options: {
         detail: `CONNECT ${shown(req.url ?? "")} is not served: this is not a proxy`,
         path: "",
         s3Code: "InvalidRequest",
+        extra: answerHeaders("CONNECT", "/"),
       }),
     );
   });
@@ -387,13 +402,13 @@ export async function startClientFront(options: {
     const current = responses.get(socket);
     // A pipelined request behind one still being answered: its 400 follows that answer.
     if (current?.req.complete && !current.res.writableFinished) {
-      current.res.once("finish", () => socket.writable && socket.end(badRequestAnswer(error)));
+      current.res.once("finish", () => socket.writable && socket.end(badRequestAnswer(error, answerHeaders)));
       return;
     }
     // A body that broke off after its answer began: the answer cannot become a 400 any more.
     if (!socket.writable || current?.res.headersSent) return void socket.destroy();
     // Otherwise the request still waiting on workerd is dropped with this connection (its 'close').
-    socket.end(badRequestAnswer(error));
+    socket.end(badRequestAnswer(error, answerHeaders));
   });
 
   await new Promise<void>((done, fail) => {

@@ -10,7 +10,9 @@ import { applyMigrations } from "../db/migrate";
 import { DURABLE_OBJECTS } from "../durable-objects";
 import { createLogger, type Logger } from "../log";
 import { bundleWorker } from "./bundle";
-import { startClientFront, type ClientFront } from "./client-front";
+import { startClientFront, type AnswerHeaders, type ClientFront } from "./client-front";
+import { rateRuleFor, uncountedRateLimitHeaders } from "../../shared/rate-rules";
+import { readRateLimitSettings, type RateLimitSettings } from "../ratelimit/settings";
 import { randomBytes } from "node:crypto";
 import { createHranaServer, serveHranaOverHttp } from "./hrana";
 import { startLocalRunner } from "./local-runner";
@@ -182,7 +184,13 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     }
     let front: ClientFront;
     try {
-      front = await startClientFront({ host, port, upstreamPort: Number(workerUrl.port), onError: (message) => log.warning(message) });
+      front = await startClientFront({
+        host,
+        port,
+        upstreamPort: Number(workerUrl.port),
+        onError: (message) => log.warning(message),
+        answerHeaders: frontAnswerHeaders(options.bindings ?? {}),
+      });
     } catch (error) {
       await mf.dispose().catch(() => {});
       throw new StartupError(`cannot listen on ${host}:${port} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
@@ -236,4 +244,21 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     hrana.close();
     throw error;
   }
+}
+
+/**
+ * The rate-limit headers of the answers the client front gives by itself (a malformed request, an
+ * unreachable Worker): spec 2.11 puts them on every response. Such a request is never counted, so
+ * they describe the rule that would apply, as the Worker does for uncounted requests; none when
+ * limits are off (RATE_LIMIT_CALLS=0) or misconfigured (the Worker then says so itself).
+ */
+function frontAnswerHeaders(bindings: Record<string, string>): AnswerHeaders {
+  let settings: RateLimitSettings;
+  try {
+    settings = readRateLimitSettings(bindings, "development");
+  } catch {
+    return () => ({});
+  }
+  if (!settings.enabled) return () => ({});
+  return (method, path) => uncountedRateLimitHeaders(rateRuleFor(method, path, settings.defaultRule), Date.now());
 }

@@ -1,6 +1,6 @@
 import type { Context, MiddlewareHandler } from "hono";
 import { rateLimitKey } from "../../shared/ip";
-import { isRateLimitExempt, rateRuleFor, type RateRule } from "../../shared/rate-rules";
+import { isRateLimitExempt, rateRuleFor, uncountedRateLimitHeaders, type RateRule } from "../../shared/rate-rules";
 import type { AppEnv } from "../app-env";
 import { auditLater } from "../audit/trail";
 import { ApiError } from "../errors";
@@ -17,25 +17,6 @@ export function rateLimitHeaders(rule: RateRule, verdict: RateVerdict): Record<s
     "X-RateLimit-Reset": String(Math.ceil(verdict.resetAt / 1000)),
     "RateLimit-Policy": `"${rule.name}";q=${rule.calls};w=${rule.periodSeconds}`,
     RateLimit: `"${rule.name}";r=${verdict.remaining};t=${seconds}`,
-  };
-}
-
-/**
- * The spec's three headers for a request no window counted (loopback in development, an
- * excluded path, the limiter unreachable): the rule that would apply, with all of its calls
- * remaining, and a reset one period from now. Remaining is the limit, not the client's count in
- * that window: reading the count would cost a Durable Object round trip on requests that are
- * exempt precisely so they cost nothing, and this request takes nothing from any window.
- *
- * @example
- * uncountedRateLimitHeaders(defaultRateRule(100, 60), Date.now());
- * // { "X-RateLimit-Limit": "100", "X-RateLimit-Remaining": "100", "X-RateLimit-Reset": "<now + 60 s>" }
- */
-export function uncountedRateLimitHeaders(rule: RateRule, nowMs: number): Record<string, string> {
-  return {
-    "X-RateLimit-Limit": String(rule.calls),
-    "X-RateLimit-Remaining": String(rule.calls),
-    "X-RateLimit-Reset": String(Math.ceil(nowMs / 1000) + rule.periodSeconds),
   };
 }
 

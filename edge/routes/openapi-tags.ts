@@ -52,8 +52,9 @@ read them (see "Storage").
 
 | Status | When |
 | --- | --- |
-| 400 \`bad_request\` | the body is not valid JSON; locally, a request the Node front refuses (broken framing, a malformed \`Content-Length\`, both \
-Content-Length and Transfer-Encoding) |
+| 400 \`bad_request\` | the body is not valid JSON; locally, a request the Node front refuses before the Worker sees it, with \
+\`Connection: close\` (a bad request line, method or HTTP version; a header without a colon; a head over 16 KiB; a malformed, negative or \
+repeated \`Content-Length\`; \`Transfer-Encoding\` other than \`chunked\`; Host missing or repeated; a target that is not a path; CONNECT) |
 | 400 \`no_active_job\` | a training command without \`job_id\` while you have no running job |
 | 422 \`invalid_request\` | the body, query or path is the wrong shape or has unknown fields; \`errors\` lists \`{path, message}\` with paths such \
 as \`body.password\` |
@@ -159,9 +160,10 @@ Every answer carries, whatever its status (200, 401, 404, ...):
 | \`RateLimit-Policy\` | \`"<rule>";q=<N>;w=<W>\` (IETF draft) |
 | \`RateLimit\` | \`"<rule>";r=<remaining>;t=<seconds until the reset>\` (IETF draft) |
 
-A request that is not counted (an excluded path, loopback in development, limits off) still carries
-\`X-RateLimit-Limit\`, \`-Remaining\` and \`-Reset\` (spec 2.11), describing the rule that would apply, without a trip to
-the limiter. A refused request gets 429 with \`Retry-After\` (seconds, at least 1), Remaining 0 and
+A request that is not counted (an excluded path, loopback in development, the limiter unreachable, a malformed request
+the local Node front answers by itself) still carries \`X-RateLimit-Limit\`, \`-Remaining\` and \`-Reset\` (spec 2.11),
+describing the rule that would apply with all of it remaining, without a trip to the limiter. With
+\`RATE_LIMIT_CALLS=0\` (limits off) no rate-limit header is sent: there is no rule to describe. A refused request gets 429 with \`Retry-After\` (seconds, at least 1), Remaining 0 and
 
 \`\`\`json
 {"detail": "Rate limit exceeded: at most 5 requests per 60 s for POST /api/cloud/auth/login (rule \\"login\\"); retry in 42 s", "code": \
