@@ -9,7 +9,9 @@
 //     it (built to plain JavaScript, see runner/build.mjs). Target: < 80 MB.
 // Settings: BENCH_SECONDS (5 per rate), BENCH_COMMANDS (20).
 import { execFileSync, spawn } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { sseEvents } from "../helpers/sse";
 import { fmt, percentiles, startBenchStack } from "./lib";
 
@@ -65,7 +67,11 @@ async function openSse(url: string, headers: Record<string, string>): Promise<Ss
   return { events: events(), close: () => controller.abort() };
 }
 
-const stack = await startBenchStack({ localRunner: true });
+// The emitter and the listener are admin commands (--trainer_command), which a box runs only when
+// its runner config allows raw commands (README "Security in short").
+const runnerConfig = join(mkdtempSync(join(tmpdir(), "bench-runner-")), "runner.json");
+writeFileSync(runnerConfig, JSON.stringify({ allow_raw_commands: true }));
+const stack = await startBenchStack({ localRunner: true, env: { RUNNER_CONFIG: runnerConfig } });
 try {
   const auth = { "x-api-key": stack.adminKey };
   const json = { ...auth, "content-type": "application/json" };
