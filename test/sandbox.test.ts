@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { findProgram } from "../runner/sandbox";
-import { spawnRunner } from "./helpers/runner-process";
+import { startRemoteRunner, stopRunners } from "./helpers/runner-process";
 import { setUpAdmin, startTestStack, type TestStack } from "./helpers/stack";
 
 const HAS_BWRAP = findProgram("bwrap", process.env.PATH ?? "") !== null;
@@ -70,11 +70,8 @@ const events = async (jobId: string) =>
 
 /** A remote runner (runner/main.ts) with its own config file, taking jobs labelled box=<name>. */
 async function startRemote(name: string, config: Record<string, unknown>) {
-  const created = await t.call("POST", "/api/admin/workers", { json: { name: `box-${name}` }, auth: auth() });
-  tokens[name] = created.body.token;
-  const file = join(host, `${name}.json`);
-  writeFileSync(file, JSON.stringify(config));
-  const runner = Object.assign(spawnRunner(t.base, created.body.token, ["--config", file, "--label", `box=${name}`]), { name });
+  const runner = await startRemoteRunner(t, auth(), name, config, host);
+  tokens[name] = runner.token;
   runners.push(runner);
   return runner;
 }
@@ -101,11 +98,7 @@ describe.skipIf(!HAS_BWRAP)("the sandbox", () => {
     await until("the runners to register", async () => runners.every((r) => r.output.includes("registered as worker")));
   });
   afterAll(async () => {
-    for (const { child } of runners) {
-      if (child.exitCode !== null) continue;
-      child.kill("SIGTERM");
-      await new Promise((r) => child.once("exit", r));
-    }
+    await stopRunners(runners);
     await t?.stop();
     for (const dir of [localWork, rawWork, offWork, missingWork, host]) rmSync(dir, { recursive: true, force: true });
   });

@@ -15,7 +15,7 @@ import { PLAIN_BOX, planLaunch, signalFilePath } from "../runner/job";
 import { findProgram } from "../runner/sandbox";
 import { readCounters, SignalFile } from "../runner/signal-file";
 import { SIGNAL_FILE_ENV } from "../shared/trainer-commands";
-import { spawnRunner } from "./helpers/runner-process";
+import { startRemoteRunner, stopRunners } from "./helpers/runner-process";
 import { setUpAdmin, startTestStack, type TestStack } from "./helpers/stack";
 
 const dirs: string[] = [];
@@ -240,32 +240,22 @@ describe.skipIf(!PYTHON)("SimpleTuner's protocol against the real stack", () => 
     admin = await setUpAdmin(t);
     const host = temp("host");
     for (const name of boxes) {
-      const created = await t.call("POST", "/api/admin/workers", { json: { name: `box-${name}` }, auth: auth() });
       const work = join(host, name);
       mkdirSync(work);
       workDirs[name] = work;
-      const file = join(host, `${name}.json`);
-      writeFileSync(
-        file,
-        JSON.stringify({
-          trainers: { simpletuner_standin: [PYTHON!, STANDIN] },
-          allow_raw_commands: true,
-          sandbox: name === "plain" ? "off" : "required",
-          work_dir: work,
-          hide: [t.dataDir],
-        }),
-      );
-      const runner = Object.assign(spawnRunner(t.base, created.body.token, ["--config", file, "--label", `box=${name}`]), { name });
-      runners.push(runner);
+      const config = {
+        trainers: { simpletuner_standin: [PYTHON!, STANDIN] },
+        allow_raw_commands: true,
+        sandbox: name === "plain" ? "off" : "required",
+        work_dir: work,
+        hide: [t.dataDir],
+      };
+      runners.push(await startRemoteRunner(t, auth(), name, config, host));
     }
     await until("the runners to register", async () => runners.every((r) => r.output.includes("registered as worker")));
   });
   afterAll(async () => {
-    for (const { child } of runners) {
-      if (child.exitCode !== null) continue;
-      child.kill("SIGTERM");
-      await new Promise((r) => child.once("exit", r));
-    }
+    await stopRunners(runners);
     await t?.stop();
   });
 

@@ -1,4 +1,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { Credentials, TestStack } from "./stack";
 
 /** A runner started as its own process (runner/main.ts), and everything it has printed so far. */
 export interface RunnerProcess {
@@ -34,4 +37,35 @@ export function spawnRunner(
   child.stdout!.on("data", collect);
   child.stderr!.on("data", collect);
   return runner;
+}
+
+/**
+ * A remote box as an operator sets one up: an admin creates worker `box-<name>` (its token comes
+ * back once), its runner config goes to `<dir>/<name>.json`, and its runner starts taking the jobs
+ * labelled `box=<name>`.
+ *
+ * @example
+ * const box = await startRemoteRunner(t, { key: admin.key }, "plain", { sandbox: "off" }, dir);
+ */
+export async function startRemoteRunner(
+  t: TestStack,
+  auth: Credentials,
+  name: string,
+  config: Record<string, unknown>,
+  dir: string,
+): Promise<RunnerProcess & { name: string; token: string }> {
+  const created = await t.call("POST", "/api/admin/workers", { json: { name: `box-${name}` }, auth });
+  const file = join(dir, `${name}.json`);
+  writeFileSync(file, JSON.stringify(config));
+  const token = String(created.body.token);
+  return Object.assign(spawnRunner(t.base, token, ["--config", file, "--label", `box=${name}`]), { name, token });
+}
+
+/** Stops runner processes (SIGTERM) and waits until each has exited. */
+export async function stopRunners(runners: readonly RunnerProcess[]): Promise<void> {
+  for (const { child } of runners) {
+    if (child.exitCode !== null) continue;
+    child.kill("SIGTERM");
+    await new Promise((r) => child.once("exit", r));
+  }
 }
