@@ -9,7 +9,7 @@
 //     it (built to plain JavaScript, see runner/build.mjs). Target: < 80 MB.
 // Settings: BENCH_SECONDS (5 per rate), BENCH_COMMANDS (20).
 import { execFileSync, spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { sseEvents } from "../helpers/sse";
@@ -69,8 +69,10 @@ async function openSse(url: string, headers: Record<string, string>): Promise<Ss
 
 // The emitter and the listener are admin commands (--trainer_command), which a box runs only when
 // its runner config allows raw commands (README "Security in short").
-const runnerConfig = join(mkdtempSync(join(tmpdir(), "bench-runner-")), "runner.json");
-writeFileSync(runnerConfig, JSON.stringify({ allow_raw_commands: true }));
+// Its job directories go to a temporary directory, not the checkout's ./.runner.
+const runnerDir = mkdtempSync(join(tmpdir(), "bench-runner-"));
+const runnerConfig = join(runnerDir, "runner.json");
+writeFileSync(runnerConfig, JSON.stringify({ allow_raw_commands: true, work_dir: join(runnerDir, "work") }));
 const stack = await startBenchStack({ localRunner: true, env: { RUNNER_CONFIG: runnerConfig } });
 try {
   const auth = { "x-api-key": stack.adminKey };
@@ -149,10 +151,14 @@ try {
   const created = (await (await stack.post("/api/admin/workers", { name: "idle-runner" })).json()) as { token: string };
   // As `npm run runner` starts it: built, then plain node.
   execFileSync(process.execPath, ["runner/build.mjs"]);
-  const runner = spawn(process.execPath, ["--enable-source-maps", ".build/runner/main.mjs", "start", "--url", stack.base], {
-    env: { ...process.env, RUNNER_TOKEN: created.token },
-    stdio: ["ignore", "pipe", "inherit"],
-  });
+  const runner = spawn(
+    process.execPath,
+    ["--enable-source-maps", ".build/runner/main.mjs", "start", "--url", stack.base, "--work-dir", join(runnerDir, "idle")],
+    {
+      env: { ...process.env, RUNNER_TOKEN: created.token },
+      stdio: ["ignore", "pipe", "inherit"],
+    },
+  );
   await new Promise<void>((resolve, reject) => {
     runner.stdout!.on("data", (d: Buffer) => d.toString().includes("registered as worker") && resolve());
     runner.once("exit", (code) => reject(new Error(`the runner exited with ${code}`)));
@@ -169,4 +175,5 @@ try {
   );
 } finally {
   await stack.stop();
+  rmSync(runnerDir, { recursive: true, force: true });
 }
