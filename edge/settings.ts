@@ -4,6 +4,7 @@ import { settings } from "./db/schema";
 import { APPROVAL_DEFAULTS, CONCURRENCY_DEFAULTS, type ApprovalRules, type ConcurrencySettings } from "../shared/schemas/queue";
 import { METRIC_TEMPLATES, type MetricsConfig } from "../shared/schemas/metrics";
 import { STORAGE_QUOTA_DEFAULTS, type StorageQuota } from "../shared/schemas/storage";
+import { CLOUD_SETTINGS_DEFAULTS, DEFAULT_HARDWARE_RATES, type CloudSettings, type HardwareRates } from "../shared/schemas/cloud";
 
 /** Service settings stored in libSQL, JSON-encoded, with their defaults. */
 export const SETTING_DEFAULTS = {
@@ -25,6 +26,10 @@ export const SETTING_DEFAULTS = {
   metrics: { prometheus_enabled: false, prometheus_categories: [...METRIC_TEMPLATES.standard] } as MetricsConfig,
   /** What one job may keep on the storage endpoint (PUT /api/admin/storage-quota). */
   storage_quota: STORAGE_QUOTA_DEFAULTS as StorageQuota,
+  /** Cloud training: consent, spending limit, public URL, polling, publishing (PUT /api/cloud/settings). */
+  cloud: CLOUD_SETTINGS_DEFAULTS as CloudSettings,
+  /** USD per second by hardware (PUT /api/cloud/rates). Stored whole: an admin's table replaces the defaults. */
+  cloud_rates: DEFAULT_HARDWARE_RATES as HardwareRates,
 } satisfies Record<string, unknown>;
 export type SettingKey = keyof typeof SETTING_DEFAULTS;
 type SettingValue<K extends SettingKey> = (typeof SETTING_DEFAULTS)[K];

@@ -23,7 +23,20 @@ export interface StoredProviderSettings {
   webhook_secret: string | null;
   /** Accept unsigned webhooks while no secret is set: an admin's explicit choice, off by default. */
   webhook_allow_unsigned: boolean;
+  /** The provider's API root: the real one by default; a proxy or a test double otherwise. */
+  api_base_url: string;
+  /** The trainer the provider runs ("owner/name:version" on Replicate). */
+  training_model: string | null;
+  /** Where the provider keeps the trained model ("owner/name" on Replicate, which requires one). */
+  training_destination: string | null;
+  /** The hardware the training model runs on: its rate (PUT /api/cloud/rates) prices the job. */
+  hardware: string;
+  /** The name of the secret holding the provider's API token (resolved by edge/cloud/secrets.ts). */
+  api_token_secret: string;
 }
+
+/** Replicate's API root. */
+export const DEFAULT_API_BASE_URL = "https://api.replicate.com";
 
 /** Spec 8: outbound calls time out after 30 s unless SERVICE_HTTP_TIMEOUT says otherwise. */
 export const DEFAULT_HTTP_TIMEOUT_S = 30;
@@ -42,6 +55,11 @@ export function providerDefaults(): StoredProviderSettings {
     s3_secret_access_key: null,
     webhook_secret: null,
     webhook_allow_unsigned: false,
+    api_base_url: DEFAULT_API_BASE_URL,
+    training_model: null,
+    training_destination: null,
+    hardware: "gpu-a100-large",
+    api_token_secret: "REPLICATE_API_TOKEN",
   };
 }
 
@@ -121,6 +139,15 @@ export async function updateProviderSettings(db: Database, provider: string, upd
   if (update.proxy_url) httpUrl(update.proxy_url, "proxy_url", fields);
   if (update.s3_public_url) httpUrl(update.s3_public_url, "s3_public_url", fields);
   if (update.s3_output_path) outputPath(update.s3_output_path, fields);
+  if (update.api_base_url) httpUrl(update.api_base_url, "api_base_url", fields);
+  if (update.training_model && !/^[a-z0-9][a-z0-9._-]*\/[a-z0-9][a-z0-9._-]*:[a-f0-9]{8,128}$/i.test(update.training_model))
+    fields.push({ path: "training_model", message: `must be "owner/name:version" (the version id in hex), not "${update.training_model}"` });
+  if (update.training_destination && !/^[a-z0-9][a-z0-9._-]*\/[a-z0-9][a-z0-9._-]*$/i.test(update.training_destination))
+    fields.push({ path: "training_destination", message: `must be "owner/name", not "${update.training_destination}"` });
+  if (update.hardware && !/^[a-z0-9][a-z0-9._-]{0,63}$/i.test(update.hardware))
+    fields.push({ path: "hardware", message: `must be a hardware name like gpu-a100-large, not "${update.hardware}"` });
+  if (update.api_token_secret && !/^[A-Z][A-Z0-9_]{0,127}$/.test(update.api_token_secret))
+    fields.push({ path: "api_token_secret", message: `must be a secret's name in upper case (like REPLICATE_API_TOKEN), not "${update.api_token_secret}"` });
   if (update.ssl_verify === false && before.ssl_verify && update.confirm_insecure !== true) {
     fields.push({ path: "ssl_verify", message: "turning certificate verification off needs confirm_insecure: true in the same request" });
   }

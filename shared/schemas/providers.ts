@@ -39,6 +39,11 @@ export const ProviderSettings = z
       description:
         "Accept webhooks while no webhook_secret is set (off by default: without a secret, intake is refused with 403 webhook_secret_not_set)",
     }),
+    api_base_url: z.string().openapi({ description: "The provider's API root (default https://api.replicate.com): point it at a proxy or a test double" }),
+    training_model: z.string().nullable().openapi({ description: 'The trainer the provider runs, "owner/name:version"; cloud submissions need it' }),
+    training_destination: z.string().nullable().openapi({ description: 'The provider-side model the training writes to, "owner/name"' }),
+    hardware: z.string().openapi({ description: "The hardware the training model runs on; its rate (GET /api/cloud/rates) prices jobs" }),
+    api_token_secret: z.string().openapi({ description: "The name of the secret holding the API token (environment, then secret files, then vault); the token is never shown" }),
     updated_at: Timestamp.nullable(),
   })
   .openapi("ProviderSettings");
@@ -64,6 +69,11 @@ export const ProviderSettingsUpdate = z
       .nullable()
       .optional()
       .openapi({ description: "The provider's webhook signing secret (whsec_...); null removes it. Write-only." }),
+    api_base_url: z.string().max(2048).nullable().optional(),
+    training_model: z.string().max(256).nullable().optional(),
+    training_destination: z.string().max(256).nullable().optional(),
+    hardware: z.string().max(64).nullable().optional(),
+    api_token_secret: z.string().max(128).nullable().optional(),
     webhook_allow_unsigned: z.boolean().nullable().optional().openapi({
       description:
         "Accept unsigned webhooks while no secret is set (not recommended: anyone who can reach the endpoint can post status updates). Unsigned deliveries are never deduplicated.",
