@@ -20,6 +20,7 @@ import { securityHeaders } from "./middleware/security-headers";
 import { metricsRoutes } from "./routes/metrics";
 import { auditRoutes } from "./routes/audit";
 import { providersRoutes } from "./routes/providers";
+import { cloudRoutes } from "./routes/cloud";
 import { storageConventions, storageRoutes } from "./routes/storage";
 
 /**
@@ -51,6 +52,7 @@ export function createApp() {
   app.route("/", metricsRoutes);
   app.route("/", auditRoutes);
   app.route("/", providersRoutes);
+  app.route("/", cloudRoutes);
   app.route("/", storageRoutes);
   app.route("/", docsRoutes(app));
   app.notFound(handleNotFound);

@@ -1,3 +1,4 @@
+import type { CloudJobNamespace } from "./cloud/cloud-job-types";
 import type { EventsHubNamespace } from "./jobs/hub-types";
 import type { MetricsNamespace } from "./metrics/collector-types";
 import type { RateLimiterNamespace } from "./ratelimit/limiter-types";
@@ -46,6 +47,8 @@ export const DURABLE_OBJECTS = {
   RATE_LIMITER: durableObject<RateLimiterNamespace>("RateLimiter", "v4-rate-limiter"),
   /** The metrics collector Durable Object (one, named "main"): HTTP counts from every isolate. */
   METRICS: durableObject<MetricsNamespace>("MetricsCollector", "v5-metrics"),
+  /** One Durable Object per cloud job (named by job id): sends it to its provider and tracks it to the end. */
+  CLOUD_JOBS: durableObject<CloudJobNamespace>("CloudJob", "v6-cloud-jobs"),
 } as const;
 
 /** The Durable Object bindings of Env, typed from DURABLE_OBJECTS. */

@@ -7,6 +7,7 @@ export { EventsHub } from "./jobs/hub";
 export { WorkerChannel } from "./workers/channel";
 export { RateLimiter } from "./ratelimit/limiter";
 export { MetricsCollector } from "./metrics/collector";
+export { CloudJob } from "./cloud/cloud-job";
 
 const app = createApp();
 

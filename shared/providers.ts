@@ -1,12 +1,30 @@
 /**
- * The hosted providers this service knows. Settings (PUT /api/cloud/providers/{provider}) and
- * webhook intake (POST /api/webhooks/{provider}) accept only these names.
+ * The cloud providers this service knows (spec 1 "Supported providers"): the hosted provider,
+ * worker orchestration (this service's own GPU workers) and a managed service listed as coming
+ * soon. Settings (PUT /api/cloud/providers/{provider}) and webhook intake (POST
+ * /api/webhooks/{provider}) accept only these names.
  */
 export const PROVIDERS = [
   {
     name: "replicate",
     display_name: "Replicate",
-    capabilities: ["cloud_training", "webhooks", "cost_tracking", "storage_endpoint"],
+    kind: "hosted",
+    capabilities: ["cloud_training", "webhooks", "cost_tracking", "live_logs", "storage_endpoint"],
+    coming_soon: false,
+  },
+  {
+    name: "workers",
+    display_name: "Worker orchestration",
+    kind: "workers",
+    capabilities: ["cloud_training", "live_logs"],
+    coming_soon: false,
+  },
+  {
+    name: "managed",
+    display_name: "Managed service",
+    kind: "managed",
+    capabilities: [],
+    coming_soon: true,
   },
 ] as const;
 

@@ -15,10 +15,13 @@ import type { HubEvent } from "./hub-types";
 /** Largest event accepted (a validation image as a data URI fits well within it). */
 export const MAX_EVENT_BYTES = 512 * 1024;
 
-/** Stores a batch; returns the events it really added, as watchers receive them. */
+/**
+ * Stores a batch; returns the events it really added, as watchers receive them. `workerId`: the
+ * runner that sends them (the job must be its); null for the service's own (a cloud job's logs).
+ */
 export async function appendEvents(
   db: Database,
-  workerId: number,
+  workerId: number | null,
   jobId: string,
   batch: z.infer<typeof EventBatch>,
 ): Promise<{ stored: HubEvent[]; nextIndex: number }> {
@@ -43,13 +46,13 @@ export async function appendEvents(
         sql: `INSERT INTO job_events (job_id, idx, attempt, seq, type, payload, created_at)
               SELECT ?1, base.n + ROW_NUMBER() OVER (ORDER BY e.key), ?2, e.value ->> '$.seq', e.value ->> '$.type', e.value ->> '$.payload', ?3
               FROM json_each(?4) AS e, (SELECT COALESCE(MAX(idx), -1) AS n FROM job_events WHERE job_id = ?1) AS base
-              WHERE EXISTS (SELECT 1 FROM queue_entries WHERE job_id = ?1 AND worker_id = ?5)
+              WHERE EXISTS (SELECT 1 FROM queue_entries WHERE job_id = ?1 AND (?5 IS NULL OR worker_id = ?5))
                 AND NOT EXISTS (SELECT 1 FROM job_events j WHERE j.job_id = ?1 AND j.attempt = ?2 AND j.seq = e.value ->> '$.seq')
               RETURNING idx, seq`,
         args: [jobId, batch.attempt, now, JSON.stringify(rows), workerId],
       },
       {
-        sql: "SELECT COALESCE(MAX(idx), -1) + 1 AS next, EXISTS (SELECT 1 FROM queue_entries WHERE job_id = ?1 AND worker_id = ?2) AS mine FROM job_events WHERE job_id = ?1",
+        sql: "SELECT COALESCE(MAX(idx), -1) + 1 AS next, EXISTS (SELECT 1 FROM queue_entries WHERE job_id = ?1 AND (?2 IS NULL OR worker_id = ?2)) AS mine FROM job_events WHERE job_id = ?1",
         args: [jobId, workerId],
       },
     ],

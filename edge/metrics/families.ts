@@ -25,7 +25,7 @@ export const FAMILIES: readonly FamilyInfo[] = [
     category: "jobs",
     name: "service_cost_usd_total",
     type: "gauge",
-    help: "Estimated cost in USD of the queue entries that have started (running or finished)",
+    help: "Cost in USD of the jobs that have started: cloud jobs billed seconds times their rate (growing while they run), others their estimate",
   },
   {
     category: "jobs",
@@ -78,24 +78,24 @@ export const FAMILIES: readonly FamilyInfo[] = [
     category: "circuit_breakers",
     name: "service_circuit_breaker_state",
     type: "gauge",
-    help: "Circuit breaker state per cloud provider (0 closed, 1 half-open, 2 open); reported once cloud training lands",
+    help: "Circuit breaker state per hosted cloud provider (0 closed, 1 half-open, 2 open)",
   },
   {
     category: "circuit_breakers",
     name: "service_circuit_breaker_failures_total",
     type: "counter",
-    help: "Failed calls counted by the circuit breaker per cloud provider; reported once cloud training lands",
+    help: "Failed calls (no answer, timeout, 5xx) counted by the circuit breaker per hosted cloud provider",
   },
   {
     category: "provider",
     name: "service_cost_limit_percent_used",
     type: "gauge",
-    help: "Percent of the spending limit used per cloud provider; reported once cloud training lands",
+    help: "Percent of the cloud spending limit this period committed by each provider's jobs (finished costs plus running estimates); only with a limit set",
   },
   {
     category: "provider",
     name: "service_credit_balance_usd",
     type: "gauge",
-    help: "Credit balance in USD per cloud provider; reported once cloud training lands",
+    help: "USD left of the cloud spending limit this period (the credit jobs may still spend); only with a limit set",
   },
 ];

@@ -5,6 +5,10 @@ import type { Database } from "../db/client";
 import type { MetricsApi } from "./collector-types";
 import type { MetricFamily, Sample } from "./exposition";
 import { FAMILIES } from "./families";
+import { PROVIDERS } from "../../shared/providers";
+import { breakerStates, breakerStateValue } from "../cloud/breaker";
+import { getCloudSettings } from "../cloud/settings";
+import { committedFrom, committedSpendingStatement } from "../scheduler/store";
 
 /** Where the figures live: the database, the collector DO, and when the service started. */
 export interface MetricsSources {
@@ -34,9 +38,9 @@ async function queueFigures(db: Database, values: Values): Promise<void> {
   const [statuses, started, approvals] = await db.$client.batch(
     [
       "SELECT status, count(*) AS n FROM queue_entries GROUP BY status",
-      `SELECT coalesce(sum(estimated_cost), 0) AS cost,
-              avg(CASE WHEN status = 'completed' AND completed_at IS NOT NULL THEN (julianday(completed_at) - julianday(started_at)) * 86400.0 END) AS duration
-       FROM queue_entries WHERE started_at IS NOT NULL`,
+      `SELECT coalesce(sum(CASE WHEN c.job_id IS NOT NULL THEN c.cost_usd ELSE q.estimated_cost END), 0) AS cost,
+              avg(CASE WHEN q.status = 'completed' AND q.completed_at IS NOT NULL THEN (julianday(q.completed_at) - julianday(q.started_at)) * 86400.0 END) AS duration
+       FROM queue_entries q LEFT JOIN cloud_jobs c ON c.job_id = q.job_id WHERE q.started_at IS NOT NULL`,
       "SELECT status, count(*) AS n FROM approval_requests GROUP BY status",
     ],
     "read",
@@ -73,6 +77,44 @@ async function collectorFigures(sources: MetricsSources, values: Values): Promis
   values.set("service_rate_limit_tracked_clients", [{ value: totals.trackedClients }]);
 }
 
+/** Circuit breakers: each provider's state (0 closed, 1 half-open, 2 open) and failures counted, for every usable provider. */
+async function breakerFigures(db: Database, values: Values): Promise<void> {
+  const states = new Map((await breakerStates(db)).map((b) => [b.provider, b]));
+  const usable = PROVIDERS.filter((p) => p.kind === "hosted").map((p) => p.name);
+  values.set(
+    "service_circuit_breaker_state",
+    usable.map((provider) => ({ labels: { provider }, value: breakerStateValue[states.get(provider)?.state ?? "closed"] })),
+  );
+  values.set(
+    "service_circuit_breaker_failures_total",
+    usable.map((provider) => ({ labels: { provider }, value: states.get(provider)?.failures_total ?? 0 })),
+  );
+}
+
+/**
+ * The spending limit per hosted provider: the percent its jobs committed this period (finished
+ * costs plus running estimates), and what is left of the limit (the credit the cloud may still
+ * spend). No samples without a limit.
+ */
+async function providerFigures(db: Database, values: Values): Promise<void> {
+  const cloud = await getCloudSettings(db);
+  const limit = cloud.spending_limit_usd;
+  if (limit === null) return;
+  const statement = committedSpendingStatement(new Date());
+  const byProvider = await db.$client.execute({
+    sql: statement.sql.replace("SELECT ", "SELECT q.provider AS provider, ") + " GROUP BY q.provider",
+    args: statement.args,
+  });
+  const committed = new Map(byProvider.rows.map((r) => [String(r.provider), committedFrom(r as Record<string, unknown>, cloud.spending_period)]));
+  const total = [...committed.values()].reduce((a, b) => a + b, 0);
+  const hosted = PROVIDERS.filter((p) => p.kind === "hosted").map((p) => p.name);
+  values.set(
+    "service_cost_limit_percent_used",
+    hosted.map((provider) => ({ labels: { provider }, value: limit > 0 ? round(((committed.get(provider) ?? 0) / limit) * 100, 2) : 100 })),
+  );
+  values.set("service_credit_balance_usd", hosted.map((provider) => ({ labels: { provider }, value: round(Math.max(0, limit - total), 4) })));
+}
+
 async function auditFigures(db: Database, values: Values): Promise<void> {
   const counts = await auditCounts(db);
   values.set("service_audit_log_entries_total", [{ value: counts.total }]);
@@ -89,8 +131,7 @@ async function healthFigures(sources: MetricsSources, values: Values): Promise<v
 /**
  * The families of the given categories, in catalogue order, with their current values read from
  * where each lives (the queue and audit tables, the collector DO, the clock). Only the sources the
- * categories need are asked (the database's latency first, then the rest at once). circuit_breakers and provider have no source until the
- * cloud provider client exists: their families are announced without samples.
+ * categories need are asked (the database's latency first, then the rest at once).
  *
  * @example
  * const text = renderExposition(await gatherMetrics(["jobs", "health"], sources));
@@ -104,6 +145,8 @@ export async function gatherMetrics(categories: readonly MetricCategory[], sourc
     wanted.has("jobs") || wanted.has("approvals") ? queueFigures(sources.db, values) : null,
     wanted.has("http") || wanted.has("rate_limits") ? collectorFigures(sources, values) : null,
     wanted.has("audit") ? auditFigures(sources.db, values) : null,
+    wanted.has("circuit_breakers") ? breakerFigures(sources.db, values) : null,
+    wanted.has("provider") ? providerFigures(sources.db, values) : null,
   ]);
   return FAMILIES.filter((f) => wanted.has(f.category)).map(({ name, type, help }) => ({
     name,

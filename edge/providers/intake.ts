@@ -128,3 +128,8 @@ export async function forgetOldWebhooks(db: Database, days = WEBHOOK_RETENTION_D
   const result = await db.$client.execute({ sql: "DELETE FROM provider_webhook_events WHERE received_at < ?", args: [before] });
   return result.rowsAffected;
 }
+
+/** Marks a received webhook as applied to its cloud job. */
+export async function markWebhookProcessed(db: Database, id: number): Promise<void> {
+  await db.$client.execute({ sql: "UPDATE provider_webhook_events SET processed_at = ? WHERE id = ?", args: [new Date().toISOString(), id] });
+}

@@ -5,8 +5,25 @@ import { requiredSecrets } from "../config";
 import { currentSchemaVersion } from "../db/migrate";
 import { LATEST_SCHEMA_VERSION } from "../db/migrations/index";
 import { createRouter } from "../router";
+import type { Context } from "hono";
+import type { AppEnv } from "../app-env";
+import { checkProviders } from "../cloud/provider-checks";
 
 export const health = createRouter();
+
+/** How old a provider check the health answer may reuse: callers polling health do not each call the providers. */
+const HEALTH_CHECK_MAX_AGE_S = 10;
+
+/** Each usable provider's credential check with its latency: healthy when they validate, unhealthy while its circuit breaker is open. */
+async function providerHealth(c: Context<AppEnv>): Promise<NonNullable<Health["providers"]>> {
+  const checks = await checkProviders({ env: c.env, db: c.get("db"), log: c.get("log") }, HEALTH_CHECK_MAX_AGE_S);
+  return checks.map((p) => ({
+    name: p.name,
+    status: p.breaker_state === "open" ? "unhealthy" : p.valid ? "healthy" : "degraded",
+    ...(p.latency_ms === null ? {} : { latency_ms: p.latency_ms }),
+    message: p.breaker_state === "open" ? `circuit breaker open; ${p.message}` : p.message,
+  }));
+}
 
 const tags = ["Health"];
 
@@ -64,8 +81,7 @@ health.openapi(
       uptime_seconds: Math.round((Date.now() - config.startedAt) / 10) / 100,
       timestamp: new Date().toISOString(),
       components,
-      // No provider is configurable before the cloud issue lands; the list is honest about it.
-      ...(c.req.valid("query").include_providers ? { providers: [] } : {}),
+      ...(c.req.valid("query").include_providers ? { providers: await providerHealth(c) } : {}),
     };
     return c.json(body, status === "unhealthy" ? 503 : 200);
   },

@@ -11,9 +11,20 @@ import { auditLater, changedFields } from "../audit/trail";
 import { ApiError } from "../errors";
 import { readLimitedText } from "../limited-body";
 import { principalOf } from "../middleware/authorize";
-import { addressRefusal, listWebhooks, MAX_WEBHOOK_BYTES, parsePayload, recordWebhook, signatureRefusal } from "../providers/intake";
+import {
+  addressRefusal,
+  listWebhooks,
+  markWebhookProcessed,
+  MAX_WEBHOOK_BYTES,
+  parsePayload,
+  recordWebhook,
+  signatureRefusal,
+} from "../providers/intake";
 import { getProviderSettings, publicSettings, requireProvider, updateProviderSettings } from "../providers/settings";
 import { createRouter } from "../router";
+import { checkProviders } from "../cloud/provider-checks";
+import { jobOfProviderRun } from "../cloud/record";
+import { cloudJobOf } from "../cloud/cloud-job-types";
 import { error, json, jsonBody } from "./openapi";
 
 /** Hosted providers: the public list, admins' settings (spec 2.8), and webhook intake. */
@@ -38,23 +49,37 @@ providersRoutes.openapi(
     method: "get",
     path: "/api/cloud/providers",
     tags,
-    summary: "The providers this service knows and what each can do (public, no settings)",
-    description: "Each provider's name, capabilities and the path its webhooks are posted to. Public; never rate limited.",
+    summary: "The providers this service knows, what each can do, and whether its credentials validate (public, no settings)",
+    description:
+      "The hosted provider, worker orchestration (your own GPU workers) and the managed service (coming soon, not usable). `credentials` says whether the provider accepts this service's credentials: checked against the provider at most every 5 minutes, the last answer shown in between. Public; never rate limited.",
     responses: { 200: json(ProviderList, "Providers") },
   }),
-  (c) =>
-    c.json(
+  async (c) => {
+    const checks = await checkProviders({ env: c.env, db: c.get("db"), log: c.get("log") }, PROVIDER_CHECK_MAX_AGE_S);
+    return c.json(
       {
-        providers: PROVIDERS.map((p) => ({
-          name: p.name,
-          display_name: p.display_name,
-          capabilities: [...p.capabilities],
-          webhook_path: `/api/webhooks/${p.name}`,
-        })),
+        providers: PROVIDERS.map((p) => {
+          const check = checks.find((x) => x.name === p.name) ?? null;
+          return {
+            name: p.name,
+            display_name: p.display_name,
+            capabilities: [...p.capabilities],
+            webhook_path: `/api/webhooks/${p.name}`,
+            kind: p.kind,
+            coming_soon: p.coming_soon,
+            supports_cost_tracking: (p.capabilities as readonly string[]).includes("cost_tracking"),
+            supports_live_logs: (p.capabilities as readonly string[]).includes("live_logs"),
+            credentials: check && { valid: check.valid, message: check.message, latency_ms: check.latency_ms, checked_at: check.checked_at, breaker_state: check.breaker_state },
+          };
+        }),
       },
       200,
-    ),
+    );
+  },
 );
+
+/** How old a credential check the public providers list may show. */
+const PROVIDER_CHECK_MAX_AGE_S = 300;
 
 providersRoutes.openapi(
   createRoute({
@@ -158,10 +183,20 @@ providersRoutes.openapi(
     if (body === null) throw tooLarge();
     const bySignature = signatureRefusal(settings, provider, c.req.raw.headers, body);
     if (bySignature) throw refuse(bySignature);
-    parsePayload(body);
+    const payload = parsePayload(body);
     const webhookId = c.req.header("webhook-id")?.slice(0, 256) || null;
     const receipt = await recordWebhook(db, { provider, webhookId, clientIp, signed: Boolean(settings.webhook_secret), payload: body });
     c.get("log").info("provider webhook received", { provider, id: receipt.id, duplicate: receipt.duplicate });
+    // A status update about one of our cloud jobs moves it along now (polling would, later); a repeat changes nothing.
+    const runId = typeof payload.id === "string" ? payload.id : null;
+    const jobId = !receipt.duplicate && runId ? await jobOfProviderRun(db, provider, runId) : null;
+    if (jobId)
+      c.executionCtx.waitUntil(
+        cloudJobOf(c.env, jobId)
+          .update(jobId, payload)
+          .then(() => markWebhookProcessed(db, receipt.id))
+          .catch((error: unknown) => c.get("log").warning("could not apply a provider webhook", { provider, job_id: jobId, error: String(error) })),
+      );
     return c.json({ received: true as const, ...receipt }, 202);
   },
 );

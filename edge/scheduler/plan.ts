@@ -34,6 +34,8 @@ export interface PendingJob {
   workerLabels: Record<string, string> | null;
   deviceIds: number[] | null;
   anyGpu: boolean;
+  /** USD a cloud job is estimated to cost (0 for local jobs): what it takes from the spending limit. */
+  estimatedCost?: number;
 }
 
 export interface RunningJob {
@@ -67,6 +69,11 @@ export interface PlanInput {
   localPaused?: boolean;
   /** Online remote workers (busy ones included: they tell whether a job could ever match). */
   workers: WorkerView[];
+  /**
+   * The cloud spending limit of the current period, and what is committed against it (finished
+   * jobs' costs this period plus running jobs' estimates); null or absent: no limit.
+   */
+  cloudBudget?: { limitUsd: number; committedUsd: number } | null;
 }
 
 export interface Admission {
@@ -149,7 +156,16 @@ export function planPass(input: PlanInput): Plan {
   type Outcome =
     { ok: true; gpus: number[] | null; workerId: number | null } | { ok: false; reason: WaitReason; message: string; never?: boolean };
 
+  let committedUsd = input.cloudBudget?.committedUsd ?? 0;
   function tryCloud(job: PendingJob): Outcome {
+    const budget = input.cloudBudget;
+    const cost = job.estimatedCost ?? 0;
+    if (budget && committedUsd + cost > budget.limitUsd + 1e-9)
+      return {
+        ok: false,
+        reason: "spending_limit",
+        message: `its estimated $${cost.toFixed(2)} would pass the spending limit: $${committedUsd.toFixed(2)} of $${budget.limitUsd.toFixed(2)} is committed this period`,
+      };
     if (cloudRunning >= limits.max_concurrent)
       return {
         ok: false,
@@ -255,6 +271,7 @@ export function planPass(input: PlanInput): Plan {
       if (job.jobType === "cloud") {
         cloudRunning++;
         cloudByUser.set(job.userId, (cloudByUser.get(job.userId) ?? 0) + 1);
+        committedUsd += job.estimatedCost ?? 0;
       } else if (outcome.workerId !== null) {
         takenWorkers.add(outcome.workerId);
       } else {

@@ -57,7 +57,7 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
   private lastPlan: { at: number; waiting: Map<number, WaitInfo> } | null = null;
   private active: { entries: Map<number, ActiveEntry>; loadedAt: number } | null = null;
   private readonly log: Logger;
-  private submissions: { user: Submitter; body: LocalSubmit; resolve: (o: SubmitOutcome) => void; reject: (e: unknown) => void }[] = [];
+  private submissions: (Submission & { resolve: (o: SubmitOutcome) => void; reject: (e: unknown) => void })[] = [];
   private capacityRead: { capacity: CapacityWithRules; at: number } | null = null;
   private configs = new Map<string, { environment: EnvironmentConfig; at: number }>();
   /** Bumped by forget(): a read that began before it must not refill the cache with what it read. */
@@ -172,9 +172,18 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
    * instead of a few each.
    */
   async submit(user: Submitter, body: LocalSubmit): Promise<SubmitOutcome> {
+    return this.enqueue({ user, body });
+  }
+
+  /** A cloud submission, prepared by edge/cloud/submit.ts: decided in the same group and pass as local ones. */
+  async submitJob(job: NewJob): Promise<SubmitOutcome> {
+    return this.enqueue({ prepared: job });
+  }
+
+  private async enqueue(submission: Submission): Promise<SubmitOutcome> {
     await this.arm();
     return new Promise<SubmitOutcome>((resolve, reject) => {
-      this.submissions.push({ user, body, resolve, reject });
+      this.submissions.push({ ...submission, resolve, reject });
       // The first one in schedules a group; submissions arriving within GROUP_WAIT_MS (and while
       // earlier work runs) join it.
       if (this.submissions.length === 1) setTimeout(() => void this.exclusive(() => this.submitGroup()), GROUP_WAIT_MS);
@@ -195,11 +204,12 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
   }
 
   /** Capacity and the environments' options a group needs: from the last read when recent, else one read batch. */
-  private async submissionReads(db: Database, submissions: { body: LocalSubmit }[]) {
+  private async submissionReads(db: Database, submissions: Submission[]) {
     const at = Date.now();
     const fresh = (read: { at: number } | null | undefined) => read !== null && read !== undefined && at - read.at < READ_CACHE_MS;
     const cached = fresh(this.capacityRead) ? this.capacityRead!.capacity : null;
-    const missing = [...new Set(submissions.map((s) => s.body.config_name))].filter((name) => !fresh(this.configs.get(name)));
+    const names = submissions.flatMap((s) => ("body" in s ? [s.body.config_name] : []));
+    const missing = [...new Set(names)].filter((name) => !fresh(this.configs.get(name)));
     const generation = this.generation;
     const read = cached && !missing.length ? null : await readForSubmissions(db, !cached, missing);
     const capacity = cached ?? read!.capacity!;
@@ -251,11 +261,13 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     capacity: CapacityWithRules,
     entries: Map<number, ActiveEntry>,
     trigger: string,
-    submissions: { user: Submitter; body: LocalSubmit }[] = [],
+    submissions: Submission[] = [],
     configs = new Map<string, EnvironmentConfig>(),
   ): Promise<{ started: string[]; waiting: number; outcomes: SubmitOutcome[] }> {
     const outcomes: (SubmitOutcome | null)[] = submissions.map(() => null);
-    const jobs = submissions.map(({ user, body }, index) => {
+    const jobs = submissions.map((submission, index) => {
+      if ("prepared" in submission) return submission.prepared;
+      const { user, body } = submission;
       try {
         return prepareLocalJob(user, body, configs.get(body.config_name) ?? null, capacity.approvalRules);
       } catch (error) {
@@ -290,7 +302,7 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
       const admission = admittedById.get(id);
       if (job.approvalRule !== null) fresh.push({ index, submission: { job, to: "blocked" } });
       else if (admission) fresh.push({ index, submission: { job, to: "running", admission } });
-      else if (submissions[index]!.body.no_wait) {
+      else if (noWait(submissions[index]!)) {
         const waiting = waitingById.get(id)!;
         outcomes[index] = { status: "rejected", reason: waiting.reason, message: waiting.message };
         rejected.add(id);
@@ -385,6 +397,10 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
   }
 }
 
+/** A local submission to decide, or a job prepared elsewhere (a cloud submission, which always waits when it cannot start). */
+type Submission = { user: Submitter; body: LocalSubmit } | { prepared: NewJob };
+const noWait = (s: Submission) => "body" in s && s.body.no_wait;
+
 /** Placeholder ids of new submissions sort after every stored job of the same priority and time, in arrival order. */
 const CANDIDATE_ID_BASE = Number.MAX_SAFE_INTEGER - 1_000_000;
 
@@ -403,5 +419,6 @@ function candidateOf(job: NewJob, id: number, queuedAt: number): PendingJob {
     workerLabels: job.workerLabels,
     deviceIds: job.deviceIds,
     anyGpu: job.anyGpu,
+    estimatedCost: job.estimatedCost,
   };
 }

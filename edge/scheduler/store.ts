@@ -5,6 +5,7 @@ import { parseSetting } from "../settings";
 import type { BatchPart } from "../jobs/lifecycle/batch";
 import type { EnvironmentConfig } from "../queue/submit";
 import type { PendingJob, PlanInput, RunningJob, WorkerView } from "./plan";
+import { periodStart } from "../cloud/cost";
 
 /*
  * The Scheduler DO's reads and its writes apart from job transitions. Reads build a plan's input
@@ -27,7 +28,7 @@ export interface ActiveEntry {
 }
 
 const ACTIVE_COLUMNS = `id, job_id, user_id, team_id, priority, priority_override, queued_at, job_type, num_processes, target,
-  worker_labels, device_ids, any_gpu, status, allocated_gpus, worker_id`;
+  worker_labels, device_ids, any_gpu, status, allocated_gpus, worker_id, estimated_cost`;
 
 function toActive(r: Record<string, unknown>): ActiveEntry {
   const text = (v: unknown) => (v === null || v === undefined ? null : String(v));
@@ -46,6 +47,7 @@ function toActive(r: Record<string, unknown>): ActiveEntry {
       workerLabels: parseJson<Record<string, string> | null>(text(r.worker_labels), null),
       deviceIds: parseJson<number[] | null>(text(r.device_ids), null),
       anyGpu: Number(r.any_gpu) === 1,
+      estimatedCost: Number(r.estimated_cost ?? 0),
     },
     status: r.status === "running" ? "running" : "pending",
     allocatedGpus: parseJson<number[]>(text(r.allocated_gpus), []),
@@ -79,20 +81,23 @@ export interface Capacity {
   localDevices: number[] | null;
   /** Remote workers that may take jobs (not connecting, draining or offline); idle is decided with the entries. */
   remote: (Omit<WorkerView, "idle"> & { statusIdle: boolean })[];
+  /** The cloud spending limit of this period and what is committed against it; null without a limit. */
+  cloudBudget: { limitUsd: number; committedUsd: number } | null;
 }
 
-/** The reads a plan's capacity is made of: the settings it needs and the workers not offline. */
-function capacityStatements(): InStatement[] {
+/** The reads a plan's capacity is made of: the settings it needs, the workers not offline, and the cloud spending committed. */
+function capacityStatements(now = new Date()): InStatement[] {
   return [
-    "SELECT key, value FROM settings WHERE key IN ('concurrency', 'approval_rules', 'local_queue_paused')",
+    "SELECT key, value FROM settings WHERE key IN ('concurrency', 'approval_rules', 'local_queue_paused', 'cloud')",
     "SELECT id, role, status, labels, gpus, idle_since, registered_at, created_at FROM workers WHERE status != 'offline'",
+    committedSpendingStatement(now),
   ];
 }
 
 type Row = Record<string, unknown>;
 
-/** Limits, approval rules and workers from the rows of `capacityStatements`. */
-function capacityFrom(settingRows: Row[], workerRows: Row[]): Capacity & { approvalRules: ApprovalRules } {
+/** Limits, approval rules, workers and the cloud budget from the rows of `capacityStatements`. */
+function capacityFrom(settingRows: Row[], workerRows: Row[], spendingRows: Row[]): Capacity & { approvalRules: ApprovalRules } {
   const stored = (key: string) => {
     const row = settingRows.find((r) => r.key === key);
     return row ? String(row.value) : null;
@@ -107,7 +112,12 @@ function capacityFrom(settingRows: Row[], workerRows: Row[]): Capacity & { appro
   }));
   const localBox = workerList.find((w) => w.role === "local") ?? null;
   const localOnline = localBox !== null && (localBox.status === "IDLE" || localBox.status === "busy");
+  const cloud = parseSetting("cloud", stored("cloud"));
   return {
+    cloudBudget:
+      cloud.spending_limit_usd === null
+        ? null
+        : { limitUsd: cloud.spending_limit_usd, committedUsd: committedFrom(spendingRows[0] ?? {}, cloud.spending_period) },
     limits: parseSetting("concurrency", stored("concurrency")),
     approvalRules: parseSetting("approval_rules", stored("approval_rules")),
     localPaused: parseSetting("local_queue_paused", stored("local_queue_paused")),
@@ -129,8 +139,8 @@ export type CapacityWithRules = Capacity & { approvalRules: ApprovalRules };
 
 /** Limits and workers, read fresh on every pass (a handful of rows, one round trip). */
 export async function loadCapacity(db: Database): Promise<CapacityWithRules> {
-  const [settingRows, workerRows] = await db.$client.batch(capacityStatements(), "read");
-  return capacityFrom(settingRows!.rows as unknown as Row[], workerRows!.rows as unknown as Row[]);
+  const [settingRows, workerRows, spendingRows] = await db.$client.batch(capacityStatements(), "read");
+  return capacityFrom(settingRows!.rows as unknown as Row[], workerRows!.rows as unknown as Row[], spendingRows!.rows as unknown as Row[]);
 }
 
 /** A pass's input from the active entries and the capacity. */
@@ -161,7 +171,31 @@ export function planInput(entries: Iterable<ActiveEntry>, capacity: Capacity, no
     localDevices: capacity.localDevices,
     localPaused: capacity.localPaused,
     workers: workersView,
+    cloudBudget: capacity.cloudBudget,
   };
+}
+
+/**
+ * What is committed against the cloud spending limit, for each period at once (the setting read
+ * in the same batch picks one): the costs of cloud jobs that ended within the period, plus each
+ * running cloud job's estimate or its cost so far, whichever is larger.
+ */
+export function committedSpendingStatement(now: Date): InStatement {
+  const [day, week, month] = (["day", "week", "month"] as const).map((p) => periodStart(p, now).toISOString());
+  const ended = (since: number) =>
+    `coalesce(sum(CASE WHEN q.status IN ('completed', 'failed', 'cancelled') AND q.completed_at >= ?${since} THEN c.cost_usd END), 0)`;
+  return {
+    sql: `SELECT ${ended(1)} AS day, ${ended(2)} AS week, ${ended(3)} AS month,
+            coalesce(sum(CASE WHEN q.status = 'running' THEN max(q.estimated_cost, coalesce(c.cost_usd, 0)) END), 0) AS running
+          FROM queue_entries q LEFT JOIN cloud_jobs c ON c.job_id = q.job_id
+          WHERE q.job_type = 'cloud' AND (q.status = 'running' OR q.completed_at >= ?3 OR q.completed_at >= ?2)`,
+    args: [day, week, month],
+  };
+}
+
+/** The committed total of `period` from a row of committedSpendingStatement. */
+export function committedFrom(row: Row, period: "day" | "week" | "month"): number {
+  return Number(row[period] ?? 0) + Number(row.running ?? 0);
 }
 
 /**
@@ -207,5 +241,5 @@ export async function readForSubmissions(
     const config = JSON.parse(String(row.config ?? "{}")) as Record<string, unknown>;
     environments.set(String(row.name), { config, dataloader: JSON.parse(String(row.dataloader ?? "[]")) as unknown[] });
   }
-  return { capacity: withCapacity ? capacityFrom(reads[0]!, reads[1]!) : null, environments };
+  return { capacity: withCapacity ? capacityFrom(reads[0]!, reads[1]!, reads[2]!) : null, environments };
 }

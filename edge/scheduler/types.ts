@@ -22,6 +22,8 @@ export interface NewJob extends Pick<PendingJob, "jobType" | "numProcesses" | "t
   /** The environment's option map and dataloader at submit: what the job runs, whatever happens to the environment later. */
   configSnapshot: Record<string, unknown>;
   dataloaderSnapshot: unknown[];
+  /** The cloud provider of a cloud job (spec 2.1 `provider`); null for local and worker jobs. */
+  provider?: string | null;
 }
 
 /** Who submits: what the Scheduler needs of the caller. */
@@ -60,6 +62,8 @@ export interface SchedulerApi {
   /** `changed`: ids of jobs whose state a route just changed, so the pass sees them at once. */
   pass(trigger: string, changed?: string[], rereadAll?: boolean): Promise<PassResult>;
   submit(user: Submitter, body: LocalSubmit): Promise<SubmitOutcome>;
+  /** A job prepared elsewhere (a cloud submission): stored pending, running or blocked by the same pass as local ones. */
+  submitJob(job: NewJob): Promise<SubmitOutcome>;
   waitInfo(): Promise<WaitInfo[]>;
   /** Drops the limits, rules, workers and environments kept for submissions (after changing them without a pass). */
   forget(): Promise<void>;

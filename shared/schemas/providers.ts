@@ -10,6 +10,20 @@ export const ProviderSummary = z
     display_name: z.string().openapi({ example: "Replicate" }),
     capabilities: z.array(z.string()).openapi({ example: ["cloud_training", "webhooks"] }),
     webhook_path: z.string().openapi({ description: "Where the provider posts status updates", example: "/api/webhooks/replicate" }),
+    kind: z.enum(["hosted", "workers", "managed"]),
+    coming_soon: z.boolean().openapi({ description: "Listed but not usable yet (the managed service)" }),
+    supports_cost_tracking: z.boolean(),
+    supports_live_logs: z.boolean(),
+    credentials: z
+      .object({
+        valid: z.boolean(),
+        message: z.string(),
+        latency_ms: z.number().nullable(),
+        checked_at: Timestamp,
+        breaker_state: z.enum(["closed", "open", "half_open"]),
+      })
+      .nullable()
+      .openapi({ description: "Whether its credentials validate (checked at most every 5 minutes); null for one coming soon" }),
   })
   .openapi("ProviderSummary");
 

@@ -59,7 +59,14 @@ export function admitJobs(admissions: Admission[], localWorkerId: number | null,
       const started = new Set(Array.from(results[0]?.rows ?? [], (row) => Number(row.admitted_id)));
       const jobs = admissions
         .filter((a) => started.has(a.id))
-        .map((a) => ({ jobId: a.jobId, from: "pending" as const, to: "running" as const, workerId: assignedWorker(a, localWorkerId) }));
+        .map((a) => ({
+          jobId: a.jobId,
+          from: "pending" as const,
+          to: "running" as const,
+          workerId: assignedWorker(a, localWorkerId),
+          // Neither GPUs on the local box nor a worker: a cloud job, whose provider is called now.
+          cloud: a.gpus === null && a.workerId === null,
+        }));
       return { started, change: { jobs } };
     },
   };

@@ -33,7 +33,7 @@ export async function cancelJob(db: Database, jobId: string, request: CancelRequ
         sql: `UPDATE queue_entries SET status = 'cancelled', completed_at = ?1, updated_at = ?1,
                 error_message = CASE WHEN status = 'running' THEN 'Cancelled while running' ELSE COALESCE(error_message, 'Cancelled before it started') END
               WHERE job_id = ?2 AND (status IN ('pending', 'blocked') OR (?4 = 1 AND status = 'running')) AND (?3 IS NULL OR user_id = ?3)
-              RETURNING user_id, worker_id, error_message`,
+              RETURNING user_id, worker_id, error_message, job_type`,
         args: [now, jobId, request.ownerId, request.running ? 1 : 0],
       },
       {
@@ -69,7 +69,7 @@ export async function cancelJob(db: Database, jobId: string, request: CancelRequ
   const workerId = from === "running" && row.worker_id !== null ? Number(row.worker_id) : null;
   const byOther = request.actorId !== null && owner !== request.actorId;
   return {
-    jobs: [{ jobId, from, to: "cancelled", workerId, message: String(row.error_message) }],
+    jobs: [{ jobId, from, to: "cancelled", workerId, message: String(row.error_message), cloud: row.job_type === "cloud" }],
     audit: byOther ? [{ event_type: "job_cancelled", target: jobId, details: { was: from, owner_id: owner } }] : [],
     localQueueHeld: held!.rows.length > 0,
   };

@@ -6,6 +6,7 @@ import type { Logger } from "../../log";
 import { schedulerOf } from "../../scheduler/stub";
 import { channelOf } from "../../workers/channel-types";
 import { hubOf } from "../hub-types";
+import { cloudJobOf } from "../../cloud/cloud-job-types";
 
 /*
  * The effects of a job transition, applied in one place (ARCHITECTURE "Job lifecycle"). A
@@ -33,6 +34,8 @@ export interface JobChange {
   /** For a job sent back to pending: the attempt it runs next, of how many. */
   attempt?: number;
   maxAttempts?: number;
+  /** A cloud job: admitted, its provider is called; cancelled while running, it is cancelled there too. */
+  cloud?: boolean;
 }
 
 /** What one transition changed: the jobs, and the audit entries it owes. */
@@ -50,7 +53,7 @@ export interface Actor {
 }
 
 export interface EffectsContext {
-  env: Pick<Env, "SCHEDULER" | "EVENTS_HUB" | "WORKER_CHANNEL">;
+  env: Pick<Env, "SCHEDULER" | "EVENTS_HUB" | "WORKER_CHANNEL" | "CLOUD_JOBS">;
   db: Database;
   log: Logger;
   actor: Actor | null;
@@ -100,6 +103,22 @@ export async function applyEffects(ctx: EffectsContext, change: Change): Promise
         .notify()
         .catch(warn("wake a runner", { worker_id: id })),
     );
+  for (const j of change.jobs) {
+    if (!j.cloud || j.from === j.to) continue;
+    // The cloud job's own object calls the provider: admitted, it is sent; cancelled while running, it is stopped and billed.
+    if (j.to === "running")
+      work.push(
+        cloudJobOf(env, j.jobId)
+          .start(j.jobId)
+          .catch(warn("send the job to its provider", { job_id: j.jobId })),
+      );
+    else if (j.from === "running" && j.to === "cancelled")
+      work.push(
+        cloudJobOf(env, j.jobId)
+          .cancel(j.jobId)
+          .catch(warn("cancel the job at its provider", { job_id: j.jobId })),
+      );
+  }
   for (const j of change.jobs) {
     const hub = () => hubOf(env as Env, j.jobId);
     if (isTerminal(j.to) && j.from !== j.to) {

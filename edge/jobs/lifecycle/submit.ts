@@ -41,7 +41,7 @@ export function submitJobs(submissions: NewSubmission[], localWorkerId: number |
     statements.push(insertStatement(s.job, s.to, stamp, running?.gpus ?? null, running?.workerId ?? null));
     if (s.to === "blocked") statements.push(...approvalStatements(s.job, stamp));
     if (s.to === "running" && s.admission.workerId !== null) statements.push(workerBusyStatement(s.admission.workerId, s.job.jobId));
-    jobs.push({ jobId: s.job.jobId, from: null, to: s.to, workerId: running?.workerId ?? null });
+    jobs.push({ jobId: s.job.jobId, from: null, to: s.to, workerId: running?.workerId ?? null, cloud: s.job.jobType === "cloud" });
   }
   return {
     statements,
@@ -66,11 +66,12 @@ function insertStatement(
     sql: `INSERT INTO queue_entries (job_id, user_id, team_id, provider, config_name, priority, status, queued_at, started_at, estimated_cost,
             requires_approval, metadata, allocated_gpus, job_type, num_processes, target, worker_labels, device_ids, any_gpu, worker_id, updated_at,
             config_snapshot, dataloader_snapshot)
-          VALUES (?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
     args: [
       job.jobId,
       job.userId,
       job.teamId,
+      job.provider ?? null,
       job.configName,
       job.priority,
       status,

@@ -1,0 +1,346 @@
+import { DurableObject } from "cloudflare:workers";
+import type { Destination, PackageSummary } from "../../shared/schemas/cloud";
+import { readConfig } from "../config";
+import { openDatabase, type Database } from "../db/client";
+import type { Env } from "../env";
+import { ApiError } from "../errors";
+import { appendEvents } from "../jobs/events";
+import { hubOf } from "../jobs/hub-types";
+import { applyEffects } from "../jobs/lifecycle/effects";
+import { finishCloudJob } from "../jobs/lifecycle/finish-cloud";
+import { createLogger, type Logger } from "../log";
+import { getProviderSettings, type StoredProviderSettings } from "../providers/settings";
+import { issueStorageCredentials } from "../storage/credentials";
+import { billedSecondsNow, costOf } from "./cost";
+import { archiveStream, planPackage, type PackageBucket } from "./package";
+import type { CloudJobApi } from "./cloud-job-types";
+import { parseTraining, type ReplicateProvider } from "./providers/replicate";
+import { hostedClient } from "./registry";
+import { resolveSecret } from "./secrets";
+import { getCloudSettings, publicBase } from "./settings";
+import { ProviderError, queueStatusOf, type ProviderJob } from "./types";
+
+/*
+ * One cloud job's life at its provider (spec 1 "Cloud data flow" steps 3-6), one Durable Object
+ * per job so that its webhooks, polls and cancel never race. All state is in libSQL
+ * (cloud_jobs); this object keeps only an alarm. Phases:
+ *   queued -> uploading -> submitting -> submitted -> running -> finished
+ * Admitted (start), it re-plans the archive from the job's snapshot and refuses to upload
+ * anything but what the confirmed summary listed, streams the archive to the provider's file
+ * hosting, and creates the training. Then every webhook (update) and every poll (alarm, each
+ * poll_interval_seconds, webhooks or not) applies the provider's view: status, logs as job
+ * events, billed seconds and cost. At the end the queue entry gets the final status through
+ * the lifecycle, and the archive is deleted at the provider. A transient provider failure (no
+ * answer, a 5xx, the circuit breaker open) is retried on the alarm; anything else fails the job.
+ */
+
+/** Dispatch tries before a job that cannot reach its provider fails. */
+export const MAX_DISPATCH_TRIES = 5;
+/** Upload progress is written at most this often. */
+const PROGRESS_EVERY_MS = 250;
+
+type Row = Record<string, unknown>;
+
+export class CloudJob extends DurableObject<Env> implements CloudJobApi {
+  private chain: Promise<unknown> = Promise.resolve();
+  private database: Database | null = null;
+  private readonly log: Logger;
+
+  constructor(ctx: DurableObjectState, env: Env) {
+    super(ctx, env);
+    this.log = createLogger("edge/cloud/cloud-job", readConfig(env));
+  }
+
+  private db(): Database {
+    return (this.database ??= openDatabase(readConfig(this.env)));
+  }
+
+  // Calls run one after another: a webhook arriving mid-poll waits for it.
+  private exclusive<T>(work: () => Promise<T>): Promise<T> {
+    const run = this.chain.then(work, work);
+    this.chain = run.catch(() => {});
+    return run;
+  }
+
+  private async remember(jobId: string): Promise<void> {
+    if ((await this.ctx.storage.get<string>("job_id")) !== jobId) await this.ctx.storage.put("job_id", jobId);
+  }
+
+  async start(jobId: string): Promise<void> {
+    await this.remember(jobId);
+    await this.exclusive(() => this.step(jobId));
+  }
+
+  async cancel(jobId: string): Promise<void> {
+    await this.remember(jobId);
+    await this.exclusive(() => this.step(jobId));
+  }
+
+  async update(jobId: string, payload: unknown): Promise<void> {
+    await this.remember(jobId);
+    await this.exclusive(async () => {
+      const row = await this.read(jobId);
+      if (!row || !row.provider_job_id || row.phase === "finished") return;
+      const job = parseTraining(payload);
+      if (job.id !== row.provider_job_id) return;
+      await this.apply(row, job);
+    });
+  }
+
+  async poke(jobId: string): Promise<void> {
+    await this.remember(jobId);
+    if ((await this.ctx.storage.getAlarm()) === null) await this.ctx.storage.setAlarm(Date.now());
+  }
+
+  override async alarm(): Promise<void> {
+    const jobId = await this.ctx.storage.get<string>("job_id");
+    if (!jobId) return;
+    await this.exclusive(() => this.step(jobId));
+  }
+
+  private async read(jobId: string): Promise<Row | null> {
+    const result = await this.db().$client.execute({
+      sql: `SELECT c.*, q.status AS queue_status, q.user_id, q.config_snapshot, q.dataloader_snapshot
+            FROM cloud_jobs c JOIN queue_entries q ON q.job_id = c.job_id WHERE c.job_id = ?`,
+      args: [jobId],
+    });
+    return (result.rows[0] as Row | undefined) ?? null;
+  }
+
+  private async patch(jobId: string, fields: Record<string, unknown>): Promise<void> {
+    const names = Object.keys(fields);
+    await this.db().$client.execute({
+      sql: `UPDATE cloud_jobs SET ${names.map((n) => `${n} = ?`).join(", ")}, updated_at = ? WHERE job_id = ?`,
+      args: [...names.map((n) => fields[n] as string | number | null), new Date().toISOString(), jobId],
+    });
+  }
+
+  private async again(seconds: number): Promise<void> {
+    await this.ctx.storage.setAlarm(Date.now() + seconds * 1000);
+  }
+
+  private providerContext() {
+    return { env: this.env, db: this.db(), log: this.log };
+  }
+
+  /** Whatever the job needs next, from its stored phase and queue status. */
+  private async step(jobId: string): Promise<void> {
+    const row = await this.read(jobId);
+    if (!row) return;
+    const phase = String(row.phase);
+    const cancelled = row.queue_status !== "running";
+    const interval = (await getCloudSettings(this.db())).poll_interval_seconds;
+    try {
+      if (phase === "finished") return await this.cleanUp(row);
+      if (cancelled && (phase === "queued" || phase === "uploading")) {
+        // Never submitted: nothing runs and nothing is billed; only an uploaded archive is left to remove.
+        await this.patch(jobId, { phase: "finished", cost_final: 1 });
+        return await this.cleanUp({ ...row, phase: "finished" });
+      }
+      if (cancelled && row.provider_job_id && row.provider_status !== "canceled") {
+        const { client } = await hostedClient(this.providerContext(), String(row.provider));
+        const job = await client.cancel_job(String(row.provider_job_id));
+        await this.apply(row, job);
+        // The provider may take a moment to stop: polled until it reports the final billed time.
+        if (job.status !== "canceled" && job.status !== "succeeded" && job.status !== "failed") await this.again(Math.min(interval, 5));
+        return;
+      }
+      if (phase === "queued" || phase === "uploading") return await this.dispatch(row, interval);
+      if (phase === "submitting") {
+        // Interrupted between asking the provider to train and hearing its answer: a second
+        // request could start (and bill) a second run, so the job fails with what to check.
+        return await this.fail(row, "interrupted while being submitted to the provider; check its dashboard for a stray training, then resubmit");
+      }
+      if (row.provider_job_id) {
+        const { client } = await hostedClient(this.providerContext(), String(row.provider));
+        await this.apply(row, await client.get_job_status(String(row.provider_job_id)));
+        const after = await this.read(jobId);
+        if (after && after.phase !== "finished") await this.again(interval);
+      }
+    } catch (error) {
+      await this.failed(row, error, interval);
+    }
+  }
+
+  /** A transient failure is retried on the alarm (up to MAX_DISPATCH_TRIES while dispatching); anything else fails the job. */
+  private async failed(row: Row, error: unknown, interval: number): Promise<void> {
+    const jobId = String(row.job_id);
+    const transient = error instanceof ProviderError && (error.countsAsFailure || error.status === null);
+    const message = error instanceof ApiError ? error.detail : error instanceof Error ? error.message : String(error);
+    this.log.warning("cloud job step failed", { job_id: jobId, phase: String(row.phase), transient, error: message });
+    if (row.phase === "finished") {
+      // Only the archive's removal is left: tried again a few times, then left to the provider's own expiry.
+      const tries = ((await this.ctx.storage.get<number>("cleanup_tries")) ?? 0) + 1;
+      await this.ctx.storage.put("cleanup_tries", tries);
+      if (tries < MAX_DISPATCH_TRIES) await this.again(60);
+      return;
+    }
+    if (row.phase === "submitted" || row.phase === "running") {
+      // Tracking a job that runs: keep polling; the provider keeps it whatever happens here.
+      await this.again(transient ? interval : Math.max(interval, 60));
+      return;
+    }
+    const tries = ((await this.ctx.storage.get<number>("dispatch_tries")) ?? 0) + 1;
+    await this.ctx.storage.put("dispatch_tries", tries);
+    if (transient && tries < MAX_DISPATCH_TRIES) {
+      const retryAfter = (error as { retryAfterSeconds?: number }).retryAfterSeconds;
+      await this.again(Math.max(retryAfter ?? 0, Math.min(60, 2 ** tries)));
+      return;
+    }
+    await this.fail(row, `could not send the job to ${String(row.provider)}: ${message}`);
+  }
+
+  private async fail(row: Row, message: string): Promise<void> {
+    const jobId = String(row.job_id);
+    await this.patch(jobId, { phase: "finished", provider_error: message, cost_final: 1 });
+    const change = await finishCloudJob(this.db(), jobId, "failed", message);
+    await applyEffects(this.effects("cloud job failed"), change);
+    await this.cleanUp({ ...row, phase: "finished" }).catch(() => {});
+  }
+
+  private effects(trigger: string) {
+    return { env: this.env, db: this.db(), log: this.log, actor: null, origin: "request" as const, trigger };
+  }
+
+  /** Spec 1 steps 2-4: the archive exactly as confirmed, uploaded to the provider's file hosting, then the training. */
+  private async dispatch(row: Row, interval: number): Promise<void> {
+    const jobId = String(row.job_id);
+    const ctx = this.providerContext();
+    const { client, settings } = await hostedClient(ctx, String(row.provider));
+    const bucket = this.env.STORAGE as unknown as PackageBucket;
+    const dataloader = JSON.parse(String(row.dataloader_snapshot ?? "[]")) as unknown[];
+    const config = JSON.parse(String(row.config_snapshot ?? "{}")) as Record<string, unknown>;
+    const plan = await planPackage(bucket, dataloader, config);
+    const confirmed = JSON.parse(String(row.summary)) as PackageSummary;
+    if (plan.summary.summary_id !== confirmed.summary_id)
+      return this.fail(row, "the datasets changed after the upload summary was confirmed; nothing was uploaded: submit again to review the new summary");
+
+    let archive: { id: string; url: string } | null = row.provider_file_id ? { id: String(row.provider_file_id), url: String(row.provider_file_url) } : null;
+    if (!archive && plan.entries.length > 0) {
+      await this.patch(jobId, { phase: "uploading", uploaded_bytes: 0, archive_bytes: plan.summary.archive_bytes });
+      let written = 0;
+      const progress = (sent: number) => {
+        if (Date.now() - written < PROGRESS_EVERY_MS) return;
+        written = Date.now();
+        void this.patch(jobId, { uploaded_bytes: sent }).catch(() => {});
+      };
+      const file = await client.upload_file(`${jobId}.zip`, archiveStream(bucket, plan), plan.summary.archive_bytes, progress);
+      archive = { id: file.id, url: file.url };
+      await this.patch(jobId, { provider_file_id: file.id, provider_file_url: file.url, uploaded_bytes: plan.summary.archive_bytes });
+    }
+    const now = await this.read(jobId);
+    if (!now || now.queue_status !== "running") {
+      // Cancelled while uploading: the archive goes, nothing is submitted.
+      await this.patch(jobId, { phase: "finished", cost_final: 1 });
+      return this.cleanUp({ ...row, provider_file_id: archive?.id ?? null, phase: "finished" });
+    }
+    const input = {
+      config: new TextDecoder().decode(plan.config),
+      dataloader: new TextDecoder().decode(plan.dataloader),
+      dataset_archive: archive?.url ?? null,
+      env: await this.resultEnvironment(row, settings),
+    };
+    const base = publicBase(await getCloudSettings(this.db()), readConfig(this.env).publicUrl);
+    await this.patch(jobId, { phase: "submitting" });
+    const training = await client.run_job({ job_id: jobId, input, webhook_url: base ? `${base}/api/webhooks/${String(row.provider)}` : null });
+    await this.patch(jobId, { phase: "submitted", provider_job_id: training.id, submitted_at: new Date().toISOString() });
+    this.log.info("cloud job sent to its provider", { job_id: jobId, provider: String(row.provider), provider_job_id: training.id });
+    await this.apply({ ...row, phase: "submitted", provider_job_id: training.id }, training);
+    await this.again(interval);
+  }
+
+  /** The cloud job's environment for its result destination (edge/cloud/types.ts ResultEnvironment). */
+  private async resultEnvironment(row: Row, settings: StoredProviderSettings): Promise<Record<string, string>> {
+    const jobId = String(row.job_id);
+    const destination = JSON.parse(String(row.destination)) as Destination;
+    const env: Record<string, string> = { SERVICE_JOB_ID: jobId, RESULT_DESTINATION: destination.type };
+    const cloud = await getCloudSettings(this.db());
+    const secret = async (name: string) => {
+      const found = await resolveSecret(this.env, name);
+      if (!found) throw new ApiError(409, "secret_missing", `the secret ${name} is not set`);
+      return found.value;
+    };
+    if (destination.type === "storage") {
+      const issued = await issueStorageCredentials(this.db(), jobId, null);
+      const base = issued.public_url ? new URL(issued.public_url).origin : publicBase(cloud, readConfig(this.env).publicUrl);
+      Object.assign(env, {
+        RESULT_S3_ENDPOINT: `${base}/api/cloud/storage`,
+        RESULT_S3_BUCKET: jobId,
+        RESULT_S3_PREFIX: "",
+        RESULT_S3_REGION: "auto",
+        AWS_ACCESS_KEY_ID: issued.access_key_id,
+        AWS_SECRET_ACCESS_KEY: issued.secret_access_key ?? settings.s3_secret_access_key ?? "",
+      });
+    } else if (destination.type === "s3") {
+      const s3 = cloud.publishing.s3;
+      Object.assign(env, {
+        RESULT_S3_ENDPOINT: s3.endpoint_url ?? "",
+        RESULT_S3_BUCKET: s3.bucket ?? "",
+        RESULT_S3_PREFIX: `${s3.prefix}${destination.prefix ?? ""}${jobId}/`,
+        RESULT_S3_REGION: s3.region,
+        AWS_ACCESS_KEY_ID: await secret(s3.access_key_secret),
+        AWS_SECRET_ACCESS_KEY: await secret(s3.secret_key_secret),
+      });
+    } else {
+      Object.assign(env, {
+        HF_TOKEN: await secret(cloud.publishing.hub.token_secret),
+        HUB_MODEL_ID: destination.repo_id,
+        HF_ENDPOINT: cloud.publishing.hub.endpoint,
+      });
+    }
+    return env;
+  }
+
+  /** The provider's view of the job, applied: status, times, billed seconds and cost, new log lines as events; the end when it ended. */
+  private async apply(row: Row, job: ProviderJob): Promise<void> {
+    const jobId = String(row.job_id);
+    const ended = job.status === "succeeded" || job.status === "failed" || job.status === "canceled";
+    const rate = Number(row.rate_usd_per_second);
+    const seconds = billedSecondsNow({ startedAt: job.started_at, completedAt: job.completed_at, billedSeconds: job.billed_seconds }, Date.now());
+    const offset = Number(row.logs_offset ?? 0);
+    // Complete lines only, until the end: a line the provider is still writing is taken whole next time.
+    const fresh = job.logs.length > offset ? job.logs.slice(offset) : "";
+    const cut = ended ? fresh.length : fresh.lastIndexOf("\n") + 1;
+    // Each line's seq is where it starts in the provider's log text: a line applied twice (a
+    // webhook and a poll with the same text) is stored once.
+    const events: { seq: number; event: { type: string; message: string } }[] = [];
+    let start = 0;
+    for (const line of fresh.slice(0, cut).split("\n")) {
+      if (start < cut && (line || start + 1 < cut)) events.push({ seq: offset + start, event: { type: "log", message: line.slice(0, 4000) } });
+      start += line.length + 1;
+    }
+    for (let at = 0; at < events.length; at += 500) {
+      const { stored } = await appendEvents(this.db(), null, jobId, { attempt: 1, events: events.slice(at, at + 500) });
+      if (stored.length) await hubOf(this.env, jobId).publish(jobId, stored).catch(() => {});
+    }
+    await this.patch(jobId, {
+      provider_status: job.status,
+      provider_started_at: job.started_at,
+      provider_completed_at: job.completed_at,
+      billed_seconds: seconds,
+      cost_usd: costOf(rate, seconds),
+      cost_final: ended ? 1 : 0,
+      logs_offset: offset + cut,
+      output: job.output === null || job.output === undefined ? null : JSON.stringify(job.output),
+      provider_error: job.error,
+      phase: ended ? "finished" : job.status === "processing" ? "running" : String(row.phase),
+      last_polled_at: new Date().toISOString(),
+    });
+    if (!ended) return;
+    const change = await finishCloudJob(this.db(), jobId, queueStatusOf(job.status) as "completed" | "failed" | "cancelled", job.error);
+    await applyEffects(this.effects(`cloud job ${job.status}`), change);
+    this.log.info("cloud job ended at its provider", { job_id: jobId, status: job.status, billed_seconds: seconds, cost_usd: costOf(rate, seconds) });
+    await this.cleanUp({ ...row, phase: "finished" });
+  }
+
+  /** Spec 1 step 6: the uploaded archive is removed from the provider once the job is over. */
+  private async cleanUp(row: Row): Promise<void> {
+    if (!row.provider_file_id || row.archive_deleted_at) return;
+    const { client } = await hostedClient(this.providerContext(), String(row.provider));
+    await (client as ReplicateProvider).delete_file(String(row.provider_file_id));
+    await this.patch(String(row.job_id), { archive_deleted_at: new Date().toISOString() });
+  }
+}
+
+/** Provider settings for a job's provider (for the routes that show the job). */
+export { getProviderSettings };

@@ -1,0 +1,250 @@
+import { adminOnlyOptionsIn } from "../../shared/admin-options";
+import { findProvider } from "../../shared/providers";
+import type { CloudSubmit, CostEstimate, PackageSummary } from "../../shared/schemas/cloud";
+import type { ApprovalRules } from "../../shared/schemas/queue";
+import type { Config } from "../config";
+import { ApiError, notFound } from "../errors";
+import { getProviderSettings } from "../providers/settings";
+import { committedFrom, committedSpendingStatement } from "../scheduler/store";
+import type { NewJob, SchedulerApi, SubmitOutcome, Submitter } from "../scheduler/types";
+import { getSetting } from "../settings";
+import { costOf, expectedSeconds, periodStart, spendingCheck } from "./cost";
+import { MAX_ARCHIVE_BYTES, planPackage, type PackageBucket } from "./package";
+import { managedRefusal } from "./providers/managed";
+import type { ProviderContext } from "./registry";
+import { resolveSecret } from "./secrets";
+import { getCloudSettings, getRates, publicBase } from "./settings";
+
+/*
+ * POST /api/cloud/jobs/submit (spec 1 "Cloud data flow" steps 1-2, and the rules before any
+ * upload): the configuration serialised, local datasets planned into an archive with the
+ * exclusions, the summary and cost estimate, then the checks in the order a user can fix them -
+ * consent setting, archive cap, destination, spending limit, consent confirmation - and only then
+ * the job, which waits in the cloud pool. Nothing is uploaded here: the job's Durable Object does
+ * that once the Scheduler admits it (edge/cloud/cloud-job.ts). A dry run stops before storing.
+ */
+
+export interface SubmitContext extends ProviderContext {
+  bucket: PackageBucket;
+  config: Config;
+  scheduler: Pick<SchedulerApi, "submit" | "submitJob">;
+}
+
+export interface CloudAnswer {
+  success: boolean;
+  dry_run: boolean;
+  job_id: string | null;
+  status: "dry_run" | "pending" | "running" | "blocked";
+  message: string;
+  consent_mode: "ask" | "allow" | "never";
+  summary: PackageSummary;
+  estimate: CostEstimate;
+}
+
+const EMPTY_SUMMARY: PackageSummary = {
+  summary_id: "",
+  datasets: [],
+  files: 0,
+  bytes: 0,
+  archive_bytes: 0,
+  archive_limit_bytes: MAX_ARCHIVE_BYTES,
+  excluded: [],
+};
+
+async function readEnvironment(ctx: ProviderContext, name: string): Promise<{ config: Record<string, unknown>; dataloader: unknown[] }> {
+  const result = await ctx.db.$client.execute({ sql: "SELECT config, dataloader FROM environments WHERE name = ?", args: [name] });
+  const row = result.rows[0];
+  if (!row) throw notFound(`Environment ${name}`);
+  return {
+    config: JSON.parse(String(row.config ?? "{}")) as Record<string, unknown>,
+    dataloader: JSON.parse(String(row.dataloader ?? "[]")) as unknown[],
+  };
+}
+
+function refuseAdminOptions(user: Submitter, name: string, config: Record<string, unknown>): void {
+  const refused = user.level === "admin" ? [] : adminOnlyOptionsIn(config);
+  if (refused.length)
+    throw new ApiError(
+      422,
+      "admin_only_option",
+      `Environment ${JSON.stringify(name)} sets ${refused.join(", ")}, which only an admin may run; ask its owner to remove it or an admin to submit it`,
+      refused.map((option) => ({ path: `environment.config.${option}`, message: "admin only" })),
+    );
+}
+
+/** Spent this period plus running jobs' estimates, with the limit's figures for the estimate. */
+async function spending(ctx: ProviderContext, limit: number | null, period: "day" | "week" | "month", now: Date) {
+  if (limit === null) return null;
+  const result = await ctx.db.$client.execute(committedSpendingStatement(now));
+  const committed = committedFrom((result.rows[0] ?? {}) as Record<string, unknown>, period);
+  return { limit_usd: limit, period, period_start: periodStart(period, now).toISOString(), committed_usd: costOf(1, committed) };
+}
+
+/** The checks on where results go (spec 1 result destinations): what is enabled and configured, with the fix named. */
+async function checkDestination(ctx: SubmitContext, body: CloudSubmit, provider: string): Promise<void> {
+  const [cloud, stored] = await Promise.all([getCloudSettings(ctx.db), getProviderSettings(ctx.db, provider)]);
+  const destination = body.destination;
+  const unavailable = (detail: string) => new ApiError(422, "destination_unavailable", detail, [{ path: "destination", message: detail }]);
+  if (destination.type === "storage") {
+    if (!stored.s3_endpoint_enabled)
+      throw unavailable(`The built-in storage endpoint is off for ${provider}: an admin sets s3_endpoint_enabled with PUT /api/cloud/providers/${provider}`);
+    if (!stored.s3_public_url && !publicBase(cloud, ctx.config.publicUrl))
+      throw unavailable(
+        "The cloud job could not reach this service to deliver its results: set the Public URL (PUT /api/cloud/settings public_url), SERVICE_PUBLIC_URL, or the provider's s3_public_url",
+      );
+  } else if (destination.type === "hub") {
+    if (!cloud.publishing.hub.enabled) throw unavailable("Publishing to the model hub is off: an admin enables publishing.hub in PUT /api/cloud/settings");
+    if (!(await resolveSecret(ctx.env, cloud.publishing.hub.token_secret)))
+      throw unavailable(`The model hub token is not set: put it in the secret ${cloud.publishing.hub.token_secret}`);
+  } else {
+    const s3 = cloud.publishing.s3;
+    if (!s3.enabled) throw unavailable("Publishing to S3 is off: an admin enables publishing.s3 in PUT /api/cloud/settings");
+    const [key, secret] = await Promise.all([resolveSecret(ctx.env, s3.access_key_secret), resolveSecret(ctx.env, s3.secret_key_secret)]);
+    if (!key || !secret) throw unavailable(`The S3 credentials are not set: put them in the secrets ${s3.access_key_secret} and ${s3.secret_key_secret}`);
+  }
+}
+
+/**
+ * Decides a cloud submission and, unless it is a dry run, stores the job (pending, running or
+ * blocked) with its cloud record. Every refusal changes nothing.
+ *
+ * @example
+ * const answer = await submitCloudJob(ctx, submitter, { config_name: "flux", provider: "replicate", destination: { type: "storage" }, dry_run: true });
+ */
+export async function submitCloudJob(ctx: SubmitContext, user: Submitter, body: CloudSubmit): Promise<CloudAnswer> {
+  const known = findProvider(body.provider);
+  if (!known) throw new ApiError(422, "unknown_provider", `Provider "${body.provider}" is not one of replicate, workers, managed`, [{ path: "provider", message: "unknown" }]);
+  if (known.kind === "managed") throw managedRefusal();
+  const environment = await readEnvironment(ctx, body.config_name);
+  refuseAdminOptions(user, body.config_name, environment.config);
+  if (known.kind === "workers") return submitToWorkers(ctx, user, body);
+
+  const now = new Date();
+  const [cloud, rates, stored, rules] = await Promise.all([
+    getCloudSettings(ctx.db),
+    getRates(ctx.db),
+    getProviderSettings(ctx.db, body.provider),
+    getSetting(ctx.db, "approval_rules") as Promise<ApprovalRules>,
+  ]);
+  if (cloud.consent_mode === "never")
+    throw new ApiError(403, "cloud_uploads_disabled", "Cloud training is off: the upload consent setting is Never Upload (an admin changes it in PUT /api/cloud/settings)");
+  const rate = rates[stored.hardware];
+  if (rate === undefined)
+    throw new ApiError(409, "no_rate", `There is no rate for ${stored.hardware}, the hardware ${body.provider} runs on: an admin adds it with PUT /api/cloud/rates`);
+  if (!stored.training_model)
+    throw new ApiError(409, "provider_not_configured", `${body.provider} has no training model: an admin sets training_model with PUT /api/cloud/providers/${body.provider}`);
+
+  const plan = await planPackage(ctx.bucket, environment.dataloader, environment.config);
+  const seconds = expectedSeconds(body.max_runtime_minutes, environment.config, cloud.default_max_runtime_minutes);
+  const estimatedCost = costOf(rate, seconds);
+  const limit = await spending(ctx, cloud.spending_limit_usd, cloud.spending_period, now);
+  const estimate: CostEstimate = {
+    hardware: stored.hardware,
+    rate_usd_per_second: rate,
+    expected_seconds: seconds,
+    estimated_cost_usd: estimatedCost,
+    spending: limit && { ...limit, remaining_usd: costOf(1, Math.max(0, limit.limit_usd - limit.committed_usd)) },
+  };
+  const answer = (status: CloudAnswer["status"], message: string, jobId: string | null = null): CloudAnswer => ({
+    success: true,
+    dry_run: status === "dry_run",
+    job_id: jobId,
+    status,
+    message,
+    consent_mode: cloud.consent_mode,
+    summary: plan.summary,
+    estimate,
+  });
+
+  if (plan.summary.archive_bytes > MAX_ARCHIVE_BYTES)
+    throw new ApiError(
+      413,
+      "archive_too_large",
+      `The datasets make a ${plan.summary.archive_bytes}-byte archive; at most ${MAX_ARCHIVE_BYTES} bytes (100 MiB) may be uploaded. Nothing was uploaded: make the datasets smaller or train them on your own GPUs`,
+    );
+  const check = spendingCheck(cloud.spending_limit_usd, limit?.committed_usd ?? 0, estimatedCost);
+  if (body.dry_run) {
+    const notes = [
+      `would upload ${plan.summary.files} file(s), ${plan.summary.archive_bytes} bytes, and cost about $${estimatedCost.toFixed(2)}`,
+      check.allowed ? null : `but ${check.message}`,
+      cloud.consent_mode === "ask" ? `to submit, resend with confirm_summary: "${plan.summary.summary_id}"` : null,
+    ];
+    return answer("dry_run", notes.filter(Boolean).join("; "));
+  }
+  await checkDestination(ctx, body, body.provider);
+  if (!check.allowed) throw new ApiError(409, "spending_limit_exceeded", `Refused: ${check.message}`);
+  if (cloud.consent_mode === "ask" && body.confirm_summary !== plan.summary.summary_id)
+    throw new ApiError(
+      409,
+      body.confirm_summary ? "summary_changed" : "consent_required",
+      body.confirm_summary
+        ? "What would be uploaded changed since the summary you confirmed: review it again (dry_run: true) and confirm the new summary_id"
+        : "Uploads need your confirmation (consent setting Always Ask): review the summary with dry_run: true, then resend with confirm_summary set to its summary_id",
+    );
+
+  const jobId = `cloud-${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`;
+  const threshold = rules.cloud_cost_threshold;
+  const job: NewJob = {
+    jobId,
+    userId: user.id,
+    teamId: user.team_id,
+    priority: user.priority,
+    configName: body.config_name,
+    jobType: "cloud",
+    numProcesses: 0,
+    target: "auto",
+    workerLabels: null,
+    deviceIds: null,
+    anyGpu: false,
+    estimatedCost,
+    metadata: body.metadata ?? null,
+    approvalRule:
+      threshold !== null && estimatedCost >= threshold
+        ? `estimated at $${estimatedCost.toFixed(2)}; $${threshold.toFixed(2)} or more needs approval`
+        : null,
+    configSnapshot: environment.config,
+    dataloaderSnapshot: environment.dataloader,
+    provider: body.provider,
+  };
+  const stamp = now.toISOString();
+  // The cloud record first: a job the Scheduler starts always finds it. Should the submission then
+  // fail, the record is removed; one left by a crash belongs to no queue entry and is never read.
+  await ctx.db.$client.execute({
+    sql: `INSERT INTO cloud_jobs (job_id, provider, hardware, rate_usd_per_second, expected_seconds, destination, summary, archive_bytes, created_at, updated_at)
+          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    args: [jobId, body.provider, stored.hardware, rate, seconds, JSON.stringify(body.destination), JSON.stringify(plan.summary), plan.summary.archive_bytes, stamp, stamp],
+  });
+  let outcome: SubmitOutcome;
+  try {
+    outcome = await ctx.scheduler.submitJob(job);
+  } catch (error) {
+    await ctx.db.$client.execute({ sql: "DELETE FROM cloud_jobs WHERE job_id = ?", args: [jobId] }).catch(() => {});
+    throw error;
+  }
+  ctx.log.info("cloud job submitted", { job_id: jobId, provider: body.provider, estimated_cost: estimatedCost, status: outcome.status });
+  if (outcome.status === "blocked") return answer("blocked", `awaiting an admin's approval: ${job.approvalRule}`, jobId);
+  if (outcome.status === "running") return answer("running", "admitted: packaging and uploading to the provider now", jobId);
+  if (outcome.status === "queued") return answer("pending", `queued at position ${outcome.position}: ${outcome.message}`, jobId);
+  throw new ApiError(409, "not_submitted", outcome.status === "invalid" ? outcome.message : "the job was not queued");
+}
+
+/** Worker orchestration: an ordinary queue job for the remote workers; nothing is packaged, uploaded or billed. */
+async function submitToWorkers(ctx: SubmitContext, user: Submitter, body: CloudSubmit): Promise<CloudAnswer> {
+  const consent = (await getCloudSettings(ctx.db)).consent_mode;
+  const estimate: CostEstimate = { hardware: "workers", rate_usd_per_second: 0, expected_seconds: 0, estimated_cost_usd: 0, spending: null };
+  const base = { consent_mode: consent, summary: EMPTY_SUMMARY, estimate };
+  if (body.dry_run)
+    return { ...base, success: true, dry_run: true, job_id: null, status: "dry_run", message: "would queue for your remote workers; nothing is uploaded or billed" };
+  const outcome = await ctx.scheduler.submit(user, {
+    config_name: body.config_name,
+    no_wait: false,
+    any_gpu: false,
+    target: "worker",
+    ...(body.metadata ? { metadata: body.metadata } : {}),
+  });
+  if (outcome.status === "invalid") throw new ApiError(outcome.httpStatus, outcome.code, outcome.message, outcome.errors);
+  if (outcome.status === "rejected") throw new ApiError(409, "rejected", outcome.message);
+  const status = outcome.status === "queued" ? "pending" : outcome.status;
+  const message = outcome.status === "queued" ? `queued at position ${outcome.position}: ${outcome.message}` : outcome.status === "blocked" ? outcome.message : "started on a worker";
+  return { ...base, success: true, dry_run: false, job_id: outcome.jobId, status, message };
+}
