@@ -10,6 +10,9 @@ import type { LocalSubmit } from "../../shared/schemas/queue";
 import { ApiError } from "../errors";
 import { prepareLocalJob, type EnvironmentConfig } from "../queue/submit";
 import { forgetOldWebhooks } from "../providers/intake";
+import { cloudJobOf } from "../cloud/cloud-job-types";
+import { unpolledCloudJobs } from "../cloud/record";
+import { getCloudSettings } from "../cloud/settings";
 import { applyEffects } from "../jobs/lifecycle/effects";
 import { sweepSilentWorkers } from "../jobs/lifecycle/sweep-offline";
 import type { StorageBucket } from "../storage/endpoint";
@@ -98,10 +101,18 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     }
   }
 
-  /** What must not pile up (issue 12): uploads that ended jobs left open, provider webhooks past retention. */
+  /**
+   * What must not pile up (issue 12): uploads that ended jobs left open, provider webhooks past
+   * retention; and what must not be forgotten: a running cloud job not polled for three poll
+   * intervals (its object's alarm lost) is handed back to its object.
+   */
   private async sweepLeftovers(): Promise<void> {
     const db = this.db();
-    await Promise.all([abortEndedUploads(db, this.env.STORAGE as unknown as StorageBucket), forgetOldWebhooks(db)]).catch(
+    const pokeCloudJobs = async () => {
+      const interval = (await getCloudSettings(db)).poll_interval_seconds;
+      for (const jobId of await unpolledCloudJobs(db, Math.max(30, 3 * interval))) await cloudJobOf(this.env, jobId).poke(jobId);
+    };
+    await Promise.all([abortEndedUploads(db, this.env.STORAGE as unknown as StorageBucket), forgetOldWebhooks(db), pokeCloudJobs()]).catch(
       (error: unknown) => this.log.warning("sweep failed", { error: String(error) }),
     );
   }

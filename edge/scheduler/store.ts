@@ -180,8 +180,8 @@ export function planInput(entries: Iterable<ActiveEntry>, capacity: Capacity, no
  * in the same batch picks one): the costs of cloud jobs that ended within the period, plus each
  * running cloud job's estimate or its cost so far, whichever is larger.
  */
-export function committedSpendingStatement(now: Date): InStatement {
-  const [day, week, month] = (["day", "week", "month"] as const).map((p) => periodStart(p, now).toISOString());
+export function committedSpendingStatement(now: Date): { sql: string; args: string[] } {
+  const [day, week, month] = (["day", "week", "month"] as const).map((p) => periodStart(p, now).toISOString()) as [string, string, string];
   const ended = (since: number) =>
     `coalesce(sum(CASE WHEN q.status IN ('completed', 'failed', 'cancelled') AND q.completed_at >= ?${since} THEN c.cost_usd END), 0)`;
   return {
