@@ -89,7 +89,7 @@ export class ReplicateProvider implements FileHostingProvider {
 
   async run_job(spec: RunSpec): Promise<ProviderJob> {
     const model = parseModelRef(this.#options.model);
-    if (!/^[\w.-]+\/[\w.-]+$/.test(this.#options.destination))
+    if (!/^[A-Za-z0-9][\w.-]*\/[A-Za-z0-9][\w.-]*$/.test(this.#options.destination))
       throw new ProviderError(
         `The training destination must be a Replicate model "owner/name", not "${this.#options.destination}" (the provider's training_destination setting)`,
         null,
@@ -188,6 +188,9 @@ export class ReplicateProvider implements FileHostingProvider {
         ...(init.body instanceof ReadableStream ? { duplex: "half" } : {}),
       } as RequestInit);
     } catch (error) {
+      // Our own upload stream's refusal (a body of the wrong length) reaches here as fetch's cause.
+      const cause = (error as { cause?: unknown }).cause;
+      if (cause instanceof ProviderError) throw cause;
       if (error instanceof ProviderError) throw new ProviderError(this.#redact(error.message), error.status, error.countsAsFailure);
       throw new ProviderError(this.#redact(`Replicate could not be reached: ${(error as Error).message}`), null, true);
     }
@@ -218,8 +221,9 @@ export class ReplicateProvider implements FileHostingProvider {
     return at >= 0 ? this.#base + next.slice(at) : null;
   }
 
+  // Real tokens are 40 characters; a shorter "token" would blank out ordinary words.
   #redact(message: string): string {
-    return this.#options.token ? message.split(this.#options.token).join("***") : message;
+    return this.#options.token.length >= 8 ? message.split(this.#options.token).join("***") : message;
   }
 }
 
@@ -258,7 +262,7 @@ export function parseTraining(body: unknown): ProviderJob {
  * parseModelRef("acme/trainer:0a1b"); // { owner: "acme", name: "trainer", version: "0a1b" }
  */
 export function parseModelRef(model: string): { owner: string; name: string; version: string } {
-  const match = /^([\w.-]+)\/([\w.-]+):([\w.-]+)$/.exec(model);
+  const match = /^([A-Za-z0-9][\w.-]*)\/([A-Za-z0-9][\w.-]*):([A-Za-z0-9][\w.-]*)$/.exec(model);
   if (!match)
     throw new ProviderError(
       `The training model must be a Replicate model version "owner/name:version", not "${model}" (the provider's training_model setting)`,
