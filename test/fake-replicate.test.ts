@@ -4,9 +4,8 @@ import { zipSync, strToU8 } from "fflate";
 import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { ReplicateProvider } from "../edge/cloud/providers/replicate";
-import { closeServer, readBody } from "./fakes/fake-object-store";
 import { startFakeHub, type FakeHub } from "./fakes/fake-hub";
-import { startFakeObjectStore, type FakeObjectStore } from "./fakes/fake-object-store";
+import { closeServer, readBody, startFakeObjectStore, type FakeObjectStore } from "./fakes/fake-object-store";
 import { safetensors, startFakeReplicate, type FakeReplicate, type Training } from "./fakes/fake-replicate";
 
 // The fake Replicate's own behaviour, which the cloud tests rely on: its run script, webhooks, billing and deliveries.
