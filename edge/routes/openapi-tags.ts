@@ -830,8 +830,8 @@ s3.upload_file("model.safetensors", creds["bucket"], "final/model.safetensors",
 **Jobs on the runner** get their credentials without anyone asking: the runner fetches them when
 it starts a job (\`POST /api/workers/jobs/{job_id}/storage-credentials\`, worker token, the job's
 current pair or a fresh one, never revoking one in use) and hands them to the trainer as
-\`TRAINER_STORAGE_*\` variables (see "Training", the trainer protocol). Cloud training (a later issue) issues
-them at submission.
+\`TRAINER_STORAGE_*\` variables (see "Training", the trainer protocol). A cloud job gets them when it
+is sent to its provider, as \`AWS_ACCESS_KEY_ID\`/\`AWS_SECRET_ACCESS_KEY\` (see "Cloud").
 
 **Credentials.** The access key id is the job's upload token (\`STU...\`, spec 5.7), with a secret
 for SigV4. They are valid for the job's bucket only, and only while the job is pending, blocked
@@ -973,8 +973,9 @@ until it sends them). Remote workers are under "Workers".`,
   {
     name: "Providers",
     description: `
-\`GET /api/cloud/providers\` (public) lists the providers this service knows (\`replicate\`), their
-capabilities and their webhook path. Admins read and change each provider's settings (spec 2.8):
+\`GET /api/cloud/providers\` (public) lists the providers this service knows (\`replicate\`,
+\`workers\`, \`managed\` coming soon), their capabilities, their webhook path and whether their
+credentials validate (checked at most every 5 minutes). Admins read and change each provider's settings (spec 2.8):
 
 \`\`\`sh
 curl -H "X-API-Key: $KEY" http://localhost:8001/api/cloud/providers/replicate
@@ -1027,8 +1028,78 @@ curl -X PUT -H "X-API-Key: $KEY" -H 'Content-Type: application/json' \\
 \`\`\`
 
 Received webhooks are kept **30 days**; the Scheduler's sweep forgets older ones. Admins see
-what arrived with \`GET /api/cloud/providers/{provider}/webhooks?limit=50\`. Acting on
-the payloads (updating cloud jobs) comes with cloud training.`,
+what arrived with \`GET /api/cloud/providers/{provider}/webhooks?limit=50\`. A webhook about a
+cloud job's run moves that job at once (see "Cloud"); a duplicate changes nothing.
+
+**The hosted provider's own settings**: \`api_base_url\` (default \`https://api.replicate.com\`; a
+proxy or a test double), \`training_model\` (\`owner/name:version\` of the trainer, required to
+submit), \`training_destination\` (\`owner/name\`, the Replicate model trained versions go to),
+\`hardware\` (default \`gpu-a100-large\`: its rate prices jobs) and \`api_token_secret\` (default
+\`REPLICATE_API_TOKEN\`: the *name* of the secret holding the token, never the token).
+
+**Outbound calls** to a provider go through one layer: the provider's \`http_timeout\`
+(\`SERVICE_HTTP_TIMEOUT\` changes the default of 30 s), and a circuit breaker per provider that
+opens after 5 failed calls in a row (no answer, a timeout, a 5xx), lets calls through again after
+60 s (half-open), and closes after 2 successes; while open, calls fail at once instead of
+hanging. Its state is in the metrics (\`service_circuit_breaker_state\`: 0 closed, 1 half-open,
+2 open). Under \`npm start\` the calls leave from the Node host, which applies \`ssl_verify\`,
+\`ssl_ca_bundle\`, \`proxy_url\` and the host's \`HTTPS_PROXY\`/\`HTTP_PROXY\`/\`NO_PROXY\`,
+\`SERVICE_CA_BUNDLE\` and \`SERVICE_SSL_VERIFY\`; a deployed Worker honours only \`http_timeout\` and the
+breaker (Cloudflare verifies certificates itself and has no outbound proxy).`,
+  },
+  {
+    name: "Cloud",
+    description: `Cloud training (spec 1 "Cloud data flow"): an environment whose datasets are local is
+packaged, uploaded to the hosted provider, trained there, tracked, billed and its model delivered.
+
+1. **Submit** \`POST /api/cloud/jobs/submit\` with \`{"config_name":"faces","dry_run":true}\`. The
+   answer's \`summary\` lists the datasets, files and bytes that would be uploaded and every file
+   left out (\`.env\`, \`.git\`, \`.ssh\`, \`.aws\`, key and credential files); \`estimate\` is the
+   hardware's rate x the expected run time (the submission's \`max_runtime_minutes\`, else the
+   environment's \`--max_runtime_minutes\`, else the setting \`default_max_runtime_minutes\`), with
+   what is left of the spending limit. Nothing is stored or uploaded.
+2. **Confirm** (consent setting Always Ask, the default): resend with \`"confirm_summary":
+   "<summary_id>"\`. The id names exactly that summary: if a file changed meanwhile the submission
+   is refused (\`summary_changed\`), and at upload time the archive is re-planned and refused
+   unless it is still exactly what was confirmed. Always Allow needs no confirmation; Never
+   Upload refuses cloud training (403 \`cloud_uploads_disabled\`).
+3. **Wait**: the job is \`pending\` in the cloud pool under \`max_concurrent\`, \`user_max_concurrent\`,
+   the team limit and the spending limit (wait reason \`spending_limit\`), or \`blocked\` when its
+   estimate reaches the approval threshold. **No money is spent before it is admitted.**
+4. **Run**: admitted, it is \`running\`: the archive is streamed from storage to the provider's file
+   hosting (\`upload_progress\` 0 to 1), then the training is created with the provider's webhook
+   pointed at \`<public URL>/api/webhooks/<provider>\`. Billing starts when the provider starts the
+   run. Webhooks move the job at once; every job is also polled each \`poll_interval_seconds\`, so
+   it is followed when webhooks are off or late. The provider's log lines become the job's
+   \`log\` events (\`GET /api/training/events?job_id=...\`, the SSE stream).
+5. **Cost**: \`GET /api/cloud/jobs/{job_id}\` shows \`cost_usd\` = billed seconds x the rate, growing
+   each second while it runs, final (\`cost_final\`) when it ends. Cancelling a running job
+   (\`POST /api/cloud/jobs/{job_id}/cancel\`) cancels it at the provider and bills the time it ran.
+6. **End**: succeeded, failed or canceled at the provider becomes completed, failed or cancelled
+   here (with the lifecycle webhooks), and the uploaded archive is deleted at the provider.
+   A failed or cancelled run cannot be resumed: submit again (\`/resume\` answers 409).
+
+**Results** go where \`destination\` says: \`{"type":"storage"}\` (default) - the built-in storage
+endpoint, the job's own bucket, with fresh per-job credentials handed to the cloud job as
+\`AWS_ACCESS_KEY_ID\`/\`AWS_SECRET_ACCESS_KEY\`, \`RESULT_S3_ENDPOINT\`, \`RESULT_S3_BUCKET\` (they die with
+the job); \`{"type":"hub","repo_id":"owner/name"}\` - the model hub, with the token from the secret
+the Publishing settings name (\`HF_TOKEN\`, \`HUB_MODEL_ID\`, \`HF_ENDPOINT\`); \`{"type":"s3"}\` - the
+external bucket of the Publishing settings, under \`<prefix><job id>/\`. The variables reach the
+cloud job in its training input (\`input.env\`); the trainer's entry point exports them.
+
+**Settings** (\`GET\`/\`PUT /api/cloud/settings\`, admin to change): \`consent_mode\` (\`ask\`, \`allow\`,
+\`never\`), \`spending_limit_usd\` and \`spending_period\` (\`day\`, \`week\` from Monday, \`month\`; UTC),
+\`public_url\` (else \`SERVICE_PUBLIC_URL\`; without either, no webhooks: jobs are polled),
+\`poll_interval_seconds\` (30), \`default_max_runtime_minutes\` (60), \`publishing.hub\` and
+\`publishing.s3\`. **Rates** (\`GET\`/\`PUT /api/cloud/rates\`): USD per second per hardware; a job keeps
+the rate it was submitted with. The spending limit counts the costs of cloud jobs that ended this
+period plus each running job's estimate (or its cost so far when larger): a submission, and an
+admission, that would pass it is refused (409 \`spending_limit_exceeded\`) or waits.
+
+**Providers**: \`replicate\` (hosted: cost tracking, live logs, webhooks), \`workers\` (the same
+submission queued for your own remote workers: nothing uploaded or billed) and \`managed\` (coming
+soon: 422 \`provider_coming_soon\`). The archive is at most 100 MiB (413 \`archive_too_large\` before
+any upload).`,
   },
   {
     name: "Audit",
@@ -1048,6 +1119,8 @@ failure |
 | \`limits_changed\`, \`approval_rules_changed\` | \`POST /api/queue/concurrency\`, \`PUT /api/queue/approval-rules\` | \`changed\`: \`{field: \
 {from, to}}\` |
 | \`provider_settings_changed\` | \`PUT /api/cloud/providers/{provider}\` | provider; \`changed\` (the webhook secret only as set or not) |
+| \`cloud_settings_changed\`, \`cloud_rates_changed\` | \`PUT /api/cloud/settings\`, \`PUT /api/cloud/rates\` | \`changed\` (secrets by name only) |
+| \`cloud_job_submitted\` | an accepted cloud submission | job id; provider, estimate, \`summary_id\`, files |
 | \`metrics_config_changed\` | metrics configuration and templates | the new configuration |
 | \`storage_quota_changed\` | \`PUT /api/admin/storage-quota\` | \`storage_quota\`; \`before\`, \`after\` |
 | \`webhook_rejected\` | a provider webhook refused (address outside the allowlist, no signing secret set, bad signature) | provider; \`reason\`, \
