@@ -20,6 +20,17 @@ export interface Env extends DurableObjectBindings {
   LIBSQL_BRIDGE?: ServiceBinding;
   /** Local default only: the host's webhook fetcher, which resolves names and refuses private addresses (edge/local/webhook-outbound.ts). */
   WEBHOOK_OUTBOUND?: ServiceBinding;
+  /**
+   * Local default only: the host's fetcher for provider API calls (edge/local/provider-outbound.ts), which applies
+   * the provider's TLS and proxy settings (a Worker has no proxy and verifies certificates itself). Only
+   * edge/cloud/outbound.ts calls it.
+   */
+  PROVIDER_OUTBOUND?: ServiceBinding;
+  /**
+   * Local default only: the host's secrets (edge/local/secret-host.ts): one secret by name from the host process's
+   * environment or its secret files, never a listing. Only edge/cloud/secrets.ts calls it.
+   */
+  SECRETS_HOST?: ServiceBinding;
   SERVICE_ENV?: string;
   SERVICE_LOG_LEVEL?: string;
   SERVICE_LOG_FORMAT?: string;
@@ -39,4 +50,13 @@ export interface Env extends DurableObjectBindings {
   METRICS_SCRAPE_TOKEN?: string;
   /** Secret: the one-time token that creating the first admin needs (README "First run"). */
   SETUP_TOKEN?: string;
+  /** Seconds: the timeout of provider calls whose http_timeout is the default 30 (spec 8). */
+  SERVICE_HTTP_TIMEOUT?: string;
+  /** Seconds an open circuit breaker waits before letting calls try again (default 60; tests shorten it). */
+  CIRCUIT_BREAKER_RESET_SECONDS?: string;
+  /** HashiCorp Vault (spec 5.9, the last secret source): its address, token and KV v2 path (default secret/data/training-service). */
+  VAULT_ADDR?: string;
+  /** Secret: the Vault token. */
+  VAULT_TOKEN?: string;
+  VAULT_SECRET_PATH?: string;
 }

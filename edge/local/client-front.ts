@@ -8,6 +8,7 @@ import {
   type Server,
   type ServerResponse,
 } from "node:http";
+import { createServer as createHttpsServer } from "node:https";
 import { connect, type AddressInfo, type Socket } from "node:net";
 import { STORAGE_PREFIX } from "../storage/endpoint";
 import { s3ErrorXml } from "../storage/xml";
@@ -254,6 +255,8 @@ export interface ClientFront {
 /**
  * Listens on `host`:`port` and forwards every request to workerd on 127.0.0.1:`upstreamPort`
  * with `CF-Connecting-IP` set to the TCP peer (see above). An unreachable workerd is a 502.
+ * With `tls` (PEM certificate chain and key: SERVICE_SSL_CERT, SERVICE_SSL_KEY) it serves HTTPS
+ * on that port instead of HTTP; a certificate and key that do not load throw at once.
  *
  * @example
  * const front = await startClientFront({ host: "0.0.0.0", port: 8001, upstreamPort: 40123, onError: console.warn });
@@ -264,6 +267,7 @@ export async function startClientFront(options: {
   upstreamPort: number;
   onError: (message: string) => void;
   answerHeaders?: AnswerHeaders;
+  tls?: { cert: Buffer; key: Buffer };
 }): Promise<ClientFront> {
   const { upstreamPort } = options;
   const answerHeaders: AnswerHeaders = options.answerHeaders ?? (() => ({}));
@@ -271,7 +275,7 @@ export async function startClientFront(options: {
   const extraFor = (req: IncomingMessage) => answerHeaders(req.method ?? "GET", pathOf(req) || "/");
   const pooled = new Agent({ keepAlive: true, maxSockets: Infinity, maxFreeSockets: 256 });
   const fresh = new Agent({ keepAlive: false, maxSockets: Infinity });
-  const server: Server = createServer({
+  const serverOptions = {
     // Large uploads stream for as long as they take; only the head has a deadline.
     requestTimeout: 0,
     headersTimeout: 60_000,
@@ -279,7 +283,11 @@ export async function startClientFront(options: {
     // The limit PARSE_PROBLEMS names. Host is checked by checkRequestHead, which answers in the API's shape.
     maxHeaderSize: 16 * 1024,
     requireHostHeader: false,
-  });
+  };
+  // An https.Server is an http.Server whose sockets are TLS: every handler below serves both.
+  const server: Server = options.tls
+    ? createHttpsServer({ ...serverOptions, cert: options.tls.cert, key: options.tls.key })
+    : createServer(serverOptions);
   // The response in progress on each connection, and the connections the front answered by
   // itself and is closing: Node's parser may still fail on what follows (the body of a refused
   // request), and no second answer may follow the first.

@@ -16,10 +16,13 @@ async function main(): Promise<void> {
   const local = new URL(stack.url);
   if (settings.host === "0.0.0.0" || settings.host === "::") local.hostname = "localhost";
   const base = local.origin;
-  const setup = (await (await fetch(`${base}/api/cloud/auth/setup/status`)).json()) as { needs_setup: boolean };
+  const scheme = settings.tls ? "https" : "http";
+  // Asked over loopback HTTP: a certificate made for the public name would not verify here.
+  const setup = (await (await fetch(new URL("/api/cloud/auth/setup/status", stack.loopbackUrl))).json()) as { needs_setup: boolean };
   const lines = [
     ``,
-    `Training service is up on http://${settings.host}:${stack.url.port}  (data: ${stack.dataDir})`,
+    `Training service is up on ${scheme}://${settings.host}:${stack.url.port}  (data: ${stack.dataDir})`,
+    ...(settings.tls ? [`  HTTPS with the certificate in ${settings.tls.certFile}`] : []),
     `  API docs:  ${base}/docs   health: ${base}/api/cloud/health`,
     setup.needs_setup
       ? `  Next: create the first admin:\n    curl -c cookies.txt -H 'Content-Type: application/json' -d '{"email":"you@example.com","username":"admin","password":"choose-a-long-one"}' ${base}/api/cloud/auth/setup/first-admin\n` +

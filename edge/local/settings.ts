@@ -1,5 +1,8 @@
+import { accessSync, constants } from "node:fs";
+import { readOutboundVariables } from "../cloud/outbound";
 import { LOG_LEVELS, type LogLevel } from "../config";
 import { readRateLimitSettings } from "../ratelimit/settings";
+import type { OutboundDefaults } from "./provider-outbound";
 import { StartupError, type StackOptions } from "./stack";
 import { readRunnerConfigFile, RunnerConfigError } from "../../runner/config";
 
@@ -11,7 +14,72 @@ export const WORKER_VARIABLES = [
   "TRUSTED_PROXIES",
   "METRICS_SCRAPE_TOKEN",
   "SETUP_TOKEN",
+  "SERVICE_HTTP_TIMEOUT",
+  "CIRCUIT_BREAKER_RESET_SECONDS",
+  "VAULT_ADDR",
+  "VAULT_TOKEN",
+  "VAULT_SECRET_PATH",
 ] as const;
+
+function readableFile(variable: string, path: string): void {
+  try {
+    accessSync(path, constants.R_OK);
+  } catch (error) {
+    throw new StartupError(`${variable} names ${path}, which cannot be read (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
+  }
+}
+
+function proxyUrl(variable: string, value: string | undefined): string | null {
+  if (!value) return null;
+  let url: URL | null = null;
+  try {
+    url = new URL(value);
+  } catch {}
+  if (!url || (url.protocol !== "http:" && url.protocol !== "https:"))
+    throw new StartupError(`${variable} must be an http(s) URL of a proxy, not "${value.replace(/\/\/[^@/]*@/, "//***@")}"`);
+  return value;
+}
+
+/**
+ * The host's defaults for provider calls (README "Configuration"): HTTPS_PROXY and HTTP_PROXY
+ * (or their lower-case forms), NO_PROXY, SERVICE_CA_BUNDLE (checked readable) and
+ * SERVICE_SSL_VERIFY. A bad value is a StartupError naming the variable.
+ *
+ * @example
+ * readOutboundDefaults({ HTTPS_PROXY: "http://proxy.internal:3128", NO_PROXY: "localhost" });
+ */
+export function readOutboundDefaults(env: NodeJS.ProcessEnv): OutboundDefaults {
+  const verify = (env.SERVICE_SSL_VERIFY ?? "true").trim().toLowerCase();
+  if (!["1", "0", "true", "false", "yes", "no"].includes(verify))
+    throw new StartupError(`SERVICE_SSL_VERIFY must be true or false, not "${env.SERVICE_SSL_VERIFY}"`);
+  const caBundle = env.SERVICE_CA_BUNDLE || null;
+  if (caBundle) readableFile("SERVICE_CA_BUNDLE", caBundle);
+  return {
+    httpsProxy: proxyUrl("HTTPS_PROXY", env.HTTPS_PROXY || env.https_proxy),
+    httpProxy: proxyUrl("HTTP_PROXY", env.HTTP_PROXY || env.http_proxy),
+    noProxy: (env.NO_PROXY ?? env.no_proxy ?? "")
+      .split(",")
+      .map((entry) => entry.trim())
+      .filter(Boolean),
+    caBundle,
+    sslVerify: ["1", "true", "yes"].includes(verify),
+  };
+}
+
+/**
+ * SERVICE_SSL_CERT and SERVICE_SSL_KEY (spec 4.7): both PEM files, and the client front serves
+ * HTTPS; neither, and it serves HTTP; one alone is a mistake.
+ */
+export function readTlsFiles(env: NodeJS.ProcessEnv): { certFile: string; keyFile: string } | undefined {
+  const certFile = env.SERVICE_SSL_CERT || undefined;
+  const keyFile = env.SERVICE_SSL_KEY || undefined;
+  if (!certFile && !keyFile) return undefined;
+  if (!certFile || !keyFile)
+    throw new StartupError(
+      `${certFile ? "SERVICE_SSL_CERT" : "SERVICE_SSL_KEY"} is set but ${certFile ? "SERVICE_SSL_KEY" : "SERVICE_SSL_CERT"} is not: set both (PEM files) to serve HTTPS, or neither`,
+    );
+  return { certFile, keyFile };
+}
 
 /**
  * The local default's settings, from the environment (README "Configuration"). Invalid values
@@ -37,6 +105,7 @@ export function readConfigFromEnvironment(env: NodeJS.ProcessEnv): StackOptions 
   // The Worker would answer every request with a 500 naming it; better not to start at all.
   try {
     readRateLimitSettings(bindings, "development");
+    readOutboundVariables(bindings);
   } catch (error) {
     throw new StartupError((error as Error).message);
   }
@@ -54,6 +123,9 @@ export function readConfigFromEnvironment(env: NodeJS.ProcessEnv): StackOptions 
     localRunner,
     runnerConfig: env.RUNNER_CONFIG || undefined,
     runnerEnv: env,
+    outboundDefaults: readOutboundDefaults(env),
+    secretsEnv: env,
+    tls: readTlsFiles(env),
     host: env.SERVICE_HOST || "0.0.0.0",
     port,
     dataDir: env.SERVICE_DATA_DIR || ".data",

@@ -1,7 +1,8 @@
-import { appendFileSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { appendFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
+import { createSecureContext } from "node:tls";
 import type { Readable } from "node:stream";
 import { createClient } from "@libsql/client/web";
 import { Miniflare, Response as MiniflareResponse } from "miniflare";
@@ -18,6 +19,8 @@ import { createHranaServer, serveHranaOverHttp } from "./hrana";
 import { startLocalRunner } from "./local-runner";
 import { startEnvironmentAtBoot } from "./start-environment";
 import { deliverGuarded, outboundAnswer } from "./webhook-outbound";
+import { forwardProviderRequest, NO_OUTBOUND_DEFAULTS, type OutboundDefaults } from "./provider-outbound";
+import { answerSecretRequest } from "./secret-host";
 import type { SubmitOutcome } from "../scheduler/types";
 import type { Runner } from "../../runner/agent";
 
@@ -47,10 +50,19 @@ export interface StackOptions {
   startEnvironment?: string;
   /** More Worker variables (rate limiting, metrics, trusted proxies: README "Configuration"). */
   bindings?: Record<string, string>;
+  /** The host's proxy, CA and verification defaults for provider calls (npm start: from its environment; default none). */
+  outboundDefaults?: OutboundDefaults;
+  /** Where the host looks secrets up (spec 5.9: variables, `<NAME>_FILE`, SERVICE_SECRETS_DIR); default this process's environment. */
+  secretsEnv?: Record<string, string | undefined>;
+  /** SERVICE_SSL_CERT and SERVICE_SSL_KEY: PEM files; the client front then serves HTTPS. */
+  tls?: { certFile: string; keyFile: string };
 }
 
 export interface Stack {
+  /** The client front's URL: https:// when started with `tls`. */
   url: URL;
+  /** Plain HTTP on loopback, for this process's own calls and its runner (the certificate may name another host): `url` itself without `tls`. */
+  loopbackUrl: URL;
   dataDir: string;
   /** The first admin's setup token: SETUP_TOKEN when given, else random per start ("" when set empty). */
   setupToken: string;
@@ -117,6 +129,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
   const log = createLogger("edge/local/stack.ts", { logLevel, logFormat }, null, emit);
 
   ensureWritable(dataDir);
+  const tls = options.tls ? readTls(options.tls) : undefined;
   await ensurePortFree(host, port);
 
   const hrana = createHranaServer(join(dataDir, "service.db"), { logger: (message) => log.warning(message) });
@@ -136,6 +149,8 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     const bridge = await serveHranaOverHttp(hrana, 0, "127.0.0.1", { authToken: bridgeToken });
     closeBridge = bridge.close;
 
+    const outboundDefaults = options.outboundDefaults ?? NO_OUTBOUND_DEFAULTS;
+    const secretsEnv = options.secretsEnv ?? process.env;
     const mf = new Miniflare({
       modules: true,
       script: await bundleWorker(),
@@ -165,6 +180,16 @@ export async function startStack(options: StackOptions): Promise<Stack> {
           const answer = outboundAnswer(await deliverGuarded(request as unknown as Request));
           return new MiniflareResponse(null, answer);
         },
+        // Provider API calls, with the provider's proxy and CA settings (provider-outbound.ts); bodies stream both ways.
+        PROVIDER_OUTBOUND: async (request: { url: string }) => {
+          const answer = await forwardProviderRequest(request as unknown as Request, outboundDefaults);
+          return new MiniflareResponse(answer.body as never, { status: answer.status, headers: [...answer.headers] });
+        },
+        // One secret by name from this process's environment or files (secret-host.ts); never a listing.
+        SECRETS_HOST: async (request: { url: string }) => {
+          const answer = await answerSecretRequest(request as unknown as Request, secretsEnv);
+          return new MiniflareResponse(await answer.text(), { status: answer.status });
+        },
       },
       // Private: clients reach workerd only through the client front, which sets their address.
       host: "127.0.0.1",
@@ -182,22 +207,34 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       await mf.dispose().catch(() => {});
       throw new StartupError(`the Worker runtime failed to start: ${(error as Error).message.split("\n")[0]}`);
     }
+    const frontOptions = {
+      upstreamPort: Number(workerUrl.port),
+      onError: (message: string) => log.warning(message),
+      answerHeaders: frontAnswerHeaders(options.bindings ?? {}),
+    };
     let front: ClientFront;
     try {
-      front = await startClientFront({
-        host,
-        port,
-        upstreamPort: Number(workerUrl.port),
-        onError: (message) => log.warning(message),
-        answerHeaders: frontAnswerHeaders(options.bindings ?? {}),
-      });
+      front = await startClientFront({ ...frontOptions, host, port, tls });
     } catch (error) {
       await mf.dispose().catch(() => {});
       throw new StartupError(`cannot listen on ${host}:${port} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
     }
+    // With HTTPS, this process and its runner still talk plain HTTP over loopback: the
+    // certificate names the public host, and a self-signed one would not verify here.
+    let loopbackFront: ClientFront | null = null;
+    if (tls) {
+      try {
+        loopbackFront = await startClientFront({ ...frontOptions, host: "127.0.0.1", port: 0 });
+      } catch (error) {
+        await front.close();
+        await mf.dispose().catch(() => {});
+        throw new StartupError(`cannot listen on 127.0.0.1 (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
+      }
+    }
     const url = new URL(
-      `http://${host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host.includes(":") ? `[${host}]` : host}:${front.port}`,
+      `${tls ? "https" : "http"}://${host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host.includes(":") ? `[${host}]` : host}:${front.port}`,
     );
+    const loopbackUrl = loopbackFront ? new URL(`http://127.0.0.1:${loopbackFront.port}`) : url;
     // Spec 6.6: the queue is processed once at start-up (queued jobs start where capacity exists);
     // this also arms the Scheduler's 5 s alarm.
     const scheduler = await mf.getDurableObjectNamespace("SCHEDULER");
@@ -208,7 +245,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     if (options.localRunner) {
       const db = createClient({ url: "http://libsql.internal", fetch: (request: Request) => hrana.handle(request) });
       runner = await startLocalRunner(db, {
-        url: `http://127.0.0.1:${url.port}`,
+        url: `http://127.0.0.1:${loopbackUrl.port}`,
         dataDir,
         runnerConfig: options.runnerConfig,
         runnerEnv: options.runnerEnv,
@@ -228,12 +265,14 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     }
     return {
       url,
+      loopbackUrl,
       dataDir,
       setupToken,
       log,
       async stop() {
         await runner?.stop();
         await front.close();
+        await loopbackFront?.close();
         await mf.dispose();
         await closeBridge();
         hrana.close();
@@ -244,6 +283,27 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     hrana.close();
     throw error;
   }
+}
+
+/** The certificate and key files, read now: a file that cannot be read is one line naming it. */
+function readTls(files: { certFile: string; keyFile: string }): { cert: Buffer; key: Buffer } {
+  const read = (variable: string, path: string) => {
+    try {
+      return readFileSync(path);
+    } catch (error) {
+      throw new StartupError(`${variable} names ${path}, which cannot be read (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
+    }
+  };
+  const pair = { cert: read("SERVICE_SSL_CERT", files.certFile), key: read("SERVICE_SSL_KEY", files.keyFile) };
+  // Loaded once now, so a wrong pair stops start-up before anything else has started.
+  try {
+    createSecureContext(pair);
+  } catch (error) {
+    throw new StartupError(
+      `SERVICE_SSL_CERT and SERVICE_SSL_KEY do not load as a PEM certificate and its key (${(error as Error).message})`,
+    );
+  }
+  return pair;
 }
 
 /**
