@@ -57,7 +57,7 @@ async function confirmedSubmit(body: Record<string, unknown> = {}, key = alice.k
 async function upload(target: string, files: [Buffer | string, string][], key = alice.key): Promise<void> {
   const form = new FormData();
   form.set("target_path", target);
-  for (const [bytes, name] of files) form.append("files[]", new Blob([bytes]), name);
+  for (const [bytes, name] of files) form.append("files[]", new Blob([typeof bytes === "string" ? bytes : new Uint8Array(bytes)]), name);
   const reply = await t.call("POST", "/api/datasets/upload", { body: form, auth: { key } });
   if (reply.status !== 201) throw new Error(`upload ${target}: ${reply.status} ${reply.text}`);
 }
@@ -100,6 +100,7 @@ beforeAll(async () => {
       },
     }),
     await call("POST", "/api/queue/concurrency", admin.key, { user_max_concurrent: 10 }),
+    await call("PUT", "/api/cloud/metrics/config", admin.key, { prometheus_enabled: true, prometheus_categories: ["jobs", "circuit_breakers", "provider"] }),
     await call("PUT", "/api/queue/approval-rules", admin.key, { cloud_cost_threshold: null }),
     await call("POST", "/api/configs/environments", alice.key, { name: "faces", model_family: "flux", model_type: "lora" }),
   ];
@@ -329,7 +330,6 @@ describe("providers, health and the circuit breaker", () => {
   });
 
   it("opens the breaker after 5 failed calls (state in the metrics), answers at once while open, and closes after it recovers", async () => {
-    await call("PUT", "/api/cloud/metrics/config", admin.key, { prometheus_enabled: true, prometheus_categories: ["jobs", "circuit_breakers", "provider"] });
     fake.setRunScript({ startingMs: 100, outcome: "manual" });
     const id = (await confirmedSubmit()).body.job_id as string;
     await until("processing", async () => (await job(id)).provider_status === "processing");
