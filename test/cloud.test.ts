@@ -4,6 +4,7 @@
 // exclusions, the 100 MiB cap, the spending limit, approvals, tracking by webhook and by polling,
 // per-second cost, cancel billing, results in each destination, the circuit breaker, and the
 // provider token absent from everything the service says.
+import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startFakeHub, type FakeHub } from "./fakes/fake-hub";
 import { startFakeObjectStore, type FakeObjectStore } from "./fakes/fake-object-store";
@@ -15,7 +16,10 @@ const HF_TOKEN = "hf_cloudtesthubtoken0123456789";
 const S3_KEY = "AKIAPUBLISHTEST0001";
 const S3_SECRET = "publish-secret-value-0123456789";
 const RATE = 0.0014; // gpu-a100-large, the default hardware
-const PNG = Buffer.from("89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d4944415478da63f8cfc0f01f0005000201a5e2b3b40000000049454e44ae426082", "hex");
+const PNG = Buffer.from(
+  "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d4944415478da63f8cfc0f01f0005000201a5e2b3b40000000049454e44ae426082",
+  "hex",
+);
 
 let t: TestStack;
 let fake: FakeReplicate;
@@ -33,7 +37,8 @@ async function call(method: string, path: string, key: string, json?: unknown): 
   answers.push(reply.text, JSON.stringify([...reply.headers]));
   return reply;
 }
-const submit = (body: Record<string, unknown>, key = alice.key) => call("POST", "/api/cloud/jobs/submit", key, { config_name: "faces", ...body });
+const submit = (body: Record<string, unknown>, key = alice.key) =>
+  call("POST", "/api/cloud/jobs/submit", key, { config_name: "faces", ...body });
 const job = async (id: string, key = alice.key) => (await call("GET", `/api/cloud/jobs/${id}`, key)).body;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 async function until<T>(what: string, probe: () => Promise<T | null | undefined | false>, ms = 20_000): Promise<T> {
@@ -100,7 +105,10 @@ beforeAll(async () => {
       },
     }),
     await call("POST", "/api/queue/concurrency", admin.key, { user_max_concurrent: 10 }),
-    await call("PUT", "/api/cloud/metrics/config", admin.key, { prometheus_enabled: true, prometheus_categories: ["jobs", "circuit_breakers", "provider"] }),
+    await call("PUT", "/api/cloud/metrics/config", admin.key, {
+      prometheus_enabled: true,
+      prometheus_categories: ["jobs", "circuit_breakers", "provider"],
+    }),
     await call("PUT", "/api/queue/approval-rules", admin.key, { cloud_cost_threshold: null }),
     await call("POST", "/api/configs/environments", alice.key, { name: "faces", model_family: "flux", model_type: "lora" }),
   ];
@@ -128,7 +136,13 @@ describe("the summary and estimate before anything is uploaded", () => {
     expect(dry.body.summary.excluded.map((e: { path: string }) => e.path).sort()).toEqual(
       ["datasets/faces/.env.txt", "datasets/faces/.git/HEAD.txt", "datasets/faces/id_rsa.txt"].sort(),
     );
-    expect(dry.body.estimate).toMatchObject({ hardware: "gpu-a100-large", rate_usd_per_second: RATE, expected_seconds: 3600, estimated_cost_usd: 5.04, spending: null });
+    expect(dry.body.estimate).toMatchObject({
+      hardware: "gpu-a100-large",
+      rate_usd_per_second: RATE,
+      expected_seconds: 3600,
+      estimated_cost_usd: 5.04,
+      spending: null,
+    });
     expect(dry.body.message).toContain(dry.body.summary.summary_id);
     expect(fake.requests.length).toBe(before);
     expect((await call("GET", "/api/queue?include_completed=true", admin.key)).body.jobs).toEqual([]);
@@ -326,7 +340,10 @@ describe("providers, health and the circuit breaker", () => {
     expect(list[0]).toMatchObject({ supports_cost_tracking: true, supports_live_logs: true, credentials: { valid: true } });
     expect(list[2].credentials).toBeNull();
     const health = await t.call("GET", "/api/cloud/health?include_providers=true");
-    expect(health.body.providers.find((p: any) => p.name === "replicate")).toMatchObject({ status: "healthy", latency_ms: expect.any(Number) });
+    expect(health.body.providers.find((p: any) => p.name === "replicate")).toMatchObject({
+      status: "healthy",
+      latency_ms: expect.any(Number),
+    });
   });
 
   it("opens the breaker after 5 failed calls (state in the metrics), answers at once while open, and closes after it recovers", async () => {
@@ -334,18 +351,79 @@ describe("providers, health and the circuit breaker", () => {
     const id = (await confirmedSubmit()).body.job_id as string;
     await until("processing", async () => (await job(id)).provider_status === "processing");
     fake.setOutage("500");
-    await until("the breaker to open", async () => (await metrics()).includes('service_circuit_breaker_state{provider="replicate"} 2'), 30_000);
+    await until(
+      "the breaker to open",
+      async () => (await metrics()).includes('service_circuit_breaker_state{provider="replicate"} 2'),
+      30_000,
+    );
     expect(await metrics()).toMatch(/service_circuit_breaker_failures_total\{provider="replicate"\} [5-9]/);
     const dry = await submit({ dry_run: true });
     expect(dry.status).toBe(200); // a dry run needs no provider call
     fake.setOutage(null);
-    await until("the breaker to close", async () => (await metrics()).includes('service_circuit_breaker_state{provider="replicate"} 0'), 30_000);
+    await until(
+      "the breaker to close",
+      async () => (await metrics()).includes('service_circuit_breaker_state{provider="replicate"} 0'),
+      30_000,
+    );
     const training = [...fake.trainings.values()].find((x) => x.input.env && (x.input.env as any).SERVICE_JOB_ID === id)!;
     await fake.finish(training.id, "succeeded");
     fake.setRunScript({ startingMs: 150, processingMs: 1200, logEveryMs: 200 });
     expect((await ended(id)).status).toBe("completed");
     expect(await metrics()).toMatch(/service_cost_usd_total [0-9.]+/);
   }, 60_000);
+});
+
+describe("provider webhooks moving a job", () => {
+  it("applies only webhooks signed with the provider's key (rotated keys included), fresh, untampered and once", async () => {
+    fake.setRunScript({ startingMs: 100, outcome: "manual" });
+    fake.setSendWebhooks(false);
+    try {
+      const id = (await confirmedSubmit()).body.job_id as string;
+      const running = await until("processing", async () => ((await job(id)).provider_status === "processing" ? job(id) : null));
+      const training = fake.trainings.get(running.provider_job_id)!;
+      const body = JSON.stringify({
+        ...training,
+        status: "failed",
+        error: "out of memory",
+        completed_at: new Date().toISOString(),
+        metrics: { predict_time: 1.5 },
+      });
+      const post = (headers: Record<string, string>, payload = body) =>
+        t.call("POST", "/api/webhooks/replicate", { body: payload, headers: { "content-type": "application/json", ...headers } });
+      const signed = (msgId: string, at: Date, secret = fake.webhookSecret) => ({
+        "webhook-id": msgId,
+        "webhook-timestamp": String(Math.floor(at.getTime() / 1000)),
+        "webhook-signature": new Webhook(secret).sign(msgId, at, body),
+      });
+      const still = async () => expect((await job(id)).status).toBe("running");
+      expect((await post({})).status).toBe(401); // no signature headers
+      await still();
+      expect((await post(signed("msg-old", new Date(Date.now() - 10 * 60_000)))).status).toBe(401); // 10 minutes old
+      expect((await post(signed("msg-t", new Date()), body.replace("out of memory", "fine"))).status).toBe(401); // tampered
+      const stranger = `whsec_${Buffer.from("not the provider's key at all").toString("base64")}`;
+      expect((await post(signed("msg-x", new Date(), stranger))).status).toBe(401);
+      await still();
+      // A rotation: the admin saved the new key; the provider signs with both while it rolls over.
+      const next = `whsec_${Buffer.from("the provider's rotated key 2").toString("base64")}`;
+      expect((await call("PUT", "/api/cloud/providers/replicate", admin.key, { webhook_secret: next })).status).toBe(200);
+      const now = new Date();
+      const both = signed("msg-rot", now);
+      both["webhook-signature"] = `${both["webhook-signature"]} ${new Webhook(next).sign("msg-rot", now, body)}`;
+      const accepted = await post(both);
+      expect([accepted.status, accepted.body.duplicate]).toEqual([202, false]);
+      const failed = await ended(id);
+      expect(failed).toMatchObject({ status: "failed", provider_status: "failed", error_message: "out of memory" });
+      expect(failed.cost_usd).toBeCloseTo(Math.round(1.5 * RATE * 10_000) / 10_000, 4);
+      const replay = await post(both);
+      expect([replay.status, replay.body.duplicate]).toEqual([202, true]);
+      expect((await job(id)).status).toBe("failed");
+      await call("PUT", "/api/cloud/providers/replicate", admin.key, { webhook_secret: fake.webhookSecret });
+      await fake.finish(training.id, "succeeded").catch(() => {});
+    } finally {
+      fake.setSendWebhooks(true);
+      fake.setRunScript({ startingMs: 150, processingMs: 1200, logEveryMs: 200 });
+    }
+  }, 40_000);
 });
 
 describe("secrets", () => {

@@ -40,16 +40,22 @@ describe("GET /api/cloud/providers", () => {
   it("lists names and capabilities to anyone, and no settings", async () => {
     const list = await t.call("GET", "/api/cloud/providers");
     expect(list.status).toBe(200);
-    expect(list.body).toEqual({
-      providers: [
-        {
-          name: "replicate",
-          display_name: "Replicate",
-          capabilities: ["cloud_training", "webhooks", "cost_tracking", "storage_endpoint"],
-          webhook_path: "/api/webhooks/replicate",
-        },
-      ],
+    const providers = list.body.providers as any[];
+    expect(providers.map((p) => [p.name, p.kind, p.coming_soon, p.webhook_path])).toEqual([
+      ["replicate", "hosted", false, "/api/webhooks/replicate"],
+      ["workers", "workers", false, "/api/webhooks/workers"],
+      ["managed", "managed", true, "/api/webhooks/managed"],
+    ]);
+    expect(providers[0]).toMatchObject({
+      display_name: "Replicate",
+      capabilities: ["cloud_training", "webhooks", "cost_tracking", "live_logs", "storage_endpoint"],
+      supports_cost_tracking: true,
+      supports_live_logs: true,
+      // No token is set here: the check says so, naming the secret, never a value.
+      credentials: { valid: false, message: expect.stringContaining("REPLICATE_API_TOKEN") },
     });
+    expect(providers[2].credentials).toBeNull();
+    for (const p of providers) expect(Object.keys(p)).not.toContain("settings");
   });
 });
 
@@ -69,6 +75,11 @@ describe("provider settings", () => {
       s3_secret_access_key_set: false,
       webhook_secret_set: false,
       webhook_allow_unsigned: false,
+      api_base_url: "https://api.replicate.com",
+      training_model: null,
+      training_destination: null,
+      hardware: "gpu-a100-large",
+      api_token_secret: "REPLICATE_API_TOKEN",
       updated_at: null,
     });
     expect((await t.call("GET", "/api/cloud/providers/replicate", { auth: { key: viewer.key } })).status).toBe(403);
@@ -85,6 +96,12 @@ describe("provider settings", () => {
       proxy_url: "ftp://proxy",
       s3_output_path: "../etc",
       http_timeout: 5,
+      api_base_url: "file:///etc/passwd",
+      training_model: "acme/trainer",
+      training_destination: "not a model",
+      hardware: "../gpu",
+      // The service's own credentials are never a provider's token (it would send them to api_base_url).
+      api_token_secret: "LIBSQL_AUTH_TOKEN",
     });
     expect(bad.status).toBe(422);
     expect(bad.body.errors.map((e: any) => e.path)).toEqual([
@@ -92,6 +109,11 @@ describe("provider settings", () => {
       "webhook_allowed_ips.2",
       "proxy_url",
       "s3_output_path",
+      "api_base_url",
+      "training_model",
+      "training_destination",
+      "hardware",
+      "api_token_secret",
     ]);
     expect(bad.body.detail).toContain('"10.0.0.0/33" is not a valid CIDR range');
     expect(bad.body.detail).toContain('"not-an-ip" is not a valid IP address or CIDR range');

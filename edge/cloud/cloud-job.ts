@@ -149,7 +149,10 @@ export class CloudJob extends DurableObject<Env> implements CloudJobApi {
       if (phase === "submitting") {
         // Interrupted between asking the provider to train and hearing its answer: a second
         // request could start (and bill) a second run, so the job fails with what to check.
-        return await this.fail(row, "interrupted while being submitted to the provider; check its dashboard for a stray training, then resubmit");
+        return await this.fail(
+          row,
+          "interrupted while being submitted to the provider; check its dashboard for a stray training, then resubmit",
+        );
       }
       if (row.provider_job_id) {
         const { client } = await hostedClient(this.providerContext(), String(row.provider));
@@ -213,9 +216,14 @@ export class CloudJob extends DurableObject<Env> implements CloudJobApi {
     const plan = await planPackage(bucket, dataloader, config);
     const confirmed = JSON.parse(String(row.summary)) as PackageSummary;
     if (plan.summary.summary_id !== confirmed.summary_id)
-      return this.fail(row, "the datasets changed after the upload summary was confirmed; nothing was uploaded: submit again to review the new summary");
+      return this.fail(
+        row,
+        "the datasets changed after the upload summary was confirmed; nothing was uploaded: submit again to review the new summary",
+      );
 
-    let archive: { id: string; url: string } | null = row.provider_file_id ? { id: String(row.provider_file_id), url: String(row.provider_file_url) } : null;
+    let archive: { id: string; url: string } | null = row.provider_file_id
+      ? { id: String(row.provider_file_id), url: String(row.provider_file_url) }
+      : null;
     if (!archive && plan.entries.length > 0) {
       await this.patch(jobId, { phase: "uploading", uploaded_bytes: 0, archive_bytes: plan.summary.archive_bytes });
       let written = 0;
@@ -242,7 +250,11 @@ export class CloudJob extends DurableObject<Env> implements CloudJobApi {
     };
     const base = publicBase(await getCloudSettings(this.db()), readConfig(this.env).publicUrl);
     await this.patch(jobId, { phase: "submitting" });
-    const training = await client.run_job({ job_id: jobId, input, webhook_url: base ? `${base}/api/webhooks/${String(row.provider)}` : null });
+    const training = await client.run_job({
+      job_id: jobId,
+      input,
+      webhook_url: base ? `${base}/api/webhooks/${String(row.provider)}` : null,
+    });
     await this.patch(jobId, { phase: "submitted", provider_job_id: training.id, submitted_at: new Date().toISOString() });
     this.log.info("cloud job sent to its provider", { job_id: jobId, provider: String(row.provider), provider_job_id: training.id });
     await this.apply({ ...row, phase: "submitted", provider_job_id: training.id }, training);
@@ -296,7 +308,10 @@ export class CloudJob extends DurableObject<Env> implements CloudJobApi {
     const jobId = String(row.job_id);
     const ended = job.status === "succeeded" || job.status === "failed" || job.status === "canceled";
     const rate = Number(row.rate_usd_per_second);
-    const seconds = billedSecondsNow({ startedAt: job.started_at, completedAt: job.completed_at, billedSeconds: job.billed_seconds }, Date.now());
+    const seconds = billedSecondsNow(
+      { startedAt: job.started_at, completedAt: job.completed_at, billedSeconds: job.billed_seconds },
+      Date.now(),
+    );
     const offset = Number(row.logs_offset ?? 0);
     // Complete lines only, until the end: a line the provider is still writing is taken whole next time.
     const fresh = job.logs.length > offset ? job.logs.slice(offset) : "";
@@ -306,12 +321,16 @@ export class CloudJob extends DurableObject<Env> implements CloudJobApi {
     const events: { seq: number; event: { type: string; message: string } }[] = [];
     let start = 0;
     for (const line of fresh.slice(0, cut).split("\n")) {
-      if (start < cut && (line || start + 1 < cut)) events.push({ seq: offset + start, event: { type: "log", message: line.slice(0, 4000) } });
+      if (start < cut && (line || start + 1 < cut))
+        events.push({ seq: offset + start, event: { type: "log", message: line.slice(0, 4000) } });
       start += line.length + 1;
     }
     for (let at = 0; at < events.length; at += 500) {
       const { stored } = await appendEvents(this.db(), null, jobId, { attempt: 1, events: events.slice(at, at + 500) });
-      if (stored.length) await hubOf(this.env, jobId).publish(jobId, stored).catch(() => {});
+      if (stored.length)
+        await hubOf(this.env, jobId)
+          .publish(jobId, stored)
+          .catch(() => {});
     }
     await this.patch(jobId, {
       provider_status: job.status,
@@ -329,7 +348,12 @@ export class CloudJob extends DurableObject<Env> implements CloudJobApi {
     if (!ended) return;
     const change = await finishCloudJob(this.db(), jobId, queueStatusOf(job.status) as "completed" | "failed" | "cancelled", job.error);
     await applyEffects(this.effects(`cloud job ${job.status}`), change);
-    this.log.info("cloud job ended at its provider", { job_id: jobId, status: job.status, billed_seconds: seconds, cost_usd: costOf(rate, seconds) });
+    this.log.info("cloud job ended at its provider", {
+      job_id: jobId,
+      status: job.status,
+      billed_seconds: seconds,
+      cost_usd: costOf(rate, seconds),
+    });
     await this.cleanUp({ ...row, phase: "finished" });
   }
 

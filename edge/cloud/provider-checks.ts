@@ -39,7 +39,9 @@ async function freshCheck(ctx: ProviderContext, name: string): Promise<{ valid: 
 export async function checkProviders(ctx: ProviderContext, maxAgeSeconds: number): Promise<ProviderCheck[]> {
   const db = ctx.db;
   const usable = PROVIDERS.filter((p) => !p.coming_soon).map((p) => p.name);
-  const stored = await db.$client.execute("SELECT provider, credentials_valid, credentials_message, validated_at, validation_latency_ms FROM provider_state");
+  const stored = await db.$client.execute(
+    "SELECT provider, credentials_valid, credentials_message, validated_at, validation_latency_ms FROM provider_state",
+  );
   const byName = new Map(stored.rows.map((r) => [String(r.provider), r as Record<string, unknown>]));
   const breakers = new Map((await breakerStates(db)).map((b) => [b.provider, b.state]));
   const now = Date.now();
@@ -63,7 +65,12 @@ export async function checkProviders(ctx: ProviderContext, maxAgeSeconds: number
               ON CONFLICT (provider) DO UPDATE SET credentials_valid = ?2, credentials_message = ?3, validated_at = ?4, validation_latency_ms = ?5`,
         args: [name, check.valid ? 1 : 0, check.message, checkedAt, check.latency_ms],
       });
-      return { name, ...check, checked_at: checkedAt, breaker_state: (await breakerStates(db)).find((b) => b.provider === name)?.state ?? "closed" };
+      return {
+        name,
+        ...check,
+        checked_at: checkedAt,
+        breaker_state: (await breakerStates(db)).find((b) => b.provider === name)?.state ?? "closed",
+      };
     }),
   );
 }

@@ -27,7 +27,10 @@ export async function getCloudSettings(db: Database): Promise<CloudSettings> {
  * cannot: an enabled S3 destination needs its endpoint and bucket. Nothing is saved on a refusal.
  * Returns the settings before and after.
  */
-export async function updateCloudSettings(db: Database, update: CloudSettingsUpdate): Promise<{ before: CloudSettings; after: CloudSettings }> {
+export async function updateCloudSettings(
+  db: Database,
+  update: CloudSettingsUpdate,
+): Promise<{ before: CloudSettings; after: CloudSettings }> {
   const before = await getCloudSettings(db);
   const { publishing, ...rest } = update;
   const after: CloudSettings = {
@@ -49,7 +52,9 @@ export async function updateCloudSettings(db: Database, update: CloudSettingsUpd
     ["publishing.hub.endpoint", after.publishing.hub.endpoint],
   ] as const) {
     if (url && !/^https?:\/\//.test(url))
-      throw new ApiError(422, "invalid_request", `${path}: must be an http(s) URL, not "${url}"`, [{ path, message: "not an http(s) URL" }]);
+      throw new ApiError(422, "invalid_request", `${path}: must be an http(s) URL, not "${url}"`, [
+        { path, message: "not an http(s) URL" },
+      ]);
   }
   await setSetting(db, "cloud", after);
   return { before, after };

@@ -87,20 +87,24 @@ async function checkDestination(ctx: SubmitContext, body: CloudSubmit, provider:
   const unavailable = (detail: string) => new ApiError(422, "destination_unavailable", detail, [{ path: "destination", message: detail }]);
   if (destination.type === "storage") {
     if (!stored.s3_endpoint_enabled)
-      throw unavailable(`The built-in storage endpoint is off for ${provider}: an admin sets s3_endpoint_enabled with PUT /api/cloud/providers/${provider}`);
+      throw unavailable(
+        `The built-in storage endpoint is off for ${provider}: an admin sets s3_endpoint_enabled with PUT /api/cloud/providers/${provider}`,
+      );
     if (!stored.s3_public_url && !publicBase(cloud, ctx.config.publicUrl))
       throw unavailable(
         "The cloud job could not reach this service to deliver its results: set the Public URL (PUT /api/cloud/settings public_url), SERVICE_PUBLIC_URL, or the provider's s3_public_url",
       );
   } else if (destination.type === "hub") {
-    if (!cloud.publishing.hub.enabled) throw unavailable("Publishing to the model hub is off: an admin enables publishing.hub in PUT /api/cloud/settings");
+    if (!cloud.publishing.hub.enabled)
+      throw unavailable("Publishing to the model hub is off: an admin enables publishing.hub in PUT /api/cloud/settings");
     if (!(await resolveSecret(ctx.env, cloud.publishing.hub.token_secret)))
       throw unavailable(`The model hub token is not set: put it in the secret ${cloud.publishing.hub.token_secret}`);
   } else {
     const s3 = cloud.publishing.s3;
     if (!s3.enabled) throw unavailable("Publishing to S3 is off: an admin enables publishing.s3 in PUT /api/cloud/settings");
     const [key, secret] = await Promise.all([resolveSecret(ctx.env, s3.access_key_secret), resolveSecret(ctx.env, s3.secret_key_secret)]);
-    if (!key || !secret) throw unavailable(`The S3 credentials are not set: put them in the secrets ${s3.access_key_secret} and ${s3.secret_key_secret}`);
+    if (!key || !secret)
+      throw unavailable(`The S3 credentials are not set: put them in the secrets ${s3.access_key_secret} and ${s3.secret_key_secret}`);
   }
 }
 
@@ -113,7 +117,10 @@ async function checkDestination(ctx: SubmitContext, body: CloudSubmit, provider:
  */
 export async function submitCloudJob(ctx: SubmitContext, user: Submitter, body: CloudSubmit): Promise<CloudAnswer> {
   const known = findProvider(body.provider);
-  if (!known) throw new ApiError(422, "unknown_provider", `Provider "${body.provider}" is not one of replicate, workers, managed`, [{ path: "provider", message: "unknown" }]);
+  if (!known)
+    throw new ApiError(422, "unknown_provider", `Provider "${body.provider}" is not one of replicate, workers, managed`, [
+      { path: "provider", message: "unknown" },
+    ]);
   if (known.kind === "managed") throw managedRefusal();
   const environment = await readEnvironment(ctx, body.config_name);
   refuseAdminOptions(user, body.config_name, environment.config);
@@ -127,12 +134,24 @@ export async function submitCloudJob(ctx: SubmitContext, user: Submitter, body: 
     getSetting(ctx.db, "approval_rules") as Promise<ApprovalRules>,
   ]);
   if (cloud.consent_mode === "never")
-    throw new ApiError(403, "cloud_uploads_disabled", "Cloud training is off: the upload consent setting is Never Upload (an admin changes it in PUT /api/cloud/settings)");
+    throw new ApiError(
+      403,
+      "cloud_uploads_disabled",
+      "Cloud training is off: the upload consent setting is Never Upload (an admin changes it in PUT /api/cloud/settings)",
+    );
   const rate = rates[stored.hardware];
   if (rate === undefined)
-    throw new ApiError(409, "no_rate", `There is no rate for ${stored.hardware}, the hardware ${body.provider} runs on: an admin adds it with PUT /api/cloud/rates`);
+    throw new ApiError(
+      409,
+      "no_rate",
+      `There is no rate for ${stored.hardware}, the hardware ${body.provider} runs on: an admin adds it with PUT /api/cloud/rates`,
+    );
   if (!stored.training_model)
-    throw new ApiError(409, "provider_not_configured", `${body.provider} has no training model: an admin sets training_model with PUT /api/cloud/providers/${body.provider}`);
+    throw new ApiError(
+      409,
+      "provider_not_configured",
+      `${body.provider} has no training model: an admin sets training_model with PUT /api/cloud/providers/${body.provider}`,
+    );
 
   const plan = await planPackage(ctx.bucket, environment.dataloader, environment.config);
   const seconds = expectedSeconds(body.max_runtime_minutes, environment.config, cloud.default_max_runtime_minutes);
@@ -212,7 +231,18 @@ export async function submitCloudJob(ctx: SubmitContext, user: Submitter, body: 
   await ctx.db.$client.execute({
     sql: `INSERT INTO cloud_jobs (job_id, provider, hardware, rate_usd_per_second, expected_seconds, destination, summary, archive_bytes, created_at, updated_at)
           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-    args: [jobId, body.provider, stored.hardware, rate, seconds, JSON.stringify(body.destination), JSON.stringify(plan.summary), plan.summary.archive_bytes, stamp, stamp],
+    args: [
+      jobId,
+      body.provider,
+      stored.hardware,
+      rate,
+      seconds,
+      JSON.stringify(body.destination),
+      JSON.stringify(plan.summary),
+      plan.summary.archive_bytes,
+      stamp,
+      stamp,
+    ],
   });
   let outcome: SubmitOutcome;
   try {
@@ -231,10 +261,23 @@ export async function submitCloudJob(ctx: SubmitContext, user: Submitter, body: 
 /** Worker orchestration: an ordinary queue job for the remote workers; nothing is packaged, uploaded or billed. */
 async function submitToWorkers(ctx: SubmitContext, user: Submitter, body: CloudSubmit): Promise<CloudAnswer> {
   const consent = (await getCloudSettings(ctx.db)).consent_mode;
-  const estimate: CostEstimate = { hardware: "workers", rate_usd_per_second: 0, expected_seconds: 0, estimated_cost_usd: 0, spending: null };
+  const estimate: CostEstimate = {
+    hardware: "workers",
+    rate_usd_per_second: 0,
+    expected_seconds: 0,
+    estimated_cost_usd: 0,
+    spending: null,
+  };
   const base = { consent_mode: consent, summary: EMPTY_SUMMARY, estimate };
   if (body.dry_run)
-    return { ...base, success: true, dry_run: true, job_id: null, status: "dry_run", message: "would queue for your remote workers; nothing is uploaded or billed" };
+    return {
+      ...base,
+      success: true,
+      dry_run: true,
+      job_id: null,
+      status: "dry_run",
+      message: "would queue for your remote workers; nothing is uploaded or billed",
+    };
   const outcome = await ctx.scheduler.submit(user, {
     config_name: body.config_name,
     no_wait: false,
@@ -245,6 +288,11 @@ async function submitToWorkers(ctx: SubmitContext, user: Submitter, body: CloudS
   if (outcome.status === "invalid") throw new ApiError(outcome.httpStatus, outcome.code, outcome.message, outcome.errors);
   if (outcome.status === "rejected") throw new ApiError(409, "rejected", outcome.message);
   const status = outcome.status === "queued" ? "pending" : outcome.status;
-  const message = outcome.status === "queued" ? `queued at position ${outcome.position}: ${outcome.message}` : outcome.status === "blocked" ? outcome.message : "started on a worker";
+  const message =
+    outcome.status === "queued"
+      ? `queued at position ${outcome.position}: ${outcome.message}`
+      : outcome.status === "blocked"
+        ? outcome.message
+        : "started on a worker";
   return { ...base, success: true, dry_run: false, job_id: outcome.jobId, status, message };
 }

@@ -105,14 +105,19 @@ async function providerFigures(db: Database, values: Values): Promise<void> {
     sql: statement.sql.replace("SELECT ", "SELECT q.provider AS provider, ") + " GROUP BY q.provider",
     args: statement.args,
   });
-  const committed = new Map(byProvider.rows.map((r) => [String(r.provider), committedFrom(r as Record<string, unknown>, cloud.spending_period)]));
+  const committed = new Map(
+    byProvider.rows.map((r) => [String(r.provider), committedFrom(r as Record<string, unknown>, cloud.spending_period)]),
+  );
   const total = [...committed.values()].reduce((a, b) => a + b, 0);
   const hosted = PROVIDERS.filter((p) => p.kind === "hosted").map((p) => p.name);
   values.set(
     "service_cost_limit_percent_used",
     hosted.map((provider) => ({ labels: { provider }, value: limit > 0 ? round(((committed.get(provider) ?? 0) / limit) * 100, 2) : 100 })),
   );
-  values.set("service_credit_balance_usd", hosted.map((provider) => ({ labels: { provider }, value: round(Math.max(0, limit - total), 4) })));
+  values.set(
+    "service_credit_balance_usd",
+    hosted.map((provider) => ({ labels: { provider }, value: round(Math.max(0, limit - total), 4) })),
+  );
 }
 
 async function auditFigures(db: Database, values: Values): Promise<void> {

@@ -131,5 +131,8 @@ export async function forgetOldWebhooks(db: Database, days = WEBHOOK_RETENTION_D
 
 /** Marks a received webhook as applied to its cloud job. */
 export async function markWebhookProcessed(db: Database, id: number): Promise<void> {
-  await db.$client.execute({ sql: "UPDATE provider_webhook_events SET processed_at = ? WHERE id = ?", args: [new Date().toISOString(), id] });
+  await db.$client.execute({
+    sql: "UPDATE provider_webhook_events SET processed_at = ? WHERE id = ?",
+    args: [new Date().toISOString(), id],
+  });
 }

@@ -6,6 +6,7 @@ import type { Database } from "../db/client";
 import { providerSettings } from "../db/schema";
 import { ApiError, notFound } from "../errors";
 import { UPLOAD_TOKEN_PREFIX } from "../storage/credentials";
+import { secretNameProblem } from "../cloud/secrets";
 
 /** A provider's settings as stored (spec 2.8), the write-only webhook secret included. */
 export interface StoredProviderSettings {
@@ -141,13 +142,16 @@ export async function updateProviderSettings(db: Database, provider: string, upd
   if (update.s3_output_path) outputPath(update.s3_output_path, fields);
   if (update.api_base_url) httpUrl(update.api_base_url, "api_base_url", fields);
   if (update.training_model && !/^[a-z0-9][a-z0-9._-]*\/[a-z0-9][a-z0-9._-]*:[a-f0-9]{8,128}$/i.test(update.training_model))
-    fields.push({ path: "training_model", message: `must be "owner/name:version" (the version id in hex), not "${update.training_model}"` });
+    fields.push({
+      path: "training_model",
+      message: `must be "owner/name:version" (the version id in hex), not "${update.training_model}"`,
+    });
   if (update.training_destination && !/^[a-z0-9][a-z0-9._-]*\/[a-z0-9][a-z0-9._-]*$/i.test(update.training_destination))
     fields.push({ path: "training_destination", message: `must be "owner/name", not "${update.training_destination}"` });
   if (update.hardware && !/^[a-z0-9][a-z0-9._-]{0,63}$/i.test(update.hardware))
     fields.push({ path: "hardware", message: `must be a hardware name like gpu-a100-large, not "${update.hardware}"` });
-  if (update.api_token_secret && !/^[A-Z][A-Z0-9_]{0,127}$/.test(update.api_token_secret))
-    fields.push({ path: "api_token_secret", message: `must be a secret's name in upper case (like REPLICATE_API_TOKEN), not "${update.api_token_secret}"` });
+  const secretProblem = update.api_token_secret ? secretNameProblem(update.api_token_secret) : null;
+  if (secretProblem) fields.push({ path: "api_token_secret", message: secretProblem });
   if (update.ssl_verify === false && before.ssl_verify && update.confirm_insecure !== true) {
     fields.push({ path: "ssl_verify", message: "turning certificate verification off needs confirm_insecure: true in the same request" });
   }

@@ -1,14 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { ownerScope } from "../../shared/levels";
-import {
-  CloudJob,
-  CloudSettings,
-  CloudSettingsUpdate,
-  CloudSubmit,
-  CloudSubmitAnswer,
-  HardwareRates,
-} from "../../shared/schemas/cloud";
+import { CloudJob, CloudSettings, CloudSettingsUpdate, CloudSubmit, CloudSubmitAnswer, HardwareRates } from "../../shared/schemas/cloud";
 import type { AppEnv } from "../app-env";
 import { auditLater, changedFields } from "../audit/trail";
 import { readCloudJob } from "../cloud/record";
@@ -60,12 +53,23 @@ Then, in this order, a submission is refused with nothing stored when: the conse
 
 An accepted job is \`blocked\` when its estimate reaches the approval threshold (GET /api/queue/approval-rules), else it waits in the cloud pool (\`pending\`) under the global, per-user and team limits and the spending limit, and is packaged, uploaded and sent to the provider only when admitted (\`running\`): no money is spent before. Provider \`workers\` queues the environment for your own remote workers (nothing uploaded or billed); \`managed\` is coming soon (422).`,
     request: jsonBody(CloudSubmit),
-    responses: { 200: json(CloudSubmitAnswer, "The summary and estimate; the job when not a dry run"), 413: error("Archive over 100 MiB"), ...errors },
+    responses: {
+      200: json(CloudSubmitAnswer, "The summary and estimate; the job when not a dry run"),
+      413: error("Archive over 100 MiB"),
+      ...errors,
+    },
   }),
   async (c) => {
     const body = c.req.valid("json");
     const answer = await submitCloudJob(
-      { env: c.env, db: c.get("db"), log: c.get("log"), bucket: c.env.STORAGE as unknown as PackageBucket, config: c.get("config"), scheduler: schedulerOf(c.env) },
+      {
+        env: c.env,
+        db: c.get("db"),
+        log: c.get("log"),
+        bucket: c.env.STORAGE as unknown as PackageBucket,
+        config: c.get("config"),
+        scheduler: schedulerOf(c.env),
+      },
       submitter(c),
       body,
     );
@@ -73,7 +77,12 @@ An accepted job is \`blocked\` when its estimate reaches the approval threshold 
       auditLater(c, {
         event_type: "cloud_job_submitted",
         target: answer.job_id,
-        details: { provider: body.provider, estimated_cost: answer.estimate.estimated_cost_usd, summary_id: answer.summary.summary_id, files: answer.summary.files },
+        details: {
+          provider: body.provider,
+          estimated_cost: answer.estimate.estimated_cost_usd,
+          summary_id: answer.summary.summary_id,
+          files: answer.summary.files,
+        },
       });
     return c.json(answer, 200);
   },
@@ -112,7 +121,10 @@ cloudRoutes.openapi(
     const { user } = principalOf(c);
     const db = c.get("db");
     await readCloudJob(db, job_id, ownerScope(user));
-    await applyEffects(effectsOf(c, "cloud cancel"), await cancelJob(db, job_id, { ownerId: ownerScope(user), actorId: user.id, running: true }));
+    await applyEffects(
+      effectsOf(c, "cloud cancel"),
+      await cancelJob(db, job_id, { ownerId: ownerScope(user), actorId: user.id, running: true }),
+    );
     return c.json(await readCloudJob(db, job_id, ownerScope(user)), 200);
   },
 );

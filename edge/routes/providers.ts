@@ -69,7 +69,13 @@ providersRoutes.openapi(
             coming_soon: p.coming_soon,
             supports_cost_tracking: (p.capabilities as readonly string[]).includes("cost_tracking"),
             supports_live_logs: (p.capabilities as readonly string[]).includes("live_logs"),
-            credentials: check && { valid: check.valid, message: check.message, latency_ms: check.latency_ms, checked_at: check.checked_at, breaker_state: check.breaker_state },
+            credentials: check && {
+              valid: check.valid,
+              message: check.message,
+              latency_ms: check.latency_ms,
+              checked_at: check.checked_at,
+              breaker_state: check.breaker_state,
+            },
           };
         }),
       },
@@ -195,7 +201,9 @@ providersRoutes.openapi(
         cloudJobOf(c.env, jobId)
           .update(jobId, payload)
           .then(() => markWebhookProcessed(db, receipt.id))
-          .catch((error: unknown) => c.get("log").warning("could not apply a provider webhook", { provider, job_id: jobId, error: String(error) })),
+          .catch((error: unknown) =>
+            c.get("log").warning("could not apply a provider webhook", { provider, job_id: jobId, error: String(error) }),
+          ),
       );
     return c.json({ received: true as const, ...receipt }, 202);
   },

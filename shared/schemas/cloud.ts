@@ -41,13 +41,12 @@ export const CloudSettings = z
       description:
         "ask: every submission must carry the summary_id of the summary it confirms; allow: no confirmation; never: cloud training (any upload) is refused",
     }),
-    spending_limit_usd: z
-      .number()
-      .min(0)
-      .max(1_000_000)
-      .nullable()
-      .openapi({ description: "The most the cloud may cost per period (finished jobs' costs plus running jobs' estimates); null: no limit" }),
-    spending_period: z.enum(SPENDING_PERIODS).openapi({ description: "The period the limit applies to (UTC calendar day, ISO week, month)" }),
+    spending_limit_usd: z.number().min(0).max(1_000_000).nullable().openapi({
+      description: "The most the cloud may cost per period (finished jobs' costs plus running jobs' estimates); null: no limit",
+    }),
+    spending_period: z
+      .enum(SPENDING_PERIODS)
+      .openapi({ description: "The period the limit applies to (UTC calendar day, ISO week, month)" }),
     public_url: z.string().url().nullable().openapi({
       description:
         "The public HTTPS address providers and cloud jobs reach this service at (webhooks, result uploads); null: SERVICE_PUBLIC_URL",
@@ -163,7 +162,9 @@ export const PackageSummary = z
     bytes: z.number().int().openapi({ description: "Bytes of dataset files packaged" }),
     archive_bytes: z.number().int().openapi({ description: "Size of the zip uploaded to the provider" }),
     archive_limit_bytes: z.number().int(),
-    excluded: z.array(z.object({ path: z.string(), reason: z.string() })).openapi({ description: "Files never packaged (.env, .git, keys)" }),
+    excluded: z
+      .array(z.object({ path: z.string(), reason: z.string() }))
+      .openapi({ description: "Files never packaged (.env, .git, keys)" }),
   })
   .openapi("PackageSummary");
 export type PackageSummary = z.infer<typeof PackageSummary>;
@@ -208,13 +209,19 @@ export const CloudJob = z
     status: z.enum(["pending", "running", "blocked", "completed", "failed", "cancelled"]),
     phase: z.string().openapi({ description: "queued, packaging, uploading, submitted, running, finished, failed" }),
     provider_status: z.string().nullable(),
-    upload_progress: z.number().min(0).max(1).openapi({ description: "Share of the archive uploaded to the provider (1 when none is needed)" }),
+    upload_progress: z
+      .number()
+      .min(0)
+      .max(1)
+      .openapi({ description: "Share of the archive uploaded to the provider (1 when none is needed)" }),
     uploaded_bytes: z.number().int(),
     archive_bytes: z.number().int(),
     hardware: z.string(),
     rate_usd_per_second: z.number(),
     estimated_cost: z.number(),
-    cost_usd: z.number().openapi({ description: "Billed seconds times the rate; grows each second while running; final once the job ends" }),
+    cost_usd: z
+      .number()
+      .openapi({ description: "Billed seconds times the rate; grows each second while running; final once the job ends" }),
     cost_final: z.boolean(),
     billed_seconds: z.number().nullable(),
     destination: Destination,

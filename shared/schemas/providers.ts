@@ -53,11 +53,18 @@ export const ProviderSettings = z
       description:
         "Accept webhooks while no webhook_secret is set (off by default: without a secret, intake is refused with 403 webhook_secret_not_set)",
     }),
-    api_base_url: z.string().openapi({ description: "The provider's API root (default https://api.replicate.com): point it at a proxy or a test double" }),
-    training_model: z.string().nullable().openapi({ description: 'The trainer the provider runs, "owner/name:version"; cloud submissions need it' }),
+    api_base_url: z
+      .string()
+      .openapi({ description: "The provider's API root (default https://api.replicate.com): point it at a proxy or a test double" }),
+    training_model: z
+      .string()
+      .nullable()
+      .openapi({ description: 'The trainer the provider runs, "owner/name:version"; cloud submissions need it' }),
     training_destination: z.string().nullable().openapi({ description: 'The provider-side model the training writes to, "owner/name"' }),
     hardware: z.string().openapi({ description: "The hardware the training model runs on; its rate (GET /api/cloud/rates) prices jobs" }),
-    api_token_secret: z.string().openapi({ description: "The name of the secret holding the API token (environment, then secret files, then vault); the token is never shown" }),
+    api_token_secret: z.string().openapi({
+      description: "The name of the secret holding the API token (environment, then secret files, then vault); the token is never shown",
+    }),
     updated_at: Timestamp.nullable(),
   })
   .openapi("ProviderSettings");

@@ -76,7 +76,10 @@ export class WorkersProvider implements CloudProvider {
   }
 
   async get_job_status(job_id: string): Promise<ProviderJob> {
-    const result = await this.db.$client.execute({ sql: "SELECT * FROM queue_entries WHERE job_id = ? AND target = 'worker'", args: [job_id] });
+    const result = await this.db.$client.execute({
+      sql: "SELECT * FROM queue_entries WHERE job_id = ? AND target = 'worker'",
+      args: [job_id],
+    });
     const row = result.rows[0];
     if (!row) throw new ProviderError(`no worker job ${job_id}`, 404, false);
     return jobOf(row as Record<string, unknown>);
