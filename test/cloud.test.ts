@@ -281,6 +281,7 @@ describe("limits before money is spent", () => {
       expect([refused.status, refused.body.code]).toEqual([409, "spending_limit_exceeded"]);
       expect(fake.trainings.size).toBe(before);
       expect(await metrics()).toMatch(/service_cost_limit_percent_used\{provider="replicate"\} \d/);
+      expect(await metrics()).toMatch(/service_credit_balance_usd\{provider="replicate"\} [0-9.]+/);
     } finally {
       await call("PUT", "/api/cloud/settings", admin.key, { spending_limit_usd: null });
     }

@@ -314,9 +314,12 @@ describe("figures", () => {
     expect(sample(text, "service_health_database_latency_ms")).toBeGreaterThanOrEqual(0);
   });
 
-  it("announces circuit breakers and provider figures with no samples until cloud training reports them", async () => {
+  it("reports each hosted provider's circuit breaker (closed, no failures yet), and spending figures only once a limit is set", async () => {
     const text = (await preview("?categories=circuit_breakers&categories=provider")).text;
-    expect(text.split("\n").filter((line) => line && !line.startsWith("#"))).toEqual([]);
+    expect(text.split("\n").filter((line) => line && !line.startsWith("#"))).toEqual([
+      'service_circuit_breaker_state{provider="replicate"} 0',
+      'service_circuit_breaker_failures_total{provider="replicate"} 0',
+    ]);
     expect(familiesOf(text)).toEqual(familiesFor(["circuit_breakers", "provider"]));
   });
 

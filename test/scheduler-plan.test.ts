@@ -143,6 +143,52 @@ describe("cloud limits, in the spec's check order", () => {
   });
 });
 
+describe("the cloud spending limit", () => {
+  const budget = (limitUsd: number, committedUsd: number) => ({ limitUsd, committedUsd });
+  const withBudget = (pending: PendingJob[], cloudBudget: { limitUsd: number; committedUsd: number } | null) =>
+    planPass({
+      now: NOW,
+      limits: limits({ max_concurrent: 10, user_max_concurrent: 10 }),
+      pending,
+      running: [],
+      localDevices: null,
+      workers: [],
+      cloudBudget,
+    });
+
+  it("admits cloud jobs while their estimates fit under what is left, in scheduling order; the rest wait with the figures", () => {
+    const a = job({ estimatedCost: 4, queuedAt: NOW - 3 * MIN });
+    const b = job({ estimatedCost: 4, queuedAt: NOW - 2 * MIN });
+    const c = job({ estimatedCost: 1, queuedAt: NOW - 1 * MIN });
+    const p = withBudget([a, b, c], budget(10, 3));
+    // 3 committed + 4 = 7; + 4 would be 11 > 10: b waits; c (1) still fits: 8.
+    expect(ids(p.admitted)).toEqual([a.jobId, c.jobId]);
+    expect(p.waiting).toEqual([
+      expect.objectContaining({
+        jobId: b.jobId,
+        reason: "spending_limit",
+        message: "its estimated $4.00 would pass the spending limit: $7.00 of $10.00 is committed this period",
+      }),
+    ]);
+  });
+
+  it("lets an estimate exactly reach the limit, ignores local jobs, and has no effect without a limit", () => {
+    expect(withBudget([job({ estimatedCost: 5 })], budget(5, 0)).admitted).toHaveLength(1);
+    expect(withBudget([job({ estimatedCost: 5.01 })], budget(5, 0)).waiting[0]!.reason).toBe("spending_limit");
+    expect(withBudget([job({ estimatedCost: 1_000 })], null).admitted).toHaveLength(1);
+    const p = planPass({
+      now: NOW,
+      limits: limits(),
+      pending: [local({ numProcesses: 1, estimatedCost: 0 })],
+      running: [],
+      localDevices: [0],
+      workers: [],
+      cloudBudget: budget(1, 1),
+    });
+    expect(p.admitted).toHaveLength(1);
+  });
+});
+
 describe("local GPUs", () => {
   it("gives the lowest free devices and never a busy one", () => {
     const p = plan([local({ numProcesses: 2 })], {

@@ -157,7 +157,8 @@ cloudRoutes.openapi(
     path: "/api/cloud/settings",
     tags,
     summary: "The Cloud tab: consent, spending limit, public URL, polling and publishing",
-    description: "Secrets are named, never shown.",
+    description:
+      "What cloud submissions are held to: `consent_mode`, the spending limit and its period, the public URL providers and cloud jobs reach, how often jobs are polled, the default run time of estimates, and the publishing destinations. Secrets are named, never shown.",
     responses: { 200: json(CloudSettings, "Settings"), 401: errors[401] },
   }),
   async (c) => c.json(await getCloudSettings(c.get("db")), 200),
@@ -188,6 +189,8 @@ cloudRoutes.openapi(
     path: "/api/cloud/rates",
     tags,
     summary: "USD per second of each hardware type (what cost estimates and costs use)",
+    description:
+      "Hardware names (the provider setting `hardware`) to USD per second of billed time. Defaults: Replicate's published prices.",
     responses: { 200: json(HardwareRates, "Rates"), 401: errors[401] },
   }),
   async (c) => c.json(await getRates(c.get("db")), 200),

@@ -56,7 +56,8 @@ export interface FakeReplicate {
   url: string;
   /** The signing secret (whsec_...) GET /v1/webhooks/default/secret answers. */
   webhookSecret: string;
-  requests: { method: string; path: string; headers: http.IncomingHttpHeaders; bodyBytes: Buffer }[];
+  /** `at`: when the request arrived (performance.timeOrigin + performance.now(), ms). */
+  requests: { method: string; path: string; headers: http.IncomingHttpHeaders; bodyBytes: Buffer; at: number }[];
   trainings: Map<string, Training>;
   files: Map<string, { name: string; bytes: Buffer; contentType: string }>;
   /** Every webhook sent: the event, the delivery's answer status (null: not delivered) and the body as sent. */
@@ -272,9 +273,10 @@ export async function startFakeReplicate(options: {
     if (outage === "hang") return;
     const url = new URL(req.url ?? "/", "http://replicate");
     // A client that gives up mid-body (an upload it aborted) gets no answer.
+    const arrived = performance.timeOrigin + performance.now();
     const bodyBytes = await readBody(req).catch(() => null);
     if (!bodyBytes) return;
-    requests.push({ method: req.method ?? "", path: url.pathname, headers: req.headers, bodyBytes });
+    requests.push({ method: req.method ?? "", path: url.pathname, headers: req.headers, bodyBytes, at: arrived });
     const answer = (status: number, value?: unknown) => {
       if (value === undefined) {
         res.writeHead(status);

@@ -65,7 +65,7 @@ export function admitJobs(admissions: Admission[], localWorkerId: number | null,
           to: "running" as const,
           workerId: assignedWorker(a, localWorkerId),
           // Neither GPUs on the local box nor a worker: a cloud job, whose provider is called now.
-          cloud: a.gpus === null && a.workerId === null,
+          ...(a.gpus === null && a.workerId === null ? { cloud: true } : {}),
         }));
       return { started, change: { jobs } };
     },

@@ -69,7 +69,9 @@ export async function cancelJob(db: Database, jobId: string, request: CancelRequ
   const workerId = from === "running" && row.worker_id !== null ? Number(row.worker_id) : null;
   const byOther = request.actorId !== null && owner !== request.actorId;
   return {
-    jobs: [{ jobId, from, to: "cancelled", workerId, message: String(row.error_message), cloud: row.job_type === "cloud" }],
+    jobs: [
+      { jobId, from, to: "cancelled", workerId, message: String(row.error_message), ...(row.job_type === "cloud" ? { cloud: true } : {}) },
+    ],
     audit: byOther ? [{ event_type: "job_cancelled", target: jobId, details: { was: from, owner_id: owner } }] : [],
     localQueueHeld: held!.rows.length > 0,
   };

@@ -41,7 +41,13 @@ export function submitJobs(submissions: NewSubmission[], localWorkerId: number |
     statements.push(insertStatement(s.job, s.to, stamp, running?.gpus ?? null, running?.workerId ?? null));
     if (s.to === "blocked") statements.push(...approvalStatements(s.job, stamp));
     if (s.to === "running" && s.admission.workerId !== null) statements.push(workerBusyStatement(s.admission.workerId, s.job.jobId));
-    jobs.push({ jobId: s.job.jobId, from: null, to: s.to, workerId: running?.workerId ?? null, cloud: s.job.jobType === "cloud" });
+    jobs.push({
+      jobId: s.job.jobId,
+      from: null,
+      to: s.to,
+      workerId: running?.workerId ?? null,
+      ...(s.job.jobType === "cloud" ? { cloud: true } : {}),
+    });
   }
   return {
     statements,
