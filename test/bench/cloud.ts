@@ -5,8 +5,7 @@
 //  2. to the provider's first call: POST /v1/files, the dataset archive (10 small images) starting
 //     to arrive - admission, packaging from R2 and the outbound layer;
 //  3. to the training being created at the provider (POST .../trainings), after the upload.
-// And the same for an environment without local datasets (nothing to upload: the first call is
-// the training). Settings: BENCH_JOBS (20 per kind).
+// Settings: BENCH_JOBS (20).
 import { startFakeReplicate } from "../fakes/fake-replicate";
 import { fmt, percentiles, startBenchStack } from "./lib";
 
@@ -53,7 +52,8 @@ async function main(): Promise<void> {
     });
     if (uploaded.status !== 201) throw new Error(`dataset upload: ${uploaded.status}`);
 
-    for (const kind of ["withdata", "nodata"] as const) {
+    {
+      const kind = "withdata";
       const answered: number[] = [];
       const firstCall: number[] = [];
       const created: number[] = [];
@@ -76,7 +76,7 @@ async function main(): Promise<void> {
       const a = percentiles(answered);
       const f = percentiles(firstCall);
       const c = percentiles(created);
-      const label = kind === "withdata" ? "10 images (upload first)" : "no local datasets";
+      const label = "10 images (uploaded first)";
       out(`cloud submit, ${label}, ${jobs} jobs:`);
       out(`  submit answered          p50 ${fmt(a.p50)} ms   p99 ${fmt(a.p99)} ms`);
       out(`  first provider call      p50 ${fmt(f.p50)} ms   p99 ${fmt(f.p99)} ms`);
