@@ -374,6 +374,24 @@ describe("providers, health and the circuit breaker", () => {
   }, 60_000);
 });
 
+describe("worker orchestration", () => {
+  it("queues the environment for the remote workers: nothing packaged, uploaded or billed", async () => {
+    const before = fake.requests.length;
+    const dry = await submit({ provider: "workers", dry_run: true });
+    expect(dry.body).toMatchObject({ status: "dry_run", summary: { files: 0 }, estimate: { estimated_cost_usd: 0 } });
+    const queued = await submit({ provider: "workers" });
+    expect(queued.status, queued.text).toBe(200);
+    expect(queued.body).toMatchObject({ success: true, status: "pending", job_id: expect.stringMatching(/^local-/) });
+    expect(queued.body.message).toContain("no online worker");
+    const entry = (await call("GET", `/api/queue/position/${queued.body.job_id}`, alice.key)).body;
+    expect(entry).toMatchObject({ wait_reason: "no_matching_worker" });
+    expect(fake.requests.length).toBe(before);
+    expect((await call("POST", `/api/queue/${queued.body.job_id}/cancel`, alice.key)).status).toBe(200);
+    // It is a queue job, not a cloud job: the cloud record answers 404.
+    expect((await call("GET", `/api/cloud/jobs/${queued.body.job_id}`, alice.key)).body.code).toBe("not_a_cloud_job");
+  });
+});
+
 describe("provider webhooks moving a job", () => {
   it("applies only webhooks signed with the provider's key (rotated keys included), fresh, untampered and once", async () => {
     fake.setRunScript({ startingMs: 100, outcome: "manual" });
