@@ -69,13 +69,7 @@ async function readAll(stream: ReadableStream<Uint8Array>): Promise<Uint8Array> 
     if (done) break;
     chunks.push(value);
   }
-  const out = new Uint8Array(chunks.reduce((n, c) => n + c.byteLength, 0));
-  let at = 0;
-  for (const c of chunks) {
-    out.set(c, at);
-    at += c.byteLength;
-  }
-  return out;
+  return new Uint8Array(Buffer.concat(chunks));
 }
 
 async function rejection(promise: Promise<unknown>): Promise<ApiError> {

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startFakeHub, type FakeHub } from "./fakes/fake-hub";
 import { startFakeObjectStore, type FakeObjectStore } from "./fakes/fake-object-store";
 import { startFakeReplicate, type FakeReplicate } from "./fakes/fake-replicate";
+import { until } from "./helpers/wait";
 import { createUserWithKey, setUpAdmin, startTestStack, type Reply, type TestStack } from "./helpers/stack";
 
 const TOKEN = "r8_cloudtesttoken0123456789abcdef";
@@ -41,13 +42,6 @@ const submit = (body: Record<string, unknown>, key = alice.key) =>
   call("POST", "/api/cloud/jobs/submit", key, { config_name: "faces", ...body });
 const job = async (id: string, key = alice.key) => (await call("GET", `/api/cloud/jobs/${id}`, key)).body;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-async function until<T>(what: string, probe: () => Promise<T | null | undefined | false>, ms = 20_000): Promise<T> {
-  for (const deadline = Date.now() + ms; ; await sleep(100)) {
-    const found = await probe();
-    if (found) return found;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-  }
-}
 const ended = (id: string, key = alice.key) =>
   until(`${id} to end with a final cost`, async () => {
     const j = await job(id, key);
@@ -352,20 +346,16 @@ describe("providers, health and the circuit breaker", () => {
     const id = (await confirmedSubmit()).body.job_id as string;
     await until("processing", async () => (await job(id)).provider_status === "processing");
     fake.setOutage("500");
-    await until(
-      "the breaker to open",
-      async () => (await metrics()).includes('service_circuit_breaker_state{provider="replicate"} 2'),
-      30_000,
-    );
+    await until("the breaker to open", async () => (await metrics()).includes('service_circuit_breaker_state{provider="replicate"} 2'), {
+      timeoutMs: 30_000,
+    });
     expect(await metrics()).toMatch(/service_circuit_breaker_failures_total\{provider="replicate"\} [5-9]/);
     const dry = await submit({ dry_run: true });
     expect(dry.status).toBe(200); // a dry run needs no provider call
     fake.setOutage(null);
-    await until(
-      "the breaker to close",
-      async () => (await metrics()).includes('service_circuit_breaker_state{provider="replicate"} 0'),
-      30_000,
-    );
+    await until("the breaker to close", async () => (await metrics()).includes('service_circuit_breaker_state{provider="replicate"} 0'), {
+      timeoutMs: 30_000,
+    });
     const training = [...fake.trainings.values()].find((x) => x.input.env && (x.input.env as any).SERVICE_JOB_ID === id)!;
     await fake.finish(training.id, "succeeded");
     fake.setRunScript({ startingMs: 150, processingMs: 1200, logEveryMs: 200 });

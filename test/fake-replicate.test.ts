@@ -7,6 +7,10 @@ import { ReplicateProvider } from "../edge/cloud/providers/replicate";
 import { startFakeHub, type FakeHub } from "./fakes/fake-hub";
 import { closeServer, readBody, startFakeObjectStore, type FakeObjectStore } from "./fakes/fake-object-store";
 import { safetensors, startFakeReplicate, type FakeReplicate, type Training } from "./fakes/fake-replicate";
+import { until } from "./helpers/wait";
+
+/** The fake answers within milliseconds: poll often, give up after 10 s. */
+const waitFor = <T>(read: () => T | undefined | null | false, what: string) => until(what, read, { everyMs: 10, timeoutMs: 10_000 });
 
 // The fake Replicate's own behaviour, which the cloud tests rely on: its run script, webhooks, billing and deliveries.
 
@@ -23,16 +27,6 @@ const received: { headers: http.IncomingHttpHeaders; body: string }[] = [];
 
 const replicate = () =>
   new ReplicateProvider({ baseUrl: fake.url, token: TOKEN, model: "acme/trainer:v1", destination: "acme/models", fetch });
-
-async function waitFor<T>(read: () => T | undefined | null | false, what: string): Promise<T> {
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    const value = read();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
 
 const ended = (id: string) =>
   waitFor(() => ["succeeded", "failed", "canceled"].includes(fake.trainings.get(id)!.status) && fake.trainings.get(id)!, `${id} to end`);

@@ -6,6 +6,10 @@ import { parseModelRef, parseTraining, ReplicateProvider, type ReplicateOptions 
 import { ProviderError } from "../edge/cloud/types";
 import { closeServer } from "./fakes/fake-object-store";
 import { startFakeReplicate, type FakeReplicate } from "./fakes/fake-replicate";
+import { until } from "./helpers/wait";
+
+/** The fake answers within milliseconds: poll often, give up after 10 s. */
+const waitFor = <T>(read: () => T | undefined | null | false, what: string) => until(what, read, { everyMs: 10, timeoutMs: 10_000 });
 
 // The hosted provider's client against the fake Replicate over real HTTP, with the global fetch as its OutboundFetch.
 
@@ -21,16 +25,6 @@ function client(overrides: Partial<ReplicateOptions> = {}) {
     fetch,
     ...overrides,
   });
-}
-
-async function waitFor<T>(read: () => T | undefined | null | false, what: string): Promise<T> {
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    const value = read();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
 }
 
 async function providerError(call: Promise<unknown>): Promise<ProviderError> {
