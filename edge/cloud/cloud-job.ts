@@ -66,14 +66,16 @@ export class CloudJob extends DurableObject<Env> implements CloudJobApi {
     if ((await this.ctx.storage.get<string>("job_id")) !== jobId) await this.ctx.storage.put("job_id", jobId);
   }
 
+  // Admission and cancel only arm the alarm: the caller (a Scheduler pass admitting hundreds of
+  // jobs) is answered at once, and the work runs, and is retried, on the alarm.
   async start(jobId: string): Promise<void> {
     await this.remember(jobId);
-    await this.exclusive(() => this.step(jobId));
+    await this.ctx.storage.setAlarm(Date.now());
   }
 
   async cancel(jobId: string): Promise<void> {
     await this.remember(jobId);
-    await this.exclusive(() => this.step(jobId));
+    await this.ctx.storage.setAlarm(Date.now());
   }
 
   async update(jobId: string, payload: unknown): Promise<void> {

@@ -100,11 +100,7 @@ async function providerFigures(db: Database, values: Values): Promise<void> {
   const cloud = await getCloudSettings(db);
   const limit = cloud.spending_limit_usd;
   if (limit === null) return;
-  const statement = committedSpendingStatement(new Date());
-  const byProvider = await db.$client.execute({
-    sql: statement.sql.replace("SELECT ", "SELECT q.provider AS provider, ") + " GROUP BY q.provider",
-    args: statement.args,
-  });
+  const byProvider = await db.$client.execute(committedSpendingStatement(new Date(), true));
   const committed = new Map(
     byProvider.rows.map((r) => [String(r.provider), committedFrom(r as Record<string, unknown>, cloud.spending_period)]),
   );

@@ -178,17 +178,22 @@ export function planInput(entries: Iterable<ActiveEntry>, capacity: Capacity, no
 /**
  * What is committed against the cloud spending limit, for each period at once (the setting read
  * in the same batch picks one): the costs of cloud jobs that ended within the period, plus each
- * running cloud job's estimate or its cost so far, whichever is larger.
+ * running cloud job's estimate or its cost so far, whichever is larger. Two index-backed parts
+ * (ended by status and completed_at, running by job type and status), so a pass over 10,000
+ * pending jobs reads only the few that count. `byProvider`: one row per provider.
  */
-export function committedSpendingStatement(now: Date): { sql: string; args: string[] } {
+export function committedSpendingStatement(now: Date, byProvider = false): { sql: string; args: string[] } {
   const [day, week, month] = (["day", "week", "month"] as const).map((p) => periodStart(p, now).toISOString()) as [string, string, string];
-  const ended = (since: number) =>
-    `coalesce(sum(CASE WHEN q.status IN ('completed', 'failed', 'cancelled') AND q.completed_at >= ?${since} THEN c.cost_usd END), 0)`;
+  const ended = (since: number) => `coalesce(sum(CASE WHEN completed_at >= ?${since} THEN cost END), 0)`;
   return {
-    sql: `SELECT ${ended(1)} AS day, ${ended(2)} AS week, ${ended(3)} AS month,
-            coalesce(sum(CASE WHEN q.status = 'running' THEN max(q.estimated_cost, coalesce(c.cost_usd, 0)) END), 0) AS running
-          FROM queue_entries q LEFT JOIN cloud_jobs c ON c.job_id = q.job_id
-          WHERE q.job_type = 'cloud' AND (q.status = 'running' OR q.completed_at >= ?3 OR q.completed_at >= ?2)`,
+    sql: `SELECT ${byProvider ? "provider, " : ""}${ended(1)} AS day, ${ended(2)} AS week, ${ended(3)} AS month, coalesce(sum(running), 0) AS running
+          FROM (
+            SELECT q.provider, q.completed_at, c.cost_usd AS cost, 0 AS running FROM queue_entries q JOIN cloud_jobs c ON c.job_id = q.job_id
+            WHERE q.status IN ('completed', 'failed', 'cancelled') AND q.completed_at >= min(?2, ?3) AND q.job_type = 'cloud'
+            UNION ALL
+            SELECT q.provider, NULL, 0, max(q.estimated_cost, coalesce(c.cost_usd, 0)) FROM queue_entries q LEFT JOIN cloud_jobs c ON c.job_id = q.job_id
+            WHERE q.job_type = 'cloud' AND q.status = 'running'
+          )${byProvider ? " GROUP BY provider" : ""}`,
     args: [day, week, month],
   };
 }

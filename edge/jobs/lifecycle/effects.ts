@@ -67,6 +67,18 @@ export interface EffectsContext {
 
 const isTerminal = (status: JobStatus) => TERMINAL_STATUSES.includes(status);
 
+/** Cloud job objects called at once by one change (see applyEffects). */
+const CLOUD_CALLS_AT_ONCE = 4;
+
+/** Runs the calls, at most `width` at a time. */
+async function inTurn(calls: (() => Promise<unknown>)[], width: number): Promise<void> {
+  let next = 0;
+  const lane = async () => {
+    while (next < calls.length) await calls[next++]!();
+  };
+  await Promise.all(Array.from({ length: Math.min(width, calls.length) }, lane));
+}
+
 /**
  * Applies every effect a change calls for. Effects that fail are logged, never raised: the
  * change itself is already stored, and each effect has a fallback (the Scheduler's 5 s alarm,
@@ -103,22 +115,28 @@ export async function applyEffects(ctx: EffectsContext, change: Change): Promise
         .notify()
         .catch(warn("wake a runner", { worker_id: id })),
     );
-  for (const j of change.jobs) {
-    if (!j.cloud || j.from === j.to) continue;
-    // The cloud job's own object calls the provider: admitted, it is sent; cancelled while running, it is stopped and billed.
+  // The cloud job's own object calls the provider: admitted, it is sent; cancelled while running,
+  // it is stopped and billed. A few at a time: a pass that admits hundreds of cloud jobs must not
+  // flood the runtime with object calls ahead of everything else (each only arms its object's alarm).
+  const cloudCalls = change.jobs.flatMap((j) => {
+    if (!j.cloud || j.from === j.to) return [];
     if (j.to === "running")
-      work.push(
-        cloudJobOf(env, j.jobId)
-          .start(j.jobId)
-          .catch(warn("send the job to its provider", { job_id: j.jobId })),
-      );
-    else if (j.from === "running" && j.to === "cancelled")
-      work.push(
-        cloudJobOf(env, j.jobId)
-          .cancel(j.jobId)
-          .catch(warn("cancel the job at its provider", { job_id: j.jobId })),
-      );
-  }
+      return [
+        () =>
+          cloudJobOf(env, j.jobId)
+            .start(j.jobId)
+            .catch(warn("send the job to its provider", { job_id: j.jobId })),
+      ];
+    if (j.from === "running" && j.to === "cancelled")
+      return [
+        () =>
+          cloudJobOf(env, j.jobId)
+            .cancel(j.jobId)
+            .catch(warn("cancel the job at its provider", { job_id: j.jobId })),
+      ];
+    return [];
+  });
+  if (cloudCalls.length) work.push(inTurn(cloudCalls, CLOUD_CALLS_AT_ONCE));
   for (const j of change.jobs) {
     const hub = () => hubOf(env as Env, j.jobId);
     if (isTerminal(j.to) && j.from !== j.to) {
