@@ -7,7 +7,7 @@ import { isUniqueViolation } from "../db/errors";
 import { apiKeys, users } from "../db/schema";
 import { notFound } from "../errors";
 import { constantTimeEqual, randomToken, sha256Hex } from "./crypto";
-import { levelsOf, toUser } from "./users";
+import { credentialUserColumns, toUser } from "./users";
 
 /*
  * Keys are `st_` + 43 random URL-safe characters (256 bits). The first 11 characters are stored
@@ -83,13 +83,7 @@ const keyLookupFields = {
   keyHash: apiKeys.keyHash,
   expiresAt: apiKeys.expiresAt,
   lastUsedAt: apiKeys.lastUsedAt,
-  id: users.id,
-  username: users.username,
-  email: users.email,
-  createdAt: users.createdAt,
-  teamId: users.teamId,
-  disabledAt: users.disabledAt,
-  levels: levelsOf(users.id),
+  ...credentialUserColumns,
 };
 // Runs on every API-key request, so it is compiled once (see compileSelect).
 const keyLookup = compileSelect<{

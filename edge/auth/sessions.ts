@@ -3,7 +3,7 @@ import type { User } from "../../shared/schemas/users";
 import type { Database } from "../db/client";
 import { sessions, users } from "../db/schema";
 import { randomToken, sha256Hex } from "./crypto";
-import { levelsOf, toUser } from "./users";
+import { credentialUserColumns, toUser } from "./users";
 
 export const SESSION_COOKIE = "st_session";
 /** Session lifetimes: 24 hours, or 30 days with remember_me. Fixed from login, not sliding. */
@@ -27,15 +27,7 @@ export async function createSession(db: Database, userId: number, rememberMe: bo
 export async function findSessionUser(db: Database, token: string): Promise<{ user: User; tokenHash: string } | null> {
   const tokenHash = await sha256Hex(token);
   const [row] = await db
-    .select({
-      id: users.id,
-      username: users.username,
-      email: users.email,
-      createdAt: users.createdAt,
-      teamId: users.teamId,
-      disabledAt: users.disabledAt,
-      levels: levelsOf(users.id),
-    })
+    .select(credentialUserColumns)
     .from(sessions)
     .innerJoin(users, eq(users.id, sessions.userId))
     .where(and(eq(sessions.tokenHash, tokenHash), gt(sessions.expiresAt, new Date().toISOString())));

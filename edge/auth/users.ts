@@ -39,6 +39,9 @@ export function toUser(
 
 const userColumns = { id: users.id, username: users.username, email: users.email, createdAt: users.createdAt, teamId: users.teamId };
 
+/** What a credential lookup (session or API key) selects of its user: the user, whether disabled, and the levels. */
+export const credentialUserColumns = { ...userColumns, disabledAt: users.disabledAt, levels: levelsOf(users.id) };
+
 export async function getUser(db: Database, id: number): Promise<User | null> {
   const [row] = await db
     .select({ ...userColumns, levels: levelsOf(users.id) })
