@@ -16,6 +16,7 @@ import { findProgram } from "../runner/sandbox";
 import { sseEvents, type SseEvent } from "./helpers/sse";
 import { spawnRunner } from "./helpers/runner-process";
 import { setUpAdmin, startTestStack, type TestStack } from "./helpers/stack";
+import { until as waitUntil } from "./helpers/wait";
 
 let t: TestStack;
 let admin: { key: string; cookie: string };
@@ -47,15 +48,8 @@ const entry = async (jobId: string) =>
     (j) => j.job_id === jobId,
   );
 
-async function until<T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}\nrunner output:\n${runnerOutput}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+const until = <T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 20_000) =>
+  waitUntil(what, probe, { timeoutMs, context: () => `runner output:\n${runnerOutput}` });
 
 beforeAll(async () => {
   t = await startTestStack();

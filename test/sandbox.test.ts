@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { findProgram } from "../runner/sandbox";
 import { startRemoteRunner, stopRunners } from "./helpers/runner-process";
 import { setUpAdmin, startTestStack, type TestStack } from "./helpers/stack";
+import { until as waitUntil } from "./helpers/wait";
 
 const HAS_BWRAP = findProgram("bwrap", process.env.PATH ?? "") !== null;
 const PROBE = resolve("test/fakes/sandbox-probe");
@@ -31,18 +32,12 @@ const runners: { name: string; child: ChildProcess; output: string }[] = [];
 const tokens: Record<string, string> = {};
 const auth = () => ({ key: admin.key });
 
-async function until<T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline)
-      throw new Error(
-        `timed out waiting for ${what}\nrunners:\n${runners.map((r) => `${r.name}: ${r.output}`).join("\n")}\nstack:\n${t.lines.filter((l) => l.includes("runner")).join("\n")}`,
-      );
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+const until = <T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 20_000) =>
+  waitUntil(what, probe, {
+    timeoutMs,
+    context: () =>
+      `runners:\n${runners.map((r) => `${r.name}: ${r.output}`).join("\n")}\nstack:\n${t.lines.filter((l) => l.includes("runner")).join("\n")}`,
+  });
 
 async function env(name: string, config: Record<string, unknown>) {
   expect((await t.call("POST", "/api/configs/environments", { json: { name }, auth: auth() })).status).toBe(201);

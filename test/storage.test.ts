@@ -34,6 +34,16 @@ let job: string;
 let other: string;
 let creds: { access_key_id: string; secret_access_key: string; endpoint_url: string; bucket: string };
 
+/** A SigV4 signer with the job's credentials, as an S3 client signs (path-style, region auto). */
+const jobSigner = () =>
+  new SignatureV4({
+    credentials: { accessKeyId: creds.access_key_id, secretAccessKey: creds.secret_access_key },
+    region: "auto",
+    service: "s3",
+    sha256: Sha256,
+    uriEscapePath: false,
+  });
+
 const client = (secret = creds.secret_access_key, accessKeyId = creds.access_key_id) =>
   // expectContinueHeader: false because workerd, locally, never answers `Expect: 100-continue`
   // (the client would wait its timeout before each large body; README "Storage endpoint").
@@ -188,13 +198,7 @@ describe("objects through the AWS SDK", () => {
   }, 120_000);
 
   it("answers a presigned GET, and refuses it once expired", async () => {
-    const signer = new SignatureV4({
-      credentials: { accessKeyId: creds.access_key_id, secretAccessKey: creds.secret_access_key },
-      region: "auto",
-      service: "s3",
-      sha256: Sha256,
-      uriEscapePath: false,
-    });
+    const signer = jobSigner();
     const url = new URL(`${creds.endpoint_url}/${job}/range.txt`);
     // As @aws-sdk/s3-request-presigner does: the payload is UNSIGNED-PAYLOAD, and that header stays out of the URL.
     const request = {
@@ -502,13 +506,7 @@ describe("refusals, with nothing written", () => {
   });
 
   it("refuses a body that is not the one signed, and a chunked body whose checksum is wrong", async () => {
-    const signer = new SignatureV4({
-      credentials: { accessKeyId: creds.access_key_id, secretAccessKey: creds.secret_access_key },
-      region: "auto",
-      service: "s3",
-      sha256: Sha256,
-      uriEscapePath: false,
-    });
+    const signer = jobSigner();
     const url = new URL(`${creds.endpoint_url}/${job}/forged.bin`);
     const signedHash = createHash("sha256").update("the signed body").digest("hex");
     const signed = await signer.sign({
@@ -577,13 +575,7 @@ describe("refusals, with nothing written", () => {
   });
 
   it("answers GetBucketLocation, and refuses subresources it does not keep rather than serving the object", async () => {
-    const signer = new SignatureV4({
-      credentials: { accessKeyId: creds.access_key_id, secretAccessKey: creds.secret_access_key },
-      region: "auto",
-      service: "s3",
-      sha256: Sha256,
-      uriEscapePath: false,
-    });
+    const signer = jobSigner();
     const get = async (path: string, query: Record<string, string>) => {
       const url = new URL(`${creds.endpoint_url}/${path}`);
       const signed = await signer.sign({
@@ -612,13 +604,7 @@ describe("refusals, with nothing written", () => {
   });
 
   it("answers a body that breaks off as the client's error, storing nothing and logging no server error", async () => {
-    const signer = new SignatureV4({
-      credentials: { accessKeyId: creds.access_key_id, secretAccessKey: creds.secret_access_key },
-      region: "auto",
-      service: "s3",
-      sha256: Sha256,
-      uriEscapePath: false,
-    });
+    const signer = jobSigner();
     const url = new URL(`${creds.endpoint_url}/${job}/broken.bin`);
     const signed = await signer.sign({
       method: "PUT",
@@ -661,13 +647,7 @@ describe("refusals, with nothing written", () => {
   });
 
   it("refuses a single PUT over the platform's body limit at once, telling the client to use multipart", async () => {
-    const signer = new SignatureV4({
-      credentials: { accessKeyId: creds.access_key_id, secretAccessKey: creds.secret_access_key },
-      region: "auto",
-      service: "s3",
-      sha256: Sha256,
-      uriEscapePath: false,
-    });
+    const signer = jobSigner();
     const url = new URL(`${creds.endpoint_url}/${job}/huge.bin`);
     const declared = 100 * 1024 * 1024 + 1;
     const signed = await signer.sign({
@@ -714,13 +694,7 @@ describe("refusals, with nothing written", () => {
     expect(await absent("a/")).toBe(true);
     // Sent raw and signed as sent: encoded slashes and dots that would climb out of the job's
     // directory once decoded, and a key that ends where a climb would start.
-    const signer = new SignatureV4({
-      credentials: { accessKeyId: creds.access_key_id, secretAccessKey: creds.secret_access_key },
-      region: "auto",
-      service: "s3",
-      sha256: Sha256,
-      uriEscapePath: false,
-    });
+    const signer = jobSigner();
     const base = new URL(creds.endpoint_url);
     const putRaw = async (rawKey: string) => {
       const path = `${base.pathname}/${job}/${rawKey}`;

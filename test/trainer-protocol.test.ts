@@ -17,6 +17,7 @@ import { readCounters, SignalFile } from "../runner/signal-file";
 import { SIGNAL_FILE_ENV } from "../shared/trainer-commands";
 import { startRemoteRunner, stopRunners } from "./helpers/runner-process";
 import { setUpAdmin, startTestStack, type TestStack } from "./helpers/stack";
+import { until as waitUntil } from "./helpers/wait";
 
 const dirs: string[] = [];
 const temp = (name: string) => {
@@ -196,16 +197,8 @@ describe.skipIf(!PYTHON)("SimpleTuner's protocol against the real stack", () => 
   // a stop is seen reaching the trainer's tree both ways.
   const boxes = HAS_BWRAP ? ["sandboxed", "plain"] : ["plain"];
 
-  async function until<T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 20_000): Promise<T> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const value = await probe();
-      if (value) return value;
-      if (Date.now() > deadline)
-        throw new Error(`timed out waiting for ${what}\nrunners:\n${runners.map((r) => `${r.name}: ${r.output}`).join("\n")}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
+  const until = <T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 20_000) =>
+    waitUntil(what, probe, { timeoutMs, context: () => `runners:\n${runners.map((r) => `${r.name}: ${r.output}`).join("\n")}` });
   async function env(name: string, config: Record<string, unknown>) {
     expect((await t.call("POST", "/api/configs/environments", { json: { name }, auth: auth() })).status).toBe(201);
     expect((await t.call("PUT", `/api/configs/${name}`, { json: { config }, auth: auth() })).status).toBe(200);
