@@ -28,7 +28,7 @@ export const SETTING_DEFAULTS = {
   storage_quota: STORAGE_QUOTA_DEFAULTS as StorageQuota,
   /** Cloud training: consent, spending limit, public URL, polling, publishing (PUT /api/cloud/settings). */
   cloud: CLOUD_SETTINGS_DEFAULTS as CloudSettings,
-  /** USD per second by hardware (PUT /api/cloud/rates). Stored whole: an admin's table replaces the defaults. */
+  /** USD per second by hardware (PUT /api/cloud/rates). A table, not a record of fields: read whole by getRates (edge/cloud/settings.ts), never merged with the defaults. */
   cloud_rates: DEFAULT_HARDWARE_RATES as HardwareRates,
 } satisfies Record<string, unknown>;
 export type SettingKey = keyof typeof SETTING_DEFAULTS;
@@ -42,10 +42,24 @@ export async function getSetting<K extends SettingKey>(db: Database, key: K): Pr
 /** A setting from its stored JSON (null when never set). */
 export function parseSetting<K extends SettingKey>(key: K, value: string | null): SettingValue<K> {
   if (value === null) return SETTING_DEFAULTS[key];
-  const stored = JSON.parse(value) as SettingValue<K>;
-  // Object settings gain fields over time: a stored value keeps the defaults of fields added since.
-  const fallback = SETTING_DEFAULTS[key];
-  return typeof fallback === "object" && fallback !== null ? ({ ...fallback, ...(stored as object) } as SettingValue<K>) : stored;
+  // Object settings gain fields over time, nested ones too: a stored value keeps the defaults of fields added since.
+  return mergeSetting(SETTING_DEFAULTS[key], JSON.parse(value) as Partial<SettingValue<K>>);
+}
+
+const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+
+/**
+ * `patch` over `base`, field by field into nested objects; arrays, null and other values replace
+ * what they cover; fields the patch leaves out (or sets undefined) keep their value.
+ *
+ * @example
+ * mergeSetting({ a: 1, n: { x: 1, y: 2 } }, { n: { y: 3 } }); // { a: 1, n: { x: 1, y: 3 } }
+ */
+export function mergeSetting<T>(base: T, patch: unknown): T {
+  if (!isPlainObject(base) || !isPlainObject(patch)) return (patch === undefined ? base : patch) as T;
+  const merged: Record<string, unknown> = { ...base };
+  for (const [key, value] of Object.entries(patch)) if (value !== undefined) merged[key] = mergeSetting(base[key], value);
+  return merged as T;
 }
 
 export async function setSetting<K extends SettingKey>(db: Database, key: K, value: SettingValue<K>): Promise<void> {

@@ -1,5 +1,5 @@
 import { DurableObject } from "cloudflare:workers";
-import type { Destination, PackageSummary } from "../../shared/schemas/cloud";
+import type { CloudSettings, Destination, PackageSummary } from "../../shared/schemas/cloud";
 import { readConfig } from "../config";
 import { openDatabase, type Database } from "../db/client";
 import type { Env } from "../env";
@@ -9,15 +9,16 @@ import { hubOf } from "../jobs/hub-types";
 import { applyEffects } from "../jobs/lifecycle/effects";
 import { finishCloudJob } from "../jobs/lifecycle/finish-cloud";
 import { createLogger, type Logger } from "../log";
-import { getProviderSettings, type StoredProviderSettings } from "../providers/settings";
+import type { StoredProviderSettings } from "../providers/settings";
 import { issueStorageCredentials } from "../storage/credentials";
 import { billedSecondsNow, costOf } from "./cost";
 import { archiveStream, planPackage, type PackageBucket } from "./package";
 import type { CloudJobApi } from "./cloud-job-types";
-import { parseTraining, type ReplicateProvider } from "./providers/replicate";
+import { parseTraining } from "./providers/replicate";
 import { hostedClient } from "./registry";
 import { resolveSecret } from "./secrets";
-import { getCloudSettings, publicBase } from "./settings";
+import { publicBase } from "./settings";
+import { getSetting } from "../settings";
 import { ProviderError, queueStatusOf, type ProviderJob } from "./types";
 
 /*
@@ -38,6 +39,14 @@ import { ProviderError, queueStatusOf, type ProviderJob } from "./types";
 export const MAX_DISPATCH_TRIES = 5;
 /** Upload progress is written at most this often. */
 const PROGRESS_EVERY_MS = 250;
+/**
+ * A job's provider client (its settings and token) is kept this long between polls: a poll
+ * every few seconds must not resolve the token (a Vault read, perhaps) each time, and a rotated
+ * token or changed setting still applies within a minute.
+ */
+const CLIENT_TTL_MS = 60_000;
+
+const ended = (status: ProviderJob["status"]) => status === "succeeded" || status === "failed" || status === "canceled";
 
 type Row = Record<string, unknown>;
 
@@ -45,6 +54,7 @@ export class CloudJob extends DurableObject<Env> implements CloudJobApi {
   private chain: Promise<unknown> = Promise.resolve();
   private database: Database | null = null;
   private readonly log: Logger;
+  private hosted: { at: number; value: Awaited<ReturnType<typeof hostedClient>> } | null = null;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -125,13 +135,22 @@ export class CloudJob extends DurableObject<Env> implements CloudJobApi {
     return { env: this.env, db: this.db(), log: this.log };
   }
 
+  /** The job's provider client, kept CLIENT_TTL_MS. */
+  private async client(provider: string): Promise<Awaited<ReturnType<typeof hostedClient>>> {
+    if (this.hosted && Date.now() - this.hosted.at < CLIENT_TTL_MS) return this.hosted.value;
+    const value = await hostedClient(this.providerContext(), provider);
+    this.hosted = { at: Date.now(), value };
+    return value;
+  }
+
   /** Whatever the job needs next, from its stored phase and queue status. */
   private async step(jobId: string): Promise<void> {
     const row = await this.read(jobId);
     if (!row) return;
     const phase = String(row.phase);
     const cancelled = row.queue_status !== "running";
-    const interval = (await getCloudSettings(this.db())).poll_interval_seconds;
+    const cloud = await getSetting(this.db(), "cloud");
+    const interval = cloud.poll_interval_seconds;
     try {
       if (phase === "finished") return await this.cleanUp(row);
       if (cancelled && (phase === "queued" || phase === "uploading")) {
@@ -140,14 +159,14 @@ export class CloudJob extends DurableObject<Env> implements CloudJobApi {
         return await this.cleanUp({ ...row, phase: "finished" });
       }
       if (cancelled && row.provider_job_id && row.provider_status !== "canceled") {
-        const { client } = await hostedClient(this.providerContext(), String(row.provider));
+        const { client } = await this.client(String(row.provider));
         const job = await client.cancel_job(String(row.provider_job_id));
         await this.apply(row, job);
         // The provider may take a moment to stop: polled until it reports the final billed time.
-        if (job.status !== "canceled" && job.status !== "succeeded" && job.status !== "failed") await this.again(Math.min(interval, 5));
+        if (!ended(job.status)) await this.again(Math.min(interval, 5));
         return;
       }
-      if (phase === "queued" || phase === "uploading") return await this.dispatch(row, interval);
+      if (phase === "queued" || phase === "uploading") return await this.dispatch(row, cloud);
       if (phase === "submitting") {
         // Interrupted between asking the provider to train and hearing its answer: a second
         // request could start (and bill) a second run, so the job fails with what to check.
@@ -157,10 +176,10 @@ export class CloudJob extends DurableObject<Env> implements CloudJobApi {
         );
       }
       if (row.provider_job_id) {
-        const { client } = await hostedClient(this.providerContext(), String(row.provider));
-        await this.apply(row, await client.get_job_status(String(row.provider_job_id)));
-        const after = await this.read(jobId);
-        if (after && after.phase !== "finished") await this.again(interval);
+        const { client } = await this.client(String(row.provider));
+        const job = await client.get_job_status(String(row.provider_job_id));
+        await this.apply(row, job);
+        if (!ended(job.status)) await this.again(interval);
       }
     } catch (error) {
       await this.failed(row, error, interval);
@@ -208,10 +227,9 @@ export class CloudJob extends DurableObject<Env> implements CloudJobApi {
   }
 
   /** Spec 1 steps 2-4: the archive exactly as confirmed, uploaded to the provider's file hosting, then the training. */
-  private async dispatch(row: Row, interval: number): Promise<void> {
+  private async dispatch(row: Row, cloud: CloudSettings): Promise<void> {
     const jobId = String(row.job_id);
-    const ctx = this.providerContext();
-    const { client, settings } = await hostedClient(ctx, String(row.provider));
+    const { client, settings } = await this.client(String(row.provider));
     const bucket = this.env.STORAGE as unknown as PackageBucket;
     const dataloader = JSON.parse(String(row.dataloader_snapshot ?? "[]")) as unknown[];
     const config = JSON.parse(String(row.config_snapshot ?? "{}")) as Record<string, unknown>;
@@ -248,9 +266,9 @@ export class CloudJob extends DurableObject<Env> implements CloudJobApi {
       config: new TextDecoder().decode(plan.config),
       dataloader: new TextDecoder().decode(plan.dataloader),
       dataset_archive: archive?.url ?? null,
-      env: await this.resultEnvironment(row, settings),
+      env: await this.resultEnvironment(row, settings, cloud),
     };
-    const base = publicBase(await getCloudSettings(this.db()), readConfig(this.env).publicUrl);
+    const base = publicBase(cloud, readConfig(this.env).publicUrl);
     await this.patch(jobId, { phase: "submitting" });
     const training = await client.run_job({
       job_id: jobId,
@@ -260,15 +278,14 @@ export class CloudJob extends DurableObject<Env> implements CloudJobApi {
     await this.patch(jobId, { phase: "submitted", provider_job_id: training.id, submitted_at: new Date().toISOString() });
     this.log.info("cloud job sent to its provider", { job_id: jobId, provider: String(row.provider), provider_job_id: training.id });
     await this.apply({ ...row, phase: "submitted", provider_job_id: training.id }, training);
-    await this.again(interval);
+    await this.again(cloud.poll_interval_seconds);
   }
 
   /** The cloud job's environment for its result destination (edge/cloud/types.ts ResultEnvironment). */
-  private async resultEnvironment(row: Row, settings: StoredProviderSettings): Promise<Record<string, string>> {
+  private async resultEnvironment(row: Row, settings: StoredProviderSettings, cloud: CloudSettings): Promise<Record<string, string>> {
     const jobId = String(row.job_id);
     const destination = JSON.parse(String(row.destination)) as Destination;
     const env: Record<string, string> = { SERVICE_JOB_ID: jobId, RESULT_DESTINATION: destination.type };
-    const cloud = await getCloudSettings(this.db());
     const secret = async (name: string) => {
       const found = await resolveSecret(this.env, name);
       if (!found) throw new ApiError(409, "secret_missing", `the secret ${name} is not set`);
@@ -308,7 +325,7 @@ export class CloudJob extends DurableObject<Env> implements CloudJobApi {
   /** The provider's view of the job, applied: status, times, billed seconds and cost, new log lines as events; the end when it ended. */
   private async apply(row: Row, job: ProviderJob): Promise<void> {
     const jobId = String(row.job_id);
-    const ended = job.status === "succeeded" || job.status === "failed" || job.status === "canceled";
+    const over = ended(job.status);
     const rate = Number(row.rate_usd_per_second);
     const seconds = billedSecondsNow(
       { startedAt: job.started_at, completedAt: job.completed_at, billedSeconds: job.billed_seconds },
@@ -317,7 +334,7 @@ export class CloudJob extends DurableObject<Env> implements CloudJobApi {
     const offset = Number(row.logs_offset ?? 0);
     // Complete lines only, until the end: a line the provider is still writing is taken whole next time.
     const fresh = job.logs.length > offset ? job.logs.slice(offset) : "";
-    const cut = ended ? fresh.length : fresh.lastIndexOf("\n") + 1;
+    const cut = over ? fresh.length : fresh.lastIndexOf("\n") + 1;
     // Each line's seq is where it starts in the provider's log text: a line applied twice (a
     // webhook and a poll with the same text) is stored once.
     const events: { seq: number; event: { type: string; message: string } }[] = [];
@@ -340,14 +357,14 @@ export class CloudJob extends DurableObject<Env> implements CloudJobApi {
       provider_completed_at: job.completed_at,
       billed_seconds: seconds,
       cost_usd: costOf(rate, seconds),
-      cost_final: ended ? 1 : 0,
+      cost_final: over ? 1 : 0,
       logs_offset: offset + cut,
       output: job.output === null || job.output === undefined ? null : JSON.stringify(job.output),
       provider_error: job.error,
-      phase: ended ? "finished" : job.status === "processing" ? "running" : String(row.phase),
+      phase: over ? "finished" : job.status === "processing" ? "running" : String(row.phase),
       last_polled_at: new Date().toISOString(),
     });
-    if (!ended) return;
+    if (!over) return;
     const change = await finishCloudJob(this.db(), jobId, queueStatusOf(job.status) as "completed" | "failed" | "cancelled", job.error);
     await applyEffects(this.effects(`cloud job ${job.status}`), change);
     this.log.info("cloud job ended at its provider", {
@@ -362,11 +379,8 @@ export class CloudJob extends DurableObject<Env> implements CloudJobApi {
   /** Spec 1 step 6: the uploaded archive is removed from the provider once the job is over. */
   private async cleanUp(row: Row): Promise<void> {
     if (!row.provider_file_id || row.archive_deleted_at) return;
-    const { client } = await hostedClient(this.providerContext(), String(row.provider));
-    await (client as ReplicateProvider).delete_file(String(row.provider_file_id));
+    const { client } = await this.client(String(row.provider));
+    await client.delete_file(String(row.provider_file_id));
     await this.patch(String(row.job_id), { archive_deleted_at: new Date().toISOString() });
   }
 }
-
-/** Provider settings for a job's provider (for the routes that show the job). */
-export { getProviderSettings };

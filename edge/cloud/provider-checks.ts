@@ -43,10 +43,9 @@ export async function checkProviders(ctx: ProviderContext, maxAgeSeconds: number
     "SELECT provider, credentials_valid, credentials_message, validated_at, validation_latency_ms FROM provider_state",
   );
   const byName = new Map(stored.rows.map((r) => [String(r.provider), r as Record<string, unknown>]));
-  const breakers = new Map((await breakerStates(db)).map((b) => [b.provider, b.state]));
   const now = Date.now();
-  return Promise.all(
-    usable.map(async (name): Promise<ProviderCheck> => {
+  const checks = await Promise.all(
+    usable.map(async (name): Promise<Omit<ProviderCheck, "breaker_state">> => {
       const row = byName.get(name);
       const at = row?.validated_at ? Date.parse(String(row.validated_at)) : 0;
       if (row && row.credentials_valid !== null && now - at < maxAgeSeconds * 1000)
@@ -56,7 +55,6 @@ export async function checkProviders(ctx: ProviderContext, maxAgeSeconds: number
           message: String(row.credentials_message ?? ""),
           latency_ms: row.validation_latency_ms === null ? null : Number(row.validation_latency_ms),
           checked_at: String(row.validated_at),
-          breaker_state: breakers.get(name) ?? "closed",
         };
       const check = await freshCheck(ctx, name);
       const checkedAt = new Date().toISOString();
@@ -65,12 +63,10 @@ export async function checkProviders(ctx: ProviderContext, maxAgeSeconds: number
               ON CONFLICT (provider) DO UPDATE SET credentials_valid = ?2, credentials_message = ?3, validated_at = ?4, validation_latency_ms = ?5`,
         args: [name, check.valid ? 1 : 0, check.message, checkedAt, check.latency_ms],
       });
-      return {
-        name,
-        ...check,
-        checked_at: checkedAt,
-        breaker_state: (await breakerStates(db)).find((b) => b.provider === name)?.state ?? "closed",
-      };
+      return { name, ...check, checked_at: checkedAt };
     }),
   );
+  // Read after the checks, which may have moved a breaker.
+  const breakers = new Map((await breakerStates(db)).map((b) => [b.provider, b.state]));
+  return checks.map((c) => ({ ...c, breaker_state: breakers.get(c.name) ?? "closed" }));
 }

@@ -1,26 +1,13 @@
 import type { CloudSettings, CloudSettingsUpdate, HardwareRates } from "../../shared/schemas/cloud";
-import { CLOUD_SETTINGS_DEFAULTS, DEFAULT_HARDWARE_RATES } from "../../shared/schemas/cloud";
+import { DEFAULT_HARDWARE_RATES } from "../../shared/schemas/cloud";
 import type { Database } from "../db/client";
 import { ApiError } from "../errors";
-import { getSetting, setSetting } from "../settings";
+import { getSetting, mergeSetting, setSetting } from "../settings";
 
 /*
- * The Cloud tab's settings (consent, spending limit, public URL, polling, publishing) and the
- * hardware rates. Both are service settings in libSQL; reads merge the defaults of fields added
- * since a value was stored.
+ * The Cloud tab's settings (consent, spending limit, public URL, polling, publishing: read with
+ * getSetting(db, "cloud")) and the hardware rates, both service settings in libSQL.
  */
-
-export async function getCloudSettings(db: Database): Promise<CloudSettings> {
-  const stored = await getSetting(db, "cloud");
-  return {
-    ...CLOUD_SETTINGS_DEFAULTS,
-    ...stored,
-    publishing: {
-      hub: { ...CLOUD_SETTINGS_DEFAULTS.publishing.hub, ...stored.publishing?.hub },
-      s3: { ...CLOUD_SETTINGS_DEFAULTS.publishing.s3, ...stored.publishing?.s3 },
-    },
-  };
-}
 
 /**
  * Applies an update (any subset; nested publishing fields one by one) after checking what zod
@@ -31,16 +18,8 @@ export async function updateCloudSettings(
   db: Database,
   update: CloudSettingsUpdate,
 ): Promise<{ before: CloudSettings; after: CloudSettings }> {
-  const before = await getCloudSettings(db);
-  const { publishing, ...rest } = update;
-  const after: CloudSettings = {
-    ...before,
-    ...rest,
-    publishing: {
-      hub: { ...before.publishing.hub, ...publishing?.hub },
-      s3: { ...before.publishing.s3, ...publishing?.s3 },
-    },
-  };
+  const before = await getSetting(db, "cloud");
+  const after = mergeSetting(before, update);
   const s3 = after.publishing.s3;
   if (s3.enabled && (!s3.endpoint_url || !s3.bucket))
     throw new ApiError(422, "invalid_request", "publishing.s3: an enabled S3 destination needs endpoint_url and bucket", [

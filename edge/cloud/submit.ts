@@ -1,10 +1,9 @@
 import { adminOnlyOptionsIn } from "../../shared/admin-options";
 import { findProvider } from "../../shared/providers";
-import type { CloudSubmit, CostEstimate, PackageSummary } from "../../shared/schemas/cloud";
-import type { ApprovalRules } from "../../shared/schemas/queue";
+import type { CloudSettings, CloudSubmit, CostEstimate, PackageSummary } from "../../shared/schemas/cloud";
 import type { Config } from "../config";
 import { ApiError, notFound } from "../errors";
-import { getProviderSettings } from "../providers/settings";
+import { getProviderSettings, type StoredProviderSettings } from "../providers/settings";
 import { committedFrom, committedSpendingStatement } from "../scheduler/store";
 import type { NewJob, SchedulerApi, SubmitOutcome, Submitter } from "../scheduler/types";
 import { getSetting } from "../settings";
@@ -13,7 +12,7 @@ import { MAX_ARCHIVE_BYTES, planPackage, type PackageBucket } from "./package";
 import { managedRefusal } from "./providers/managed";
 import type { ProviderContext } from "./registry";
 import { resolveSecret } from "./secrets";
-import { getCloudSettings, getRates, publicBase } from "./settings";
+import { getRates, publicBase } from "./settings";
 
 /*
  * POST /api/cloud/jobs/submit (spec 1 "Cloud data flow" steps 1-2, and the rules before any
@@ -81,8 +80,13 @@ async function spending(ctx: ProviderContext, limit: number | null, period: "day
 }
 
 /** The checks on where results go (spec 1 result destinations): what is enabled and configured, with the fix named. */
-async function checkDestination(ctx: SubmitContext, body: CloudSubmit, provider: string): Promise<void> {
-  const [cloud, stored] = await Promise.all([getCloudSettings(ctx.db), getProviderSettings(ctx.db, provider)]);
+async function checkDestination(
+  ctx: SubmitContext,
+  body: CloudSubmit,
+  provider: string,
+  cloud: CloudSettings,
+  stored: StoredProviderSettings,
+): Promise<void> {
   const destination = body.destination;
   const unavailable = (detail: string) => new ApiError(422, "destination_unavailable", detail, [{ path: "destination", message: detail }]);
   if (destination.type === "storage") {
@@ -128,10 +132,10 @@ export async function submitCloudJob(ctx: SubmitContext, user: Submitter, body: 
 
   const now = new Date();
   const [cloud, rates, stored, rules] = await Promise.all([
-    getCloudSettings(ctx.db),
+    getSetting(ctx.db, "cloud"),
     getRates(ctx.db),
     getProviderSettings(ctx.db, body.provider),
-    getSetting(ctx.db, "approval_rules") as Promise<ApprovalRules>,
+    getSetting(ctx.db, "approval_rules"),
   ]);
   if (cloud.consent_mode === "never")
     throw new ApiError(
@@ -190,7 +194,7 @@ export async function submitCloudJob(ctx: SubmitContext, user: Submitter, body: 
     ];
     return answer("dry_run", notes.filter(Boolean).join("; "));
   }
-  await checkDestination(ctx, body, body.provider);
+  await checkDestination(ctx, body, body.provider, cloud, stored);
   if (!check.allowed) throw new ApiError(409, "spending_limit_exceeded", `Refused: ${check.message}`);
   if (cloud.consent_mode === "ask" && body.confirm_summary !== plan.summary.summary_id)
     throw new ApiError(
@@ -260,7 +264,7 @@ export async function submitCloudJob(ctx: SubmitContext, user: Submitter, body: 
 
 /** Worker orchestration: an ordinary queue job for the remote workers; nothing is packaged, uploaded or billed. */
 async function submitToWorkers(ctx: SubmitContext, user: Submitter, body: CloudSubmit): Promise<CloudAnswer> {
-  const consent = (await getCloudSettings(ctx.db)).consent_mode;
+  const consent = (await getSetting(ctx.db, "cloud")).consent_mode;
   const estimate: CostEstimate = {
     hardware: "workers",
     rate_usd_per_second: 0,

@@ -7,7 +7,7 @@ import type { MetricFamily, Sample } from "./exposition";
 import { FAMILIES } from "./families";
 import { PROVIDERS } from "../../shared/providers";
 import { breakerStates, breakerStateValue } from "../cloud/breaker";
-import { getCloudSettings } from "../cloud/settings";
+import { getSetting } from "../settings";
 import { committedFrom, committedSpendingStatement } from "../scheduler/store";
 
 /** Where the figures live: the database, the collector DO, and when the service started. */
@@ -97,7 +97,7 @@ async function breakerFigures(db: Database, values: Values): Promise<void> {
  * spend). No samples without a limit.
  */
 async function providerFigures(db: Database, values: Values): Promise<void> {
-  const cloud = await getCloudSettings(db);
+  const cloud = await getSetting(db, "cloud");
   const limit = cloud.spending_limit_usd;
   if (limit === null) return;
   const byProvider = await db.$client.execute(committedSpendingStatement(new Date(), true));

@@ -6,7 +6,8 @@ import type { AppEnv } from "../app-env";
 import { auditLater, changedFields } from "../audit/trail";
 import { readCloudJob } from "../cloud/record";
 import type { PackageBucket } from "../cloud/package";
-import { getCloudSettings, getRates, setRates, updateCloudSettings } from "../cloud/settings";
+import { getRates, setRates, updateCloudSettings } from "../cloud/settings";
+import { getSetting } from "../settings";
 import { submitCloudJob } from "../cloud/submit";
 import { ApiError } from "../errors";
 import { applyEffects } from "../jobs/lifecycle/effects";
@@ -161,7 +162,7 @@ cloudRoutes.openapi(
       "What cloud submissions are held to: `consent_mode`, the spending limit and its period, the public URL providers and cloud jobs reach, how often jobs are polled, the default run time of estimates, and the publishing destinations. Secrets are named, never shown.",
     responses: { 200: json(CloudSettings, "Settings"), 401: errors[401] },
   }),
-  async (c) => c.json(await getCloudSettings(c.get("db")), 200),
+  async (c) => c.json(await getSetting(c.get("db"), "cloud"), 200),
 );
 
 cloudRoutes.openapi(

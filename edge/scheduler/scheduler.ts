@@ -1,6 +1,6 @@
 import { DurableObject } from "cloudflare:workers";
 import { readConfig } from "../config";
-import { setSetting } from "../settings";
+import { getSetting, setSetting } from "../settings";
 import { openDatabase, type Database } from "../db/client";
 import type { Env } from "../env";
 import { createLogger, type Logger } from "../log";
@@ -12,7 +12,6 @@ import { prepareLocalJob, type EnvironmentConfig } from "../queue/submit";
 import { forgetOldWebhooks } from "../providers/intake";
 import { cloudJobOf } from "../cloud/cloud-job-types";
 import { unpolledCloudJobs } from "../cloud/record";
-import { getCloudSettings } from "../cloud/settings";
 import { applyEffects } from "../jobs/lifecycle/effects";
 import { sweepSilentWorkers } from "../jobs/lifecycle/sweep-offline";
 import type { StorageBucket } from "../storage/endpoint";
@@ -109,7 +108,7 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
   private async sweepLeftovers(): Promise<void> {
     const db = this.db();
     const pokeCloudJobs = async () => {
-      const interval = (await getCloudSettings(db)).poll_interval_seconds;
+      const interval = (await getSetting(db, "cloud")).poll_interval_seconds;
       for (const jobId of await unpolledCloudJobs(db, Math.max(30, 3 * interval))) await cloudJobOf(this.env, jobId).poke(jobId);
     };
     await Promise.all([abortEndedUploads(db, this.env.STORAGE as unknown as StorageBucket), forgetOldWebhooks(db), pokeCloudJobs()]).catch(
