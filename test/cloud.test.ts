@@ -212,6 +212,7 @@ describe("a cloud job from submission to its results", () => {
     expect((await call("GET", `/api/cloud/jobs/${id}`, bob.key)).status).toBe(403);
     expect((await call("POST", `/api/cloud/jobs/${id}/cancel`, bob.key)).status).toBe(403);
     await ended(id);
+    expect((await call("POST", `/api/cloud/jobs/${id}/resume`, bob.key)).status).toBe(403);
     const resume = await call("POST", `/api/cloud/jobs/${id}/resume`, alice.key);
     expect([resume.status, resume.body.code]).toEqual([409, "resume_unsupported"]);
     expect((await call("GET", "/api/cloud/jobs/cloud-000000000000", alice.key)).status).toBe(404);
@@ -362,6 +363,59 @@ describe("providers, health and the circuit breaker", () => {
     expect((await ended(id)).status).toBe("completed");
     expect(await metrics()).toMatch(/service_cost_usd_total [0-9.]+/);
   }, 60_000);
+});
+
+describe("cloud settings and rates", () => {
+  const settings = async () => (await call("GET", "/api/cloud/settings", viewer.key)).body;
+  const rates = async () => (await call("GET", "/api/cloud/rates", viewer.key)).body;
+
+  it("are changed only by admins; a refused or invalid change leaves everything as it was", async () => {
+    const [before, ratesBefore] = [await settings(), await rates()];
+    expect((await call("PUT", "/api/cloud/settings", alice.key, { consent_mode: "allow", spending_limit_usd: 1e6 })).status).toBe(403);
+    expect((await call("PUT", "/api/cloud/rates", alice.key, { "gpu-a100-large": 0 })).status).toBe(403);
+    for (const bad of [
+      { publishing: { s3: { bucket: null } } }, // enabled S3 without a bucket
+      { public_url: "ftp://train.example.com" },
+      { consent_mode: "sometimes" },
+      { spending_limit_usd: -1 },
+      { publishing: { hub: { token_secret: "../etc/passwd" } } },
+      { surprise: true },
+    ]) {
+      const refused = await call("PUT", "/api/cloud/settings", admin.key, bad);
+      expect(refused.status, JSON.stringify(bad)).toBe(422);
+    }
+    for (const bad of [{ "gpu-a100-large": -0.1 }, { "../gpu": 0.1 }, { "gpu-t4": "cheap" }]) {
+      expect((await call("PUT", "/api/cloud/rates", admin.key, bad)).status, JSON.stringify(bad)).toBe(422);
+    }
+    expect(await settings()).toEqual(before);
+    expect(await rates()).toEqual(ratesBefore);
+  });
+
+  it("takes nested publishing fields one by one, and a saved rates table replaces the defaults whole", async () => {
+    const before = await settings();
+    const saved = await call("PUT", "/api/cloud/settings", admin.key, { publishing: { s3: { prefix: "other/" } } });
+    expect(saved.body.publishing).toEqual({ ...before.publishing, s3: { ...before.publishing.s3, prefix: "other/" } });
+    await call("PUT", "/api/cloud/settings", admin.key, { publishing: { s3: { prefix: before.publishing.s3.prefix } } });
+    const original = await rates();
+    expect((await call("PUT", "/api/cloud/rates", admin.key, { "gpu-a100-large": 0.002 })).body).toEqual({ "gpu-a100-large": 0.002 });
+    expect(await rates()).toEqual({ "gpu-a100-large": 0.002 });
+    await call("PUT", "/api/cloud/rates", admin.key, original);
+    expect(await rates()).toEqual(original);
+  });
+
+  it("refuses a destination that is not enabled, storing nothing", async () => {
+    await call("PUT", "/api/cloud/settings", admin.key, { publishing: { hub: { enabled: false } } });
+    try {
+      const trainings = fake.trainings.size;
+      const refused = await confirmedSubmit({ destination: { type: "hub", repo_id: "alice/x" } });
+      expect([refused.status, refused.body.code]).toEqual([422, "destination_unavailable"]);
+      expect(fake.trainings.size).toBe(trainings);
+      const mine = (await call("GET", "/api/queue/me", alice.key)).body;
+      expect([mine.pending_count, mine.blocked_count, mine.running_count]).toEqual([0, 0, 0]);
+    } finally {
+      await call("PUT", "/api/cloud/settings", admin.key, { publishing: { hub: { enabled: true } } });
+    }
+  });
 });
 
 describe("worker orchestration", () => {
