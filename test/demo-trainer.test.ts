@@ -1,7 +1,7 @@
 // The built-in demo trainer as a real process: the events it prints, the checkpoints it writes,
 // the signal file it reads and the stop signals it obeys. And the preview schedule of spec 6.3 as a pure function.
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PNG } from "pngjs";
@@ -159,9 +159,13 @@ describe("the demo trainer", () => {
       onEvent: (e, child) => {
         if (e.type === "training.progress" && e.data.step === 3 && !asked) {
           asked = true;
-          signals.bump("validation");
-          signals.bump("validation");
-          signals.bump("checkpoint");
+          // The three requests reach the trainer as one replacement of its file: three separate
+          // writes could straddle one of its reads and then be acted on at different steps.
+          const staged = new SignalFile(`${file}.staged`);
+          staged.bump("validation");
+          staged.bump("validation");
+          staged.bump("checkpoint");
+          renameSync(staged.path, signals.path);
         }
         if (e.type === "checkpoint.saved") child.kill("SIGINT");
       },
