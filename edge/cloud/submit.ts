@@ -284,6 +284,7 @@ async function submitToWorkers(ctx: SubmitContext, user: Submitter, body: CloudS
     };
   const outcome = await ctx.scheduler.submit(user, {
     config_name: body.config_name,
+    dry_run: false,
     no_wait: false,
     any_gpu: false,
     target: "worker",

@@ -7,7 +7,7 @@ import type { SubmitOutcome } from "../scheduler/types";
  * POST /api/queue/submit and POST /api/training/start. An invalid submission is thrown as its 4xx.
  */
 export function submitAnswer(outcome: SubmitOutcome): LocalSubmitResult {
-  const base = { allocated_gpus: null, worker_id: null, queue_position: null, wait_reason: null };
+  const base = { dry_run: false, allocated_gpus: null, worker_id: null, queue_position: null, wait_reason: null };
   switch (outcome.status) {
     case "invalid":
       throw new ApiError(outcome.httpStatus, outcome.code, outcome.message, outcome.errors);

@@ -8,6 +8,7 @@ import { schedulerOf } from "../scheduler/stub";
 import { getSetting, setSetting } from "../settings";
 import { assertJobCanRun, issueStorageCredentials, runnerStorageCredentials, type IssuedCredentials } from "../storage/credentials";
 import { StorageCredentials, StorageQuota, StorageQuotaUpdate } from "../../shared/schemas/storage";
+import { WorkerJobParam } from "../../shared/schemas/workers";
 import { handleStorage, isSigned, STORAGE_PREFIX, storagePattern, type StorageBucket, type StorageUser } from "../storage/endpoint";
 import { S3Error, s3CodeForStatus } from "../storage/errors";
 import { s3ErrorResponse } from "../storage/xml";
@@ -94,7 +95,7 @@ storageRoutes.openapi(
     summary: "A runner fetches the storage credentials of a job it runs, for its trainer (worker token)",
     description:
       "The job's current credentials, or fresh ones when it has none (asking again never revokes a pair a trainer may be using). The runner passes them to the trainer as TRAINER_STORAGE_* environment variables. Only for a job running on this worker.",
-    request: { params: z.object({ job_id: z.string().min(1).max(200) }) },
+    request: { params: WorkerJobParam },
     responses: {
       200: json(StorageCredentials, "The job's credentials"),
       401: error("No valid worker token"),

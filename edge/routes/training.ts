@@ -1,5 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { EventPage, EventsQuery, StreamQuery } from "../../shared/schemas/events";
+import { JobRef, TrainingCommandAnswer, TrainingStatus, TrainingStatusQuery } from "../../shared/schemas/training";
 import { DeliveriesQuery, DeliveryList } from "../../shared/schemas/deliveries";
 import { TERMINAL_STATUSES } from "../../shared/schemas/queue";
 import { continueFilters, decodeCursor, encodeCursor } from "../paging";
@@ -121,14 +122,6 @@ training.openapi(
 
 // ---- control -------------------------------------------------------------------------------
 
-const JobRef = z.object({
-  job_id: z
-    .string()
-    .min(1)
-    .max(200)
-    .optional()
-    .openapi({ description: "The job; default: your running job started last (a lead's or admin's: anyone's)" }),
-});
 const optionalJobBody = {
   required: false,
   content: {
@@ -152,8 +145,6 @@ async function jobIdOf(c: Context<AppEnv>): Promise<string | undefined> {
 /** Researchers act on their own jobs; leads and admins on any. */
 const callerScope = (c: Context<AppEnv>) => ownerScope(principalOf(c).user);
 
-const JobAnswer = z.object({ success: z.literal(true), job_id: z.string(), message: z.string() }).openapi("TrainingCommandAnswer");
-
 function commandRoute(path: string, command: TrainerCommand, summary: string, message: string) {
   training.openapi(
     createRoute({
@@ -164,7 +155,7 @@ function commandRoute(path: string, command: TrainerCommand, summary: string, me
       description: `${message}. 400 when there is no running job to act on (spec 4.2); 409 when the named job is not running.`,
       request: { body: optionalJobBody },
       responses: {
-        200: json(JobAnswer, "Queued for the trainer"),
+        200: json(TrainingCommandAnswer, "Queued for the trainer"),
         400: error("No active job"),
         401: error("No valid credential"),
         403: error("Not your job"),
@@ -211,7 +202,7 @@ training.openapi(
       "A pending or blocked job simply ends cancelled. A running one ends cancelled at once, its GPUs are released and its runner ends the trainer (SIGTERM, then SIGKILL after the grace period). Spec 3: after a running local job is cancelled, pending local jobs are NOT started automatically (they wait with reason local_paused) until POST /api/queue/process or a restart.",
     request: { body: { required: true, content: optionalJobBody.content } },
     responses: {
-      200: json(JobAnswer, "Cancelled"),
+      200: json(TrainingCommandAnswer, "Cancelled"),
       401: error("No valid credential"),
       403: error("Not your job"),
       404: error("No such job"),
@@ -235,28 +226,6 @@ training.openapi(
   },
 );
 
-const TrainingStatus = z
-  .object({
-    state: z.string().openapi({ description: "idle (nothing running or queued), running, queued, or the job's final status" }),
-    job_id: z.string().nullable(),
-    status: z.string().nullable(),
-    config_name: z.string().nullable(),
-    startup_stage: z
-      .string()
-      .nullable()
-      .openapi({ description: "While running: launching (the runner has it), starting (the trainer is up), training (steps are coming)" }),
-    progress: z
-      .object({ step: z.unknown(), total_steps: z.unknown(), percent: z.unknown(), loss: z.unknown(), epoch: z.unknown() })
-      .nullable(),
-    events: z.number().int(),
-    attempt: z.number().int().nullable(),
-    allocated_gpus: z.array(z.number().int()).nullable(),
-    started_at: z.string().nullable(),
-    completed_at: z.string().nullable(),
-    error_message: z.string().nullable(),
-  })
-  .openapi("TrainingStatus");
-
 training.openapi(
   createRoute({
     method: "get",
@@ -265,7 +234,7 @@ training.openapi(
     summary: "High-level state, active job id and startup stage (spec 4.2)",
     description:
       "For job_id, or else the running job started last, else the job queued first, among the jobs the caller may read (researchers and viewers: their own). state idle with nulls when there is none. Another user's job: 403 `not_your_job` (leads and admins read any).",
-    request: { query: z.object({ job_id: z.string().max(200).optional() }) },
+    request: { query: TrainingStatusQuery },
     responses: {
       200: json(TrainingStatus, "State"),
       401: error("No valid credential"),

@@ -1,6 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import {
   DatasetManifest,
+  DatasetPath,
   HeartbeatAnswer,
   JobFinish,
   JobFinished,
@@ -8,6 +9,7 @@ import {
   WorkerCreated,
   WorkerHeartbeat,
   WorkerIdParam,
+  WorkerJobParam,
   WorkerList,
   WorkerRegister,
   WorkerRemoved,
@@ -225,7 +227,7 @@ workersRoutes.openapi(
     description:
       "completed when the trainer exited 0, failed otherwise (with the exit code and the last lines, kept as error_message). Only a running job of this worker changes; its GPUs are released and the queue is processed at once (spec 3).",
     request: {
-      params: z.object({ job_id: z.string().min(1).max(200) }),
+      params: WorkerJobParam,
       body: { required: true, content: { "application/json": { schema: JobFinish } } },
     },
     responses: {
@@ -256,7 +258,7 @@ workersRoutes.openapi(
     description:
       "Stored in order with the job's next dense indexes; events already stored (same attempt and seq) are skipped, so resending a batch is safe.",
     request: {
-      params: z.object({ job_id: z.string().min(1).max(200) }),
+      params: WorkerJobParam,
       body: { required: true, content: { "application/json": { schema: EventBatch } } },
     },
     responses: {
@@ -297,18 +299,6 @@ workersRoutes.openapi(
   },
 );
 
-const DatasetPath = z.object({
-  job_id: z
-    .string()
-    .min(1)
-    .max(200)
-    .openapi({ description: "The job the dataset is for: running on this worker, its dataloader naming the dataset" }),
-  path: z
-    .string()
-    .min(1)
-    .max(1024)
-    .openapi({ description: "Relative to the datasets root, e.g. portraits (or datasets/portraits as a dataloader names it)" }),
-});
 const stripRoot = (path: string) => path.replace(/^datasets\//, "");
 
 workersRoutes.openapi(

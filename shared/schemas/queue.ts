@@ -180,6 +180,7 @@ export const QueueListQuery = z.object({
     description:
       "scheduling (default): running, pending, blocked, then ended entries, each by priority, queued_at, id. submitted: by id, oldest first",
   }),
+  user: z.string().min(1).max(254).optional().openapi({ description: "Only this user's entries (a username)" }),
   cursor: CursorQuery,
 });
 
@@ -276,6 +277,9 @@ export const LocalSubmit = z
       example: { gpu: "a100*" },
     }),
     metadata: z.record(z.string(), z.unknown()).optional(),
+    dry_run: z.boolean().default(false).openapi({
+      description: "Only answer what would happen now (status, GPUs or worker, position, wait reason); nothing is stored",
+    }),
   })
   .openapi("LocalSubmit", { example: { config_name: "demo", target: "auto", no_wait: false } });
 export type LocalSubmit = z.infer<typeof LocalSubmit>;
@@ -283,6 +287,7 @@ export type LocalSubmit = z.infer<typeof LocalSubmit>;
 export const LocalSubmitResult = z
   .object({
     success: z.boolean(),
+    dry_run: z.boolean().openapi({ description: "true: what would happen; nothing was stored (job_id is null)" }),
     job_id: z.string().nullable(),
     status: z.enum(["running", "queued", "rejected", "blocked"]).openapi({ description: "blocked: waits for an admin's approval" }),
     allocated_gpus: z.array(z.number().int()).nullable(),
@@ -294,6 +299,7 @@ export const LocalSubmitResult = z
   .openapi("LocalSubmitResult", {
     example: {
       success: true,
+      dry_run: false,
       job_id: "local-3f9c2a1b04de",
       status: "queued",
       allocated_gpus: null,
@@ -304,5 +310,8 @@ export const LocalSubmitResult = z
     },
   });
 export type LocalSubmitResult = z.infer<typeof LocalSubmitResult>;
+
+/** GET /api/queue/jobs/{job_id}: your own job in full; another user's with the public fields (leads and admins: any in full). */
+export const QueueJob = z.union([QueueEntry, PublicQueueEntry]).openapi("QueueJob");
 
 export const JobActionResult = z.object({ success: z.literal(true), job: QueueEntry }).openapi("JobActionResult");

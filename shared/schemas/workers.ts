@@ -166,3 +166,20 @@ export const HeartbeatAnswer = z
 export const DatasetManifest = z
   .object({ path: z.string(), files: z.array(z.object({ path: z.string(), size: z.number().int(), sha256: z.string().nullable() })) })
   .openapi("DatasetManifest");
+
+/** The job of a runner's call about one of its jobs (finish, events, storage credentials). */
+export const WorkerJobParam = z.object({ job_id: z.string().min(1).max(200) });
+
+/** One dataset of a job, as the runner's cache asks for it (GET /api/workers/datasets/manifest and /file). */
+export const DatasetPath = z.object({
+  job_id: z
+    .string()
+    .min(1)
+    .max(200)
+    .openapi({ description: "The job the dataset is for: running on this worker, its dataloader naming the dataset" }),
+  path: z
+    .string()
+    .min(1)
+    .max(1024)
+    .openapi({ description: "Relative to the datasets root, e.g. portraits (or datasets/portraits as a dataloader names it)" }),
+});

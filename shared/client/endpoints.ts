@@ -1,0 +1,93 @@
+import { ApiKeyCreate, ApiKeyCreated, LoginRequest, Ok, SessionInfo } from "../schemas/auth";
+import { CloudJob, CloudSubmit, CloudSubmitAnswer } from "../schemas/cloud";
+import { EventBatch, EventBatchStored, EventPage, EventsQuery, StreamQuery } from "../schemas/events";
+import {
+  JobActionResult,
+  JobIdParam,
+  LocalSubmit,
+  LocalSubmitResult,
+  MyQueue,
+  Position,
+  QueueJob,
+  QueueList,
+  QueueListQuery,
+  QueueStats,
+} from "../schemas/queue";
+import { StorageCredentials } from "../schemas/storage";
+import { JobRef, TrainingCommandAnswer, TrainingStatus, TrainingStatusQuery } from "../schemas/training";
+import { Me } from "../schemas/users";
+import {
+  DatasetManifest,
+  DatasetPath,
+  HeartbeatAnswer,
+  JobFinish,
+  JobFinished,
+  WorkerHeartbeat,
+  WorkerJobParam,
+  WorkerRegister,
+} from "../schemas/workers";
+import { endpoint } from "./endpoint";
+
+/**
+ * The operations the CLI, the runner and the dashboard call, each with its route's own schemas.
+ * Add an operation here (with the schemas its route uses) before calling it from a client.
+ */
+export const endpoints = {
+  // ---- users and credentials
+  me: endpoint({ method: "GET", path: "/api/users/me", response: Me }),
+  login: endpoint({ method: "POST", path: "/api/cloud/auth/login", body: LoginRequest, response: SessionInfo }),
+  logout: endpoint({ method: "POST", path: "/api/cloud/auth/logout", response: Ok }),
+  createApiKey: endpoint({ method: "POST", path: "/api/cloud/auth/api-keys", body: ApiKeyCreate, response: ApiKeyCreated }),
+
+  // ---- the queue
+  queueSubmit: endpoint({ method: "POST", path: "/api/queue/submit", body: LocalSubmit, response: LocalSubmitResult }),
+  queueList: endpoint({ method: "GET", path: "/api/queue", query: QueueListQuery, response: QueueList }),
+  queueJob: endpoint({ method: "GET", path: "/api/queue/jobs/{job_id}", params: JobIdParam, response: QueueJob }),
+  queueMe: endpoint({ method: "GET", path: "/api/queue/me", response: MyQueue }),
+  queueStats: endpoint({ method: "GET", path: "/api/queue/stats", response: QueueStats }),
+  queuePosition: endpoint({ method: "GET", path: "/api/queue/position/{job_id}", params: JobIdParam, response: Position }),
+  queueCancel: endpoint({ method: "POST", path: "/api/queue/{job_id}/cancel", params: JobIdParam, response: JobActionResult }),
+
+  // ---- training
+  trainingStatus: endpoint({ method: "GET", path: "/api/training/status", query: TrainingStatusQuery, response: TrainingStatus }),
+  trainingCancel: endpoint({ method: "POST", path: "/api/training/cancel", body: JobRef, response: TrainingCommandAnswer }),
+  trainingEvents: endpoint({ method: "GET", path: "/api/training/events", query: EventsQuery, response: EventPage }),
+  /** Server-sent events (read with shared/client/event-stream.ts), or a WebSocket. */
+  trainingEventStream: endpoint({ method: "GET", path: "/api/training/events/stream", query: StreamQuery, response: "raw" }),
+
+  // ---- cloud
+  cloudSubmit: endpoint({ method: "POST", path: "/api/cloud/jobs/submit", body: CloudSubmit, response: CloudSubmitAnswer }),
+  cloudJob: endpoint({ method: "GET", path: "/api/cloud/jobs/{job_id}", params: JobIdParam, response: CloudJob }),
+  cloudCancel: endpoint({ method: "POST", path: "/api/cloud/jobs/{job_id}/cancel", params: JobIdParam, response: CloudJob }),
+
+  // ---- a runner's calls (worker token)
+  workerRegister: endpoint({ method: "POST", path: "/api/workers/register", body: WorkerRegister, response: HeartbeatAnswer }),
+  workerHeartbeat: endpoint({ method: "POST", path: "/api/workers/heartbeat", body: WorkerHeartbeat, response: HeartbeatAnswer }),
+  workerJobFinish: endpoint({
+    method: "POST",
+    path: "/api/workers/jobs/{job_id}/finish",
+    params: WorkerJobParam,
+    body: JobFinish,
+    response: JobFinished,
+  }),
+  workerJobEvents: endpoint({
+    method: "POST",
+    path: "/api/workers/jobs/{job_id}/events",
+    params: WorkerJobParam,
+    body: EventBatch,
+    response: EventBatchStored,
+  }),
+  workerStorageCredentials: endpoint({
+    method: "POST",
+    path: "/api/workers/jobs/{job_id}/storage-credentials",
+    params: WorkerJobParam,
+    response: StorageCredentials,
+  }),
+  /** The wake-up WebSocket: open it at client.url(...) with client.authHeaders(). */
+  workerChannel: endpoint({ method: "GET", path: "/api/workers/channel", response: "raw" }),
+  workerDatasetManifest: endpoint({ method: "GET", path: "/api/workers/datasets/manifest", query: DatasetPath, response: DatasetManifest }),
+  /** One dataset file's bytes, with X-Content-SHA256. */
+  workerDatasetFile: endpoint({ method: "GET", path: "/api/workers/datasets/file", query: DatasetPath, response: "raw" }),
+} as const;
+
+export type Endpoints = typeof endpoints;

@@ -1,0 +1,41 @@
+import { z } from "@hono/zod-openapi";
+
+/** The job a training-control call acts on (JSON or form body, or the query string). */
+export const JobRef = z.object({
+  job_id: z
+    .string()
+    .min(1)
+    .max(200)
+    .optional()
+    .openapi({ description: "The job; default: your running job started last (a lead's or admin's: anyone's)" }),
+});
+
+/** The answer of a training command (validation/run, checkpoint/run, stop) and of POST /api/training/cancel. */
+export const TrainingCommandAnswer = z
+  .object({ success: z.literal(true), job_id: z.string(), message: z.string() })
+  .openapi("TrainingCommandAnswer");
+
+export const TrainingStatusQuery = z.object({ job_id: z.string().max(200).optional() });
+
+/** GET /api/training/status: the high-level state of one job (spec 4.2). */
+export const TrainingStatus = z
+  .object({
+    state: z.string().openapi({ description: "idle (nothing running or queued), running, queued, or the job's final status" }),
+    job_id: z.string().nullable(),
+    status: z.string().nullable(),
+    config_name: z.string().nullable(),
+    startup_stage: z
+      .string()
+      .nullable()
+      .openapi({ description: "While running: launching (the runner has it), starting (the trainer is up), training (steps are coming)" }),
+    progress: z
+      .object({ step: z.unknown(), total_steps: z.unknown(), percent: z.unknown(), loss: z.unknown(), epoch: z.unknown() })
+      .nullable(),
+    events: z.number().int(),
+    attempt: z.number().int().nullable(),
+    allocated_gpus: z.array(z.number().int()).nullable(),
+    started_at: z.string().nullable(),
+    completed_at: z.string().nullable(),
+    error_message: z.string().nullable(),
+  })
+  .openapi("TrainingStatus");
