@@ -1,5 +1,7 @@
-import { createColors, type Colors } from "picocolors";
+import pc from "picocolors";
 import { ServiceError } from "../../shared/client/client";
+
+type Colors = ReturnType<typeof pc.createColors>;
 
 export const FORMATS = ["table", "json"] as const;
 export type Format = (typeof FORMATS)[number];
@@ -32,7 +34,7 @@ export class Output {
     env: NodeJS.ProcessEnv = process.env,
   ) {
     this.color = format !== "json" && Boolean(streams.stdout.isTTY) && !env.NO_COLOR && env.TERM !== "dumb";
-    this.c = createColors(this.color);
+    this.c = pc.createColors(this.color);
   }
 
   get json(): boolean {
