@@ -1,15 +1,16 @@
 import { hostname } from "node:os";
 import {
-  EdgeClient,
-  EdgeError,
+  edgeClient,
+  refusedForGood,
   type Assignment,
   type FinishBody,
   type HeartbeatAnswer,
   type HeartbeatBody,
   type RegisterBody,
 } from "./edge-client";
-import { HeartbeatAnswer as HeartbeatAnswerSchema, JobFinished } from "../shared/schemas/workers";
-import { StorageCredentials } from "../shared/schemas/storage";
+import type { ServiceClient } from "../shared/client/client";
+import { ServiceError } from "../shared/client/client";
+import { endpoints } from "../shared/client/endpoints";
 import { detectGpus } from "./gpus";
 import { hostStats } from "./host";
 import { placeholderValues, type ScriptKind } from "../shared/placeholders";
@@ -93,7 +94,7 @@ export function stoppedOutcome(exitCode: number | null, signal: number | null): 
 }
 
 export class Runner {
-  private readonly edge: EdgeClient;
+  private readonly edge: ServiceClient;
   private readonly jobs = new Map<
     string,
     {
@@ -123,7 +124,7 @@ export class Runner {
 
   /** Throws RunnerConfigError when the box cannot meet its config (see boxPolicy). */
   constructor(private readonly options: RunnerOptions) {
-    this.edge = new EdgeClient(options.url, options.token);
+    this.edge = edgeClient(options.url, options.token);
     this.box = boxPolicy(options, options.log);
   }
 
@@ -138,7 +139,7 @@ export class Runner {
       hostname: hostname(),
       host_stats: await hostStats(),
     };
-    const answer = await this.edge.post("/api/workers/register", register, HeartbeatAnswerSchema);
+    const answer = await this.edge.call(endpoints.workerRegister, { body: register });
     this.options.log(
       `registered as worker ${answer.worker_id} (${this.options.role}) with ${gpus.length} GPU(s): ${gpus.map((g) => `${g.index} ${g.name}`).join(", ") || "none"}`,
     );
@@ -155,7 +156,7 @@ export class Runner {
     this.schedule(0);
     // The edge wakes this runner through the channel when work is waiting; the regular asks
     // (pollMs) are the fallback and the heartbeat.
-    this.channel = new WakeChannel(this.options.url, this.options.token, () => this.wake(), this.options.log);
+    this.channel = new WakeChannel(this.edge, () => this.wake(), this.options.log);
     this.channel.open();
     return answer;
   }
@@ -186,14 +187,14 @@ export class Runner {
       await this.flushReports();
       const acks = this.acks;
       const heartbeat: HeartbeatBody = { host_stats: await hostStats(), acked_commands: acks };
-      const answer = await this.edge.post("/api/workers/heartbeat", heartbeat, HeartbeatAnswerSchema);
+      const answer = await this.edge.call(endpoints.workerHeartbeat, { body: heartbeat });
       this.acks = this.acks.filter((id) => !acks.includes(id));
       for (const id of acks) this.handled.delete(id); // acknowledged: the edge will not send it again
       this.reconcile(answer.assignments);
       this.obey(answer.commands);
       for (const job of this.jobs.values()) this.reportCheckpoints(job);
     } catch (error) {
-      if (error instanceof EdgeError && error.status === 401) {
+      if (error instanceof ServiceError && error.status === 401) {
         this.options.log(`the edge refused this runner's token (${error.detail}); stopping`);
         void this.stop();
         return;
@@ -312,7 +313,7 @@ export class Runner {
    */
   private async storageEnv(jobId: string): Promise<Record<string, string>> {
     try {
-      const creds = await this.edge.post(`/api/workers/jobs/${encodeURIComponent(jobId)}/storage-credentials`, {}, StorageCredentials);
+      const creds = await this.edge.call(endpoints.workerStorageCredentials, { params: { job_id: jobId } });
       if (creds.secret_access_key === null) return {};
       return {
         TRAINER_STORAGE_ENDPOINT_URL: creds.endpoint_url,
@@ -462,9 +463,9 @@ export class Runner {
   private async flushReports(): Promise<void> {
     for (const report of [...this.reports]) {
       try {
-        await this.edge.post(`/api/workers/jobs/${encodeURIComponent(report.jobId)}/finish`, report.body, JobFinished);
+        await this.edge.call(endpoints.workerJobFinish, { params: { job_id: report.jobId }, body: report.body });
       } catch (error) {
-        if (!(error instanceof EdgeError) || error.status >= 500) continue; // keep it for the next tick
+        if (!(error instanceof ServiceError) || !refusedForGood(error.status)) continue; // keep it for the next tick
         this.options.log(`job ${report.jobId}: the edge did not take the report (${error.detail})`);
       }
       this.reports.splice(this.reports.indexOf(report), 1);

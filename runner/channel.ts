@@ -1,4 +1,6 @@
 import WebSocket from "ws";
+import type { ServiceClient } from "../shared/client/client";
+import { endpoints } from "../shared/client/endpoints";
 
 /**
  * The runner's end of the worker channel (GET /api/workers/channel): a WebSocket on which the
@@ -14,17 +16,16 @@ export class WakeChannel {
   private closed = false;
 
   constructor(
-    private readonly url: string,
-    private readonly token: string,
+    private readonly edge: ServiceClient,
     private readonly onWake: () => void,
     private readonly log: (line: string) => void,
   ) {}
 
   open(): void {
     if (this.closed) return;
-    const target = new URL("/api/workers/channel", this.url);
+    const target = this.edge.url(endpoints.workerChannel, {});
     target.protocol = target.protocol === "https:" ? "wss:" : "ws:";
-    const socket = new WebSocket(target, { headers: { authorization: `Bearer ${this.token}` } });
+    const socket = new WebSocket(target, { headers: this.edge.authHeaders() });
     this.socket = socket;
     socket.on("open", () => {
       this.retryMs = 1000;

@@ -3,8 +3,8 @@ import { createReadStream, createWriteStream, mkdirSync, renameSync, rmSync } fr
 import { dirname, join, relative, resolve } from "node:path";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import type { EdgeClient } from "./edge-client";
-import { DatasetManifest } from "../shared/schemas/workers";
+import type { ServiceClient } from "../shared/client/client";
+import { endpoints } from "../shared/client/endpoints";
 
 /*
  * The runner's dataset cache (`<work-dir>/cache/datasets/<path>/`): a job's datasets are brought
@@ -36,9 +36,13 @@ async function hashFile(file: string): Promise<string | null> {
  * Brings one dataset of a job (as its dataloader names it) into the cache; null when it has no
  * files. The edge serves a dataset only for a job assigned to this runner whose dataloader names it.
  */
-export async function materialise(edge: EdgeClient, cacheRoot: string, jobId: string, datasetPath: string): Promise<Materialised | null> {
-  const job = encodeURIComponent(jobId);
-  const manifest = await edge.get(`/api/workers/datasets/manifest?job_id=${job}&path=${encodeURIComponent(datasetPath)}`, DatasetManifest);
+export async function materialise(
+  edge: ServiceClient,
+  cacheRoot: string,
+  jobId: string,
+  datasetPath: string,
+): Promise<Materialised | null> {
+  const manifest = await edge.call(endpoints.workerDatasetManifest, { query: { job_id: jobId, path: datasetPath } });
   if (!manifest.files.length) return null;
   const localDir = join(cacheRoot, "datasets", ...manifest.path.split("/"));
   const result: Materialised = { path: manifest.path, localDir, files: manifest.files.length, downloaded: 0, reused: 0, bytes: 0 };
@@ -52,8 +56,11 @@ export async function materialise(edge: EdgeClient, cacheRoot: string, jobId: st
     }
     mkdirSync(dirname(target), { recursive: true });
     const partial = `${target}.partial`;
-    const response = await edge.fetch(
-      `/api/workers/datasets/file?job_id=${job}&path=${encodeURIComponent(`${manifest.path}/${file.path}`)}`,
+    // A large file may take a while: five minutes rather than the 30 s of other calls.
+    const response = await edge.call(
+      endpoints.workerDatasetFile,
+      { query: { job_id: jobId, path: `${manifest.path}/${file.path}` } },
+      { timeoutMs: 300_000 },
     );
     const hash = createHash("sha256");
     const body = Readable.fromWeb(response.body as never);

@@ -1,6 +1,6 @@
-import type { EdgeClient, EventBatchBody } from "./edge-client";
-import { EdgeError } from "./edge-client";
-import { EventBatchStored } from "../shared/schemas/events";
+import { refusedForGood, type EventBatchBody } from "./edge-client";
+import { ServiceError, type ServiceClient } from "../shared/client/client";
+import { endpoints } from "../shared/client/endpoints";
 
 // Terminal colour and cursor sequences, which trainers under a PTY like to print.
 const ANSI = /\x1b\[[0-9;?]*[A-Za-z]/g;
@@ -46,7 +46,7 @@ export class EventShipper {
   private closed = false;
 
   constructor(
-    private readonly edge: EdgeClient,
+    private readonly edge: ServiceClient,
     private readonly jobId: string,
     private readonly attempt: number,
     private readonly retryMs = 500,
@@ -79,11 +79,11 @@ export class EventShipper {
     if (!batch.length) return true;
     try {
       const body: EventBatchBody = { attempt: this.attempt, events: batch };
-      await this.edge.post(`/api/workers/jobs/${encodeURIComponent(this.jobId)}/events`, body, EventBatchStored);
+      await this.edge.call(endpoints.workerJobEvents, { params: { job_id: this.jobId }, body });
       this.queue.splice(0, batch.length);
       return true;
     } catch (error) {
-      if (error instanceof EdgeError && error.status >= 400 && error.status < 500) {
+      if (error instanceof ServiceError && refusedForGood(error.status)) {
         // Refused for good (the job is no longer this worker's, or an event is too large): drop it.
         this.log(`job ${this.jobId}: the edge refused ${batch.length} event(s): ${error.detail}`);
         this.queue.splice(0, batch.length);

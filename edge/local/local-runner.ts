@@ -1,7 +1,7 @@
 import type { Client } from "@libsql/client/web";
 import { Runner } from "../../runner/agent";
 import { loadRunnerConfig } from "../../runner/config";
-import { EdgeError } from "../../runner/edge-client";
+import { ServiceError } from "../../shared/client/client";
 import { newWorkerToken } from "../workers/workers";
 
 /** The worker the local default's own runner registers as. */
@@ -47,7 +47,7 @@ export async function startLocalRunner(
   } catch (error) {
     // A runner config this box cannot meet (run_as, a required sandbox), or another machine
     // registered as the local box: this one then runs nothing itself.
-    const why = error instanceof EdgeError ? error.detail : (error as Error).message;
+    const why = error instanceof ServiceError ? error.detail : (error as Error).message;
     options.log("warning", `the local runner did not start: ${why}`);
     return null;
   }

@@ -2,6 +2,7 @@ import { createRoute, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { ownerScope } from "../../shared/levels";
 import { CloudJob, CloudSettings, CloudSettingsUpdate, CloudSubmit, CloudSubmitAnswer, HardwareRates } from "../../shared/schemas/cloud";
+import { JobIdParam } from "../../shared/schemas/queue";
 import type { AppEnv } from "../app-env";
 import { auditLater, changedFields } from "../audit/trail";
 import { readCloudJob } from "../cloud/record";
@@ -22,13 +23,6 @@ import { error, json, jsonBody } from "./openapi";
 export const cloudRoutes = createRouter();
 
 const tags = ["Cloud"];
-const JobIdParam = z.object({
-  job_id: z
-    .string()
-    .min(1)
-    .max(200)
-    .openapi({ param: { name: "job_id", in: "path" }, example: "cloud-1a2b3c4d5e6f" }),
-});
 const errors = {
   401: error("No valid credential"),
   403: error("Not allowed (level, someone else's job, or uploads disabled)"),

@@ -81,7 +81,7 @@ export class ServiceClient {
       if (value === undefined || value === null) throw new TypeError(`${endpoint.path} needs ${name}`);
       return encodeURIComponent(String(value));
     });
-    const url = new URL(path, this.options.baseUrl.replace(/\/*$/, "/"));
+    const url = new URL(path.replace(/^\//, ""), this.options.baseUrl.replace(/\/*$/, "/"));
     for (const [name, value] of Object.entries(query ?? {})) {
       if (value === undefined || value === null) continue;
       for (const item of Array.isArray(value) ? value : [value]) url.searchParams.append(name, String(item));

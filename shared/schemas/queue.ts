@@ -237,7 +237,7 @@ export const JobIdParam = z.object({
   job_id: z
     .string()
     .min(1)
-    .max(128)
+    .max(200)
     .openapi({ param: { name: "job_id", in: "path" }, example: "local-3f9c2a1b" }),
 });
 
