@@ -27,7 +27,7 @@ import { auditLater, changedFields } from "../audit/trail";
 import { principalOf } from "../middleware/authorize";
 import { getEntry, listEntries, toQueueEntry, userEntries, visibleEntry, type EntryRow } from "../queue/entries";
 import { queueStats } from "../queue/stats";
-import { submitAnswer } from "../queue/answer";
+import { previewAnswer, submitAnswer } from "../queue/answer";
 import { applyEffects } from "../jobs/lifecycle/effects";
 import { approveJob } from "../jobs/lifecycle/approve";
 import { cancelJob } from "../jobs/lifecycle/cancel";
@@ -190,8 +190,10 @@ queue.openapi(
     path: "/api/queue/submit",
     tags,
     summary: "Submit a local job (spec 2.6)",
-    description:
+    description: [
       "GPU requirements come from the environment: `--num_processes` (0 = a CPU job) and `--accelerate_visible_devices` (preferred devices, ignored with any_gpu). The Scheduler decides in one step: running (with allocated_gpus or a worker), queued (with queue_position and wait_reason), rejected (no_wait and no capacity; nothing is stored), or blocked (an approval rule caught it).",
+      '`dry_run: true` answers what this submission would do now, with `dry_run: true`, `job_id: null` and a message starting "would", and stores nothing: no job, no approval request, no event, no GPU taken, no other job\'s admission changed. An invalid submission answers the same 404 or 422 as a real one.',
+    ].join("\n\n"),
     request: { body: { required: true, content: { "application/json": { schema: LocalSubmit } } } },
     responses: {
       200: json(LocalSubmitResult, "Decided"),
@@ -204,11 +206,9 @@ queue.openapi(
   async (c) => {
     const body = c.req.valid("json");
     const user = principalOf(c).user;
-    const outcome = await schedulerOf(c.env).submit(
-      { id: user.id, team_id: user.team_id, priority: user.priority, level: user.level },
-      body,
-    );
-    const answer = submitAnswer(outcome);
+    const submitter = { id: user.id, team_id: user.team_id, priority: user.priority, level: user.level };
+    if (body.dry_run) return c.json(previewAnswer(await schedulerOf(c.env).preview(submitter, body)), 200);
+    const answer = submitAnswer(await schedulerOf(c.env).submit(submitter, body));
     c.get("log").info("local job submitted", { job_id: answer.job_id, outcome: answer.status, user_id: user.id });
     return c.json(answer, 200);
   },
