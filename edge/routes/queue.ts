@@ -17,6 +17,7 @@ import {
   Position,
   PriorityUpdate,
   ProcessResult,
+  QueueJob,
   QueueList,
   QueueListQuery,
   QueueStats,
@@ -181,6 +182,23 @@ queue.openapi(
       },
       200,
     );
+  },
+);
+
+queue.openapi(
+  createRoute({
+    method: "get",
+    path: "/api/queue/jobs/{job_id}",
+    tags,
+    summary: "One queue entry, with its live place and why it waits",
+    description:
+      "The entry exactly as GET /api/queue lists it, with its live `position` and `wait_reason` while pending: your own job in full; another user's job with only the public fields (id, job_id, user_id, owner, status, priority, effective_priority, position, wait_reason, wait_message, queued_at). Leads and admins see any job in full. An unknown job_id is 404 `not_found`.",
+    request: { params: JobIdParam },
+    responses: { 200: json(QueueJob, "The entry"), 401: errors[401], 404: errors[404], 422: errors[422] },
+  }),
+  async (c) => {
+    const [job] = await present(c, [await getEntry(c.get("db"), c.req.valid("param").job_id)]);
+    return c.json(visibleEntry(job!, ownerScope(principalOf(c).user)), 200);
   },
 );
 
