@@ -26,7 +26,7 @@ import {
 import type { AppEnv } from "../app-env";
 import { auditLater, changedFields } from "../audit/trail";
 import { principalOf } from "../middleware/authorize";
-import { getEntry, listEntries, toQueueEntry, userEntries, visibleEntry, type EntryRow } from "../queue/entries";
+import { getEntry, listEntries, toQueueEntry, userEntries, userIdNamed, visibleEntry, type EntryRow } from "../queue/entries";
 import { queueStats } from "../queue/stats";
 import { previewAnswer, submitAnswer } from "../queue/answer";
 import { applyEffects } from "../jobs/lifecycle/effects";
@@ -81,23 +81,27 @@ queue.openapi(
       "Pages: at most `limit` entries; `next_cursor` (null on the last page) passed as `cursor` gives the next page, with the first page's filters and order (send none, or the same).",
       "`order=scheduling` (default): running, pending, blocked, then ended entries; each group by priority (override, else the level's; highest first), queued_at, id. Pending entries within a page are shown in their live Scheduler order: `position` (1 = next) is the scheduling order, starvation boost included. A job whose status or priority changes while you page may move behind your cursor (skipped) or ahead of it (listed again).",
       "`order=submitted`: by id, oldest first. A walk lists every entry that matches the filter throughout exactly once, however many jobs are submitted meanwhile (they come last): use it to go through the whole queue.",
+      "`user=<username>`: only that user's entries (404 `no_such_user` when nobody has that name); `total` counts them. Anyone may filter: another user's entries still show only the public fields to researchers and viewers.",
     ].join("\n\n"),
     request: { query: QueueListQuery },
     responses: {
       200: json(QueueList, "One page of entries"),
       401: errors[401],
+      404: json(ErrorBody, "No user of that name (`no_such_user`)"),
       422: json(ErrorBody, "Invalid query or cursor (`invalid_cursor`)"),
     },
   }),
   async (c) => {
     const q = c.req.valid("query");
+    const db = c.get("db");
     const cursor = q.cursor === undefined ? null : decodeCursor("queue", q.cursor);
-    const asked = { order: q.order, status: q.status, include_completed: q.include_completed };
+    const asked = { order: q.order, status: q.status, include_completed: q.include_completed, user: q.user };
     const f = cursor
       ? continueFilters(cursor.f, asked)
-      : { order: q.order ?? "scheduling", status: q.status ?? null, include_completed: q.include_completed ?? false };
-    const page = await listEntries(c.get("db"), {
+      : { order: q.order ?? "scheduling", status: q.status ?? null, include_completed: q.include_completed ?? false, user: q.user ?? null };
+    const page = await listEntries(db, {
       status: f.status,
+      userId: f.user === null ? null : await userIdNamed(db, f.user),
       limit: q.limit,
       includeCompleted: f.include_completed,
       order: f.order,
