@@ -35,7 +35,13 @@ export type QueueOrder = (typeof QUEUE_ORDERS)[number];
 
 const QueueCursor = z
   .strictObject({
-    f: z.strictObject({ order: z.enum(QUEUE_ORDERS), status: z.enum(ACTIVE_STATUSES).nullable(), include_completed: z.boolean() }),
+    f: z.strictObject({
+      order: z.enum(QUEUE_ORDERS),
+      status: z.enum(ACTIVE_STATUSES).nullable(),
+      include_completed: z.boolean(),
+      // A username; cursors made before this filter existed carry none.
+      user: z.string().min(1).max(254).nullable().default(null),
+    }),
     k: QueueKey,
   })
   .refine((c) => "rank" in c.k === (c.f.order === "scheduling"), "its position does not fit its order");

@@ -58,6 +58,7 @@ export const ROUTE_ACCESS: Record<string, Access> = {
   "GET /api/queue/stats": { level: "viewer" },
   "GET /api/queue/me": { level: "viewer" },
   "GET /api/queue/position/{job_id}": { level: "viewer" },
+  "GET /api/queue/jobs/{job_id}": { level: "viewer" },
   "POST /api/queue/submit": { level: "researcher" },
   "POST /api/queue/{job_id}/cancel": { level: "researcher" },
   "POST /api/queue/{job_id}/priority": { level: "lead" },

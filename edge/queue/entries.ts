@@ -9,7 +9,7 @@ import {
 } from "../../shared/schemas/queue";
 import type { Database } from "../db/client";
 import { queueEntries, users, workers } from "../db/schema";
-import { notFound } from "../errors";
+import { ApiError, notFound } from "../errors";
 import type { QueueKey, QueueOrder } from "../paging";
 import type { WaitInfo } from "../scheduler/types";
 import { effectivePriority } from "../scheduler/plan";
@@ -115,18 +115,27 @@ function keyOf(row: EntryRow, order: QueueOrder): QueueKey {
  * `scheduling` order (running, pending, blocked, ended; then priority, highest first, queued_at,
  * id) or `submitted` order (id). Keyset paging: a page starts strictly after the last entry of the
  * previous one, so entries that keep their place are listed exactly once however many arrive.
- * `total` counts every entry matching the filter; `next` is null on the last page.
+ * `total` counts every entry matching the filters; `next` is null on the last page.
  */
 export async function listEntries(
   db: Database,
-  options: { status?: string | null; limit: number; includeCompleted: boolean; order: QueueOrder; after?: QueueKey },
+  options: {
+    status?: string | null;
+    /** Only this user's entries. */
+    userId?: number | null;
+    limit: number;
+    includeCompleted: boolean;
+    order: QueueOrder;
+    after?: QueueKey;
+  },
 ): Promise<{ rows: EntryRow[]; total: number; next: QueueKey | null }> {
   const statuses = options.status
     ? [options.status]
     : options.includeCompleted
       ? [...ACTIVE_STATUSES, ...TERMINAL_STATUSES]
       : [...ACTIVE_STATUSES];
-  const where = inArray(queueEntries.status, statuses);
+  const byStatus = inArray(queueEntries.status, statuses);
+  const where = options.userId == null ? byStatus : and(byStatus, eq(queueEntries.userId, options.userId))!;
   const after = options.after;
   let page = selectEntries(db).$dynamic();
   if (options.order === "submitted") {
@@ -155,6 +164,18 @@ export async function getEntry(db: Database, jobId: string): Promise<EntryRow> {
   const [row] = await selectEntries(db).where(eq(queueEntries.jobId, jobId));
   if (!row) throw notFound(`Job ${jobId}`);
   return flatten(row);
+}
+
+/**
+ * The id of the user named `username`, for filtering by owner; 404 `no_such_user` when there is none.
+ *
+ * @example
+ * const userId = await userIdNamed(db, "alice");
+ */
+export async function userIdNamed(db: Database, username: string): Promise<number> {
+  const [row] = await db.select({ id: users.id }).from(users).where(eq(users.username, username));
+  if (!row) throw new ApiError(404, "no_such_user", `No user named ${username}`);
+  return row.id;
 }
 
 /** The active entries of one user. */

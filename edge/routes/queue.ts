@@ -17,6 +17,7 @@ import {
   Position,
   PriorityUpdate,
   ProcessResult,
+  QueueJob,
   QueueList,
   QueueListQuery,
   QueueStats,
@@ -25,9 +26,9 @@ import {
 import type { AppEnv } from "../app-env";
 import { auditLater, changedFields } from "../audit/trail";
 import { principalOf } from "../middleware/authorize";
-import { getEntry, listEntries, toQueueEntry, userEntries, visibleEntry, type EntryRow } from "../queue/entries";
+import { getEntry, listEntries, toQueueEntry, userEntries, userIdNamed, visibleEntry, type EntryRow } from "../queue/entries";
 import { queueStats } from "../queue/stats";
-import { submitAnswer } from "../queue/answer";
+import { previewAnswer, submitAnswer } from "../queue/answer";
 import { applyEffects } from "../jobs/lifecycle/effects";
 import { approveJob } from "../jobs/lifecycle/approve";
 import { cancelJob } from "../jobs/lifecycle/cancel";
@@ -80,23 +81,27 @@ queue.openapi(
       "Pages: at most `limit` entries; `next_cursor` (null on the last page) passed as `cursor` gives the next page, with the first page's filters and order (send none, or the same).",
       "`order=scheduling` (default): running, pending, blocked, then ended entries; each group by priority (override, else the level's; highest first), queued_at, id. Pending entries within a page are shown in their live Scheduler order: `position` (1 = next) is the scheduling order, starvation boost included. A job whose status or priority changes while you page may move behind your cursor (skipped) or ahead of it (listed again).",
       "`order=submitted`: by id, oldest first. A walk lists every entry that matches the filter throughout exactly once, however many jobs are submitted meanwhile (they come last): use it to go through the whole queue.",
+      "`user=<username>`: only that user's entries (404 `no_such_user` when nobody has that name); `total` counts them. Anyone may filter: another user's entries still show only the public fields to researchers and viewers.",
     ].join("\n\n"),
     request: { query: QueueListQuery },
     responses: {
       200: json(QueueList, "One page of entries"),
       401: errors[401],
+      404: json(ErrorBody, "No user of that name (`no_such_user`)"),
       422: json(ErrorBody, "Invalid query or cursor (`invalid_cursor`)"),
     },
   }),
   async (c) => {
     const q = c.req.valid("query");
+    const db = c.get("db");
     const cursor = q.cursor === undefined ? null : decodeCursor("queue", q.cursor);
-    const asked = { order: q.order, status: q.status, include_completed: q.include_completed };
+    const asked = { order: q.order, status: q.status, include_completed: q.include_completed, user: q.user };
     const f = cursor
       ? continueFilters(cursor.f, asked)
-      : { order: q.order ?? "scheduling", status: q.status ?? null, include_completed: q.include_completed ?? false };
-    const page = await listEntries(c.get("db"), {
+      : { order: q.order ?? "scheduling", status: q.status ?? null, include_completed: q.include_completed ?? false, user: q.user ?? null };
+    const page = await listEntries(db, {
       status: f.status,
+      userId: f.user === null ? null : await userIdNamed(db, f.user),
       limit: q.limit,
       includeCompleted: f.include_completed,
       order: f.order,
@@ -186,12 +191,31 @@ queue.openapi(
 
 queue.openapi(
   createRoute({
+    method: "get",
+    path: "/api/queue/jobs/{job_id}",
+    tags,
+    summary: "One queue entry, with its live place and why it waits",
+    description:
+      "The entry exactly as GET /api/queue lists it, with its live `position` and `wait_reason` while pending: your own job in full; another user's job with only the public fields (id, job_id, user_id, owner, status, priority, effective_priority, position, wait_reason, wait_message, queued_at). Leads and admins see any job in full. An unknown job_id is 404 `not_found`.",
+    request: { params: JobIdParam },
+    responses: { 200: json(QueueJob, "The entry"), 401: errors[401], 404: errors[404], 422: errors[422] },
+  }),
+  async (c) => {
+    const [job] = await present(c, [await getEntry(c.get("db"), c.req.valid("param").job_id)]);
+    return c.json(visibleEntry(job!, ownerScope(principalOf(c).user)), 200);
+  },
+);
+
+queue.openapi(
+  createRoute({
     method: "post",
     path: "/api/queue/submit",
     tags,
     summary: "Submit a local job (spec 2.6)",
-    description:
+    description: [
       "GPU requirements come from the environment: `--num_processes` (0 = a CPU job) and `--accelerate_visible_devices` (preferred devices, ignored with any_gpu). The Scheduler decides in one step: running (with allocated_gpus or a worker), queued (with queue_position and wait_reason), rejected (no_wait and no capacity; nothing is stored), or blocked (an approval rule caught it).",
+      '`dry_run: true` answers what this submission would do now, with `dry_run: true`, `job_id: null` and a message starting "would", and stores nothing: no job, no approval request, no event, no GPU taken, no other job\'s admission changed. An invalid submission answers the same 404 or 422 as a real one.',
+    ].join("\n\n"),
     request: { body: { required: true, content: { "application/json": { schema: LocalSubmit } } } },
     responses: {
       200: json(LocalSubmitResult, "Decided"),
@@ -204,11 +228,9 @@ queue.openapi(
   async (c) => {
     const body = c.req.valid("json");
     const user = principalOf(c).user;
-    const outcome = await schedulerOf(c.env).submit(
-      { id: user.id, team_id: user.team_id, priority: user.priority, level: user.level },
-      body,
-    );
-    const answer = submitAnswer(outcome);
+    const submitter = { id: user.id, team_id: user.team_id, priority: user.priority, level: user.level };
+    if (body.dry_run) return c.json(previewAnswer(await schedulerOf(c.env).preview(submitter, body)), 200);
+    const answer = submitAnswer(await schedulerOf(c.env).submit(submitter, body));
     c.get("log").info("local job submitted", { job_id: answer.job_id, outcome: answer.status, user_id: user.id });
     return c.json(answer, 200);
   },

@@ -5,7 +5,7 @@ import { openDatabase, type Database } from "../db/client";
 import type { Env } from "../env";
 import { createLogger, type Logger } from "../log";
 import { planPass, type PendingJob, type Waiting } from "./plan";
-import type { NewJob, PassResult, SchedulerApi, SubmitOutcome, Submitter, WaitInfo } from "./types";
+import type { NewJob, PassResult, PreviewOutcome, SchedulerApi, SubmitOutcome, Submitter, WaitInfo } from "./types";
 import type { LocalSubmit } from "../../shared/schemas/queue";
 import { ApiError } from "../errors";
 import { prepareLocalJob, type EnvironmentConfig } from "../queue/submit";
@@ -185,6 +185,34 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     return this.enqueue({ user, body });
   }
 
+  /**
+   * What `submit` would answer for this submission now, storing nothing: the same reads, the same
+   * preparation and one plan with it among the pending candidates, but no write batch, no
+   * effects, and the last pass's positions kept as they were. In the chain, so it sees the state
+   * between two passes or submission groups, never half of one.
+   */
+  async preview(user: Submitter, body: LocalSubmit): Promise<PreviewOutcome> {
+    return this.exclusive(async () => {
+      const db = this.db();
+      const [{ capacity, configs }, entries] = await Promise.all([this.submissionReads(db, [{ user, body }]), this.entries(db, [])]);
+      let job: NewJob;
+      try {
+        job = prepareLocalJob(user, body, configs.get(body.config_name) ?? null, capacity.approvalRules);
+      } catch (error) {
+        return invalidOutcome(error);
+      }
+      if (job.approvalRule !== null) return { status: "blocked", rule: job.approvalRule };
+      const now = Date.now();
+      const input = planInput(entries.values(), capacity, now);
+      const plan = planPass({ ...input, pending: [...input.pending, candidateOf(job, CANDIDATE_ID_BASE, now)] });
+      const admission = plan.admitted.find((a) => a.id === CANDIDATE_ID_BASE);
+      if (admission) return { status: "running", gpus: admission.gpus, workerId: admission.workerId };
+      const place = plan.waiting.find((w) => w.id === CANDIDATE_ID_BASE)!;
+      if (body.no_wait) return { status: "rejected", reason: place.reason, message: place.message };
+      return { status: "queued", position: place.position, reason: place.reason, message: place.message };
+    });
+  }
+
   /** A cloud submission, prepared by edge/cloud/submit.ts: decided in the same group and pass as local ones. */
   async submitJob(job: NewJob): Promise<SubmitOutcome> {
     return this.enqueue({ prepared: job });
@@ -281,14 +309,7 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
       try {
         return prepareLocalJob(user, body, configs.get(body.config_name) ?? null, capacity.approvalRules);
       } catch (error) {
-        if (!(error instanceof ApiError)) throw error;
-        outcomes[index] = {
-          status: "invalid",
-          httpStatus: error.status === 404 ? 404 : 422,
-          code: error.code,
-          message: error.detail,
-          ...(error.fields ? { errors: error.fields } : {}),
-        };
+        outcomes[index] = invalidOutcome(error);
         return null;
       }
     });
@@ -410,6 +431,18 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
 /** A local submission to decide, or a job prepared elsewhere (a cloud submission, which always waits when it cannot start). */
 type Submission = { user: Submitter; body: LocalSubmit } | { prepared: NewJob };
 const noWait = (s: Submission) => "body" in s && s.body.no_wait;
+
+/** A submission refused by prepareLocalJob (no such environment, bad GPU options), as the outcome that answers it. */
+function invalidOutcome(error: unknown): Extract<SubmitOutcome, { status: "invalid" }> {
+  if (!(error instanceof ApiError)) throw error;
+  return {
+    status: "invalid",
+    httpStatus: error.status === 404 ? 404 : 422,
+    code: error.code,
+    message: error.detail,
+    ...(error.fields ? { errors: error.fields } : {}),
+  };
+}
 
 /** Placeholder ids of new submissions sort after every stored job of the same priority and time, in arrival order. */
 const CANDIDATE_ID_BASE = Number.MAX_SAFE_INTEGER - 1_000_000;

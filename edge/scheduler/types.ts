@@ -43,6 +43,16 @@ export type SubmitOutcome =
   /** The submission itself is wrong (no such environment, bad device options); nothing stored. */
   | { status: "invalid"; httpStatus: 404 | 422; code: string; message: string; errors?: ErrorBody["errors"] };
 
+/**
+ * What a submission would do now (POST /api/queue/submit with dry_run), decided as `submit` decides
+ * but with nothing stored: so no ids, and for a blocked one the approval rule that would catch it.
+ */
+export type PreviewOutcome =
+  | { status: "running"; gpus: number[] | null; workerId: number | null }
+  | { status: "queued"; position: number; reason: WaitReason; message: string }
+  | { status: "blocked"; rule: string }
+  | Extract<SubmitOutcome, { status: "rejected" | "invalid" }>;
+
 export interface WaitInfo {
   id: number;
   position: number;
@@ -62,6 +72,8 @@ export interface SchedulerApi {
   /** `changed`: ids of jobs whose state a route just changed, so the pass sees them at once. */
   pass(trigger: string, changed?: string[], rereadAll?: boolean): Promise<PassResult>;
   submit(user: Submitter, body: LocalSubmit): Promise<SubmitOutcome>;
+  /** What `submit` would answer now for this submission; stores nothing and changes no other job's admission. */
+  preview(user: Submitter, body: LocalSubmit): Promise<PreviewOutcome>;
   /** A job prepared elsewhere (a cloud submission): stored pending, running or blocked by the same pass as local ones. */
   submitJob(job: NewJob): Promise<SubmitOutcome>;
   waitInfo(): Promise<WaitInfo[]>;
