@@ -9,6 +9,15 @@ import { readEventStream } from "../shared/client/event-stream";
 import { QueueStats } from "../shared/schemas/queue";
 import { setUpAdmin, startTestStack, type TestStack } from "./helpers/stack";
 
+/** The ServiceError a call fails with (the test fails if it succeeds). */
+const failure = (call: Promise<unknown>): Promise<ServiceError> =>
+  call.then(
+    () => {
+      throw new Error("expected the call to fail");
+    },
+    (error: unknown) => error as ServiceError,
+  );
+
 /** The route definitions the app registers for its OpenAPI document, by `METHOD /path`. */
 function registeredRoutes(): Map<string, any> {
   const routes = new Map<string, any>();
@@ -78,14 +87,12 @@ describe("ServiceClient against the service", () => {
 
   it("throws one ServiceError with the service's status, code and detail", async () => {
     const client = new ServiceClient({ baseUrl: t.base, apiKey: key });
-    const missing = await client.call(endpoints.queuePosition, { params: { job_id: "local-nope" } }).catch((e: unknown) => e);
+    const missing = await failure(client.call(endpoints.queuePosition, { params: { job_id: "local-nope" } }));
     expect(missing).toBeInstanceOf(ServiceError);
     expect(missing).toMatchObject({ status: 404, code: "not_found" });
-    expect((missing as ServiceError).detail).toContain("local-nope");
+    expect(missing.detail).toContain("local-nope");
 
-    const invalid = await client
-      .call(endpoints.queueSubmit, { body: { config_name: "", target: "moon" as never } })
-      .catch((e: unknown) => e as ServiceError);
+    const invalid = await failure(client.call(endpoints.queueSubmit, { body: { config_name: "", target: "moon" as never } }));
     expect(invalid).toMatchObject({ status: 422, code: "invalid_request" });
     expect(invalid.fields?.map((f) => f.path).sort()).toEqual(["body.config_name", "body.target"]);
 
@@ -106,7 +113,7 @@ describe("ServiceClient against the service", () => {
   it("reports an answer that is not what the schema says as unexpected_answer", async () => {
     const wrong = endpoint({ method: "GET", path: "/api/users/me", response: QueueStats });
     const client = new ServiceClient({ baseUrl: t.base, apiKey: key });
-    const error = await client.call(wrong, {}).catch((e: unknown) => e as ServiceError);
+    const error = await failure(client.call(wrong, {}));
     expect(error).toMatchObject({ status: 200, code: "unexpected_answer" });
     expect(error.detail).toContain("are the client and the service the same version?");
   });
@@ -116,7 +123,7 @@ describe("ServiceClient against the service", () => {
     await expect(closed.call(endpoints.me, {})).rejects.toMatchObject({ status: 0, code: "unreachable" });
     const { port } = silent.address() as AddressInfo;
     const slow = new ServiceClient({ baseUrl: `http://127.0.0.1:${port}`, timeoutMs: 200 });
-    const error = await slow.call(endpoints.me, {}).catch((e: unknown) => e as ServiceError);
+    const error = await failure(slow.call(endpoints.me, {}));
     expect(error).toMatchObject({ status: 0, code: "timeout" });
     expect(error.detail).toBe(`GET http://127.0.0.1:${port}/api/users/me: no answer within 0.2 s`);
   });
