@@ -1,0 +1,93 @@
+import type { QueueEntry } from "../../shared/schemas/queue";
+
+/*
+ * How jobs read in the terminal: table cells, ages, GPUs and the reason a job waits. Pure
+ * functions of the API's answers, shared by `jobs list`, `jobs status` and `jobs submit`.
+ */
+
+/**
+ * A value as a table cell: "-" for nothing (also another user's field the API does not show),
+ * arrays joined with commas, objects as JSON.
+ *
+ * @example
+ * cell(null); // "-"
+ * cell([0, 1]); // "0,1"
+ */
+export function cell(value: unknown): string {
+  if (value === null || value === undefined) return "-";
+  if (Array.isArray(value)) return value.map((item) => (typeof item === "object" ? JSON.stringify(item) : String(item))).join(",");
+  if (typeof value === "object") return JSON.stringify(value);
+  return String(value);
+}
+
+/**
+ * The time since `from` in one unit, as `squeue` and `kubectl` show ages: 42s, 5m, 2h, 3d.
+ *
+ * @example
+ * age("2026-01-01T00:00:00Z", new Date("2026-01-01T02:30:00Z")); // "2h"
+ */
+export function age(from: string, now: Date = new Date()): string {
+  const seconds = Math.max(0, Math.floor((now.getTime() - Date.parse(from)) / 1000));
+  if (Number.isNaN(seconds)) return "-";
+  if (seconds < 60) return `${seconds}s`;
+  if (seconds < 3600) return `${Math.floor(seconds / 60)}m`;
+  if (seconds < 86_400) return `${Math.floor(seconds / 3600)}h`;
+  return `${Math.floor(seconds / 86_400)}d`;
+}
+
+/** GPU device indices as the service writes them: [0, 1]. */
+export const gpuList = (gpus: readonly number[]) => `[${gpus.join(", ")}]`;
+
+/**
+ * The GPUS cell of a job: the GPUs it holds ([0,1]), else what it asks for (2), "cpu" for a job
+ * that needs none, "cloud" for a cloud job, "-" when the API does not show it.
+ */
+export function gpusCell(entry: Partial<QueueEntry>): string {
+  if (entry.job_type === "cloud") return "cloud";
+  if (entry.allocated_gpus?.length) return `[${entry.allocated_gpus.join(",")}]`;
+  if (entry.num_processes === undefined) return "-";
+  return entry.num_processes === 0 ? "cpu" : String(entry.num_processes);
+}
+
+/**
+ * Why a job waits, in one phrase: its reason code and the Scheduler's message.
+ *
+ * @example
+ * waitText({ wait_reason: "gpus_busy", wait_message: "needs 2 GPU(s)" }); // "gpus_busy: needs 2 GPU(s)"
+ */
+export function waitText(entry: { wait_reason?: string | null; wait_message?: string | null }): string {
+  const reason = entry.wait_reason ?? null;
+  const message = entry.wait_message ?? null;
+  if (reason && message) return `${reason}: ${message}`;
+  return reason ?? message ?? "not scheduled yet";
+}
+
+/**
+ * A byte count for people: 512 B, 1.5 KiB, 12.0 MiB.
+ *
+ * @example
+ * bytes(1536); // "1.5 KiB"
+ */
+export function bytes(count: number): string {
+  if (count < 1024) return `${count} B`;
+  const units = ["KiB", "MiB", "GiB", "TiB"];
+  let value = count / 1024;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit++;
+  }
+  return `${value.toFixed(1)} ${units[unit]}`;
+}
+
+/** US dollars to the cent, or to a hundredth of a cent below one cent (per-second rates are tiny). */
+export const usd = (amount: number) => (amount !== 0 && Math.abs(amount) < 0.01 ? `$${amount.toFixed(4)}` : `$${amount.toFixed(2)}`);
+
+/** A duration in seconds as 1h 5m, 12m, 40s. */
+export function duration(seconds: number): string {
+  const h = Math.floor(seconds / 3600);
+  const m = Math.floor((seconds % 3600) / 60);
+  if (h > 0) return m ? `${h}h ${m}m` : `${h}h`;
+  if (m > 0) return `${m}m`;
+  return `${Math.round(seconds)}s`;
+}
