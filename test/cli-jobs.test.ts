@@ -586,8 +586,6 @@ describe("jobs cancel", () => {
   });
 });
 
-// These need the server branch (GET /api/queue/jobs/{job_id}, dry_run on POST /api/queue/submit,
-// the user filter of GET /api/queue): unskip them once it is merged.
 describe("status of one job, local dry runs and list --user", () => {
   beforeAll(async () => {
     await clearQueue();
