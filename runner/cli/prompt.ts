@@ -31,7 +31,6 @@ export function askSecret(
   stdin: NodeJS.ReadStream = process.stdin,
   stderr: NodeJS.WriteStream = process.stderr,
 ): Promise<string> {
-  stderr.write(`${question}: `);
   return new Promise((resolve, reject) => {
     let secret = "";
     const wasRaw = stdin.isRaw;
@@ -51,7 +50,9 @@ export function askSecret(
         else if (char >= " ") secret += char;
       }
     };
+    // Raw before the question shows, so nothing typed after it is echoed by the terminal.
     stdin.setRawMode(true);
+    stderr.write(`${question}: `);
     stdin.resume();
     stdin.on("data", onData);
   });
