@@ -2,106 +2,51 @@ import type { LocalSubmitResult } from "../../shared/schemas/queue";
 import { ApiError } from "../errors";
 import type { PreviewOutcome, SubmitOutcome } from "../scheduler/types";
 
-type Invalid = Extract<SubmitOutcome, { status: "invalid" }>;
-
-// An invalid submission answers the same 4xx whether it was a dry run or not.
-const refusal = (outcome: Invalid) => new ApiError(outcome.httpStatus, outcome.code, outcome.message, outcome.errors);
-
-const placement = (gpus: number[] | null, workerId: number | null) =>
-  workerId !== null
-    ? { stored: `dispatched to worker ${workerId}`, preview: `would be dispatched to worker ${workerId}` }
-    : gpus?.length
-      ? { stored: `running on GPUs [${gpus.join(", ")}]`, preview: `would run on GPUs [${gpus.join(", ")}]` }
-      : { stored: "running on the CPU (no GPUs requested)", preview: "would run on the CPU (no GPUs requested)" };
-
 /**
  * The Scheduler's decision on a submission as the API answers it (spec 2.6): the same for
- * POST /api/queue/submit and POST /api/training/start. An invalid submission is thrown as its 4xx.
- */
-export function submitAnswer(outcome: SubmitOutcome): LocalSubmitResult {
-  const base = { dry_run: false, allocated_gpus: null, worker_id: null, queue_position: null, wait_reason: null };
-  switch (outcome.status) {
-    case "invalid":
-      throw refusal(outcome);
-    case "running":
-      return {
-        ...base,
-        success: true,
-        job_id: outcome.jobId,
-        status: "running",
-        allocated_gpus: outcome.gpus,
-        worker_id: outcome.workerId,
-        message: placement(outcome.gpus, outcome.workerId).stored,
-      };
-    case "queued":
-      return {
-        ...base,
-        success: true,
-        job_id: outcome.jobId,
-        status: "queued",
-        queue_position: outcome.position,
-        wait_reason: outcome.reason,
-        message: `queued: ${outcome.message}`,
-      };
-    case "blocked":
-      return {
-        ...base,
-        success: true,
-        job_id: outcome.jobId,
-        status: "blocked",
-        wait_reason: "awaiting_approval",
-        message: outcome.message,
-      };
-    case "rejected":
-      return {
-        ...base,
-        success: false,
-        job_id: null,
-        status: "rejected",
-        wait_reason: outcome.reason,
-        message: `rejected (no_wait): ${outcome.message}`,
-      };
-  }
-}
-
-/**
- * A dry run's answer: the fields a real submission would answer now, with `dry_run: true`, no
- * job id, and a message that starts "would". An invalid submission is thrown as its 4xx, as
- * `submitAnswer` does.
+ * POST /api/queue/submit and POST /api/training/start. With `dryRun` (a PreviewOutcome) it says
+ * what would happen now: no job id, and a message that starts "would". An invalid submission is
+ * thrown as its 4xx either way.
  *
  * @example
- * previewAnswer({ status: "running", gpus: [0, 1], workerId: null }).message; // "would run on GPUs [0, 1]"
+ * submitAnswer({ status: "running", gpus: [0, 1], workerId: null }, true).message; // "would run on GPUs [0, 1]"
  */
-export function previewAnswer(outcome: PreviewOutcome): LocalSubmitResult {
-  const base = { dry_run: true, job_id: null, allocated_gpus: null, worker_id: null, queue_position: null, wait_reason: null };
+export function submitAnswer(outcome: SubmitOutcome | PreviewOutcome, dryRun = false): LocalSubmitResult {
+  if (outcome.status === "invalid") throw new ApiError(outcome.httpStatus, outcome.code, outcome.message, outcome.errors);
+  const would = (stored: string, preview: string) => (dryRun ? `would ${preview}` : stored);
+  const base = {
+    success: true,
+    dry_run: dryRun,
+    job_id: "jobId" in outcome ? outcome.jobId : null,
+    allocated_gpus: null,
+    worker_id: null,
+    queue_position: null,
+    wait_reason: null,
+  };
   switch (outcome.status) {
-    case "invalid":
-      throw refusal(outcome);
-    case "running":
-      return {
-        ...base,
-        success: true,
-        status: "running",
-        allocated_gpus: outcome.gpus,
-        worker_id: outcome.workerId,
-        message: placement(outcome.gpus, outcome.workerId).preview,
-      };
+    case "running": {
+      const { gpus, workerId } = outcome;
+      const devices = gpus?.length ? `GPUs [${gpus.join(", ")}]` : "the CPU (no GPUs requested)";
+      const message =
+        workerId !== null
+          ? would(`dispatched to worker ${workerId}`, `be dispatched to worker ${workerId}`)
+          : would(`running on ${devices}`, `run on ${devices}`);
+      return { ...base, status: "running", allocated_gpus: gpus, worker_id: workerId, message };
+    }
     case "queued":
       return {
         ...base,
-        success: true,
         status: "queued",
         queue_position: outcome.position,
         wait_reason: outcome.reason,
-        message: `would queue at position ${outcome.position}: ${outcome.message}`,
+        message: would(`queued: ${outcome.message}`, `queue at position ${outcome.position}: ${outcome.message}`),
       };
     case "blocked":
       return {
         ...base,
-        success: true,
         status: "blocked",
         wait_reason: "awaiting_approval",
-        message: `would wait for an admin's approval: ${outcome.rule}`,
+        message: "rule" in outcome ? `would wait for an admin's approval: ${outcome.rule}` : outcome.message,
       };
     case "rejected":
       return {
@@ -109,7 +54,7 @@ export function previewAnswer(outcome: PreviewOutcome): LocalSubmitResult {
         success: false,
         status: "rejected",
         wait_reason: outcome.reason,
-        message: `would be rejected (no_wait): ${outcome.message}`,
+        message: would(`rejected (no_wait): ${outcome.message}`, `be rejected (no_wait): ${outcome.message}`),
       };
   }
 }

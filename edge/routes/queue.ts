@@ -28,7 +28,7 @@ import { auditLater, changedFields } from "../audit/trail";
 import { principalOf } from "../middleware/authorize";
 import { getEntry, listEntries, toQueueEntry, userEntries, userIdNamed, visibleEntry, type EntryRow } from "../queue/entries";
 import { queueStats } from "../queue/stats";
-import { previewAnswer, submitAnswer } from "../queue/answer";
+import { submitAnswer } from "../queue/answer";
 import { applyEffects } from "../jobs/lifecycle/effects";
 import { approveJob } from "../jobs/lifecycle/approve";
 import { cancelJob } from "../jobs/lifecycle/cancel";
@@ -229,7 +229,7 @@ queue.openapi(
     const body = c.req.valid("json");
     const user = principalOf(c).user;
     const submitter = { id: user.id, team_id: user.team_id, priority: user.priority, level: user.level };
-    if (body.dry_run) return c.json(previewAnswer(await schedulerOf(c.env).preview(submitter, body)), 200);
+    if (body.dry_run) return c.json(submitAnswer(await schedulerOf(c.env).preview(submitter, body), true), 200);
     const answer = submitAnswer(await schedulerOf(c.env).submit(submitter, body));
     c.get("log").info("local job submitted", { job_id: answer.job_id, outcome: answer.status, user_id: user.id });
     return c.json(answer, 200);
