@@ -10,7 +10,7 @@ import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { jobs, tempConfigHome } from "./helpers/cli";
-import { createUserWithKey, setUpAdmin, startTestStack, type TestStack } from "./helpers/stack";
+import { createUserWithKey, setUpAdmin, startStackWithLocalRunner, type TestStack } from "./helpers/stack";
 import { until } from "./helpers/wait";
 
 let t: TestStack;
@@ -55,12 +55,7 @@ const finished = (jobId: string) =>
   until(`job ${jobId} to end`, async () => ["completed", "failed", "cancelled"].includes(await statusOf(jobId)), { timeoutMs: 60_000 });
 
 beforeAll(async () => {
-  writeFileSync(join(runnerDir, "runner.json"), JSON.stringify({ work_dir: join(runnerDir, "work") }));
-  t = await startTestStack(undefined, undefined, {
-    localRunner: true,
-    runnerConfig: join(runnerDir, "runner.json"),
-    runnerEnv: { PATH: process.env.PATH },
-  });
+  t = await startStackWithLocalRunner(runnerDir);
   admin = await setUpAdmin(t);
   rita = await createUserWithKey(t, { key: admin.key }, "researcher", "rita");
   olga = await createUserWithKey(t, { key: admin.key }, "researcher", "olga");
@@ -271,20 +266,10 @@ describe("jobs logs", () => {
 
     const json = await jobs(["logs", done, "--format", "json"], { env: asRita() });
     expect(json.code, json.stderr).toBe(0);
-    expect(
-      json.stdout
-        .trimEnd()
-        .split("\n")
-        .map((line) => JSON.parse(line)),
-    ).toEqual(events);
+    expect(json.jsonLines()).toEqual(events);
 
     const since = await jobs(["logs", done, "--since", "550", "--format", "json"], { env: asRita() });
-    expect(
-      since.stdout
-        .trimEnd()
-        .split("\n")
-        .map((line) => JSON.parse(line)),
-    ).toEqual(events.slice(550));
+    expect(since.jsonLines()).toEqual(events.slice(550));
   });
 
   it("--follow of a running job prints each event once and ends by itself with the job's final status (exit 0)", async () => {
@@ -297,12 +282,7 @@ describe("jobs logs", () => {
     const all = await apiEvents(jobId);
     expect(json.code, json.stderr).toBe(0);
     expect(json.stderr).toBe(`job ${jobId} ended: completed\n`);
-    expect(
-      json.stdout
-        .trimEnd()
-        .split("\n")
-        .map((line) => JSON.parse(line)),
-    ).toEqual(all);
+    expect(json.jsonLines()).toEqual(all);
     expect(text.code, text.stderr).toBe(0);
     expect(text.stderr).toBe(`job ${jobId} ended: completed\n`);
     expect(
@@ -316,12 +296,7 @@ describe("jobs logs", () => {
     // Following a job that has already ended replays its log and ends at once.
     const again = await jobs(["logs", jobId, "--follow", "--since", "3", "--format", "json"], { env: asRita() });
     expect(again.code).toBe(0);
-    expect(
-      again.stdout
-        .trimEnd()
-        .split("\n")
-        .map((line) => JSON.parse(line)),
-    ).toEqual(all.slice(3));
+    expect(again.jsonLines()).toEqual(all.slice(3));
   }, 90_000);
 
   it("another user's job or an unknown one is exit 1 with the detail and nothing on stdout, followed or not", async () => {

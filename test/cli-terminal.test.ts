@@ -2,13 +2,13 @@
 // colour and the table sized to the terminal's width (none with NO_COLOR), the interactive login
 // whose password is never echoed, and the progress bar of `logs --follow`. The same commands
 // without a terminal are in test/cli-jobs.test.ts and test/cli-session.test.ts.
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as pty from "node-pty";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { tempConfigHome } from "./helpers/cli";
-import { createUserWithKey, setUpAdmin, startTestStack, type TestStack } from "./helpers/stack";
+import { createUserWithKey, setUpAdmin, startStackWithLocalRunner, type TestStack } from "./helpers/stack";
 
 let t: TestStack;
 let admin: { key: string; cookie: string };
@@ -63,12 +63,7 @@ function onTerminal(
 const plain = (text: string) => text.replace(/\x1b\[[0-9;?]*[A-Za-z]/g, "");
 
 beforeAll(async () => {
-  writeFileSync(join(runnerDir, "runner.json"), JSON.stringify({ work_dir: join(runnerDir, "work") }));
-  t = await startTestStack(undefined, undefined, {
-    localRunner: true,
-    runnerConfig: join(runnerDir, "runner.json"),
-    runnerEnv: { PATH: process.env.PATH },
-  });
+  t = await startStackWithLocalRunner(runnerDir);
   admin = await setUpAdmin(t);
   rita = await createUserWithKey(t, { key: admin.key }, "researcher", "rita");
   expect(

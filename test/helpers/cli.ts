@@ -10,6 +10,8 @@ export interface JobsRun {
   stderr: string;
   /** stdout parsed as JSON (throws with the output when it is not). */
   json: () => any;
+  /** stdout as JSON lines (NDJSON, what `logs --format json` prints), one value per line. */
+  jsonLines: () => any[];
 }
 
 export interface JobsOptions {
@@ -67,6 +69,11 @@ export function jobs(args: string[], options: JobsOptions = {}): Promise<JobsRun
             throw new Error(`jobs ${args.join(" ")} printed no JSON:\n${stdout}\n--- stderr:\n${stderr}`);
           }
         },
+        jsonLines: () =>
+          stdout
+            .split("\n")
+            .filter(Boolean)
+            .map((line) => JSON.parse(line)),
       });
     });
   });

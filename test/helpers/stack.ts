@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startStack, type Stack, type StackOptions } from "../../edge/local/stack";
@@ -80,6 +80,19 @@ export async function startTestStack(
       if (!keepData) rmSync(dataDir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * The stack with `npm start`'s own runner as its local box (no GPUs: CPU jobs of the demo
+ * trainer), its job directories under `runnerDir`.
+ *
+ * @example
+ * t = await startStackWithLocalRunner(mkdtempSync(join(tmpdir(), "my-test-runner-")));
+ */
+export async function startStackWithLocalRunner(runnerDir: string): Promise<TestStack> {
+  const config = join(runnerDir, "runner.json");
+  writeFileSync(config, JSON.stringify({ work_dir: join(runnerDir, "work") }));
+  return startTestStack(undefined, undefined, { localRunner: true, runnerConfig: config, runnerEnv: { PATH: process.env.PATH } });
 }
 
 /** The `name=value` of the session cookie set by a response. */
