@@ -116,7 +116,7 @@ describe("jobs on a terminal", () => {
     ]);
     expect(screen.code, screen.output).toBe(0);
     expect(screen.output).not.toContain("rita-password");
-    expect(plain(screen.output)).toMatch(/Logged in to .* as rita; API key st_\w+… saved to /);
+    expect(plain(screen.output)).toMatch(/Logged in to .* as rita; API key st_[\w-]+… saved to /);
     const file = join(home, "training-service", "config.json");
     expect(existsSync(file)).toBe(true);
     const stored = JSON.parse(readFileSync(file, "utf8"));
