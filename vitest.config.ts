@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { defineConfig, type Plugin } from "vitest/config";
+import { DASHBOARD_MODULE, dashboardModuleSource } from "./edge/local/ui-build";
 
 const require = createRequire(import.meta.url);
 
@@ -15,8 +16,15 @@ const embedAssets: Plugin = {
       : null,
 };
 
+// The dashboard, built as the Worker bundler builds it (edge/local/bundle.ts).
+const embedDashboard: Plugin = {
+  name: "embed-dashboard",
+  resolveId: (id) => (id === DASHBOARD_MODULE ? "\0" + id : null),
+  load: (id) => (id === "\0" + DASHBOARD_MODULE ? dashboardModuleSource() : null),
+};
+
 export default defineConfig({
-  plugins: [embedAssets],
+  plugins: [embedAssets, embedDashboard],
   test: {
     include: ["test/**/*.test.ts"],
     pool: "forks",

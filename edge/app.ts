@@ -22,6 +22,7 @@ import { auditRoutes } from "./routes/audit";
 import { providersRoutes } from "./routes/providers";
 import { cloudRoutes } from "./routes/cloud";
 import { storageConventions, storageRoutes } from "./routes/storage";
+import { uiRoutes } from "./routes/ui";
 
 /**
  * The whole HTTP API: context and authorisation for every request, then one router per area.
@@ -54,6 +55,7 @@ export function createApp() {
   app.route("/", providersRoutes);
   app.route("/", cloudRoutes);
   app.route("/", storageRoutes);
+  app.route("/", uiRoutes);
   app.route("/", docsRoutes(app));
   app.notFound(handleNotFound);
   app.onError(handleError);

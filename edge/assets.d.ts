@@ -3,3 +3,9 @@ declare module "asset:*" {
   const text: string;
   export default text;
 }
+
+/** The dashboard built from edge/ui (edge/local/ui-build.ts): its script, stylesheet and version. */
+declare module "ui-build:dashboard" {
+  const dashboard: { js: string; css: string; version: string };
+  export default dashboard;
+}

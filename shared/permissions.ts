@@ -27,6 +27,8 @@ export const ROUTE_ACCESS: Record<string, Access> = {
   "GET /openapi.json": "public",
   "GET /docs": "public",
   "GET /redoc": "public",
+  "GET /": "public",
+  "GET /ui/{file}": "public",
   "GET /docs/assets/{file}": "public",
 
   "GET /api/cloud/auth/setup/status": "public",

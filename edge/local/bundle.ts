@@ -2,6 +2,7 @@ import { readFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 import * as esbuild from "esbuild";
+import { DASHBOARD_MODULE, dashboardModuleSource } from "./ui-build";
 
 const require = createRequire(import.meta.url);
 export const REPO_ROOT = fileURLToPath(new URL("../../", import.meta.url));
@@ -16,6 +17,18 @@ const embedAssets: esbuild.Plugin = {
   },
 };
 
+// `import dashboard from "ui-build:dashboard"` embeds the dashboard (edge/ui), built by esbuild here.
+const embedDashboard: esbuild.Plugin = {
+  name: "embed-dashboard",
+  setup(build) {
+    build.onResolve({ filter: /^ui-build:/ }, (args) => ({ path: args.path, namespace: "ui-build" }));
+    build.onLoad({ filter: /.*/, namespace: "ui-build" }, async (args) => {
+      if (args.path !== DASHBOARD_MODULE) return { errors: [{ text: `unknown dashboard module ${args.path}` }] };
+      return { contents: await dashboardModuleSource(), loader: "js" };
+    });
+  },
+};
+
 /** esbuild options shared by the local stack and the deploy build: one bundle, both places. */
 export const WORKER_BUILD: esbuild.BuildOptions = {
   entryPoints: [`${REPO_ROOT}edge/index.ts`],
@@ -25,7 +38,7 @@ export const WORKER_BUILD: esbuild.BuildOptions = {
   target: "es2022",
   conditions: ["workerd", "worker", "browser"],
   external: ["cloudflare:*", "node:*"],
-  plugins: [embedAssets],
+  plugins: [embedAssets, embedDashboard],
   logLevel: "silent",
 };
 

@@ -10,6 +10,8 @@ import { SWAGGER_INIT_SCRIPT } from "../routes/docs";
  * their own scripts and styles: Swagger UI one inline script (allowed by its hash, not by
  * 'unsafe-inline'), and both set inline styles at run time (styled-components, style
  * attributes), ReDoc a search worker from a blob: URL, and images as data: URIs.
+ * The dashboard (`/`) loads only its own script and stylesheet: no inline script or style at all.
+ * Its images are this origin's or data: URIs (validation previews), its calls go to this origin.
  * Headers a route set itself are kept (the storage endpoint's object reads carry their own
  * sandboxing CSP), and WebSocket upgrades (101) are left alone.
  */
@@ -27,6 +29,21 @@ async function sha256Base64(text: string): Promise<string> {
   const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text)));
   return btoa(String.fromCharCode(...digest));
 }
+
+const dashboardHeaders = secureHeaders({
+  ...common,
+  contentSecurityPolicy: {
+    defaultSrc: ["'none'"],
+    scriptSrc: ["'self'"],
+    styleSrc: ["'self'"],
+    imgSrc: ["'self'", "data:"],
+    connectSrc: ["'self'"],
+    manifestSrc: ["'self'"],
+    baseUri: ["'none'"],
+    formAction: ["'self'"],
+    frameAncestors: ["'none'"],
+  },
+});
 
 let docsHeaders: Promise<MiddlewareHandler> | undefined;
 const docsPageHeaders = () =>
@@ -66,7 +83,7 @@ export function securityHeaders(): MiddlewareHandler<AppEnv> {
     } catch {
       c.res = new Response(c.res.body, c.res);
     }
-    const apply = DOCS_PAGES.has(c.req.path) ? await docsPageHeaders() : apiHeaders;
+    const apply = c.req.path === "/" ? dashboardHeaders : DOCS_PAGES.has(c.req.path) ? await docsPageHeaders() : apiHeaders;
     await apply(c, async () => {});
   };
 }

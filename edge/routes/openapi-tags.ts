@@ -1259,6 +1259,14 @@ scrape_configs:
 - \`GET /api/cloud/health/ready\`: 200 once the database is reachable and migrated, else 503.`,
   },
   {
+    name: "Dashboard",
+    description: `The web dashboard at \`/\`: log in with a username and password (a session cookie), then the queue, live
+training, GPUs and workers, and (by level) approvals, limits, users, keys, provider settings, metrics and the audit trail.
+It is built from \`edge/ui\` into the Worker (no CDN), calls only this API, and offers only what the user's level may do:
+the API decides, the page only hides what would be refused. Its Content-Security-Policy allows this origin's script and
+stylesheet only (no inline code); images may also be \`data:\` URIs (validation previews).`,
+  },
+  {
     name: "Documentation",
     description: `This document, at \`/openapi.json\` (OpenAPI 3.1), browsable with Swagger UI at \`/docs\` and ReDoc at \`/redoc\`. Both
 pages are served from the npm packages embedded in the Worker, so they work without internet. Each operation's

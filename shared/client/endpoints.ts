@@ -1,4 +1,4 @@
-import { ApiKeyCreate, ApiKeyCreated, LoginRequest, Ok, SessionInfo } from "../schemas/auth";
+import { ApiKeyCreate, ApiKeyCreated, FirstAdminRequest, LoginRequest, Ok, SessionInfo, SetupStatus } from "../schemas/auth";
 import { CloudJob, CloudSubmit, CloudSubmitAnswer } from "../schemas/cloud";
 import { EventBatch, EventBatchStored, EventPage, EventsQuery, StreamQuery } from "../schemas/events";
 import {
@@ -27,6 +27,9 @@ import {
   WorkerRegister,
 } from "../schemas/workers";
 import { endpoint } from "./endpoint";
+import { adminEndpoints } from "./endpoints-admin";
+import { queueEndpoints } from "./endpoints-queue";
+import { trainingEndpoints } from "./endpoints-training";
 
 /**
  * The operations the CLI, the runner and the dashboard call, each with its route's own schemas.
@@ -35,6 +38,8 @@ import { endpoint } from "./endpoint";
 export const endpoints = {
   // ---- users and credentials
   me: endpoint({ method: "GET", path: "/api/users/me", response: Me }),
+  setupStatus: endpoint({ method: "GET", path: "/api/cloud/auth/setup/status", response: SetupStatus }),
+  firstAdmin: endpoint({ method: "POST", path: "/api/cloud/auth/setup/first-admin", body: FirstAdminRequest, response: SessionInfo }),
   login: endpoint({ method: "POST", path: "/api/cloud/auth/login", body: LoginRequest, response: SessionInfo }),
   logout: endpoint({ method: "POST", path: "/api/cloud/auth/logout", response: Ok }),
   createApiKey: endpoint({ method: "POST", path: "/api/cloud/auth/api-keys", body: ApiKeyCreate, response: ApiKeyCreated }),
@@ -88,6 +93,10 @@ export const endpoints = {
   workerDatasetManifest: endpoint({ method: "GET", path: "/api/workers/datasets/manifest", query: DatasetPath, response: DatasetManifest }),
   /** One dataset file's bytes, with X-Content-SHA256. */
   workerDatasetFile: endpoint({ method: "GET", path: "/api/workers/datasets/file", query: DatasetPath, response: "raw" }),
+  // ---- more, by area (the dashboard's): queue administration, training control, administration
+  ...queueEndpoints,
+  ...trainingEndpoints,
+  ...adminEndpoints,
 } as const;
 
 export type Endpoints = typeof endpoints;

@@ -1,0 +1,28 @@
+/** Formatting shared by the views: times, durations, sizes, money. */
+
+/** An ISO timestamp or unix seconds as local date and time; "-" when absent. */
+export function formatTime(value: string | number | null | undefined): string {
+  if (value === null || value === undefined || value === "") return "-";
+  const date = typeof value === "number" ? new Date(value * 1000) : new Date(value);
+  return Number.isNaN(date.getTime()) ? String(value) : date.toLocaleString();
+}
+
+/**
+ * Seconds as a short duration.
+ *
+ * @example
+ * formatDuration(3725); // "1 h 2 min"
+ */
+export function formatDuration(seconds: number | null | undefined): string {
+  if (seconds === null || seconds === undefined || !Number.isFinite(seconds)) return "-";
+  const s = Math.max(0, Math.round(seconds));
+  if (s < 60) return `${s} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s`;
+  return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
+}
+
+/** US dollars, with cents (or four decimals under a cent). */
+export function formatUsd(value: number | null | undefined): string {
+  if (value === null || value === undefined) return "-";
+  return `$${value !== 0 && Math.abs(value) < 0.01 ? value.toFixed(4) : value.toFixed(2)}`;
+}
