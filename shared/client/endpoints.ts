@@ -29,6 +29,7 @@ import {
 import { endpoint } from "./endpoint";
 import { adminEndpoints } from "./endpoints-admin";
 import { queueEndpoints } from "./endpoints-queue";
+import { settingsEndpoints } from "./endpoints-settings";
 import { trainingEndpoints } from "./endpoints-training";
 
 /**
@@ -93,10 +94,11 @@ export const endpoints = {
   workerDatasetManifest: endpoint({ method: "GET", path: "/api/workers/datasets/manifest", query: DatasetPath, response: DatasetManifest }),
   /** One dataset file's bytes, with X-Content-SHA256. */
   workerDatasetFile: endpoint({ method: "GET", path: "/api/workers/datasets/file", query: DatasetPath, response: "raw" }),
-  // ---- more, by area (the dashboard's): queue administration, training control, administration
+  // ---- more, by area (the dashboard's): queue administration, training control, administration, settings
   ...queueEndpoints,
   ...trainingEndpoints,
   ...adminEndpoints,
+  ...settingsEndpoints,
 } as const;
 
 export type Endpoints = typeof endpoints;
