@@ -257,8 +257,8 @@ function Previews({ training }: { training: TrainingState }) {
 function Checkpoints({ training }: { training: TrainingState }) {
   if (!training.checkpoints.length) return <p class="muted">No checkpoint saved yet.</p>;
   return (
-    <div class="table-wrap">
-      <table>
+    <div class="table-wrap" tabIndex={0} role="region" aria-label="Checkpoints saved">
+      <table class="job-checkpoints">
         <thead>
           <tr>
             <th scope="col">Step</th>
