@@ -128,7 +128,8 @@ function Control({
   after,
 }: {
   label: string;
-  action: () => Promise<{ message?: string } | unknown>;
+  /** The call; its answer's `message` is shown beside the button. */
+  action: () => Promise<unknown>;
   danger?: boolean;
   after?: () => unknown;
 }) {
