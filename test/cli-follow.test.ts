@@ -2,7 +2,7 @@
 // unreachable service, a refusal), and how events are rendered as lines: pure functions.
 import { describe, expect, it } from "vitest";
 import { ServiceClient, ServiceError } from "../shared/client/client";
-import { eventLine, eventText } from "../runner/cli/event-line";
+import { eventLine, eventText } from "../shared/event-line";
 import { backoffMs, followEvents } from "../runner/cli/follow";
 
 const event = (index: number, type = "log") => ({ index, timestamp: "2026-01-02T03:04:05.000Z", type, message: `line ${index}` });

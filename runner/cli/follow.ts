@@ -1,7 +1,7 @@
 import { ServiceError, type ServiceClient } from "../../shared/client/client";
 import { endpoints } from "../../shared/client/endpoints";
 import { readEventStream } from "../../shared/client/event-stream";
-import type { Event } from "./event-line";
+import type { Event } from "../../shared/event-line";
 
 export interface FollowOptions {
   client: ServiceClient;

@@ -1,6 +1,6 @@
 import type { z } from "zod";
 import type { JobEvent } from "../../../shared/schemas/events";
-import { eventClock, eventText } from "../../../runner/cli/event-line";
+import { eventClock, eventText } from "../../../shared/event-line";
 
 /*
  * What the job view shows of a job's event stream, computed from its events alone (no DOM), so

@@ -4,7 +4,7 @@ import type { ServiceClient } from "../../../shared/client/client";
 import type { EndpointOutput } from "../../../shared/client/endpoint";
 import { endpoints } from "../../../shared/client/endpoints";
 import { cli } from "../context";
-import { eventLine, type Event } from "../event-line";
+import { eventLine, type Event } from "../../../shared/event-line";
 import { followEvents } from "../follow";
 import { UsageError, type Output } from "../output";
 

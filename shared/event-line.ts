@@ -1,5 +1,6 @@
+/** How an event reads in one line, shared by the `jobs` CLI (logs) and the dashboard (a job's log). */
 import type { z } from "zod";
-import type { JobEvent } from "../../shared/schemas/events";
+import type { JobEvent } from "./schemas/events";
 
 export type Event = z.infer<typeof JobEvent>;
 
