@@ -17,6 +17,8 @@ import {
   Position,
   PriorityUpdate,
   ProcessResult,
+  QueueHistory,
+  QueueHistoryQuery,
   QueueJob,
   QueueList,
   QueueListQuery,
@@ -27,6 +29,7 @@ import type { AppEnv } from "../app-env";
 import { auditLater, changedFields } from "../audit/trail";
 import { principalOf } from "../middleware/authorize";
 import { getEntry, listEntries, toQueueEntry, userEntries, userIdNamed, visibleEntry, type EntryRow } from "../queue/entries";
+import { readQueueHistory } from "../queue/history";
 import { queueStats } from "../queue/stats";
 import { submitAnswer } from "../queue/answer";
 import { applyEffects } from "../jobs/lifecycle/effects";
@@ -131,6 +134,20 @@ queue.openapi(
     const db = c.get("db");
     return c.json(await queueStats(db, await getSetting(db, "concurrency")), 200);
   },
+);
+
+queue.openapi(
+  createRoute({
+    method: "get",
+    path: "/api/queue/history",
+    tags,
+    summary: "Queue depth and waits over the last hours",
+    description:
+      "Buckets of 5 minutes (up to 6 hours) or 30 minutes over the last `hours` (1 to 168, default 24), each with `at` (its end, unix seconds), `depth` (jobs pending or blocked at that moment), `started` (jobs started within it) and `mean_wait_seconds` (their mean wait from submission; null when none started). Computed from the entries' queued_at, started_at and completed_at; cleaned-up entries are gone from it. Counts only: nothing of any job is shown.",
+    request: { query: QueueHistoryQuery },
+    responses: { 200: json(QueueHistory, "The buckets, oldest first"), 401: errors[401], 422: errors[422] },
+  }),
+  async (c) => c.json(await readQueueHistory(c.get("db"), c.req.valid("query").hours), 200),
 );
 
 queue.openapi(

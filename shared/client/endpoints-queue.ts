@@ -1,2 +1,26 @@
+import { ConfigListQuery, Environment, EnvironmentList, EnvironmentParams } from "../schemas/environments";
+import { JobActionResult, JobIdParam, PriorityUpdate, QueueHistory, QueueHistoryQuery, RejectQuery } from "../schemas/queue";
+import { endpoint } from "./endpoint";
+
 /** Queue operations beyond submit/list/cancel: approvals, priorities, limits, history. Part of `endpoints` (./endpoints.ts); each with its route's own schemas. */
-export const queueEndpoints = {} as const;
+export const queueEndpoints = {
+  queueApprove: endpoint({ method: "POST", path: "/api/queue/{job_id}/approve", params: JobIdParam, response: JobActionResult }),
+  queueReject: endpoint({
+    method: "POST",
+    path: "/api/queue/{job_id}/reject",
+    params: JobIdParam,
+    query: RejectQuery,
+    response: JobActionResult,
+  }),
+  queuePriority: endpoint({
+    method: "POST",
+    path: "/api/queue/{job_id}/priority",
+    params: JobIdParam,
+    body: PriorityUpdate,
+    response: JobActionResult,
+  }),
+  queueHistory: endpoint({ method: "GET", path: "/api/queue/history", query: QueueHistoryQuery, response: QueueHistory }),
+  // The environments a submission can name.
+  configList: endpoint({ method: "GET", path: "/api/configs", query: ConfigListQuery, response: EnvironmentList }),
+  configGet: endpoint({ method: "GET", path: "/api/configs/{name}", params: EnvironmentParams, response: Environment }),
+} as const;

@@ -315,3 +315,31 @@ export type LocalSubmitResult = z.infer<typeof LocalSubmitResult>;
 export const QueueJob = z.union([QueueEntry, PublicQueueEntry]).openapi("QueueJob");
 
 export const JobActionResult = z.object({ success: z.literal(true), job: QueueEntry }).openapi("JobActionResult");
+
+export const QueueHistoryQuery = z.object({
+  hours: z.coerce.number().int().min(1).max(168).default(24).openapi({ description: "How far back, in hours (1 to 168, default 24)" }),
+});
+
+export const QueueHistory = z
+  .object({
+    hours: z.number().int(),
+    bucket_seconds: z.number().int().openapi({ description: "Bucket length: 300 up to 6 hours, else 1800" }),
+    buckets: z.array(
+      z.object({
+        at: z
+          .number()
+          .int()
+          .openapi({ description: "The bucket's end, unix seconds (a multiple of bucket_seconds; the last is at or after now)" }),
+        depth: z.number().int().openapi({ description: "Jobs waiting (pending or blocked) at `at`; for the last bucket, now" }),
+        started: z.number().int().openapi({ description: "Jobs started within the bucket" }),
+        mean_wait_seconds: z
+          .number()
+          .nullable()
+          .openapi({ description: "Mean queued_at -> started_at of those jobs; null when none started" }),
+      }),
+    ),
+    truncated: z
+      .boolean()
+      .openapi({ description: "true when more entries matched than one history reads (50,000): the oldest buckets undercount" }),
+  })
+  .openapi("QueueHistory");
