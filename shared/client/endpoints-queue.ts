@@ -1,4 +1,4 @@
-import { ConfigListQuery, Environment, EnvironmentList, EnvironmentParams } from "../schemas/environments";
+import { ConfigListQuery, Environment, EnvironmentCreate, EnvironmentList, EnvironmentParams, ExampleList } from "../schemas/environments";
 import { JobActionResult, JobIdParam, PriorityUpdate, QueueHistory, QueueHistoryQuery, RejectQuery } from "../schemas/queue";
 import { endpoint } from "./endpoint";
 
@@ -23,4 +23,6 @@ export const queueEndpoints = {
   // The environments a submission can name.
   configList: endpoint({ method: "GET", path: "/api/configs", query: ConfigListQuery, response: EnvironmentList }),
   configGet: endpoint({ method: "GET", path: "/api/configs/{name}", params: EnvironmentParams, response: Environment }),
+  configExamples: endpoint({ method: "GET", path: "/api/configs/examples", response: ExampleList }),
+  configCreate: endpoint({ method: "POST", path: "/api/configs/environments", body: EnvironmentCreate, response: Environment }),
 } as const;

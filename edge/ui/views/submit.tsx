@@ -115,7 +115,7 @@ export function SubmitView(_props: ViewProps) {
             </select>
           </Field>
           {environments.data?.environments.length === 0 ? (
-            <p class="notice">No environment exists yet: create one first (the API or the `jobs` CLI).</p>
+            <p class="notice">No environment exists yet: create one from an example below.</p>
           ) : null}
           {chosen.data ? (
             <p class="muted" aria-live="polite">
@@ -176,9 +176,55 @@ export function SubmitView(_props: ViewProps) {
           <ErrorNote error={submit.error} />
         </form>
       </Panel>
+      <FromExample
+        onCreated={async (name) => {
+          await environments.reload();
+          change({ config_name: name });
+        }}
+      />
       {upToDate ? <Answer title="If you submit now" answer={checked.answer} /> : null}
       {outcome ? <Answer title="Not submitted" answer={outcome} /> : null}
     </Page>
+  );
+}
+
+/** A new environment copied from a shipped example (`demo`: the built-in demo trainer on the CPU). */
+function FromExample({ onCreated }: { onCreated: (name: string) => Promise<void> }) {
+  const examples = useLoad(() => call(endpoints.configExamples, {}), []);
+  const [example, setExample] = useState("demo");
+  const [name, setName] = useState("");
+  const create = useAction(
+    () => call(endpoints.configCreate, { body: { name: name || example, from_example: example } }),
+    (env) => onCreated(env.name),
+  );
+  return (
+    <Panel title="Create from an example" id="from-example">
+      <form
+        class="row"
+        onSubmit={(event) => {
+          event.preventDefault();
+          void create.run();
+        }}
+      >
+        <Field label="Example">
+          <select value={example} onChange={(event) => setExample(event.currentTarget.value)}>
+            {examples.data?.examples.map((e) => (
+              <option key={e.name} value={e.name}>
+                {e.name}
+              </option>
+            ))}
+          </select>
+        </Field>
+        <Field label="New environment's name" hint="Default: the example's name.">
+          <input value={name} autoComplete="off" onInput={(event) => setName(event.currentTarget.value)} />
+        </Field>
+        <button type="submit" disabled={create.busy || !examples.data}>
+          Create from example
+        </button>
+      </form>
+      <ErrorNote error={examples.error} />
+      <ErrorNote error={create.error} />
+    </Panel>
   );
 }
 
