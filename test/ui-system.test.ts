@@ -126,6 +126,8 @@ describe.skipIf(!HAS_CHROMIUM)("the GPUs, workers, users and API keys views", ()
     await form.getByLabel("Password").fill("a long enough one");
     await form.getByRole("button", { name: "Create user" }).click();
     await form.getByText("Created bea.").waitFor();
+    expect(await form.getByLabel("Username").inputValue()).toBe("");
+    expect(await form.getByLabel("Level").inputValue()).toBe("researcher");
     expect(await form.getByRole("alert").count()).toBe(0);
     await page.getByRole("rowheader", { name: "bea", exact: true }).waitFor();
     expect((await users()).find((u) => u.username === "bea")).toMatchObject({ username: "bea", team_id: "vision", level: "lead" });
@@ -214,7 +216,7 @@ describe.skipIf(!HAS_CHROMIUM)("the GPUs, workers, users and API keys views", ()
       expect((await workers()).some((w) => w.name === "new-box")).toBe(true);
       await rowOf(page, "new-box").getByRole("button", { name: "Yes, remove" }).click();
       await page.getByText("Removed new-box.").waitFor();
-      expect(await rowOf(page, "new-box").count()).toBe(0);
+      await rowOf(page, "new-box").waitFor({ state: "detached" });
       await until("the worker to be gone", async () => !(await workers()).some((w) => w.name === "new-box"));
       expect(await page.content()).not.toContain(replaced);
       expect(problems).toEqual([]);

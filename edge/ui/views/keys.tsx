@@ -111,7 +111,7 @@ export function KeysView(_props: ViewProps) {
         {list.data ? (
           list.data.keys.length ? (
             <div class="table-wrap">
-              <table>
+              <table class="system-table">
                 <thead>
                   <tr>
                     <th scope="col">Name</th>

@@ -13,6 +13,9 @@ import "./system.css";
 /** The new-user form; the service's 422 names each invalid field beside it. */
 function CreateUser({ onCreated }: { onCreated: () => unknown }) {
   const [created, setCreated] = useState<string | null>(null);
+  // A new form after each user made (a fresh key), rather than form.reset(), which would put the select on its first option.
+  const [generation, setGeneration] = useState(0);
+  const [level, setLevel] = useState<(typeof LEVELS)[number]>("researcher");
   const create = useAction(
     (values: Record<string, string>) =>
       call(endpoints.userCreate, {
@@ -20,25 +23,27 @@ function CreateUser({ onCreated }: { onCreated: () => unknown }) {
           email: values.email!,
           username: values.username!,
           password: values.password!,
-          level_names: [values.level as (typeof LEVELS)[number]],
+          level_names: [level],
           ...(values.team_id ? { team_id: values.team_id } : {}),
         },
       }),
     async (user) => {
       setCreated(user.username);
+      setLevel("researcher");
+      setGeneration((g) => g + 1);
       await onCreated();
     },
   );
   return (
     <Panel title="Add a user">
       <form
+        key={generation}
         class="stack"
         noValidate
-        onSubmit={async (event) => {
+        onSubmit={(event) => {
           event.preventDefault();
-          const form = event.currentTarget;
           setCreated(null);
-          if (await create.run(formValues(form))) form.reset();
+          void create.run(formValues(event.currentTarget));
         }}
       >
         <div class="form-grid">
@@ -52,7 +57,7 @@ function CreateUser({ onCreated }: { onCreated: () => unknown }) {
             <input name="password" type="password" autoComplete="new-password" required />
           </Field>
           <Field label="Level">
-            <select name="level" defaultValue="researcher">
+            <select name="level" value={level} onChange={(event) => setLevel(event.currentTarget.value as (typeof LEVELS)[number])}>
               {LEVELS.map((level) => (
                 <option key={level} value={level}>
                   {level}
@@ -123,7 +128,7 @@ export function UsersView(_props: ViewProps) {
         <ErrorNote error={list.error} />
         {list.data ? (
           <div class="table-wrap">
-            <table>
+            <table class="system-table">
               <thead>
                 <tr>
                   <th scope="col">Username</th>

@@ -137,7 +137,7 @@ export function WorkersView(_props: ViewProps) {
         {list.data ? (
           list.data.workers.length ? (
             <div class="table-wrap">
-              <table>
+              <table class="system-table">
                 <thead>
                   <tr>
                     <th scope="col">Name</th>
