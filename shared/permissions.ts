@@ -74,6 +74,7 @@ export const ROUTE_ACCESS: Record<string, Access> = {
   "POST /api/queue/process": { level: "admin" },
   "POST /api/queue/cleanup": { level: "admin" },
   "GET /api/system/status": { level: "viewer" },
+  "GET /api/system/workers": { level: "viewer" },
 
   "GET /api/admin/workers": { level: "admin" },
   "POST /api/admin/workers": { level: "admin" },

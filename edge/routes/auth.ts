@@ -1,7 +1,8 @@
-import { createRoute, z } from "@hono/zod-openapi";
+import { createRoute } from "@hono/zod-openapi";
 import {
   ApiKeyCreate,
   ApiKeyCreated,
+  ApiKeyIdParam,
   ApiKeyList,
   ApiKey,
   FirstAdminRequest,
@@ -247,15 +248,7 @@ auth.openapi(
     summary: "Revoke an API key (your own; admins any)",
     description:
       "Refused from the next request on by the Worker instance that revoked it, and within 2 seconds by every other (an instance remembers a key it verified for 2 s). Another user's key is 404, except for admins. Audited as `api_key_revoked`.",
-    request: {
-      params: z.object({
-        key_id: z.coerce
-          .number()
-          .int()
-          .positive()
-          .openapi({ param: { name: "key_id", in: "path" }, example: 3 }),
-      }),
-    },
+    request: { params: ApiKeyIdParam },
     responses: { 200: json(ApiKey, "The revoked key"), 404: json(ErrorBody, "No such key of yours"), ...errors },
   }),
   async (c) => {

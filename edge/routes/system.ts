@@ -1,8 +1,10 @@
 import { createRoute } from "@hono/zod-openapi";
 import { ErrorBody } from "../../shared/schemas/common";
-import { SystemStatus, SystemStatusQuery } from "../../shared/schemas/system";
+import { SystemStatus, SystemStatusQuery, SystemWorkerList } from "../../shared/schemas/system";
 import { localView } from "../queue/stats";
 import { createRouter } from "../router";
+import { publicWorkers } from "../workers/public-view";
+import { error, json } from "./openapi";
 
 export const system = createRouter();
 
@@ -53,4 +55,17 @@ system.openapi(
       200,
     );
   },
+);
+
+system.openapi(
+  createRoute({
+    method: "get",
+    path: "/api/system/workers",
+    tags: ["System"],
+    summary: "Every GPU box and worker with its labels, status, GPUs and which job holds each (any level)",
+    description:
+      "What the dashboard's \"GPUs and workers\" view shows to every user: name, role (`local`: this service's own box), status (`connecting`, `IDLE`, `busy`, `draining`, `offline`), labels, `last_seen` (last heartbeat) and per GPU its index, name, memory and the running job that holds it (a job on a remote worker holds all its GPUs). Never a token or its hash, nor the host's name: those are in the admin's `GET /api/admin/workers` (tokens never).",
+    responses: { 200: json(SystemWorkerList, "Workers, the local box first"), 401: error("No valid credential") },
+  }),
+  async (c) => c.json({ workers: await publicWorkers(c.get("db")) }, 200),
 );

@@ -61,6 +61,15 @@ export const ApiKeyCreated = ApiKey.extend({
   key: z.string().openapi({ description: "The whole key. Shown only in this answer; store it now.", example: "st_Ab3dE9xQ…" }),
 }).openapi("ApiKeyCreated");
 
+/** The key of DELETE /api/cloud/auth/api-keys/{key_id}. */
+export const ApiKeyIdParam = z.object({
+  key_id: z.coerce
+    .number()
+    .int()
+    .positive()
+    .openapi({ param: { name: "key_id", in: "path" }, example: 3 }),
+});
+
 export const ApiKeyList = z.object({ keys: z.array(ApiKey) }).openapi("ApiKeyList");
 
 export const Ok = z.object({ success: z.literal(true) }).openapi("Ok");

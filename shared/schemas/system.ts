@@ -1,5 +1,6 @@
 import { z } from "@hono/zod-openapi";
-import { BooleanQuery } from "./common";
+import { BooleanQuery, Timestamp } from "./common";
+import { WORKER_STATUSES } from "./workers";
 
 export const SystemStatusQuery = z.object({
   include_allocation: BooleanQuery.default(false),
@@ -43,3 +44,29 @@ export const SystemStatus = z
       .optional(),
   })
   .openapi("SystemStatus");
+
+/** One GPU of a worker as every user may see it: what it is and which job holds it. */
+export const SystemWorkerGpu = z
+  .object({
+    index: z.number().int(),
+    name: z.string(),
+    memory_mb: z.number().int().openapi({ description: "Total memory of the device in MiB" }),
+    job_id: z.string().nullable().openapi({ description: "The running job that holds it; null when free" }),
+  })
+  .openapi("SystemWorkerGpu");
+
+/** A worker as every user may see it (GET /api/system/workers): never its token, hash or host. */
+export const SystemWorker = z
+  .object({
+    id: z.number().int(),
+    name: z.string(),
+    role: z.enum(["local", "remote"]),
+    status: z.enum(WORKER_STATUSES),
+    labels: z.record(z.string(), z.string()),
+    last_seen: Timestamp.nullable().openapi({ description: "Its last heartbeat (or registration); null when it never registered" }),
+    gpus: z.array(SystemWorkerGpu),
+    running_jobs: z.array(z.string()),
+  })
+  .openapi("SystemWorker");
+
+export const SystemWorkerList = z.object({ workers: z.array(SystemWorker) }).openapi("SystemWorkerList");
