@@ -117,6 +117,29 @@ describe.skipIf(!HAS_CHROMIUM)("the queue and submit views", () => {
   );
 
   it(
+    "creates an environment from the demo example, chosen at once for the submission; a name taken is refused beside it",
+    async () => {
+      const { page } = await open("otto", "#/submit");
+      const panel = page.locator("#from-example");
+      await panel.getByRole("combobox", { name: "Example" }).selectOption("demo");
+      await panel.getByRole("textbox", { name: /^New environment's name/ }).fill("otto-demo");
+      await panel.getByRole("button", { name: "Create from example" }).click();
+      await until(
+        "the new environment chosen",
+        async () => (await page.getByRole("combobox", { name: /^Environment/ }).inputValue()) === "otto-demo",
+      );
+      const created = await t.call("GET", "/api/configs/otto-demo", { auth: { key: otto.key } });
+      expect([created.status, created.body.owner, created.body.config["--model_family"]]).toEqual([200, "otto", "demo"]);
+      await panel.getByRole("button", { name: "Create from example" }).click();
+      await panel.getByRole("alert").waitFor();
+      expect(
+        (await t.call("GET", "/api/configs", { auth: { key: otto.key } })).body.environments.filter((e: any) => e.name === "otto-demo"),
+      ).toHaveLength(1);
+    },
+    T,
+  );
+
+  it(
     "lists the jobs with position, owner, priority and why they wait, and job-provided text as text",
     async () => {
       const second = await submit(rita.key, { metadata: { run_name: XSS } });

@@ -1,15 +1,18 @@
 import type { ComponentChildren } from "preact";
 import { useEffect, useRef } from "preact/hooks";
 
+let viewsShown = 0;
+
 /**
- * One view: its heading (focused when the view opens, so keyboard and screen-reader users land
+ * One view: its heading (focused when another view opens, so keyboard and screen-reader users land
  * on it), optional actions beside it, and its content.
  */
 export function Page({ title, actions, children }: { title: string; actions?: ComponentChildren; children: ComponentChildren }) {
   const heading = useRef<HTMLHeadingElement>(null);
   useEffect(() => {
     document.title = `${title} · Training service`;
-    heading.current?.focus({ preventScroll: true });
+    // Not on the page's first view: there the first Tab must still reach the skip link.
+    if (viewsShown++ > 0) heading.current?.focus({ preventScroll: true });
   }, [title]);
   return (
     <section class="page" aria-labelledby="page-title">
