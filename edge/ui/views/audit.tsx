@@ -163,8 +163,7 @@ export function AuditView(_props: ViewProps) {
       {list.data ? (
         <>
           <div class="table-wrap">
-            <table aria-busy={list.loading}>
-              <caption class="visually-hidden">Audit entries, newest first</caption>
+            <table aria-busy={list.loading} aria-label="Audit entries, newest first">
               <thead>
                 <tr>
                   <th scope="col">#</th>
@@ -188,7 +187,7 @@ export function AuditView(_props: ViewProps) {
                     <td>{entry.target ?? "-"}</td>
                     <td>{entry.client_ip ?? "-"}</td>
                     <td>
-                      <code class="audit-details">{Object.keys(entry.details).length ? JSON.stringify(entry.details, null, 1) : "-"}</code>
+                      <code class="audit-details">{Object.keys(entry.details).length ? JSON.stringify(entry.details) : "-"}</code>
                     </td>
                   </tr>
                 ))}
