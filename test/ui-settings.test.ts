@@ -103,6 +103,8 @@ describe.skipIf(!HAS_CHROMIUM)("the settings views (limits, cloud, metrics, audi
     await toggle.click();
     await dialog.waitFor();
     expect(await page.evaluate(() => document.activeElement?.closest("dialog") !== null)).toBe(true);
+    expect(await seriousA11yViolations(page)).toEqual([]);
+    await screenshot(page, "cloud-confirm");
     await dialog.getByRole("button", { name: "Cancel" }).click();
     await dialog.waitFor({ state: "hidden" });
     expect(await toggle.isChecked()).toBe(true);

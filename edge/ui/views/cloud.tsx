@@ -312,7 +312,7 @@ function insecureConfirmed(): boolean {
  * The `ssl_verify` switch: saved the moment it changes. Turning it off first asks, in a dialog,
  * once per browser session.
  */
-function SslVerifySwitch({ provider, initial }: { provider: string; initial: boolean }) {
+function SslVerifySwitch({ provider, initial, onSaved }: { provider: string; initial: boolean; onSaved: (answer: Provider) => void }) {
   const [verify, setVerify] = useState(initial);
   const [note, setNote] = useState<string | null>(null);
   const dialog = useRef<HTMLDialogElement>(null);
@@ -324,6 +324,7 @@ function SslVerifySwitch({ provider, initial }: { provider: string; initial: boo
         body: on ? { ssl_verify: true } : { ssl_verify: false, confirm_insecure: true },
       }),
     (answer) => {
+      onSaved(answer);
       setVerify(answer.ssl_verify);
       setNote(answer.ssl_verify ? "Certificates are verified again; saved." : "Certificate checks are off; saved.");
     },
@@ -363,7 +364,7 @@ function SslVerifySwitch({ provider, initial }: { provider: string; initial: boo
         <h2 id="insecure-title">Turn certificate verification off?</h2>
         <p id="insecure-text">
           Calls to <strong>{provider}</strong> will accept any certificate, so anyone on the network path can read or change them, the API
-          token included. This confirmation is remembered until you close the browser.
+          token included. You are not asked again in this browser tab.
         </p>
         <div class="row">
           <button
@@ -409,12 +410,18 @@ function ProviderSettingsForm({ provider }: { provider: string }) {
   const loaded = useLoad(() => call(endpoints.providerSettings, { params: { provider } }), [provider]);
   const [settings, setSettings] = useState<Provider | undefined>(undefined);
   const [saved, setSaved] = useState<string | null>(null);
-  useEffect(() => setSettings(loaded.data), [loaded.data]);
+  // Kept apart from `settings`: a switch saved on its own must not reset the form's unsaved edits.
+  const [updatedAt, setUpdatedAt] = useState<string | null>(null);
+  useEffect(() => {
+    setSettings(loaded.data);
+    setUpdatedAt(loaded.data?.updated_at ?? null);
+  }, [loaded.data]);
   const [draft, set] = useDraft(settings, providerDraft);
   const save = useAction(
     (body: z.input<typeof ProviderSettingsUpdate>) => call(endpoints.providerSettingsUpdate, { params: { provider }, body }),
     (answer) => {
       setSettings(answer);
+      setUpdatedAt(answer.updated_at);
       setSaved(`Settings of ${provider} saved; later calls use them.`);
     },
   );
@@ -423,7 +430,12 @@ function ProviderSettingsForm({ provider }: { provider: string }) {
   const text = (name: string) => <TextInput draft={draft} set={set} name={name} />;
   return (
     <div class="stack">
-      <SslVerifySwitch key={provider} provider={provider} initial={settings.ssl_verify} />
+      <SslVerifySwitch
+        key={provider}
+        provider={provider}
+        initial={settings.ssl_verify}
+        onSaved={(answer) => setUpdatedAt(answer.updated_at)}
+      />
       <form
         class="stack settings-form"
         aria-label={`Settings of ${provider}`}
@@ -487,7 +499,7 @@ function ProviderSettingsForm({ provider }: { provider: string }) {
           </div>
         </fieldset>
         <p class="muted">
-          Webhook signing secret: {settings.webhook_secret_set ? "set" : "not set"} · last changed {formatTime(settings.updated_at)}
+          Webhook signing secret: {settings.webhook_secret_set ? "set" : "not set"} · last changed {formatTime(updatedAt)}
         </p>
         <div class="row">
           <button type="submit" class="primary" disabled={save.busy}>
