@@ -2,6 +2,7 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { PROVIDERS } from "../../shared/providers";
 import {
   ProviderList,
+  ProviderParam,
   ProviderSettings,
   ProviderSettingsUpdate,
   ReceivedWebhookList,
@@ -31,12 +32,6 @@ import { error, json, jsonBody } from "./openapi";
 export const providersRoutes = createRouter();
 
 const tags = ["Providers"];
-const ProviderParam = z.object({
-  provider: z
-    .string()
-    .max(64)
-    .openapi({ param: { name: "provider", in: "path" }, example: "replicate" }),
-});
 const errors = {
   401: error("No valid credential"),
   403: error("Not an admin"),

@@ -1,2 +1,46 @@
+import { AuditList, AuditQuery, AuditVerification } from "../schemas/audit";
+import { CloudSettings, CloudSettingsUpdate, HardwareRates } from "../schemas/cloud";
+import { MetricsConfig, MetricsConfigUpdate, MetricsPreviewQuery, MetricTemplateParam } from "../schemas/metrics";
+import { ProviderList, ProviderParam, ProviderSettings, ProviderSettingsUpdate } from "../schemas/providers";
+import { ApprovalRules, ApprovalRulesUpdate, ConcurrencySettings, ConcurrencyUpdate } from "../schemas/queue";
+import { endpoint } from "./endpoint";
+
 /** Settings: limits, approval rules, cloud and provider settings, rates, metrics, audit. Part of `endpoints` (./endpoints.ts); each with its route's own schemas. */
-export const settingsEndpoints = {} as const;
+export const settingsEndpoints = {
+  // ---- queue limits and approval rules (spec 2.3)
+  concurrency: endpoint({ method: "GET", path: "/api/queue/concurrency", response: ConcurrencySettings }),
+  concurrencyUpdate: endpoint({ method: "POST", path: "/api/queue/concurrency", body: ConcurrencyUpdate, response: ConcurrencySettings }),
+  approvalRules: endpoint({ method: "GET", path: "/api/queue/approval-rules", response: ApprovalRules }),
+  approvalRulesUpdate: endpoint({ method: "PUT", path: "/api/queue/approval-rules", body: ApprovalRulesUpdate, response: ApprovalRules }),
+
+  // ---- cloud settings, rates and providers (spec 1, 2.8)
+  cloudSettings: endpoint({ method: "GET", path: "/api/cloud/settings", response: CloudSettings }),
+  cloudSettingsUpdate: endpoint({ method: "PUT", path: "/api/cloud/settings", body: CloudSettingsUpdate, response: CloudSettings }),
+  cloudRates: endpoint({ method: "GET", path: "/api/cloud/rates", response: HardwareRates }),
+  cloudRatesUpdate: endpoint({ method: "PUT", path: "/api/cloud/rates", body: HardwareRates, response: HardwareRates }),
+  cloudProviders: endpoint({ method: "GET", path: "/api/cloud/providers", response: ProviderList }),
+  providerSettings: endpoint({ method: "GET", path: "/api/cloud/providers/{provider}", params: ProviderParam, response: ProviderSettings }),
+  providerSettingsUpdate: endpoint({
+    method: "PUT",
+    path: "/api/cloud/providers/{provider}",
+    params: ProviderParam,
+    body: ProviderSettingsUpdate,
+    response: ProviderSettings,
+  }),
+
+  // ---- metrics export (spec 2.12)
+  metricsConfig: endpoint({ method: "GET", path: "/api/cloud/metrics/config", response: MetricsConfig }),
+  metricsConfigUpdate: endpoint({ method: "PUT", path: "/api/cloud/metrics/config", body: MetricsConfigUpdate, response: MetricsConfig }),
+  metricsTemplate: endpoint({
+    method: "POST",
+    path: "/api/cloud/metrics/config/templates/{template}",
+    params: MetricTemplateParam,
+    response: MetricsConfig,
+  }),
+  /** Prometheus text: read the Response's text. */
+  metricsPreview: endpoint({ method: "GET", path: "/api/cloud/metrics/config/preview", query: MetricsPreviewQuery, response: "raw" }),
+
+  // ---- the audit trail
+  auditList: endpoint({ method: "GET", path: "/api/audit", query: AuditQuery, response: AuditList }),
+  auditVerify: endpoint({ method: "GET", path: "/api/audit/verify", response: AuditVerification }),
+} as const;

@@ -4,6 +4,14 @@ import { Timestamp } from "./common";
 /** A CIDR range or a single address, IPv4 or IPv6 (checked on save: edge/providers/settings.ts). */
 const AddressEntry = z.string().min(1).max(64).openapi({ example: "203.0.113.0/24" });
 
+/** The `{provider}` of a provider's paths. */
+export const ProviderParam = z.object({
+  provider: z
+    .string()
+    .max(64)
+    .openapi({ param: { name: "provider", in: "path" }, example: "replicate" }),
+});
+
 export const ProviderSummary = z
   .object({
     name: z.string().openapi({ example: "replicate" }),
