@@ -226,6 +226,31 @@ describe.skipIf(!HAS_CHROMIUM)("the job view in a browser", () => {
     await page.getByText("The job has ended (completed)").waitFor();
     expect(await page.getByRole("button", { name: "Stop training" }).count()).toBe(0);
     expect(problems).toEqual([]);
-    for (const dashboard of pages) expect(dashboard.problems).toEqual([]);
   }, 90_000);
+
+  it("runs the demo from the browser alone: created from the example, checked, submitted, then seen to start, preview and finish", async () => {
+    const dashboard = await openDashboard(browser, t, { cookie: rita.cookie, hash: "#/submit" });
+    pages.push(dashboard);
+    const { page, problems } = dashboard;
+    const fromExample = page.locator("#from-example");
+    await fromExample.getByRole("combobox", { name: "Example" }).selectOption("demo");
+    await fromExample.getByRole("textbox", { name: /^New environment's name/ }).fill("rita-demo");
+    await fromExample.getByRole("button", { name: "Create from example" }).click();
+    await until(
+      "the new environment chosen",
+      async () => (await page.getByRole("combobox", { name: /^Environment/ }).inputValue()) === "rita-demo",
+    );
+    await page.getByRole("button", { name: "Check" }).click();
+    await page.getByRole("heading", { name: "If you submit now" }).waitFor();
+    await page.getByRole("button", { name: "Submit", exact: true }).click();
+    await page.waitForURL(/#\/jobs\/[^/?]+$/);
+    const status = page.locator(".job-terms .badge");
+    await status.filter({ hasText: "running" }).waitFor({ timeout: 45_000 });
+    // The shipped demo validates at step 25 with previews every 4 inference steps.
+    await page.locator('img[alt^="validation preview, step"]').first().waitFor({ timeout: 45_000 });
+    await until("the loss plot to show a loss", async () => /loss \d/.test((await page.locator(".plot-summary").textContent()) ?? ""));
+    await status.filter({ hasText: "completed" }).waitFor({ timeout: 45_000 });
+    expect(problems).toEqual([]);
+    for (const dashboard of pages) expect(dashboard.problems).toEqual([]);
+  }, 120_000);
 });
