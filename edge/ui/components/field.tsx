@@ -16,3 +16,8 @@ export function Field({ label, hint, children }: { label: string; hint?: string;
     </label>
   );
 }
+
+/** A form's values by field name, as strings. */
+export function formValues(form: HTMLFormElement): Record<string, string> {
+  return Object.fromEntries([...new FormData(form)].map(([k, v]) => [k, String(v)]));
+}

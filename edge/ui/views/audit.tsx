@@ -6,6 +6,7 @@ import { ErrorNote } from "../components/error-note";
 import { Field } from "../components/field";
 import { formatTime } from "../components/format";
 import { Page, Panel } from "../components/page";
+import { PageSizeField, useCursorPages } from "../components/paging";
 import { useAction, useLoad } from "../components/use-load";
 import { replaceQuery, route } from "../router";
 import type { ViewProps } from "../views";
@@ -96,15 +97,7 @@ function FilterForm({ filters }: { filters: Filters }) {
       <Field label="Until">
         <input name="until" type="datetime-local" value={draft.until ?? ""} onInput={(e) => edit({ until: e.currentTarget.value })} />
       </Field>
-      <Field label="Per page">
-        <select name="limit" value={draft.limit} onChange={(e) => edit({ limit: e.currentTarget.value })}>
-          {PAGE_SIZES.map((size) => (
-            <option key={size} value={size}>
-              {size}
-            </option>
-          ))}
-        </select>
-      </Field>
+      <PageSizeField sizes={PAGE_SIZES} value={draft.limit} onChange={(limit) => edit({ limit })} />
       <button type="submit">Apply</button>
       <button type="button" onClick={() => replaceQuery({})}>
         Clear
@@ -123,10 +116,8 @@ export function AuditView(_props: ViewProps) {
     limit: PAGE_SIZES.includes(query.get("limit") ?? "") ? query.get("limit")! : "50",
   };
   const filterKey = JSON.stringify(filters);
-  // The cursors of the pages walked so far (undefined: the newest page); the last is shown.
-  const [pages, setPages] = useState<{ key: string; cursors: (string | undefined)[] }>({ key: filterKey, cursors: [undefined] });
-  const cursors = pages.key === filterKey ? pages.cursors : [undefined];
-  const cursor = cursors[cursors.length - 1];
+  const pages = useCursorPages(filterKey);
+  const cursor = pages.cursor;
   const list = useLoad(
     () =>
       call(endpoints.auditList, {
@@ -196,24 +187,16 @@ export function AuditView(_props: ViewProps) {
           </div>
           {list.data.entries.length === 0 ? <p class="muted">No entries{filters.event_type ? " of this type" : ""}.</p> : null}
           <nav class="row" aria-label="Audit pages">
-            <button type="button" disabled={cursors.length === 1} onClick={() => setPages({ key: filterKey, cursors: [undefined] })}>
+            <button type="button" disabled={pages.index === 0} onClick={pages.first}>
               Newest
             </button>
-            <button
-              type="button"
-              disabled={cursors.length === 1}
-              onClick={() => setPages({ key: filterKey, cursors: cursors.slice(0, -1) })}
-            >
+            <button type="button" disabled={pages.index === 0} onClick={pages.back}>
               Newer
             </button>
-            <button
-              type="button"
-              disabled={!list.data.next_cursor}
-              onClick={() => setPages({ key: filterKey, cursors: [...cursors, list.data!.next_cursor ?? undefined] })}
-            >
+            <button type="button" disabled={!list.data.next_cursor} onClick={() => pages.forward(list.data!.next_cursor!)}>
               Older
             </button>
-            <span class="muted">Page {cursors.length}</span>
+            <span class="muted">Page {pages.index + 1}</span>
           </nav>
         </>
       ) : list.loading ? (

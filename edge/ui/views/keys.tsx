@@ -3,13 +3,13 @@ import type { z } from "zod";
 import type { ApiKey, ApiKeyCreated } from "../../../shared/schemas/auth";
 import { call, endpoints } from "../api";
 import { ErrorNote } from "../components/error-note";
-import { Field } from "../components/field";
+import { Field, formValues } from "../components/field";
 import { formatTime } from "../components/format";
 import { Page, Panel } from "../components/page";
 import { useAction, useLoad } from "../components/use-load";
 import { me } from "../session";
 import type { ViewProps } from "../views";
-import { ConfirmButton, formValues, OnceSecret } from "./system-parts";
+import { ConfirmButton, OnceSecret } from "../components/controls";
 import "./system.css";
 
 type Key = z.output<typeof ApiKey>;

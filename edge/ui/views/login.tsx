@@ -1,13 +1,9 @@
 import { useState } from "preact/hooks";
 import { call, endpoints } from "../api";
 import { ErrorNote } from "../components/error-note";
-import { Field } from "../components/field";
+import { Field, formValues } from "../components/field";
 import { useAction, useLoad } from "../components/use-load";
 import { loadSession, sessionEnded } from "../session";
-
-function formValues(form: HTMLFormElement): Record<string, string> {
-  return Object.fromEntries([...new FormData(form)].map(([k, v]) => [k, String(v)]));
-}
 
 /** Creates the first admin while the service has no user (what `npm start` asks for first). */
 function FirstAdminForm() {

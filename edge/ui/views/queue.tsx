@@ -6,6 +6,7 @@ import { ErrorNote } from "../components/error-note";
 import { Field } from "../components/field";
 import { formatDuration, formatTime } from "../components/format";
 import { Page, Panel } from "../components/page";
+import { PageSizeField, useCursorPages } from "../components/paging";
 import { Plot } from "../components/plot";
 import { useAction, useLoad } from "../components/use-load";
 import { href, replaceQuery, route } from "../router";
@@ -160,9 +161,8 @@ function HistoryPanel({ filters }: { filters: Filters }) {
 }
 
 function JobsPanel({ filters }: { filters: Filters }) {
-  // The cursors of the pages before this one; the last is this page's.
-  const [cursors, setCursors] = useState<string[]>([]);
-  const cursor = cursors.at(-1);
+  const pages = useCursorPages();
+  const cursor = pages.cursor;
   const jobs = useLoad(async () => {
     const page = await call(endpoints.queueList, {
       query: {
@@ -173,7 +173,7 @@ function JobsPanel({ filters }: { filters: Filters }) {
       },
     });
     // Which page this is travels with it: the previous page stays shown while the next loads.
-    return { ...page, first: cursors.length * Number(filters.limit) };
+    return { ...page, first: pages.index * Number(filters.limit) };
   }, [cursor]);
   const page = jobs.data;
   return (
@@ -214,10 +214,10 @@ function JobsPanel({ filters }: { filters: Filters }) {
         <p class="muted">Loading…</p>
       ) : null}
       <nav class="row pager" aria-label="Pages of jobs">
-        <button type="button" disabled={cursors.length === 0 || jobs.loading} onClick={() => setCursors(cursors.slice(0, -1))}>
+        <button type="button" disabled={pages.index === 0 || jobs.loading} onClick={pages.back}>
           Previous
         </button>
-        <button type="button" disabled={!page?.next_cursor || jobs.loading} onClick={() => setCursors([...cursors, page!.next_cursor!])}>
+        <button type="button" disabled={!page?.next_cursor || jobs.loading} onClick={() => pages.forward(page!.next_cursor!)}>
           Next
         </button>
         <button type="button" disabled={jobs.loading} onClick={() => void jobs.reload()}>
@@ -256,15 +256,7 @@ function Filters({ filters }: { filters: Filters }) {
           My jobs
         </button>
       ) : null}
-      <Field label="Per page">
-        <select value={filters.limit} onChange={(event) => setFilter(filters, { limit: event.currentTarget.value })}>
-          {PAGE_SIZES.map((size) => (
-            <option key={size} value={size}>
-              {size}
-            </option>
-          ))}
-        </select>
-      </Field>
+      <PageSizeField sizes={PAGE_SIZES} value={filters.limit} onChange={(limit) => setFilter(filters, { limit })} />
     </form>
   );
 }

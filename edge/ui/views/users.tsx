@@ -2,12 +2,11 @@ import { useState } from "preact/hooks";
 import { LEVELS } from "../../../shared/levels";
 import { call, endpoints } from "../api";
 import { ErrorNote } from "../components/error-note";
-import { Field } from "../components/field";
+import { Field, formValues } from "../components/field";
 import { formatTime } from "../components/format";
 import { Page, Panel } from "../components/page";
 import { useAction, useLoad } from "../components/use-load";
 import type { ViewProps } from "../views";
-import { formValues } from "./system-parts";
 import "./system.css";
 
 /** The new-user form; the service's 422 names each invalid field beside it. */

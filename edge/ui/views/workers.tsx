@@ -3,13 +3,14 @@ import type { z } from "zod";
 import type { Worker, WorkerCreated } from "../../../shared/schemas/workers";
 import { call, endpoints } from "../api";
 import { ErrorNote } from "../components/error-note";
-import { Field } from "../components/field";
+import { Field, formValues } from "../components/field";
 import { formatTime } from "../components/format";
 import { Page, Panel } from "../components/page";
 import { useAction, useLoad } from "../components/use-load";
 import { href } from "../router";
 import type { ViewProps } from "../views";
-import { ConfirmButton, formValues, Labels, OnceSecret, WorkerStatus } from "./system-parts";
+import { ConfirmButton, OnceSecret } from "../components/controls";
+import { Labels, WorkerStatus } from "./system-parts";
 import "./system.css";
 
 type Created = z.output<typeof WorkerCreated>;
