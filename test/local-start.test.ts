@@ -73,11 +73,12 @@ describe("npm start", () => {
     await expect.poll(() => run.output().stderr, { timeout: 30_000, interval: 200 }).toContain("Training service is up");
     const { stderr } = run.output();
     expect(stderr).toContain(`http://127.0.0.1:${port}`);
+    expect(stderr).toContain(`Next: open http://127.0.0.1:${port}/ in a browser to create the first admin, or:`);
     expect(stderr).toContain(`/api/cloud/auth/setup/first-admin`);
     expect(await (await fetch(`http://127.0.0.1:${port}/api/cloud/health/live`)).json()).toEqual({ status: "ok" });
     // The printed one-time setup token creates the first admin from another machine (here: one a
     // local proxy forwards); without it nothing is created.
-    const setupToken = /"setup_token":"([A-Za-z0-9_-]{32})"/.exec(stderr)?.[1];
+    const setupToken = /give the setup token ([A-Za-z0-9_-]{32}) /.exec(stderr)?.[1];
     expect(setupToken).toBeDefined();
     const firstAdmin = (extra: Record<string, string>) =>
       fetch(`http://127.0.0.1:${port}/api/cloud/auth/setup/first-admin`, {

@@ -23,13 +23,13 @@ async function main(): Promise<void> {
     ``,
     `Training service is up on ${scheme}://${settings.host}:${stack.url.port}  (data: ${stack.dataDir})`,
     ...(settings.tls ? [`  HTTPS with the certificate in ${settings.tls.certFile}`] : []),
-    `  API docs:  ${base}/docs   health: ${base}/api/cloud/health`,
+    `  Dashboard: ${base}/   API docs: ${base}/docs   health: ${base}/api/cloud/health`,
     setup.needs_setup
-      ? `  Next: create the first admin:\n    curl -c cookies.txt -H 'Content-Type: application/json' -d '{"email":"you@example.com","username":"admin","password":"choose-a-long-one"}' ${base}/api/cloud/auth/setup/first-admin\n` +
+      ? `  Next: open ${base}/ in a browser to create the first admin, or:\n    curl -c cookies.txt -H 'Content-Type: application/json' -d '{"email":"you@example.com","username":"admin","password":"choose-a-long-one"}' ${base}/api/cloud/auth/setup/first-admin\n` +
         (settings.bindings?.SETUP_TOKEN
-          ? `  From another machine, add "setup_token" with the SETUP_TOKEN you set`
-          : `  From another machine, add "setup_token":"${stack.setupToken}" (a one-time setup token, new at each start; SETUP_TOKEN sets your own)`)
-      : `  Next: log in:  curl -c cookies.txt -H 'Content-Type: application/json' -d '{"username":"…","password":"…"}' ${base}/api/cloud/auth/login`,
+          ? `  From another machine, give the SETUP_TOKEN you set (the form's Setup token, or "setup_token")`
+          : `  From another machine, give the setup token ${stack.setupToken} (the form's Setup token, or "setup_token"; one-time, new at each start; SETUP_TOKEN sets your own)`)
+      : `  Next: log in at ${base}/, or:  curl -c cookies.txt -H 'Content-Type: application/json' -d '{"username":"…","password":"…"}' ${base}/api/cloud/auth/login`,
     `  Stop with Ctrl-C; everything is kept in the data directory.`,
     ``,
   ];

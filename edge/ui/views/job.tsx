@@ -164,6 +164,8 @@ function Control({
 
 function Controls({ jobId, status, reload }: { jobId: string; status: string; reload: () => unknown }) {
   const running = status === "running";
+  // An ended job takes no command: no empty panel.
+  if (!running && !ACTIVE.includes(status)) return null;
   return (
     <Panel title="Controls">
       <div class="job-controls">
