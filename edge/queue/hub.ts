@@ -21,7 +21,7 @@ const KEEPALIVE_MS = 15_000;
 /** Unread bytes a watcher may hold before it is given up (thousands of changes; it reconnects and reloads). */
 const MAX_UNREAD_BYTES = 1024 * 1024;
 /** The lease's job id in event_watchers. */
-export const QUEUE_WATCH_ID = "queue";
+const QUEUE_WATCH_ID = "queue";
 const encoder = new TextEncoder();
 
 interface Watcher {

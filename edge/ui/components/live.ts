@@ -77,6 +77,9 @@ export function useQueueChanges(onChange: () => void): LiveState {
 /**
  * The words for a live state: "Connecting…" before the stream was first live, "Reconnecting…"
  * after, and what to do while it is off.
+ *
+ * @example
+ * <span role="status" aria-live="polite">{useLiveText(useQueueChanges(reload))}</span>
  */
 export function useLiveText(state: LiveState): string {
   const wasLive = useRef(false);
