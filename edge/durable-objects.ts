@@ -1,5 +1,6 @@
 import type { CloudJobNamespace } from "./cloud/cloud-job-types";
 import type { EventsHubNamespace } from "./jobs/hub-types";
+import type { QueueHubNamespace } from "./queue/hub-types";
 import type { MetricsNamespace } from "./metrics/collector-types";
 import type { RateLimiterNamespace } from "./ratelimit/limiter-types";
 import type { SchedulerNamespace } from "./scheduler/types";
@@ -49,6 +50,8 @@ export const DURABLE_OBJECTS = {
   METRICS: durableObject<MetricsNamespace>("MetricsCollector", "v5-metrics"),
   /** One Durable Object per cloud job (named by job id): sends it to its provider and tracks it to the end. */
   CLOUD_JOBS: durableObject<CloudJobNamespace>("CloudJob", "v6-cloud-jobs"),
+  /** The queue hub Durable Object (one, named "main"): jobs' status changes, live, to the queue's watchers. */
+  QUEUE_HUB: durableObject<QueueHubNamespace>("QueueHub", "v7-queue-hub"),
 } as const;
 
 /** The Durable Object bindings of Env, typed from DURABLE_OBJECTS. */

@@ -8,6 +8,7 @@ export { WorkerChannel } from "./workers/channel";
 export { RateLimiter } from "./ratelimit/limiter";
 export { MetricsCollector } from "./metrics/collector";
 export { CloudJob } from "./cloud/cloud-job";
+export { QueueHub } from "./queue/hub";
 
 const app = createApp();
 

@@ -60,6 +60,7 @@ export const ROUTE_ACCESS: Record<string, Access> = {
   "GET /api/queue/stats": { level: "viewer" },
   "GET /api/queue/me": { level: "viewer" },
   "GET /api/queue/history": { level: "viewer" },
+  "GET /api/queue/changes": { level: "viewer" },
   "GET /api/queue/position/{job_id}": { level: "viewer" },
   "GET /api/queue/jobs/{job_id}": { level: "viewer" },
   "POST /api/queue/submit": { level: "researcher" },

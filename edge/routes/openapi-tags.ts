@@ -373,6 +373,13 @@ curl -s "$BASE/api/training/config?job_id=local-3f9c2a1b04de" -H "X-API-Key: $KE
   \`next_cursor\` (null at the end) and take it back as \`cursor\`, so a client walks every entry once, without
   duplicates or gaps, while new jobs arrive. A malformed cursor, or one from another listing, is 422
   \`invalid_cursor\`. Each operation says which order its pages have; \`position\` gives the scheduling order.
+- **Live.** \`GET /api/queue/changes\` is a server-sent events stream (\`curl -N\`, or EventSource in a browser) that
+  says when jobs change status: \`event: ready\` once, then \`event: change\` with
+  \`{"jobs":[{"job_id","from","to"}],"at"}\` for each submission (\`from\` null), admission, approval, rejection,
+  priority change, cancel, end or retry. Only ids and statuses travel: reload \`GET /api/queue\` (or \`stats\`) to see
+  more, with your own access. Nothing is replayed after a reconnect: reload instead. The dashboard's queue and GPU
+  views follow it rather than polling. It is one of your live streams (at most 10 per user, job event streams
+  included: 429 \`too_many_watchers\` beyond).
 - **One allocator.** Every admission (a pending job to running, with its GPUs or its worker) is made by the
   Scheduler Durable Object, one decision at a time, so two submissions can never get the same GPU. It passes every
   5 s and at once on submit, cancel, approval, rejection, priority or limit change, worker registration and a

@@ -1,4 +1,4 @@
-import { createRoute } from "@hono/zod-openapi";
+import { createRoute, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { ownerScope } from "../../shared/levels";
 import { ErrorBody } from "../../shared/schemas/common";
@@ -30,6 +30,7 @@ import { auditLater, changedFields } from "../audit/trail";
 import { principalOf } from "../middleware/authorize";
 import { getEntry, listEntries, toQueueEntry, userEntries, userIdNamed, visibleEntry, type EntryRow } from "../queue/entries";
 import { readQueueHistory } from "../queue/history";
+import { queueHubOf } from "../queue/hub-types";
 import { queueStats } from "../queue/stats";
 import { submitAnswer } from "../queue/answer";
 import { applyEffects } from "../jobs/lifecycle/effects";
@@ -148,6 +149,27 @@ queue.openapi(
     responses: { 200: json(QueueHistory, "The buckets, oldest first"), 401: errors[401], 422: errors[422] },
   }),
   async (c) => c.json(await readQueueHistory(c.get("db"), c.req.valid("query").hours), 200),
+);
+
+queue.openapi(
+  createRoute({
+    method: "get",
+    path: "/api/queue/changes",
+    tags,
+    summary: "Jobs' status changes, live: server-sent events",
+    description:
+      'A server-sent events stream that says when jobs change status, so a client reloads what it shows of the queue instead of polling. First `event: ready` (data `{"at"}`), then for every change (a submission, an admission, an approval or rejection, a priority change, a cancel, a job ending or sent back to the queue) one `event: change` with data `{"jobs":[{"job_id","from","to"}],"at"}` (`from` null for a new job; the same status for a priority change). Only ids and statuses, which `GET /api/queue` shows everyone: read the rest there, with your own access. Nothing is replayed: after a reconnect, reload the queue. Keep-alive comments every 15 s. The stream counts as one of your live streams (at most 10 per user with the job event streams; 429 `too_many_watchers` beyond).',
+    responses: {
+      200: { description: "Event stream", content: { "text/event-stream": { schema: z.string() } } },
+      401: errors[401],
+      429: json(ErrorBody, "Too many live streams for this user"),
+    },
+  }),
+  async (c) => {
+    const target = new URL("https://hub/changes");
+    target.searchParams.set("user_id", String(principalOf(c).user.id)); // the hub leases each user's watchers
+    return (await queueHubOf(c.env).fetch(new Request(target))) as never;
+  },
 );
 
 queue.openapi(

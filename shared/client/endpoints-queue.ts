@@ -19,6 +19,8 @@ export const queueEndpoints = {
     body: PriorityUpdate,
     response: JobActionResult,
   }),
+  /** Server-sent events: `ready`, then `change` {jobs: [{job_id, from, to}], at} (open with EventSource at client.url(...)). */
+  queueChanges: endpoint({ method: "GET", path: "/api/queue/changes", response: "raw" }),
   queueHistory: endpoint({ method: "GET", path: "/api/queue/history", query: QueueHistoryQuery, response: QueueHistory }),
   // The environments a submission can name.
   configList: endpoint({ method: "GET", path: "/api/configs", query: ConfigListQuery, response: EnvironmentList }),

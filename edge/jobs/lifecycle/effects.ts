@@ -7,6 +7,7 @@ import { schedulerOf } from "../../scheduler/stub";
 import { channelOf } from "../../workers/channel-types";
 import { hubOf } from "../hub-types";
 import { cloudJobOf } from "../../cloud/cloud-job-types";
+import { queueHubOf } from "../../queue/hub-types";
 
 /*
  * The effects of a job transition, applied in one place (ARCHITECTURE "Job lifecycle"). A
@@ -15,7 +16,8 @@ import { cloudJobOf } from "../../cloud/cloud-job-types";
  * a scheduler pass when capacity was freed or a job became pending, a wake-up for each runner
  * that must act, the events hub's end (watchers' `end` event and the lifecycle webhook) for
  * every job that reached a terminal status, the `job.retrying` webhook for a running job sent
- * back to the queue, and the audit entries the transition owes.
+ * back to the queue, the queue hub's `change` event to the queue's live watchers (every change with
+ * jobs, a priority change or an approval included), and the audit entries the transition owes.
  */
 
 export type JobStatus = "pending" | "running" | "blocked" | "completed" | "failed" | "cancelled";
@@ -53,7 +55,7 @@ export interface Actor {
 }
 
 export interface EffectsContext {
-  env: Pick<Env, "SCHEDULER" | "EVENTS_HUB" | "WORKER_CHANNEL" | "CLOUD_JOBS">;
+  env: Pick<Env, "SCHEDULER" | "EVENTS_HUB" | "WORKER_CHANNEL" | "CLOUD_JOBS" | "QUEUE_HUB">;
   db: Database;
   log: Logger;
   actor: Actor | null;
@@ -101,6 +103,13 @@ export async function applyEffects(ctx: EffectsContext, change: Change): Promise
           change.jobs.map((j) => j.jobId),
         )
         .catch(warn("run a scheduler pass", { trigger: ctx.trigger })),
+    );
+  }
+  if (change.jobs.length) {
+    work.push(
+      queueHubOf(env)
+        .changed(change.jobs.map((j) => ({ job_id: j.jobId, from: j.from, to: j.to })))
+        .catch(warn("tell the queue's watchers", { jobs: change.jobs.length })),
     );
   }
   const wake = new Set<number>();

@@ -1,9 +1,10 @@
-import { useMemo, useState } from "preact/hooks";
+import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import type { z } from "zod";
 import type { PublicQueueEntry, QueueEntry, QueueStats } from "../../../shared/schemas/queue";
 import { call, endpoints } from "../api";
 import { ErrorNote } from "../components/error-note";
 import { Field } from "../components/field";
+import { useLiveText, useQueueChanges, type LiveState } from "../components/live";
 import { formatDuration, formatTime } from "../components/format";
 import { Page, Panel } from "../components/page";
 import { PageSizeField, useCursorPages } from "../components/paging";
@@ -54,9 +55,21 @@ function setFilter(filters: Filters, change: Partial<Filters>) {
   });
 }
 
-/** The queue: its numbers, its depth over the last hours, and the jobs a page at a time. */
+/** Reloads `loaded` each time `changes` (a count of the queue's change bursts) moves past the count it was mounted at (its first load is its own). */
+function useReloadOn(changes: number, loaded: { reload: () => Promise<void> }) {
+  const seen = useRef(changes);
+  useEffect(() => {
+    if (changes === seen.current) return;
+    seen.current = changes;
+    void loaded.reload();
+  }, [changes]);
+}
+
+/** The queue: its numbers, its depth over the last hours, and the jobs a page at a time; all three follow the queue's change stream. */
 export function QueueView(_props: ViewProps) {
   const filters = useFilters();
+  const [changes, setChanges] = useState(0);
+  const live = useQueueChanges(() => setChanges((n) => n + 1));
   return (
     <Page
       title="Queue"
@@ -68,15 +81,16 @@ export function QueueView(_props: ViewProps) {
         ) : null
       }
     >
-      <StatsPanel />
-      <HistoryPanel filters={filters} />
-      <JobsPanel key={`${filters.status}|${filters.user}|${filters.limit}`} filters={filters} />
+      <StatsPanel changes={changes} />
+      <HistoryPanel filters={filters} changes={changes} />
+      <JobsPanel key={`${filters.status}|${filters.user}|${filters.limit}`} filters={filters} changes={changes} live={live} />
     </Page>
   );
 }
 
-function StatsPanel() {
+function StatsPanel({ changes }: { changes: number }) {
   const stats = useLoad(() => call(endpoints.queueStats, {}), []);
+  useReloadOn(changes, stats);
   const s: z.output<typeof QueueStats> | undefined = stats.data;
   return (
     <Panel title="Now" id="queue-now">
@@ -119,9 +133,10 @@ function StatsPanel() {
   );
 }
 
-function HistoryPanel({ filters }: { filters: Filters }) {
+function HistoryPanel({ filters, changes }: { filters: Filters; changes: number }) {
   const hours = Number(filters.hours);
   const history = useLoad(() => call(endpoints.queueHistory, { query: { hours } }), [hours]);
+  useReloadOn(changes, history);
   const data = useMemo((): [number[], ...(number | null)[][]] | null => {
     const buckets = history.data?.buckets;
     if (!buckets) return null;
@@ -160,7 +175,7 @@ function HistoryPanel({ filters }: { filters: Filters }) {
   );
 }
 
-function JobsPanel({ filters }: { filters: Filters }) {
+function JobsPanel({ filters, changes, live }: { filters: Filters; changes: number; live: LiveState }) {
   const pages = useCursorPages();
   const cursor = pages.cursor;
   const jobs = useLoad(async () => {
@@ -175,6 +190,9 @@ function JobsPanel({ filters }: { filters: Filters }) {
     // Which page this is travels with it: the previous page stays shown while the next loads.
     return { ...page, first: pages.index * Number(filters.limit) };
   }, [cursor]);
+  // The page being shown again, at its own cursor: a change never moves the reader to another page.
+  useReloadOn(changes, jobs);
+  const liveText = useLiveText(live);
   const page = jobs.data;
   return (
     <Panel title="Jobs" id="queue-jobs">
@@ -223,6 +241,9 @@ function JobsPanel({ filters }: { filters: Filters }) {
         <button type="button" disabled={jobs.loading} onClick={() => void jobs.reload()}>
           Reload
         </button>
+        <span class={`muted live-note live-${live}`} role="status" aria-live="polite">
+          {liveText}
+        </span>
       </nav>
     </Panel>
   );

@@ -3,6 +3,7 @@ import type { SystemStatus, SystemWorker } from "../../../shared/schemas/system"
 import { call, endpoints } from "../api";
 import { ErrorNote } from "../components/error-note";
 import { formatTime } from "../components/format";
+import { useLiveText, useQueueChanges } from "../components/live";
 import { Page, Panel } from "../components/page";
 import { useLoad } from "../components/use-load";
 import { href } from "../router";
@@ -103,7 +104,10 @@ function RemoteWorker({ worker }: { worker: z.output<typeof SystemWorker> }) {
   );
 }
 
-/** GPUs and workers: the GPU allocation per device on each box, and every remote worker with its labels and status. */
+/**
+ * GPUs and workers: the GPU allocation per device on each box, and every remote worker with its
+ * labels and status. Loaded again when jobs change status (they take and free GPUs when they start and end).
+ */
 export function SystemView(_props: ViewProps) {
   const loaded = useLoad(
     () =>
@@ -112,15 +116,22 @@ export function SystemView(_props: ViewProps) {
       ),
     [],
   );
+  const live = useQueueChanges(() => void loaded.reload());
+  const liveText = useLiveText(live);
   const data = loaded.data;
   const remote = data?.workers.filter((w) => w.role === "remote") ?? [];
   return (
     <Page
       title="GPUs and workers"
       actions={
-        <button type="button" onClick={() => void loaded.reload()} disabled={loaded.loading}>
-          Refresh
-        </button>
+        <>
+          <span class={`muted live-note live-${live}`} role="status" aria-live="polite">
+            {liveText}
+          </span>
+          <button type="button" onClick={() => void loaded.reload()} disabled={loaded.loading}>
+            Refresh
+          </button>
+        </>
       }
     >
       <ErrorNote error={loaded.error} />
