@@ -69,8 +69,9 @@ export function defaultRateRule(calls: number, periodSeconds: number): RateRule 
 /**
  * Never counted, whatever the method. Spec 8's list, plus the service's own forms of the same
  * things: the health probes under `/api/cloud/health` (a load balancer's probes must never be
- * refused), the job event stream `/api/training/events/stream` (long-lived), the documentation's
- * static files `/docs/assets/`, and the runner protocol `/api/workers/` (machine-to-machine
+ * refused), the live streams `/api/training/events/stream` and `/api/queue/changes` (long-lived,
+ * each bounded by the per-user limit of live streams instead), the documentation's and the
+ * dashboard's static files `/docs/assets/` and `/ui/`, and the runner protocol `/api/workers/` (machine-to-machine
  * behind admin-issued worker tokens, paced by the protocol; a runner drops an event batch the
  * edge refuses with a 4xx, so a 429 there would lose training events).
  */
@@ -79,8 +80,10 @@ export const RATE_LIMIT_EXCLUSIONS: readonly string[] = [
   "/api/cloud/health",
   "/api/events/stream",
   "/api/training/events/stream",
+  "/api/queue/changes",
   "/static/",
   "/docs/assets/",
+  "/ui/",
   "/api/cloud/hints",
   "/api/users/me",
   "/api/cloud/providers",

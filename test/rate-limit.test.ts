@@ -92,8 +92,10 @@ describe("rate rules (shared/rate-rules.ts)", () => {
       "/api/cloud/health/live",
       "/api/events/stream",
       "/api/training/events/stream",
+      "/api/queue/changes",
       "/static/app.js",
       "/docs/assets/swagger-ui.css",
+      "/ui/app.js",
       "/api/cloud/hints",
       "/api/users/me",
       "/api/cloud/providers/replicate",
@@ -102,6 +104,7 @@ describe("rate rules (shared/rate-rules.ts)", () => {
       expect(ruleOf("POST", path), path).toBeNull();
     }
     expect(ruleOf("GET", "/api/training/events")).toBe("default");
+    expect(ruleOf("GET", "/api/queue/history")).toBe("default");
   });
 });
 

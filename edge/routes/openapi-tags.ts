@@ -110,7 +110,8 @@ service's \`/api/cloud/auth/...\`, in one shared window per rule.
 | \`default\` | every other path (and the paths above with other methods) | all | \`RATE_LIMIT_CALLS\` per \`RATE_LIMIT_PERIOD\` s (100 per 60) |
 
 Never counted: \`/health\` and \`/api/cloud/health\` (with \`/live\` and \`/ready\`: a load balancer's probes are never
-refused), \`/api/events/stream\` and \`/api/training/events/stream\`, \`/static/\` and \`/docs/assets/\`, \`/api/cloud/hints\`,
+refused), the live streams \`/api/events/stream\`, \`/api/training/events/stream\` and \`/api/queue/changes\` (bounded by the
+10 live streams per user instead), \`/static/\`, \`/docs/assets/\` and the dashboard's \`/ui/\`, \`/api/cloud/hints\`,
 \`/api/users/me\`, \`/api/cloud/providers\`, and the runner protocol \`/api/workers/\` (runners hold worker tokens an admin
 issued, and a runner drops an event batch the edge refuses with a 4xx, so a 429 there would lose training events).
 
