@@ -2,9 +2,9 @@ import { DurableObject } from "cloudflare:workers";
 import { readConfig } from "../config";
 import { openDatabase, type Database } from "../db/client";
 import type { Env } from "../env";
-import { boundedWriter } from "./bounded-writer";
 import { readEvents } from "./events";
-import { claimWatcher, MAX_WATCHERS_PER_JOB, MAX_WATCHERS_PER_USER, releaseWatcher, renewWatchers } from "./watchers";
+import { LiveWatchers, sseStream, tooManyWatchers } from "./live-watchers";
+import { claimWatcher, MAX_WATCHERS_PER_JOB, MAX_WATCHERS_PER_USER } from "./watchers";
 import type { DeliveryPage, HubEvent, RetryDetail } from "./hub-types";
 import type { WebhookDelivery } from "../../shared/schemas/deliveries";
 import { getSetting } from "../settings";
@@ -22,8 +22,6 @@ import { lifecycleOf, webhookConfig, type WebhookConfig } from "../webhooks/life
  */
 
 const TERMINAL = new Set(["completed", "failed", "cancelled"]);
-const KEEPALIVE_MS = 15_000;
-const encoder = new TextEncoder();
 
 interface Watcher {
   /** Its lease in event_watchers (watchers.ts). */
@@ -45,10 +43,9 @@ interface Watcher {
 export const MAX_UNREAD_BYTES = 4 * 1024 * 1024;
 
 export class EventsHub extends DurableObject<Env> {
-  private readonly watchers = new Set<Watcher>();
+  private readonly watchers = new LiveWatchers<Watcher>(() => this.db());
   /** Watchers whose lease is being taken (fetch awaits libSQL before adding them). */
   private connecting = 0;
-  private keepalive: ReturnType<typeof setInterval> | null = null;
   private database: Database | null = null;
   /** The job's webhook receivers, read once from its environment. */
   private hooks: Promise<WebhookConfig> | null = null;
@@ -106,7 +103,7 @@ export class EventsHub extends DurableObject<Env> {
         continue;
       }
       w.end(status);
-      this.drop(w);
+      this.watchers.drop(w);
     }
     // Its storage credentials died with it: nobody can finish its open multipart uploads.
     await abortEndedUploads(this.db(), this.env.STORAGE as unknown as StorageBucket, jobId).catch(() => {});
@@ -233,14 +230,6 @@ export class EventsHub extends DurableObject<Env> {
     w.next = e.index + 1;
   }
 
-  private drop(w: Watcher): void {
-    if (this.watchers.delete(w)) void releaseWatcher(this.db(), w.id).catch(() => {});
-    if (this.watchers.size === 0 && this.keepalive) {
-      clearInterval(this.keepalive);
-      this.keepalive = null;
-    }
-  }
-
   override async fetch(request: Request): Promise<Response> {
     const url = new URL(request.url);
     const jobId = url.searchParams.get("job_id") ?? "";
@@ -277,51 +266,28 @@ export class EventsHub extends DurableObject<Env> {
         },
         ping: () => {},
       };
-      socket.addEventListener("close", () => this.drop(watcher));
-      socket.addEventListener("error", () => this.drop(watcher));
+      socket.addEventListener("close", () => this.watchers.drop(watcher));
+      socket.addEventListener("error", () => this.watchers.drop(watcher));
       response = new Response(null, { status: 101, webSocket: pair[0] });
     } else {
-      const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>();
       // A reader that falls MAX_UNREAD_BYTES behind is given up rather than buffered for.
-      const writer = boundedWriter(writable, MAX_UNREAD_BYTES, () => {
-        this.drop(watcher);
-        void writer.abort("the client read too slowly; reconnect with Last-Event-ID");
-      });
-      // The stream ended or the runtime reported the client gone (it may not: then the
-      // keep-alive's stall check below notices).
-      void writer.closed.then(() => this.drop(watcher));
-      const send = (text: string) => writer.write(encoder.encode(text));
+      const stream = sseStream(MAX_UNREAD_BYTES, "reconnect with Last-Event-ID", () => this.watchers.drop(watcher));
       watcher = {
         id,
         next: since,
         held: [],
-        drained: () => writer.drained(),
-        write: (e) => void send(`id: ${e.index}\ndata: ${JSON.stringify(e)}\n\n`),
+        drained: () => stream.writer.drained(),
+        write: (e) => void stream.send(`id: ${e.index}\ndata: ${JSON.stringify(e)}\n\n`),
         end: (status) => {
-          send(`event: end\ndata: ${JSON.stringify({ status })}\n\n`);
-          void writer.close();
+          stream.send(`event: end\ndata: ${JSON.stringify({ status })}\n\n`);
+          void stream.writer.close();
         },
-        ping: () => {
-          // A reader that has taken nothing for two keep-alives is gone (or too slow to keep).
-          if (writer.stalledFor() > 2 * KEEPALIVE_MS) {
-            this.drop(watcher);
-            void writer.abort("the client stopped reading");
-          } else send(": keep-alive\n\n");
-        },
+        ping: stream.ping,
       };
-      void send("retry: 2000\n\n");
-      response = new Response(readable, {
-        headers: { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-store", "x-accel-buffering": "no" },
-      });
+      void stream.send("retry: 2000\n\n");
+      response = stream.response;
     }
     this.watchers.add(watcher);
-    this.keepalive ??= setInterval(() => {
-      for (const w of this.watchers) w.ping();
-      void renewWatchers(
-        this.db(),
-        [...this.watchers].map((w) => w.id),
-      ).catch(() => {});
-    }, KEEPALIVE_MS);
     void this.replay(watcher, jobId);
     return response;
   }
@@ -343,16 +309,11 @@ export class EventsHub extends DurableObject<Env> {
       const ended = w.endedWhileReplaying ?? (TERMINAL.has(status) ? status : null);
       if (ended) {
         w.end(ended);
-        this.drop(w);
+        this.watchers.drop(w);
       }
     } catch {
       w.end("unknown");
-      this.drop(w);
+      this.watchers.drop(w);
     }
   }
-}
-
-/** 429 for a watcher over a limit, in the API's error shape. */
-function tooManyWatchers(detail: string): Response {
-  return Response.json({ detail, code: "too_many_watchers" }, { status: 429, headers: { "retry-after": "15" } });
 }
