@@ -25,7 +25,14 @@ export interface TestStack {
   call<T = any>(
     method: string,
     path: string,
-    options?: { json?: unknown; body?: BodyInit; auth?: Credentials; headers?: Record<string, string> },
+    options?: {
+      json?: unknown;
+      body?: BodyInit;
+      auth?: Credentials;
+      headers?: Record<string, string>;
+      /** An answer that is an event stream is not read (it may never end): its status and headers, text "". */
+      streamHeadersOnly?: boolean;
+    },
   ): Promise<Reply<T>>;
   stop(options?: { keepData?: boolean }): Promise<void>;
 }
@@ -68,6 +75,10 @@ export async function startTestStack(
         body: options.json !== undefined ? JSON.stringify(options.json) : options.body,
         redirect: "manual",
       });
+      if (options.streamHeadersOnly && response.headers.get("content-type")?.startsWith("text/event-stream")) {
+        await response.body?.cancel();
+        return { status: response.status, headers: response.headers, body: "" as any, text: "" };
+      }
       const text = await response.text();
       let body: any = text;
       try {
