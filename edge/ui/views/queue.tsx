@@ -55,15 +55,34 @@ function setFilter(filters: Filters, change: Partial<Filters>) {
   });
 }
 
-/** Reloads `loaded` each time `changes` (a count of the queue's change bursts) moves past the count it was mounted at (its first load is its own). */
-function useReloadOn(changes: number, loaded: { reload: () => Promise<void> }) {
+/**
+ * Reloads `loaded` each time `changes` (a count of the queue's change bursts) moves past the count
+ * it was mounted at (its first load is its own); with `atMostEveryMs`, a change within that time
+ * of the last reload is folded into one reload at its end (the history reads many entries, and its
+ * buckets are minutes wide: a busy queue must not make every open page read them every second).
+ */
+function useReloadOn(changes: number, loaded: { reload: () => Promise<void> }, atMostEveryMs = 0) {
   const seen = useRef(changes);
+  const last = useRef(Date.now());
+  const pending = useRef<ReturnType<typeof setTimeout> | null>(null);
   useEffect(() => {
     if (changes === seen.current) return;
     seen.current = changes;
-    void loaded.reload();
+    if (pending.current) return;
+    const reload = () => {
+      pending.current = null;
+      last.current = Date.now();
+      void loaded.reload();
+    };
+    const wait = last.current + atMostEveryMs - Date.now();
+    if (wait <= 0) reload();
+    else pending.current = setTimeout(reload, wait);
   }, [changes]);
+  useEffect(() => () => void (pending.current && clearTimeout(pending.current)), []);
 }
+
+/** The history panel follows changes at most this often. */
+const HISTORY_RELOAD_MS = 30_000;
 
 /** The queue: its numbers, its depth over the last hours, and the jobs a page at a time; all three follow the queue's change stream. */
 export function QueueView(_props: ViewProps) {
@@ -136,7 +155,7 @@ function StatsPanel({ changes }: { changes: number }) {
 function HistoryPanel({ filters, changes }: { filters: Filters; changes: number }) {
   const hours = Number(filters.hours);
   const history = useLoad(() => call(endpoints.queueHistory, { query: { hours } }), [hours]);
-  useReloadOn(changes, history);
+  useReloadOn(changes, history, HISTORY_RELOAD_MS);
   const data = useMemo((): [number[], ...(number | null)[][]] | null => {
     const buckets = history.data?.buckets;
     if (!buckets) return null;
