@@ -36,6 +36,11 @@ export interface PendingJob {
   anyGpu: boolean;
   /** USD a cloud job is estimated to cost (0 for local jobs): what it takes from the spending limit. */
   estimatedCost?: number;
+  /**
+   * How long it is expected to run once started, in ms (its --max_runtime_minutes, else the recent
+   * runs of its environment on as many GPUs: edge/scheduler/estimate.ts); null or absent: unknown.
+   */
+  expectedMs?: number | null;
 }
 
 export interface RunningJob {
@@ -46,6 +51,8 @@ export interface RunningJob {
   allocatedGpus: number[];
   /** Set when a remote worker runs it; null on the local box (or the cloud). */
   workerId: number | null;
+  /** Epoch ms it is expected to end (from its progress, else its --max_runtime_minutes); null or absent: unknown. */
+  expectedEndAt?: number | null;
 }
 
 export interface WorkerView {
