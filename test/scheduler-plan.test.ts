@@ -2,56 +2,8 @@
 // directly. test/queue.test.ts drives the same code through HTTP and the Scheduler DO.
 import { describe, expect, it } from "vitest";
 import { globMatch, matchesLabels } from "../shared/labels";
-import { CONCURRENCY_DEFAULTS, type ConcurrencySettings } from "../shared/schemas/queue";
-import { effectivePriority, planPass, type PendingJob, type RunningJob, type WorkerView } from "../edge/scheduler/plan";
-
-const NOW = Date.parse("2026-11-23T12:00:00Z");
-const MIN = 60_000;
-let nextId = 1;
-
-function job(over: Partial<PendingJob> = {}): PendingJob {
-  const id = nextId++;
-  return {
-    id,
-    jobId: `j${id}`,
-    userId: 1,
-    teamId: null,
-    priority: 10,
-    priorityOverride: null,
-    queuedAt: NOW - MIN,
-    jobType: "cloud",
-    numProcesses: 1,
-    target: "local",
-    workerLabels: null,
-    deviceIds: null,
-    anyGpu: false,
-    ...over,
-  };
-}
-const local = (over: Partial<PendingJob> = {}) => job({ jobType: "local", target: "local", ...over });
-const running = (over: Partial<RunningJob> = {}): RunningJob => ({
-  id: nextId++,
-  userId: 1,
-  teamId: null,
-  jobType: "cloud",
-  allocatedGpus: [],
-  workerId: null,
-  ...over,
-});
-const limits = (over: Partial<ConcurrencySettings> = {}) => ({ ...CONCURRENCY_DEFAULTS, ...over });
-const plan = (
-  pending: PendingJob[],
-  opts: { running?: RunningJob[]; limits?: Partial<ConcurrencySettings>; devices?: number[] | null; workers?: WorkerView[] } = {},
-) =>
-  planPass({
-    now: NOW,
-    limits: limits(opts.limits),
-    pending,
-    running: opts.running ?? [],
-    localDevices: opts.devices === undefined ? null : opts.devices,
-    workers: opts.workers ?? [],
-  });
-const ids = (xs: { jobId: string }[]) => xs.map((x) => x.jobId);
+import { effectivePriority, planPass, type PendingJob, type WorkerView } from "../edge/scheduler/plan";
+import { MIN, NOW, ids, job, limits, local, plan, running, worker as workerOf } from "./helpers/plan";
 
 describe("ordering", () => {
   it("admits higher priority first, then earlier submission, then lower id", () => {
@@ -275,14 +227,7 @@ describe("local GPUs", () => {
 });
 
 describe("remote workers", () => {
-  const worker = (id: number, over: Partial<WorkerView> = {}): WorkerView => ({
-    id,
-    labels: { gpu: "a100-80gb", zone: "eu-west" },
-    gpuCount: 8,
-    idle: true,
-    idleSince: NOW - id * MIN,
-    ...over,
-  });
+  const worker = (id: number, over: Partial<WorkerView> = {}) => workerOf(id, over);
 
   it("matches label globs and GPU count, longest-idle worker first", () => {
     const w1 = worker(1, { idleSince: NOW - 1 * MIN });

@@ -1,17 +1,27 @@
 import { matchesLabels } from "../../shared/labels";
 import type { ConcurrencySettings, WaitReason } from "../../shared/schemas/queue";
+import { Reservations, type Hold } from "./reservations";
 
 /*
  * One scheduler pass as a pure function: given what runs, what waits and what capacity exists,
  * decide everything that starts now and why each other job waits. The Scheduler DO feeds it from
- * libSQL and applies its decisions; tests and the benchmark call it directly.
+ * libSQL and applies its decisions; tests and the benchmarks call it directly.
  *
  * Order: effective priority (priority_override, else the level's priority, plus the starvation
  * boost), then submission time, then id. Every job that fits is admitted in one pass; a job that
- * does not fit is skipped, so smaller jobs behind it may backfill - until it has waited
- * `starvation_threshold_minutes`: from then on the GPUs (or workers) it could use are held for
- * it, so a stream of small jobs cannot starve a large one. A job that can never fit (more GPUs
- * than exist, no worker that could ever match) holds nothing.
+ * does not fit is skipped, so smaller jobs behind it may start - until it has waited
+ * `starvation_threshold_minutes`. From then on it holds a reservation (EASY backfill, as Slurm's
+ * backfill scheduler and Maui do it, but with run times learnt from the jobs' own progress rather
+ * than declared by users): its "shadow time" is the earliest moment enough of the GPUs it may use
+ * are expected free, from the expected ends of the jobs running on them. Until then a job behind
+ * it may take a reserved GPU only if it is expected to end before that moment, and any job may
+ * take a GPU the reserved job will not need even then. A job of unknown run time takes only such
+ * spare GPUs. When the reservation would depend on a running job whose end is unknown, or that is
+ * already past its expected end, nothing is promised: the reservation holds every GPU it could
+ * use, free ones included, until enough are free at once - so a wrong estimate can delay a
+ * reserved job by its own error at most, never push it back again and again. The same for remote
+ * workers, a worker being the unit. A job that can never fit (more GPUs than exist, no worker that
+ * could ever match) holds nothing.
  */
 
 /** Priority added per full `starvation_threshold_minutes` waited, up to the cap. */
@@ -99,6 +109,11 @@ export interface Waiting {
   effectivePriority: number;
   reason: WaitReason;
   message: string;
+  /**
+   * Set when it holds a reservation (it waited past the starvation threshold): when it is expected
+   * to start (epoch ms), or null when no start can be promised yet.
+   */
+  expectedStartAt?: number | null;
 }
 
 export interface Plan {
@@ -119,6 +134,11 @@ export function effectivePriority(
 }
 
 const list = (xs: number[]) => `[${xs.join(", ")}]`;
+/** A time in messages: UTC to the minute, as in `2026-11-24T14:05Z`. */
+const isoMinute = (ms: number) => `${new Date(ms).toISOString().slice(0, 16)}Z`;
+const minutes = (ms: number) => `${Math.max(1, Math.round(ms / 60_000))} min`;
+/** The earlier of two expected starts; null (unknown) only when neither is known. */
+const minStart = (a: number | null | undefined, b: number | null) => (a === undefined || a === null ? b : b === null ? a : Math.min(a, b));
 
 /**
  * Decides one pass.
@@ -140,6 +160,9 @@ export function planPass(input: PlanInput): Plan {
   // Local pool state.
   let localJobs = 0;
   const usedDevices = new Set<number>();
+  // Reservations for jobs waiting past the threshold, over the local GPUs and the workers.
+  const gpuPlan = new Reservations<number>(now);
+  const workerPlan = new Reservations<number>(now);
   for (const job of input.running) {
     if (job.teamId !== null) byTeam.set(job.teamId, (byTeam.get(job.teamId) ?? 0) + 1);
     if (job.jobType === "cloud") {
@@ -147,21 +170,27 @@ export function planPass(input: PlanInput): Plan {
       cloudByUser.set(job.userId, (cloudByUser.get(job.userId) ?? 0) + 1);
     } else if (job.workerId === null) {
       localJobs++;
-      for (const gpu of job.allocatedGpus) usedDevices.add(gpu);
-    }
+      for (const gpu of job.allocatedGpus) {
+        usedDevices.add(gpu);
+        gpuPlan.occupy(gpu, job.expectedEndAt);
+      }
+    } else workerPlan.occupy(job.workerId, job.expectedEndAt);
   }
   const devices = input.localDevices;
-  const heldDevices = new Map<number, string>(); // device -> job id it is held for
   const workers = [...input.workers].sort((a, b) => a.idleSince - b.idleSince || a.id - b.id);
   const takenWorkers = new Set<number>();
-  const heldWorkers = new Map<number, string>();
 
   const admitted: Admission[] = [];
   const waiting: Omit<Waiting, "position">[] = [];
   const starving = (job: PendingJob) => threshold > 0 && now - job.queuedAt >= threshold * 60_000;
+  const endOf = (job: PendingJob) => (job.expectedMs === null || job.expectedMs === undefined ? null : now + job.expectedMs);
 
   type Outcome =
     { ok: true; gpus: number[] | null; workerId: number | null } | { ok: false; reason: WaitReason; message: string; never?: boolean };
+  const allowedDevices = (job: PendingJob, devices: number[]) =>
+    job.anyGpu || !job.deviceIds?.length ? devices : job.deviceIds.filter((d) => devices.includes(d));
+  const matchingWorkers = (job: PendingJob) =>
+    workers.filter((w) => w.gpuCount >= job.numProcesses && matchesLabels(job.workerLabels, w.labels));
 
   let committedUsd = input.cloudBudget?.committedUsd ?? 0;
   function tryCloud(job: PendingJob): Outcome {
@@ -201,7 +230,7 @@ export function planPass(input: PlanInput): Plan {
   function tryLocal(job: PendingJob): Outcome {
     if (devices === null) return { ok: false, reason: "no_local_box", message: "no local GPU box is registered and online" };
     const n = job.numProcesses;
-    const allowed = job.anyGpu || !job.deviceIds?.length ? devices : job.deviceIds.filter((d) => devices.includes(d));
+    const allowed = allowedDevices(job, devices);
     if (n > allowed.length) {
       const where =
         job.anyGpu || !job.deviceIds?.length
@@ -230,76 +259,114 @@ export function planPass(input: PlanInput): Plan {
       };
     }
     const free = allowed.filter((d) => !usedDevices.has(d));
-    const open = free.filter((d) => !heldDevices.has(d));
+    const open = gpuPlan.usable(free, job.expectedMs);
     if (open.length < n) {
-      if (free.length >= n) {
-        const holder = heldDevices.get(free.find((d) => heldDevices.has(d))!)!;
-        return {
-          ok: false,
-          reason: "reserved",
-          message: `GPUs ${list(free)} are held for ${holder}, which has waited past the starvation threshold`,
-        };
-      }
+      const hold = free.length >= n ? gpuPlan.blocking(free, job.expectedMs) : undefined;
+      if (hold) return { ok: false, reason: "reserved", message: `GPUs ${list(free)} are free, but ${heldFor(hold, job)}` };
       return { ok: false, reason: "gpus_busy", message: `needs ${n} GPU(s) of ${list(allowed)}; free now: ${list(free)}` };
     }
-    return { ok: true, gpus: open.sort((a, b) => a - b).slice(0, n), workerId: null };
+    // Reserved GPUs it gives back in time first, then spare ones (Reservations.usable's order).
+    return { ok: true, gpus: open.slice(0, n).sort((a, b) => a - b), workerId: null };
   }
 
   function tryWorker(job: PendingJob): Outcome {
-    const candidates = workers.filter((w) => w.gpuCount >= job.numProcesses && matchesLabels(job.workerLabels, w.labels));
-    const available = candidates.filter((w) => w.idle && !takenWorkers.has(w.id));
-    const pick = available.find((w) => !heldWorkers.has(w.id));
-    if (pick) return { ok: true, gpus: null, workerId: pick.id };
+    const candidates = matchingWorkers(job);
+    const available = candidates.filter((w) => w.idle && !takenWorkers.has(w.id)).map((w) => w.id);
+    const pick = workerPlan.usable(available, job.expectedMs)[0];
+    if (pick !== undefined) return { ok: true, gpus: null, workerId: pick };
     const wants = `${job.workerLabels && Object.keys(job.workerLabels).length ? `labels ${JSON.stringify(job.workerLabels)} and ` : ""}at least ${job.numProcesses} GPU(s)`;
     if (candidates.length === 0) return { ok: false, reason: "no_matching_worker", message: `no online worker has ${wants}`, never: true };
-    if (available.length > 0)
-      return {
-        ok: false,
-        reason: "reserved",
-        message: `the matching idle workers are held for ${heldWorkers.get(available[0]!.id)}, which has waited past the starvation threshold`,
-      };
+    const hold = workerPlan.blocking(available, job.expectedMs);
+    if (hold) return { ok: false, reason: "reserved", message: `the matching idle workers are free, but ${heldFor(hold, job)}` };
     return { ok: false, reason: "workers_busy", message: `all ${candidates.length} worker(s) with ${wants} are busy` };
   }
 
-  for (const { job, priority } of ordered) {
-    let outcome: Outcome;
-    if (job.jobType === "cloud") outcome = tryCloud(job);
-    else if (job.target === "local") outcome = tryLocal(job);
-    else if (job.target === "worker") outcome = tryWorker(job);
-    else {
-      const remote = tryWorker(job);
-      outcome = remote.ok ? remote : tryLocal(job);
-      // Report the remote reason only when the local box cannot help at all.
-      if (!outcome.ok && outcome.never && !remote.ok && !remote.never) outcome = remote;
-    }
-    if (outcome.ok) {
-      admitted.push({ id: job.id, jobId: job.jobId, gpus: outcome.gpus, workerId: outcome.workerId });
-      if (job.teamId !== null) byTeam.set(job.teamId, (byTeam.get(job.teamId) ?? 0) + 1);
-      if (job.jobType === "cloud") {
-        cloudRunning++;
-        cloudByUser.set(job.userId, (cloudByUser.get(job.userId) ?? 0) + 1);
-        committedUsd += job.estimatedCost ?? 0;
-      } else if (outcome.workerId !== null) {
-        takenWorkers.add(outcome.workerId);
-      } else {
-        localJobs++;
-        for (const gpu of outcome.gpus ?? []) usedDevices.add(gpu);
+  /** What a job is told when a reservation keeps it from free capacity: whose, from when, and why it may not go first. */
+  function heldFor(hold: Hold, job: PendingJob): string {
+    if (hold.until === null)
+      return `they are held for ${hold.holder}, which has waited past the starvation threshold (no start can be promised yet: a job it waits for has no expected end, or is past it)`;
+    const own =
+      job.expectedMs === null || job.expectedMs === undefined
+        ? "this job's run time is unknown (set --max_runtime_minutes, or let its environment complete a run on as many GPUs), so it may use only capacity that job will not need"
+        : `this job, expected to run ${minutes(job.expectedMs)}, would end after that`;
+    return `they are reserved for ${hold.holder}, which has waited past the starvation threshold and is expected to start at ${isoMinute(hold.until)}; ${own}`;
+  }
+
+  function tryJob(job: PendingJob): Outcome {
+    if (job.jobType === "cloud") return tryCloud(job);
+    if (job.target === "local") return tryLocal(job);
+    if (job.target === "worker") return tryWorker(job);
+    const remote = tryWorker(job);
+    const outcome = remote.ok ? remote : tryLocal(job);
+    // Report the remote reason only when the local box cannot help at all.
+    return !outcome.ok && outcome.never && !remote.ok && !remote.never ? remote : outcome;
+  }
+
+  function admit(job: PendingJob, outcome: Extract<Outcome, { ok: true }>): void {
+    admitted.push({ id: job.id, jobId: job.jobId, gpus: outcome.gpus, workerId: outcome.workerId });
+    if (job.teamId !== null) byTeam.set(job.teamId, (byTeam.get(job.teamId) ?? 0) + 1);
+    if (job.jobType === "cloud") {
+      cloudRunning++;
+      cloudByUser.set(job.userId, (cloudByUser.get(job.userId) ?? 0) + 1);
+      committedUsd += job.estimatedCost ?? 0;
+    } else if (outcome.workerId !== null) {
+      takenWorkers.add(outcome.workerId);
+      workerPlan.occupy(outcome.workerId, endOf(job));
+    } else {
+      localJobs++;
+      for (const gpu of outcome.gpus ?? []) {
+        usedDevices.add(gpu);
+        gpuPlan.occupy(gpu, endOf(job));
       }
+    }
+  }
+
+  for (const { job, priority } of ordered) {
+    const outcome = tryJob(job);
+    if (outcome.ok) {
+      admit(job, outcome);
       continue;
     }
-    waiting.push({ id: job.id, jobId: job.jobId, effectivePriority: priority, reason: outcome.reason, message: outcome.message });
-    // A job starved past the threshold holds the capacity it could use, so it is next to start.
+    let { message } = outcome;
+    let expectedStartAt: number | null | undefined;
+    // A job starved past the threshold gets a reservation on the capacity it could use.
     if (!outcome.never && job.jobType === "local" && starving(job)) {
+      const held: string[] = [];
       if (job.target !== "worker" && devices !== null) {
-        const allowed = job.anyGpu || !job.deviceIds?.length ? devices : job.deviceIds.filter((d) => devices.includes(d));
-        for (const d of allowed) if (!heldDevices.has(d)) heldDevices.set(d, job.jobId);
+        const r = gpuPlan.reserve(job.jobId, allowedDevices(job, devices), job.numProcesses);
+        if (r) {
+          held.push(r.startAt === null ? `GPUs ${list(r.units)} are held for it` : `GPUs ${list(r.units)} from ${isoMinute(r.startAt)}`);
+          expectedStartAt = minStart(expectedStartAt, r.startAt);
+        }
       }
       if (job.target !== "local") {
-        for (const w of workers)
-          if (w.gpuCount >= job.numProcesses && matchesLabels(job.workerLabels, w.labels) && !heldWorkers.has(w.id))
-            heldWorkers.set(w.id, job.jobId);
+        const r = workerPlan.reserve(
+          job.jobId,
+          matchingWorkers(job).map((w) => w.id),
+          1,
+        );
+        if (r) {
+          const which = r.units.length === 1 ? `worker ${r.units[0]}` : `workers ${list(r.units)}`;
+          held.push(r.startAt === null ? `${which} held for it` : `${which} from ${isoMinute(r.startAt)}`);
+          expectedStartAt = minStart(expectedStartAt, r.startAt);
+        }
+      }
+      if (held.length) {
+        const when =
+          expectedStartAt === null
+            ? "no start can be promised yet (a job it waits for has no expected end, or is past it), so nothing else may use them"
+            : `expected to start at ${isoMinute(expectedStartAt!)}`;
+        message += `; reserved (waited past the starvation threshold): ${held.join(", ")}; ${when}`;
       }
     }
+    waiting.push({
+      id: job.id,
+      jobId: job.jobId,
+      effectivePriority: priority,
+      reason: outcome.reason,
+      message,
+      ...(expectedStartAt !== undefined ? { expectedStartAt } : {}),
+    });
   }
   return { admitted, waiting: waiting.map((w, i) => ({ ...w, position: i + 1 })) };
 }
