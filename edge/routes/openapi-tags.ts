@@ -395,10 +395,16 @@ curl -s "$BASE/api/training/config?job_id=local-3f9c2a1b04de" -H "X-API-Key: $KE
   60) a job has waited, at most +30, so a viewer's job waiting 3 hours ties an admin's and, being older, goes
   first. \`0\` turns it off.
 - **Every job that fits starts in one pass.** A job that does not fit is skipped and smaller ones behind it may use
-  the free GPUs (backfill) - until it has waited the starvation threshold: from then on the GPUs (or workers) it
-  could use are held for it (\`wait_reason: reserved\` for the others), so a stream of small jobs cannot starve a
-  large one. A job that can never fit as configured (\`insufficient_gpus\`, \`no_matching_worker\`, \`no_local_box\`)
-  holds nothing.
+  the free GPUs - until it has waited the starvation threshold. From then on it holds a **reservation** (EASY
+  backfill): it is expected to start when enough of the GPUs it may use are expected free, from the running jobs'
+  \`expected_end_at\`; meanwhile a job behind it may take a reserved GPU only if its own expected run time
+  (\`expected_minutes\`) ends it before then, and any job may take a GPU the reserved job will not need even then.
+  A job of unknown run time takes only those. While a job the reservation waits for has no expected end, or is past
+  it, nothing is promised and every GPU it could use is held for it until enough are free at once. Its
+  \`wait_message\` (and \`expected_start_at\`) say when it is expected to start; the others' say whose reservation
+  keeps them waiting (\`wait_reason: reserved\`), from when, and why they may not go first. The same for remote
+  workers, a worker being the unit. A job that can never fit as configured (\`insufficient_gpus\`,
+  \`no_matching_worker\`, \`no_local_box\`) holds nothing.
 - **Limits** (\`GET\`/\`POST /api/queue/concurrency\`, persisted): \`max_concurrent\` (5), \`user_max_concurrent\` (2)
   and, with \`enable_fair_share\`, \`team_max_concurrent\` (10) apply to cloud jobs, checked in that order (jobs
   without a team have no team limit; a user's team is set with \`team_id\` when an admin creates them);

@@ -46,9 +46,9 @@ export const ConcurrencySettings = z
       .nullable()
       .openapi({ description: "GPUs used by local jobs; null = unlimited" }),
     local_job_max_concurrent: z.number().int().min(0).max(1024).openapi({ description: "Simultaneous local jobs" }),
-    starvation_threshold_minutes: z.number().int().min(0).max(10_080).openapi({
+    starvation_threshold_minutes: z.number().min(0).max(10_080).openapi({
       description:
-        "Every full threshold a job waits adds 10 to its priority (at most +30); 0 turns the boost and starvation reservations off",
+        "Every full threshold a job waits adds 10 to its priority (at most +30), and a job that has waited it gets a reservation (backfill); 0 turns both off. Fractions are allowed (0.5 = 30 s)",
     }),
     worker_heartbeat_timeout_seconds: z
       .number()

@@ -84,8 +84,11 @@ function ConcurrencyForm() {
       <fieldset>
         <legend>Scheduler</legend>
         <div class="settings-grid">
-          <Field label="Starvation threshold (minutes)" hint="Each full threshold a job waits adds 10 to its priority; 0 turns it off.">
-            {number("starvation_threshold_minutes")}
+          <Field
+            label="Starvation threshold (minutes)"
+            hint="Each full threshold a job waits adds 10 to its priority, and a job that has waited it gets a reservation; 0 turns both off."
+          >
+            <TextInput draft={draft} set={set} name="starvation_threshold_minutes" type="number" min={0} step="any" inputMode="decimal" />
           </Field>
           <Field label="Worker heartbeat timeout (seconds)" hint="A worker silent this long goes offline and its jobs are retried.">
             {number("worker_heartbeat_timeout_seconds")}
