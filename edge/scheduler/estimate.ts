@@ -168,6 +168,18 @@ export function expectedEnd(job: RunningFacts, now: number): ExpectedEnd | null 
   return null;
 }
 
+/**
+ * A job's expected end as it starts at `startedAt`, before any progress: its cost cap (a cloud
+ * job's run-time allowance in seconds) or its max runtime; null when it has neither.
+ *
+ * @example
+ * endAtStart({ maxRuntime: 30, cloudSeconds: null }, Date.now()); // { at: ..., method: "max_runtime" }
+ */
+export function endAtStart(job: { maxRuntime: unknown; cloudSeconds: number | null }, startedAt: number): ExpectedEnd | null {
+  const cloud = job.cloudSeconds === null ? null : { expectedSeconds: job.cloudSeconds, providerStartedAt: null };
+  return expectedEnd({ startedAt, rate: null, maxRuntime: job.maxRuntime, cloud }, startedAt);
+}
+
 /** Completed runs' durations (ms, newest first, at most RECENT_RUNS) by environment and GPU count: see runKey. */
 export type RecentRuns = ReadonlyMap<string, readonly number[]>;
 
