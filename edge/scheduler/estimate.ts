@@ -1,3 +1,4 @@
+import type { DURATION_METHODS, END_METHODS } from "../../shared/schemas/queue";
 import { maxRuntimeMinutes } from "../cloud/cost";
 
 /*
@@ -34,8 +35,8 @@ export interface ProgressRate {
 
 export type ProgressPoint = Pick<ProgressRate, "step" | "total" | "at">;
 
-export type EndMethod = "progress" | "max_runtime" | "cost_cap";
-export type DurationMethod = "max_runtime" | "recent_runs";
+export type EndMethod = (typeof END_METHODS)[number];
+export type DurationMethod = (typeof DURATION_METHODS)[number];
 
 export interface ExpectedEnd {
   /** Epoch ms. */
