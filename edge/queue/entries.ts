@@ -15,7 +15,7 @@ import type { QueueKey, QueueOrder } from "../paging";
 import type { WaitInfo } from "../scheduler/types";
 import { effectivePriority } from "../scheduler/plan";
 import { expectedDuration, type RecentRuns } from "../scheduler/estimate";
-import { RUNTIME_OPTION } from "../cloud/cost";
+import { maxRuntimeMinutes, RUNTIME_OPTION } from "../cloud/cost";
 
 export type EntryRow = typeof queueEntries.$inferSelect & { workerName: string | null; owner: string | null };
 
@@ -28,7 +28,7 @@ export function snapshotRuntime(row: Pick<EntryRow, "configSnapshot">): unknown 
 
 /** Whether showing these rows needs recent runs: a waiting local job without a max runtime of its own. */
 export function rowsNeedRecentRuns(rows: EntryRow[]): boolean {
-  return rows.some((r) => r.status === "pending" && r.jobType === "local" && expectedDuration(waitingFacts(r), new Map()) === null);
+  return rows.some((r) => r.status === "pending" && r.jobType === "local" && maxRuntimeMinutes(snapshotRuntime(r)) === null);
 }
 
 function waitingFacts(row: EntryRow) {

@@ -146,6 +146,11 @@ function capacityFrom(
     gpus: String(w.gpus),
     idleSince: String(w.idle_since ?? w.registered_at ?? w.created_at),
   }));
+  const expectedEnds = new Map<number, number>();
+  for (const r of endRows) {
+    const at = timeOf(r.expected_end_at);
+    if (at !== null) expectedEnds.set(Number(r.id), at);
+  }
   const localBox = workerList.find((w) => w.role === "local") ?? null;
   const localOnline = localBox !== null && (localBox.status === "IDLE" || localBox.status === "busy");
   const cloud = parseSetting("cloud", stored("cloud"));
@@ -168,7 +173,7 @@ function capacityFrom(
         statusIdle: w.status === "IDLE",
         idleSince: Date.parse(w.idleSince),
       })),
-    expectedEnds: new Map(endRows.flatMap((r) => (timeOf(r.expected_end_at) === null ? [] : [[Number(r.id), timeOf(r.expected_end_at)!]]))),
+    expectedEnds,
   };
 }
 
