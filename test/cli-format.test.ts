@@ -1,7 +1,7 @@
 // The pure helpers of `jobs list` and `jobs status`: -o field paths, table cells and ages.
 import { describe, expect, it } from "vitest";
 import { fieldValue, parseFields, selectFields } from "../runner/cli/fields";
-import { age, bytes, cell, gpusCell, usd } from "../runner/cli/format-job";
+import { age, bytes, cell, expectedEndText, expectedRunText, gpusCell, usd } from "../runner/cli/format-job";
 import { UsageError } from "../runner/cli/output";
 
 describe("-o field paths", () => {
@@ -64,6 +64,18 @@ describe("cells", () => {
     expect(age("2026-01-07T11:00:00Z", now)).toBe("3d");
     expect(age("2026-01-10T12:00:05Z", now)).toBe("0s");
     expect(age("not a time", now)).toBe("-");
+  });
+
+  it("says when a running job is expected to end, and how long a waiting one is expected to run, with how each was estimated", () => {
+    const at = "2026-11-23T10:00:00.000Z";
+    expect(expectedEndText({ expected_end_at: at, expected_end_method: "progress" })).toBe(`${at} (from progress)`);
+    expect(expectedEndText({ expected_end_at: at, expected_end_method: "cost_cap" })).toBe(`${at} (from cost cap)`);
+    expect(expectedEndText({ expected_end_at: null, expected_end_method: null })).toBeNull();
+    expect(expectedEndText({})).toBeNull();
+    expect(expectedRunText({ expected_minutes: 90, expected_minutes_method: "max_runtime" })).toBe("about 90 min (from max runtime)");
+    expect(expectedRunText({ expected_minutes: 42.37, expected_minutes_method: "recent_runs" })).toBe("about 42 min (from recent runs)");
+    expect(expectedRunText({ expected_minutes: 0.25, expected_minutes_method: "recent_runs" })).toBe("about 0.25 min (from recent runs)");
+    expect(expectedRunText({ expected_minutes: null, expected_minutes_method: null })).toBeNull();
   });
 
   it("writes bytes and dollars for people", () => {

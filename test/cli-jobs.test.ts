@@ -636,6 +636,8 @@ describe("status of one job, local dry runs and list --user", () => {
     const run = await as(alice, ["status", id]);
     expect(run.stdout).toMatch(/^Phase +\w+/m);
     expect(run.stdout).toMatch(/^Cost +\$\d+(\.\d+)? so far, estimate \$5\.04$/m);
+    // Running on the allowance its estimate assumed (60 minutes): an expected end from the cost cap.
+    expect(run.stdout).toMatch(/^Expected end +\d{4}-\d\d-\d\dT[\d:.]+Z \(from cost cap\)$/m);
     await http("POST", "/api/training/cancel", alice, { job_id: id });
   });
 

@@ -221,8 +221,16 @@ describe("a cloud job from submission to its results", () => {
   it("cancelling a running job cancels it at the provider and bills the time it ran", async () => {
     fake.setRunScript({ startingMs: 100, outcome: "manual", logEveryMs: 200 });
     try {
-      const id = (await confirmedSubmit()).body.job_id as string;
+      const submitted = await confirmedSubmit();
+      const id = submitted.body.job_id as string;
       const running = await until("processing", async () => ((await job(id)).provider_status === "processing" ? job(id) : null));
+      // Started at the provider: expected to end when the run time its estimate assumed is up (the cost cap).
+      const allowance = submitted.body.estimate.expected_seconds as number;
+      const entry = await until("the expected end from the provider's start", async () => {
+        const shown = (await call("GET", `/api/queue/jobs/${id}`, alice.key)).body;
+        return Date.parse(shown.expected_end_at) === Date.parse(running.provider_started_at) + allowance * 1000 && shown;
+      });
+      expect(entry.expected_end_method).toBe("cost_cap");
       await sleep(1200);
       const cancel = await call("POST", `/api/cloud/jobs/${id}/cancel`, alice.key);
       expect(cancel.status).toBe(200);

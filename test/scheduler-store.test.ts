@@ -1,12 +1,13 @@
 // The Scheduler's writes (the submit and admit transitions, the local box's status) against the
 // real schema (migrated), through the same libSQL client and Hrana bridge the stack uses.
 import { createClient as createFileClient } from "@libsql/client";
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Database } from "../edge/db/client";
 import { admitJobs } from "../edge/jobs/lifecycle/admit";
 import { writeBatch } from "../edge/jobs/lifecycle/batch";
 import { submitJobs } from "../edge/jobs/lifecycle/submit";
-import { localBoxStatus } from "../edge/scheduler/store";
+import { requeueOrFail } from "../edge/jobs/lifecycle/requeue-or-fail";
+import { loadCapacity, loadEntries, loadRecentRuns, localBoxStatus, needsRecentRuns, planInput } from "../edge/scheduler/store";
 import type { NewJob } from "../edge/scheduler/types";
 import { openMigratedDb, type MigratedDb } from "./helpers/migrated-db";
 
@@ -226,4 +227,112 @@ it("writes nothing and makes no round trip for an empty pass", async () => {
   const [submitted, admitted] = await writeBatch(counting, [submitJobs([], null, "x"), admitJobs([], null, "x"), localBoxStatus(null)]);
   expect(calls).toHaveLength(0);
   expect([submitted.stored, submitted.change.jobs, [...admitted.started], admitted.change.jobs]).toEqual([[], [], [], []]);
+});
+
+describe("expected ends and run times (issue 17)", () => {
+  const stamp = "2026-07-07T00:00:00.000Z";
+  const at = (minutes: number) => new Date(Date.parse(stamp) + minutes * 60_000).toISOString();
+  const estimates = async (jobId: string) =>
+    (
+      await client.execute({
+        sql: "SELECT status, expected_end_at, expected_end_method, progress_rate FROM queue_entries WHERE job_id = ?",
+        args: [jobId],
+      })
+    ).rows[0];
+
+  it("stores each admitted job's expected end from its start, and none for a job without one", async () => {
+    const ends = new Map([[1700, { at: Date.parse(at(90)), method: "max_runtime" as const }]]);
+    await client.execute("UPDATE queue_entries SET progress_rate = '{\"step\":1}' WHERE id = 1700");
+    await writeBatch(db, [
+      admitJobs(
+        [
+          { id: 1700, jobId: "job-1700", gpus: [0], workerId: null },
+          { id: 1701, jobId: "job-1701", gpus: [1], workerId: null },
+        ],
+        7,
+        stamp,
+        ends,
+      ),
+    ]);
+    expect(await estimates("job-1700")).toMatchObject({
+      status: "running",
+      expected_end_at: at(90),
+      expected_end_method: "max_runtime",
+      progress_rate: null,
+    });
+    expect(await estimates("job-1701")).toMatchObject({ status: "running", expected_end_at: null, expected_end_method: null });
+  });
+
+  it("stores a submission that starts at once with the end its max runtime or cloud allowance gives, and a waiting one with none", async () => {
+    const timed = { ...newJob("est-timed"), configSnapshot: { "--max_runtime_minutes": "30" } };
+    const cloud: NewJob = { ...newJob("est-cloud"), jobType: "cloud", numProcesses: 0, cloudSeconds: 3600, provider: "replicate" };
+    await writeBatch(db, [
+      submitJobs(
+        [
+          { job: timed, to: "running", admission: { gpus: [2], workerId: null } },
+          { job: cloud, to: "running", admission: { gpus: null, workerId: null } },
+          { job: { ...timed, jobId: "est-waiting" }, to: "pending" },
+        ],
+        7,
+        stamp,
+      ),
+    ]);
+    expect(await estimates("est-timed")).toMatchObject({ expected_end_at: at(30), expected_end_method: "max_runtime" });
+    expect(await estimates("est-cloud")).toMatchObject({ expected_end_at: at(60), expected_end_method: "cost_cap" });
+    expect(await estimates("est-waiting")).toMatchObject({ status: "pending", expected_end_at: null, expected_end_method: null });
+  });
+
+  it("sends a retried job back to the queue without its expected end or step rate", async () => {
+    await client.execute(
+      `UPDATE queue_entries SET status = 'running', worker_id = 1, expected_end_at = '${at(5)}', expected_end_method = 'progress',
+       progress_rate = '{"step":5,"total":10,"at":1,"msPerStep":1}' WHERE job_id = 'job-1800'`,
+    );
+    await client.execute(requeueOrFail({ jobId: "job-1800", workerId: 1, why: "the runner restarted" }, stamp));
+    expect(await estimates("job-1800")).toEqual({
+      status: "pending",
+      expected_end_at: null,
+      expected_end_method: null,
+      progress_rate: null,
+    });
+  });
+
+  it("reads what the planner's estimates need: the snapshot's max runtime, running ends as stored now, recent runs of the environment", async () => {
+    const now = new Date();
+    const ago = (minutes: number) => new Date(now.getTime() - minutes * 60_000).toISOString();
+    const insert = (jobId: string, status: string, more: Record<string, string | number>) => {
+      const fields = {
+        job_id: jobId,
+        user_id: 1,
+        status,
+        queued_at: ago(600),
+        job_type: "local",
+        config_name: "est-env",
+        num_processes: 2,
+        ...more,
+      };
+      const names = Object.keys(fields);
+      return client.execute({
+        sql: `INSERT INTO queue_entries (${names.join(", ")}) VALUES (${names.map(() => "?").join(", ")})`,
+        args: Object.values(fields),
+      });
+    };
+    await insert("est-own", "pending", { config_snapshot: '{"--max_runtime_minutes":"45"}' });
+    await insert("est-recent", "pending", { config_snapshot: '{"--max_runtime_minutes":"soon"}' });
+    await insert("est-running", "running", { started_at: ago(5), expected_end_at: ago(-50), expected_end_method: "max_runtime" });
+    await insert("est-done-1", "completed", { started_at: ago(100), completed_at: ago(90) });
+    await insert("est-done-2", "completed", { started_at: ago(60), completed_at: ago(40) });
+    await insert("est-done-old", "completed", { started_at: ago(31 * 1440 + 1000), completed_at: ago(31 * 1440) });
+    await insert("est-other-gpus", "completed", { started_at: ago(30), completed_at: ago(29), num_processes: 1 });
+
+    const { active } = await loadEntries(db, ["est-own", "est-recent", "est-running"]);
+    // Progress moved the running job's end after the Scheduler read its entry: the capacity read has it.
+    await client.execute({ sql: "UPDATE queue_entries SET expected_end_at = ? WHERE job_id = 'est-running'", args: [ago(-20)] });
+    const input = planInput(active, await loadCapacity(db), now.getTime(), await loadRecentRuns(db, now));
+    const pending = Object.fromEntries(input.pending.map((p) => [p.jobId, p.expectedMs]));
+    expect(pending).toEqual({ "est-own": 45 * 60_000, "est-recent": 15 * 60_000 });
+    const running = input.running.find((r) => r.id === active.find((e) => e.job.jobId === "est-running")!.job.id)!;
+    expect(running.expectedEndAt).toBe(Date.parse(ago(-20)));
+    expect(needsRecentRuns(active)).toBe(true);
+    expect(needsRecentRuns(active.filter((e) => e.job.jobId !== "est-recent"))).toBe(false);
+  });
 });

@@ -180,6 +180,8 @@ describe.skipIf(!HAS_CHROMIUM)("the job view in a browser", () => {
     const { page, problems } = await open(rita.cookie, running, { viewport: { width: 390, height: 844 }, colorScheme: "dark" });
     await page.locator('img[alt^="validation preview, step"]').first().waitFor({ timeout: 30_000 });
     await page.getByRole("button", { name: "Stop training" }).waitFor();
+    // Opened after steps came in: the job's expected end, estimated from its progress.
+    await page.locator(".job-terms dd", { hasText: "(estimated from progress)" }).waitFor();
     expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
     expect(await seriousA11yViolations(page)).toEqual([]);
     await screenshot(page, "job-phone");

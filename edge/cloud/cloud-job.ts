@@ -12,6 +12,7 @@ import { createLogger, type Logger } from "../log";
 import type { StoredProviderSettings } from "../providers/settings";
 import { issueStorageCredentials } from "../storage/credentials";
 import { billedSecondsNow, costOf } from "./cost";
+import { recordProviderStart } from "./record";
 import { archiveStream, planPackage, type PackageBucket } from "./package";
 import type { CloudJobApi } from "./cloud-job-types";
 import { parseTraining } from "./providers/replicate";
@@ -364,7 +365,11 @@ export class CloudJob extends DurableObject<Env> implements CloudJobApi {
       phase: over ? "finished" : job.status === "processing" ? "running" : String(row.phase),
       last_polled_at: new Date().toISOString(),
     });
-    if (!over) return;
+    if (!over) {
+      if (job.started_at && job.started_at !== row.provider_started_at)
+        await recordProviderStart(this.db(), jobId, job.started_at, Number(row.expected_seconds));
+      return;
+    }
     const change = await finishCloudJob(this.db(), jobId, queueStatusOf(job.status) as "completed" | "failed" | "cancelled", job.error);
     await applyEffects(this.effects(`cloud job ${job.status}`), change);
     this.log.info("cloud job ended at its provider", {

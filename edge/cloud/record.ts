@@ -2,6 +2,7 @@ import type { CloudJob, Destination, PackageSummary } from "../../shared/schemas
 import type { Database } from "../db/client";
 import { ApiError } from "../errors";
 import { checkCanReadJob } from "../jobs/access";
+import { expectedEnd } from "../scheduler/estimate";
 import { billedSecondsNow, costOf } from "./cost";
 
 /**
@@ -79,4 +80,25 @@ export async function unpolledCloudJobs(db: Database, staleSeconds: number, now 
     args: [before],
   });
   return result.rows.map((r) => String(r.job_id));
+}
+
+/**
+ * A running cloud job's expected end once its provider reports its start: that start plus the run
+ * time its cost estimate assumed (method cost_cap), instead of the admission's (the upload and the
+ * provider's own queue come first). An estimate from progress, better evidence, is kept.
+ *
+ * @example
+ * await recordProviderStart(db, "cloud-1a2b3c4d5e6f", "2026-11-23T09:05:00Z", 3600);
+ */
+export async function recordProviderStart(db: Database, jobId: string, providerStartedAt: string, expectedSeconds: number): Promise<void> {
+  const start = Date.parse(providerStartedAt);
+  if (Number.isNaN(start)) return;
+  const cloud = { expectedSeconds, providerStartedAt: start };
+  const end = expectedEnd({ startedAt: null, rate: null, maxRuntime: null, cloud }, Date.now());
+  if (!end) return;
+  await db.$client.execute({
+    sql: `UPDATE queue_entries SET expected_end_at = ?, expected_end_method = ?
+          WHERE job_id = ? AND job_type = 'cloud' AND status = 'running' AND expected_end_method IS NOT 'progress'`,
+    args: [new Date(end.at).toISOString(), end.method, jobId],
+  });
 }

@@ -228,6 +228,7 @@ export async function submitCloudJob(ctx: SubmitContext, user: Submitter, body: 
     configSnapshot: environment.config,
     dataloaderSnapshot: environment.dataloader,
     provider: body.provider,
+    cloudSeconds: seconds,
   };
   const stamp = now.toISOString();
   // The cloud record first: a job the Scheduler starts always finds it. Should the submission then

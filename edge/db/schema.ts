@@ -38,6 +38,9 @@ export const queueEntries = sqliteTable("queue_entries", {
   updatedAt: text("updated_at"),
   configSnapshot: text("config_snapshot"),
   dataloaderSnapshot: text("dataloader_snapshot"),
+  expectedEndAt: text("expected_end_at"),
+  expectedEndMethod: text("expected_end_method"),
+  progressRate: text("progress_rate"),
 });
 
 export const approvalRequests = sqliteTable("approval_requests", {

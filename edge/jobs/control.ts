@@ -1,3 +1,4 @@
+import { END_METHODS } from "../../shared/schemas/queue";
 import type { Database } from "../db/client";
 import { ApiError, notFound } from "../errors";
 import { findActiveJob, type ActiveJob } from "./active-job";
@@ -37,12 +38,13 @@ export async function jobToControl(db: Database, jobId: string | undefined, scop
   return job;
 }
 
-/** A job's state for GET /api/training/status: queue status, startup stage and latest progress. */
+/** A job's state for GET /api/training/status: queue status, startup stage, latest progress and, while it runs, its expected end. */
 export async function jobStatus(db: Database, jobId: string) {
   const [entry, progress, count] = await db.$client.batch(
     [
       {
-        sql: "SELECT job_id, status, config_name, started_at, completed_at, error_message, allocated_gpus, attempt FROM queue_entries WHERE job_id = ?",
+        sql: `SELECT job_id, status, config_name, started_at, completed_at, error_message, allocated_gpus, attempt, expected_end_at, expected_end_method
+              FROM queue_entries WHERE job_id = ?`,
         args: [jobId],
       },
       { sql: "SELECT payload FROM job_events WHERE job_id = ? AND type = 'training.progress' ORDER BY idx DESC LIMIT 1", args: [jobId] },
@@ -61,6 +63,7 @@ export async function jobStatus(db: Database, jobId: string) {
   const started = Number(count!.rows[0]!.started) === 1;
   // launching: the runner has it, nothing heard yet; starting: the trainer is up, no step yet.
   const stage = status !== "running" ? null : last ? "training" : started ? "starting" : "launching";
+  const method = status === "running" && e.expected_end_at !== null ? END_METHODS.find((m) => m === e.expected_end_method) : undefined;
   return {
     state: status === "running" ? "running" : status === "pending" || status === "blocked" ? "queued" : status,
     job_id: jobId,
@@ -82,6 +85,8 @@ export async function jobStatus(db: Database, jobId: string) {
     started_at: e.started_at === null ? null : String(e.started_at),
     completed_at: e.completed_at === null ? null : String(e.completed_at),
     error_message: e.error_message === null ? null : String(e.error_message),
+    expected_end_at: method ? String(e.expected_end_at) : null,
+    expected_end_method: method ?? null,
   };
 }
 

@@ -1,7 +1,9 @@
 import type { z } from "@hono/zod-openapi";
 import type { EventBatch } from "../../shared/schemas/events";
+import type { InStatement } from "@libsql/client/web";
 import type { Database } from "../db/client";
 import { ApiError, notFound } from "../errors";
+import { advanceRate, expectedEnd, parseRate, progressPoint, type ProgressPoint } from "../scheduler/estimate";
 import { checkCanReadJob } from "./access";
 import type { HubEvent } from "./hub-types";
 
@@ -10,6 +12,10 @@ import type { HubEvent } from "./hub-types";
  * in batches numbered by (attempt, seq); each batch is stored by one statement that gives its
  * events the next dense indexes of the job, and skips events already stored, so a batch the
  * runner resends after a lost answer changes nothing.
+ *
+ * A batch that brings the running job's progress also moves its expected end (issue 17): the
+ * step rate and end are kept on the queue entry, so the listing and the Scheduler read two
+ * columns instead of the log.
  */
 
 /** Largest event accepted (a validation image as a data URI fits well within it). */
@@ -18,6 +24,9 @@ export const MAX_EVENT_BYTES = 512 * 1024;
 /**
  * Stores a batch; returns the events it really added, as watchers receive them. `workerId`: the
  * runner that sends them (the job must be its); null for the service's own (a cloud job's logs).
+ * When a stored `training.progress` says where the job is (numeric data.step and
+ * data.total_steps), the job's step rate and expected end move with it: the entry is read in
+ * the same batch, and one more write follows.
  */
 export async function appendEvents(
   db: Database,
@@ -37,10 +46,12 @@ export async function appendEvents(
   });
   const seqs = new Set(rows.map((r) => r.seq));
   if (seqs.size !== rows.length) throw new ApiError(422, "duplicate_seq", "each event of a batch needs its own seq");
-  const now = new Date().toISOString();
+  const at = Date.now();
+  const now = new Date(at).toISOString();
+  const progress = lastProgress(batch, at);
   // SQLite reads the SELECT in full before inserting (same table), so MAX(idx) is the log's end
   // before this batch and the fresh events take the next indexes in order.
-  const [inserted, end] = await db.$client.batch(
+  const [inserted, end, entry] = await db.$client.batch(
     [
       {
         sql: `INSERT INTO job_events (job_id, idx, attempt, seq, type, payload, created_at)
@@ -55,6 +66,14 @@ export async function appendEvents(
         sql: "SELECT COALESCE(MAX(idx), -1) + 1 AS next, EXISTS (SELECT 1 FROM queue_entries WHERE job_id = ?1 AND (?2 IS NULL OR worker_id = ?2)) AS mine FROM job_events WHERE job_id = ?1",
         args: [jobId, workerId],
       },
+      ...(progress
+        ? [
+            {
+              sql: "SELECT status, attempt, started_at, progress_rate FROM queue_entries WHERE job_id = ?1 AND (?2 IS NULL OR worker_id = ?2)",
+              args: [jobId, workerId],
+            },
+          ]
+        : []),
     ],
     "write",
   );
@@ -63,7 +82,53 @@ export async function appendEvents(
   const stored = inserted!.rows
     .map((r) => ({ ...(bySeq.get(Number(r.seq)) as { type: string }), index: Number(r.idx), timestamp: now }))
     .sort((a, b) => a.index - b.index);
+  // A resent progress event (not stored again) was counted the first time.
+  const fresh = progress && inserted!.rows.some((r) => Number(r.seq) === progress.seq);
+  const update = fresh ? progressUpdate(jobId, batch.attempt, progress.point, entry!.rows[0] as Record<string, unknown> | undefined) : null;
+  if (update) await db.$client.execute(update);
   return { stored, nextIndex: Number(end!.rows[0]!.next) };
+}
+
+/**
+ * The batch's last progress event that says where the job is, with the time the service received
+ * it: events carry no time the service could trust (the trainer's clock is its own), and a runner
+ * sends every second or so, which the rate's two-minute average absorbs.
+ */
+function lastProgress(batch: z.infer<typeof EventBatch>, at: number): { seq: number; point: ProgressPoint } | null {
+  for (let i = batch.events.length - 1; i >= 0; i--) {
+    const { seq, event } = batch.events[i]!;
+    const point = event.type === "training.progress" ? progressPoint(event.data, at) : null;
+    if (point) return { seq, point };
+  }
+  return null;
+}
+
+/**
+ * The write that moves a running job's step rate and expected end by one progress point, or
+ * null when nothing moves: the job is not running in the batch's attempt (a late batch of an
+ * attempt that was retried), or the point says nothing new (edge/scheduler/estimate.ts). The
+ * write holds only while the entry is as read (same attempt, same rate), so a batch racing
+ * another or a retry changes nothing.
+ */
+function progressUpdate(
+  jobId: string,
+  attempt: number,
+  point: ProgressPoint,
+  row: Record<string, unknown> | undefined,
+): InStatement | null {
+  if (!row || row.status !== "running" || Number(row.attempt) !== attempt || typeof row.started_at !== "string") return null;
+  const stored = row.progress_rate === null ? null : String(row.progress_rate);
+  const prev = parseRate(stored);
+  const startedAt = Date.parse(row.started_at);
+  const rate = advanceRate(prev, point, Number.isNaN(startedAt) ? null : startedAt);
+  if (rate === null || rate === prev) return null;
+  const end = expectedEnd({ startedAt, rate, maxRuntime: null, cloud: null }, point.at);
+  if (end?.method !== "progress") return null;
+  return {
+    sql: `UPDATE queue_entries SET progress_rate = ?1, expected_end_at = ?2, expected_end_method = 'progress'
+          WHERE job_id = ?3 AND status = 'running' AND attempt = ?4 AND progress_rate IS ?5`,
+    args: [JSON.stringify(rate), new Date(end.at).toISOString(), jobId, attempt, stored],
+  };
 }
 
 /**

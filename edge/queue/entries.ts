@@ -1,6 +1,7 @@
 import { and, eq, gt, inArray, sql } from "drizzle-orm";
 import {
   ACTIVE_STATUSES,
+  END_METHODS,
   PUBLIC_QUEUE_FIELDS,
   TERMINAL_STATUSES,
   type PublicQueueEntry,
@@ -13,13 +14,60 @@ import { ApiError, notFound } from "../errors";
 import type { QueueKey, QueueOrder } from "../paging";
 import type { WaitInfo } from "../scheduler/types";
 import { effectivePriority } from "../scheduler/plan";
+import { expectedDuration, type RecentRuns } from "../scheduler/estimate";
+import { maxRuntimeMinutes, RUNTIME_OPTION } from "../cloud/cost";
 
 export type EntryRow = typeof queueEntries.$inferSelect & { workerName: string | null; owner: string | null };
 
 const parse = <T>(text: string | null): T | null => (text ? (JSON.parse(text) as T) : null);
 
-/** A stored entry as the API shows it, with its live place and reason when it waits. */
-export function toQueueEntry(row: EntryRow, wait: Map<number, WaitInfo>, starvationMinutes: number, now = Date.now()): QueueEntry {
+/** The config snapshot's --max_runtime_minutes as stored (a number, a string, or anything: estimate.ts reads it). */
+export function snapshotRuntime(row: Pick<EntryRow, "configSnapshot">): unknown {
+  return parse<Record<string, unknown>>(row.configSnapshot)?.[RUNTIME_OPTION];
+}
+
+/** Whether showing these rows needs recent runs: a waiting local job without a max runtime of its own. */
+export function rowsNeedRecentRuns(rows: EntryRow[]): boolean {
+  return rows.some((r) => r.status === "pending" && r.jobType === "local" && maxRuntimeMinutes(snapshotRuntime(r)) === null);
+}
+
+function waitingFacts(row: EntryRow) {
+  return {
+    jobType: row.jobType === "local" ? ("local" as const) : ("cloud" as const),
+    configName: row.configName,
+    numProcesses: row.numProcesses,
+    maxRuntime: snapshotRuntime(row),
+  };
+}
+
+/** How long a waiting entry is expected to run (edge/scheduler/estimate.ts), in minutes to the hundredth, and how that was estimated. */
+function expectedMinutes(row: EntryRow, recent: RecentRuns): Pick<QueueEntry, "expected_minutes" | "expected_minutes_method"> {
+  const estimate = row.status === "pending" ? expectedDuration(waitingFacts(row), recent) : null;
+  return estimate
+    ? { expected_minutes: Math.round(estimate.ms / 600) / 100, expected_minutes_method: estimate.method }
+    : { expected_minutes: null, expected_minutes_method: null };
+}
+
+/** A running entry's stored expected end and its method; none for any other status. */
+function expectedEnd(row: EntryRow): Pick<QueueEntry, "expected_end_at" | "expected_end_method"> {
+  const method = END_METHODS.find((m) => m === row.expectedEndMethod);
+  return row.status === "running" && row.expectedEndAt && method
+    ? { expected_end_at: row.expectedEndAt, expected_end_method: method }
+    : { expected_end_at: null, expected_end_method: null };
+}
+
+/**
+ * A stored entry as the API shows it, with its live place and reason when it waits, and its
+ * estimates: a running job's expected end, a waiting job's expected run time (from `recent`
+ * runs when it has no max runtime: loadRecentRuns, read when rowsNeedRecentRuns).
+ */
+export function toQueueEntry(
+  row: EntryRow,
+  wait: Map<number, WaitInfo>,
+  starvationMinutes: number,
+  recent: RecentRuns = new Map(),
+  now = Date.now(),
+): QueueEntry {
   const info = row.status === "pending" ? wait.get(row.id) : undefined;
   let reason: WaitReason | null = null;
   let message: string | null = null;
@@ -70,6 +118,8 @@ export function toQueueEntry(row: EntryRow, wait: Map<number, WaitInfo>, starvat
     any_gpu: row.anyGpu === 1,
     worker_id: row.workerId,
     worker_name: row.workerName,
+    ...expectedEnd(row),
+    ...expectedMinutes(row, recent),
   };
 }
 

@@ -28,7 +28,16 @@ import {
 import type { AppEnv } from "../app-env";
 import { auditLater, changedFields } from "../audit/trail";
 import { principalOf } from "../middleware/authorize";
-import { getEntry, listEntries, toQueueEntry, userEntries, userIdNamed, visibleEntry, type EntryRow } from "../queue/entries";
+import {
+  getEntry,
+  listEntries,
+  rowsNeedRecentRuns,
+  toQueueEntry,
+  userEntries,
+  userIdNamed,
+  visibleEntry,
+  type EntryRow,
+} from "../queue/entries";
 import { readQueueHistory } from "../queue/history";
 import { queueHubOf } from "../queue/hub-types";
 import { queueStats } from "../queue/stats";
@@ -45,6 +54,8 @@ import { continueFilters, decodeCursor, encodeCursor } from "../paging";
 import { json } from "./openapi";
 import type { WaitInfo } from "../scheduler/types";
 import { schedulerOf } from "../scheduler/stub";
+import { loadRecentRuns } from "../scheduler/store";
+import type { RecentRuns } from "../scheduler/estimate";
 import { getSetting, setSetting } from "../settings";
 
 export const queue = createRouter();
@@ -58,15 +69,19 @@ const errors = {
   422: json(ErrorBody, "Invalid request"),
 };
 
-/** Stored rows as the API shows them, with live positions and reasons from the Scheduler. */
+/**
+ * Stored rows as the API shows them, with live positions and reasons from the Scheduler, and
+ * recent runs (one query) when a waiting job's run time needs them.
+ */
 async function present(c: Context<AppEnv>, rows: EntryRow[]) {
   const needsWait = rows.some((r) => r.status === "pending");
-  const [info, limits] = await Promise.all([
+  const [info, limits, recent] = await Promise.all([
     needsWait ? schedulerOf(c.env).waitInfo() : Promise.resolve([] as WaitInfo[]),
     getSetting(c.get("db"), "concurrency"),
+    rowsNeedRecentRuns(rows) ? loadRecentRuns(c.get("db"), new Date()) : Promise.resolve<RecentRuns>(new Map()),
   ]);
   const byId = new Map(info.map((w) => [w.id, w]));
-  return rows.map((row) => toQueueEntry(row, byId, limits.starvation_threshold_minutes));
+  return rows.map((row) => toQueueEntry(row, byId, limits.starvation_threshold_minutes, recent));
 }
 
 /** Lets the Scheduler act on a change now rather than at its next tick. */
@@ -85,6 +100,7 @@ queue.openapi(
       "Pages: at most `limit` entries; `next_cursor` (null on the last page) passed as `cursor` gives the next page, with the first page's filters and order (send none, or the same).",
       "`order=scheduling` (default): running, pending, blocked, then ended entries; each group by priority (override, else the level's; highest first), queued_at, id. Pending entries within a page are shown in their live Scheduler order: `position` (1 = next) is the scheduling order, starvation boost included. A job whose status or priority changes while you page may move behind your cursor (skipped) or ahead of it (listed again).",
       "`order=submitted`: by id, oldest first. A walk lists every entry that matches the filter throughout exactly once, however many jobs are submitted meanwhile (they come last): use it to go through the whole queue.",
+      "Estimates, on full entries only: a running job's `expected_end_at` with `expected_end_method`, a pending job's `expected_minutes` with `expected_minutes_method` (what each method means is on the fields). They are estimates: a job may end before or after.",
       "`user=<username>`: only that user's entries (404 `no_such_user` when nobody has that name); `total` counts them. Anyone may filter: another user's entries still show only the public fields to researchers and viewers.",
     ].join("\n\n"),
     request: { query: QueueListQuery },

@@ -233,7 +233,7 @@ training.openapi(
     tags,
     summary: "High-level state, active job id and startup stage (spec 4.2)",
     description:
-      "For job_id, or else the running job started last, else the job queued first, among the jobs the caller may read (researchers and viewers: their own). state idle with nulls when there is none. Another user's job: 403 `not_your_job` (leads and admins read any).",
+      "For job_id, or else the running job started last, else the job queued first, among the jobs the caller may read (researchers and viewers: their own). state idle with nulls when there is none. While it runs, `expected_end_at` estimates when it ends and `expected_end_method` says how (as on its queue entry). Another user's job: 403 `not_your_job` (leads and admins read any).",
     request: { query: TrainingStatusQuery },
     responses: {
       200: json(TrainingStatus, "State"),
@@ -263,6 +263,8 @@ training.openapi(
             started_at: null,
             completed_at: null,
             error_message: null,
+            expected_end_at: null,
+            expected_end_method: null,
           },
           200,
         );

@@ -18,8 +18,20 @@ import type { StorageBucket } from "../storage/endpoint";
 import { abortEndedUploads } from "../storage/sweep";
 import { admitJobs, assignedWorker } from "../jobs/lifecycle/admit";
 import { writeBatch } from "../jobs/lifecycle/batch";
-import { submitJobs, type NewSubmission } from "../jobs/lifecycle/submit";
-import { loadActive, loadCapacity, loadEntries, localBoxStatus, planInput, readForSubmissions } from "./store";
+import { startEnd, submitJobs, type NewSubmission } from "../jobs/lifecycle/submit";
+import { maxRuntimeMinutes } from "../cloud/cost";
+import { endAtStart, type ExpectedEnd, type RecentRuns } from "./estimate";
+import {
+  loadActive,
+  loadCapacity,
+  loadEntries,
+  loadRecentRuns,
+  localBoxStatus,
+  needsRecentRuns,
+  planInput,
+  readForSubmissions,
+  withRecentRuns,
+} from "./store";
 import type { ActiveEntry, CapacityWithRules } from "./store";
 
 /** Seconds between background passes (spec 8). */
@@ -45,6 +57,11 @@ export const READ_CACHE_MS = 2_000;
  * sustained submits gain far more than the wait costs one submission.
  */
 export const GROUP_WAIT_MS = 4;
+/**
+ * Recent completed runs (a waiting job's run time when it has no max runtime) are kept this long:
+ * they change only as jobs complete, and a median over the last five hardly moves with one more.
+ */
+export const RECENT_RUNS_MS = 60_000;
 
 /**
  * The only place capacity is handed out: every admission (a pending job to running, with its GPUs
@@ -64,6 +81,7 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
   private configs = new Map<string, { environment: EnvironmentConfig; at: number }>();
   /** Bumped by forget(): a read that began before it must not refill the cache with what it read. */
   private generation = 0;
+  private recent: { runs: RecentRuns; at: number } | null = null;
   private armed = false;
 
   constructor(ctx: DurableObjectState, env: Env) {
@@ -203,8 +221,10 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
       }
       if (job.approvalRule !== null) return { status: "blocked", rule: job.approvalRule };
       const now = Date.now();
-      const input = planInput(entries.values(), capacity, now);
-      const plan = planPass({ ...input, pending: [...input.pending, candidateOf(job, CANDIDATE_ID_BASE, now)] });
+      const candidate = candidateOf(job, CANDIDATE_ID_BASE, now);
+      const recent = await this.recentRuns(db, entries, [candidate]);
+      const input = planInput(entries.values(), capacity, now, recent);
+      const plan = planPass({ ...input, pending: [...input.pending, withRecentRuns(candidate, job.configName, recent)] });
       const admission = plan.admitted.find((a) => a.id === CANDIDATE_ID_BASE);
       if (admission) return { status: "running", gpus: admission.gpus, workerId: admission.workerId };
       const place = plan.waiting.find((w) => w.id === CANDIDATE_ID_BASE)!;
@@ -319,8 +339,11 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     jobs.forEach((job, index) => {
       if (job !== null && job.approvalRule === null) candidates.push(candidateOf(job, CANDIDATE_ID_BASE + index, now.getTime()));
     });
-    const input = planInput(entries.values(), capacity, now.getTime());
-    const plan = planPass(candidates.length ? { ...input, pending: [...input.pending, ...candidates] } : input);
+    const recent = await this.recentRuns(db, entries, candidates);
+    const input = planInput(entries.values(), capacity, now.getTime(), recent);
+    const configOf = (id: number) => jobs[id - CANDIDATE_ID_BASE]!.configName;
+    const estimated = candidates.map((c) => withRecentRuns(c, configOf(c.id), recent));
+    const plan = planPass(candidates.length ? { ...input, pending: [...input.pending, ...estimated] } : input);
 
     const admittedById = new Map(plan.admitted.map((a) => [a.id, a]));
     const isNew = (w: Waiting) => w.id >= CANDIDATE_ID_BASE;
@@ -346,13 +369,20 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     const places = rejected.size ? new Map(waiting.filter(isNew).map((w) => [w.id, w])) : waitingById;
     const stored = plan.admitted.filter((a) => a.id < CANDIDATE_ID_BASE);
     const stamp = now.toISOString();
+    // Each admitted job's end as it starts now, from its max runtime or cloud allowance.
+    const ends = new Map<number, ExpectedEnd>();
+    for (const a of stored) {
+      const e = entries.get(a.id);
+      const end = e && endAtStart({ maxRuntime: e.maxRuntimeMinutes, cloudSeconds: e.cloudSeconds }, now.getTime());
+      if (end) ends.set(a.id, end);
+    }
     const [submitted, admitted] = await writeBatch(db, [
       submitJobs(
         fresh.map((f) => f.submission),
         capacity.localWorkerId,
         stamp,
       ),
-      admitJobs(stored, capacity.localWorkerId, stamp),
+      admitJobs(stored, capacity.localWorkerId, stamp, ends),
       localBoxStatus(capacity.localWorkerId),
     ]);
 
@@ -373,6 +403,11 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
         return;
       }
       const candidate = candidateOf(job, id, now.getTime());
+      const kept = {
+        configName: job.configName,
+        maxRuntimeMinutes: maxRuntimeMinutes(job.configSnapshot["--max_runtime_minutes"]),
+        cloudSeconds: job.cloudSeconds ?? null,
+      };
       realIds.set(CANDIDATE_ID_BASE + index, id);
       if (submission.to === "running") {
         const { gpus, workerId } = submission.admission;
@@ -381,10 +416,12 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
           status: "running",
           allocatedGpus: gpus ?? [],
           workerId: assignedWorker(submission.admission, capacity.localWorkerId),
+          ...kept,
+          expectedEndAt: startEnd(job, now.getTime())?.at ?? null,
         });
         outcomes[index] = { status: "running", id, jobId: job.jobId, gpus, workerId };
       } else {
-        entries.set(id, { job: candidate, status: "pending", allocatedGpus: [], workerId: null });
+        entries.set(id, { job: candidate, status: "pending", allocatedGpus: [], workerId: null, ...kept, expectedEndAt: null });
         const place = places.get(CANDIDATE_ID_BASE + index)!;
         outcomes[index] = {
           status: "queued",
@@ -401,7 +438,14 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
       if (!e) continue;
       // One not started is no longer pending: it is re-read on the next full load.
       if (!admitted.started.has(a.id)) entries.delete(a.id);
-      else entries.set(a.id, { ...e, status: "running", allocatedGpus: a.gpus ?? [], workerId: assignedWorker(a, capacity.localWorkerId) });
+      else
+        entries.set(a.id, {
+          ...e,
+          status: "running",
+          allocatedGpus: a.gpus ?? [],
+          workerId: assignedWorker(a, capacity.localWorkerId),
+          expectedEndAt: ends.get(a.id)?.at ?? null,
+        });
     }
     this.remember(waiting, realIds);
     // Inside the pass: wakes the runners given jobs, and asks for no further pass.
@@ -410,6 +454,17 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     const started = admitted.change.jobs.map((j) => j.jobId);
     this.report(started, trigger);
     return { started, waiting: waiting.length, outcomes: outcomes.map((o) => o!) };
+  }
+
+  /**
+   * Recent completed runs, for waiting local jobs without a max runtime (and none read when no
+   * such job waits): kept RECENT_RUNS_MS.
+   */
+  private async recentRuns(db: Database, entries: Map<number, ActiveEntry>, candidates: PendingJob[]): Promise<RecentRuns> {
+    if (!needsRecentRuns(entries.values(), candidates)) return new Map();
+    const at = Date.now();
+    if (this.recent === null || at - this.recent.at > RECENT_RUNS_MS) this.recent = { runs: await loadRecentRuns(db, new Date(at)), at };
+    return this.recent.runs;
   }
 
   /** Keeps the pass's waiting jobs for `waitInfo`; `realIds` maps new submissions' placeholder ids to their stored ids. */
@@ -447,7 +502,9 @@ function invalidOutcome(error: unknown): Extract<SubmitOutcome, { status: "inval
 /** Placeholder ids of new submissions sort after every stored job of the same priority and time, in arrival order. */
 const CANDIDATE_ID_BASE = Number.MAX_SAFE_INTEGER - 1_000_000;
 
+/** A new job as a plan's candidate; its expected run time is its max runtime only (withRecentRuns adds recent runs). */
 function candidateOf(job: NewJob, id: number, queuedAt: number): PendingJob {
+  const minutes = maxRuntimeMinutes(job.configSnapshot["--max_runtime_minutes"]);
   return {
     id,
     jobId: job.jobId,
@@ -463,5 +520,6 @@ function candidateOf(job: NewJob, id: number, queuedAt: number): PendingJob {
     deviceIds: job.deviceIds,
     anyGpu: job.anyGpu,
     estimatedCost: job.estimatedCost,
+    expectedMs: minutes === null ? null : minutes * 60_000,
   };
 }

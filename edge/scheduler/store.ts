@@ -5,7 +5,8 @@ import { parseSetting } from "../settings";
 import type { BatchPart } from "../jobs/lifecycle/batch";
 import type { EnvironmentConfig } from "../queue/submit";
 import type { PendingJob, PlanInput, RunningJob, WorkerView } from "./plan";
-import { periodStart } from "../cloud/cost";
+import { maxRuntimeMinutes, periodStart } from "../cloud/cost";
+import { expectedDuration, recentRuns, type RecentRuns } from "./estimate";
 
 /*
  * The Scheduler DO's reads and its writes apart from job transitions. Reads build a plan's input
@@ -20,18 +21,36 @@ const parseJson = <T>(text: string | null, fallback: T): T => (text ? (JSON.pars
 
 /** An active entry as the Scheduler keeps it between passes. */
 export interface ActiveEntry {
+  /** Its `expectedMs` is its --max_runtime_minutes; planInput fills it from recent runs when that is absent. */
   job: PendingJob;
   status: "pending" | "running";
   allocatedGpus: number[];
   /** The worker id stored on the entry (the local box's id for local-box jobs). */
   workerId: number | null;
+  /** The environment it runs: recent runs of it estimate its run time. */
+  configName: string | null;
+  /** Its config snapshot's --max_runtime_minutes; null when unset or invalid. */
+  maxRuntimeMinutes: number | null;
+  /** A cloud job's run-time allowance (cloud_jobs.expected_seconds); null for other jobs. */
+  cloudSeconds: number | null;
+  /** Epoch ms a running job is expected to end, as stored when read (Capacity.expectedEnds is fresher). */
+  expectedEndAt: number | null;
 }
 
+// The snapshot's max runtime is extracted in SQL, so the whole snapshot never leaves the database.
 const ACTIVE_COLUMNS = `id, job_id, user_id, team_id, priority, priority_override, queued_at, job_type, num_processes, target,
-  worker_labels, device_ids, any_gpu, status, allocated_gpus, worker_id, estimated_cost`;
+  worker_labels, device_ids, any_gpu, status, allocated_gpus, worker_id, estimated_cost, config_name, expected_end_at,
+  json_extract(config_snapshot, '$."--max_runtime_minutes"') AS max_runtime,
+  CASE WHEN job_type = 'cloud' THEN (SELECT expected_seconds FROM cloud_jobs c WHERE c.job_id = queue_entries.job_id) END AS cloud_seconds`;
+
+const timeOf = (v: unknown) => {
+  const ms = v === null || v === undefined ? NaN : Date.parse(String(v));
+  return Number.isNaN(ms) ? null : ms;
+};
 
 function toActive(r: Record<string, unknown>): ActiveEntry {
   const text = (v: unknown) => (v === null || v === undefined ? null : String(v));
+  const minutes = maxRuntimeMinutes(r.max_runtime);
   return {
     job: {
       id: Number(r.id),
@@ -48,10 +67,15 @@ function toActive(r: Record<string, unknown>): ActiveEntry {
       deviceIds: parseJson<number[] | null>(text(r.device_ids), null),
       anyGpu: Number(r.any_gpu) === 1,
       estimatedCost: Number(r.estimated_cost ?? 0),
+      expectedMs: minutes === null ? null : minutes * 60_000,
     },
     status: r.status === "running" ? "running" : "pending",
     allocatedGpus: parseJson<number[]>(text(r.allocated_gpus), []),
     workerId: r.worker_id === null ? null : Number(r.worker_id),
+    configName: text(r.config_name),
+    maxRuntimeMinutes: minutes,
+    cloudSeconds: r.cloud_seconds === null || r.cloud_seconds === undefined ? null : Number(r.cloud_seconds),
+    expectedEndAt: timeOf(r.expected_end_at),
   };
 }
 
@@ -83,21 +107,33 @@ export interface Capacity {
   remote: (Omit<WorkerView, "idle"> & { statusIdle: boolean })[];
   /** The cloud spending limit of this period and what is committed against it; null without a limit. */
   cloudBudget: { limitUsd: number; committedUsd: number } | null;
+  /** Running entries' expected ends (epoch ms) by id, as stored now: progress batches move them without telling the Scheduler. */
+  expectedEnds: Map<number, number>;
 }
 
-/** The reads a plan's capacity is made of: the settings it needs, the workers not offline, and the cloud spending committed. */
+/**
+ * The reads a plan's capacity is made of: the settings it needs, the workers not offline, the
+ * cloud spending committed, and the running jobs' expected ends (a few rows, through the
+ * status index).
+ */
 function capacityStatements(now = new Date()): InStatement[] {
   return [
     "SELECT key, value FROM settings WHERE key IN ('concurrency', 'approval_rules', 'local_queue_paused', 'cloud')",
     "SELECT id, role, status, labels, gpus, idle_since, registered_at, created_at FROM workers WHERE status != 'offline'",
     committedSpendingStatement(now),
+    "SELECT id, expected_end_at FROM queue_entries WHERE status = 'running' AND expected_end_at IS NOT NULL",
   ];
 }
 
 type Row = Record<string, unknown>;
 
-/** Limits, approval rules, workers and the cloud budget from the rows of `capacityStatements`. */
-function capacityFrom(settingRows: Row[], workerRows: Row[], spendingRows: Row[]): Capacity & { approvalRules: ApprovalRules } {
+/** Limits, approval rules, workers, the cloud budget and running jobs' ends from the rows of `capacityStatements`. */
+function capacityFrom(
+  settingRows: Row[],
+  workerRows: Row[],
+  spendingRows: Row[],
+  endRows: Row[],
+): Capacity & { approvalRules: ApprovalRules } {
   const stored = (key: string) => {
     const row = settingRows.find((r) => r.key === key);
     return row ? String(row.value) : null;
@@ -110,6 +146,11 @@ function capacityFrom(settingRows: Row[], workerRows: Row[], spendingRows: Row[]
     gpus: String(w.gpus),
     idleSince: String(w.idle_since ?? w.registered_at ?? w.created_at),
   }));
+  const expectedEnds = new Map<number, number>();
+  for (const r of endRows) {
+    const at = timeOf(r.expected_end_at);
+    if (at !== null) expectedEnds.set(Number(r.id), at);
+  }
   const localBox = workerList.find((w) => w.role === "local") ?? null;
   const localOnline = localBox !== null && (localBox.status === "IDLE" || localBox.status === "busy");
   const cloud = parseSetting("cloud", stored("cloud"));
@@ -132,6 +173,7 @@ function capacityFrom(settingRows: Row[], workerRows: Row[], spendingRows: Row[]
         statusIdle: w.status === "IDLE",
         idleSince: Date.parse(w.idleSince),
       })),
+    expectedEnds,
   };
 }
 
@@ -139,17 +181,22 @@ export type CapacityWithRules = Capacity & { approvalRules: ApprovalRules };
 
 /** Limits and workers, read fresh on every pass (a handful of rows, one round trip). */
 export async function loadCapacity(db: Database): Promise<CapacityWithRules> {
-  const [settingRows, workerRows, spendingRows] = await db.$client.batch(capacityStatements(), "read");
-  return capacityFrom(settingRows!.rows as unknown as Row[], workerRows!.rows as unknown as Row[], spendingRows!.rows as unknown as Row[]);
+  const reads = (await db.$client.batch(capacityStatements(), "read")).map((r) => r.rows as unknown as Row[]);
+  return capacityFrom(reads[0]!, reads[1]!, reads[2]!, reads[3]!);
 }
 
-/** A pass's input from the active entries and the capacity. */
-export function planInput(entries: Iterable<ActiveEntry>, capacity: Capacity, now: number): PlanInput {
+const NO_RUNS: RecentRuns = new Map();
+
+/**
+ * A pass's input from the active entries and the capacity: a running job's expected end as
+ * stored now, a waiting job's expected run time from its max runtime, else from `recent` runs.
+ */
+export function planInput(entries: Iterable<ActiveEntry>, capacity: Capacity, now: number, recent = NO_RUNS): PlanInput {
   const pending: PendingJob[] = [];
   const running: RunningJob[] = [];
   const busyWorkers = new Set<number>();
   for (const e of entries) {
-    if (e.status === "pending") pending.push(e.job);
+    if (e.status === "pending") pending.push(withRecentRuns(e.job, e.configName, recent));
     else {
       if (e.workerId !== null) busyWorkers.add(e.workerId);
       running.push({
@@ -159,6 +206,7 @@ export function planInput(entries: Iterable<ActiveEntry>, capacity: Capacity, no
         jobType: e.job.jobType,
         allocatedGpus: e.allocatedGpus,
         workerId: e.workerId === capacity.localWorkerId ? null : e.workerId,
+        expectedEndAt: capacity.expectedEnds.get(e.job.id) ?? e.expectedEndAt,
       });
     }
   }
@@ -173,6 +221,47 @@ export function planInput(entries: Iterable<ActiveEntry>, capacity: Capacity, no
     workers: workersView,
     cloudBudget: capacity.cloudBudget,
   };
+}
+
+/**
+ * A waiting job with its run time from `recent` runs of its environment when its own max runtime
+ * gives none (its `expectedMs` is null). A copy, so the kept entry holds only what its snapshot
+ * says, while recent runs change.
+ *
+ * @example
+ * planPass({ ...input, pending: [...input.pending, withRecentRuns(candidate, "sdxl", recent)] });
+ */
+export function withRecentRuns(job: PendingJob, configName: string | null, recent: RecentRuns): PendingJob {
+  if (job.expectedMs != null || recent.size === 0) return job;
+  const estimate = expectedDuration({ jobType: job.jobType, configName, numProcesses: job.numProcesses, maxRuntime: null }, recent);
+  return estimate ? { ...job, expectedMs: estimate.ms } : job;
+}
+
+/** Whether some waiting entry or new candidate is a local job without a max runtime, so its run time needs recent runs. */
+export function needsRecentRuns(entries: Iterable<ActiveEntry>, candidates: PendingJob[] = []): boolean {
+  const unknown = (job: PendingJob) => job.jobType === "local" && job.expectedMs == null;
+  for (const e of entries) if (e.status === "pending" && unknown(e.job)) return true;
+  return candidates.some(unknown);
+}
+
+/** How far back completed runs count for a waiting job's run time. */
+export const RECENT_RUNS_DAYS = 30;
+
+/**
+ * Completed local runs of the last RECENT_RUNS_DAYS, newest first, as edge/scheduler/estimate.ts
+ * recentRuns reads them: one query on the completed-entries index, at most 1,000 rows.
+ *
+ * @example
+ * const recent = await loadRecentRuns(db, new Date());
+ */
+export async function loadRecentRuns(db: Database, now: Date): Promise<RecentRuns> {
+  const since = new Date(now.getTime() - RECENT_RUNS_DAYS * 86_400_000).toISOString();
+  const result = await db.$client.execute({
+    sql: `SELECT config_name, num_processes, started_at, completed_at FROM queue_entries
+          WHERE status = 'completed' AND job_type = 'local' AND completed_at >= ? ORDER BY completed_at DESC LIMIT 1000`,
+    args: [since],
+  });
+  return recentRuns(result.rows as unknown as Row[]);
 }
 
 /** True while a cloud spending limit is set. */
@@ -250,5 +339,5 @@ export async function readForSubmissions(
     const config = JSON.parse(String(row.config ?? "{}")) as Record<string, unknown>;
     environments.set(String(row.name), { config, dataloader: JSON.parse(String(row.dataloader ?? "[]")) as unknown[] });
   }
-  return { capacity: withCapacity ? capacityFrom(reads[0]!, reads[1]!, reads[2]!) : null, environments };
+  return { capacity: withCapacity ? capacityFrom(reads[0]!, reads[1]!, reads[2]!, reads[3]!) : null, environments };
 }

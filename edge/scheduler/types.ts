@@ -24,6 +24,8 @@ export interface NewJob extends Pick<PendingJob, "jobType" | "numProcesses" | "t
   dataloaderSnapshot: unknown[];
   /** The cloud provider of a cloud job (spec 2.1 `provider`); null for local and worker jobs. */
   provider?: string | null;
+  /** A cloud job's run-time allowance in seconds (cloud_jobs.expected_seconds), which its expected end assumes; absent for others. */
+  cloudSeconds?: number;
 }
 
 /** Who submits: what the Scheduler needs of the caller. */

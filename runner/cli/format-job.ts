@@ -50,6 +50,29 @@ export function gpusCell(entry: Partial<QueueEntry>): string {
 }
 
 /**
+ * A running job's expected end and how it was estimated, as `jobs status` shows it; null when unknown.
+ *
+ * @example
+ * expectedEndText({ expected_end_at: "2026-11-23T10:00:00.000Z", expected_end_method: "max_runtime" }); // "2026-11-23T10:00:00.000Z (from max runtime)"
+ */
+export function expectedEndText(entry: Partial<Pick<QueueEntry, "expected_end_at" | "expected_end_method">>): string | null {
+  if (!entry.expected_end_at || !entry.expected_end_method) return null;
+  return `${entry.expected_end_at} (from ${entry.expected_end_method.replaceAll("_", " ")})`;
+}
+
+/**
+ * A waiting job's expected run time and how it was estimated; null when unknown.
+ *
+ * @example
+ * expectedRunText({ expected_minutes: 90, expected_minutes_method: "recent_runs" }); // "about 90 min (from recent runs)"
+ */
+export function expectedRunText(entry: Partial<Pick<QueueEntry, "expected_minutes" | "expected_minutes_method">>): string | null {
+  if (entry.expected_minutes === null || entry.expected_minutes === undefined || !entry.expected_minutes_method) return null;
+  const minutes = entry.expected_minutes >= 10 ? Math.round(entry.expected_minutes) : entry.expected_minutes;
+  return `about ${minutes} min (from ${entry.expected_minutes_method.replaceAll("_", " ")})`;
+}
+
+/**
  * Why a job waits, in one phrase: its reason code and the Scheduler's message.
  *
  * @example

@@ -98,6 +98,11 @@ export const ApprovalRulesUpdate = ApprovalRules.partial()
 
 const Labels = z.record(z.string().min(1).max(64), z.string().max(256));
 
+/** How a running job's expected end was estimated (edge/scheduler/estimate.ts). */
+export const END_METHODS = ["progress", "max_runtime", "cost_cap"] as const;
+/** How a waiting job's expected run time was estimated (edge/scheduler/estimate.ts). */
+export const DURATION_METHODS = ["max_runtime", "recent_runs"] as const;
+
 export const QueueEntry = z
   .object({
     id: z.number().int(),
@@ -136,6 +141,22 @@ export const QueueEntry = z
     any_gpu: z.boolean(),
     worker_id: z.number().int().nullable(),
     worker_name: z.string().nullable(),
+    expected_end_at: Timestamp.nullable().openapi({
+      description:
+        "While running: when the job is expected to end, an estimate (see expected_end_method) that moves as it reports progress and may be passed; null when unknown or not running",
+    }),
+    expected_end_method: z.enum(END_METHODS).nullable().openapi({
+      description:
+        "How expected_end_at was estimated: progress (the last reported step, the steps left and the step rate averaged over about the last 2 minutes, the first rate counting the time since the start, model loading included), cost_cap (a cloud job: the provider's start, else its admission, plus the run time its cost estimate assumed; the provider gives no estimate of its own), or max_runtime (the start plus the environment's --max_runtime_minutes); null with expected_end_at",
+    }),
+    expected_minutes: z.number().nullable().openapi({
+      description:
+        "While pending: how many minutes the job is expected to run once started, an estimate (see expected_minutes_method); null when unknown or not pending",
+    }),
+    expected_minutes_method: z.enum(DURATION_METHODS).nullable().openapi({
+      description:
+        "How expected_minutes was estimated: max_runtime (the environment's --max_runtime_minutes at submit) or recent_runs (the median run time of the last 5 completed runs of the same environment on as many GPUs within 30 days); null with expected_minutes",
+    }),
   })
   .openapi("QueueEntry");
 export type QueueEntry = z.infer<typeof QueueEntry>;

@@ -1,4 +1,5 @@
 import { z } from "@hono/zod-openapi";
+import { QueueEntry } from "./queue";
 
 /** The job a training-control call acts on (JSON or form body, or the query string). */
 export const JobRef = z.object({
@@ -37,5 +38,7 @@ export const TrainingStatus = z
     started_at: z.string().nullable(),
     completed_at: z.string().nullable(),
     error_message: z.string().nullable(),
+    expected_end_at: QueueEntry.shape.expected_end_at,
+    expected_end_method: QueueEntry.shape.expected_end_method,
   })
   .openapi("TrainingStatus");

@@ -13,6 +13,7 @@ import { v12 } from "./0012_storage_uploads";
 import { v13 } from "./0013_ownership_and_snapshots";
 import { v14 } from "./0014_bounds";
 import { v15 } from "./0015_cloud_jobs";
+import { v16 } from "./0016_expected_ends";
 
 /** One schema version: statements applied together in one transaction. */
 export interface Migration {
@@ -22,5 +23,5 @@ export interface Migration {
 }
 
 /** Every schema version, in order. Append; never edit one that has shipped. */
-export const MIGRATIONS: readonly Migration[] = [v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11, v12, v13, v14, v15];
+export const MIGRATIONS: readonly Migration[] = [v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11, v12, v13, v14, v15, v16];
 export const LATEST_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;

@@ -1,4 +1,5 @@
 import type { InStatement } from "@libsql/client/web";
+import type { ExpectedEnd } from "../../scheduler/estimate";
 import type { Admission } from "../../scheduler/plan";
 import type { BatchPart } from "./batch";
 import type { Change } from "./effects";
@@ -31,22 +32,39 @@ export function assignedWorker(admission: Pick<Admission, "gpus" | "workerId">, 
  * admissions travel as one JSON argument), then one statement per remote worker taken. One
  * statement rather than one per job: a 500-job pass is otherwise 500 round trips' worth of work
  * in the batch. RETURNING names the jobs that really started, and only those are reported.
+ * `ends`: each job's expected end from its start (edge/scheduler/estimate.ts endAtStart), by
+ * stored id; a job without one starts with none.
  *
  * @example
- * const [admitted] = await writeBatch(db, [admitJobs(plan.admitted, capacity.localWorkerId, now.toISOString())]);
+ * const [admitted] = await writeBatch(db, [admitJobs(plan.admitted, capacity.localWorkerId, now.toISOString(), ends)]);
  */
-export function admitJobs(admissions: Admission[], localWorkerId: number | null, stamp: string): BatchPart<Admitted> {
+export function admitJobs(
+  admissions: Admission[],
+  localWorkerId: number | null,
+  stamp: string,
+  ends: ReadonlyMap<number, ExpectedEnd> = new Map(),
+): BatchPart<Admitted> {
   if (admissions.length === 0) return { statements: [], read: () => ({ started: new Set(), change: { jobs: [] } }) };
-  const rows = admissions.map((a) => ({ id: a.id, gpus: a.gpus, worker: assignedWorker(a, localWorkerId) }));
+  const rows = admissions.map((a) => {
+    const end = ends.get(a.id);
+    return {
+      id: a.id,
+      gpus: a.gpus,
+      worker: assignedWorker(a, localWorkerId),
+      end: end ? new Date(end.at).toISOString() : null,
+      method: end?.method ?? null,
+    };
+  });
   const statements: InStatement[] = [
     {
       // The admissions are materialised first so SQLite looks each job up by id; joined directly,
       // it walks the status index over every pending entry per admission (seconds at 10,000).
       sql: `WITH a AS MATERIALIZED (
-              SELECT value ->> '$.id' AS id, value ->> '$.worker' AS worker,
+              SELECT value ->> '$.id' AS id, value ->> '$.worker' AS worker, value ->> '$.end' AS end_at, value ->> '$.method' AS method,
                      CASE json_type(value, '$.gpus') WHEN 'array' THEN value -> '$.gpus' END AS gpus
               FROM json_each(?2))
-            UPDATE queue_entries SET status = 'running', started_at = ?1, updated_at = ?1, allocated_gpus = a.gpus, worker_id = a.worker
+            UPDATE queue_entries SET status = 'running', started_at = ?1, updated_at = ?1, allocated_gpus = a.gpus, worker_id = a.worker,
+              expected_end_at = a.end_at, expected_end_method = a.method, progress_rate = NULL
             FROM a WHERE queue_entries.id = a.id AND queue_entries.status = 'pending'
             RETURNING queue_entries.id AS admitted_id`,
       args: [stamp, JSON.stringify(rows)],

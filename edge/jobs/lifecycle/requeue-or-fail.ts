@@ -7,6 +7,7 @@ import type { JobChange } from "./effects";
  * allocations live on running entries), or fails once it has had max_attempts. Used by a runner's
  * `interrupted` report (finish.ts), the offline sweep (sweep-offline.ts) and worker removal
  * (remove-worker.ts). One statement either way, so a job cannot be retried and failed at once.
+ * A retried job's expected end and step rate go with its attempt: the next one starts afresh.
  */
 
 /** Which running jobs were interrupted, and why (the start of their error_message). */
@@ -49,6 +50,9 @@ export function requeueOrFail(interruption: Interruption, now: string): InStatem
             allocated_gpus = CASE WHEN ${RETRY} THEN NULL ELSE allocated_gpus END,
             worker_id = CASE WHEN ${RETRY} THEN NULL ELSE worker_id END,
             attempt = CASE WHEN ${RETRY} THEN attempt + 1 ELSE attempt END,
+            expected_end_at = CASE WHEN ${RETRY} THEN NULL ELSE expected_end_at END,
+            expected_end_method = CASE WHEN ${RETRY} THEN NULL ELSE expected_end_method END,
+            progress_rate = CASE WHEN ${RETRY} THEN NULL ELSE progress_rate END,
             updated_at = ?1
           WHERE status = 'running' AND ${scope}
           RETURNING job_id, status, attempt, max_attempts, error_message`,

@@ -1,4 +1,5 @@
 import type { InStatement } from "@libsql/client/web";
+import { endAtStart } from "../../scheduler/estimate";
 import type { Admission } from "../../scheduler/plan";
 import type { NewJob } from "../../scheduler/types";
 import { assignedWorker, workerBusyStatement } from "./admit";
@@ -68,11 +69,13 @@ function insertStatement(
   gpus: number[] | null,
   workerId: number | null,
 ): InStatement {
+  // A job stored running starts now: its expected end as any admission's (admit.ts).
+  const end = status === "running" ? startEnd(job, Date.parse(stamp)) : null;
   return {
     sql: `INSERT INTO queue_entries (job_id, user_id, team_id, provider, config_name, priority, status, queued_at, started_at, estimated_cost,
             requires_approval, metadata, allocated_gpus, job_type, num_processes, target, worker_labels, device_ids, any_gpu, worker_id, updated_at,
-            config_snapshot, dataloader_snapshot)
-          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+            config_snapshot, dataloader_snapshot, expected_end_at, expected_end_method)
+          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
     args: [
       job.jobId,
       job.userId,
@@ -97,8 +100,21 @@ function insertStatement(
       stamp,
       JSON.stringify(job.configSnapshot),
       JSON.stringify(job.dataloaderSnapshot),
+      end === null ? null : new Date(end.at).toISOString(),
+      end?.method ?? null,
     ],
   };
+}
+
+/**
+ * A new job's expected end if it starts at `startedAt`: from its cloud run-time allowance or its
+ * snapshot's --max_runtime_minutes (edge/scheduler/estimate.ts endAtStart).
+ *
+ * @example
+ * startEnd(job, Date.now()); // { at: ..., method: "max_runtime" } | null
+ */
+export function startEnd(job: NewJob, startedAt: number) {
+  return endAtStart({ maxRuntime: job.configSnapshot["--max_runtime_minutes"], cloudSeconds: job.cloudSeconds ?? null }, startedAt);
 }
 
 // The request row, then its id on the entry; in the same write batch as the insert.

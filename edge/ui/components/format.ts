@@ -7,6 +7,12 @@ export function formatTime(value: string | number | null | undefined): string {
   return Number.isNaN(date.getTime()) ? String(value) : date.toLocaleString();
 }
 
+/** An ISO timestamp as the local hour and minute (10:42); "-" when absent or not a time. */
+export function formatClock(value: string | null | undefined): string {
+  const date = value ? new Date(value) : null;
+  return date && !Number.isNaN(date.getTime()) ? date.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }) : "-";
+}
+
 /**
  * Seconds as a short duration.
  *

@@ -115,6 +115,17 @@ function Summary({ job, status, version }: { job: Job; status: string; version: 
           <Term label="Ended">{formatTime(full.completed_at)}</Term>
         </>
       ) : null}
+      {full?.expected_end_at && full.expected_end_method ? (
+        <Term label="Expected end">
+          {formatTime(full.expected_end_at)} <span class="muted">(estimated from {full.expected_end_method.replaceAll("_", " ")})</span>
+        </Term>
+      ) : null}
+      {full?.expected_minutes != null && full.expected_minutes_method ? (
+        <Term label="Expected run">
+          about {formatDuration(full.expected_minutes * 60)}{" "}
+          <span class="muted">(estimated from {full.expected_minutes_method.replaceAll("_", " ")})</span>
+        </Term>
+      ) : null}
       {full?.job_type === "cloud" ? <CloudTerms jobId={job.job_id} version={version} /> : null}
     </dl>
   );

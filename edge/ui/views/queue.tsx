@@ -5,7 +5,7 @@ import { call, endpoints } from "../api";
 import { ErrorNote } from "../components/error-note";
 import { Field } from "../components/field";
 import { useLiveText, useQueueChanges, type LiveState } from "../components/live";
-import { formatDuration, formatTime } from "../components/format";
+import { formatClock, formatDuration, formatTime } from "../components/format";
 import { Page, Panel } from "../components/page";
 import { PageSizeField, useCursorPages } from "../components/paging";
 import { Plot } from "../components/plot";
@@ -363,7 +363,10 @@ function JobRow({ job, reload }: { job: Job; reload: () => Promise<void> }) {
         {job.effective_priority !== job.priority ? <span class="muted"> (level {job.priority})</span> : null}
       </td>
       <td>{waitText(job)}</td>
-      <td>{placeText(job)}</td>
+      <td>
+        {placeText(job)}
+        {full?.expected_end_at ? <div class="muted">ends ~{formatClock(full.expected_end_at)}</div> : null}
+      </td>
       <td>{formatTime(job.queued_at)}</td>
       <td class="queue-actions">
         {mayCancel ? (

@@ -6,7 +6,7 @@ import type { CloudJob } from "../../../shared/schemas/cloud";
 import type { MyQueue, QueueEntry, QueueJob } from "../../../shared/schemas/queue";
 import type { TrainingStatus } from "../../../shared/schemas/training";
 import { cli } from "../context";
-import { age, bytes, gpuList, usd, waitText } from "../format-job";
+import { age, bytes, expectedEndText, expectedRunText, gpuList, usd, waitText } from "../format-job";
 import type { Output } from "../output";
 
 type Job = z.output<typeof QueueJob>;
@@ -72,6 +72,8 @@ function details(out: Output, job: Job, training: z.output<typeof TrainingStatus
     job.effective_priority === job.priority ? String(job.priority) : `${job.effective_priority} (base ${job.priority})`,
   ]);
   if (job.status === "pending") rows.push(["Position", job.position === null ? "-" : String(job.position)], ["Waiting", waitText(job)]);
+  const expectedRun = job.status === "pending" ? expectedRunText(full) : null;
+  if (expectedRun) rows.push(["Expected run", expectedRun]);
   if (job.status === "blocked") rows.push(["Waiting", waitText(job)]);
   if (full.allocated_gpus?.length) rows.push(["GPUs", gpuList(full.allocated_gpus)]);
   else if (full.num_processes !== undefined && full.job_type === "local")
@@ -80,6 +82,8 @@ function details(out: Output, job: Job, training: z.output<typeof TrainingStatus
   if (full.attempt !== undefined) rows.push(["Attempt", `${full.attempt} of ${full.max_attempts}`]);
   rows.push(["Queued", `${job.queued_at} (${age(job.queued_at)} ago)`]);
   if (full.started_at) rows.push(["Started", full.started_at]);
+  const expectedEnd = job.status === "running" ? expectedEndText(full) : null;
+  if (expectedEnd) rows.push(["Expected end", expectedEnd]);
   if (full.completed_at) rows.push(["Ended", full.completed_at]);
   if (full.error_message) rows.push(["Error", full.error_message]);
   if (training) rows.push(["Progress", progressText(training)]);

@@ -1,0 +1,235 @@
+import type { DURATION_METHODS, END_METHODS } from "../../shared/schemas/queue";
+import { maxRuntimeMinutes } from "../cloud/cost";
+
+/*
+ * How long jobs are expected to take, for the planner's backfill and for people reading the
+ * queue (issue 17 steps 1 and 2). Pure: the callers read and store the figures.
+ *
+ * A running job's end comes from its own progress when it reports steps (the best evidence we
+ * have), else from what its cloud submission assumed, else from its environment's
+ * --max_runtime_minutes, else it is unknown. A waiting job's run time comes from its
+ * --max_runtime_minutes, else from the recent runs of the same environment on as many GPUs.
+ * Every figure is an estimate: the planner must stay safe when one is wrong.
+ */
+
+/** The window the step rate is averaged over: a change of speed shows within minutes, one odd batch barely moves it. */
+export const RATE_WINDOW_MS = 120_000;
+/** How many recent completed runs of an environment on a GPU count a waiting job's run time is the median of. */
+export const RECENT_RUNS = 5;
+/**
+ * The farthest ahead an estimate may lie. Jobs run a week at most (MAX_RUNTIME_MINUTES), so an
+ * end further out than this comes from a trainer's nonsense step counts, not from a forecast.
+ */
+export const HORIZON_MS = 365 * 24 * 3_600_000;
+
+/** A running job's progress as stored between event batches (queue_entries.progress_rate, JSON). */
+export interface ProgressRate {
+  /** The last step reported, of `total`. */
+  step: number;
+  total: number;
+  /** Epoch ms the service received that step. */
+  at: number;
+  /** The averaged time per step, ms. */
+  msPerStep: number;
+}
+
+export type ProgressPoint = Pick<ProgressRate, "step" | "total" | "at">;
+
+export type EndMethod = (typeof END_METHODS)[number];
+export type DurationMethod = (typeof DURATION_METHODS)[number];
+
+export interface ExpectedEnd {
+  /** Epoch ms. */
+  at: number;
+  method: EndMethod;
+}
+
+export interface ExpectedDuration {
+  ms: number;
+  method: DurationMethod;
+}
+
+/** What a running job's end is estimated from. */
+export interface RunningFacts {
+  /** Epoch ms this attempt started (its admission); null before. */
+  startedAt: number | null;
+  rate: ProgressRate | null;
+  /** The config snapshot's `--max_runtime_minutes`, as stored (a number, a numeric string, or anything else: ignored). */
+  maxRuntime: unknown;
+  /** A cloud job's run-time allowance (cloud_jobs.expected_seconds) and its provider's start when reported; null for other jobs. */
+  cloud: { expectedSeconds: number; providerStartedAt: number | null } | null;
+}
+
+/** What a waiting job's run time is estimated from. */
+export interface WaitingFacts {
+  jobType: "local" | "cloud";
+  configName: string | null;
+  numProcesses: number;
+  maxRuntime: unknown;
+}
+
+const isCount = (n: unknown): n is number => typeof n === "number" && Number.isFinite(n) && n >= 0 && n <= Number.MAX_SAFE_INTEGER;
+
+/**
+ * The step and total of a `training.progress` event's data, received at `at`; null unless both
+ * are numbers (the trainer's own words: anything else is ignored, never an error).
+ *
+ * @example
+ * progressPoint({ step: 5, total_steps: 20, loss: 0.4 }, Date.now()); // { step: 5, total: 20, at: ... }
+ */
+export function progressPoint(data: unknown, at: number): ProgressPoint | null {
+  if (typeof data !== "object" || data === null) return null;
+  const { step, total_steps: total } = data as { step?: unknown; total_steps?: unknown };
+  return typeof step === "number" && typeof total === "number" ? { step, total, at } : null;
+}
+
+/**
+ * The rate after one more progress point.
+ *
+ * - The first point's rate is the whole time since the attempt started over the steps done, so
+ *   dispatch and model loading count: the first estimate errs late, which keeps a reservation
+ *   safe rather than promising a GPU too soon.
+ * - After that, a time-weighted moving average of the rate seen since the previous point, with
+ *   weight min(1, dt / 2 min): it forgets the loading time and follows a job that slows down or
+ *   speeds up within a few minutes, while one batch that arrived late (the runner sends in
+ *   batches) moves it only by its share of the window. Weighting by time rather than per point
+ *   makes it independent of how often the runner sends.
+ * - A point whose step did not advance (a stall, a resent batch) or without a positive total
+ *   changes nothing: a stall shows as an estimate that is passed, which the planner treats as
+ *   an overrun.
+ * - A step counter that goes backwards (a run resumed from a checkpoint) restarts the rate from
+ *   that point: the time per step measured so far is kept (the same model on the same GPUs),
+ *   and the next points are measured from there.
+ * - A point that would put the end more than HORIZON_MS away is ignored as nonsense.
+ *
+ * @example
+ * let rate = advanceRate(null, { step: 10, total: 100, at: start + 60_000 }, start); // msPerStep 6000
+ * rate = advanceRate(rate, { step: 20, total: 100, at: start + 90_000 }, start); // msPerStep 5250
+ */
+export function advanceRate(prev: ProgressRate | null, point: ProgressPoint, startedAt: number | null): ProgressRate | null {
+  const { step, total, at } = point;
+  if (!isCount(step) || !isCount(total) || total <= 0 || !Number.isFinite(at)) return prev;
+  let msPerStep: number;
+  if (prev === null) {
+    if (startedAt === null || step <= 0 || at <= startedAt) return null;
+    msPerStep = (at - startedAt) / step;
+  } else if (step < prev.step) {
+    msPerStep = prev.msPerStep;
+  } else if (step === prev.step) {
+    return prev;
+  } else {
+    // Points received together (dt <= 0) say nothing about speed: the step moves, the rate stays.
+    const dt = at - prev.at;
+    const seen = dt > 0 ? dt / (step - prev.step) : prev.msPerStep;
+    msPerStep = prev.msPerStep + Math.min(1, Math.max(0, dt) / RATE_WINDOW_MS) * (seen - prev.msPerStep);
+  }
+  const next = { step, total, at: prev === null || step < prev.step ? at : Math.max(at, prev.at), msPerStep };
+  const left = Math.max(0, total - step) * msPerStep;
+  return Number.isFinite(left) && left <= HORIZON_MS ? next : prev;
+}
+
+/** A stored progress_rate, or null when absent or not one (the column is only written by appendEvents, but JSON is JSON). */
+export function parseRate(text: string | null | undefined): ProgressRate | null {
+  if (!text) return null;
+  try {
+    const r = JSON.parse(text) as Partial<ProgressRate>;
+    const ok = [r.step, r.total, r.at, r.msPerStep].every((n) => typeof n === "number" && Number.isFinite(n));
+    return ok ? { step: r.step!, total: r.total!, at: r.at!, msPerStep: r.msPerStep! } : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * When a running job is expected to end, and how that was estimated:
+ * - "progress": the last point's time plus the steps left at the averaged rate;
+ * - "cost_cap": a cloud job's provider start (else its admission) plus the run time its cost
+ *   estimate and its owner's consent assumed (cloud_jobs.expected_seconds). Replicate's API
+ *   gives no estimate of its own for a training, so that allowance is the best we know;
+ * - "max_runtime": the attempt's start plus its environment's --max_runtime_minutes;
+ * - null: nothing to go by.
+ * `now` bounds the estimate: one more than HORIZON_MS ahead is none.
+ *
+ * @example
+ * expectedEnd({ startedAt: t, rate: null, maxRuntime: "90", cloud: null }, Date.now()); // { at: t + 5_400_000, method: "max_runtime" }
+ */
+export function expectedEnd(job: RunningFacts, now: number): ExpectedEnd | null {
+  const within = (at: number) => Number.isFinite(at) && at <= now + HORIZON_MS;
+  if (job.rate) {
+    const at = job.rate.at + Math.max(0, job.rate.total - job.rate.step) * job.rate.msPerStep;
+    if (within(at)) return { at, method: "progress" };
+  }
+  if (job.cloud) {
+    const start = job.cloud.providerStartedAt ?? job.startedAt;
+    const at = start === null ? NaN : start + job.cloud.expectedSeconds * 1000;
+    if (within(at)) return { at, method: "cost_cap" };
+  }
+  const minutes = maxRuntimeMinutes(job.maxRuntime);
+  if (minutes !== null && job.startedAt !== null) return { at: job.startedAt + minutes * 60_000, method: "max_runtime" };
+  return null;
+}
+
+/**
+ * A job's expected end as it starts at `startedAt`, before any progress: its cost cap (a cloud
+ * job's run-time allowance in seconds) or its max runtime; null when it has neither.
+ *
+ * @example
+ * endAtStart({ maxRuntime: 30, cloudSeconds: null }, Date.now()); // { at: ..., method: "max_runtime" }
+ */
+export function endAtStart(job: { maxRuntime: unknown; cloudSeconds: number | null }, startedAt: number): ExpectedEnd | null {
+  const cloud = job.cloudSeconds === null ? null : { expectedSeconds: job.cloudSeconds, providerStartedAt: null };
+  return expectedEnd({ startedAt, rate: null, maxRuntime: job.maxRuntime, cloud }, startedAt);
+}
+
+/** Completed runs' durations (ms, newest first, at most RECENT_RUNS) by environment and GPU count: see runKey. */
+export type RecentRuns = ReadonlyMap<string, readonly number[]>;
+
+/** The key of RecentRuns for an environment on a number of GPUs (processes). */
+export const runKey = (configName: string, numProcesses: number) => `${numProcesses}:${configName}`;
+
+const timeOf = (v: unknown) => (typeof v === "string" ? Date.parse(v) : NaN);
+
+/**
+ * RecentRuns from completed local entries' rows (config_name, num_processes, started_at,
+ * completed_at), newest first as the query orders them: each environment and GPU count keeps
+ * its RECENT_RUNS newest runs. A row without both times is skipped.
+ *
+ * @example
+ * recentRuns([{ config_name: "sdxl", num_processes: 2, started_at: "...T10:00:00Z", completed_at: "...T10:30:00Z" }]).get(runKey("sdxl", 2)); // [1_800_000]
+ */
+export function recentRuns(rows: readonly Record<string, unknown>[]): RecentRuns {
+  const runs = new Map<string, number[]>();
+  for (const row of rows) {
+    if (typeof row.config_name !== "string") continue;
+    const ms = timeOf(row.completed_at) - timeOf(row.started_at);
+    if (!(ms >= 0)) continue;
+    const key = runKey(row.config_name, Number(row.num_processes));
+    const list = runs.get(key) ?? [];
+    if (list.length < RECENT_RUNS) runs.set(key, [...list, ms]);
+  }
+  return runs;
+}
+
+function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
+}
+
+/**
+ * How long a waiting job is expected to run once started: its --max_runtime_minutes
+ * ("max_runtime": what its owner allowed, so rather long than short), else the median of the
+ * last RECENT_RUNS completed runs of the same environment on as many GPUs ("recent_runs": a
+ * median, so one run that was stopped early or hung does not skew it; local jobs only, as only
+ * their runs are counted), else null.
+ *
+ * @example
+ * expectedDuration({ jobType: "local", configName: "sdxl", numProcesses: 2, maxRuntime: 30 }, new Map()); // { ms: 1_800_000, method: "max_runtime" }
+ */
+export function expectedDuration(job: WaitingFacts, recent: RecentRuns): ExpectedDuration | null {
+  const minutes = maxRuntimeMinutes(job.maxRuntime);
+  if (minutes !== null) return { ms: minutes * 60_000, method: "max_runtime" };
+  if (job.jobType !== "local" || job.configName === null) return null;
+  const runs = recent.get(runKey(job.configName, job.numProcesses));
+  return runs?.length ? { ms: median(runs), method: "recent_runs" } : null;
+}
