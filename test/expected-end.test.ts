@@ -127,9 +127,11 @@ describe("a running job's expected end", () => {
       const shown = await job(id);
       return shown.status === "running" && shown;
     });
-    expect(again).toMatchObject({ attempt: 2, expected_end_at: null, expected_end_method: null });
+    // Afresh: at most what recent runs of its environment say (the earlier tests ran it), never its old progress.
+    expect(again.attempt).toBe(2);
+    expect([null, "recent_runs"]).toContain(again.expected_end_method);
     expect((await post(box, id, [progress(6, 50)], 1)).body).toMatchObject({ stored: 1 });
-    expect(await job(id)).toMatchObject({ expected_end_at: null, expected_end_method: null });
+    expect(await job(id)).toMatchObject({ expected_end_at: again.expected_end_at, expected_end_method: again.expected_end_method });
     expect((await finish(id, "completed")).status).toBe(200);
   });
 });
@@ -153,6 +155,14 @@ describe("a waiting job's expected run time", () => {
     const expected = { status: "pending", expected_minutes: Math.round(median / 600) / 100, expected_minutes_method: "recent_runs" };
     expect(await job(fresh)).toMatchObject(expected);
     expect(await listed(fresh)).toMatchObject(expected);
+    // One that starts now is expected to end that much later, until its own progress says better.
+    const third = (await submit("fresh", "a")).job_id as string;
+    const started = await job(third);
+    expect(started).toMatchObject({ status: "running", expected_end_method: "recent_runs" });
+    expect(Date.parse(started.expected_end_at) - Date.parse(started.started_at)).toBeCloseTo(median, -2);
+    expect((await post(box, third, [progress(1, 10)])).status).toBe(200);
+    expect(await job(third)).toMatchObject({ expected_end_method: "progress" });
+    expect((await finish(third, "completed")).status).toBe(200);
     // Running and ended jobs have none.
     expect((await listed(timed)).expected_end_at).toBeNull();
     for (const id of [timed, fresh]) await call("POST", `/api/queue/${id}/cancel`, rita.key);
@@ -185,6 +195,9 @@ describe("what must not show or move an estimate", () => {
 
   it("garbage progress is stored as events but makes no estimate, and is never a server error", async () => {
     const id = (await submit("free", "a")).job_id as string;
+    // What it started with (recent runs of "free" from the tests before, or nothing) must stay.
+    const { expected_end_at, expected_end_method } = await job(id);
+    expect(expected_end_method).not.toBe("progress");
     const garbage = [
       progress("x", 100),
       progress(-5, 100),
@@ -201,7 +214,7 @@ describe("what must not show or move an estimate", () => {
     for (const event of garbage) {
       const reply = await post(box, id, [event]);
       expect([reply.status, reply.body.stored], JSON.stringify(event)).toEqual([200, 1]);
-      expect(await job(id)).toMatchObject({ expected_end_at: null, expected_end_method: null });
+      expect(await job(id)).toMatchObject({ expected_end_at, expected_end_method });
     }
     const events = await call("GET", `/api/training/events?job_id=${id}&limit=1000`, rita.key);
     expect(events.events.filter((e: any) => e.type === "training.progress")).toHaveLength(garbage.length);

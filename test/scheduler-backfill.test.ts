@@ -175,7 +175,7 @@ describe("remote workers", () => {
     expect(p.waiting[0]).toMatchObject({ jobId: reserved.jobId, reason: "workers_busy", expectedStartAt: at(30) });
     expect(p.waiting[0]!.message).toContain("reserved (waited past the starvation threshold): worker 2 from 2026-11-23T12:30Z");
     // Worker 3 is one the reserved job could never use: any job may take it, however long.
-    expect(p.admitted).toEqual([{ id: long.id, jobId: long.jobId, gpus: null, workerId: 3 }]);
+    expect(p.admitted).toEqual([{ id: long.id, jobId: long.jobId, gpus: null, workerId: 3, expectedEndAt: at(600) }]);
   });
 
   it("promises no start while every matching worker runs a job with no expected end, or past it", () => {

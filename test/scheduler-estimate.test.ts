@@ -24,7 +24,24 @@ describe("advanceRate", () => {
       total: 100,
       at: start + MIN,
       msPerStep: 6000,
+      from: { step: 10, at: start + MIN },
     });
+  });
+
+  it("then, for two minutes, the average since that first point: exact for a steady job, loading left out", () => {
+    // Loading took 50 s, then 1 step a second, reported in batches of 5.
+    let rate = advanceRate(null, { step: 1, total: 100, at: start + 51_000 }, start);
+    expect(rate!.msPerStep).toBe(51_000);
+    for (const step of [6, 11, 16]) rate = advanceRate(rate, { step, total: 100, at: start + 50_000 + step * 1000 }, start);
+    expect(rate).toEqual({ step: 16, total: 100, at: start + 66_000, msPerStep: 1000, from: { step: 1, at: start + 51_000 } });
+    expect(expectedEnd({ ...none, rate }, start)).toEqual({ at: start + 66_000 + 84 * 1000, method: "progress" });
+    // Points that came with the first one say nothing about speed yet.
+    const first = advanceRate(null, { step: 1, total: 100, at: start + 51_000 }, start)!;
+    expect(advanceRate(first, { step: 3, total: 100, at: start + 51_000 }, start)!.msPerStep).toBe(51_000);
+    // Past the window: the moving average takes over from there, and the first point is forgotten.
+    const later = advanceRate(rate, { step: 90, total: 100, at: start + 51_000 + 3 * MIN }, start)!;
+    expect(later.from).toBeUndefined();
+    expect(parseRate(JSON.stringify(rate))).toEqual(rate);
   });
 
   it("cannot measure a first point without a start, before any step, or not after the start", () => {
@@ -78,6 +95,7 @@ describe("advanceRate", () => {
       total: 1000,
       at: start + 22 * MIN,
       msPerStep: 1500,
+      from: { step: 500, at: start + 22 * MIN },
     });
   });
 
@@ -156,9 +174,28 @@ describe("expectedDuration", () => {
   it("else the median of the last 5 completed runs of the same environment on as many GPUs", () => {
     // Newest first, as the query orders them; the sixth (oldest) is not counted.
     const rows = [10, 50, 20, 40, 30, 1000].map((m, i) => run("sdxl", 2, m, i * 100));
-    expect(recentRuns(rows).get(runKey("sdxl", 2))).toEqual([10, 50, 20, 40, 30].map((m) => m * MIN));
+    expect(recentRuns(rows).get(runKey("sdxl", 2))).toEqual([10, 50, 20, 40, 30].map((m) => ({ ms: m * MIN, steps: null })));
     expect(expectedDuration(waiting, recentRuns(rows))).toEqual({ ms: 30 * MIN, method: "recent_runs" });
     expect(expectedDuration(waiting, recentRuns(rows.slice(0, 2)))).toEqual({ ms: 30 * MIN, method: "recent_runs" });
+  });
+
+  it("takes its own --max_train_steps times the runs' median time per step when both have steps", () => {
+    // 1,000 steps in 10 min, 2,000 in 22, 500 in 5.5: 0.6, 0.66 and 0.66 s per step; the median is 0.66 s.
+    const rows = [
+      { ...run("sdxl", 2, 10), steps: 1000 },
+      { ...run("sdxl", 2, 22, 30), steps: "2000" },
+      { ...run("sdxl", 2, 5.5, 60), steps: 500 },
+    ];
+    expect(expectedDuration({ ...waiting, steps: 3000 }, recentRuns(rows))).toEqual({ ms: 3000 * 0.66 * 1000, method: "recent_runs" });
+    expect(expectedDuration({ ...waiting, steps: "3000" }, recentRuns(rows))).toEqual({ ms: 3000 * 0.66 * 1000, method: "recent_runs" });
+    // Without steps of its own (an epoch-based run) or a usable count, the runs' median time.
+    for (const steps of [undefined, 0, -5, 2.5, "many", null])
+      expect(expectedDuration({ ...waiting, steps }, recentRuns(rows))).toEqual({ ms: 10 * MIN, method: "recent_runs" });
+    // Runs without steps: their median time, whatever its own steps.
+    expect(expectedDuration({ ...waiting, steps: 3000 }, recentRuns([run("sdxl", 2, 10)]))).toEqual({
+      ms: 10 * MIN,
+      method: "recent_runs",
+    });
   });
 
   it("ignores runs of another environment or another GPU count, and rows without times", () => {

@@ -37,6 +37,7 @@ function waitingFacts(row: EntryRow) {
     configName: row.configName,
     numProcesses: row.numProcesses,
     maxRuntime: snapshotRuntime(row),
+    steps: parse<Record<string, unknown>>(row.configSnapshot)?.["--max_train_steps"],
   };
 }
 
@@ -99,6 +100,7 @@ export function toQueueEntry(
     position: info?.position ?? null,
     wait_reason: reason,
     wait_message: message,
+    expected_start_at: typeof info?.expectedStartAt === "number" ? new Date(info.expectedStartAt).toISOString() : null,
     queued_at: row.queuedAt,
     started_at: row.startedAt,
     completed_at: row.completedAt,

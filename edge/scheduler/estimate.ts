@@ -31,6 +31,8 @@ export interface ProgressRate {
   at: number;
   /** The averaged time per step, ms. */
   msPerStep: number;
+  /** The first point measured from (after the start, or a restart), kept for the first RATE_WINDOW_MS. */
+  from?: { step: number; at: number };
 }
 
 export type ProgressPoint = Pick<ProgressRate, "step" | "total" | "at">;
@@ -66,6 +68,8 @@ export interface WaitingFacts {
   configName: string | null;
   numProcesses: number;
   maxRuntime: unknown;
+  /** The config snapshot's `--max_train_steps`, as stored (a whole number > 0 counts; anything else: ignored). */
+  steps?: unknown;
 }
 
 const isCount = (n: unknown): n is number => typeof n === "number" && Number.isFinite(n) && n >= 0 && n <= Number.MAX_SAFE_INTEGER;
@@ -89,6 +93,9 @@ export function progressPoint(data: unknown, at: number): ProgressPoint | null {
  * - The first point's rate is the whole time since the attempt started over the steps done, so
  *   dispatch and model loading count: the first estimate errs late, which keeps a reservation
  *   safe rather than promising a GPU too soon.
+ * - For RATE_WINDOW_MS from that first point, the average since it: exact for a steady job after
+ *   two points, with the loading time left out (an average that started from the first point's
+ *   rate would carry it for minutes).
  * - After that, a time-weighted moving average of the rate seen since the previous point, with
  *   weight min(1, dt / 2 min): it forgets the loading time and follows a job that slows down or
  *   speeds up within a few minutes, while one batch that arrived late (the runner sends in
@@ -104,26 +111,34 @@ export function progressPoint(data: unknown, at: number): ProgressPoint | null {
  *
  * @example
  * let rate = advanceRate(null, { step: 10, total: 100, at: start + 60_000 }, start); // msPerStep 6000
- * rate = advanceRate(rate, { step: 20, total: 100, at: start + 90_000 }, start); // msPerStep 5250
+ * rate = advanceRate(rate, { step: 20, total: 100, at: start + 90_000 }, start); // msPerStep 3000: 10 steps since the first point, in 30 s
  */
 export function advanceRate(prev: ProgressRate | null, point: ProgressPoint, startedAt: number | null): ProgressRate | null {
   const { step, total, at } = point;
   if (!isCount(step) || !isCount(total) || total <= 0 || !Number.isFinite(at)) return prev;
   let msPerStep: number;
+  let from: ProgressRate["from"];
   if (prev === null) {
     if (startedAt === null || step <= 0 || at <= startedAt) return null;
     msPerStep = (at - startedAt) / step;
+    from = { step, at };
   } else if (step < prev.step) {
     msPerStep = prev.msPerStep;
+    from = { step, at };
   } else if (step === prev.step) {
     return prev;
+  } else if (prev.from && at - prev.from.at <= RATE_WINDOW_MS) {
+    // Points received with the first one (no time between) say nothing about speed yet.
+    msPerStep = at > prev.from.at ? (at - prev.from.at) / (step - prev.from.step) : prev.msPerStep;
+    from = prev.from;
   } else {
     // Points received together (dt <= 0) say nothing about speed: the step moves, the rate stays.
     const dt = at - prev.at;
     const seen = dt > 0 ? dt / (step - prev.step) : prev.msPerStep;
     msPerStep = prev.msPerStep + Math.min(1, Math.max(0, dt) / RATE_WINDOW_MS) * (seen - prev.msPerStep);
   }
-  const next = { step, total, at: prev === null || step < prev.step ? at : Math.max(at, prev.at), msPerStep };
+  const next: ProgressRate = { step, total, at: prev === null || step < prev.step ? at : Math.max(at, prev.at), msPerStep };
+  if (from) next.from = from;
   const left = Math.max(0, total - step) * msPerStep;
   return Number.isFinite(left) && left <= HORIZON_MS ? next : prev;
 }
@@ -133,8 +148,11 @@ export function parseRate(text: string | null | undefined): ProgressRate | null 
   if (!text) return null;
   try {
     const r = JSON.parse(text) as Partial<ProgressRate>;
-    const ok = [r.step, r.total, r.at, r.msPerStep].every((n) => typeof n === "number" && Number.isFinite(n));
-    return ok ? { step: r.step!, total: r.total!, at: r.at!, msPerStep: r.msPerStep! } : null;
+    const numbers = (...ns: unknown[]) => ns.every((n) => typeof n === "number" && Number.isFinite(n));
+    if (!numbers(r.step, r.total, r.at, r.msPerStep)) return null;
+    const rate: ProgressRate = { step: r.step!, total: r.total!, at: r.at!, msPerStep: r.msPerStep! };
+    if (r.from && numbers(r.from.step, r.from.at)) rate.from = { step: r.from.step, at: r.from.at };
+    return rate;
   } catch {
     return null;
   }
@@ -181,8 +199,29 @@ export function endAtStart(job: { maxRuntime: unknown; cloudSeconds: number | nu
   return expectedEnd({ startedAt, rate: null, maxRuntime: job.maxRuntime, cloud }, startedAt);
 }
 
-/** Completed runs' durations (ms, newest first, at most RECENT_RUNS) by environment and GPU count: see runKey. */
-export type RecentRuns = ReadonlyMap<string, readonly number[]>;
+/**
+ * The end a plan expected of a job it started without a max runtime or cloud allowance (its run
+ * time from recent runs: what backfilling it relied on), as a stored estimate until its progress
+ * says better; null when the plan expected nothing.
+ */
+export function plannedEnd(admission: { expectedEndAt?: number | null }): ExpectedEnd | null {
+  return typeof admission.expectedEndAt === "number" ? { at: admission.expectedEndAt, method: "recent_runs" } : null;
+}
+
+/** A completed run: how long it took, and its --max_train_steps when it had a number of them. */
+export interface RecentRun {
+  ms: number;
+  steps: number | null;
+}
+
+/** Completed runs (newest first, at most RECENT_RUNS) by environment and GPU count: see runKey. */
+export type RecentRuns = ReadonlyMap<string, readonly RecentRun[]>;
+
+/** A `--max_train_steps` value that counts: a whole number > 0 (or such a numeric string); else null. */
+export function trainSteps(raw: unknown): number | null {
+  const n = typeof raw === "string" && raw.trim() !== "" ? Number(raw) : raw;
+  return typeof n === "number" && Number.isSafeInteger(n) && n > 0 ? n : null;
+}
 
 /** The key of RecentRuns for an environment on a number of GPUs (processes). */
 export const runKey = (configName: string, numProcesses: number) => `${numProcesses}:${configName}`;
@@ -191,21 +230,21 @@ const timeOf = (v: unknown) => (typeof v === "string" ? Date.parse(v) : NaN);
 
 /**
  * RecentRuns from completed local entries' rows (config_name, num_processes, started_at,
- * completed_at), newest first as the query orders them: each environment and GPU count keeps
- * its RECENT_RUNS newest runs. A row without both times is skipped.
+ * completed_at, steps: the snapshot's --max_train_steps), newest first as the query orders them:
+ * each environment and GPU count keeps its RECENT_RUNS newest runs. A row without both times is skipped.
  *
  * @example
- * recentRuns([{ config_name: "sdxl", num_processes: 2, started_at: "...T10:00:00Z", completed_at: "...T10:30:00Z" }]).get(runKey("sdxl", 2)); // [1_800_000]
+ * recentRuns([{ config_name: "sdxl", num_processes: 2, started_at: "...T10:00:00Z", completed_at: "...T10:30:00Z", steps: 900 }]).get(runKey("sdxl", 2)); // [{ ms: 1_800_000, steps: 900 }]
  */
 export function recentRuns(rows: readonly Record<string, unknown>[]): RecentRuns {
-  const runs = new Map<string, number[]>();
+  const runs = new Map<string, RecentRun[]>();
   for (const row of rows) {
     if (typeof row.config_name !== "string") continue;
     const ms = timeOf(row.completed_at) - timeOf(row.started_at);
     if (!(ms >= 0)) continue;
     const key = runKey(row.config_name, Number(row.num_processes));
     const list = runs.get(key) ?? [];
-    if (list.length < RECENT_RUNS) runs.set(key, [...list, ms]);
+    if (list.length < RECENT_RUNS) runs.set(key, [...list, { ms, steps: trainSteps(row.steps) }]);
   }
   return runs;
 }
@@ -218,10 +257,12 @@ function median(values: readonly number[]): number {
 
 /**
  * How long a waiting job is expected to run once started: its --max_runtime_minutes
- * ("max_runtime": what its owner allowed, so rather long than short), else the median of the
- * last RECENT_RUNS completed runs of the same environment on as many GPUs ("recent_runs": a
- * median, so one run that was stopped early or hung does not skew it; local jobs only, as only
- * their runs are counted), else null.
+ * ("max_runtime": what its owner allowed, so rather long than short), else from the last
+ * RECENT_RUNS completed runs of the same environment on as many GPUs ("recent_runs"; local jobs
+ * only, as only their runs are counted), else null. From those runs: its own --max_train_steps
+ * times their median time per step when it and they have a number of steps (the time per step is
+ * the model's on that hardware, while users change the steps from run to run), else their median
+ * run time. Medians, so one run that was stopped early or hung does not skew it.
  *
  * @example
  * expectedDuration({ jobType: "local", configName: "sdxl", numProcesses: 2, maxRuntime: 30 }, new Map()); // { ms: 1_800_000, method: "max_runtime" }
@@ -231,5 +272,8 @@ export function expectedDuration(job: WaitingFacts, recent: RecentRuns): Expecte
   if (minutes !== null) return { ms: minutes * 60_000, method: "max_runtime" };
   if (job.jobType !== "local" || job.configName === null) return null;
   const runs = recent.get(runKey(job.configName, job.numProcesses));
-  return runs?.length ? { ms: median(runs), method: "recent_runs" } : null;
+  if (!runs?.length) return null;
+  const steps = trainSteps(job.steps);
+  const perStep = runs.flatMap((r) => (r.steps === null ? [] : [r.ms / r.steps]));
+  return { ms: steps !== null && perStep.length ? steps * median(perStep) : median(runs.map((r) => r.ms)), method: "recent_runs" };
 }

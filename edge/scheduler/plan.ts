@@ -99,6 +99,8 @@ export interface Admission {
   /** Local box devices given to the job ([] for a CPU job); null when not on the local box. */
   gpus: number[] | null;
   workerId: number | null;
+  /** When it is expected to end, from its expected run time (what backfilling it relied on); null or absent: unknown. */
+  expectedEndAt?: number | null;
 }
 
 export interface Waiting {
@@ -303,7 +305,7 @@ export function planPass(input: PlanInput): Plan {
   }
 
   function admit(job: PendingJob, outcome: Extract<Outcome, { ok: true }>): void {
-    admitted.push({ id: job.id, jobId: job.jobId, gpus: outcome.gpus, workerId: outcome.workerId });
+    admitted.push({ id: job.id, jobId: job.jobId, gpus: outcome.gpus, workerId: outcome.workerId, expectedEndAt: endOf(job) });
     if (job.teamId !== null) byTeam.set(job.teamId, (byTeam.get(job.teamId) ?? 0) + 1);
     if (job.jobType === "cloud") {
       cloudRunning++;

@@ -20,7 +20,7 @@ import { admitJobs, assignedWorker } from "../jobs/lifecycle/admit";
 import { writeBatch } from "../jobs/lifecycle/batch";
 import { startEnd, submitJobs, type NewSubmission } from "../jobs/lifecycle/submit";
 import { maxRuntimeMinutes } from "../cloud/cost";
-import { endAtStart, type ExpectedEnd, type RecentRuns } from "./estimate";
+import { endAtStart, plannedEnd, type ExpectedEnd, type RecentRuns } from "./estimate";
 import {
   loadActive,
   loadCapacity,
@@ -171,13 +171,20 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
 
   /** The active entries, brought up to date: in full when stale, else only the named ones. */
   private async entries(db: Database, changed: string[]): Promise<Map<number, ActiveEntry>> {
+    // A run that ended is a recent run: waiting jobs' run times are read afresh with it.
+    const ended = (ids: Iterable<number>) => {
+      for (const id of ids) if (this.active?.entries.get(id)?.status === "running") this.recent = null;
+    };
     if (this.active === null || Date.now() - this.active.loadedAt > FULL_RELOAD_MS) {
       const loadedAt = Date.now();
-      this.active = { entries: new Map((await loadActive(db)).map((e) => [e.job.id, e])), loadedAt };
-      return this.active.entries;
+      const entries = new Map((await loadActive(db)).map((e) => [e.job.id, e]));
+      if (this.active) ended([...this.active.entries.keys()].filter((id) => !entries.has(id)));
+      this.active = { entries, loadedAt };
+      return entries;
     }
     const { active, inactiveIds } = await loadEntries(db, changed);
     const entries = this.active.entries;
+    ended(inactiveIds);
     for (const id of inactiveIds) entries.delete(id);
     for (const e of active) entries.set(e.job.id, e);
     return entries;
@@ -224,7 +231,7 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
       const candidate = candidateOf(job, CANDIDATE_ID_BASE, now);
       const recent = await this.recentRuns(db, entries, [candidate]);
       const input = planInput(entries.values(), capacity, now, recent);
-      const plan = planPass({ ...input, pending: [...input.pending, withRecentRuns(candidate, job.configName, recent)] });
+      const plan = planPass({ ...input, pending: [...input.pending, withRecentRuns(candidate, facts(job), recent)] });
       const admission = plan.admitted.find((a) => a.id === CANDIDATE_ID_BASE);
       if (admission) return { status: "running", gpus: admission.gpus, workerId: admission.workerId };
       const place = plan.waiting.find((w) => w.id === CANDIDATE_ID_BASE)!;
@@ -341,8 +348,7 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     });
     const recent = await this.recentRuns(db, entries, candidates);
     const input = planInput(entries.values(), capacity, now.getTime(), recent);
-    const configOf = (id: number) => jobs[id - CANDIDATE_ID_BASE]!.configName;
-    const estimated = candidates.map((c) => withRecentRuns(c, configOf(c.id), recent));
+    const estimated = candidates.map((c) => withRecentRuns(c, facts(jobs[c.id - CANDIDATE_ID_BASE]!), recent));
     const plan = planPass(candidates.length ? { ...input, pending: [...input.pending, ...estimated] } : input);
 
     const admittedById = new Map(plan.admitted.map((a) => [a.id, a]));
@@ -369,11 +375,12 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     const places = rejected.size ? new Map(waiting.filter(isNew).map((w) => [w.id, w])) : waitingById;
     const stored = plan.admitted.filter((a) => a.id < CANDIDATE_ID_BASE);
     const stamp = now.toISOString();
-    // Each admitted job's end as it starts now, from its max runtime or cloud allowance.
+    // Each admitted job's end as it starts now, from its max runtime or cloud allowance, else
+    // from the run time the plan expected of it (recent runs), until its progress says better.
     const ends = new Map<number, ExpectedEnd>();
     for (const a of stored) {
       const e = entries.get(a.id);
-      const end = e && endAtStart({ maxRuntime: e.maxRuntimeMinutes, cloudSeconds: e.cloudSeconds }, now.getTime());
+      const end = (e && endAtStart({ maxRuntime: e.maxRuntimeMinutes, cloudSeconds: e.cloudSeconds }, now.getTime())) ?? plannedEnd(a);
       if (end) ends.set(a.id, end);
     }
     const [submitted, admitted] = await writeBatch(db, [
@@ -404,7 +411,7 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
       }
       const candidate = candidateOf(job, id, now.getTime());
       const kept = {
-        configName: job.configName,
+        ...facts(job),
         maxRuntimeMinutes: maxRuntimeMinutes(job.configSnapshot["--max_runtime_minutes"]),
         cloudSeconds: job.cloudSeconds ?? null,
       };
@@ -417,7 +424,7 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
           allocatedGpus: gpus ?? [],
           workerId: assignedWorker(submission.admission, capacity.localWorkerId),
           ...kept,
-          expectedEndAt: startEnd(job, now.getTime())?.at ?? null,
+          expectedEndAt: (startEnd(job, now.getTime()) ?? plannedEnd(submission.admission))?.at ?? null,
         });
         outcomes[index] = { status: "running", id, jobId: job.jobId, gpus, workerId };
       } else {
@@ -472,8 +479,7 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     const kept = new Map<number, WaitInfo>();
     for (const w of waiting) {
       const id = w.id >= CANDIDATE_ID_BASE ? realIds.get(w.id) : w.id;
-      if (id !== undefined)
-        kept.set(id, { id, position: w.position, effectivePriority: w.effectivePriority, reason: w.reason, message: w.message });
+      if (id !== undefined) kept.set(id, { ...w, id });
     }
     this.lastPlan = { at: Date.now(), waiting: kept };
   }
@@ -498,6 +504,9 @@ function invalidOutcome(error: unknown): Extract<SubmitOutcome, { status: "inval
     ...(error.fields ? { errors: error.fields } : {}),
   };
 }
+
+/** What a new job's run time is estimated from, besides its max runtime. */
+const facts = (job: NewJob) => ({ configName: job.configName, trainSteps: job.configSnapshot["--max_train_steps"] ?? null });
 
 /** Placeholder ids of new submissions sort after every stored job of the same priority and time, in arrival order. */
 const CANDIDATE_ID_BASE = Number.MAX_SAFE_INTEGER - 1_000_000;

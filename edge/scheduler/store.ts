@@ -31,6 +31,8 @@ export interface ActiveEntry {
   configName: string | null;
   /** Its config snapshot's --max_runtime_minutes; null when unset or invalid. */
   maxRuntimeMinutes: number | null;
+  /** Its config snapshot's --max_train_steps, as stored (estimate.ts trainSteps reads it). */
+  trainSteps: unknown;
   /** A cloud job's run-time allowance (cloud_jobs.expected_seconds); null for other jobs. */
   cloudSeconds: number | null;
   /** Epoch ms a running job is expected to end, as stored when read (Capacity.expectedEnds is fresher). */
@@ -41,6 +43,7 @@ export interface ActiveEntry {
 const ACTIVE_COLUMNS = `id, job_id, user_id, team_id, priority, priority_override, queued_at, job_type, num_processes, target,
   worker_labels, device_ids, any_gpu, status, allocated_gpus, worker_id, estimated_cost, config_name, expected_end_at,
   json_extract(config_snapshot, '$."--max_runtime_minutes"') AS max_runtime,
+  json_extract(config_snapshot, '$."--max_train_steps"') AS train_steps,
   CASE WHEN job_type = 'cloud' THEN (SELECT expected_seconds FROM cloud_jobs c WHERE c.job_id = queue_entries.job_id) END AS cloud_seconds`;
 
 const timeOf = (v: unknown) => {
@@ -74,6 +77,7 @@ function toActive(r: Record<string, unknown>): ActiveEntry {
     workerId: r.worker_id === null ? null : Number(r.worker_id),
     configName: text(r.config_name),
     maxRuntimeMinutes: minutes,
+    trainSteps: r.train_steps ?? null,
     cloudSeconds: r.cloud_seconds === null || r.cloud_seconds === undefined ? null : Number(r.cloud_seconds),
     expectedEndAt: timeOf(r.expected_end_at),
   };
@@ -196,7 +200,7 @@ export function planInput(entries: Iterable<ActiveEntry>, capacity: Capacity, no
   const running: RunningJob[] = [];
   const busyWorkers = new Set<number>();
   for (const e of entries) {
-    if (e.status === "pending") pending.push(withRecentRuns(e.job, e.configName, recent));
+    if (e.status === "pending") pending.push(withRecentRuns(e.job, e, recent));
     else {
       if (e.workerId !== null) busyWorkers.add(e.workerId);
       running.push({
@@ -229,11 +233,16 @@ export function planInput(entries: Iterable<ActiveEntry>, capacity: Capacity, no
  * says, while recent runs change.
  *
  * @example
- * planPass({ ...input, pending: [...input.pending, withRecentRuns(candidate, "sdxl", recent)] });
+ * planPass({ ...input, pending: [...input.pending, withRecentRuns(candidate, { configName: "sdxl", trainSteps: 900 }, recent)] });
  */
-export function withRecentRuns(job: PendingJob, configName: string | null, recent: RecentRuns): PendingJob {
+export function withRecentRuns(
+  job: PendingJob,
+  { configName, trainSteps }: Pick<ActiveEntry, "configName" | "trainSteps">,
+  recent: RecentRuns,
+): PendingJob {
   if (job.expectedMs != null || recent.size === 0) return job;
-  const estimate = expectedDuration({ jobType: job.jobType, configName, numProcesses: job.numProcesses, maxRuntime: null }, recent);
+  const facts = { jobType: job.jobType, configName, numProcesses: job.numProcesses, maxRuntime: null, steps: trainSteps };
+  const estimate = expectedDuration(facts, recent);
   return estimate ? { ...job, expectedMs: estimate.ms } : job;
 }
 
@@ -257,7 +266,7 @@ export const RECENT_RUNS_DAYS = 30;
 export async function loadRecentRuns(db: Database, now: Date): Promise<RecentRuns> {
   const since = new Date(now.getTime() - RECENT_RUNS_DAYS * 86_400_000).toISOString();
   const result = await db.$client.execute({
-    sql: `SELECT config_name, num_processes, started_at, completed_at FROM queue_entries
+    sql: `SELECT config_name, num_processes, started_at, completed_at, json_extract(config_snapshot, '$."--max_train_steps"') AS steps FROM queue_entries
           WHERE status = 'completed' AND job_type = 'local' AND completed_at >= ? ORDER BY completed_at DESC LIMIT 1000`,
     args: [since],
   });

@@ -61,6 +61,8 @@ export interface WaitInfo {
   effectivePriority: number;
   reason: WaitReason;
   message: string;
+  /** Epoch ms a job holding a reservation is expected to start (null: no start promised); absent without one. */
+  expectedStartAt?: number | null;
 }
 
 export interface PassResult {

@@ -99,7 +99,7 @@ export const ApprovalRulesUpdate = ApprovalRules.partial()
 const Labels = z.record(z.string().min(1).max(64), z.string().max(256));
 
 /** How a running job's expected end was estimated (edge/scheduler/estimate.ts). */
-export const END_METHODS = ["progress", "max_runtime", "cost_cap"] as const;
+export const END_METHODS = ["progress", "max_runtime", "cost_cap", "recent_runs"] as const;
 /** How a waiting job's expected run time was estimated (edge/scheduler/estimate.ts). */
 export const DURATION_METHODS = ["max_runtime", "recent_runs"] as const;
 
@@ -147,7 +147,7 @@ export const QueueEntry = z
     }),
     expected_end_method: z.enum(END_METHODS).nullable().openapi({
       description:
-        "How expected_end_at was estimated: progress (the last reported step, the steps left and the step rate averaged over about the last 2 minutes, the first rate counting the time since the start, model loading included), cost_cap (a cloud job: the provider's start, else its admission, plus the run time its cost estimate assumed; the provider gives no estimate of its own), or max_runtime (the start plus the environment's --max_runtime_minutes); null with expected_end_at",
+        "How expected_end_at was estimated: progress (the last reported step, the steps left and the step rate averaged over about the last 2 minutes, the first rate counting the time since the start, model loading included), cost_cap (a cloud job: the provider's start, else its admission, plus the run time its cost estimate assumed; the provider gives no estimate of its own), max_runtime (the start plus the environment's --max_runtime_minutes), or recent_runs (until its first progress: the start plus the run time expected from recent runs when it started, as expected_minutes); null with expected_end_at",
     }),
     expected_minutes: z.number().nullable().openapi({
       description:
@@ -155,7 +155,11 @@ export const QueueEntry = z
     }),
     expected_minutes_method: z.enum(DURATION_METHODS).nullable().openapi({
       description:
-        "How expected_minutes was estimated: max_runtime (the environment's --max_runtime_minutes at submit) or recent_runs (the median run time of the last 5 completed runs of the same environment on as many GPUs within 30 days); null with expected_minutes",
+        "How expected_minutes was estimated: max_runtime (the environment's --max_runtime_minutes at submit) or recent_runs (from the last 5 completed runs of the same environment on as many GPUs within 30 days: the job's --max_train_steps times their median time per step when both have steps, else their median run time); null with expected_minutes",
+    }),
+    expected_start_at: Timestamp.nullable().openapi({
+      description:
+        "While pending with a reservation (it waited past starvation_threshold_minutes): when it is expected to start, from the running jobs' expected ends (backfill keeps that time); null otherwise, or while no start can be promised (a job it waits for has no expected end, or is past it)",
     }),
   })
   .openapi("QueueEntry");
@@ -173,6 +177,7 @@ export const PUBLIC_QUEUE_FIELDS = [
   "position",
   "wait_reason",
   "wait_message",
+  "expected_start_at",
   "queued_at",
 ] as const;
 export const PublicQueueEntry = QueueEntry.pick(

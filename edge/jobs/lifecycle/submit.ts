@@ -1,5 +1,5 @@
 import type { InStatement } from "@libsql/client/web";
-import { endAtStart } from "../../scheduler/estimate";
+import { endAtStart, plannedEnd, type ExpectedEnd } from "../../scheduler/estimate";
 import type { Admission } from "../../scheduler/plan";
 import type { NewJob } from "../../scheduler/types";
 import { assignedWorker, workerBusyStatement } from "./admit";
@@ -15,7 +15,8 @@ import type { Change } from "./effects";
 
 /** A new job and where the pass put it. */
 export type NewSubmission =
-  { job: NewJob; to: "pending" | "blocked" } | { job: NewJob; to: "running"; admission: Pick<Admission, "gpus" | "workerId"> };
+  | { job: NewJob; to: "pending" | "blocked" }
+  | { job: NewJob; to: "running"; admission: Pick<Admission, "gpus" | "workerId" | "expectedEndAt"> };
 
 /** What a submission batch stored, in the order the submissions were given. */
 export interface Submitted {
@@ -39,7 +40,9 @@ export function submitJobs(submissions: NewSubmission[], localWorkerId: number |
   for (const s of submissions) {
     const running = s.to === "running" ? { gpus: s.admission.gpus, workerId: assignedWorker(s.admission, localWorkerId) } : null;
     at.push({ insert: statements.length, approval: s.to === "blocked" ? statements.length + 1 : null });
-    statements.push(insertStatement(s.job, s.to, stamp, running?.gpus ?? null, running?.workerId ?? null));
+    // A job stored running starts now: its expected end as any admission's (admit.ts).
+    const end = s.to === "running" ? (startEnd(s.job, Date.parse(stamp)) ?? plannedEnd(s.admission)) : null;
+    statements.push(insertStatement(s.job, s.to, stamp, running?.gpus ?? null, running?.workerId ?? null, end));
     if (s.to === "blocked") statements.push(...approvalStatements(s.job, stamp));
     if (s.to === "running" && s.admission.workerId !== null) statements.push(workerBusyStatement(s.admission.workerId, s.job.jobId));
     jobs.push({
@@ -68,9 +71,8 @@ function insertStatement(
   stamp: string,
   gpus: number[] | null,
   workerId: number | null,
+  end: ExpectedEnd | null,
 ): InStatement {
-  // A job stored running starts now: its expected end as any admission's (admit.ts).
-  const end = status === "running" ? startEnd(job, Date.parse(stamp)) : null;
   return {
     sql: `INSERT INTO queue_entries (job_id, user_id, team_id, provider, config_name, priority, status, queued_at, started_at, estimated_cost,
             requires_approval, metadata, allocated_gpus, job_type, num_processes, target, worker_labels, device_ids, any_gpu, worker_id, updated_at,
