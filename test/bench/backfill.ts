@@ -11,8 +11,9 @@
 // run (BENCH_JITTER). A pass runs after every arrival and every completion, and a minute after each
 // start, when the job's first progress report arrives (the service's 5-s timer pass sees it then).
 // The planner learns run times only as the service does (edge/scheduler/estimate.ts):
-//   - a running job's expected end is unknown until its first progress report, then what its
-//     progress gives (its true end; off by up to +-50 % in the second workload);
+//   - a running job's expected end is what its plan expected when it started (below) until its
+//     first progress report, then what its progress gives (its true end; off by up to +-50 % in
+//     the second workload);
 //   - a waiting job's expected run time is its steps times the median step time of the last 5
 //     completed runs of its environment on as many GPUs (off by the same factor in the second
 //     workload), unknown before there is one. The service has run before this week: each
@@ -101,7 +102,7 @@ function simulate(jobs: SimJob[], policy: Policy): Result {
   const estimates = policy === "backfill";
   const byId = new Map(jobs.map((j) => [j.id, j]));
   const pending = new Map<number, SimJob>();
-  const running = new Map<number, { job: SimJob; gpus: number[]; startedAt: number; endsAt: number }>();
+  const running = new Map<number, { job: SimJob; gpus: number[]; startedAt: number; endsAt: number; plannedEnd: number | null }>();
   const history = new Map<string, number[]>(); // environment/size -> completed runs' ms per step, newest last
   const startedAt = new Map<number, number>();
   let next = 0; // next arrival
@@ -175,8 +176,13 @@ function simulate(jobs: SimJob[], policy: Policy): Result {
         jobType: "local",
         allocatedGpus: r.gpus,
         workerId: null,
-        // What its progress reports say: its true end, or off by its error factor.
-        expectedEndAt: estimates && now >= r.startedAt + FIRST_PROGRESS_MS ? r.startedAt + r.job.durationMs * r.job.error : null,
+        // What its progress reports say: its true end, or off by its error factor; before its first
+        // report, the end its plan expected when it started (its expected run time), if any.
+        expectedEndAt: !estimates
+          ? null
+          : now >= r.startedAt + FIRST_PROGRESS_MS
+            ? r.startedAt + r.job.durationMs * r.job.error
+            : r.plannedEnd,
       })),
       localDevices: Array.from({ length: GPUS }, (_, i) => i),
       workers: [],
@@ -184,7 +190,7 @@ function simulate(jobs: SimJob[], policy: Policy): Result {
     for (const a of plan.admitted) {
       const job = byId.get(a.id)!;
       pending.delete(a.id);
-      running.set(a.id, { job, gpus: a.gpus!, startedAt: now, endsAt: now + job.durationMs });
+      running.set(a.id, { job, gpus: a.gpus!, startedAt: now, endsAt: now + job.durationMs, plannedEnd: a.expectedEndAt ?? null });
       startedAt.set(a.id, now);
       busyNow += a.gpus!.length;
     }
