@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { spawnRunner } from "./helpers/runner-process";
+import { spawnRunner, stopRunner } from "./helpers/runner-process";
 import { setUpAdmin, startTestStack, type TestStack } from "./helpers/stack";
 import { until as waitUntil } from "./helpers/wait";
 
@@ -57,10 +57,7 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(async () => {
-  if (runner && runner.exitCode === null) {
-    runner.kill("SIGTERM");
-    await new Promise((r) => runner.once("exit", r));
-  }
+  await stopRunner(runner);
   await t?.stop();
   rmSync(workDir, { recursive: true, force: true });
   rmSync(dirname(configFile), { recursive: true, force: true });

@@ -14,7 +14,7 @@ import { parseGpuCsv } from "../runner/gpus";
 import { PLAIN_BOX, planLaunch, simpleTunerCommand } from "../runner/job";
 import { findProgram } from "../runner/sandbox";
 import { sseEvents, type SseEvent } from "./helpers/sse";
-import { spawnRunner } from "./helpers/runner-process";
+import { spawnRunner, stopRunner } from "./helpers/runner-process";
 import { setUpAdmin, startTestStack, type TestStack } from "./helpers/stack";
 import { until as waitUntil } from "./helpers/wait";
 
@@ -69,10 +69,7 @@ beforeAll(async () => {
   await env("demo-2", { "--trainer": "demo", "--num_processes": 2, "--max_train_steps": 3, "--demo_step_ms": 20 });
 });
 afterAll(async () => {
-  if (runner && runner.exitCode === null) {
-    runner.kill("SIGTERM");
-    await new Promise((r) => runner.once("exit", r));
-  }
+  await stopRunner(runner);
   await t?.stop();
   rmSync(workDir, { recursive: true, force: true });
   rmSync(dirname(configFile), { recursive: true, force: true });

@@ -125,7 +125,8 @@ function capacityStatements(now = new Date()): InStatement[] {
     "SELECT key, value FROM settings WHERE key IN ('concurrency', 'approval_rules', 'local_queue_paused', 'cloud')",
     "SELECT id, role, status, labels, gpus, idle_since, registered_at, created_at FROM workers WHERE status != 'offline'",
     committedSpendingStatement(now),
-    "SELECT id, expected_end_at FROM queue_entries WHERE status = 'running' AND expected_end_at IS NOT NULL",
+    // Only local and worker jobs: the planner reserves GPUs and workers, never cloud capacity.
+    "SELECT id, expected_end_at FROM queue_entries WHERE job_type = 'local' AND status = 'running' AND expected_end_at IS NOT NULL",
   ];
 }
 

@@ -24,6 +24,8 @@
 // Settings: BENCH_SEED (17), BENCH_JOBS (1000), BENCH_JITTER (0.05), BENCH_HISTORY (warm | cold).
 import { CONCURRENCY_DEFAULTS } from "../../shared/schemas/queue";
 import { planPass, type PendingJob, type RunningJob } from "../../edge/scheduler/plan";
+// The demo trainer's seeded generator: every run and every policy sees the same workload.
+import { random } from "../../runner/demo-trainer/model";
 
 const MIN = 60_000;
 const WEEK = 7 * 24 * 60 * MIN;
@@ -37,18 +39,6 @@ const jobCount = Number(process.env.BENCH_JOBS ?? 1000);
 const jitter = Number(process.env.BENCH_JITTER ?? 0.05);
 const warm = (process.env.BENCH_HISTORY ?? "warm") !== "cold";
 const out = (line: string) => process.stdout.write(line + "\n");
-
-/** mulberry32: a small seeded generator, so every run and every policy sees the same workload. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 interface SimJob {
   id: number;

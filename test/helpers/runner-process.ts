@@ -39,6 +39,14 @@ export function spawnRunner(
   return runner;
 }
 
+/** Stops a runner started by spawnRunner (SIGTERM, as systemd would) and waits for it to exit; nothing if it already has. */
+export async function stopRunner(child: ChildProcess | undefined): Promise<void> {
+  if (!child || child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((resolve) => child.once("exit", resolve));
+  child.kill("SIGTERM");
+  await exited;
+}
+
 /**
  * A remote box as an operator sets one up: an admin creates worker `box-<name>` (its token comes
  * back once), its runner config goes to `<dir>/<name>.json`, and its runner starts taking the jobs
