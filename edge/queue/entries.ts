@@ -14,7 +14,6 @@ import { ApiError, notFound } from "../errors";
 import type { QueueKey, QueueOrder } from "../paging";
 import type { WaitInfo } from "../scheduler/types";
 import { effectivePriority } from "../scheduler/plan";
-import { expectedDuration, type RecentRuns } from "../scheduler/estimate";
 import { maxRuntimeMinutes, RUNTIME_OPTION } from "../cloud/cost";
 
 export type EntryRow = typeof queueEntries.$inferSelect & { workerName: string | null; owner: string | null };
@@ -26,24 +25,17 @@ export function snapshotRuntime(row: Pick<EntryRow, "configSnapshot">): unknown 
   return parse<Record<string, unknown>>(row.configSnapshot)?.[RUNTIME_OPTION];
 }
 
-/** Whether showing these rows needs recent runs: a waiting local job without a max runtime of its own. */
-export function rowsNeedRecentRuns(rows: EntryRow[]): boolean {
-  return rows.some((r) => r.status === "pending" && r.jobType === "local" && maxRuntimeMinutes(snapshotRuntime(r)) === null);
-}
-
-function waitingFacts(row: EntryRow) {
-  return {
-    jobType: row.jobType === "local" ? ("local" as const) : ("cloud" as const),
-    configName: row.configName,
-    numProcesses: row.numProcesses,
-    maxRuntime: snapshotRuntime(row),
-    steps: parse<Record<string, unknown>>(row.configSnapshot)?.["--max_train_steps"],
-  };
-}
-
-/** How long a waiting entry is expected to run (edge/scheduler/estimate.ts), in minutes to the hundredth, and how that was estimated. */
-function expectedMinutes(row: EntryRow, recent: RecentRuns): Pick<QueueEntry, "expected_minutes" | "expected_minutes_method"> {
-  const estimate = row.status === "pending" ? expectedDuration(waitingFacts(row), recent) : null;
+/**
+ * How long a waiting entry is expected to run, in minutes to the hundredth, and how that was
+ * estimated: as the Scheduler's last plan estimated it (edge/scheduler/estimate.ts), else, for one
+ * submitted since, its own --max_runtime_minutes (recent runs wait for the next pass).
+ */
+function expectedMinutes(row: EntryRow, info: WaitInfo | undefined): Pick<QueueEntry, "expected_minutes" | "expected_minutes_method"> {
+  const minutes = row.status === "pending" && !info ? maxRuntimeMinutes(snapshotRuntime(row)) : null;
+  const estimate =
+    row.status !== "pending"
+      ? null
+      : (info?.expected ?? (minutes === null ? null : { ms: minutes * 60_000, method: "max_runtime" as const }));
   return estimate
     ? { expected_minutes: Math.round(estimate.ms / 600) / 100, expected_minutes_method: estimate.method }
     : { expected_minutes: null, expected_minutes_method: null };
@@ -58,17 +50,10 @@ function expectedEnd(row: EntryRow): Pick<QueueEntry, "expected_end_at" | "expec
 }
 
 /**
- * A stored entry as the API shows it, with its live place and reason when it waits, and its
- * estimates: a running job's expected end, a waiting job's expected run time (from `recent`
- * runs when it has no max runtime: loadRecentRuns, read when rowsNeedRecentRuns).
+ * A stored entry as the API shows it, with its live place, reason and expected run time when it
+ * waits (from the Scheduler's last plan), and a running job's expected end.
  */
-export function toQueueEntry(
-  row: EntryRow,
-  wait: Map<number, WaitInfo>,
-  starvationMinutes: number,
-  recent: RecentRuns = new Map(),
-  now = Date.now(),
-): QueueEntry {
+export function toQueueEntry(row: EntryRow, wait: Map<number, WaitInfo>, starvationMinutes: number, now = Date.now()): QueueEntry {
   const info = row.status === "pending" ? wait.get(row.id) : undefined;
   let reason: WaitReason | null = null;
   let message: string | null = null;
@@ -121,7 +106,7 @@ export function toQueueEntry(
     worker_id: row.workerId,
     worker_name: row.workerName,
     ...expectedEnd(row),
-    ...expectedMinutes(row, recent),
+    ...expectedMinutes(row, info),
   };
 }
 

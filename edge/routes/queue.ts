@@ -28,16 +28,7 @@ import {
 import type { AppEnv } from "../app-env";
 import { auditLater, changedFields } from "../audit/trail";
 import { principalOf } from "../middleware/authorize";
-import {
-  getEntry,
-  listEntries,
-  rowsNeedRecentRuns,
-  toQueueEntry,
-  userEntries,
-  userIdNamed,
-  visibleEntry,
-  type EntryRow,
-} from "../queue/entries";
+import { getEntry, listEntries, toQueueEntry, userEntries, userIdNamed, visibleEntry, type EntryRow } from "../queue/entries";
 import { readQueueHistory } from "../queue/history";
 import { queueHubOf } from "../queue/hub-types";
 import { queueStats } from "../queue/stats";
@@ -54,8 +45,6 @@ import { continueFilters, decodeCursor, encodeCursor } from "../paging";
 import { json } from "./openapi";
 import type { WaitInfo } from "../scheduler/types";
 import { schedulerOf } from "../scheduler/stub";
-import { loadRecentRuns } from "../scheduler/store";
-import type { RecentRuns } from "../scheduler/estimate";
 import { getSetting, setSetting } from "../settings";
 
 export const queue = createRouter();
@@ -69,19 +58,15 @@ const errors = {
   422: json(ErrorBody, "Invalid request"),
 };
 
-/**
- * Stored rows as the API shows them, with live positions and reasons from the Scheduler, and
- * recent runs (one query) when a waiting job's run time needs them.
- */
+/** Stored rows as the API shows them, with live positions, reasons and expected run times from the Scheduler. */
 async function present(c: Context<AppEnv>, rows: EntryRow[]) {
   const needsWait = rows.some((r) => r.status === "pending");
-  const [info, limits, recent] = await Promise.all([
+  const [info, limits] = await Promise.all([
     needsWait ? schedulerOf(c.env).waitInfo() : Promise.resolve([] as WaitInfo[]),
     getSetting(c.get("db"), "concurrency"),
-    rowsNeedRecentRuns(rows) ? loadRecentRuns(c.get("db"), new Date()) : Promise.resolve<RecentRuns>(new Map()),
   ]);
   const byId = new Map(info.map((w) => [w.id, w]));
-  return rows.map((row) => toQueueEntry(row, byId, limits.starvation_threshold_minutes, recent));
+  return rows.map((row) => toQueueEntry(row, byId, limits.starvation_threshold_minutes));
 }
 
 /** Lets the Scheduler act on a change now rather than at its next tick. */

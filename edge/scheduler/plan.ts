@@ -1,5 +1,5 @@
 import { matchesLabels } from "../../shared/labels";
-import type { ConcurrencySettings, WaitReason } from "../../shared/schemas/queue";
+import type { ConcurrencySettings, DURATION_METHODS, WaitReason } from "../../shared/schemas/queue";
 import { Reservations, type Hold } from "./reservations";
 
 /*
@@ -23,6 +23,8 @@ import { Reservations, type Hold } from "./reservations";
  * workers, a worker being the unit. A job that can never fit (more GPUs than exist, no worker that
  * could ever match) holds nothing.
  */
+
+type DurationMethod = (typeof DURATION_METHODS)[number];
 
 /** Priority added per full `starvation_threshold_minutes` waited, up to the cap. */
 export const STARVATION_BOOST_PER_THRESHOLD = 10;
@@ -51,6 +53,8 @@ export interface PendingJob {
    * runs of its environment on as many GPUs: edge/scheduler/estimate.ts); null or absent: unknown.
    */
   expectedMs?: number | null;
+  /** How expectedMs was estimated, for people reading the queue; the planner does not look at it. */
+  expectedMethod?: DurationMethod | null;
 }
 
 export interface RunningJob {

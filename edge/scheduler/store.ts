@@ -71,6 +71,7 @@ function toActive(r: Record<string, unknown>): ActiveEntry {
       anyGpu: Number(r.any_gpu) === 1,
       estimatedCost: Number(r.estimated_cost ?? 0),
       expectedMs: minutes === null ? null : minutes * 60_000,
+      expectedMethod: minutes === null ? null : "max_runtime",
     },
     status: r.status === "running" ? "running" : "pending",
     allocatedGpus: parseJson<number[]>(text(r.allocated_gpus), []),
@@ -244,7 +245,7 @@ export function withRecentRuns(
   if (job.expectedMs != null || recent.size === 0) return job;
   const facts = { jobType: job.jobType, configName, numProcesses: job.numProcesses, maxRuntime: null, steps: trainSteps };
   const estimate = expectedDuration(facts, recent);
-  return estimate ? { ...job, expectedMs: estimate.ms } : job;
+  return estimate ? { ...job, expectedMs: estimate.ms, expectedMethod: estimate.method } : job;
 }
 
 /** Whether some waiting entry or new candidate is a local job without a max runtime, so its run time needs recent runs. */

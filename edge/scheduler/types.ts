@@ -1,6 +1,6 @@
 import type { Level } from "../../shared/levels";
 import type { ErrorBody } from "../../shared/schemas/common";
-import type { LocalSubmit, WaitReason } from "../../shared/schemas/queue";
+import type { DURATION_METHODS, LocalSubmit, WaitReason } from "../../shared/schemas/queue";
 import type { PendingJob } from "./plan";
 
 /*
@@ -63,6 +63,8 @@ export interface WaitInfo {
   message: string;
   /** Epoch ms a job holding a reservation is expected to start (null: no start promised); absent without one. */
   expectedStartAt?: number | null;
+  /** How long it is expected to run once started, as the plan estimated it; absent when unknown. */
+  expected?: { ms: number; method: (typeof DURATION_METHODS)[number] };
 }
 
 export interface PassResult {
