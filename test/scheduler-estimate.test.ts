@@ -4,6 +4,7 @@ import { describe, expect, it } from "vitest";
 import {
   advanceRate,
   expectedDuration,
+  endAtStart,
   expectedEnd,
   HORIZON_MS,
   parseRate,
@@ -107,6 +108,17 @@ describe("advanceRate", () => {
   it("ignores a point that would put the end more than a year away", () => {
     expect(advanceRate(null, { step: 1, total: 1e15, at: start + MIN }, start)).toBeNull();
     expect(advanceRate(null, { step: 1e300, total: 1e301, at: start + MIN }, start)).toBeNull();
+  });
+});
+
+describe("endAtStart", () => {
+  it("takes a cloud job's allowance or the max runtime first, else the end the plan expected, else none", () => {
+    const planned = { expectedEndAt: start + 7 * MIN };
+    expect(endAtStart({ maxRuntime: "30", cloudSeconds: null }, start, planned)).toEqual({ at: start + 30 * MIN, method: "max_runtime" });
+    expect(endAtStart({ maxRuntime: null, cloudSeconds: 600 }, start, planned)).toEqual({ at: start + 10 * MIN, method: "cost_cap" });
+    expect(endAtStart({ maxRuntime: "soon", cloudSeconds: null }, start, planned)).toEqual({ at: start + 7 * MIN, method: "recent_runs" });
+    expect(endAtStart({ maxRuntime: null, cloudSeconds: null }, start, { expectedEndAt: null })).toBeNull();
+    expect(endAtStart({ maxRuntime: null, cloudSeconds: null }, start)).toBeNull();
   });
 });
 

@@ -189,22 +189,22 @@ export function expectedEnd(job: RunningFacts, now: number): ExpectedEnd | null 
 
 /**
  * A job's expected end as it starts at `startedAt`, before any progress: its cost cap (a cloud
- * job's run-time allowance in seconds) or its max runtime; null when it has neither.
+ * job's run-time allowance in seconds) or its max runtime; else the end the plan that started it
+ * expected (`admission.expectedEndAt`: its run time from recent runs, which backfilling it relied
+ * on), until its progress says better; null when none of these is known.
  *
  * @example
  * endAtStart({ maxRuntime: 30, cloudSeconds: null }, Date.now()); // { at: ..., method: "max_runtime" }
+ * endAtStart({ maxRuntime: null, cloudSeconds: null }, now, { expectedEndAt: now + 600_000 }); // { at: now + 600_000, method: "recent_runs" }
  */
-export function endAtStart(job: { maxRuntime: unknown; cloudSeconds: number | null }, startedAt: number): ExpectedEnd | null {
+export function endAtStart(
+  job: { maxRuntime: unknown; cloudSeconds: number | null },
+  startedAt: number,
+  admission: { expectedEndAt?: number | null } = {},
+): ExpectedEnd | null {
   const cloud = job.cloudSeconds === null ? null : { expectedSeconds: job.cloudSeconds, providerStartedAt: null };
-  return expectedEnd({ startedAt, rate: null, maxRuntime: job.maxRuntime, cloud }, startedAt);
-}
-
-/**
- * The end a plan expected of a job it started without a max runtime or cloud allowance (its run
- * time from recent runs: what backfilling it relied on), as a stored estimate until its progress
- * says better; null when the plan expected nothing.
- */
-export function plannedEnd(admission: { expectedEndAt?: number | null }): ExpectedEnd | null {
+  const own = expectedEnd({ startedAt, rate: null, maxRuntime: job.maxRuntime, cloud }, startedAt);
+  if (own) return own;
   return typeof admission.expectedEndAt === "number" ? { at: admission.expectedEndAt, method: "recent_runs" } : null;
 }
 

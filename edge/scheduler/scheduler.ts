@@ -20,7 +20,7 @@ import { admitJobs, assignedWorker } from "../jobs/lifecycle/admit";
 import { writeBatch } from "../jobs/lifecycle/batch";
 import { startEnd, submitJobs, type NewSubmission } from "../jobs/lifecycle/submit";
 import { maxRuntimeMinutes } from "../cloud/cost";
-import { endAtStart, plannedEnd, type ExpectedEnd, type RecentRuns } from "./estimate";
+import { endAtStart, type ExpectedEnd, type RecentRuns } from "./estimate";
 import {
   loadActive,
   loadCapacity,
@@ -349,7 +349,8 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     const recent = await this.recentRuns(db, entries, candidates);
     const input = planInput(entries.values(), capacity, now.getTime(), recent);
     const estimated = candidates.map((c) => withRecentRuns(c, facts(jobs[c.id - CANDIDATE_ID_BASE]!), recent));
-    const plan = planPass(candidates.length ? { ...input, pending: [...input.pending, ...estimated] } : input);
+    const pending = candidates.length ? [...input.pending, ...estimated] : input.pending;
+    const plan = planPass({ ...input, pending });
 
     const admittedById = new Map(plan.admitted.map((a) => [a.id, a]));
     const isNew = (w: Waiting) => w.id >= CANDIDATE_ID_BASE;
@@ -380,7 +381,7 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     const ends = new Map<number, ExpectedEnd>();
     for (const a of stored) {
       const e = entries.get(a.id);
-      const end = (e && endAtStart({ maxRuntime: e.maxRuntimeMinutes, cloudSeconds: e.cloudSeconds }, now.getTime())) ?? plannedEnd(a);
+      const end = e && endAtStart({ maxRuntime: e.maxRuntimeMinutes, cloudSeconds: e.cloudSeconds }, now.getTime(), a);
       if (end) ends.set(a.id, end);
     }
     const [submitted, admitted] = await writeBatch(db, [
@@ -424,7 +425,7 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
           allocatedGpus: gpus ?? [],
           workerId: assignedWorker(submission.admission, capacity.localWorkerId),
           ...kept,
-          expectedEndAt: (startEnd(job, now.getTime()) ?? plannedEnd(submission.admission))?.at ?? null,
+          expectedEndAt: startEnd(job, now.getTime(), submission.admission)?.at ?? null,
         });
         outcomes[index] = { status: "running", id, jobId: job.jobId, gpus, workerId };
       } else {
@@ -454,7 +455,7 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
           expectedEndAt: ends.get(a.id)?.at ?? null,
         });
     }
-    this.remember(waiting, realIds);
+    this.remember(waiting, realIds, pending);
     // Inside the pass: wakes the runners given jobs, and asks for no further pass.
     const effects = { env: this.env, db, log: this.log, actor: null, origin: "scheduler", trigger } as const;
     void applyEffects(effects, { jobs: [...submitted.change.jobs, ...admitted.change.jobs] });
@@ -475,11 +476,19 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
   }
 
   /** Keeps the pass's waiting jobs for `waitInfo`; `realIds` maps new submissions' placeholder ids to their stored ids. */
-  private remember(waiting: Waiting[], realIds: Map<number, number>): void {
+  private remember(waiting: Waiting[], realIds: Map<number, number>, pending: PendingJob[]): void {
     const kept = new Map<number, WaitInfo>();
+    // Each waiting job's expected run time as this plan used it (the listing shows it as is).
+    const jobs = new Map(pending.map((j) => [j.id, j]));
     for (const w of waiting) {
       const id = w.id >= CANDIDATE_ID_BASE ? realIds.get(w.id) : w.id;
-      if (id !== undefined) kept.set(id, { ...w, id });
+      const { expectedMs = null, expectedMethod = null } = jobs.get(w.id) ?? {};
+      if (id !== undefined)
+        kept.set(id, {
+          ...w,
+          id,
+          ...(expectedMs !== null && expectedMethod !== null ? { expected: { ms: expectedMs, method: expectedMethod } } : {}),
+        });
     }
     this.lastPlan = { at: Date.now(), waiting: kept };
   }
@@ -530,5 +539,6 @@ function candidateOf(job: NewJob, id: number, queuedAt: number): PendingJob {
     anyGpu: job.anyGpu,
     estimatedCost: job.estimatedCost,
     expectedMs: minutes === null ? null : minutes * 60_000,
+    expectedMethod: minutes === null ? null : "max_runtime",
   };
 }

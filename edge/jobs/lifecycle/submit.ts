@@ -1,5 +1,5 @@
 import type { InStatement } from "@libsql/client/web";
-import { endAtStart, plannedEnd, type ExpectedEnd } from "../../scheduler/estimate";
+import { endAtStart, type ExpectedEnd } from "../../scheduler/estimate";
 import type { Admission } from "../../scheduler/plan";
 import type { NewJob } from "../../scheduler/types";
 import { assignedWorker, workerBusyStatement } from "./admit";
@@ -41,7 +41,7 @@ export function submitJobs(submissions: NewSubmission[], localWorkerId: number |
     const running = s.to === "running" ? { gpus: s.admission.gpus, workerId: assignedWorker(s.admission, localWorkerId) } : null;
     at.push({ insert: statements.length, approval: s.to === "blocked" ? statements.length + 1 : null });
     // A job stored running starts now: its expected end as any admission's (admit.ts).
-    const end = s.to === "running" ? (startEnd(s.job, Date.parse(stamp)) ?? plannedEnd(s.admission)) : null;
+    const end = s.to === "running" ? startEnd(s.job, Date.parse(stamp), s.admission) : null;
     statements.push(insertStatement(s.job, s.to, stamp, running?.gpus ?? null, running?.workerId ?? null, end));
     if (s.to === "blocked") statements.push(...approvalStatements(s.job, stamp));
     if (s.to === "running" && s.admission.workerId !== null) statements.push(workerBusyStatement(s.admission.workerId, s.job.jobId));
@@ -110,13 +110,17 @@ function insertStatement(
 
 /**
  * A new job's expected end if it starts at `startedAt`: from its cloud run-time allowance or its
- * snapshot's --max_runtime_minutes (edge/scheduler/estimate.ts endAtStart).
+ * snapshot's --max_runtime_minutes, else the end its admission expected (edge/scheduler/estimate.ts endAtStart).
  *
  * @example
  * startEnd(job, Date.now()); // { at: ..., method: "max_runtime" } | null
  */
-export function startEnd(job: NewJob, startedAt: number) {
-  return endAtStart({ maxRuntime: job.configSnapshot["--max_runtime_minutes"], cloudSeconds: job.cloudSeconds ?? null }, startedAt);
+export function startEnd(job: NewJob, startedAt: number, admission: Pick<Admission, "expectedEndAt"> = {}) {
+  return endAtStart(
+    { maxRuntime: job.configSnapshot["--max_runtime_minutes"], cloudSeconds: job.cloudSeconds ?? null },
+    startedAt,
+    admission,
+  );
 }
 
 // The request row, then its id on the entry; in the same write batch as the insert.
