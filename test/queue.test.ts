@@ -352,6 +352,21 @@ describe("settings and housekeeping", () => {
     expect((await t.call("POST", "/api/queue/concurrency", { json: { max_concurrent: 1 }, auth: as(lead) })).status).toBe(403);
   });
 
+  it("takes a starvation threshold in fractions of a minute, refuses one that is not a number of minutes from 0 to a week, and lets only admins set it", async () => {
+    const before = (await t.call("GET", "/api/queue/concurrency", { auth: as(viewer) })).body;
+    for (const bad of [-0.5, 10_081, "0.5", null, Number.MAX_VALUE]) {
+      const reply = await limits({ starvation_threshold_minutes: bad });
+      expect(reply.status, JSON.stringify(bad)).toBe(422);
+      expect(reply.body.errors.map((e: { path: string }) => e.path)).toEqual(["body.starvation_threshold_minutes"]);
+    }
+    const byLead = await t.call("POST", "/api/queue/concurrency", { json: { starvation_threshold_minutes: 0.5 }, auth: as(lead) });
+    expect(byLead.status).toBe(403);
+    expect((await t.call("GET", "/api/queue/concurrency", { auth: as(viewer) })).body).toEqual(before);
+    const half = await limits({ starvation_threshold_minutes: 0.5 });
+    expect(half.body).toEqual({ ...before, starvation_threshold_minutes: 0.5 });
+    expect((await limits({ starvation_threshold_minutes: before.starvation_threshold_minutes })).status).toBe(200);
+  });
+
   it("bounds cleanup days to 1..365 and never deletes active entries", async () => {
     for (const days of [0, 366, "x"])
       expect((await t.call("POST", `/api/queue/cleanup?days=${days}`, { auth: as(admin) })).status).toBe(422);
