@@ -151,7 +151,7 @@ export const QueueEntry = z
     }),
     expected_minutes: z.number().nullable().openapi({
       description:
-        "While pending: how many minutes the job is expected to run once started, an estimate (see expected_minutes_method); null when unknown or not pending",
+        "While pending: how many minutes the job is expected to run once started, as the scheduler's last pass estimated it (see expected_minutes_method); null when unknown or not pending. A job submitted since that pass shows only its --max_runtime_minutes until the next one (within 5 s)",
     }),
     expected_minutes_method: z.enum(DURATION_METHODS).nullable().openapi({
       description:
