@@ -4,15 +4,7 @@
 // "Live" note. The GPU view follows the same stream.
 import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  HAS_CHROMIUM,
-  launchBrowser,
-  openDashboard,
-  screenshot,
-  seriousA11yViolations,
-  sessionOf,
-  type DashboardPage,
-} from "./helpers/browser";
+import { HAS_CHROMIUM, launchBrowser, openDashboard, screenshot, seriousA11yViolations, sessionOf } from "./helpers/browser";
 import { createUserWithKey, setUpAdmin, startTestStack, type TestStack } from "./helpers/stack";
 
 const T = 60_000;
@@ -22,12 +14,9 @@ describe.skipIf(!HAS_CHROMIUM)("the live queue", () => {
   let browser: Browser;
   let admin: { key: string; cookie: string };
   let otto: { key: string };
-  const pages: DashboardPage[] = [];
 
   const open = async (username: string, hash: string) => {
-    const dashboard = await openDashboard(browser, t, { cookie: await sessionOf(t, username, `${username}-password`), hash });
-    pages.push(dashboard);
-    return dashboard;
+    return openDashboard(browser, t, { cookie: await sessionOf(t, username, `${username}-password`), hash });
   };
   const submit = async (key: string): Promise<string> => {
     const reply = await t.call("POST", "/api/queue/submit", { json: { config_name: "demo", target: "local" }, auth: { key } });
@@ -49,7 +38,7 @@ describe.skipIf(!HAS_CHROMIUM)("the live queue", () => {
   }, 120_000);
 
   afterAll(async () => {
-    for (const p of pages) await p.close().catch(() => {});
+    // Closing the browser closes every page's context.
     await browser?.close();
     await t?.stop();
   });
