@@ -36,5 +36,8 @@ export function edgeClient(url: string, token: string): ServiceClient {
   return new ServiceClient({ baseUrl: url, bearer: token, timeoutMs: 30_000, headers: { "user-agent": `training-runner/${version}` } });
 }
 
-/** Whether a refusal is final (4xx: the edge will answer the same again), not a network failure or a 5xx worth retrying. */
-export const refusedForGood = (status: number) => status >= 400 && status < 500;
+/**
+ * Whether a refusal is final (4xx: the edge will answer the same again), not a network failure, a
+ * 5xx, a timeout (408) or a rate limit (429), which are worth trying again.
+ */
+export const refusedForGood = (status: number) => status >= 400 && status < 500 && status !== 408 && status !== 429;

@@ -34,6 +34,19 @@ export const HostStats = z
   })
   .openapi("HostStats");
 
+/** One trainer a runner can run, or cannot and why (its runner config, SimpleTuner's installation, the sandbox). */
+export const TrainerAvailability = z
+  .strictObject({
+    name: z
+      .string()
+      .regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/, "a trainer name is 1 to 64 letters, digits, _ . -")
+      .openapi({ example: "simpletuner" }),
+    available: z.boolean(),
+    version: z.string().max(100).nullable().optional().openapi({ description: "Its version, where the runner can tell (SimpleTuner's)" }),
+    detail: z.string().max(500).nullable().optional().openapi({ description: "Why it is not available, in a line" }),
+  })
+  .openapi("TrainerAvailability");
+
 export const WorkerRegister = z
   .strictObject({
     role: z
@@ -44,6 +57,10 @@ export const WorkerRegister = z
     gpus: z.array(GpuDevice).max(64).default([]),
     hostname: z.string().max(255).optional(),
     host_stats: HostStats.optional(),
+    trainers: z.array(TrainerAvailability).max(64).optional().openapi({
+      description:
+        "The trainers this box can run (SimpleTuner when its installation was found, the demo trainer, its runner config's own), and why others cannot run; a job goes only to a box that can run its trainer. Absent: the box takes any job",
+    }),
   })
   .superRefine((body, ctx) => {
     const seen = new Set<number>();
@@ -90,6 +107,10 @@ export const Worker = z
     last_heartbeat: Timestamp.nullable(),
     current_job: z.string().nullable().openapi({ description: "Job id of a running job on it (the first, for the local box)" }),
     running_jobs: z.array(z.string()),
+    trainers: z.array(TrainerAvailability).nullable().openapi({
+      description:
+        "What its runner said it can run when it registered (SimpleTuner: whether installed, its version, or why not); null: it did not say",
+    }),
   })
   .openapi("Worker");
 export type Worker = z.infer<typeof Worker>;
@@ -127,6 +148,9 @@ export const Assignment = z
   })
   .openapi("Assignment");
 
+/** The bounds of a finish report (JobFinish); the runner fits its reports to them (runner/report.ts). */
+export const FINISH_LIMITS = { error: 2000, line: 1000, lines: 50 } as const;
+
 export const JobFinish = z
   .object({
     status: z.enum(["completed", "failed", "interrupted"]).openapi({
@@ -134,8 +158,12 @@ export const JobFinish = z
         "completed: the trainer exited 0; failed: anything else; interrupted: the trainer died with its runner (a restart), so the job goes back to the queue (attempt + 1) or fails at max_attempts",
     }),
     exit_code: z.number().int().nullable().optional(),
-    error: z.string().max(2000).optional().openapi({ description: "Why it failed, in a line" }),
-    last_lines: z.array(z.string().max(1000)).max(50).optional().openapi({ description: "The last lines the trainer printed" }),
+    error: z.string().max(FINISH_LIMITS.error).optional().openapi({ description: "Why it failed, in a line" }),
+    last_lines: z
+      .array(z.string().max(FINISH_LIMITS.line))
+      .max(FINISH_LIMITS.lines)
+      .optional()
+      .openapi({ description: "The last lines the trainer printed, or of the traceback it reported" }),
   })
   .strict()
   .openapi("JobFinish");
