@@ -1,4 +1,5 @@
 import { hostname } from "node:os";
+import type { z } from "zod";
 import {
   edgeClient,
   refusedForGood,
@@ -17,13 +18,17 @@ import { placeholderValues, type ScriptKind } from "../shared/placeholders";
 import { WakeChannel } from "./channel";
 import { runScript } from "./scripts";
 import { startCallback, type Callback } from "./callback";
-import { materialise } from "./datasets";
+import { datasetView, materialise } from "./datasets";
 import { mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { EventShipper, lineToEvent } from "./events";
-import { LaunchError, planLaunch, startJob, type BoxPolicy, type Launch, type RunningJob } from "./job";
+import { LaunchError, planLaunch, startJob, type BoxPolicy, type Launch, type RunningJob, type TrainerKind } from "./job";
 import { RunnerConfigError, type RunnerConfig } from "./config";
 import { findProgram } from "./sandbox";
+import { probeSimpleTuner } from "./simpletuner";
+import { TrainerEvents, type TrainerEvent } from "./trainer-events";
+import { fitReport, refusalReport, reportLines, shortenedReport } from "./report";
+import type { TrainerAvailability } from "../shared/schemas/workers";
 
 /*
  * The runner agent on a GPU box: registers the box's inventory with the edge, heartbeats, and
@@ -65,15 +70,52 @@ export function boxPolicy(config: RunnerConfig, log: (line: string) => void): Bo
     sandbox: config.sandbox,
     runAs: config.runAs,
     hide: config.hide,
-    simpletunerScript: config.simpletunerScript,
+    // Checked when the runner starts (Runner.start): the probe imports SimpleTuner, which takes a while.
+    simpletuner: { available: false, detail: "not checked yet" },
     path: config.path,
     passEnv: config.passEnv,
   };
 }
 
+/**
+ * What this box can run, for the edge to give it only such jobs: SimpleTuner as found at start,
+ * the demo trainer, and the config's own trainers (sandboxed, or with the sandbox off).
+ */
+export function trainerAvailability(box: BoxPolicy): z.input<typeof TrainerAvailability>[] {
+  const sandboxed = box.bwrap !== null || box.sandbox === "off";
+  const st = box.simpletuner;
+  return [
+    st.available
+      ? { name: "simpletuner", available: true, version: st.install.version }
+      : { name: "simpletuner", available: false, detail: st.detail.slice(0, 500) },
+    { name: "demo", available: true },
+    ...Object.keys(box.trainers).map((name) =>
+      sandboxed ? { name, available: true } : { name, available: false, detail: "bubblewrap is not installed on this box (its sandbox)" },
+    ),
+  ];
+}
+
 interface Report {
   jobId: string;
   body: FinishBody;
+  /** How far it was shortened after refusals: 0 as made, 1 without its lines, 2 the refusal as its reason. */
+  shortened: 0 | 1 | 2;
+}
+
+/** One job's trainer on this box, from its start to its report. */
+interface ActiveJob {
+  attempt: number;
+  running: RunningJob;
+  launch: Launch;
+  /** What its trainer has said so far (started, step, checkpoints, how it ended). */
+  events: TrainerEvents;
+  unassigned: boolean;
+  stopAsked: boolean;
+  /** A stop waiting for the checkpoint it asked for: then, or at the deadline, the trainer is interrupted. */
+  stopWait: { checkpoints: number; timer: NodeJS.Timeout; interrupt: () => void } | null;
+  shipper: EventShipper;
+  checkpoints: string;
+  settled: Promise<void>;
 }
 
 /**
@@ -95,18 +137,9 @@ export function stoppedOutcome(exitCode: number | null, signal: number | null): 
 
 export class Runner {
   private readonly edge: ServiceClient;
-  private readonly jobs = new Map<
-    string,
-    {
-      running: RunningJob;
-      launch: Launch;
-      unassigned: boolean;
-      stopAsked: boolean;
-      shipper: EventShipper;
-      checkpoints: string;
-      settled: Promise<void>;
-    }
-  >();
+  private readonly jobs = new Map<string, ActiveJob>();
+  /** Jobs whose trainer ended on this box, with the attempt: never launched again in that attempt. */
+  private readonly ended = new Map<string, number>();
   /** Commands handed to trainers, acknowledged with the next ask for work. */
   private acks: number[] = [];
   private readonly handled = new Set<number>();
@@ -132,12 +165,20 @@ export class Runner {
   async start(): Promise<HeartbeatAnswer> {
     const gpus = await detectGpus(this.options.nvidiaSmi);
     this.gpuIndices = gpus.map((g) => g.index);
+    if (this.options.simpletuner) this.options.log(`checking SimpleTuner at ${this.options.simpletuner}`);
+    this.box.simpletuner = await probeSimpleTuner(this.options.simpletuner);
+    if (this.box.simpletuner.available)
+      this.options.log(
+        `SimpleTuner ${this.box.simpletuner.install.version ?? "(version unknown)"}: ${this.box.simpletuner.install.trainScript}`,
+      );
+    else if (this.options.simpletuner) this.options.log(`WARNING: SimpleTuner is not available: ${this.box.simpletuner.detail}`);
     const register: RegisterBody = {
       role: this.options.role,
       labels: this.options.labels,
       gpus,
       hostname: hostname(),
       host_stats: await hostStats(),
+      trainers: trainerAvailability(this.box),
     };
     const answer = await this.edge.call(endpoints.workerRegister, { body: register });
     this.options.log(
@@ -147,9 +188,11 @@ export class Runner {
     // trainers died with it. They go back to the queue (or fail at max_attempts) rather than
     // being left "running" forever; a trainer that resumes from its checkpoints picks up there.
     for (const job of answer.assignments) {
+      this.ended.set(job.job_id, job.attempt);
       this.reports.push({
         jobId: job.job_id,
         body: { status: "interrupted", error: `the runner restarted while the job was running (attempt ${job.attempt})` },
+        shortened: 0,
       });
     }
     await this.flushReports();
@@ -205,14 +248,19 @@ export class Runner {
 
   private reconcile(assignments: Assignment[]): void {
     const assigned = new Set(assignments.map((a) => a.job_id));
-    for (const job of assignments)
+    for (const job of assignments) {
+      // A job whose trainer ended here is reported, not run again: a new attempt is the edge's to make.
+      if (this.ended.get(job.job_id) === job.attempt) continue;
       if (!this.jobs.has(job.job_id) && !this.launching.has(job.job_id) && !this.reports.some((r) => r.jobId === job.job_id))
         this.launch(job);
+    }
+    for (const jobId of this.ended.keys()) if (!assigned.has(jobId)) this.ended.delete(jobId);
     for (const [jobId, job] of this.jobs) {
       if (assigned.has(jobId) || job.unassigned) continue;
+      // Cancelled, or given to another box: its trainer must not go on a moment longer.
       job.unassigned = true;
-      this.options.log(`job ${jobId} is no longer assigned to this box; stopping its trainer`);
-      job.running.stop(this.options.stopGraceSeconds * 1000);
+      this.options.log(`job ${jobId} is no longer assigned to this box; killing its trainer`);
+      job.running.kill();
     }
   }
 
@@ -225,7 +273,7 @@ export class Runner {
    * The job's output directory as it is (checkpoint-<step> folders), sent as a checkpoints.listed
    * event whenever it changed: what POST /api/training/checkpoints shows, for any trainer.
    */
-  private reportCheckpoints(job: { launch: Launch; shipper: EventShipper; checkpoints: string }): void {
+  private reportCheckpoints(job: Pick<ActiveJob, "launch" | "shipper" | "checkpoints">): void {
     const dir = job.launch.env.TRAINER_OUTPUT_DIR!;
     let names: string[];
     try {
@@ -286,19 +334,68 @@ export class Runner {
     }
   }
 
-  /** A requested stop: asked with SIGINT, then SIGTERM, then the tree killed; each step is a job event. */
-  private requestStop(jobId: string, job: { running: RunningJob; stopAsked: boolean; shipper: EventShipper }): void {
+  /**
+   * A requested stop that keeps the work: a checkpoint is asked for through the signal file and
+   * awaited (at most the grace period), then the trainer is interrupted (SIGINT), then SIGTERM,
+   * then its tree killed; each step is a job event. A trainer that has not begun training yet has
+   * nothing to save and is interrupted at once.
+   */
+  private requestStop(jobId: string, job: ActiveJob): void {
+    if (job.stopAsked) return;
     job.stopAsked = true;
-    job.running.stop(this.options.stopGraceSeconds * 1000, {
-      ask: true,
-      onSignal: (signal) => {
-        if (signal !== "SIGINT")
-          this.options.log(
-            `job ${jobId}: the trainer has not stopped yet; ${signal === "SIGTERM" ? "sending SIGTERM" : "killing its processes (SIGKILL)"}`,
-          );
-        job.shipper.push(STOP_EVENTS[signal]);
-      },
+    const grace = this.options.stopGraceSeconds * 1000;
+    const interrupt = () => {
+      if (job.stopWait) clearTimeout(job.stopWait.timer);
+      job.stopWait = null;
+      job.running.stop(grace, {
+        ask: true,
+        onSignal: (signal) => {
+          if (signal !== "SIGINT")
+            this.options.log(
+              `job ${jobId}: the trainer has not stopped yet; ${signal === "SIGTERM" ? "sending SIGTERM" : "killing its processes (SIGKILL)"}`,
+            );
+          job.shipper.push(STOP_EVENTS[signal]);
+        },
+      });
+    };
+    if (!job.events.started || job.events.end !== null) {
+      // Nothing to save yet, and an interrupt while Python is still importing would end it with a
+      // traceback: it is terminated (SIGTERM to its whole tree, SIGKILL after the grace period).
+      job.shipper.push({
+        type: "training.stop_requested",
+        title: "Stop requested: the trainer has not begun training, so it is stopped without a checkpoint (SIGTERM)",
+        data: { checkpoint: false, signal: "SIGTERM" },
+      });
+      job.running.stop(grace, { onSignal: (signal) => signal === "SIGKILL" && job.shipper.push(STOP_EVENTS.SIGKILL) });
+      return;
+    }
+    try {
+      job.running.signal("checkpoint");
+    } catch (error) {
+      job.shipper.push({
+        type: "training.stop_requested",
+        title: `Stop requested: no checkpoint could be asked for (its signal file cannot be written: ${(error as Error).message}); stopping it`,
+        level: "warning",
+        data: { checkpoint: false },
+      });
+      interrupt();
+      return;
+    }
+    job.shipper.push({
+      type: "training.stop_requested",
+      title: "Stop requested: the trainer saves a checkpoint after its current step, then stops",
+      data: { checkpoint: true, wait_seconds: this.options.stopGraceSeconds },
     });
+    const timer = setTimeout(() => {
+      job.shipper.push({
+        type: "training.stop_checkpoint_missed",
+        level: "warning",
+        title: `No checkpoint within ${this.options.stopGraceSeconds} s of the stop request; stopping the trainer without it`,
+      });
+      interrupt();
+    }, grace);
+    timer.unref();
+    job.stopWait = { checkpoints: job.events.checkpoints + 1, timer, interrupt };
   }
 
   private launch(job: Assignment): void {
@@ -328,18 +425,26 @@ export class Runner {
     }
   }
 
-  /** Brings the job's datasets into the cache, writes its files, then starts its trainer. */
+  /**
+   * Brings the job's datasets into the cache, gives the attempt its own view of each, writes its
+   * files (`<job dir>/service/`: nothing a trainer loads by itself from its working directory),
+   * then starts its trainer.
+   */
   private async prepareAndStart(job: Assignment): Promise<void> {
     let running: RunningJob;
     let launch!: Launch;
     let callback: Callback | null = null;
     const scripts: Promise<void>[] = [];
     const shipper = new EventShipper(this.edge, job.job_id, job.attempt, 500, this.options.log);
+    let entry: ActiveJob | null = null;
+    let events = new TrainerEvents();
     try {
       const jobDir = join(this.options.workDir, "jobs", job.job_id);
-      // A previous attempt's trainer could have left config/ as a link to elsewhere: the runner
-      // (maybe root) writes there, so it starts from a fresh folder of its own.
-      rmSync(join(jobDir, "config"), { recursive: true, force: true });
+      // What a previous attempt's trainer left where the runner (maybe root) writes, or where
+      // SimpleTuner looks by itself (config/config.json, config/config.env), goes: a link to
+      // elsewhere would be written through, a config would win over the job's options.
+      for (const name of ["config", "service"]) rmSync(join(jobDir, name), { recursive: true, force: true });
+      mkdirSync(join(jobDir, "service"), { recursive: true });
       if (this.box.sandbox === "off")
         shipper.push({
           type: "sandbox.off",
@@ -347,36 +452,19 @@ export class Runner {
           title: 'This box runs trainers and scripts without a sandbox (sandbox "off" in its runner config)',
         });
       const datasets: string[] = [];
-      const dataloader = await this.prepareDatasets(job, shipper, datasets);
+      const dataloader = await this.prepareDatasets(job, jobDir, shipper, datasets);
       const config = { ...job.config };
       if (dataloader) {
-        mkdirSync(join(jobDir, "config"), { recursive: true });
-        const file = join(jobDir, "config", "multidatabackend.json");
+        const file = join(jobDir, "service", "multidatabackend.json");
         writeFileSync(file, JSON.stringify(dataloader, null, 2));
         config["--data_backend_config"] = file;
       }
-      // Every event, from stdout or from the webhook callback: shipped, and acted on by the runner.
-      const onEvent = (event: { type: string } & Record<string, unknown>) => {
-        shipper.push(event);
-        if (event.type.startsWith("checkpoint")) this.rescan(job.job_id);
-        const script = scriptFor(job.config, event);
-        if (script)
-          scripts.push(
-            runScript(
-              script.kind,
-              script.command,
-              placeholderValues(script.kind, job.config, script.event),
-              { cwd: launch.jobDir, env: launch.env, allowed: this.options.scripts, sandbox: launch.sandbox },
-              (e) => shipper.push(e),
-            ),
-          );
-      };
-      callback = await startCallback(onEvent);
+      callback = await startCallback((event) => onEvent(event));
       launch = planLaunch(this.options.workDir, { ...job, config }, this.gpuIndices, callback.url, this.box, datasets);
+      events = new TrainerEvents({ simpleTuner: launch.kind === "simpletuner" });
       Object.assign(launch.env, await this.storageEnv(job.job_id));
-      // The merged configuration as the trainer gets it, for reference and for trainers that read a file.
-      mkdirSync(join(jobDir, "config"), { recursive: true });
-      writeFileSync(join(jobDir, "config", "config.json"), JSON.stringify(config, null, 2));
+      // The merged configuration as the trainer gets it, for reference.
+      writeFileSync(join(jobDir, "service", "options.json"), JSON.stringify(config, null, 2));
       running = startJob(launch, job.job_id, (line) => {
         const event = lineToEvent(line);
         if (event) onEvent(event);
@@ -386,87 +474,136 @@ export class Runner {
       this.options.log(`job ${job.job_id}: ${why}`);
       await callback?.close();
       await shipper.drain();
-      this.reports.push({ jobId: job.job_id, body: { status: "failed", error: why } });
+      this.ended.set(job.job_id, job.attempt);
+      this.reports.push({ jobId: job.job_id, body: fitReport({ status: "failed", error: why }), shortened: 0 });
       void this.flushReports();
       return;
     }
+    // Every event, from stdout or from the webhook callback: translated, shipped, and acted on.
+    function onEvent(raw: TrainerEvent): void {
+      for (const event of events.translate(raw)) {
+        shipper.push(event);
+        if (entry) react(entry, event);
+      }
+    }
+    const react = (active: ActiveJob, event: TrainerEvent) => {
+      if (event.type === "checkpoint.saved") {
+        this.rescan(job.job_id);
+        if (active.stopWait && active.events.checkpoints >= active.stopWait.checkpoints) active.stopWait.interrupt();
+      }
+      for (const script of scriptsFor(job.config, event, launch.kind, launch.env.TRAINER_OUTPUT_DIR!, latestCheckpoint(active)))
+        scripts.push(
+          runScript(
+            script.kind,
+            script.command,
+            placeholderValues(script.kind, job.config, script.event),
+            { cwd: launch.jobDir, env: launch.env, allowed: this.options.scripts, sandbox: launch.sandbox },
+            (e) => shipper.push(e),
+          ),
+        );
+    };
     this.options.log(`job ${job.job_id} started on GPUs [${launch.env.CUDA_VISIBLE_DEVICES!.split(",").filter(Boolean).join(", ")}]`);
-    const entry = {
+    const active: ActiveJob = {
+      attempt: job.attempt,
       running,
       launch,
+      events,
       unassigned: false,
       stopAsked: false,
+      stopWait: null,
       shipper,
       checkpoints: "",
-      settled: Promise.resolve() as Promise<void>,
+      settled: Promise.resolve(),
     };
-    this.jobs.set(job.job_id, entry);
-    entry.settled = running.exited.then(async ({ exitCode, signal, lastLines }) => {
+    entry = active;
+    this.jobs.set(job.job_id, active);
+    active.settled = running.exited.then(async ({ exitCode, signal, lastLines }) => {
       this.options.log(`job ${job.job_id} ended: ${signal ? `signal ${signal}` : `exit code ${exitCode}`}`);
+      if (active.stopWait) clearTimeout(active.stopWait.timer);
+      this.ended.set(job.job_id, job.attempt);
       // Scripts still running get a minute (less when the runner is stopping); then every event
       // reaches the edge before the job is reported ended.
       await Promise.race([Promise.allSettled(scripts), new Promise((r) => setTimeout(r, this.stopping ? 5_000 : 60_000).unref())]);
-      this.reportCheckpoints(entry);
+      this.reportCheckpoints(active);
       await callback?.close();
       await shipper.drain(this.stopping ? 5_000 : 30_000);
       this.jobs.delete(job.job_id);
       // A job taken away from this box has already ended on the edge; there is nothing to say.
-      if (entry.unassigned || this.stopping) return;
-      const completed = entry.stopAsked ? stoppedOutcome(exitCode, signal) === "completed" : exitCode === 0;
-      const failure = signal
-        ? `the trainer was killed by signal ${signal}${entry.stopAsked ? " while stopping" : ""}`
-        : entry.stopAsked
-          ? `the trainer failed while stopping (exit code ${exitCode})`
-          : undefined;
-      this.reports.push({
-        jobId: job.job_id,
-        body: completed
-          ? { status: "completed", exit_code: exitCode }
-          : { status: "failed", exit_code: exitCode, error: failure, last_lines: lastLines.slice(-20) },
-      });
+      if (active.unassigned || this.stopping) return;
+      this.reports.push({ jobId: job.job_id, body: fitReport(endReport(active, exitCode, signal, lastLines)), shortened: 0 });
       void this.flushReports();
     });
   }
 
   /**
-   * The job's dataloader with each `datasets/...` folder brought into the cache and pointed at
-   * it; null when the environment has no datasets. A dataset not uploaded yet is reported
-   * (dataset.missing) and left as it is: a trainer that needs it will say so.
+   * The job's dataloader with each `datasets/...` folder brought into the cache and a view of it
+   * made for this attempt (datasetView), the entry pointed at the view; null when the environment
+   * has no datasets. A dataset not uploaded yet is reported (dataset.missing) and left as it is: a
+   * trainer that needs it will say so. `cacheDirs` gets the cache folders the views link into
+   * (read-only in the sandbox).
    */
-  private async prepareDatasets(job: Assignment, shipper: EventShipper, localDirs: string[]): Promise<Record<string, unknown>[] | null> {
+  private async prepareDatasets(
+    job: Assignment,
+    jobDir: string,
+    shipper: EventShipper,
+    cacheDirs: string[],
+  ): Promise<Record<string, unknown>[] | null> {
     if (!job.dataloader?.length) return null;
     const out: Record<string, unknown>[] = [];
+    const views = new Map<string, string>();
+    rmSync(join(jobDir, "datasets"), { recursive: true, force: true });
     for (const entry of job.dataloader) {
       const dir = entry.instance_data_dir;
       if (typeof dir !== "string" || !dir.startsWith("datasets/")) {
         out.push(entry);
         continue;
       }
-      const got = await materialise(this.edge, join(this.options.workDir, "cache"), job.job_id, dir);
-      if (!got) {
-        shipper.push({ type: "dataset.missing", title: `Dataset ${dir} has no files`, data: { path: dir } });
-        out.push(entry);
-        continue;
+      let view = views.get(dir);
+      if (!view) {
+        const got = await materialise(this.edge, join(this.options.workDir, "cache"), job.job_id, dir);
+        if (!got) {
+          shipper.push({ type: "dataset.missing", title: `Dataset ${dir} has no files`, data: { path: dir } });
+          out.push(entry);
+          continue;
+        }
+        view = datasetView(join(jobDir, "datasets", `${views.size}-${got.path.split("/").pop()}`), got);
+        views.set(dir, view);
+        cacheDirs.push(got.localDir);
+        const { names: _names, ...summary } = got;
+        shipper.push({
+          type: "dataset.ready",
+          title: `Dataset ${dir}: ${got.files} file(s), ${got.downloaded} downloaded, ${got.reused} from the cache`,
+          data: { ...summary, view },
+        });
       }
-      shipper.push({
-        type: "dataset.ready",
-        title: `Dataset ${dir}: ${got.files} file(s), ${got.downloaded} downloaded, ${got.reused} from the cache`,
-        data: { ...got },
-      });
-      out.push({ ...entry, instance_data_dir: got.localDir });
-      localDirs.push(got.localDir);
+      out.push({ ...entry, instance_data_dir: view });
     }
     return out;
   }
 
-  /** Sends the reports not yet accepted; a refused one (409/404: already settled) is dropped. */
+  /**
+   * Sends the reports not yet accepted. One the edge answers 404 or 409 (already settled) is
+   * dropped; one it refuses otherwise is never dropped silently: it goes again without its lines,
+   * then as a failure naming the refusal, so the job always ends. A failure to reach the edge (or
+   * 5xx, 408, 429) keeps it for the next tick.
+   */
   private async flushReports(): Promise<void> {
-    for (const report of [...this.reports]) {
-      try {
-        await this.edge.call(endpoints.workerJobFinish, { params: { job_id: report.jobId }, body: report.body });
-      } catch (error) {
-        if (!(error instanceof ServiceError) || !refusedForGood(error.status)) continue; // keep it for the next tick
-        this.options.log(`job ${report.jobId}: the edge did not take the report (${error.detail})`);
+    reports: for (const report of [...this.reports]) {
+      for (;;) {
+        try {
+          await this.edge.call(endpoints.workerJobFinish, { params: { job_id: report.jobId }, body: report.body });
+        } catch (error) {
+          if (!(error instanceof ServiceError) || !refusedForGood(error.status)) continue reports; // kept for the next tick
+          if (error.status !== 404 && error.status !== 409 && report.shortened < 2) {
+            const refusal = `${error.status} ${error.detail}`;
+            this.options.log(`job ${report.jobId}: the edge refused its end report (${refusal}); sending a shorter one`);
+            report.body = report.shortened === 0 ? shortenedReport(report.body, refusal) : refusalReport(refusal);
+            report.shortened++;
+            continue;
+          }
+          this.options.log(`job ${report.jobId}: the edge did not take the report (${error.detail})`);
+        }
+        break;
       }
       this.reports.splice(this.reports.indexOf(report), 1);
     }
@@ -485,11 +622,11 @@ export class Runner {
   }
 }
 
-/** The job events of a requested stop, one per signal sent. */
+/** The job events of a stop, one per signal sent. */
 const STOP_EVENTS = {
   SIGINT: {
-    type: "training.stop_requested",
-    title: "Stop requested: the trainer was asked to stop after its current step (SIGINT)",
+    type: "training.stopping",
+    title: "The trainer is asked to stop (SIGINT)",
     data: { signal: "SIGINT" },
   },
   SIGTERM: {
@@ -506,40 +643,98 @@ const STOP_EVENTS = {
   },
 } as const;
 
-/** The script an event calls for, if the environment names one (spec 2.9). */
-function scriptFor(
-  config: Record<string, unknown>,
-  event: { type: string } & Record<string, unknown>,
-): {
+/**
+ * The report of a trainer that ended on its own or as asked. A requested stop ends completed
+ * when the trainer exited cleanly or of the runner's signals; otherwise a run is completed only
+ * when the trainer exited 0 without saying it failed or was interrupted (SimpleTuner exits 0 after
+ * an interrupt nobody asked for). A failure names the error the trainer reported, with the end of
+ * its traceback, else its last lines.
+ */
+export function endReport(
+  job: Pick<ActiveJob, "stopAsked" | "events">,
+  exitCode: number | null,
+  signal: number | null,
+  lastLines: string[],
+): FinishBody {
+  const said = job.events.end;
+  const completed = job.stopAsked
+    ? stoppedOutcome(exitCode, signal) === "completed"
+    : exitCode === 0 && said !== "failed" && said !== "interrupted";
+  if (completed) return { status: "completed", exit_code: exitCode };
+  const error = job.events.error;
+  const why = error
+    ? `${error.title}${error.message ? `: ${error.message}` : ""}`
+    : signal
+      ? `the trainer was killed by signal ${signal}${job.stopAsked ? " while stopping" : ""}`
+      : job.stopAsked
+        ? `the trainer failed while stopping (exit code ${exitCode})`
+        : said === "interrupted"
+          ? `the trainer was interrupted without a stop request (exit code ${exitCode})`
+          : said === "failed"
+            ? `the trainer reported that training failed (exit code ${exitCode})`
+            : undefined;
+  return { status: "failed", exit_code: exitCode, error: why, last_lines: reportLines(error?.traceback ?? null, lastLines).slice(-20) };
+}
+
+/** The newest checkpoint folder the runner has seen in the job's output directory. */
+function latestCheckpoint(job: Pick<ActiveJob, "checkpoints" | "launch">): string {
+  const listed = job.checkpoints ? (JSON.parse(job.checkpoints) as [string, string][]) : [];
+  const last = listed[listed.length - 1];
+  return last ? join(job.launch.env.TRAINER_OUTPUT_DIR!, last[0]) : "";
+}
+
+interface ScriptRun {
   kind: ScriptKind;
   command: string;
   event: { localCheckpointPath?: string; remoteCheckpointPath?: string; globalStep?: number };
-} | null {
-  const data = (event.data ?? {}) as { path?: unknown; step?: unknown };
+}
+
+/**
+ * The scripts an event calls for, if the environment names them (spec 2.9), run by the runner for
+ * every trainer: --post_checkpoint_script after each checkpoint.saved; --validation_external_script
+ * at each validation.started with --validation_method external-script (`{local_checkpoint_path}`:
+ * the newest checkpoint); --post_upload_script after each upload.completed. For SimpleTuner the
+ * post-upload script runs when SimpleTuner itself would run it: after each publication to its hub
+ * (`--push_to_hub`), else after each checkpoint and once the final model is saved.
+ */
+export function scriptsFor(
+  config: Record<string, unknown>,
+  event: TrainerEvent,
+  kind: TrainerKind,
+  outputDir: string,
+  newestCheckpoint: string,
+): ScriptRun[] {
+  const data = (event.data ?? {}) as { path?: unknown; step?: unknown; local_path?: unknown; remote_path?: unknown };
   const step = typeof data.step === "number" ? data.step : undefined;
   const text = (name: string) => (typeof config[name] === "string" && (config[name] as string).trim() ? (config[name] as string) : null);
+  const runs: ScriptRun[] = [];
   const postCheckpoint = text("--post_checkpoint_script");
-  if (event.type === "checkpoint.saved" && postCheckpoint)
-    return {
-      kind: "post_checkpoint",
-      command: postCheckpoint,
-      event: { localCheckpointPath: typeof data.path === "string" ? data.path : "", globalStep: step },
-    };
   const postUpload = text("--post_upload_script");
-  if (event.type === "upload.completed" && postUpload) {
-    const upload = (event.data ?? {}) as { local_path?: unknown; remote_path?: unknown; step?: unknown };
-    return {
-      kind: "post_upload",
-      command: postUpload,
-      event: {
-        localCheckpointPath: typeof upload.local_path === "string" ? upload.local_path : "",
-        remoteCheckpointPath: typeof upload.remote_path === "string" ? upload.remote_path : "",
-        globalStep: step,
-      },
-    };
-  }
   const external = text("--validation_external_script");
-  if (event.type === "validation.started" && config["--validation_method"] === "external-script" && external)
-    return { kind: "validation", command: external, event: { globalStep: step } };
-  return null;
+  const checkpointPath = typeof data.path === "string" ? data.path : "";
+  if (event.type === "checkpoint.saved" && postCheckpoint)
+    runs.push({ kind: "post_checkpoint", command: postCheckpoint, event: { localCheckpointPath: checkpointPath, globalStep: step } });
+  if (postUpload) {
+    const hub = kind === "simpletuner" && (config["--push_to_hub"] === true || config["--push_to_hub"] === "true");
+    const hubModel = text("--hub_model_id");
+    if (event.type === "upload.completed")
+      runs.push({
+        kind: "post_upload",
+        command: postUpload,
+        event: {
+          localCheckpointPath: typeof data.local_path === "string" ? data.local_path : kind === "simpletuner" ? outputDir : "",
+          remoteCheckpointPath:
+            typeof data.remote_path === "string" ? data.remote_path : hub && hubModel ? `https://huggingface.co/${hubModel}` : "",
+          globalStep: step,
+        },
+      });
+    else if (kind === "simpletuner" && !hub && event.type === "checkpoint.saved")
+      runs.push({ kind: "post_upload", command: postUpload, event: { localCheckpointPath: checkpointPath, globalStep: step } });
+    else if (kind === "simpletuner" && !hub && event.type === "model.saved")
+      runs.push({ kind: "post_upload", command: postUpload, event: { localCheckpointPath: outputDir, globalStep: step } });
+  }
+  const method = String(config["--validation_method"] ?? "").replace(/_/g, "-");
+  if (event.type === "validation.started" && method === "external-script" && external)
+    runs.push({ kind: "validation", command: external, event: { localCheckpointPath: newestCheckpoint, globalStep: step } });
+  return runs;
 }

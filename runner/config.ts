@@ -36,6 +36,8 @@ export const RunnerConfigFile = z.strictObject({
   work_dir: ProgramPath.optional(),
   /** More paths sandboxed programs must not see (an empty tmpfs over each). */
   hide: z.array(ProgramPath.refine(isAbsolute, "must be an absolute path")).default([]),
+  /** SimpleTuner's installation: its virtual environment's folder (with bin/python and bin/accelerate), or that Python. */
+  simpletuner: ProgramPath.refine(isAbsolute, "must be an absolute path (the virtual environment, or its Python)").optional(),
   /** Names of the runner's environment variables handed on to trainers and scripts (e.g. HF_HOME). */
   pass_env: z
     .array(
@@ -83,8 +85,8 @@ export interface RunnerConfig {
   hide: string[];
   /** Variables handed on to trainers and scripts as they are (pass_env), with their values. */
   passEnv: Record<string, string>;
-  /** SimpleTuner's training script (SIMPLETUNER_TRAIN_SCRIPT). */
-  simpletunerScript: string;
+  /** SimpleTuner's installation as the config file names it (runner/simpletuner.ts checks it at start); null: none. */
+  simpletuner: string | null;
   /** PATH for trainers and scripts: the runner's own. */
   path: string;
 }
@@ -155,8 +157,8 @@ function userIds(user: string): { uid: number; gid: number } {
 }
 
 /**
- * The runner's whole configuration: flags over the environment (RUNNER_TOKEN, RUNNER_CONFIG,
- * SIMPLETUNER_TRAIN_SCRIPT, PATH) over the config file over the defaults. Throws
+ * The runner's whole configuration: flags over the environment (RUNNER_TOKEN, RUNNER_CONFIG, PATH)
+ * over the config file over the defaults. Throws
  * RunnerConfigError with one line naming what to fix.
  *
  * @example
@@ -196,7 +198,7 @@ export function loadRunnerConfig(flags: RunnerFlags, env: Record<string, string 
     runAs: file.run_as === undefined ? null : typeof file.run_as === "string" ? userIds(file.run_as) : file.run_as,
     hide: file.hide,
     passEnv: Object.fromEntries(file.pass_env.filter((name) => env[name] !== undefined).map((name) => [name, env[name]!])),
-    simpletunerScript: env.SIMPLETUNER_TRAIN_SCRIPT || "simpletuner/train.py",
+    simpletuner: file.simpletuner ?? null,
     path: env.PATH ?? "/usr/local/bin:/usr/bin:/bin",
   };
 }

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { createReadStream, createWriteStream, mkdirSync, renameSync, rmSync } from "node:fs";
+import { createReadStream, createWriteStream, mkdirSync, renameSync, rmSync, symlinkSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
@@ -10,13 +10,16 @@ import { endpoints } from "../shared/client/endpoints";
  * The runner's dataset cache (`<work-dir>/cache/datasets/<path>/`): a job's datasets are brought
  * from R2 before its trainer starts. A cached file is used only if its SHA-256 matches the one
  * stored with the upload (hashed again each time, so a changed or damaged file is fetched anew);
- * a download is verified before it takes its place. Jobs share the cache.
+ * a download is verified before it takes its place. Jobs share the cache, read-only in the
+ * sandbox; each job attempt trains on a view of its own (datasetView) where it may add files.
  */
 
 export interface Materialised {
   path: string;
   localDir: string;
   files: number;
+  /** The dataset's files, relative to localDir, as the edge listed them now (the cache may hold files since deleted). */
+  names: string[];
   downloaded: number;
   reused: number;
   bytes: number;
@@ -45,7 +48,15 @@ export async function materialise(
   const manifest = await edge.call(endpoints.workerDatasetManifest, { query: { job_id: jobId, path: datasetPath } });
   if (!manifest.files.length) return null;
   const localDir = join(cacheRoot, "datasets", ...manifest.path.split("/"));
-  const result: Materialised = { path: manifest.path, localDir, files: manifest.files.length, downloaded: 0, reused: 0, bytes: 0 };
+  const result: Materialised = {
+    path: manifest.path,
+    localDir,
+    files: manifest.files.length,
+    names: manifest.files.map((f) => f.path),
+    downloaded: 0,
+    reused: 0,
+    bytes: 0,
+  };
   for (const file of manifest.files) {
     const target = resolve(localDir, file.path);
     // The edge only hands out confined paths; this is the runner's own check of that.
@@ -76,4 +87,30 @@ export async function materialise(
     result.bytes += file.size;
   }
   return result;
+}
+
+/**
+ * A job attempt's own view of a cached dataset, `<dir>`: the dataset's folders, each file a link
+ * to its cached copy. A trainer writes what it likes into its view (SimpleTuner writes its
+ * aspect-bucket metadata into each `instance_data_dir` at every start) without touching the cache,
+ * which the sandbox keeps read-only, or any other job's view; a file it writes over a link
+ * replaces the link only. The view is made anew for every attempt, so nothing a run wrote is taken
+ * for the dataset by the next.
+ *
+ * @example
+ * datasetView("/w/jobs/local-1/datasets/0-cats", got); // "/w/jobs/local-1/datasets/0-cats", links to /w/cache/datasets/cats/...
+ */
+export function datasetView(dir: string, dataset: Pick<Materialised, "localDir" | "names">): string {
+  // Never written through: whatever a previous attempt left here (a link to elsewhere) goes.
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(dir, { recursive: true });
+  for (const name of dataset.names) {
+    const target = resolve(dataset.localDir, name);
+    const link = resolve(dir, name);
+    if (relative(dataset.localDir, target).startsWith("..") || relative(dir, link).startsWith(".."))
+      throw new Error(`dataset file ${name} leaves its folder`);
+    mkdirSync(dirname(link), { recursive: true });
+    symlinkSync(target, link);
+  }
+  return dir;
 }

@@ -5,9 +5,22 @@ import { endpoints } from "../shared/client/endpoints";
 // Terminal colour and cursor sequences, which trainers under a PTY like to print.
 const ANSI = /\x1b\[[0-9;?]*[A-Za-z]/g;
 
+// A Python log record's level where a line says it: SimpleTuner's `[RANK 0] 2026-11-27 05:37:33,064 [WARNING] ...`,
+// a bare `[ERROR] ...`, or logging's default `WARNING:name:...`.
+const LOG_LEVEL =
+  /^(?:\[RANK \d+\] )?(?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[,.]\d+ )?(?:\[(WARNING|ERROR|CRITICAL)\]|(WARNING|ERROR|CRITICAL):)/;
+
+/** The level a trainer's output line has, if it says one (info is the default, left out). */
+function lineLevel(text: string): { level?: "warning" | "error" } {
+  const match = LOG_LEVEL.exec(text);
+  const name = match?.[1] ?? match?.[2];
+  if (!name) return text.startsWith("Traceback (most recent call last)") ? { level: "error" } : {};
+  return { level: name === "WARNING" ? "warning" : "error" };
+}
+
 /**
  * A trainer output line as an event (trainer protocol): a JSON object with a string `type` is
- * an event as it is; any other non-empty line is a `log` event.
+ * an event as it is; any other non-empty line is a `log` event, with the level it says it has.
  */
 export function lineToEvent(line: string): ({ type: string } & Record<string, unknown>) | null {
   const text = line.replace(ANSI, "").trimEnd();
@@ -28,7 +41,7 @@ export function lineToEvent(line: string): ({ type: string } & Record<string, un
       // not an event: a log line that happens to start with a brace
     }
   }
-  return { type: "log", message: text.slice(0, 4000) };
+  return { type: "log", message: text.slice(0, 4000), ...lineLevel(text) };
 }
 
 /**

@@ -8,6 +8,8 @@ import { SIGNAL_FILE_ENV, type SignalCounters, type SignalledCommand } from "../
 import { descendants, findProgram, isBwrap, sandboxArgv, type SandboxSpec } from "./sandbox";
 import { SignalFile } from "./signal-file";
 import { keepOutputUntilRead } from "./pty-drain";
+import { OutputLines } from "./output-lines";
+import { RUNNER_SCRIPTS, simpleTunerArgv, simpleTunerEnv, type SimpleTunerStatus } from "./simpletuner";
 
 /*
  * One assigned job on this box: its directory (`<work_dir>/jobs/<job_id>/`), the trainer's
@@ -15,17 +17,21 @@ import { keepOutputUntilRead } from "./pty-drain";
  * CUDA_VISIBLE_DEVICES set to the job's devices. Everything the trainer prints goes to
  * `output.log`; the last lines travel with a failure report. Commands reach it as SimpleTuner's
  * own do: validations and checkpoints through its signal file (signal-file.ts), a stop as
- * signals (RunningJob.stop).
+ * signals to its whole process tree (RunningJob.stop), a cancel as SIGKILL (RunningJob.kill).
  */
 
-/** Options the runner itself reads; they are not passed to the trainer. */
-const RUNNER_OPTIONS = new Set(["--trainer", "--trainer_command", "--num_processes", "--accelerate_visible_devices"]);
+/** Options the runner itself reads or acts on (the scripts: scripts.ts); they are not passed to the trainer. */
+const RUNNER_OPTIONS = new Set(["--trainer", "--trainer_command", "--num_processes", "--accelerate_visible_devices", ...RUNNER_SCRIPTS]);
+
+/** Which kind of trainer a job runs: the runner treats SimpleTuner's events and arguments its own way. */
+export type TrainerKind = "simpletuner" | "demo" | "declared" | "raw";
 // Built (npm run runner: .build/runner/demo-trainer.mjs beside this bundle) or from source (tests).
 const BUILT_DEMO_TRAINER = fileURLToPath(new URL("./demo-trainer.mjs", import.meta.url));
 const DEMO_TRAINER = fileURLToPath(new URL("./demo-trainer/main.ts", import.meta.url));
 const KEEP_LINES = 50;
 
 export interface Launch {
+  kind: TrainerKind;
   /** What is spawned: the program inside bubblewrap when sandboxed. */
   argv: string[];
   /** The trainer's own command line. */
@@ -62,7 +68,8 @@ export interface BoxPolicy {
   runAs: { uid: number; gid: number } | null;
   /** Paths hidden from sandboxed programs besides the work directory (the service's data directory). */
   hide: string[];
-  simpletunerScript: string;
+  /** SimpleTuner's installation on this box, as checked at start (runner/simpletuner.ts). */
+  simpletuner: SimpleTunerStatus;
   path: string;
   passEnv: Record<string, string>;
 }
@@ -75,20 +82,10 @@ export const PLAIN_BOX: BoxPolicy = {
   sandbox: "auto",
   runAs: null,
   hide: [],
-  simpletunerScript: "simpletuner/train.py",
+  simpletuner: { available: false, detail: 'not installed on this box: its runner config names no "simpletuner" installation' },
   path: process.env.PATH ?? "",
   passEnv: {},
 };
-
-/**
- * The default trainer: SimpleTuner's training script under `accelerate launch`, one process per
- * GPU (`--num_processes 0`: one process on the CPU). `script`: SIMPLETUNER_TRAIN_SCRIPT on the
- * runner's box (default simpletuner/train.py, relative to the job directory unless absolute).
- */
-export function simpleTunerCommand(numProcesses: number, script = "simpletuner/train.py"): string[] {
-  const devices = numProcesses > 0 ? ["--num_processes", String(numProcesses)] : ["--num_processes", "1", "--cpu"];
-  return ["accelerate", "launch", ...devices, "--num_machines", "1", "--dynamo_backend", "no", script];
-}
 
 /** `--trainer_command`: a JSON array of strings (the program, then its arguments), as an option value holds it. */
 function trainerCommand(value: unknown): string[] | null {
@@ -109,13 +106,13 @@ function trainerCommand(value: unknown): string[] | null {
 const NEEDS_SANDBOX =
   'bubblewrap (bwrap) is not available on this box, so only the built-in trainers (simpletuner, demo) and the box\'s declared scripts run here; install bubblewrap, or an operator sets sandbox "off" in the runner config';
 
-/** The trainer's argv (outside any sandbox) as the environment and the box's config allow it. */
+/** The trainer's argv (outside any sandbox) as the environment and the box's config allow it; SimpleTuner's includes its options. */
 function trainerArgv(
   config: Record<string, unknown>,
   box: BoxPolicy,
   fill: Record<string, string>,
   numProcesses: number,
-): { argv: string[]; raw: boolean } {
+): { argv: string[]; kind: TrainerKind } {
   const name = config["--trainer"];
   const command = trainerCommand(config["--trainer_command"]);
   const sandboxed = box.bwrap !== null || box.sandbox === "off";
@@ -125,7 +122,7 @@ function trainerArgv(
         `--trainer_command is not run on this box: its runner config does not set allow_raw_commands; pick one of its trainers with --trainer (${trainerNames(box)})`,
       );
     if (!sandboxed) throw new LaunchError(`--trainer_command is not run: ${NEEDS_SANDBOX}`);
-    return { argv: command, raw: true };
+    return { argv: command, kind: "raw" };
   }
   const trainer = typeof name === "string" && name ? name : "simpletuner";
   // tsx by its resolved location: the trainer runs in the job's directory, where a bare
@@ -135,13 +132,19 @@ function trainerArgv(
       argv: existsSync(BUILT_DEMO_TRAINER)
         ? [process.execPath, BUILT_DEMO_TRAINER]
         : [process.execPath, "--import", import.meta.resolve("tsx"), DEMO_TRAINER],
-      raw: false,
+      kind: "demo",
     };
-  if (trainer === "simpletuner") return { argv: simpleTunerCommand(numProcesses, box.simpletunerScript), raw: false };
+  if (trainer === "simpletuner") {
+    if (!box.simpletuner.available)
+      throw new LaunchError(
+        `SimpleTuner is not available on this box (${box.simpletuner.detail}); name its installation in the runner config ("simpletuner"), or set "--trainer": "demo" in the environment`,
+      );
+    return { argv: simpleTunerArgv(box.simpletuner.install, config, numProcesses), kind: "simpletuner" };
+  }
   const template = Object.hasOwn(box.trainers, trainer) ? box.trainers[trainer]! : null;
   if (!template) throw new LaunchError(`unknown trainer ${JSON.stringify(trainer)}: this box has ${trainerNames(box)}`);
   if (!sandboxed) throw new LaunchError(`trainer ${JSON.stringify(trainer)} is not run: ${NEEDS_SANDBOX}`);
-  return { argv: fillPlaceholders(template, fill), raw: false };
+  return { argv: fillPlaceholders(template, fill), kind: "declared" };
 }
 
 const trainerNames = (box: BoxPolicy) => ["simpletuner", "demo", ...Object.keys(box.trainers)].join(", ");
@@ -176,28 +179,26 @@ export function planLaunch(
     throw new LaunchError(`--output_dir must be a path inside the job's directory, not ${JSON.stringify(output)}`);
   config["--output_dir"] = outputDir;
   const gpus = job.allocated_gpus ?? boxGpus.slice(0, job.num_processes);
-  const { argv: base, raw } = trainerArgv(
+  const { argv: base, kind } = trainerArgv(
     config,
     box,
     { num_processes: String(job.num_processes), job_dir: jobDir, output_dir: outputDir },
     job.num_processes,
   );
-  if (!findProgram(base[0]!, box.path)) {
-    throw new LaunchError(
-      `${base[0]} is not installed on this box (not found on PATH)${raw ? "" : ': the default trainer is SimpleTuner through accelerate; install it here (and set SIMPLETUNER_TRAIN_SCRIPT), or set "--trainer": "demo" in the environment'}`,
-    );
-  }
-  const program = [...base, ...optionArgs(config)];
+  if (!findProgram(base[0]!, box.path)) throw new LaunchError(`${base[0]} is not installed on this box (not found on PATH)`);
+  const program = kind === "simpletuner" ? base : [...base, ...optionArgs(config)];
   const sandbox: SandboxSpec | null = box.bwrap
     ? { bwrap: box.bwrap, jobDir, readOnly: datasets, hide: [workDir, ...box.hide], gpus, runAs: box.runAs }
     : null;
   return {
+    kind,
     argv: sandbox ? sandboxArgv(program, sandbox) : program,
     program,
     sandbox,
     jobDir,
     env: {
       ...box.passEnv,
+      ...(kind === "simpletuner" ? simpleTunerEnv(job.job_id) : {}),
       // The whole environment of the trainer: never the runner's own (its token, the service's secrets).
       PATH: box.path,
       HOME: jobDir,
@@ -239,20 +240,23 @@ export interface StopOptions {
 export interface RunningJob {
   jobId: string;
   /**
-   * Ends the trainer. Asked (a requested stop, like SimpleTuner's own server): SIGINT at once -
-   * Python's KeyboardInterrupt, which SimpleTuner turns into a graceful stop and an `interrupted`
-   * status - then SIGTERM after half of `graceMs`. Not asked (a cancel, the runner stopping):
-   * SIGTERM at once. Either way, whatever is left of the trainer's process tree after `graceMs`
-   * is killed. A later call only hurries a stop under way (a cancel after a stop: SIGTERM now).
+   * Ends the trainer's whole process tree (accelerate launch and the train.py processes under it:
+   * SimpleTuner's launcher forwards no signal). Asked (a requested stop, after its checkpoint):
+   * SIGINT at once - Python's KeyboardInterrupt, on which SimpleTuner reports `interrupted` and
+   * exits 0 - then SIGTERM after half of `graceMs`. Not asked (the runner stopping): SIGTERM at
+   * once. Either way, whatever is left after `graceMs` is killed. A later call only hurries a stop
+   * under way (not asked after asked: SIGTERM now).
    */
   stop(graceMs: number, options?: StopOptions): void;
+  /** SIGKILL for the whole process tree at once (a cancel). */
+  kill(): void;
   /** A validation or checkpoint for the trainer: one more in its signal file (throws when the file cannot be written). */
   signal(command: SignalledCommand): SignalCounters;
   /** Resolves when the trainer has exited: its exit code (null when killed by a signal) and last lines. */
   exited: Promise<{ exitCode: number | null; signal: number | null; lastLines: string[] }>;
 }
 
-/** `onLine`: every complete line the trainer prints, without its line ending. */
+/** `onLine`: every line the trainer prints, as its terminal shows it (a redrawn progress bar once), without its line ending. */
 export function startJob(launch: Launch, jobId: string, onLine: (line: string) => void = () => {}): RunningJob {
   mkdirSync(launch.env.TRAINER_OUTPUT_DIR!, { recursive: true });
   // The trainer can replace any name in its directory, with a link to a file of the runner's
@@ -266,17 +270,14 @@ export function startJob(launch: Launch, jobId: string, onLine: (line: string) =
   const child = pty.spawn(file!, args, { name: "xterm-256color", cols: 400, rows: 50, cwd: launch.jobDir, env: launch.env });
   const sandboxed = launch.sandbox !== null;
   const lastLines: string[] = [];
-  let partial = "";
+  const lines = new OutputLines((line) => {
+    lastLines.push(line);
+    if (lastLines.length > KEEP_LINES) lastLines.shift();
+    onLine(line);
+  });
   const take = (data: string) => {
     writeSync(logFd, data);
-    const lines = (partial + data).split(/\r?\n/);
-    partial = lines.pop() ?? "";
-    for (const raw of lines) {
-      const line = raw.replace(/\r/g, "");
-      lastLines.push(line);
-      if (lastLines.length > KEEP_LINES) lastLines.shift();
-      onLine(line);
-    }
+    lines.push(data);
   };
   child.onData(take);
   keepOutputUntilRead(child, take);
@@ -293,10 +294,7 @@ export function startJob(launch: Launch, jobId: string, onLine: (line: string) =
       // the job's GPUs are free when it is reported ended. The sandbox's PID namespace does this
       // by itself; outside it, they are what is left of the trainer's process group.
       if (stopping && !sandboxed) killGroup(child.pid);
-      if (partial) {
-        lastLines.push(partial.replace(/\r/g, ""));
-        onLine(partial.replace(/\r/g, ""));
-      }
+      lines.end();
       closeSync(logFd);
       done({ exitCode: signal ? null : exitCode, signal: signal || null, lastLines: lastLines.slice(-KEEP_LINES) });
     }),
@@ -307,12 +305,16 @@ export function startJob(launch: Launch, jobId: string, onLine: (line: string) =
     sent.add(signal);
     onSignal?.(signal);
     if (signal === "SIGKILL") killTree(child.pid, sandboxed);
-    else signalTrainer(child.pid, sandboxed, signal);
+    else signalTrainer(child.pid, sandboxed, signal, signal === "SIGINT" && launch.kind === "simpletuner");
   };
   return {
     jobId,
     exited,
     signal: (command) => signals.bump(command),
+    kill() {
+      stopping = true;
+      send("SIGKILL", undefined);
+    },
     stop(graceMs, { ask = false, onSignal } = {}) {
       if (ended) return;
       if (ask && !stopping) {
@@ -333,14 +335,21 @@ export function startJob(launch: Launch, jobId: string, onLine: (line: string) =
 }
 
 /**
- * A signal for the trainer to act on. Sandboxed, it goes to the processes inside bubblewrap:
- * bwrap itself neither forwards signals nor survives SIGTERM, and its end would kill the trainer
- * before it saves. Outside the sandbox, SIGINT goes to the trainer's whole process group, as
- * Ctrl-C in its terminal would (so `accelerate launch` and the training processes under it all
- * see it); SIGTERM to the trainer's own process, which hands it on.
+ * A signal for the trainer's whole process tree. Sandboxed, it goes to every process inside
+ * bubblewrap: bwrap itself neither forwards signals nor survives SIGTERM, and its end would kill
+ * the trainer before it saves. Outside the sandbox, to the trainer's process group, as Ctrl-C in
+ * its terminal would: `accelerate launch` forwards nothing, so a signal to it alone would leave
+ * train.py running. `spareLauncher` (SimpleTuner's interrupt): only the processes under the
+ * launched program - accelerate dies of a SIGINT at once (KeyboardInterrupt in its wait), and its
+ * end would take train.py with it while it reports `interrupted` and exits; spared, it sees
+ * train.py exit 0 and exits 0 itself.
  */
-function signalTrainer(pid: number, sandboxed: boolean, signal: "SIGINT" | "SIGTERM"): void {
-  const targets = sandboxed ? descendants(pid).filter((p) => !isBwrap(p)) : [signal === "SIGINT" ? -pid : pid];
+function signalTrainer(pid: number, sandboxed: boolean, signal: "SIGINT" | "SIGTERM", spareLauncher = false): void {
+  let targets: number[];
+  if (spareLauncher) {
+    const inside = descendants(pid).filter((p) => !isBwrap(p));
+    targets = sandboxed ? inside.slice(1) : inside;
+  } else targets = sandboxed ? descendants(pid).filter((p) => !isBwrap(p)) : [-pid];
   for (const target of targets) {
     try {
       process.kill(target, signal);

@@ -91,6 +91,7 @@ export const workers = sqliteTable("workers", {
   registeredAt: text("registered_at"),
   lastHeartbeat: text("last_heartbeat"),
   idleSince: text("idle_since"),
+  trainers: text("trainers"),
 });
 
 export const levels = sqliteTable("levels", {

@@ -55,6 +55,8 @@ export interface PendingJob {
   expectedMs?: number | null;
   /** How expectedMs was estimated, for people reading the queue; the planner does not look at it. */
   expectedMethod?: DurationMethod | null;
+  /** The trainer it runs (shared/trainers.ts): only a box that can run it takes it; null or absent: any box. */
+  trainer?: string | null;
 }
 
 export interface RunningJob {
@@ -77,6 +79,15 @@ export interface WorkerView {
   idle: boolean;
   /** Epoch ms it became idle: the longest-idle worker is taken first (FIFO). */
   idleSince: number;
+  /** The trainers its runner can run; null or absent: it did not say, and takes any job. */
+  trainers?: string[] | null;
+}
+
+/** What a box's runner said of its trainers: those it can run, and why it cannot run others. */
+export interface BoxTrainers {
+  available: string[];
+  /** Trainer name -> why it is not available there. */
+  missing: Record<string, string>;
 }
 
 export interface PlanInput {
@@ -88,6 +99,8 @@ export interface PlanInput {
   localDevices: number[] | null;
   /** True while local-box admissions are held (spec 3: after a running local job is cancelled). */
   localPaused?: boolean;
+  /** The trainers the local box can run; null or absent: its runner did not say (it takes any job). */
+  localTrainers?: BoxTrainers | null;
   /** Online remote workers (busy ones included: they tell whether a job could ever match). */
   workers: WorkerView[];
   /**
@@ -195,8 +208,10 @@ export function planPass(input: PlanInput): Plan {
     { ok: true; gpus: number[] | null; workerId: number | null } | { ok: false; reason: WaitReason; message: string; never?: boolean };
   const allowedDevices = (job: PendingJob, devices: number[]) =>
     job.anyGpu || !job.deviceIds?.length ? devices : job.deviceIds.filter((d) => devices.includes(d));
-  const matchingWorkers = (job: PendingJob) =>
+  const canRun = (trainers: string[] | null | undefined, job: PendingJob) => !job.trainer || !trainers || trainers.includes(job.trainer);
+  const fittingWorkers = (job: PendingJob) =>
     workers.filter((w) => w.gpuCount >= job.numProcesses && matchesLabels(job.workerLabels, w.labels));
+  const matchingWorkers = (job: PendingJob) => fittingWorkers(job).filter((w) => canRun(w.trainers, job));
 
   let committedUsd = input.cloudBudget?.committedUsd ?? 0;
   function tryCloud(job: PendingJob): Outcome {
@@ -235,6 +250,16 @@ export function planPass(input: PlanInput): Plan {
 
   function tryLocal(job: PendingJob): Outcome {
     if (devices === null) return { ok: false, reason: "no_local_box", message: "no local GPU box is registered and online" };
+    const local = input.localTrainers;
+    if (local && !canRun(local.available, job)) {
+      const why = local.missing[job.trainer!];
+      return {
+        ok: false,
+        reason: "trainer_unavailable",
+        message: `the local GPU box cannot run trainer "${job.trainer}"${why ? `: ${why}` : ` (it runs ${local.available.join(", ") || "none"})`}`,
+        never: true,
+      };
+    }
     const n = job.numProcesses;
     const allowed = allowedDevices(job, devices);
     if (n > allowed.length) {
@@ -281,7 +306,16 @@ export function planPass(input: PlanInput): Plan {
     const pick = workerPlan.usable(available, job.expectedMs)[0];
     if (pick !== undefined) return { ok: true, gpus: null, workerId: pick };
     const wants = `${job.workerLabels && Object.keys(job.workerLabels).length ? `labels ${JSON.stringify(job.workerLabels)} and ` : ""}at least ${job.numProcesses} GPU(s)`;
-    if (candidates.length === 0) return { ok: false, reason: "no_matching_worker", message: `no online worker has ${wants}`, never: true };
+    if (candidates.length === 0) {
+      if (fittingWorkers(job).length)
+        return {
+          ok: false,
+          reason: "trainer_unavailable",
+          message: `no online worker with ${wants} can run trainer "${job.trainer}" (GET /api/system/workers says why)`,
+          never: true,
+        };
+      return { ok: false, reason: "no_matching_worker", message: `no online worker has ${wants}`, never: true };
+    }
     const hold = workerPlan.blocking(available, job.expectedMs);
     if (hold) return { ok: false, reason: "reserved", message: `the matching idle workers are free, but ${heldFor(hold, job)}` };
     return { ok: false, reason: "workers_busy", message: `all ${candidates.length} worker(s) with ${wants} are busy` };

@@ -1,4 +1,5 @@
 import { DurableObject } from "cloudflare:workers";
+import { jobTrainer } from "../../shared/trainers";
 import { readConfig } from "../config";
 import { getSetting, setSetting } from "../settings";
 import { openDatabase, type Database } from "../db/client";
@@ -540,5 +541,6 @@ function candidateOf(job: NewJob, id: number, queuedAt: number): PendingJob {
     estimatedCost: job.estimatedCost,
     expectedMs: minutes === null ? null : minutes * 60_000,
     expectedMethod: minutes === null ? null : "max_runtime",
+    trainer: job.jobType === "local" ? jobTrainer(job.configSnapshot) : null,
   };
 }

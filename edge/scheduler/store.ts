@@ -4,9 +4,12 @@ import type { Database } from "../db/client";
 import { parseSetting } from "../settings";
 import type { BatchPart } from "../jobs/lifecycle/batch";
 import type { EnvironmentConfig } from "../queue/submit";
-import type { PendingJob, PlanInput, RunningJob, WorkerView } from "./plan";
+import type { BoxTrainers, PendingJob, PlanInput, RunningJob, WorkerView } from "./plan";
 import { maxRuntimeMinutes, periodStart } from "../cloud/cost";
 import { expectedDuration, recentRuns, type RecentRuns } from "./estimate";
+import { jobTrainer } from "../../shared/trainers";
+import type { TrainerAvailability } from "../../shared/schemas/workers";
+import type { z } from "@hono/zod-openapi";
 
 /*
  * The Scheduler DO's reads and its writes apart from job transitions. Reads build a plan's input
@@ -44,6 +47,7 @@ const ACTIVE_COLUMNS = `id, job_id, user_id, team_id, priority, priority_overrid
   worker_labels, device_ids, any_gpu, status, allocated_gpus, worker_id, estimated_cost, config_name, expected_end_at,
   json_extract(config_snapshot, '$."--max_runtime_minutes"') AS max_runtime,
   json_extract(config_snapshot, '$."--max_train_steps"') AS train_steps,
+  json_extract(config_snapshot, '$."--trainer"') AS trainer, json_extract(config_snapshot, '$."--trainer_command"') AS trainer_command,
   CASE WHEN job_type = 'cloud' THEN (SELECT expected_seconds FROM cloud_jobs c WHERE c.job_id = queue_entries.job_id) END AS cloud_seconds`;
 
 const timeOf = (v: unknown) => {
@@ -72,6 +76,7 @@ function toActive(r: Record<string, unknown>): ActiveEntry {
       estimatedCost: Number(r.estimated_cost ?? 0),
       expectedMs: minutes === null ? null : minutes * 60_000,
       expectedMethod: minutes === null ? null : "max_runtime",
+      trainer: r.job_type === "local" ? jobTrainer({ "--trainer": r.trainer, "--trainer_command": r.trainer_command }) : null,
     },
     status: r.status === "running" ? "running" : "pending",
     allocatedGpus: parseJson<number[]>(text(r.allocated_gpus), []),
@@ -108,6 +113,8 @@ export interface Capacity {
   localPaused: boolean;
   localWorkerId: number | null;
   localDevices: number[] | null;
+  /** The trainers the local box's runner can run; null when it did not say. */
+  localTrainers: BoxTrainers | null;
   /** Remote workers that may take jobs (not connecting, draining or offline); idle is decided with the entries. */
   remote: (Omit<WorkerView, "idle"> & { statusIdle: boolean })[];
   /** The cloud spending limit of this period and what is committed against it; null without a limit. */
@@ -124,7 +131,7 @@ export interface Capacity {
 function capacityStatements(now = new Date()): InStatement[] {
   return [
     "SELECT key, value FROM settings WHERE key IN ('concurrency', 'approval_rules', 'local_queue_paused', 'cloud')",
-    "SELECT id, role, status, labels, gpus, idle_since, registered_at, created_at FROM workers WHERE status != 'offline'",
+    "SELECT id, role, status, labels, gpus, idle_since, registered_at, created_at, trainers FROM workers WHERE status != 'offline'",
     committedSpendingStatement(now),
     // Only local and worker jobs: the planner reserves GPUs and workers, never cloud capacity.
     "SELECT id, expected_end_at FROM queue_entries WHERE job_type = 'local' AND status = 'running' AND expected_end_at IS NOT NULL",
@@ -132,6 +139,16 @@ function capacityStatements(now = new Date()): InStatement[] {
 }
 
 type Row = Record<string, unknown>;
+
+/** A worker's stored trainers (workers.trainers) as the planner reads them; null when its runner did not say. */
+function boxTrainers(stored: unknown): BoxTrainers | null {
+  if (stored === null || stored === undefined) return null;
+  const list = parseJson<z.infer<typeof TrainerAvailability>[]>(String(stored), []);
+  return {
+    available: list.filter((t) => t.available).map((t) => t.name),
+    missing: Object.fromEntries(list.filter((t) => !t.available).map((t) => [t.name, t.detail ?? "not available"])),
+  };
+}
 
 /** Limits, approval rules, workers, the cloud budget and running jobs' ends from the rows of `capacityStatements`. */
 function capacityFrom(
@@ -151,6 +168,7 @@ function capacityFrom(
     labels: String(w.labels),
     gpus: String(w.gpus),
     idleSince: String(w.idle_since ?? w.registered_at ?? w.created_at),
+    trainers: boxTrainers(w.trainers),
   }));
   const expectedEnds = new Map<number, number>();
   for (const r of endRows) {
@@ -170,6 +188,7 @@ function capacityFrom(
     localPaused: parseSetting("local_queue_paused", stored("local_queue_paused")),
     localWorkerId: localBox?.id ?? null,
     localDevices: localOnline ? parseJson<{ index: number }[]>(localBox.gpus, []).map((g) => g.index) : null,
+    localTrainers: localBox?.trainers ?? null,
     remote: workerList
       .filter((w) => w.role !== "local" && w.status !== "connecting" && w.status !== "draining")
       .map((w) => ({
@@ -178,6 +197,7 @@ function capacityFrom(
         gpuCount: parseJson<unknown[]>(w.gpus, []).length,
         statusIdle: w.status === "IDLE",
         idleSince: Date.parse(w.idleSince),
+        trainers: w.trainers?.available ?? null,
       })),
     expectedEnds,
   };
@@ -223,6 +243,7 @@ export function planInput(entries: Iterable<ActiveEntry>, capacity: Capacity, no
     pending,
     running,
     localDevices: capacity.localDevices,
+    localTrainers: capacity.localTrainers,
     localPaused: capacity.localPaused,
     workers: workersView,
     cloudBudget: capacity.cloudBudget,

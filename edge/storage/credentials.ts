@@ -98,7 +98,7 @@ export async function issueStorageCredentials(db: Database, jobId: string, owner
 }
 
 /** Wait reasons of a job that cannot run as configured (the Scheduler's plan marks them `never`). */
-const NEVER_FITS = new Set(["insufficient_gpus", "no_matching_worker"]);
+const NEVER_FITS = new Set(["insufficient_gpus", "no_matching_worker", "trainer_unavailable"]);
 
 /**
  * 409 `job_cannot_run` when job `jobId` waits for what nothing here can give it (more GPUs than

@@ -19,7 +19,7 @@ function holders(gpus: { index: number }[], running: { jobId: string; devices: n
 
 /**
  * Every worker as any logged-in user may see it: name, role, labels, status, last heartbeat, GPUs
- * and the job holding each. Only columns chosen here leave: never the token's prefix or hash,
+ * and the job holding each, and the trainers it can run (whether SimpleTuner is installed there). Only columns chosen here leave: never the token's prefix or hash,
  * nor the host's name or figures.
  *
  * @example
@@ -28,7 +28,7 @@ function holders(gpus: { index: number }[], running: { jobId: string; devices: n
 export async function publicWorkers(db: Database): Promise<PublicWorker[]> {
   const [boxes, running] = await db.$client.batch(
     [
-      "SELECT id, name, role, status, labels, gpus, last_heartbeat, registered_at FROM workers ORDER BY role = 'remote', name, id",
+      "SELECT id, name, role, status, labels, gpus, last_heartbeat, registered_at, trainers FROM workers ORDER BY role = 'remote', name, id",
       "SELECT worker_id, job_id, allocated_gpus FROM queue_entries WHERE status = 'running' AND worker_id IS NOT NULL ORDER BY started_at, id",
     ],
     "read",
@@ -52,6 +52,7 @@ export async function publicWorkers(db: Database): Promise<PublicWorker[]> {
       last_seen: row.last_heartbeat ? String(row.last_heartbeat) : row.registered_at ? String(row.registered_at) : null,
       gpus: inventory.map((g) => ({ index: g.index, name: g.name, memory_mb: g.memory_mb, job_id: held.get(g.index) ?? null })),
       running_jobs: jobs.map((j) => j.jobId),
+      trainers: row.trainers ? (JSON.parse(String(row.trainers)) as PublicWorker["trainers"]) : null,
     };
   });
 }

@@ -40,6 +40,7 @@ function toWorker(row: WorkerRow, running: string[]): Worker {
     last_heartbeat: row.lastHeartbeat,
     current_job: running[0] ?? null,
     running_jobs: running,
+    trainers: row.trainers === null ? null : (JSON.parse(row.trainers) as Worker["trainers"]),
   };
 }
 
@@ -99,7 +100,7 @@ export async function registerWorker(db: Database, worker: WorkerRow, body: z.in
     await db.$client.execute({
       sql: `UPDATE workers SET role = ?, labels = ?, gpus = ?, hostname = ?, host_stats = ?, registered_at = ?, last_heartbeat = ?,
               status = CASE WHEN EXISTS (SELECT 1 FROM queue_entries WHERE worker_id = ?8 AND status = 'running') THEN 'busy' ELSE 'IDLE' END,
-              idle_since = ?6
+              idle_since = ?6, trainers = ?9
             WHERE id = ?8`,
       args: [
         body.role,
@@ -110,6 +111,7 @@ export async function registerWorker(db: Database, worker: WorkerRow, body: z.in
         now,
         now,
         worker.id,
+        body.trainers ? JSON.stringify(body.trainers) : null,
       ],
     });
   } catch (error) {

@@ -1,6 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import { BooleanQuery, Timestamp } from "./common";
-import { WORKER_STATUSES } from "./workers";
+import { WORKER_STATUSES, TrainerAvailability } from "./workers";
 
 export const SystemStatusQuery = z.object({
   include_allocation: BooleanQuery.default(false),
@@ -66,6 +66,10 @@ export const SystemWorker = z
     last_seen: Timestamp.nullable().openapi({ description: "Its last heartbeat (or registration); null when it never registered" }),
     gpus: z.array(SystemWorkerGpu),
     running_jobs: z.array(z.string()),
+    trainers: z.array(TrainerAvailability).nullable().openapi({
+      description:
+        "The trainers its runner can run, as it said when it registered: SimpleTuner with its version, or why it is not available; null when it did not say",
+    }),
   })
   .openapi("SystemWorker");
 
