@@ -188,7 +188,17 @@ function Controls({ jobId, status, reload }: { jobId: string; status: string; re
           </>
         ) : null}
         {ACTIVE.includes(status) ? (
-          <Control label="Cancel job" danger action={() => call(endpoints.queueCancel, { params: { job_id: jobId } })} after={reload} />
+          <Control
+            label="Cancel job"
+            danger
+            // A running job is cancelled through training control (its trainer is killed); a waiting one through the queue.
+            action={() =>
+              status === "running"
+                ? call(endpoints.trainingCancel, { body: { job_id: jobId } })
+                : call(endpoints.queueCancel, { params: { job_id: jobId } })
+            }
+            after={reload}
+          />
         ) : null}
       </div>
     </Panel>

@@ -27,3 +27,35 @@ export function Labels({ labels }: { labels: Record<string, string> }) {
     </ul>
   );
 }
+
+/** One trainer a runner said it can run, or cannot and why. */
+interface TrainerFact {
+  name: string;
+  available: boolean;
+  version?: string | null;
+  detail?: string | null;
+}
+
+/**
+ * The trainers a box's runner can run (SimpleTuner with its version), and those it cannot with the
+ * reason as a second line; "not reported" for a runner that did not say (it takes any job).
+ */
+export function Trainers({ trainers }: { trainers: TrainerFact[] | null }) {
+  if (!trainers) return <span class="muted">not reported (takes any job)</span>;
+  return (
+    <ul class="trainers" aria-label="Trainers">
+      {trainers.map((t) =>
+        t.available ? (
+          <li key={t.name} class="badge trainer-on">
+            {t.name}
+            {t.version ? ` ${t.version}` : ""}
+          </li>
+        ) : (
+          <li key={t.name} class="trainer-off">
+            <span class="badge">{t.name}: not available</span> <span class="muted">{t.detail ?? ""}</span>
+          </li>
+        ),
+      )}
+    </ul>
+  );
+}

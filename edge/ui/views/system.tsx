@@ -8,7 +8,7 @@ import { Page, Panel } from "../components/page";
 import { useLoad } from "../components/use-load";
 import { href } from "../router";
 import type { ViewProps } from "../views";
-import { Labels, WorkerStatus } from "./system-parts";
+import { Labels, Trainers, WorkerStatus } from "./system-parts";
 import "./system.css";
 
 interface Tile {
@@ -68,6 +68,9 @@ function LocalBox({ status, worker }: { status: z.output<typeof SystemStatus>; w
             <span class="muted">memory {status.memory_percent === null ? "-" : `${status.memory_percent}%`}</span>
             <span class="muted">{status.gpu_allocation?.running_local_jobs ?? 0} local job(s) running</span>
           </p>
+          <div class="row">
+            <span>Trainers:</span> <Trainers trainers={worker?.trainers ?? null} />
+          </div>
           <GpuGrid
             box={caps.local_box}
             tiles={devices.map((d) => ({ index: d.index, name: d.name, memory: `${d.memory_gb} GiB`, jobId: d.job_id }))}
@@ -80,7 +83,7 @@ function LocalBox({ status, worker }: { status: z.output<typeof SystemStatus>; w
   );
 }
 
-/** A remote worker: status, labels, last heartbeat and its GPU grid. */
+/** A remote worker: status, labels, last heartbeat, the trainers it runs and its GPU grid. */
 function RemoteWorker({ worker }: { worker: z.output<typeof SystemWorker> }) {
   return (
     <Panel title={`Worker: ${worker.name}`} id={`worker-${worker.id}`}>
@@ -95,6 +98,10 @@ function RemoteWorker({ worker }: { worker: z.output<typeof SystemWorker> }) {
         </dd>
         <dt>Last heartbeat</dt>
         <dd>{formatTime(worker.last_seen)}</dd>
+        <dt>Trainers</dt>
+        <dd>
+          <Trainers trainers={worker.trainers} />
+        </dd>
       </dl>
       <GpuGrid
         box={worker.name}

@@ -10,7 +10,7 @@ import { useAction, useLoad } from "../components/use-load";
 import { href } from "../router";
 import type { ViewProps } from "../views";
 import { ConfirmButton, OnceSecret } from "../components/controls";
-import { Labels, WorkerStatus } from "./system-parts";
+import { Labels, WorkerStatus, Trainers } from "./system-parts";
 import "./system.css";
 
 type Created = z.output<typeof WorkerCreated>;
@@ -51,6 +51,9 @@ function WorkerRow({
       </td>
       <td>{worker.gpu_count ? `${worker.gpu_count} × ${worker.gpu_name ?? "GPU"}` : "none"}</td>
       <td>{formatTime(worker.last_heartbeat)}</td>
+      <td>
+        <Trainers trainers={worker.trainers} />
+      </td>
       <td>
         {worker.running_jobs.length
           ? worker.running_jobs.map((id) => (
@@ -147,6 +150,7 @@ export function WorkersView(_props: ViewProps) {
                     <th scope="col">Labels</th>
                     <th scope="col">GPUs</th>
                     <th scope="col">Last heartbeat</th>
+                    <th scope="col">Trainers</th>
                     <th scope="col">Running jobs</th>
                     <th scope="col">Actions</th>
                   </tr>
