@@ -8,6 +8,7 @@ import { join } from "node:path";
 import * as pty from "node-pty";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { tempConfigHome } from "./helpers/cli";
+import { fakeSimpleTuner, removeFakeSimpleTuners } from "./helpers/simpletuner";
 import { createUserWithKey, setUpAdmin, startStackWithLocalRunner, type TestStack } from "./helpers/stack";
 
 let t: TestStack;
@@ -63,7 +64,8 @@ function onTerminal(
 const plain = (text: string) => text.replace(/\x1b\[[0-9;?]*[A-Za-z]/g, "");
 
 beforeAll(async () => {
-  t = await startStackWithLocalRunner(runnerDir);
+  // Its local runner runs SimpleTuner too (the stand-in of test/helpers/simpletuner.ts).
+  t = await startStackWithLocalRunner(runnerDir, { simpletuner: fakeSimpleTuner() });
   admin = await setUpAdmin(t);
   rita = await createUserWithKey(t, { key: admin.key }, "researcher", "rita");
   expect(
@@ -140,4 +142,29 @@ describe("jobs on a terminal", () => {
     expect(text).toMatch(/checkpoint\.saved/);
     expect(text).toContain(`job ${jobId} ended: completed`);
   });
+
+  it("draws the same bar for a SimpleTuner run, from SimpleTuner's own progress events", async () => {
+    const name = "st-follow";
+    expect((await t.call("POST", "/api/configs/environments", { json: { name }, auth: { key: rita.key } })).status).toBe(201);
+    const form = new FormData();
+    form.set("target_path", name);
+    form.append("files[]", new Blob(["a cat"]), "cat.txt");
+    expect((await fetch(`${t.base}/api/datasets/upload`, { method: "POST", headers: { "x-api-key": rita.key }, body: form })).status).toBe(
+      201,
+    );
+    const config = { "--num_processes": 0, "--max_train_steps": 20, "--standin_step_seconds": 0.1, "--checkpoint_step_interval": 10 };
+    expect((await t.call("PUT", `/api/configs/${name}`, { json: { config }, auth: { key: rita.key } })).status).toBe(200);
+    const submitted = await t.call("POST", "/api/queue/submit", { json: { config_name: name }, auth: { key: rita.key } });
+    const jobId = submitted.body.job_id as string;
+    const screen = await onTerminal(["logs", jobId, "--follow"], { SERVICE_URL: t.base, SERVICE_API_KEY: rita.key });
+    expect(screen.code, screen.output).toBe(0);
+    const text = plain(screen.output);
+    expect(text).toMatch(/step 20\/20 \| loss 0\.\d{4}/);
+    expect(text).toMatch(/checkpoint\.saved Checkpoint saved at step 10/);
+    expect(text).not.toMatch(/training\.progress step/);
+    expect(text).not.toContain("log.message");
+    expect(text).toContain(`job ${jobId} ended: completed`);
+  });
 });
+
+afterAll(() => removeFakeSimpleTuners());

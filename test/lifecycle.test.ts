@@ -172,7 +172,7 @@ describe("every way a job ends reaches its watchers and its webhook receivers", 
     expect(cancelled.body).toEqual({
       success: true,
       job_id: job.job_id,
-      message: `Job ${job.job_id} is cancelled; its trainer is being stopped and its GPUs are free`,
+      message: `Job ${job.job_id} is cancelled; its trainer is being killed and its GPUs are free`,
     });
     await expectEnd(watching, "cancelled");
     const [message] = await messagesOf(job.job_id, 1);

@@ -2,7 +2,7 @@
 // reports them, runs the jobs the Scheduler assigns it under a PTY with CUDA_VISIBLE_DEVICES,
 // and reports how they end; the edge frees the GPUs and starts what was waiting.
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -11,7 +11,7 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Webhook } from "standardwebhooks";
 import { parseGpuCsv } from "../runner/gpus";
-import { PLAIN_BOX, planLaunch, simpleTunerCommand } from "../runner/job";
+import { PLAIN_BOX, planLaunch } from "../runner/job";
 import { findProgram } from "../runner/sandbox";
 import { sseEvents, type SseEvent } from "./helpers/sse";
 import { spawnRunner, stopRunner } from "./helpers/runner-process";
@@ -220,41 +220,6 @@ describe("the runner", () => {
     },
   );
 
-  it("runs SimpleTuner through accelerate when the environment names no trainer", async () => {
-    await env("simpletuner", { "--num_processes": 1, "--learning_rate": 0.0001 });
-    const job = await submit("simpletuner");
-    await until("the job to complete", async () => (await entry(job.job_id))?.status === "completed");
-    const events = (await t.call("GET", `/api/training/events?job_id=${job.job_id}`, { auth: auth() })).body.events as any[];
-    const launched = events.find((e) => e.type === "fake.accelerate");
-    const out = join(workDir, "jobs", job.job_id, "output");
-    const dataloader = join(workDir, "jobs", job.job_id, "config", "multidatabackend.json");
-    expect(launched.data.cuda).toBe("0");
-    const argv = launched.data.argv as string[];
-    expect(argv.slice(0, 10)).toEqual([
-      "launch",
-      "--num_processes",
-      "1",
-      "--num_machines",
-      "1",
-      "--dynamo_backend",
-      "no",
-      "simpletuner/train.py",
-      "--learning_rate",
-      "0.0001",
-    ]);
-    expect(argv.slice(10, 12)).toEqual(["--data_backend_config", dataloader]);
-    expect(argv.slice(14, 16)).toEqual(["--output_dir", out]);
-    expect(argv[12]).toBe("--webhook_config");
-    expect(JSON.parse(argv[13]!)).toEqual([
-      {
-        webhook_type: "raw",
-        callback_url: expect.stringMatching(/^http:\/\/127\.0\.0\.1:\d+\/$/),
-        log_level: "info",
-        ssl_no_verify: false,
-      },
-    ]);
-  });
-
   it("wakes the runner through its channel: with a 60 s poll, assignments and commands still arrive at once", async () => {
     // The runner here asks for work every 60 s; everything in this file relies on the channel.
     expect((await t.call("GET", "/api/workers/channel", { auth: { bearer: token } })).status).toBe(426);
@@ -374,13 +339,20 @@ describe("datasets on the box", () => {
     };
     const cached = join(workDir, "cache", "datasets", "faces");
     const one = await ready();
-    expect(one.event.data).toMatchObject({ path: "faces", localDir: cached, files: 2, downloaded: 2, reused: 0 });
+    const jobDir = join(workDir, "jobs", one.job.job_id);
+    const view = join(jobDir, "datasets", "0-faces");
+    expect(one.event.data).toMatchObject({ path: "faces", localDir: cached, files: 2, downloaded: 2, reused: 0, view });
     expect(one.first.type).toBe("dataset.ready"); // before the trainer started
     expect(readFileSync(join(cached, "a.txt"), "utf8")).toBe("a caption");
-    const dataloader = JSON.parse(readFileSync(join(workDir, "jobs", one.job.job_id, "config", "multidatabackend.json"), "utf8"));
-    expect(dataloader[0]).toMatchObject({ dataset_type: "image", instance_data_dir: cached });
-    const config = JSON.parse(readFileSync(join(workDir, "jobs", one.job.job_id, "config", "config.json"), "utf8"));
-    expect(config["--data_backend_config"]).toBe(join(workDir, "jobs", one.job.job_id, "config", "multidatabackend.json"));
+    // The trainer reads its own view of the dataset: links into the cache, in its job directory.
+    expect(readFileSync(join(view, "a.txt"), "utf8")).toBe("a caption");
+    expect(readlinkSync(join(view, "a.txt"))).toBe(join(cached, "a.txt"));
+    // The runner's files are in service/, where no trainer looks by itself (SimpleTuner loads config/config.json).
+    expect(existsSync(join(jobDir, "config"))).toBe(false);
+    const dataloader = JSON.parse(readFileSync(join(jobDir, "service", "multidatabackend.json"), "utf8"));
+    expect(dataloader[0]).toMatchObject({ dataset_type: "image", instance_data_dir: view });
+    const config = JSON.parse(readFileSync(join(jobDir, "service", "options.json"), "utf8"));
+    expect(config["--data_backend_config"]).toBe(join(jobDir, "service", "multidatabackend.json"));
     expect((await ready()).event.data).toMatchObject({ downloaded: 0, reused: 2 });
     writeFileSync(join(cached, "a.png"), "damaged");
     expect((await ready()).event.data).toMatchObject({ downloaded: 1, reused: 1 });
@@ -826,13 +798,20 @@ describe("training control", () => {
     });
     // The list is the output directory as the runner sees it: a checkpoint deleted on the box is gone.
     rmSync(saved.data.path, { recursive: true });
+    // A stop keeps the work: a checkpoint is asked for and saved, then the trainer is interrupted.
     expect((await t.call("POST", "/api/training/stop", { json: { job_id: job.job_id }, auth: auth() })).status).toBe(200);
     await until("the job to end", async () => (await entry(job.job_id))?.status === "completed");
-    expect((await t.call("POST", "/api/training/checkpoints", { json: { job_id: job.job_id }, auth: auth() })).body.checkpoints).toEqual(
-      [],
-    );
+    const all = await events();
+    const requested = all.findIndex((e) => e.type === "training.stop_requested");
+    expect(all[requested].data).toMatchObject({ checkpoint: true });
+    const kept = all.slice(requested).find((e) => e.type === "checkpoint.saved");
+    expect(kept.data).toMatchObject({ on_demand: true });
+    expect(all.findIndex((e) => e.type === "training.stopping")).toBeGreaterThan(all.indexOf(kept));
+    expect((await t.call("POST", "/api/training/checkpoints", { json: { job_id: job.job_id }, auth: auth() })).body.checkpoints).toEqual([
+      { name: `checkpoint-${kept.data.step}`, path: kept.data.path, step: kept.data.step, saved_at: expect.any(String) },
+    ]);
     // The demo trainer stops as SimpleTuner does on KeyboardInterrupt: an interrupted status, exit 0.
-    expect((await events()).at(-1)).toMatchObject({ type: "training.status", data: { status: "interrupted", signal: "SIGINT" } });
+    expect(all.find((e) => e.type === "training.status")).toMatchObject({ data: { status: "interrupted", signal: "SIGINT" } });
     // Nothing running any more: the spec's 400.
     const none = await t.call("POST", "/api/training/validation/run", { auth: auth() });
     expect(none.status).toBe(400);
@@ -1063,20 +1042,10 @@ describe("runner pieces", () => {
     expect(() =>
       planLaunch("/w", { ...job, config: { "--trainer": "sd3" } }, [], null, { ...PLAIN_BOX, trainers: { flux: ["flux-train"] } }),
     ).toThrow('unknown trainer "sd3": this box has simpletuner, demo, flux');
-    // The default trainer is SimpleTuner under accelerate; without accelerate on this PATH, it says so.
-    expect(simpleTunerCommand(0)).toEqual([
-      "accelerate",
-      "launch",
-      "--num_processes",
-      "1",
-      "--cpu",
-      "--num_machines",
-      "1",
-      "--dynamo_backend",
-      "no",
-      "simpletuner/train.py",
-    ]);
-    expect(() => planLaunch("/w", { ...job, config: {} })).toThrow(/accelerate is not installed on this box .*set "--trainer": "demo"/);
+    // The default trainer is SimpleTuner; a box without its installation says so (the Scheduler gives it no such job).
+    expect(() => planLaunch("/w", { ...job, config: {} })).toThrow(
+      'SimpleTuner is not available on this box (not installed on this box: its runner config names no "simpletuner" installation); name its installation in the runner config ("simpletuner"), or set "--trainer": "demo" in the environment',
+    );
     expect(() => planLaunch("/w", { ...job, config: { "--trainer_command": '["/no/such/trainer"]' } }, [], null, raw)).toThrow(
       "/no/such/trainer is not installed on this box (not found on PATH)",
     );

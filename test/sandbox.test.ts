@@ -234,13 +234,13 @@ describe.skipIf(!HAS_BWRAP)("the sandbox", () => {
     expect(existsSync(join(localWork, "jobs", job.job_id, "output.log"))).toBe(false);
   });
 
-  it("fails a job naming a trainer the box does not have, listing the ones it has", async () => {
+  it("gives no box a job naming a trainer it does not have: the job waits, saying which trainers the box runs", async () => {
     await env("unknown-trainer", { "--trainer": "flux-turbo", "--num_processes": 0 });
     const job = await submit("unknown-trainer");
-    expect(await ended(job.job_id)).toMatchObject({
-      status: "failed",
-      error_message: 'unknown trainer "flux-turbo": this box has simpletuner, demo, probe',
-    });
+    expect(job).toMatchObject({ status: "queued", wait_reason: "trainer_unavailable" });
+    expect((await entry(job.job_id)).wait_message).toBe('the local GPU box cannot run trainer "flux-turbo" (it runs demo, probe)');
+    expect((await t.call("POST", "/api/training/cancel", { json: { job_id: job.job_id }, auth: auth() })).status).toBe(200);
+    await t.call("POST", "/api/queue/process", { auth: auth() });
   });
 
   it("does not run a script the box does not declare (script.refused names it); a declared one runs sandboxed and its output is an event", async () => {
@@ -292,14 +292,21 @@ describe.skipIf(!HAS_BWRAP)("the sandbox", () => {
     expect(runners.find((r) => r.name === "missing")!.output).toContain(
       "WARNING: bubblewrap (/no/such/bwrap) is not installed on this box: only the built-in trainers (simpletuner, demo) and the declared scripts will run",
     );
+    // Its declared trainer is not available there, and the box says so: the job waits for a box that can run it.
+    const missing = ((await t.call("GET", "/api/system/workers", { auth: auth() })).body.workers as any[]).find(
+      (w) => w.name === "box-missing",
+    );
+    expect(missing.trainers.find((x: any) => x.name === "probe")).toEqual({
+      name: "probe",
+      available: false,
+      detail: "bubblewrap is not installed on this box (its sandbox)",
+    });
     await env("missing-probe", { "--trainer": "probe", "--num_processes": 0 });
     const refused = await submit("missing-probe", "missing");
-    expect(await ended(refused.job_id)).toMatchObject({
-      status: "failed",
-      error_message:
-        'trainer "probe" is not run: bubblewrap (bwrap) is not available on this box, so only the built-in trainers (simpletuner, demo) and the box\'s declared scripts run here; install bubblewrap, or an operator sets sandbox "off" in the runner config',
-    });
-    expect(existsSync(join(missingWork, "jobs", refused.job_id, "env.json"))).toBe(false);
+    expect(refused).toMatchObject({ status: "queued", wait_reason: "trainer_unavailable" });
+    await new Promise((r) => setTimeout(r, 500));
+    expect(existsSync(join(missingWork, "jobs", refused.job_id))).toBe(false);
+    expect((await t.call("POST", "/api/training/cancel", { json: { job_id: refused.job_id }, auth: auth() })).status).toBe(200);
     await env("missing-demo", {
       "--trainer": "demo",
       "--num_processes": 0,

@@ -98,7 +98,17 @@ describe("GET /api/system/workers", () => {
     const answer = await t.call("GET", "/api/system/workers", { auth: { key: viewer.key } });
     expect(Object.keys(answer.body)).toEqual(["workers"]);
     for (const worker of answer.body.workers) {
-      expect(Object.keys(worker).sort()).toEqual(["gpus", "id", "labels", "last_seen", "name", "role", "running_jobs", "status"]);
+      expect(Object.keys(worker).sort()).toEqual([
+        "gpus",
+        "id",
+        "labels",
+        "last_seen",
+        "name",
+        "role",
+        "running_jobs",
+        "status",
+        "trainers",
+      ]);
       for (const gpu of worker.gpus) expect(Object.keys(gpu).sort()).toEqual(["index", "job_id", "memory_mb", "name"]);
     }
     expect(answer.text).not.toContain("stw_");

@@ -1,23 +1,17 @@
 // The trainer protocol (README "The trainer protocol") is SimpleTuner's. The runner's signal-file
-// writer on its own (atomic, growing, kept over a restart); the demo trainer's reader; and, against
-// the real stack with real runners, a stand-in for SimpleTuner's train.py (test/fakes/
-// simpletuner-standin, Python) that reads the signal file exactly as train.py does: two
-// validations and one checkpoint asked over HTTP are two validations and one checkpoint done.
-// A stop asks (SIGINT), then SIGTERM, then kills the whole process tree.
-import { spawn, type ChildProcess } from "node:child_process";
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
+// writer on its own (atomic, growing, kept over a restart) and the demo trainer's reader. Against
+// the real stack, with SimpleTuner's stand-in reading the signal file as train.py does:
+// test/simpletuner.test.ts.
+import { spawn } from "node:child_process";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
 import { stoppedOutcome } from "../runner/agent";
 import { SignalWatcher } from "../runner/demo-trainer/signals";
 import { PLAIN_BOX, planLaunch, signalFilePath } from "../runner/job";
-import { findProgram } from "../runner/sandbox";
 import { readCounters, SignalFile } from "../runner/signal-file";
 import { SIGNAL_FILE_ENV } from "../shared/trainer-commands";
-import { startRemoteRunner, stopRunners } from "./helpers/runner-process";
-import { setUpAdmin, startTestStack, type TestStack } from "./helpers/stack";
-import { until as waitUntil } from "./helpers/wait";
 
 const dirs: string[] = [];
 const temp = (name: string) => {
@@ -180,170 +174,5 @@ describe("the demo trainer's reader (train.py's check)", () => {
     writeFileSync(path, JSON.stringify({ manual_validation: 1, manual_checkpoint: 2 }));
     at(3);
     expect(watcher.check()).toEqual({ owed: { validation: 0, checkpoint: 1 }, warning: null });
-  });
-});
-
-const HAS_BWRAP = findProgram("bwrap", process.env.PATH ?? "") !== null;
-const PYTHON = findProgram("python3", `/usr/bin:/bin:${process.env.PATH ?? ""}`);
-const STANDIN = resolve("test/fakes/simpletuner-standin");
-
-describe.skipIf(!PYTHON)("SimpleTuner's protocol against the real stack", () => {
-  let t: TestStack;
-  let admin: { key: string; cookie: string };
-  const runners: { name: string; child: ChildProcess; output: string }[] = [];
-  const workDirs: Record<string, string> = {};
-  const auth = () => ({ key: admin.key });
-  // Sandboxed where bubblewrap is installed; a box with the sandbox off runs the stand-in too, so
-  // a stop is seen reaching the trainer's tree both ways.
-  const boxes = HAS_BWRAP ? ["sandboxed", "plain"] : ["plain"];
-
-  const until = <T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 20_000) =>
-    waitUntil(what, probe, { timeoutMs, context: () => `runners:\n${runners.map((r) => `${r.name}: ${r.output}`).join("\n")}` });
-  async function env(name: string, config: Record<string, unknown>) {
-    expect((await t.call("POST", "/api/configs/environments", { json: { name }, auth: auth() })).status).toBe(201);
-    expect((await t.call("PUT", `/api/configs/${name}`, { json: { config }, auth: auth() })).status).toBe(200);
-  }
-  const submit = async (config_name: string, box: string) =>
-    (await t.call("POST", "/api/queue/submit", { json: { config_name, target: "worker", worker_labels: { box } }, auth: auth() })).body;
-  const entry = async (jobId: string) =>
-    ((await t.call("GET", "/api/queue?include_completed=true&limit=1000", { auth: auth() })).body.jobs as any[]).find(
-      (j) => j.job_id === jobId,
-    );
-  const events = async (jobId: string) =>
-    (await t.call("GET", `/api/training/events?job_id=${jobId}`, { auth: auth() })).body.events as any[];
-  const ended = (jobId: string) =>
-    until(`job ${jobId} to end`, async () => {
-      const e = await entry(jobId);
-      return ["completed", "failed"].includes(e?.status) && e;
-    });
-  /** Host processes whose command line holds `marker`. */
-  const processesWith = (marker: string) =>
-    readdirSync("/proc")
-      .filter((p) => /^\d+$/.test(p))
-      .filter((p) => {
-        try {
-          return readFileSync(`/proc/${p}/cmdline`, "utf8").split("\0").includes(marker);
-        } catch {
-          return false;
-        }
-      });
-
-  beforeAll(async () => {
-    t = await startTestStack();
-    admin = await setUpAdmin(t);
-    const host = temp("host");
-    for (const name of boxes) {
-      const work = join(host, name);
-      mkdirSync(work);
-      workDirs[name] = work;
-      const config = {
-        trainers: { simpletuner_standin: [PYTHON!, STANDIN] },
-        allow_raw_commands: true,
-        sandbox: name === "plain" ? "off" : "required",
-        work_dir: work,
-        hide: [t.dataDir],
-      };
-      runners.push(await startRemoteRunner(t, auth(), name, config, host));
-    }
-    await until("the runners to register", async () => runners.every((r) => r.output.includes("registered as worker")));
-  });
-  afterAll(async () => {
-    await stopRunners(runners);
-    await t?.stop();
-  });
-
-  it("two validations and one checkpoint asked over HTTP are two validations and one checkpoint done by a train.py-style reader; a stop then ends it interrupted, completed", async () => {
-    const box = boxes[0]!;
-    await env("standin", { "--trainer": "simpletuner_standin", "--num_processes": 0 });
-    const job = await submit("standin", box);
-    const started = await until("the stand-in to start", async () => (await events(job.job_id)).find((e) => e.type === "training.started"));
-    expect(started.data.signal_file).toMatch(/\/trainer-signal-attempt-1\.json$/);
-    for (const path of ["validation", "validation", "checkpoint"]) {
-      const reply = await t.call("POST", `/api/training/${path}/run`, { json: { job_id: job.job_id }, auth: auth() });
-      expect(reply.status).toBe(200);
-    }
-    const acted = await until("two validations and a checkpoint", async () => {
-      const all = await events(job.job_id);
-      const done = all.filter((e) => e.type === "validation.completed" || e.type === "checkpoint.saved");
-      return done.length >= 3 && all;
-    });
-    expect(acted.filter((e) => e.type === "validation.completed").map((e) => e.data.count)).toEqual([1, 2]);
-    expect(acted.filter((e) => e.type === "checkpoint.saved").map((e) => e.data.count)).toEqual([1]);
-    // The file was there from the start: the stand-in never warned about it.
-    expect(acted.filter((e) => e.type === "log" && /WARNING: signal file/.test(e.message))).toEqual([]);
-    expect((await t.call("POST", "/api/training/stop", { json: { job_id: job.job_id }, auth: auth() })).status).toBe(200);
-    const finished = await ended(job.job_id);
-    const all = await events(job.job_id);
-    expect(all.find((e) => e.type === "training.status")).toMatchObject({ data: { status: "interrupted" } });
-    expect(all.filter((e) => e.type.startsWith("training.stop")).map((e) => e.data.signal)).toEqual(["SIGINT"]);
-    // KeyboardInterrupt's exit code 130 after a requested stop: the run ended as asked.
-    expect(finished).toMatchObject({ status: "completed" });
-    // Nothing more was owed: no action beyond the three asked for.
-    expect(all.filter((e) => e.type === "validation.completed" || e.type === "checkpoint.saved")).toHaveLength(3);
-    // The file as the runner left it; a command for the ended job is refused and changes nothing.
-    const file = join(workDirs[box]!, "jobs", job.job_id, "trainer-signal-attempt-1.json");
-    expect(readCounters(file)).toEqual({ manual_validation: 2, manual_checkpoint: 1 });
-    const late = await t.call("POST", "/api/training/validation/run", { json: { job_id: job.job_id }, auth: auth() });
-    expect(late.status).toBe(409);
-    expect(late.body).toMatchObject({ code: "job_not_running" });
-    expect(readCounters(file)).toEqual({ manual_validation: 2, manual_checkpoint: 1 });
-  });
-
-  it.each(boxes)(
-    "a stop asks with SIGINT, then sends SIGTERM, then kills the whole tree of a trainer that ignores both (%s box)",
-    async (box) => {
-      const marker = `standin-child-${box}-${Date.now()}`;
-      await env(`stubborn-${box}`, {
-        "--trainer": "simpletuner_standin",
-        "--num_processes": 0,
-        "--standin_ignore_signals": true,
-        "--standin_marker": marker,
-      });
-      const job = await submit(`stubborn-${box}`, box);
-      await until("the stand-in's child", async () => (await events(job.job_id)).some((e) => e.type === "standin.child"));
-      expect(processesWith(`${marker}:child`)).toHaveLength(1);
-      expect((await t.call("POST", "/api/training/stop", { json: { job_id: job.job_id }, auth: auth() })).status).toBe(200);
-      const finished = await ended(job.job_id);
-      expect(finished.status, JSON.stringify(finished)).toBe("completed");
-      const all = await events(job.job_id);
-      // In this order: the runner's asks, and the trainer saying it got (and ignored) each.
-      const steps = all
-        .filter((e) => e.type.startsWith("training.stop") || e.type === "standin.signal")
-        .map((e) => `${e.type}:${e.data.signal}`);
-      expect(steps).toEqual([
-        "training.stop_requested:SIGINT",
-        "standin.signal:SIGINT",
-        "training.stop_escalated:SIGTERM",
-        "standin.signal:SIGTERM",
-        "training.stop_escalated:SIGKILL",
-      ]);
-      // The trainer's child went with it.
-      expect(processesWith(`${marker}:child`)).toEqual([]);
-    },
-  );
-
-  it("a trainer that replaced its signal file with a directory loses its commands, not the runner: the request answers 200 and the job's events say why", async () => {
-    const box = boxes[0]!;
-    const trainer = `
-      const fs = require("node:fs");
-      const file = process.env.SIMPLETUNER_ACCELERATE_SIGNAL_FILE;
-      fs.rmSync(file); fs.mkdirSync(file); fs.writeFileSync(file + "/keep", "x");
-      console.log(JSON.stringify({ type: "swapped" }));
-      setTimeout(() => {}, 60000);`;
-    await env("swapper", { "--num_processes": 0, "--trainer_command": JSON.stringify([process.execPath, "-e", trainer, "--"]) });
-    const job = await submit("swapper", box);
-    await until("the swap", async () => (await events(job.job_id)).some((e) => e.type === "swapped"));
-    expect((await t.call("POST", "/api/training/validation/run", { json: { job_id: job.job_id }, auth: auth() })).status).toBe(200);
-    const undelivered = await until("the runner to say so", async () =>
-      (await events(job.job_id)).find((e) => e.type === "command.undelivered"),
-    );
-    expect(undelivered).toMatchObject({
-      level: "warning",
-      title: "The validation request could not be handed to the trainer: its signal file cannot be written",
-      data: { command: "validation" },
-    });
-    // The runner goes on: the stop still reaches the trainer (node dies of SIGINT: completed).
-    expect((await t.call("POST", "/api/training/stop", { json: { job_id: job.job_id }, auth: auth() })).status).toBe(200);
-    expect((await ended(job.job_id)).status).toBe("completed");
   });
 });

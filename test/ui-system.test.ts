@@ -48,8 +48,24 @@ describe.skipIf(!HAS_CHROMIUM)("the GPUs, workers, users and API keys views", ()
     admin = await setUpAdmin(t);
     researcher = await createUserWithKey(t, { cookie: admin.cookie }, "researcher", "rita");
     await t.call("POST", "/api/queue/concurrency", { json: { worker_heartbeat_timeout_seconds: 86_400 }, auth: { key: admin.key } });
-    await newWorker("box-1", { role: "local", gpus: gpus(4, "NVIDIA RTX 4090"), hostname: "box-1" });
-    await newWorker("lab-a", { role: "remote", labels: { gpu: "a100", note: ATTACK }, gpus: gpus(2, "NVIDIA A100") });
+    await newWorker("box-1", {
+      role: "local",
+      gpus: gpus(4, "NVIDIA RTX 4090"),
+      hostname: "box-1",
+      trainers: [
+        { name: "simpletuner", available: true, version: "4.8.0" },
+        { name: "demo", available: true },
+      ],
+    });
+    await newWorker("lab-a", {
+      role: "remote",
+      labels: { gpu: "a100", note: ATTACK },
+      gpus: gpus(2, "NVIDIA A100"),
+      trainers: [
+        { name: "simpletuner", available: false, detail: `could not import simpletuner.train: ${ATTACK}` },
+        { name: "demo", available: true },
+      ],
+    });
     await t.call("POST", "/api/configs/environments", { json: { name: "one-gpu" }, auth: { key: researcher.key } });
     await t.call("PUT", "/api/configs/one-gpu", { json: { config: { "--num_processes": 1 } }, auth: { key: researcher.key } });
     const job = await t.call("POST", "/api/queue/submit", {
@@ -81,6 +97,13 @@ describe.skipIf(!HAS_CHROMIUM)("the GPUs, workers, users and API keys views", ()
     // The label is text: the markup shows as written and no image was made of it.
     expect(await remote.getByRole("list", { name: "Labels" }).innerText()).toContain(`note=${ATTACK}`);
     expect(await remote.getByRole("list", { name: "GPUs of lab-a" }).getByRole("listitem").count()).toBe(2);
+    // Whether each box runs SimpleTuner, and why not, as its runner said: text too.
+    const trainers = await remote.getByRole("list", { name: "Trainers" }).innerText();
+    expect(trainers).toContain(`simpletuner: not available could not import simpletuner.train: ${ATTACK}`);
+    expect(trainers).toContain("demo");
+    expect(await page.getByRole("region", { name: "Local box: box-1" }).getByRole("list", { name: "Trainers" }).innerText()).toContain(
+      "simpletuner 4.8.0",
+    );
     await checkView(page, "system");
 
     await page.setViewportSize({ width: 390, height: 800 });

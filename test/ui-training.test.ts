@@ -7,6 +7,7 @@ import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { applyEvents, EMPTY_TRAINING, etaSeconds, LOG_LINES, safeImageSrc, type StreamEvent } from "../edge/ui/views/job-events";
 import { HAS_CHROMIUM, launchBrowser, openDashboard, screenshot, seriousA11yViolations, type DashboardPage } from "./helpers/browser";
+import { fakeSimpleTuner, removeFakeSimpleTuners } from "./helpers/simpletuner";
 import { createUserWithKey, setUpAdmin, startStackWithLocalRunner, type TestStack } from "./helpers/stack";
 import { until } from "./helpers/wait";
 
@@ -89,6 +90,7 @@ describe.skipIf(!HAS_CHROMIUM)("the job view in a browser", () => {
   const HOSTILE_PROMPT = "<script>window.pwned = 1</script><b>bold prompt</b>";
   let t: TestStack;
   let browser: Browser;
+  let admin: { cookie: string; key: string };
   let rita: { cookie: string; key: string; id: number };
   let olga: { cookie: string; key: string; id: number };
   let vera: { cookie: string; key: string; id: number };
@@ -107,8 +109,9 @@ describe.skipIf(!HAS_CHROMIUM)("the job view in a browser", () => {
   };
 
   beforeAll(async () => {
-    t = await startStackWithLocalRunner(runnerDir);
-    const admin = await setUpAdmin(t);
+    // The local runner has SimpleTuner too (its stand-in: test/helpers/simpletuner.ts) for the recorded run.
+    t = await startStackWithLocalRunner(runnerDir, { simpletuner: fakeSimpleTuner() });
+    admin = await setUpAdmin(t);
     rita = await createUserWithKey(t, { key: admin.key }, "researcher", "rita");
     olga = await createUserWithKey(t, { key: admin.key }, "researcher", "olga");
     vera = await createUserWithKey(t, { key: admin.key }, "viewer", "vera");
@@ -138,6 +141,7 @@ describe.skipIf(!HAS_CHROMIUM)("the job view in a browser", () => {
   afterAll(async () => {
     await browser?.close();
     await t?.stop();
+    removeFakeSimpleTuners();
     rmSync(runnerDir, { recursive: true, force: true });
   });
 
@@ -202,6 +206,25 @@ describe.skipIf(!HAS_CHROMIUM)("the job view in a browser", () => {
     expect(problems).toEqual([]);
   }, 60_000);
 
+  it("cancels a running job from its page: its trainer is killed, its GPUs free", async () => {
+    expect(
+      (await t.call("POST", "/api/queue/concurrency", { json: { local_job_max_concurrent: 2 }, auth: { key: admin.key } })).status,
+    ).toBe(200);
+    try {
+      const third = await submit("live", rita.key);
+      const { page, problems } = await open(rita.cookie, third);
+      await page.locator(".job-terms .badge").filter({ hasText: "running" }).waitFor({ timeout: 30_000 });
+      await page.getByRole("button", { name: "Cancel job" }).click();
+      await page.locator(".job-terms .badge").filter({ hasText: "cancelled" }).waitFor({ timeout: 30_000 });
+      expect((await t.call("GET", `/api/queue/jobs/${third}`, { auth: { key: rita.key } })).body.status).toBe("cancelled");
+      expect(problems).toEqual([]);
+    } finally {
+      await t.call("POST", "/api/queue/concurrency", { json: { local_job_max_concurrent: 1 }, auth: { key: admin.key } });
+      // A running local job cancelled holds local admissions until the queue is processed (spec 3).
+      await t.call("POST", "/api/queue/process", { auth: { key: admin.key } });
+    }
+  }, 60_000);
+
   it("shows another researcher the refusal and none of the job's log, previews or controls", async () => {
     const { page, problems } = await open(olga.cookie, running);
     await page.getByRole("alert").filter({ hasText: "another user's" }).waitFor();
@@ -227,6 +250,49 @@ describe.skipIf(!HAS_CHROMIUM)("the job view in a browser", () => {
     await page.locator(".job-terms .badge").filter({ hasText: "completed" }).waitFor({ timeout: 45_000 });
     await page.getByText("The job has ended (completed)").waitFor();
     expect(await page.getByRole("button", { name: "Stop training" }).count()).toBe(0);
+    expect(problems).toEqual([]);
+  }, 90_000);
+
+  it("shows a recorded SimpleTuner run as it shows the demo's: its steps, loss plot, validation images and checkpoints", async () => {
+    // SimpleTuner's own events (test/fixtures/simpletuner/webhooks-lora-run.jsonl), replayed by its stand-in.
+    const created = await t.call("POST", "/api/configs/environments", { json: { name: "st-replay" }, auth: { key: rita.key } });
+    expect(created.status, created.text).toBe(201);
+    const form = new FormData();
+    form.set("target_path", "st-replay");
+    form.append("files[]", new Blob(["a cat"]), "cat.txt");
+    expect((await fetch(`${t.base}/api/datasets/upload`, { method: "POST", headers: { "x-api-key": rita.key }, body: form })).status).toBe(
+      201,
+    );
+    const config = { "--num_processes": 0, "--standin_replay": "lora-run" };
+    expect((await t.call("PUT", "/api/configs/st-replay", { json: { config }, auth: { key: rita.key } })).status).toBe(200);
+    // Rita's demo job may still run: this one runs beside it.
+    expect(
+      (await t.call("POST", "/api/queue/concurrency", { json: { local_job_max_concurrent: 2 }, auth: { key: admin.key } })).status,
+    ).toBe(200);
+    const job = await submit("st-replay", rita.key);
+    await until(
+      "the run to complete",
+      async () => (await t.call("GET", `/api/queue/jobs/${job}`, { auth: { key: rita.key } })).body.status === "completed",
+      {
+        timeoutMs: 30_000,
+      },
+    );
+    const { page, problems } = await open(rita.cookie, job);
+    await page.locator(".job-terms .badge").filter({ hasText: "completed" }).waitFor({ timeout: 30_000 });
+    await page.getByText("Step 8 of 8, epoch 1").waitFor();
+    expect(await page.locator("progress").getAttribute("value")).toBe("8");
+    await until("the loss plot's last loss", async () => /0\.9088/.test((await page.locator(".plot-summary").textContent()) ?? ""));
+    const images = page.locator('img[alt="validation preview, step 4"]');
+    await images.first().waitFor();
+    expect(await images.count()).toBe(2);
+    for (const src of await images.evaluateAll((els) => els.map((e) => (e as HTMLImageElement).src)))
+      expect(src).toMatch(/^data:image\/png;base64,/);
+    // The images are real pictures the browser decoded: 64 pixels wide, as SimpleTuner rendered them.
+    expect(await images.evaluateAll((els) => els.map((e) => (e as HTMLImageElement).naturalWidth))).toEqual([64, 64]);
+    await page.locator(".job-previews figcaption", { hasText: "unconditional" }).waitFor();
+    const steps = await page.locator(".job-checkpoints tbody td:first-child").allTextContents();
+    expect(steps).toEqual(["4", "8"]);
+    await screenshot(page, "job-simpletuner");
     expect(problems).toEqual([]);
   }, 90_000);
 

@@ -95,14 +95,15 @@ export async function startTestStack(
 
 /**
  * The stack with `npm start`'s own runner as its local box (no GPUs: CPU jobs of the demo
- * trainer), its job directories under `runnerDir`.
+ * trainer), its job directories under `runnerDir`; `runnerConfig`: more of its runner config
+ * (say, `simpletuner`: an installation made by test/helpers/simpletuner.ts).
  *
  * @example
  * t = await startStackWithLocalRunner(mkdtempSync(join(tmpdir(), "my-test-runner-")));
  */
-export async function startStackWithLocalRunner(runnerDir: string): Promise<TestStack> {
+export async function startStackWithLocalRunner(runnerDir: string, runnerConfig: Record<string, unknown> = {}): Promise<TestStack> {
   const config = join(runnerDir, "runner.json");
-  writeFileSync(config, JSON.stringify({ work_dir: join(runnerDir, "work") }));
+  writeFileSync(config, JSON.stringify({ work_dir: join(runnerDir, "work"), ...runnerConfig }));
   return startTestStack(undefined, undefined, { localRunner: true, runnerConfig: config, runnerEnv: { PATH: process.env.PATH } });
 }
 
