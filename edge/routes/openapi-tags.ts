@@ -495,10 +495,17 @@ curl -s "$BASE/api/training/status" -H "X-API-Key: $KEY"
   **checkpoints** and **status** read the same way (another user's job: 403 \`not_your_job\`).
 - **validation/run**, **checkpoint/run**, **stop** are commands to the trainer: stored, delivered to the job's
   runner at once through its channel, and carried out by the trainer (see the trainer protocol below). A
-  checkpoint follows the usual rolling retention and shows in the events (\`checkpoint.saved\`); stop ends the run
-  gracefully.
+  checkpoint follows the usual rolling retention and shows in the events (\`checkpoint.saved\`).
+- **stop keeps the work**: the runner asks the trainer for a checkpoint through its signal file and waits for it
+  (\`training.stop_requested\`, then \`checkpoint.saved\`; at most the runner's \`--stop-grace-seconds\`, default 10), then
+  interrupts it (SIGINT to the training processes: \`training.stopping\`; SimpleTuner reports \`interrupted\` and exits
+  0), then SIGTERM after half the grace period and SIGKILL for the whole process tree after it
+  (\`training.stop_escalated\`). The job ends \`completed\` with that checkpoint listed. A trainer that has not begun
+  training yet (no step reported) has nothing to save: it is terminated at once (SIGTERM, then SIGKILL), and the job
+  ends \`completed\`. If no checkpoint comes in time (\`training.stop_checkpoint_missed\`), it is stopped without one.
 - **cancel** works in any active state. A waiting job just ends. A running job ends \`cancelled\` at once and its GPUs
-  are free; its runner ends the trainer (SIGTERM, then the process tree is killed after the grace period). As spec 3
+  are free; its runner kills the trainer's whole process tree at once (SIGKILL: \`accelerate\`, \`train.py\` and
+  anything they started), without a checkpoint. As spec 3
   says, after a **running local** job is cancelled, pending local jobs are not started automatically: they wait
   with \`wait_reason: local_paused\` until \`POST /api/queue/process\` (or a restart) starts them. New local
   submissions wait the same way.
@@ -557,22 +564,29 @@ see "Workers"):
 
 | Option | Meaning |
 |---|---|
-| neither option | SimpleTuner: \`accelerate launch --num_processes N --num_machines 1 --dynamo_backend no <script>\` then the options \
-(\`--num_processes 0\`: \`--num_processes 1 --cpu\`); \`<script>\` is \`SIMPLETUNER_TRAIN_SCRIPT\` on the runner's box, default \
-\`simpletuner/train.py\` |
+| neither option | SimpleTuner, as its own server launches it: \`<venv>/bin/accelerate launch --mixed_precision=<p> --num_processes=N \
+--num_machines=1 --dynamo_backend=no [--multi_gpu] <site-packages>/simpletuner/train.py --option=value ...\` with \`CONFIG_BACKEND=cmd\` and \
+\`SIMPLETUNER_JOB_ID\`, from the installation the box's runner config names (\`simpletuner\`; see "Workers"). \`<p>\` is \
+\`--mixed_precision\`, default \`bf16\` (\`no\` for a 0-GPU job, which runs one process with \`--cpu\`). Only a box whose runner \
+found SimpleTuner gets such a job; elsewhere it waits with \`wait_reason: trainer_unavailable\` and the reason |
 | \`"--trainer": "simpletuner"\` | the same, by name |
 | \`"--trainer": "demo"\` | the built-in demo trainer (\`runner/demo-trainer/\`) |
-| \`"--trainer": "<name>"\` | a trainer the box's config file declares (\`trainers\`); an unknown name fails the job with \`unknown trainer \
-"<name>": this box has simpletuner, demo, ...\` |
+| \`"--trainer": "<name>"\` | a trainer the box's config file declares (\`trainers\`); only a box that declares it gets the job \
+(else \`trainer_unavailable\`); a runner that does not say what it runs (an older one) gets any job, and one it does not know fails with \
+\`unknown trainer "<name>": this box has simpletuner, demo, ...\` |
 | \`"--trainer_command": "[\\"python\\", \\"train.py\\"]"\` | a raw command: a JSON array of strings, the program then its arguments; run directly, \
 never through a shell. Only admins may set it, and a box runs it only if its config says \`"allow_raw_commands": true\`; elsewhere the job fails \
 with \`--trainer_command is not run on this box: its runner config does not set allow_raw_commands; ...\` |
 
-Every other \`--\` option is passed to the trainer as \`--name value\` arguments (\`true\` for a boolean, left out when
-\`false\`, empty or null). \`--output_dir\` is always inside the job's directory (default \`output\`; a path leaving it
-fails the job with a message saying so). \`--num_processes\` and \`--accelerate_visible_devices\` are the runner's and
-are not passed on. A trainer program that is not installed on the box (not on \`PATH\`) fails the job at once with a
-message saying so and what to set instead.
+Every other \`--\` option is passed to the trainer: to SimpleTuner as SimpleTuner's server writes them (\`--name=value\`;
+\`true\` as the bare flag, \`false\` as \`--name=false\`, lists and objects as JSON; accelerate's own settings such as
+\`--accelerate_config\` are not passed), to other trainers as \`--name value\` (\`true\` for a boolean, left out when
+\`false\`); empty and null options are left out. \`--output_dir\` is always inside the job's directory (default
+\`output\`; a path leaving it fails the job with a message saying so). \`--num_processes\` and
+\`--accelerate_visible_devices\` are the runner's, and the three scripts (see "Scripts") are the runner's to run: none
+of them is passed on. \`--webhook_config\` is replaced by the runner's own callback (the job's receivers are the
+edge's to call). A trainer program that is not installed on the box (not on \`PATH\`) fails the job at once with a
+message saying so.
 
 ### The trainer protocol (for your own trainer)
 
@@ -580,7 +594,9 @@ It is SimpleTuner's, so SimpleTuner's \`train.py\` runs unchanged; the demo trai
 
 - **Environment it receives** (and nothing else: not the runner's): \`PATH\`, \`HOME\` (the job directory), \`TERM\`,
   \`CUDA_VISIBLE_DEVICES\`, \`SIMPLETUNER_ACCELERATE_SIGNAL_FILE\`, \`TRAINER_JOB_ID\`, \`TRAINER_OUTPUT_DIR\` (the
-  resolved \`--output_dir\`), \`TRAINER_CALLBACK_URL\`, the box's \`pass_env\`, and the job's storage endpoint
+  resolved \`--output_dir\`), \`TRAINER_CALLBACK_URL\`, the box's \`pass_env\`, for SimpleTuner \`CONFIG_BACKEND=cmd\`,
+  \`SIMPLETUNER_CONFIG_BACKEND=cmd\` (its options come from the command line only, whatever the box passes on) and
+  \`SIMPLETUNER_JOB_ID\` (the job's id), and the job's storage endpoint
   credentials: \`TRAINER_STORAGE_ENDPOINT_URL\`, \`TRAINER_STORAGE_BUCKET\`, \`TRAINER_STORAGE_REGION\`,
   \`TRAINER_STORAGE_ACCESS_KEY_ID\`, \`TRAINER_STORAGE_SECRET_ACCESS_KEY\` (see "Storage"). They are not named \`AWS_*\`,
   so a trainer's own AWS credentials for other buckets stay as they are. To upload results with the AWS CLI:
@@ -593,27 +609,67 @@ It is SimpleTuner's, so SimpleTuner's \`train.py\` runs unchanged; the demo trai
   counters only grow and survive a runner restart. A trainer stats the file at each step, re-reads it only when its
   modification time changed, and owes one action per increase (two increments, two validations). A missing or
   unreadable file is a warning, not an error.
-- **Stop:** the runner asks first (SIGINT, Python's \`KeyboardInterrupt\`, which SimpleTuner turns into a graceful
-  \`interrupted\`), then sends SIGTERM after a short grace, then kills the whole process tree after the grace period
-  (\`--stop-grace-seconds\`). Cancel and runner shutdown skip the ask: SIGTERM, then the tree is killed. Each step
-  is a job event (\`training.stop_requested\`, then \`training.stop_escalated\`). After a requested stop the job ends
-  \`completed\` when the trainer exits 0, 130, 137 or 143 (or dies of SIGINT, SIGTERM or SIGKILL), \`failed\` when it
-  exits with another error.
+- **Its working directory** is the job directory. The runner writes its own files under \`service/\` there (the
+  options as given, \`options.json\`, and the dataloader, \`multidatabackend.json\`, passed as \`--data_backend_config\`)
+  and removes \`config/\` before each attempt: SimpleTuner loads \`config/config.env\` and \`config/config.json\` from its
+  working directory by itself, which would win over the job's options.
+- **Datasets:** each attempt trains on its own view of each dataset, \`<job dir>/datasets/<n>-<name>/\`: the dataset's
+  folders, each file a link into the runner's cache. A trainer may add files there (SimpleTuner writes its
+  aspect-bucket metadata into each \`instance_data_dir\` at every start); the files behind the links are read-only in
+  the sandbox, so nothing it writes reaches the cache or another job. The view is made anew for every attempt.
+- **Stop:** a checkpoint first, through the signal file (at most the grace period, \`--stop-grace-seconds\`), then
+  SIGINT to the training processes - for SimpleTuner, \`train.py\` and not its \`accelerate\` launcher, which forwards
+  no signal and would die at once of its own \`KeyboardInterrupt\`, taking \`train.py\` with it mid-report -, then
+  SIGTERM to the whole tree after half the grace period, then SIGKILL for the whole tree after it. Before the
+  trainer's first step there is nothing to save: SIGTERM at once. Cancel kills the tree at once. Runner shutdown:
+  SIGTERM to the tree, then SIGKILL after the grace period. Each step is a job event (\`training.stop_requested\`,
+  \`training.stopping\`, \`training.stop_escalated\`). After a requested stop the job ends \`completed\` when the trainer
+  exits 0, 130, 137 or 143 (or dies of SIGINT, SIGTERM or SIGKILL), \`failed\` when it exits with another error.
 - **Events out, as webhooks** (what SimpleTuner does): the trainer's \`--webhook_config\` is replaced by one raw
   receiver, the runner's own callback on loopback (\`TRAINER_CALLBACK_URL\`). Each JSON body POSTed there is an
   event: its \`type\`, else SimpleTuner's \`message_type\`, else \`{"type": "webhook", "data": <body>}\`. The job's own
   receivers are never handed to the trainer: the edge sends them the lifecycle, signed and retried (see
   "Webhooks").
+- **SimpleTuner's own events** (recorded from real runs of SimpleTuner 4.8.0) are stored in the service's words, so
+  progress, expected ends, the loss plot, previews and lifecycle webhooks work as for any trainer:
+
+  | SimpleTuner sends | stored as |
+  |---|---|
+  | the first \`training.status\` with \`progress\` | \`training.started\` (\`total_steps\`, \`resumed_from_step\`, \`epochs\`) |
+  | \`training.status\` with \`progress\`, each optimizer step | \`training.progress\` (\`step\`, \`total_steps\`, \`epoch\`, \`loss\`, \
+\`learning_rate\`, \`percent\`, \`eta_seconds\`, \`seconds_per_step\`), once per step |
+  | \`training.checkpoint\` | \`checkpoint.saved\` (\`step\` from its \`checkpoint-<step>\` folder, \`path\`, \`is_final\`) |
+  | \`lifecycle.stage\` \`validation\` / \`final_validation\` | \`validation.started\`, \`validation.completed\` (\`step\`; \`final: true\`) |
+  | \`training.validation\` (bare base64 images) | one \`validation.image\` per image, \`images: [{src: data URI, mime_type}]\` (spec 6.3), \
+\`data.prompt\` its validation's name |
+  | \`validation.image\` (previews) | the same, its images as data URIs |
+  | \`lifecycle.stage\` \`model_save\` completed, \`training_complete\` | \`model.saved\`, \`training.completed\` |
+  | other \`lifecycle.stage\` (start-up phases) | \`training.stage\` (\`key\`, \`label\`, \`status\`, progress every 10 %) |
+  | \`error\` | \`training.error\` (\`title\`, \`message\`, \`data.traceback\`); the job's reason when it fails |
+  | \`training.status\` \`interrupted\` / \`failed\` | \`training.status\` with \`data.status\` |
+  | \`training.status\` \`model_available\` | \`upload.completed\` |
+  | \`notification\` | \`notification\` (without the configuration SimpleTuner attaches) |
+  | \`log.message\` | nothing: SimpleTuner prints each log record too, and the printed line is the \`log\` event (with its level) |
+
+  A SimpleTuner run that exits 0 after an interrupt nobody asked for, or after reporting \`failed\`, is \`failed\`.
 - **Events out, on stdout:** print one JSON object per line with a \`type\` (\`training.progress\`,
   \`checkpoint.saved\`, \`validation.image\`, ...); every other non-empty line becomes a \`log\` event (\`message\`). The
   runner writes everything to \`output.log\` and ships the events to the edge in order (batched every 100 ms, resent
   until stored, all delivered before the job is reported ended); an event may be up to 512 KiB.
-- **Exit code:** 0 is success; anything else is a failure.
+- **Output lines** are what a terminal shows: a progress bar redrawn with carriage returns (tqdm) is one line, its
+  last state; a line longer than 64 KiB is cut.
+- **Exit code:** 0 is success; anything else is a failure. The end report carries the error the trainer reported
+  (SimpleTuner's \`error\` event: its title and message, with the end of its traceback), else its last 20 lines, each
+  cut to 1,000 characters keeping its start and end. A report the edge refuses is sent again without its lines, then
+  as a failure naming the refusal: a job never stays running because its report did not fit, and a job that ended
+  on a box is never started again there in the same attempt.
 
 ### Scripts
 
 The runner runs the scripts an environment names, beside the trainer (never blocking it), in the job's directory
-and sandbox with the trainer's environment variables - but only a program the box's config declares in \`scripts\`
+and sandbox with the trainer's environment variables - never the trainer itself: SimpleTuner would run them on its
+own, so they are taken out of what it receives (with \`--validation_method external-script\` it gets \`true\`, which
+does nothing, as its script) - and only a program the box's config declares in \`scripts\`
 (matched after \`..\` is resolved; a bare name through \`PATH\`). Another is not run: the job gets a \`script.refused\`
 event naming it (\`data\`: \`script\`, \`program\`).
 
@@ -623,7 +679,8 @@ event naming it (\`data\`: \`script\`, \`program\`).
 | \`--validation_external_script\` | at each \`validation.started\`, with \`--validation_method external-script\` \
 (\`--validation_external_background\` is accepted; the runner never blocks the trainer either way) |
 | \`--post_upload_script\` | once per \`upload.completed\` event a trainer reports after publishing a checkpoint (\`data\`: \`step\`, \
-\`local_path\`, \`remote_path\`, \`provider\`) |
+\`local_path\`, \`remote_path\`, \`provider\`). For SimpleTuner, when SimpleTuner itself would run it: after each publication to its hub \
+with \`--push_to_hub\` (\`{remote_checkpoint_path}\` the hub's address), else after each checkpoint and once the final model is saved |
 
 The command line is split into words like a shell would (quotes and backslashes), but no shell runs it: nothing in
 it is expanded or interpreted (\`$VAR\`, \`|\`, \`;\`, \`$(...)\` are plain text). Then in every word \`{name}\` is replaced:
@@ -742,11 +799,12 @@ file is used only if its SHA-256 matches the upload's, so a changed or damaged o
 \`dataset.ready\` event says how many files were downloaded and reused, \`dataset.missing\` names a dataset not uploaded
 yet; the edge hands a runner a dataset only for a job running on it whose dataloader names it:
 \`GET /api/workers/datasets/manifest?job_id=<job>&path=<dataset>\` and \`.../file?job_id=&path=\` answer 404 for another
-worker's job and 403 \`dataset_not_in_job\` for another dataset); writes \`config/multidatabackend.json\` (the
-dataloader pointing at the cache, passed as \`--data_backend_config\`) and \`config/config.json\` (the options); fetches
-the job's storage credentials; starts the trainer there under a PTY, inside the sandbox, with
-\`CUDA_VISIBLE_DEVICES\` set to the job's devices (empty for a CPU job), writes everything it prints to \`output.log\`,
-and reports \`completed\` (exit 0) or \`failed\` (with the exit code and the last 20 lines as the job's
+worker's job and 403 \`dataset_not_in_job\` for another dataset) and gives the attempt its own view of each
+(\`<job dir>/datasets/\`, links into the cache; see "Training"); writes \`service/multidatabackend.json\` (the dataloader
+pointing at the views, passed as \`--data_backend_config\`) and \`service/options.json\` (the options); fetches the job's
+storage credentials; starts the trainer there under a PTY, inside the sandbox, with \`CUDA_VISIBLE_DEVICES\` set to
+the job's devices (empty for a CPU job), writes everything it prints to \`output.log\`, and reports \`completed\` (exit
+0) or \`failed\` (the trainer's error and traceback, else the exit code and the last 20 lines, as the job's
 \`error_message\`). A runner killed mid-job never leaves the job running: restarted, it hands the jobs it was running
 back to the queue (\`attempt + 1\`, or failed at \`max_attempts\`), and they start again - the demo trainer resumes from
 its last checkpoint in the same job directory; never restarted, its heartbeat times out and the Scheduler retries
@@ -758,8 +816,9 @@ or \`--config\`; \`npm start\` hands its \`RUNNER_CONFIG\` to its local runner).
 
 \`\`\`json
 {
+  "simpletuner": "/opt/simpletuner/.venv",
   "trainers": {
-    "flux": ["/opt/simpletuner/.venv/bin/accelerate", "launch", "--num_processes", "{num_processes}", "/opt/simpletuner/train.py"],
+    "kohya": ["/opt/kohya/.venv/bin/accelerate", "launch", "--num_processes", "{num_processes}", "/opt/kohya/train_network.py"],
     "probe": ["/opt/tools/probe", "--out", "{output_dir}"]
   },
   "scripts": ["/opt/hooks/*.sh", "/usr/local/bin/upload-checkpoint"],
@@ -775,6 +834,9 @@ or \`--config\`; \`npm start\` hands its \`RUNNER_CONFIG\` to its local runner).
 
 | Key | Default | Meaning |
 |---|---|---|
+| \`simpletuner\` | unset | SimpleTuner's installation: its virtual environment's folder (with \`bin/python\` and \`bin/accelerate\`), or \
+that Python. At start the runner imports \`simpletuner.train\` with it and reports the version, or why not; without it the box gets \
+no SimpleTuner job (\`trainers\` in \`GET /api/system/workers\`) |
 | \`trainers\` | \`{}\` | name -> argv template; \`{num_processes}\`, \`{job_dir}\`, \`{output_dir}\` are filled in, the job's options follow. \
 \`simpletuner\` and \`demo\` are built in and cannot be redefined |
 | \`scripts\` | \`[]\` | the programs scripts may run: absolute paths, \`*\` matching any run of characters. Declare scripts, not interpreters \

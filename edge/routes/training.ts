@@ -188,8 +188,8 @@ commandRoute(
 commandRoute(
   "/api/training/stop",
   "stop",
-  "Stop the run gracefully (after the next step)",
-  "The trainer stops after its next step and the job ends completed",
+  "Stop the run, keeping its work: a checkpoint, then the trainer stops",
+  "The trainer saves a checkpoint after its next step (asked through its signal file; the runner waits for it at most its stop grace period, 10 s by default), then is interrupted, and the job ends completed with that checkpoint listed. A trainer that has not begun training is stopped at once. Each step shows as an event (training.stop_requested, checkpoint.saved, training.stopping)",
 );
 
 training.openapi(
@@ -199,7 +199,7 @@ training.openapi(
     tags,
     summary: "Cancel a job in any state (form field job_id)",
     description:
-      "A pending or blocked job simply ends cancelled. A running one ends cancelled at once, its GPUs are released and its runner ends the trainer (SIGTERM, then SIGKILL after the grace period). Spec 3: after a running local job is cancelled, pending local jobs are NOT started automatically (they wait with reason local_paused) until POST /api/queue/process or a restart.",
+      "A pending or blocked job simply ends cancelled. A running one ends cancelled at once, its GPUs are released and its runner kills the trainer's whole process tree at once (SIGKILL; no checkpoint: use stop to keep the work). Spec 3: after a running local job is cancelled, pending local jobs are NOT started automatically (they wait with reason local_paused) until POST /api/queue/process or a restart.",
     request: { body: { required: true, content: optionalJobBody.content } },
     responses: {
       200: json(TrainingCommandAnswer, "Cancelled"),
@@ -221,7 +221,7 @@ training.openapi(
     const message =
       was !== "running"
         ? `Job ${jobId} was ${was} and is now cancelled`
-        : `Job ${jobId} is cancelled; its trainer is being stopped and its GPUs are free${change.localQueueHeld ? ". Pending local jobs wait for POST /api/queue/process" : ""}`;
+        : `Job ${jobId} is cancelled; its trainer is being killed and its GPUs are free${change.localQueueHeld ? ". Pending local jobs wait for POST /api/queue/process" : ""}`;
     return c.json({ success: true as const, job_id: jobId, message }, 200);
   },
 );
