@@ -1,6 +1,7 @@
 import { refusedForGood, type EventBatchBody } from "./edge-client";
 import { ServiceError, type ServiceClient } from "../shared/client/client";
 import { endpoints } from "../shared/client/endpoints";
+import { fitEvent } from "./event-size";
 
 // Terminal colour and cursor sequences, which trainers under a PTY like to print.
 const ANSI = /\x1b\[[0-9;?]*[A-Za-z]/g;
@@ -66,8 +67,9 @@ export class EventShipper {
     private readonly log: (line: string) => void = () => {},
   ) {}
 
+  /** Queues an event, fitted to the size the edge stores (event-size.ts): a batch the edge refused would be lost. */
   push(event: EventBatchBody["events"][number]["event"]): void {
-    this.queue.push({ seq: this.seq++, event });
+    this.queue.push({ seq: this.seq++, event: fitEvent(event) });
     this.kick(0);
   }
 

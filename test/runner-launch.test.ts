@@ -4,16 +4,20 @@
 // The same pieces against a real runner and edge: test/simpletuner.test.ts.
 import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
+import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { endReport, scriptsFor, trainerAvailability } from "../runner/agent";
 import { datasetView } from "../runner/datasets";
+import { fitEvent } from "../runner/event-size";
 import { PLAIN_BOX, planLaunch, type BoxPolicy } from "../runner/job";
 import { OutputLines, MAX_LINE } from "../runner/output-lines";
 import { fitReport, refusalReport, reportLines, shortenedReport } from "../runner/report";
 import { simpleTunerArgv, trainArgs, type SimpleTunerInstall } from "../runner/simpletuner";
 import { TrainerEvents } from "../runner/trainer-events";
 import { JobFinish } from "../shared/schemas/workers";
+import { MAX_EVENT_BYTES } from "../shared/schemas/events";
+import { PNG } from "pngjs";
 import { jobTrainer } from "../shared/trainers";
 
 const dirs: string[] = [];
@@ -303,5 +307,45 @@ describe("the end report", () => {
     expect(endReport({ stopAsked: true, events: interrupted }, 0, null, [])).toEqual({ status: "completed", exit_code: 0 });
     expect(endReport({ stopAsked: false, events: new TrainerEvents() }, 0, null, [])).toEqual({ status: "completed", exit_code: 0 });
     expect(reportLines(null, ["a", "b"])).toEqual(["a", "b"]);
+  });
+});
+
+describe("an event's size", () => {
+  /** A PNG of noise (it does not compress), `size` pixels square, as a data URI. */
+  const noisy = (size: number) => {
+    const image = new PNG({ width: size, height: size });
+    randomBytes(image.data.length).copy(image.data);
+    return `data:image/png;base64,${PNG.sync.write(image).toString("base64")}`;
+  };
+
+  it("fits what the edge stores: a large validation image is halved until it fits, and still a picture", () => {
+    const big = noisy(512); // about 1 MB of PNG as base64
+    const event = { type: "validation.image", title: "Validation: cat", data: { step: 4 }, images: [{ src: big, mime_type: "image/png" }] };
+    expect(JSON.stringify(event).length).toBeGreaterThan(MAX_EVENT_BYTES);
+    const fitted = fitEvent(event);
+    expect(JSON.stringify(fitted).length).toBeLessThanOrEqual(MAX_EVENT_BYTES);
+    const src = (fitted.images as { src: string }[])[0]!.src;
+    const picture = PNG.sync.read(Buffer.from(src.split(",")[1]!, "base64"));
+    expect([picture.width, picture.height]).toEqual([256, 256]);
+    expect(fitted).toMatchObject({ type: "validation.image", title: "Validation: cat", data: { step: 4 } });
+    // One that fits goes as it is.
+    const small = { type: "validation.image", images: [{ src: noisy(16), mime_type: "image/png" }] };
+    expect(fitEvent(small)).toBe(small);
+  });
+
+  it("leaves out what it cannot scale, saying so, and cuts a huge text", () => {
+    const jpeg = `data:image/jpeg;base64,${"A".repeat(MAX_EVENT_BYTES)}`;
+    expect(fitEvent({ type: "validation.image", data: { step: 1 }, images: [{ src: jpeg, mime_type: "image/jpeg" }] })).toEqual({
+      type: "validation.image",
+      data: { step: 1, media_left_out: 1 },
+      images: [],
+    });
+    const huge = fitEvent({ type: "log", message: "x".repeat(MAX_EVENT_BYTES), level: "error", extra: "y".repeat(10) });
+    expect(huge).toEqual({
+      type: "log",
+      message: "x".repeat(4000),
+      level: "error",
+      data: { truncated: true, bytes: MAX_EVENT_BYTES + 64 },
+    });
   });
 });

@@ -1,5 +1,5 @@
 import type { z } from "@hono/zod-openapi";
-import type { EventBatch } from "../../shared/schemas/events";
+import { MAX_EVENT_BYTES, type EventBatch } from "../../shared/schemas/events";
 import type { InStatement } from "@libsql/client/web";
 import type { Database } from "../db/client";
 import { ApiError, notFound } from "../errors";
@@ -18,8 +18,6 @@ import type { HubEvent } from "./hub-types";
  * columns instead of the log.
  */
 
-/** Largest event accepted (a validation image as a data URI fits well within it). */
-export const MAX_EVENT_BYTES = 512 * 1024;
 
 /**
  * Stores a batch; returns the events it really added, as watchers receive them. `workerId`: the

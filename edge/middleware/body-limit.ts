@@ -3,7 +3,7 @@ import { bodyLimit } from "hono/body-limit";
 import type { AppEnv } from "../app-env";
 import { MAX_UPLOAD_BYTES } from "../datasets/datasets";
 import { ApiError } from "../errors";
-import { MAX_EVENT_BYTES } from "../jobs/events";
+import { MAX_EVENT_BYTES } from "../../shared/schemas/events";
 
 /** The cap on a request body where no route below says otherwise: JSON documents and forms. */
 export const DEFAULT_BODY_LIMIT_BYTES = 1024 * 1024;

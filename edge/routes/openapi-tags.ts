@@ -655,7 +655,9 @@ It is SimpleTuner's, so SimpleTuner's \`train.py\` runs unchanged; the demo trai
 - **Events out, on stdout:** print one JSON object per line with a \`type\` (\`training.progress\`,
   \`checkpoint.saved\`, \`validation.image\`, ...); every other non-empty line becomes a \`log\` event (\`message\`). The
   runner writes everything to \`output.log\` and ships the events to the edge in order (batched every 100 ms, resent
-  until stored, all delivered before the job is reported ended); an event may be up to 512 KiB.
+  until stored, all delivered before the job is reported ended); an event may be up to 512 KiB of JSON: the runner halves
+  a larger event's PNG pictures until it fits (the full ones stay in the output directory), else leaves them out
+  (\`data.media_left_out\`), else keeps only its type, title and the start of its message (\`data.truncated\`).
 - **Output lines** are what a terminal shows: a progress bar redrawn with carriage returns (tqdm) is one line, its
   last state; a line longer than 64 KiB is cut.
 - **Exit code:** 0 is success; anything else is a failure. The end report carries the error the trainer reported
