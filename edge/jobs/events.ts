@@ -18,7 +18,6 @@ import type { HubEvent } from "./hub-types";
  * columns instead of the log.
  */
 
-
 /**
  * Stores a batch; returns the events it really added, as watchers receive them. `workerId`: the
  * runner that sends them (the job must be its); null for the service's own (a cloud job's logs).
