@@ -1,5 +1,6 @@
 import { execFile } from "node:child_process";
-import { existsSync, statSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 
 /*
@@ -64,14 +65,17 @@ export async function probeSimpleTuner(setting: string | null, timeoutMs = 180_0
   const { python, accelerate } = simpleTunerPrograms(setting);
   if (!existsSync(python)) return { available: false, detail: `${python} does not exist (runner config "simpletuner": ${setting})` };
   if (!existsSync(accelerate)) return { available: false, detail: `${accelerate} does not exist: install accelerate beside SimpleTuner` };
+  // In a folder of its own: importing SimpleTuner writes debug.log into its working directory, and
+  // a `-c` program imports from there first.
+  const cwd = mkdtempSync(join(tmpdir(), "simpletuner-probe-"));
   const answer = await new Promise<{ stdout: string; stderr: string; error: Error | null }>((resolve) =>
     execFile(
       python,
       ["-c", PROBE],
-      { timeout: timeoutMs, maxBuffer: 4 * 1024 * 1024, env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/" } },
+      { cwd, timeout: timeoutMs, maxBuffer: 4 * 1024 * 1024, env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/" } },
       (error, stdout, stderr) => resolve({ stdout, stderr, error }),
     ),
-  );
+  ).finally(() => rmSync(cwd, { recursive: true, force: true }));
   const last = answer.stdout.trim().split("\n").pop() ?? "";
   let parsed: { train_py?: unknown; version?: unknown; error?: unknown } = {};
   try {

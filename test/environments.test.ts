@@ -5,12 +5,14 @@ import { createUserWithKey, setUpAdmin, startTestStack, type Credentials, type T
 let t: TestStack;
 let researcher: Credentials;
 let viewer: Credentials;
+let admin: Credentials;
 
 beforeAll(async () => {
   t = await startTestStack();
-  const admin = await setUpAdmin(t);
-  researcher = { key: (await createUserWithKey(t, { cookie: admin.cookie }, "researcher")).key };
-  viewer = { key: (await createUserWithKey(t, { cookie: admin.cookie }, "viewer")).key };
+  const created = await setUpAdmin(t);
+  admin = { cookie: created.cookie };
+  researcher = { key: (await createUserWithKey(t, { cookie: created.cookie }, "researcher")).key };
+  viewer = { key: (await createUserWithKey(t, { cookie: created.cookie }, "viewer")).key };
 });
 afterAll(async () => {
   await t?.stop();
@@ -307,6 +309,66 @@ describe("the dataloader", () => {
     expect(reply.body).toEqual({ success: true, dataloader: starter("regen-2") });
     const after = (await get("regen-2")).body;
     expect(after).toEqual({ ...before, dataloader: starter("regen-2"), updated_at: ISO });
+  });
+});
+
+describe("a dataloader of one's own", () => {
+  it("replaces the whole dataloader, keeping SimpleTuner's other dataset options as given", async () => {
+    expect((await create({ name: "own-data" })).status).toBe(201);
+    const dataloader = [
+      {
+        id: "cats",
+        type: "local",
+        dataset_type: "image",
+        instance_data_dir: "datasets/cats/2026",
+        caption_strategy: "textfile",
+        resolution: 64,
+        resolution_type: "pixel",
+        minimum_image_size: 0,
+        repeats: 3,
+        cache_dir_vae: "cache/cats/vae",
+      },
+      { id: "text", type: "local", dataset_type: "text_embeds", default: true, cache_dir: "cache/text" },
+    ];
+    const saved = await put("own-data", { dataloader });
+    expect(saved.status, saved.text).toBe(200);
+    expect(saved.body.dataloader).toEqual(dataloader);
+    expect((await get("own-data")).body.dataloader).toEqual(dataloader);
+    expect((await t.call("DELETE", "/api/configs/own-data", { auth: researcher })).status).toBe(200);
+  });
+
+  it("refuses paths out of the datasets and the job's directory, twice-used ids, and a box path from a researcher, changing nothing", async () => {
+    expect((await create({ name: "guarded-data" })).status).toBe(201);
+    const before = (await get("guarded-data")).body;
+    const image = (over: Record<string, unknown>) => ({
+      id: "x",
+      type: "local",
+      dataset_type: "image",
+      instance_data_dir: "datasets/x",
+      ...over,
+    });
+    const cases: [unknown[], string][] = [
+      [[image({ instance_data_dir: "/etc" })], "body.dataloader.0.instance_data_dir"],
+      [[image({ instance_data_dir: "datasets/../../service" })], "body.dataloader.0.instance_data_dir"],
+      [[image({ instance_data_dir: "other/place" })], "body.dataloader.0.instance_data_dir"],
+      [[image({ cache_dir_vae: "/var/lib/training-runner/cache" })], "body.dataloader.0.cache_dir_vae"],
+      [[image({ cache_dir_vae: "../../elsewhere" })], "body.dataloader.0.cache_dir_vae"],
+      [[image({}), image({})], "body.dataloader.1.id"],
+    ];
+    for (const [dataloader, path] of cases) {
+      const refused = await put("guarded-data", { dataloader });
+      expect(refused.status, JSON.stringify(dataloader)).toBe(422);
+      expect(refused.body.code).toBe("invalid_dataloader");
+      expect(refused.body.errors.map((f: { path: string }) => f.path)).toEqual([path]);
+    }
+    // Not a list, or too many: the schema's 422.
+    expect((await put("guarded-data", { dataloader: { id: "x" } })).status).toBe(422);
+    expect((await put("guarded-data", { dataloader: Array.from({ length: 65 }, (_, i) => image({ id: `d${i}` })) })).status).toBe(422);
+    // Another user's environment: 403, whatever the dataloader.
+    const other = await createUserWithKey(t, admin, "researcher", "mallory");
+    expect((await put("guarded-data", { dataloader: [image({})] }, { key: other.key })).status).toBe(403);
+    expect((await get("guarded-data")).body).toEqual(before);
+    expect((await t.call("DELETE", "/api/configs/guarded-data", { auth: researcher })).status).toBe(200);
   });
 });
 

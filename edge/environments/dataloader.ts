@@ -4,6 +4,7 @@ import type { DataloaderDataset } from "../../shared/schemas/environments";
 import type { Database } from "../db/client";
 import { environments } from "../db/schema";
 import { whyUnchanged, type Actor } from "./ownership";
+import { ApiError } from "../errors";
 
 /**
  * The dataloader a new environment starts with: one image dataset read from `datasets/<name>`
@@ -56,4 +57,50 @@ export async function regenerateDataloader(db: Database, name: string, actor: Ac
     .returning({ dataloader: environments.dataloader });
   if (!row) throw await whyUnchanged(db, name);
   return row.dataloader;
+}
+
+/** A relative path with no way out of where it is resolved (`..`, a leading `/`, a backslash). */
+const insidePath = (path: string) => path !== "" && !path.startsWith("/") && !path.includes("\\") && !path.split("/").includes("..");
+
+/**
+ * Checks a dataloader an environment is given (PUT /api/configs/{name}): unique ids, each
+ * `instance_data_dir` an uploaded dataset (`datasets/<path>`) or, from an admin only, an absolute
+ * path on the box (what a trainer there may read is the box's operator's to decide), and the cache
+ * folders inside the job's directory (a trainer writes there). 422 naming each entry's field.
+ *
+ * @example
+ * checkDataloader([{ id: "cats", type: "local", dataset_type: "image", instance_data_dir: "datasets/cats" }], actor);
+ */
+export function checkDataloader(dataloader: DataloaderDataset[], actor: Actor): void {
+  const problems: { path: string; message: string }[] = [];
+  const seen = new Set<string>();
+  dataloader.forEach((entry, i) => {
+    const at = (field: string) => `body.dataloader.${i}.${field}`;
+    if (!entry.id.trim()) problems.push({ path: at("id"), message: "a dataset needs an id" });
+    else if (seen.has(entry.id)) problems.push({ path: at("id"), message: `id ${JSON.stringify(entry.id)} is used twice` });
+    seen.add(entry.id);
+    const dir = entry.instance_data_dir;
+    if (dir !== undefined) {
+      if (dir.startsWith("/")) {
+        if (actor.level !== "admin")
+          problems.push({
+            path: at("instance_data_dir"),
+            message: "an absolute path on the box may be set only by an admin; upload the dataset and name it datasets/<path>",
+          });
+      } else if (!dir.startsWith("datasets/") || !insidePath(dir))
+        problems.push({ path: at("instance_data_dir"), message: "must be an uploaded dataset, datasets/<path> (no ..)" });
+    }
+    for (const field of ["cache_dir_vae", "cache_dir"] as const) {
+      const value = entry[field];
+      if (value !== undefined && !insidePath(value))
+        problems.push({ path: at(field), message: "must be a relative path inside the job's directory (no leading /, no ..)" });
+    }
+  });
+  if (problems.length)
+    throw new ApiError(
+      422,
+      "invalid_dataloader",
+      `The dataloader has ${problems.length} problem(s): ${problems.map((p) => `${p.path}: ${p.message}`).join("; ")}`,
+      problems,
+    );
 }

@@ -15,7 +15,7 @@ import { isUniqueViolation } from "../db/errors";
 import { environments } from "../db/schema";
 import { ApiError, conflict, notFound } from "../errors";
 import { isActiveFor } from "./activate";
-import { starterDataloader } from "./dataloader";
+import { checkDataloader, starterDataloader } from "./dataloader";
 import { EXAMPLE_ENVIRONMENTS } from "./examples";
 import { assertEnvironmentName, assertNotOthersInlineName } from "./names";
 import { whyUnchanged, type Actor } from "./ownership";
@@ -189,8 +189,10 @@ export async function updateEnvironment(db: Database, name: string, changes: Env
     changes = { ...changes, config: keepSecrets(changes.config, stored.config, "body.config.") };
     assertMaySet(changes.config!, actor, "body.config.");
   }
+  if (changes.dataloader !== undefined) checkDataloader(changes.dataloader, actor);
   const set: Partial<typeof environments.$inferInsert> = { updatedAt: new Date().toISOString() };
   if (changes.name !== undefined) set.name = changes.name;
+  if (changes.dataloader !== undefined) set.dataloader = changes.dataloader;
   if (changes.description !== undefined) set.description = changes.description;
   if (changes.tags !== undefined) set.tags = changes.tags;
   if (changes.config !== undefined) {

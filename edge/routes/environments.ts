@@ -108,11 +108,12 @@ environments.openapi(
     method: "put",
     path: "/api/configs/{name}",
     tags,
-    summary: "Rename an environment or replace its description, tags or option map",
+    summary: "Rename an environment or replace its description, tags, option map or dataloader",
     description:
       "Fields left out are kept. `config` replaces the whole option map (it is not merged): send every option to keep. " +
       "`model_family`, `model_flavour`, `model_type` and `lora_type` follow the new map's `--model_family`, `--model_flavour`, `--model_type` and `--lora_type`. " +
       "A rename keeps the environment active if it was, and keeps its dataloader paths (regenerate the dataloader to follow the new name). " +
+      "`dataloader` replaces the whole dataloader: unique ids, `instance_data_dir` an uploaded dataset `datasets/<path>` (an absolute path on the box only from an admin), cache folders inside the job's directory (else 422 `invalid_dataloader`, each problem named). " +
       "Only its owner, a lead or an admin may change it (else 403 `not_owner`). An option sent as `********` keeps its stored value; `--trainer_command` only from an admin (else 422 `admin_only_option`).",
     request: { params: EnvironmentParams, ...jsonBody(EnvironmentUpdate) },
     responses: { 200: json(Environment, "Saved"), ...notFound, 409: json(ErrorBody, "The new name is taken"), ...errors, ...notOwner },

@@ -62,6 +62,8 @@ export const DataloaderDataset = z
     cache_dir: z.string().optional().openapi({ description: "Text-embed cache directory", example: "cache/portraits-flux/text" }),
     write_batch_size: z.number().int().optional(),
   })
+  // SimpleTuner reads many more dataset options (repeats, crop styles, ...): kept as they are.
+  .catchall(z.unknown())
   .openapi("DataloaderDataset");
 export type DataloaderDataset = z.infer<typeof DataloaderDataset>;
 export const Dataloader = z
@@ -104,6 +106,10 @@ export const EnvironmentUpdate = z
     tags: Tags.optional().openapi({ description: "Replaces the tags" }),
     config: ConfigOptions.optional().openapi({
       description: "Replaces the whole option map (it is not merged): send every option to keep",
+    }),
+    dataloader: z.array(DataloaderDataset).max(64).optional().openapi({
+      description:
+        "Replaces the whole dataloader (multidatabackend.json, spec 2.9). Ids are unique; `instance_data_dir` is an uploaded dataset, `datasets/<path>` (an absolute path on the box only from an admin); `cache_dir_vae` and `cache_dir` are paths inside the job's directory. Other SimpleTuner dataset options are kept as they are",
     }),
   })
   .openapi("EnvironmentUpdate", {
