@@ -1,5 +1,5 @@
 import { execFile } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync, statSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 
@@ -29,20 +29,27 @@ export interface SimpleTunerInstall {
 /** Whether this box can run SimpleTuner: the installation, or why not. */
 export type SimpleTunerStatus = { available: true; install: SimpleTunerInstall } | { available: false; detail: string };
 
-/** Prints where the installed package's train.py is, after importing it (its dependencies load; it runs nothing outside __main__). */
+/**
+ * Writes where the installed package's train.py is to the file named by its first argument, after
+ * importing it (its dependencies load; it runs nothing outside __main__). A file, not stdout:
+ * SimpleTuner wraps stdout to colour everything written there.
+ */
 const PROBE = `
 import importlib.util, json, os, sys
+def answer(result):
+    with open(sys.argv[1], "w") as out:
+        json.dump(result, out)
 spec = importlib.util.find_spec("simpletuner")
 if spec is None or not spec.origin:
-    print(json.dumps({"error": "the simpletuner package is not installed for " + sys.executable}))
+    answer({"error": "the simpletuner package is not installed for " + sys.executable})
     sys.exit(0)
 train = os.path.join(os.path.dirname(spec.origin), "train.py")
 if not os.path.isfile(train):
-    print(json.dumps({"error": train + " does not exist"}))
+    answer({"error": train + " does not exist"})
     sys.exit(0)
 import simpletuner
 import simpletuner.train
-print(json.dumps({"train_py": train, "version": getattr(simpletuner, "__version__", None)}))
+answer({"train_py": train, "version": getattr(simpletuner, "__version__", None)})
 `;
 
 /** The Python and accelerate of a `simpletuner` setting: a virtual environment's folder, or its Python. */
@@ -66,24 +73,27 @@ export async function probeSimpleTuner(setting: string | null, timeoutMs = 180_0
   if (!existsSync(python)) return { available: false, detail: `${python} does not exist (runner config "simpletuner": ${setting})` };
   if (!existsSync(accelerate)) return { available: false, detail: `${accelerate} does not exist: install accelerate beside SimpleTuner` };
   // In a folder of its own: importing SimpleTuner writes debug.log into its working directory, and
-  // a `-c` program imports from there first.
+  // a `-c` program imports from there first. The answer comes back in a file there.
   const cwd = mkdtempSync(join(tmpdir(), "simpletuner-probe-"));
   const answer = await new Promise<{ stdout: string; stderr: string; error: Error | null }>((resolve) =>
     execFile(
       python,
-      ["-c", PROBE],
+      ["-c", PROBE, join(cwd, "answer.json")],
       { cwd, timeout: timeoutMs, maxBuffer: 4 * 1024 * 1024, env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/" } },
       (error, stdout, stderr) => resolve({ stdout, stderr, error }),
     ),
-  ).finally(() => rmSync(cwd, { recursive: true, force: true }));
-  const last = answer.stdout.trim().split("\n").pop() ?? "";
+  );
   let parsed: { train_py?: unknown; version?: unknown; error?: unknown } = {};
   try {
-    parsed = JSON.parse(last) as typeof parsed;
-  } catch {}
+    parsed = JSON.parse(readFileSync(join(cwd, "answer.json"), "utf8")) as typeof parsed;
+  } catch {
+    // no answer: the import failed (stderr says why)
+  } finally {
+    rmSync(cwd, { recursive: true, force: true });
+  }
   if (typeof parsed.error === "string") return { available: false, detail: parsed.error };
   if (typeof parsed.train_py !== "string") {
-    const why = answer.stderr.trim().split("\n").pop() || answer.error?.message || "no answer";
+    const why = answer.stderr.trim().split("\n").pop() || answer.error?.message || "it printed no answer";
     return { available: false, detail: `${python} could not import simpletuner.train: ${why}` };
   }
   return {

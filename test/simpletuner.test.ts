@@ -17,7 +17,7 @@ import { PNG } from "pngjs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { findProgram } from "../runner/sandbox";
 import { spawnRunner, startRemoteRunner, stopRunners, type RunnerProcess } from "./helpers/runner-process";
-import { canMakeVenv, fakeSimpleTuner, removeFakeSimpleTuners } from "./helpers/simpletuner";
+import { fakeSimpleTuner, removeFakeSimpleTuners } from "./helpers/simpletuner";
 import { setUpAdmin, startTestStack, type TestStack } from "./helpers/stack";
 import { until as waitUntil } from "./helpers/wait";
 
@@ -58,7 +58,7 @@ const processesWith = (text: string) =>
       }
     });
 
-describe.skipIf(!canMakeVenv())("SimpleTuner through the service", () => {
+describe("SimpleTuner through the service", () => {
   let t: TestStack;
   let admin: { key: string; cookie: string };
   let venv: string;
@@ -165,6 +165,8 @@ describe.skipIf(!canMakeVenv())("SimpleTuner through the service", () => {
       detail: 'not installed on this box: its runner config names no "simpletuner" installation',
     });
     expect(output(main)).toMatch(/SimpleTuner 4\.8\.0: .*\/site-packages\/simpletuner\/train\.py/);
+    // Checking it imported SimpleTuner, which writes debug.log where it runs: not in the runner's own folder.
+    expect(existsSync("debug.log")).toBe(false);
     // Any logged-in user sees it in the system view too.
     const system = (await t.call("GET", "/api/system/workers", { auth: auth() })).body.workers as any[];
     expect(system.find((w) => w.name === "box-bare").trainers[0]).toMatchObject({ name: "simpletuner", available: false });
@@ -400,6 +402,12 @@ describe.skipIf(!canMakeVenv())("SimpleTuner through the service", () => {
     await envWithData("early", { "--num_processes": 0, "--max_train_steps": 100000, "--standin_startup_seconds": 30 });
     const job = await submit("early", main);
     await until("its start-up", async () => (await events(job.job_id)).some((e) => e.type === "training.stage"));
+    // What the status says meanwhile: the trainer is up, and in which phase of its start-up.
+    expect((await t.call("GET", `/api/training/status?job_id=${job.job_id}`, { auth: auth() })).body).toMatchObject({
+      startup_stage: "starting",
+      startup_phase: "Configuring data backends... (this may take a while!)",
+      progress: null,
+    });
     expect((await t.call("POST", "/api/training/stop", { json: { job_id: job.job_id }, auth: auth() })).status).toBe(200);
     const finished = await ended(job.job_id);
     const all = await events(job.job_id);

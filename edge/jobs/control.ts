@@ -38,9 +38,9 @@ export async function jobToControl(db: Database, jobId: string | undefined, scop
   return job;
 }
 
-/** A job's state for GET /api/training/status: queue status, startup stage, latest progress and, while it runs, its expected end. */
+/** A job's state for GET /api/training/status: queue status, startup stage and phase, latest progress and, while it runs, its expected end. */
 export async function jobStatus(db: Database, jobId: string) {
-  const [entry, progress, count] = await db.$client.batch(
+  const [entry, progress, count, phase] = await db.$client.batch(
     [
       {
         sql: `SELECT job_id, status, config_name, started_at, completed_at, error_message, allocated_gpus, attempt, expected_end_at, expected_end_method
@@ -48,10 +48,13 @@ export async function jobStatus(db: Database, jobId: string) {
         args: [jobId],
       },
       { sql: "SELECT payload FROM job_events WHERE job_id = ? AND type = 'training.progress' ORDER BY idx DESC LIMIT 1", args: [jobId] },
+      // The trainer is up once it has said anything of its own (the runner's own events do not count).
       {
-        sql: "SELECT COUNT(*) AS n, MAX(CASE WHEN type = 'training.started' THEN 1 ELSE 0 END) AS started FROM job_events WHERE job_id = ?",
+        sql: `SELECT COUNT(*) AS n, MAX(CASE WHEN type IN ('training.started', 'training.stage', 'log', 'notification') THEN 1 ELSE 0 END) AS started
+              FROM job_events WHERE job_id = ?`,
         args: [jobId],
       },
+      { sql: "SELECT payload FROM job_events WHERE job_id = ? AND type = 'training.stage' ORDER BY idx DESC LIMIT 1", args: [jobId] },
     ],
     "read",
   );
@@ -63,6 +66,7 @@ export async function jobStatus(db: Database, jobId: string) {
   const started = Number(count!.rows[0]!.started) === 1;
   // launching: the runner has it, nothing heard yet; starting: the trainer is up, no step yet.
   const stage = status !== "running" ? null : last ? "training" : started ? "starting" : "launching";
+  const phaseTitle = phase!.rows[0] ? (JSON.parse(String(phase!.rows[0].payload)) as { title?: unknown }).title : null;
   const method = status === "running" && e.expected_end_at !== null ? END_METHODS.find((m) => m === e.expected_end_method) : undefined;
   return {
     state: status === "running" ? "running" : status === "pending" || status === "blocked" ? "queued" : status,
@@ -70,6 +74,7 @@ export async function jobStatus(db: Database, jobId: string) {
     status,
     config_name: e.config_name === null ? null : String(e.config_name),
     startup_stage: stage,
+    startup_phase: stage === "starting" && typeof phaseTitle === "string" ? phaseTitle : null,
     progress: last
       ? {
           step: last.step ?? null,

@@ -256,6 +256,7 @@ training.openapi(
             status: null,
             config_name: null,
             startup_stage: null,
+            startup_phase: null,
             progress: null,
             events: 0,
             attempt: null,

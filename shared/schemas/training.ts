@@ -25,10 +25,15 @@ export const TrainingStatus = z
     job_id: z.string().nullable(),
     status: z.string().nullable(),
     config_name: z.string().nullable(),
-    startup_stage: z
-      .string()
-      .nullable()
-      .openapi({ description: "While running: launching (the runner has it), starting (the trainer is up), training (steps are coming)" }),
+    startup_stage: z.string().nullable().openapi({
+      description:
+        "While running: launching (the runner has it, the trainer has said nothing yet), starting (the trainer is up: it has printed or reported something, no step yet), training (steps are coming)",
+    }),
+    startup_phase: z.string().nullable().openapi({
+      description:
+        "While starting: the phase the trainer last reported (SimpleTuner's start-up stages, e.g. `Loading base model`, from its training.stage events); else null",
+      example: "Configuring data backends... (this may take a while!)",
+    }),
     progress: z
       .object({ step: z.unknown(), total_steps: z.unknown(), percent: z.unknown(), loss: z.unknown(), epoch: z.unknown() })
       .nullable(),

@@ -18,16 +18,6 @@ const FAKES = resolve("test/fakes/simpletuner");
 const RECORDINGS = resolve("test/fixtures/simpletuner");
 const made: string[] = [];
 
-/** Whether this machine has a Python that makes virtual environments (python3 -m venv). */
-export function canMakeVenv(): boolean {
-  try {
-    execFileSync("python3", ["-c", "import venv"], { stdio: "ignore" });
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /**
  * Makes a fake SimpleTuner installation and answers its folder (what the runner config's
  * `simpletuner` names).

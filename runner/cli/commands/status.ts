@@ -99,7 +99,7 @@ function details(out: Output, job: Job, training: z.output<typeof TrainingStatus
   for (const [name, value] of rows) out.line(`${out.c.bold(name.padEnd(width))}  ${value}`);
 }
 
-/** step 10/50 (20%), loss 0.123, stage training */
+/** step 10/50 (20%), loss 0.123, stage training; or: stage starting (Loading base model) */
 function progressText(status: z.output<typeof TrainingStatus>): string {
   const parts: string[] = [];
   const p = status.progress;
@@ -108,7 +108,7 @@ function progressText(status: z.output<typeof TrainingStatus>): string {
     parts.push(`step ${String(p.step)}${total}${typeof p.percent === "number" ? ` (${Math.round(p.percent)}%)` : ""}`);
   }
   if (p && typeof p.loss === "number") parts.push(`loss ${p.loss.toPrecision(4)}`);
-  if (status.startup_stage) parts.push(`stage ${status.startup_stage}`);
+  if (status.startup_stage) parts.push(`stage ${status.startup_stage}${status.startup_phase ? ` (${status.startup_phase})` : ""}`);
   return parts.join(", ") || status.state;
 }
 

@@ -18,6 +18,8 @@
 # - Signal file (SIMPLETUNER_ACCELERATE_SIGNAL_FILE): stat once per optimizer step, re-read when
 #   st_mtime increased, one action per counter increase; a validation is only consumed when
 #   validation is configured (--validation_prompt).
+# - Import: like train.py, importing it wraps stdout so every write ends with a colour reset, and
+#   creates or empties debug.log in the working directory.
 # - Scripts: it runs --post_checkpoint_script, --post_upload_script and
 #   --validation_external_script itself (subprocess), as train.py does; with
 #   --validation_method=external-script and no script it refuses to start.
@@ -39,6 +41,23 @@ import time
 import traceback
 import urllib.request
 from datetime import datetime, timezone
+
+# What importing train.py does before anything else (helpers/log_format.py): colorama's init(autoreset=True)
+# wraps stdout so that every write ends with a colour reset, and debug.log in the working directory is
+# created or emptied.
+class _AutoReset:
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text):
+        return self._stream.write(f"{text}\x1b[0m" if text else text)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+sys.stdout = _AutoReset(sys.stdout)
+open("debug.log", "w").close()
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RECORDINGS = os.path.join(HERE, "recordings")
