@@ -29,6 +29,10 @@ function cssColour(name: string, element: Element): string {
   return getComputedStyle(element).getPropertyValue(name).trim() || "#4477aa";
 }
 
+/** Axis labels that stay readable for learning rates: 1e-4, not 0. */
+const tickLabels = (_: uPlot, ticks: number[]) =>
+  ticks.map((v) => (v === 0 ? "0" : Math.abs(v) < 0.01 || Math.abs(v) >= 1e5 ? v.toExponential(1) : String(Number(v.toPrecision(4)))));
+
 /**
  * A uPlot chart that follows its data (setData on every change, no rebuild) and its container's
  * width. Its numbers are also readable without the picture: the caption says what it shows and
@@ -49,8 +53,8 @@ export function Plot({ title, data, series, x, y, height = 240, stepped = false 
       scales: { x: { time: x.kind === "time" } },
       axes: [
         { label: x.label, stroke: text, grid: { stroke: grid }, ticks: { stroke: grid } },
-        { label: y.label, stroke: text, grid: { stroke: grid }, ticks: { stroke: grid } },
-        ...(y.y2 ? [{ label: y.y2, scale: "y2", side: 1 as const, stroke: text, grid: { show: false } }] : []),
+        { label: y.label, stroke: text, grid: { stroke: grid }, ticks: { stroke: grid }, values: tickLabels },
+        ...(y.y2 ? [{ label: y.y2, scale: "y2", side: 1 as const, stroke: text, grid: { show: false }, values: tickLabels }] : []),
       ],
       series: [
         { label: x.label },
