@@ -1,4 +1,5 @@
 import { OpenAPIHono } from "@hono/zod-openapi";
+import { databaseFault } from "./db/errors";
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ZodError } from "zod";
@@ -42,7 +43,11 @@ export function handleError(error: Error, c: Context<AppEnv>): Response {
       status: error.status,
       body: { detail: error.message || "Bad request", code: error.status === 400 ? "bad_request" : "http_error" },
     };
-  else {
+  else if (databaseFault(error)) {
+    const fault = databaseFault(error)!;
+    c.get("log")?.warning("database fault", { code: fault.code, error: error.message });
+    answer = { status: fault.status, body: fault.body(), headers: fault.headers };
+  } else {
     c.get("log")?.error("unhandled error", { error: error.message, stack: error.stack });
     answer = { status: 500, body: { detail: `Internal server error (request ${c.get("requestId") ?? "unknown"})`, code: "internal" } };
   }

@@ -331,3 +331,56 @@ it("refuses an execute holding several statements instead of running only the fi
   await c.execute("CREATE TRIGGER semi_t AFTER INSERT ON semi BEGIN UPDATE semi SET a = a; END");
   expect((await c.execute("SELECT a FROM semi")).rows[0]).toMatchObject({ a: "a;b" });
 });
+
+describe("another process holding the database's write lock", () => {
+  /** A second connection, as another process (a backup, `sqlite3`) has: the lock and a change, until released. */
+  async function otherProcessLocks(): Promise<() => void> {
+    const { default: Database } = await import("libsql");
+    const other = new Database(join(dir, "test.db"));
+    other.exec("BEGIN IMMEDIATE; INSERT INTO t (v) VALUES ('other')");
+    return () => {
+      other.exec("COMMIT");
+      other.close();
+    };
+  }
+
+  it("waits for it without blocking the thread, answers SQLITE_BUSY only after busyWaitMs, and writes work at once after", async () => {
+    server.close();
+    await http.close();
+    server = createHranaServer(join(dir, "test.db"), { busyWaitMs: 300, logger: (m) => logs.push(m) });
+    http = await serveHranaOverHttp(server, 0);
+    const c = httpClient();
+    await c.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT UNIQUE)");
+    const release = await otherProcessLocks();
+    // Two different statements meet the lock (the failure that once left them running for good).
+    const ticks: number[] = [];
+    const ticker = setInterval(() => ticks.push(Date.now()), 10);
+    const insert = c.execute({ sql: "INSERT INTO t (v) VALUES (?) RETURNING id", args: ["a"] });
+    const update = c.execute("UPDATE t SET v = v || '!'");
+    await expect(insert).rejects.toMatchObject({ code: expect.stringMatching(/^SQLITE_BUSY/) });
+    await expect(update).rejects.toMatchObject({ code: expect.stringMatching(/^SQLITE_BUSY/) });
+    clearInterval(ticker);
+    // The thread kept serving timers meanwhile: no gap of more than 100 ms between ticks.
+    expect(Math.max(...ticks.slice(1).map((t, i) => t - ticks[i]!))).toBeLessThan(100);
+    // Reads go on during the lock.
+    expect((await c.execute("SELECT count(*) AS n FROM t")).rows[0]!.n).toBe(0);
+    release();
+    // The same statements, and others, work at once.
+    for (let i = 0; i < 3; i++) {
+      await c.execute({ sql: "INSERT INTO t (v) VALUES (?) RETURNING id", args: [`after-${i}`] });
+      await c.execute("UPDATE t SET v = v || '!'");
+    }
+    await c.batch([{ sql: "INSERT INTO t (v) VALUES (?)", args: ["in-a-batch"] }], "write");
+    expect((await c.execute("SELECT count(*) AS n FROM t")).rows[0]!.n).toBe(5);
+  });
+
+  it("a write that begins during the lock and gets it within busyWaitMs succeeds", async () => {
+    const c = httpClient();
+    await c.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT UNIQUE)");
+    const release = await otherProcessLocks();
+    const write = c.execute({ sql: "INSERT INTO t (v) VALUES (?)", args: ["waited"] });
+    setTimeout(release, 200);
+    expect((await write).rowsAffected).toBe(1);
+    expect((await c.execute("SELECT v FROM t ORDER BY id")).rows.map((r) => r.v)).toEqual(["other", "waited"]);
+  });
+});

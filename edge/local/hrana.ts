@@ -7,6 +7,16 @@
  * One connection serves every stream, all on Node's one thread. A stream inside a transaction owns
  * the connection between its pipelines; other streams queue (FIFO) until it ends or sits idle too
  * long, in which case it is rolled back so one abandoned transaction cannot stall everyone.
+ *
+ * Another process may hold the database's write lock (a backup, a migration tool, `sqlite3`).
+ * SQLite's own busy wait would block this thread - every request the host serves - for as long,
+ * so the connection does not wait (busy_timeout 0): a pipeline that met the lock before changing
+ * anything is tried again on a timer (BUSY_RETRY_MS, up to BUSY_WAIT_MS), the connection free for
+ * others meanwhile, and answers SQLITE_BUSY only then (the Worker turns it into 503 with
+ * Retry-After). libsql leaves a statement whose execution failed unreset, holding the read
+ * snapshot it began with: once the other process committed, every write on the connection failed
+ * with SQLITE_BUSY_SNAPSHOT for good. So after a failure, once no transaction is open, the
+ * connection is closed (finalising every statement) and opened afresh.
  */
 import { randomUUID, timingSafeEqual } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
@@ -15,8 +25,13 @@ import Database from "libsql";
 
 export interface HranaServerOptions {
   idleTransactionTimeoutMs?: number /* default 10_000 */;
+  /** How long a pipeline that meets another process's lock is tried again before it answers SQLITE_BUSY (default 5000). */
+  busyWaitMs?: number;
   logger?: (msg: string) => void;
 }
+
+/** The pause between tries of a pipeline that met another process's lock, growing to its last value. */
+const BUSY_RETRY_MS = [5, 10, 20, 50, 100, 100, 200];
 
 export interface HranaServer {
   /** Handles one HTTP request of the Hrana protocol (GET /v2, POST /v2/pipeline, others 404). */
@@ -95,20 +110,30 @@ const httpError = (status: number, message: string, code = "HRANA_PROTO_ERROR") 
 
 export function createHranaServer(dbPath: string, options: HranaServerOptions = {}): HranaServer {
   const idleMs = options.idleTransactionTimeoutMs ?? 10_000;
+  const busyWaitMs = options.busyWaitMs ?? 5000;
   const log = options.logger ?? (() => {});
-  const db = new Database(dbPath);
-  db.exec("PRAGMA journal_mode = WAL");
-  db.exec("PRAGMA busy_timeout = 5000"); // other processes (a migration tool) may share the file
-  const counters = db.prepare("SELECT total_changes(), changes(), last_insert_rowid()").raw(true).safeIntegers(true);
+  const open = () => {
+    const connection = new Database(dbPath);
+    connection.exec("PRAGMA journal_mode = WAL");
+    // Never wait inside SQLite: that would block the host's one thread (see above).
+    connection.exec("PRAGMA busy_timeout = 0");
+    return {
+      connection,
+      counters: connection.prepare("SELECT total_changes(), changes(), last_insert_rowid()").raw(true).safeIntegers(true),
+      // raw, not pluck: libsql's get() ignores pluck and returns a fresh object each time, which
+      // never compares equal and would empty the cache on every statement.
+      schemaVersionStatement: connection.prepare("PRAGMA schema_version").raw(true),
+    };
+  };
+  let { connection: db, counters, schemaVersionStatement } = open();
+  // A statement failed since the connection was opened, and may hold a stale snapshot (see above).
+  let failed = false;
 
   // Compiled statements by SQL text, least recently used first: the Worker sends the same few
   // statements over and over, and compiling them is a large part of a small query's cost.
   // A schema change (ours or another process's) empties it: a statement's column list is fixed
   // when it is compiled, so `SELECT *` would otherwise miss a new column.
   const compiled = new Map<string, ReturnType<typeof db.prepare>>();
-  // raw, not pluck: libsql's get() ignores pluck and returns a fresh object each time, which
-  // never compares equal and would empty the cache on every statement.
-  const schemaVersionStatement = db.prepare("PRAGMA schema_version").raw(true);
   const schemaVersion = () => (schemaVersionStatement.get([]) as number[])[0];
   let knownSchema = schemaVersion();
   let compiledTotal = 0;
@@ -173,6 +198,7 @@ export function createHranaServer(dbPath: string, options: HranaServerOptions = 
     stream.closed = true;
     if (owner === stream && db.inTransaction) {
       db.exec("ROLLBACK");
+      reopenIfFailed();
       log(`hrana: rolled back a transaction idle for ${idleMs} ms`);
       rememberExpired(baton, `The transaction expired: it was idle for more than ${idleMs} ms and was rolled back`);
     } else {
@@ -200,13 +226,18 @@ export function createHranaServer(dbPath: string, options: HranaServerOptions = 
     const before = (counters.get([]) as bigint[])[0];
     let cols: StmtResult["cols"] = [];
     let rows: ProtoValue[][] = [];
-    if (prepared.reader) {
-      cols = columnsOf(prepared);
-      const raw = prepared.raw(true).all(params) as unknown[][];
-      if (stmt.want_rows !== false) rows = raw.map((row) => row.map(encodeValue));
-    } else {
-      prepared.run(params);
-      noticeSchemaChange();
+    try {
+      if (prepared.reader) {
+        cols = columnsOf(prepared);
+        const raw = prepared.raw(true).all(params) as unknown[][];
+        if (stmt.want_rows !== false) rows = raw.map((row) => row.map(encodeValue));
+      } else {
+        prepared.run(params);
+        noticeSchemaChange();
+      }
+    } catch (error) {
+      failed = true;
+      throw error;
     }
     const [total, changes, rowid] = counters.get([]) as bigint[];
     // changes() keeps the count of the last INSERT/UPDATE/DELETE, so a SELECT or DDL would report
@@ -315,18 +346,52 @@ export function createHranaServer(dbPath: string, options: HranaServerOptions = 
       streams.delete(body.baton);
       clearTimeout(stream.timer);
     }
-    await acquire(stream);
-    if (closed) return httpError(503, "The database server is shutting down", "SERVER_CLOSED");
-    noticeSchemaChange();
     const s = stream;
-    try {
-      const results = body.requests.map((req) => {
+    const requests = body.requests;
+    const deadline = Date.now() + busyWaitMs;
+    for (let attempt = 0; ; attempt++) {
+      await acquire(s);
+      if (closed) return httpError(503, "The database server is shutting down", "SERVER_CLOSED");
+      noticeSchemaChange();
+      const started = (counters.get([]) as bigint[])[0];
+      const results = requests.map((req) => {
         try {
-          return { type: "ok", response: dispatch(s, req) };
+          return { type: "ok" as const, response: dispatch(s, req) };
         } catch (e) {
-          return { type: "error", error: toProtoError(e) };
+          return { type: "error" as const, error: toProtoError(e) };
         }
       });
+      // Another process's lock, met before anything changed and outside a transaction: the
+      // pipeline did nothing and is tried again shortly, the connection free for others meanwhile.
+      const metLock = results.some((r) => isBusy(r.type === "error" ? r.error : stepErrors(r.response)));
+      const unchanged = (counters.get([]) as bigint[])[0] === started;
+      reopenIfFailed();
+      if (metLock && !db.inTransaction && unchanged && Date.now() < deadline && !closed) {
+        s.closed = false;
+        release(s);
+        await new Promise((resume) => setTimeout(resume, BUSY_RETRY_MS[Math.min(attempt, BUSY_RETRY_MS.length - 1)]));
+        continue;
+      }
+      return finishPipeline(s, results);
+    }
+  }
+
+  /** Opens the connection afresh after a statement failed, once no transaction is open (see above). */
+  function reopenIfFailed(): void {
+    if (!failed || db.inTransaction || closed) return;
+    failed = false;
+    // Most failures (a constraint) leave nothing running; only one that does costs a reopen.
+    const running = (db.prepare("SELECT count(*) FROM sqlite_stmt WHERE busy").raw(true).get([]) as number[])[0] ?? 0;
+    if (running <= 1) return; // the count itself
+    log(`hrana: ${running - 1} failed statement(s) left running; reopening the connection`);
+    db.close();
+    compiled.clear();
+    ({ connection: db, counters, schemaVersionStatement } = open());
+    knownSchema = schemaVersion();
+  }
+
+  function finishPipeline(s: Stream, results: object[]): Answer {
+    try {
       let baton: string | null = null;
       if (!s.closed) {
         const next = (baton = randomUUID());
@@ -449,6 +514,19 @@ function scanParams(sql: string): { names: (string | null)[]; anonymous: boolean
     else if (name !== undefined && !names.includes(name)) names.push(name);
   }
   return { names: Array.from(names, (n) => n ?? null), anonymous };
+}
+
+/** Whether an error (or any of a batch's step errors) is another connection's lock: SQLITE_BUSY or SQLITE_LOCKED and their extended codes. */
+function isBusy(error: ProtoError | (ProtoError | null)[] | null | undefined): boolean {
+  if (!error) return false;
+  if (Array.isArray(error)) return error.some((e) => isBusy(e));
+  return /^SQLITE_(BUSY|LOCKED)/.test(error.code ?? "");
+}
+
+/** The step errors of a batch response, if it is one. */
+function stepErrors(response: object): (ProtoError | null)[] | null {
+  const result = (response as { type?: string; result?: { step_errors?: (ProtoError | null)[] } }).result;
+  return (response as { type?: string }).type === "batch" ? (result?.step_errors ?? null) : null;
 }
 
 function toProtoError(e: unknown): ProtoError {
