@@ -249,7 +249,8 @@ function drain(req: IncomingMessage): void {
 export interface ClientFront {
   /** The port the front listens on (the one asked for, or the one the system chose for 0). */
   port: number;
-  close(): Promise<void>;
+  /** Ends every connection, upgraded ones (WebSockets) included, and stops listening; says how many upgraded ones it cut. */
+  close(): Promise<{ upgraded: number }>;
 }
 
 /**
@@ -364,7 +365,12 @@ export async function startClientFront(options: {
     forward(req, res, head.path, forwardedHeaders(raw, peerAddress(req.socket), false), false);
   });
 
+  // Upgraded connections (a runner's wake channel, a dashboard's live stream) leave the HTTP
+  // server's books: closeAllConnections() would not end them, and server.close() would wait for them.
+  const upgraded = new Set<Socket>();
   server.on("upgrade", (req: IncomingMessage, socket: Socket, head: Buffer) => {
+    upgraded.add(socket);
+    socket.once("close", () => upgraded.delete(socket));
     const checked = checkRequestHead({ url: req.url ?? "", httpVersion: req.httpVersion, rawHeaders: req.rawHeaders });
     if ("problem" in checked) {
       return void socket.end(
@@ -429,10 +435,13 @@ export async function startClientFront(options: {
   return {
     port: (server.address() as AddressInfo).port,
     async close() {
+      const open = upgraded.size;
+      for (const socket of upgraded) socket.destroy();
       server.closeAllConnections();
       await new Promise<void>((done) => server.close(() => done()));
       pooled.destroy();
       fresh.destroy();
+      return { upgraded: open };
     },
   };
 }

@@ -270,12 +270,18 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       setupToken,
       log,
       async stop() {
+        // Said as it happens, so whoever stopped it knows what it waited for.
+        const since = Date.now();
+        const trainers = runner?.runningJobs() ?? 0;
+        if (trainers)
+          log.info(`stopping: ending ${trainers} trainer(s) of the local runner (their jobs go back to the queue at the next start)`);
         await runner?.stop();
-        await front.close();
-        await loopbackFront?.close();
+        const cut = (await front.close()).upgraded + ((await loopbackFront?.close())?.upgraded ?? 0);
+        if (cut) log.info(`stopping: closed ${cut} open WebSocket connection(s) (runners' channels, live streams)`);
         await mf.dispose();
         await closeBridge();
         hrana.close();
+        log.info(`stopped in ${((Date.now() - since) / 1000).toFixed(1)} s`);
       },
     };
   } catch (error) {
