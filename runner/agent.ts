@@ -19,9 +19,9 @@ import { WakeChannel } from "./channel";
 import { runScript } from "./scripts";
 import { startCallback, type Callback } from "./callback";
 import { datasetView, materialise } from "./datasets";
-import { mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { EventShipper, lineToEvent } from "./events";
+import { EventShipper, lineToEvent, outboxPath, replayOutbox } from "./events";
 import { LaunchError, planLaunch, startJob, type BoxPolicy, type Launch, type RunningJob, type TrainerKind } from "./job";
 import { RunnerConfigError, type RunnerConfig } from "./config";
 import { findProgram } from "./sandbox";
@@ -105,6 +105,10 @@ interface Report {
 /** One job's trainer on this box, from its start to its report. */
 interface ActiveJob {
   attempt: number;
+  /** The GPUs its trainer holds ([] for a CPU job). */
+  gpus: number[];
+  /** Stopped by the runner itself because the edge could not be reached (fencing). */
+  fenced: boolean;
   running: RunningJob;
   launch: Launch;
   /** What its trainer has said so far (started, step, checkpoints, how it ended). */
@@ -148,12 +152,21 @@ export class Runner {
   private readonly reports: Report[] = [];
   private timer: NodeJS.Timeout | undefined;
   private stopping = false;
+  private stoppingAt = 0;
+  /** Outbox files of an earlier run not yet delivered (the edge was away): sent again on each ask for work. */
+  private outboxLeft = 0;
   private ticking: Promise<void> = Promise.resolve();
   private inTick = false;
   private wakeAgain = false;
   private channel: WakeChannel | null = null;
   private gpuIndices: number[] = [];
   private readonly box: BoxPolicy;
+  /** When the last heartbeat (or registration) that the edge answered was sent: the edge has heard from this box since. */
+  private lastContact = Date.now();
+  /** The edge's heartbeat timeout and interval, as its last answer said. */
+  private heartbeatTimeoutMs = 90_000;
+  private heartbeatIntervalMs = 15_000;
+  private fenceTimer: NodeJS.Timeout | undefined;
 
   /** Throws RunnerConfigError when the box cannot meet its config (see boxPolicy). */
   constructor(private readonly options: RunnerOptions) {
@@ -180,28 +193,97 @@ export class Runner {
       host_stats: await hostStats(),
       trainers: trainerAvailability(this.box),
     };
+    const sent = Date.now();
     const answer = await this.edge.call(endpoints.workerRegister, { body: register });
+    this.heard(sent, answer);
     this.options.log(
       `registered as worker ${answer.worker_id} (${this.options.role}) with ${gpus.length} GPU(s): ${gpus.map((g) => `${g.index} ${g.name}`).join(", ") || "none"}`,
     );
+    // Reports a previous run could not deliver (the edge was away when its trainers ended) go first.
+    this.reports.push(...readReports(this.reportsFile()));
     // Jobs assigned before this runner started were running under a runner that is gone; their
     // trainers died with it. They go back to the queue (or fail at max_attempts) rather than
     // being left "running" forever; a trainer that resumes from its checkpoints picks up there.
     for (const job of answer.assignments) {
       this.ended.set(job.job_id, job.attempt);
-      this.reports.push({
+      if (this.reports.some((r) => r.jobId === job.job_id)) continue; // it ended before the restart: its report says how
+      this.report({
         jobId: job.job_id,
         body: { status: "interrupted", error: `the runner restarted while the job was running (attempt ${job.attempt})` },
         shortened: 0,
       });
     }
+    // The events its trainers printed while the edge was away, then how they ended.
+    this.outboxLeft = await replayOutbox(this.edge, this.options.workDir, this.options.log);
     await this.flushReports();
     this.schedule(0);
     // The edge wakes this runner through the channel when work is waiting; the regular asks
     // (pollMs) are the fallback and the heartbeat.
     this.channel = new WakeChannel(this.edge, () => this.wake(), this.options.log);
     this.channel.open();
+    // The fence is watched on a timer of its own: a heartbeat to an edge cut off may hang for seconds.
+    this.fenceTimer = setInterval(() => this.checkFence(), 500);
+    this.fenceTimer.unref();
     return answer;
+  }
+
+  /** The edge answered a heartbeat sent at `sent`: contact, and its current timeout and interval. */
+  private heard(sent: number, answer: HeartbeatAnswer): void {
+    this.lastContact = Math.max(this.lastContact, sent);
+    this.heartbeatTimeoutMs = answer.heartbeat_timeout_seconds * 1000;
+    this.heartbeatIntervalMs = answer.heartbeat_interval_seconds * 1000;
+  }
+
+  /**
+   * How long this box may go without reaching the edge before it stops its trainers itself: the
+   * edge's heartbeat timeout less a margin (a quarter of it, at least 4 s, at most half), counted
+   * from when the last answered heartbeat was sent - before the edge received it, so the box always
+   * stops first. By the timeout every trainer is dead, and only then may the edge give the job to
+   * another box: a job never trains in two places at once.
+   */
+  private fenceAfterMs(): number {
+    const timeout = this.heartbeatTimeoutMs;
+    return Math.round(timeout - Math.min(timeout / 2, Math.max(4_000, timeout / 4)));
+  }
+
+  /**
+   * Heartbeats come at least three times per fence period (and per the edge's interval), whatever
+   * `pollMs` says: a box that merely polls rarely must not fence itself.
+   */
+  private heartbeatPeriodMs(): number {
+    return Math.round(Math.max(200, Math.min(this.options.pollMs, this.heartbeatIntervalMs, this.fenceAfterMs() / 3)));
+  }
+
+  /**
+   * Fencing: past fenceAfterMs without contact, each trainer is stopped as a requested stop is -
+   * a checkpoint first where there is time, then the signals - all within the margin, so it is dead
+   * by the time the edge may run its job elsewhere. Its job is reported interrupted when the edge
+   * is back (retried there, or already retried).
+   */
+  private checkFence(): void {
+    if (this.stopping) return;
+    const silent = Date.now() - this.lastContact;
+    if (silent < this.fenceAfterMs()) return;
+    for (const [jobId, job] of this.jobs) {
+      if (job.unassigned || job.fenced) continue;
+      job.fenced = true;
+      const left = this.lastContact + this.heartbeatTimeoutMs - Date.now() - 500;
+      this.options.log(
+        `job ${jobId}: the edge has not been reached for ${Math.round(silent / 1000)} s (its heartbeat timeout is ${this.heartbeatTimeoutMs / 1000} s); stopping the trainer so the job never runs in two places`,
+      );
+      job.shipper.push({
+        type: "training.fenced",
+        level: "warning",
+        title: `The runner lost the edge for ${Math.round(silent / 1000)} s and stopped this trainer (it would be given to another box at ${this.heartbeatTimeoutMs / 1000} s)`,
+        data: { silent_seconds: Math.round(silent / 1000), heartbeat_timeout_seconds: this.heartbeatTimeoutMs / 1000 },
+      });
+      this.stopTrainer(jobId, job, {
+        checkpointWaitMs: Math.max(0, Math.min(this.options.stopGraceSeconds * 1000, left / 2)),
+        graceMs: Math.max(200, left / 2),
+      });
+      // Whatever stop was already under way (a user's, with its longer grace): dead by the deadline.
+      setTimeout(() => job.running.kill(), Math.max(0, left)).unref();
+    }
   }
 
   private schedule(ms: number): void {
@@ -214,7 +296,7 @@ export class Runner {
         if (this.wakeAgain) {
           this.wakeAgain = false;
           this.schedule(0);
-        } else this.schedule(this.options.pollMs);
+        } else this.schedule(this.heartbeatPeriodMs());
       });
     }, ms);
   }
@@ -227,10 +309,19 @@ export class Runner {
 
   private async tick(): Promise<void> {
     try {
+      if (this.outboxLeft) {
+        const running = new Set([...this.jobs].map(([id, job]) => `${id}#${job.attempt}`));
+        this.outboxLeft = await replayOutbox(this.edge, this.options.workDir, this.options.log, running);
+      }
       await this.flushReports();
       const acks = this.acks;
-      const heartbeat: HeartbeatBody = { host_stats: await hostStats(), acked_commands: acks };
-      const answer = await this.edge.call(endpoints.workerHeartbeat, { body: heartbeat });
+      const running = [...this.jobs].map(([job_id, job]) => ({ job_id, attempt: job.attempt }));
+      const heartbeat: HeartbeatBody = { host_stats: await hostStats(), acked_commands: acks, running };
+      const sent = Date.now();
+      // Answered well within a fence period, or counted as not answered.
+      const timeoutMs = Math.round(Math.max(1000, Math.min(10_000, this.fenceAfterMs() / 3)));
+      const answer = await this.edge.call(endpoints.workerHeartbeat, { body: heartbeat }, { timeoutMs });
+      this.heard(sent, answer);
       this.acks = this.acks.filter((id) => !acks.includes(id));
       for (const id of acks) this.handled.delete(id); // acknowledged: the edge will not send it again
       this.reconcile(answer.assignments);
@@ -247,21 +338,39 @@ export class Runner {
   }
 
   private reconcile(assignments: Assignment[]): void {
-    const assigned = new Set(assignments.map((a) => a.job_id));
+    const assigned = new Map(assignments.map((a) => [a.job_id, a.attempt]));
     for (const job of assignments) {
       // A job whose trainer ended here is reported, not run again: a new attempt is the edge's to make.
       if (this.ended.get(job.job_id) === job.attempt) continue;
-      if (!this.jobs.has(job.job_id) && !this.launching.has(job.job_id) && !this.reports.some((r) => r.jobId === job.job_id))
-        this.launch(job);
+      if (this.jobs.has(job.job_id) || this.launching.has(job.job_id) || this.reports.some((r) => r.jobId === job.job_id)) continue;
+      // Nothing starts on a GPU (on a remote worker: at all) until every trainer that had it has exited.
+      const busy = this.holdersOf(job);
+      if (busy.length) {
+        this.options.log(`job ${job.job_id} waits for ${busy.join(", ")} to exit before it starts`);
+        continue;
+      }
+      this.launch(job);
     }
     for (const jobId of this.ended.keys()) if (!assigned.has(jobId)) this.ended.delete(jobId);
     for (const [jobId, job] of this.jobs) {
-      if (assigned.has(jobId) || job.unassigned) continue;
+      // A trainer of an older attempt is never taken for the newer one: it goes, and the new one starts after it.
+      if (assigned.get(jobId) === job.attempt || job.unassigned) continue;
       // Cancelled, or given to another box: its trainer must not go on a moment longer.
       job.unassigned = true;
       this.options.log(`job ${jobId} is no longer assigned to this box; killing its trainer`);
       job.running.kill();
     }
+  }
+
+  /** The trainers still alive on the GPUs `job` would take (on a remote worker, the whole box), its own older attempt included. */
+  private holdersOf(job: Assignment): string[] {
+    const wants = job.allocated_gpus ?? this.gpuIndices;
+    const holders: string[] = [];
+    for (const [jobId, active] of this.jobs) {
+      const overlaps = job.allocated_gpus === null || active.gpus.some((g) => wants.includes(g));
+      if (jobId === job.job_id || overlaps) holders.push(`${jobId} (attempt ${active.attempt})`);
+    }
+    return holders;
   }
 
   private rescan(jobId: string): void {
@@ -344,6 +453,12 @@ export class Runner {
     if (job.stopAsked) return;
     job.stopAsked = true;
     const grace = this.options.stopGraceSeconds * 1000;
+    this.stopTrainer(jobId, job, { checkpointWaitMs: grace, graceMs: grace });
+  }
+
+  /** The stop's sequence (requestStop), bounded: the checkpoint awaited at most `checkpointWaitMs`, the signals within `graceMs`. */
+  private stopTrainer(jobId: string, job: ActiveJob, bounds: { checkpointWaitMs: number; graceMs: number }): void {
+    const grace = bounds.graceMs;
     const interrupt = () => {
       if (job.stopWait) clearTimeout(job.stopWait.timer);
       job.stopWait = null;
@@ -369,6 +484,7 @@ export class Runner {
       job.running.stop(grace, { onSignal: (signal) => signal === "SIGKILL" && job.shipper.push(STOP_EVENTS.SIGKILL) });
       return;
     }
+    if (job.stopWait) return; // a checkpoint is awaited already
     try {
       job.running.signal("checkpoint");
     } catch (error) {
@@ -381,19 +497,20 @@ export class Runner {
       interrupt();
       return;
     }
+    const waitSeconds = Math.round(bounds.checkpointWaitMs / 100) / 10;
     job.shipper.push({
       type: "training.stop_requested",
       title: "Stop requested: the trainer saves a checkpoint after its current step, then stops",
-      data: { checkpoint: true, wait_seconds: this.options.stopGraceSeconds },
+      data: { checkpoint: true, wait_seconds: waitSeconds },
     });
     const timer = setTimeout(() => {
       job.shipper.push({
         type: "training.stop_checkpoint_missed",
         level: "warning",
-        title: `No checkpoint within ${this.options.stopGraceSeconds} s of the stop request; stopping the trainer without it`,
+        title: `No checkpoint within ${waitSeconds} s of the stop request; stopping the trainer without it`,
       });
       interrupt();
-    }, grace);
+    }, bounds.checkpointWaitMs);
     timer.unref();
     job.stopWait = { checkpoints: job.events.checkpoints + 1, timer, interrupt };
   }
@@ -435,7 +552,14 @@ export class Runner {
     let launch!: Launch;
     let callback: Callback | null = null;
     const scripts: Promise<void>[] = [];
-    const shipper = new EventShipper(this.edge, job.job_id, job.attempt, 500, this.options.log);
+    const shipper = new EventShipper(
+      this.edge,
+      job.job_id,
+      job.attempt,
+      500,
+      this.options.log,
+      outboxPath(this.options.workDir, job.job_id, job.attempt),
+    );
     let entry: ActiveJob | null = null;
     let events = new TrainerEvents();
     try {
@@ -473,9 +597,9 @@ export class Runner {
       const why = error instanceof LaunchError ? error.message : `could not start the trainer: ${(error as Error).message}`;
       this.options.log(`job ${job.job_id}: ${why}`);
       await callback?.close();
-      await shipper.drain();
+      await shipper.drain(Infinity, () => this.gaveUp());
       this.ended.set(job.job_id, job.attempt);
-      this.reports.push({ jobId: job.job_id, body: fitReport({ status: "failed", error: why }), shortened: 0 });
+      this.report({ jobId: job.job_id, body: fitReport({ status: "failed", error: why }), shortened: 0 });
       void this.flushReports();
       return;
     }
@@ -505,6 +629,8 @@ export class Runner {
     this.options.log(`job ${job.job_id} started on GPUs [${launch.env.CUDA_VISIBLE_DEVICES!.split(",").filter(Boolean).join(", ")}]`);
     const active: ActiveJob = {
       attempt: job.attempt,
+      gpus: launch.env.CUDA_VISIBLE_DEVICES!.split(",").filter(Boolean).map(Number),
+      fenced: false,
       running,
       launch,
       events,
@@ -518,6 +644,8 @@ export class Runner {
     entry = active;
     this.jobs.set(job.job_id, active);
     active.settled = running.exited.then(async ({ exitCode, signal, lastLines }) => {
+      // Ended by itself (before this runner began stopping) or by the runner's stop: only the first is a report to keep.
+      const endedByStop = this.stopping;
       this.options.log(`job ${job.job_id} ended: ${signal ? `signal ${signal}` : `exit code ${exitCode}`}`);
       if (active.stopWait) clearTimeout(active.stopWait.timer);
       this.ended.set(job.job_id, job.attempt);
@@ -526,11 +654,21 @@ export class Runner {
       await Promise.race([Promise.allSettled(scripts), new Promise((r) => setTimeout(r, this.stopping ? 5_000 : 60_000).unref())]);
       this.reportCheckpoints(active);
       await callback?.close();
-      await shipper.drain(this.stopping ? 5_000 : 30_000);
+      // Every event reaches the edge before the job is reported ended, however long the edge is
+      // away; a runner stopping keeps what is left in the outbox for its next start.
+      await shipper.drain(Infinity, () => this.gaveUp());
       this.jobs.delete(job.job_id);
-      // A job taken away from this box has already ended on the edge; there is nothing to say.
-      if (active.unassigned || this.stopping) return;
-      this.reports.push({ jobId: job.job_id, body: fitReport(endReport(active, exitCode, signal, lastLines)), shortened: 0 });
+      // A job taken away from this box has already ended on the edge; there is nothing to say. One
+      // the runner's own stop ended goes back to the queue at its next start (see start()).
+      if (active.unassigned || endedByStop) return;
+      // Fenced: it goes back to the queue (the edge may have done so already: then 409, dropped).
+      const body = active.fenced
+        ? {
+            status: "interrupted" as const,
+            error: "its runner could not reach the edge and stopped it (fencing), so that it never runs in two places",
+          }
+        : endReport(active, exitCode, signal, lastLines);
+      this.report({ jobId: job.job_id, body: fitReport(body), shortened: 0 });
       void this.flushReports();
     });
   }
@@ -606,19 +744,60 @@ export class Runner {
         break;
       }
       this.reports.splice(this.reports.indexOf(report), 1);
+      this.saveReports();
     }
   }
 
+  /** Where the reports not yet delivered are kept over a restart. */
+  private reportsFile(): string {
+    return join(this.options.workDir, "reports.json");
+  }
+
+  /** A job's end to tell the edge: kept on disk until delivered, so a runner restarted meanwhile still says how it ended. */
+  private report(report: Report): void {
+    this.reports.push(report);
+    this.saveReports();
+  }
+
+  private saveReports(): void {
+    const file = this.reportsFile();
+    mkdirSync(this.options.workDir, { recursive: true });
+    writeFileSync(`${file}.tmp`, JSON.stringify(this.reports.map(({ jobId, body }) => ({ jobId, body }))));
+    renameSync(`${file}.tmp`, file);
+  }
+
+  /** How many trainers run on this box now. */
+  runningJobs(): number {
+    return this.jobs.size;
+  }
+
   /** Stops asking for work and ends every trainer (SIGTERM, then SIGKILL after the grace period). */
+  /** A stopping runner waits this long for the edge to take its trainers' last events, then leaves them in the outbox. */
+  private gaveUp(): boolean {
+    return this.stopping && Date.now() - this.stoppingAt > 5_000;
+  }
+
   async stop(): Promise<void> {
     this.stopping = true;
+    this.stoppingAt = Date.now();
     clearTimeout(this.timer);
+    clearInterval(this.fenceTimer);
     this.channel?.close();
     await this.ticking;
     const running = [...this.jobs.values()];
     for (const job of running) job.running.stop(this.options.stopGraceSeconds * 1000);
     // Trainers ended and their last events delivered, while the edge is still there to take them.
     await Promise.all(running.map((j) => j.running.exited.then(() => j.settled)));
+  }
+}
+
+/** The reports a previous run of the runner kept (reports.json), or none. */
+function readReports(file: string): Report[] {
+  try {
+    const kept = JSON.parse(readFileSync(file, "utf8")) as { jobId: string; body: FinishBody }[];
+    return kept.filter((r) => typeof r?.jobId === "string" && r.body).map((r) => ({ jobId: r.jobId, body: r.body, shortened: 0 }));
+  } catch {
+    return [];
   }
 }
 

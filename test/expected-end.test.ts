@@ -45,11 +45,19 @@ const job = (id: string, key = rita.key) => call("GET", `/api/queue/jobs/${id}`,
 const listed = async (id: string, key = rita.key) =>
   ((await call("GET", "/api/queue?limit=1000", key)).jobs as any[]).find((j) => j.job_id === id);
 const trainingStatus = (id: string) => call("GET", `/api/training/status?job_id=${id}`, rita.key);
-let seq = 0;
+/** Each job attempt's events are numbered from 0, as a runner numbers them. */
+const seqs = new Map<string, number>();
 /** Posts one batch of events as `as` (a worker's token) for the job's attempt; the raw reply. */
 const post = (as: { token: string }, id: string, events: Record<string, unknown>[], attempt = 1) =>
   t.call("POST", `/api/workers/jobs/${id}/events`, {
-    json: { attempt, events: events.map((event) => ({ seq: seq++, event })) },
+    json: {
+      attempt,
+      events: events.map((event) => {
+        const seq = seqs.get(`${id}#${attempt}`) ?? 0;
+        seqs.set(`${id}#${attempt}`, seq + 1);
+        return { seq, event };
+      }),
+    },
     auth: { bearer: as.token },
   });
 const progress = (step: unknown, total: unknown) => ({ type: "training.progress", data: { step, total_steps: total } });

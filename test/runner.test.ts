@@ -164,11 +164,16 @@ describe("the runner", () => {
     await until("the job to complete", async () => (await entry(job.job_id))?.status === "completed");
     const other = await t.call("POST", "/api/admin/workers", { json: { name: "events-other" }, auth: auth() });
     const bearer = (token: string) => ({ bearer: token });
+    // An attempt this worker never ran is not its to write into.
+    const never = { attempt: 9, events: [{ seq: 0, event: { type: "custom.note", text: "x" } }] };
+    expect((await t.call("POST", `/api/workers/jobs/${job.job_id}/events`, { json: never, auth: { bearer: token } })).status).toBe(404);
+    // Late events of the attempt it ran, numbered on from the runner's own (0 .. n-1).
+    const n = (await t.call("GET", `/api/training/events?job_id=${job.job_id}&limit=1000`, { auth: auth() })).body.events.length;
     const batch = {
-      attempt: 9,
+      attempt: 1,
       events: [
-        { seq: 0, event: { type: "custom.note", text: "a" } },
-        { seq: 1, event: { type: "custom.note", text: "b" } },
+        { seq: n, event: { type: "custom.note", text: "a" } },
+        { seq: n + 1, event: { type: "custom.note", text: "b" } },
       ],
     };
     const path = `/api/workers/jobs/${job.job_id}/events`;
@@ -181,9 +186,10 @@ describe("the runner", () => {
     const tail = (
       await t.call("GET", `/api/training/events?job_id=${job.job_id}&since_index=${first.body.next_index - 2}`, { auth: auth() })
     ).body.events;
-    expect(tail.map((e: any) => [e.index, e.type, e.text])).toEqual([
-      [first.body.next_index - 2, "custom.note", "a"],
-      [first.body.next_index - 1, "custom.note", "b"],
+    // The job has ended: they are kept, marked late.
+    expect(tail.map((e: any) => [e.index, e.type, e.text, e.late])).toEqual([
+      [first.body.next_index - 2, "custom.note", "a", true],
+      [first.body.next_index - 1, "custom.note", "b", true],
     ]);
     const bad = await t.call("POST", path, {
       json: { attempt: 1, events: [{ seq: 0, event: { title: "no type" } }] },

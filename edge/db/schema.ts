@@ -66,6 +66,18 @@ export const jobEvents = sqliteTable("job_events", {
   createdAt: text("created_at").notNull(),
 });
 
+/** Which worker ran each attempt of a job (written by triggers on queue_entries: migration v18). */
+export const jobAttempts = sqliteTable(
+  "job_attempts",
+  {
+    jobId: text("job_id").notNull(),
+    attempt: integer("attempt").notNull(),
+    workerId: integer("worker_id").notNull(),
+    startedAt: text("started_at").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.jobId, t.attempt] })],
+);
+
 export const jobCommands = sqliteTable("job_commands", {
   id: integer("id").primaryKey({ autoIncrement: true }),
   jobId: text("job_id").notNull(),
@@ -92,6 +104,7 @@ export const workers = sqliteTable("workers", {
   lastHeartbeat: text("last_heartbeat"),
   idleSince: text("idle_since"),
   trainers: text("trainers"),
+  runningTrainers: text("running_trainers"),
 });
 
 export const levels = sqliteTable("levels", {

@@ -19,8 +19,16 @@ import type { HubEvent } from "./hub-types";
  */
 
 /**
- * Stores a batch; returns the events it really added, as watchers receive them. `workerId`: the
- * runner that sends them (the job must be its); null for the service's own (a cloud job's logs).
+ * Stores a batch; returns the events it stored, as watchers receive them (with any gap notice), and
+ * how many of the batch's own were new. `workerId`: the runner that sends them; null for the
+ * service's own (a cloud job's logs).
+ *
+ * A runner may send the events of an attempt it ran (job_attempts) after the job moved on - the
+ * edge was away while its trainer ended, or the job was given to another box meanwhile: they are
+ * stored, marked `late: true`, rather than lost. Another worker's, or for an attempt it did not
+ * run: 404. Sequence numbers of an attempt that never arrived (a runner that had to drop events)
+ * are said by an `events.gap` event, never silently skipped.
+ *
  * When a stored `training.progress` says where the job is (numeric data.step and
  * data.total_steps), the job's step rate and expected end move with it: the entry is read in
  * the same batch, and one more write follows.
@@ -30,7 +38,7 @@ export async function appendEvents(
   workerId: number | null,
   jobId: string,
   batch: z.infer<typeof EventBatch>,
-): Promise<{ stored: HubEvent[]; nextIndex: number }> {
+): Promise<{ stored: HubEvent[]; added: number; nextIndex: number }> {
   const rows = batch.events.map((e, i) => {
     const payload = JSON.stringify(e.event);
     if (payload.length > MAX_EVENT_BYTES)
@@ -46,22 +54,29 @@ export async function appendEvents(
   const at = Date.now();
   const now = new Date(at).toISOString();
   const progress = lastProgress(batch, at);
+  // The sender ran this attempt of the job: it runs it now, or job_attempts says it did.
+  const ranIt = `EXISTS (SELECT 1 FROM queue_entries q WHERE q.job_id = ?1 AND (?5 IS NULL OR (q.worker_id = ?5 AND q.attempt = ?2)
+                  OR EXISTS (SELECT 1 FROM job_attempts a WHERE a.job_id = ?1 AND a.attempt = ?2 AND a.worker_id = ?5)))`;
+  // Late: the job no longer runs this attempt there (it ended, or went back to the queue).
+  const late = `NOT EXISTS (SELECT 1 FROM queue_entries q WHERE q.job_id = ?1 AND q.status = 'running' AND q.attempt = ?2 AND (?5 IS NULL OR q.worker_id = ?5))`;
   // SQLite reads the SELECT in full before inserting (same table), so MAX(idx) is the log's end
   // before this batch and the fresh events take the next indexes in order.
-  const [inserted, end, entry] = await db.$client.batch(
+  const [before, inserted, end, entry] = await db.$client.batch(
     [
+      { sql: "SELECT MAX(seq) AS seq FROM job_events WHERE job_id = ?1 AND attempt = ?2 AND seq >= 0", args: [jobId, batch.attempt] },
       {
         sql: `INSERT INTO job_events (job_id, idx, attempt, seq, type, payload, created_at)
-              SELECT ?1, base.n + ROW_NUMBER() OVER (ORDER BY e.key), ?2, e.value ->> '$.seq', e.value ->> '$.type', e.value ->> '$.payload', ?3
+              SELECT ?1, base.n + ROW_NUMBER() OVER (ORDER BY e.key), ?2, e.value ->> '$.seq', e.value ->> '$.type',
+                     CASE WHEN ${late} THEN json_set(e.value ->> '$.payload', '$.late', json('true')) ELSE e.value ->> '$.payload' END, ?3
               FROM json_each(?4) AS e, (SELECT COALESCE(MAX(idx), -1) AS n FROM job_events WHERE job_id = ?1) AS base
-              WHERE EXISTS (SELECT 1 FROM queue_entries WHERE job_id = ?1 AND (?5 IS NULL OR worker_id = ?5))
+              WHERE ${ranIt}
                 AND NOT EXISTS (SELECT 1 FROM job_events j WHERE j.job_id = ?1 AND j.attempt = ?2 AND j.seq = e.value ->> '$.seq')
-              RETURNING idx, seq`,
+              RETURNING idx, seq, payload`,
         args: [jobId, batch.attempt, now, JSON.stringify(rows), workerId],
       },
       {
-        sql: "SELECT COALESCE(MAX(idx), -1) + 1 AS next, EXISTS (SELECT 1 FROM queue_entries WHERE job_id = ?1 AND (?2 IS NULL OR worker_id = ?2)) AS mine FROM job_events WHERE job_id = ?1",
-        args: [jobId, workerId],
+        sql: `SELECT COALESCE(MAX(idx), -1) + 1 AS next, ${ranIt} AS mine FROM job_events WHERE job_id = ?1`,
+        args: [jobId, batch.attempt, null, null, workerId],
       },
       ...(progress
         ? [
@@ -74,16 +89,61 @@ export async function appendEvents(
     ],
     "write",
   );
-  if (!Number(end!.rows[0]!.mine)) throw notFound(`Job ${jobId} of this worker`);
-  const bySeq = new Map(batch.events.map((e) => [e.seq, e.event]));
-  const stored = inserted!.rows
-    .map((r) => ({ ...(bySeq.get(Number(r.seq)) as { type: string }), index: Number(r.idx), timestamp: now }))
+  if (!Number(end!.rows[0]!.mine)) throw notFound(`Job ${jobId} of this worker (attempt ${batch.attempt})`);
+  const stored: HubEvent[] = inserted!.rows
+    .map((r) => ({ ...(JSON.parse(String(r.payload)) as { type: string }), index: Number(r.idx), timestamp: now }))
     .sort((a, b) => a.index - b.index);
+  let nextIndex = Number(end!.rows[0]!.next);
+  const added = stored.length;
+  // A runner numbers an attempt's events 0, 1, 2, ...; the service's own (a cloud job's log, by byte offset) are not counted so.
+  const gaps =
+    workerId === null
+      ? []
+      : missingSeqs(
+          before!.rows[0]?.seq ?? null,
+          rows.map((r) => r.seq),
+        );
+  for (const gap of gaps) {
+    const event = {
+      type: "events.gap",
+      level: "warning",
+      title: `${gap.to - gap.from + 1} event(s) of attempt ${batch.attempt} never arrived (seq ${gap.from}${gap.to > gap.from ? ` to ${gap.to}` : ""})`,
+      data: { attempt: batch.attempt, from_seq: gap.from, to_seq: gap.to },
+    };
+    // Its own sequence number below zero (one per gap start), so it never meets a trainer's.
+    const notice = await db.$client.execute({
+      sql: `INSERT INTO job_events (job_id, idx, attempt, seq, type, payload, created_at)
+            SELECT ?1, COALESCE(MAX(idx), -1) + 1, ?2, ?3, 'events.gap', ?4, ?5 FROM job_events WHERE job_id = ?1 AND true
+            ON CONFLICT DO NOTHING RETURNING idx`,
+      args: [jobId, batch.attempt, -1 - gap.from, JSON.stringify(event), now],
+    });
+    if (notice.rows[0]) {
+      stored.push({ ...event, index: Number(notice.rows[0].idx), timestamp: now });
+      nextIndex = Number(notice.rows[0].idx) + 1;
+    }
+  }
   // A resent progress event (not stored again) was counted the first time.
   const fresh = progress && inserted!.rows.some((r) => Number(r.seq) === progress.seq);
   const update = fresh ? progressUpdate(jobId, batch.attempt, progress.point, entry!.rows[0] as Record<string, unknown> | undefined) : null;
   if (update) await db.$client.execute(update);
-  return { stored, nextIndex: Number(end!.rows[0]!.next) };
+  return { stored, added, nextIndex };
+}
+
+/**
+ * The runs of sequence numbers an attempt is missing, given the highest stored before a batch and
+ * the batch's own: only above what was stored, so a batch sent again reports nothing twice.
+ *
+ * @example
+ * missingSeqs(4, [8, 9, 12]); // [{ from: 5, to: 7 }, { from: 10, to: 11 }]
+ */
+export function missingSeqs(storedMax: unknown, batch: number[]): { from: number; to: number }[] {
+  let expected = storedMax === null || storedMax === undefined ? 0 : Number(storedMax) + 1;
+  const gaps: { from: number; to: number }[] = [];
+  for (const seq of [...batch].filter((s) => s >= expected).sort((a, b) => a - b)) {
+    if (seq > expected) gaps.push({ from: expected, to: seq - 1 });
+    expected = seq + 1;
+  }
+  return gaps;
 }
 
 /**

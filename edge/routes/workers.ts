@@ -271,14 +271,14 @@ workersRoutes.openapi(
   }),
   async (c) => {
     const jobId = c.req.valid("param").job_id;
-    const { stored, nextIndex } = await appendEvents(c.get("db"), workerOf(c).id, jobId, c.req.valid("json"));
+    const { stored, added, nextIndex } = await appendEvents(c.get("db"), workerOf(c).id, jobId, c.req.valid("json"));
     // Watchers see them as soon as they are stored; a hub that cannot be reached only delays
     // them until the watcher reconnects (the log has them).
     if (stored.length)
       await hubOf(c.env, jobId)
         .publish(jobId, stored)
         .catch((e: unknown) => c.get("log").warning("events hub unreachable", { job_id: jobId, error: String(e) }));
-    return c.json({ stored: stored.length, next_index: nextIndex }, 200);
+    return c.json({ stored: added, next_index: nextIndex }, 200);
   },
 );
 

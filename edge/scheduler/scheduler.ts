@@ -84,6 +84,8 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
   private generation = 0;
   private recent: { runs: RecentRuns; at: number } | null = null;
   private armed = false;
+  /** When this object (the edge) started: a worker's silence counts from here at the earliest (sweep-offline.ts). */
+  private readonly startedAt = Date.now();
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -296,7 +298,7 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     const db = this.db();
     const now = new Date();
     const before = await loadCapacity(db);
-    const offline = await sweepSilentWorkers(db, before.limits.worker_heartbeat_timeout_seconds, now);
+    const offline = await sweepSilentWorkers(db, before.limits.worker_heartbeat_timeout_seconds, now, this.startedAt);
     for (const w of offline.workers)
       this.log.warning("worker went offline: no heartbeat", {
         worker_id: w.id,

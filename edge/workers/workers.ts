@@ -41,6 +41,7 @@ function toWorker(row: WorkerRow, running: string[]): Worker {
     current_job: running[0] ?? null,
     running_jobs: running,
     trainers: row.trainers === null ? null : (JSON.parse(row.trainers) as Worker["trainers"]),
+    running_trainers: row.runningTrainers === null ? null : (JSON.parse(row.runningTrainers) as Worker["running_trainers"]),
   };
 }
 
@@ -141,13 +142,15 @@ export async function heartbeat(
               WHEN ?3 IS NULL AND status = 'draining' THEN 'draining'
               WHEN EXISTS (SELECT 1 FROM queue_entries WHERE worker_id = ?4 AND status = 'running') THEN 'busy'
               ELSE 'IDLE' END,
-            idle_since = CASE WHEN status = 'IDLE' THEN idle_since ELSE ?1 END
+            idle_since = CASE WHEN status = 'IDLE' THEN idle_since ELSE ?1 END,
+            running_trainers = COALESCE(?5, running_trainers)
           WHERE id = ?4 RETURNING status`,
     args: [
       now,
       body.host_stats ? JSON.stringify(body.host_stats) : null,
       body.draining === undefined ? null : body.draining ? 1 : 0,
       worker.id,
+      body.running ? JSON.stringify(body.running) : null,
     ],
   });
   return { status: String(result.rows[0]!.status) as Worker["status"], cameBack: worker.status === "offline" };

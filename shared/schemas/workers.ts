@@ -88,6 +88,14 @@ export const WorkerHeartbeat = z
       .max(1000)
       .optional()
       .openapi({ description: "Ids of commands this runner has handed to its trainers; they are not sent again" }),
+    running: z
+      .array(z.strictObject({ job_id: z.string().min(1).max(200), attempt: z.number().int().min(1) }))
+      .max(1000)
+      .optional()
+      .openapi({
+        description:
+          "The trainers alive on this box now, with the attempt each runs (one being stopped included): what the edge sees in GET /api/admin/workers as running_trainers",
+      }),
   })
   .openapi("WorkerHeartbeat");
 
@@ -111,6 +119,13 @@ export const Worker = z
       description:
         "What its runner said it can run when it registered (SimpleTuner: whether installed, its version, or why not); null: it did not say",
     }),
+    running_trainers: z
+      .array(z.object({ job_id: z.string(), attempt: z.number().int() }))
+      .nullable()
+      .openapi({
+        description:
+          "The trainers its runner said are alive, with their attempts, at its last heartbeat (one still stopping after its job moved on included); null: it did not say",
+      }),
   })
   .openapi("Worker");
 export type Worker = z.infer<typeof Worker>;
