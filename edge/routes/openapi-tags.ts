@@ -76,6 +76,9 @@ dataset uploads and a runner's event batch; the message names the cap |
 | 429 \`rate_limited\` | a rate limit was reached, or too many failed logins for one username or failed worker tokens from one address; \
 \`Retry-After\` says when to retry (see "Rate limiting") |
 | 429 \`too_many_watchers\` | a live event stream over the per-job (20) or per-user (10) limit |
+| 503 \`database_busy\` | another process (a backup, a migration tool, \`sqlite3\`) held the database's write lock for more than 5 s; \
+nothing was changed; \`Retry-After\` (2 s) says when to try again |
+| 507 \`storage_full\` | the disk holding the database is full; nothing was changed |
 
 Provider webhooks are refused with 403 \`address_not_allowed\` (sender outside the allowlist), 403
 \`webhook_secret_not_set\` (no signing secret yet) and 401 \`bad_signature\`; the Prometheus scrape answers 404
@@ -434,7 +437,10 @@ curl -s "$BASE/api/training/config?job_id=local-3f9c2a1b04de" -H "X-API-Key: $KE
 - **Workers.** Statuses: \`connecting\` (created), \`IDLE\`, \`busy\`, \`draining\` (heartbeat with \`"draining": true\`),
   \`offline\`. A worker silent for \`worker_heartbeat_timeout_seconds\` goes offline; its running jobs go back to the
   queue with \`attempt + 1\`, or fail at \`max_attempts\` (3), and their GPUs are free. Its next heartbeat brings it
-  back. \`GET /api/admin/workers\` lists them with their GPUs, labels, last heartbeat and current job.
+  back. \`GET /api/admin/workers\` lists them with their GPUs, labels, last heartbeat and current job, and
+  \`running_trainers\`: the trainers (\`job_id\`, \`attempt\`) its runner said were alive at its last heartbeat. After
+  the edge starts, a worker's silence is counted from the later of its last heartbeat and the edge's start, so an
+  edge that was down takes no worker offline for its own downtime.
 - \`GET /api/queue/stats\` (spec 2.4) and \`GET /api/system/status?include_allocation=true\` (2.7) show the local box's
   devices and which job holds each; \`load_avg_5min\` and \`memory_percent\` are the box's own figures from its last
   heartbeat (null until it sends them).`,
@@ -811,7 +817,26 @@ the job's devices (empty for a CPU job), writes everything it prints to \`output
 back to the queue (\`attempt + 1\`, or failed at \`max_attempts\`), and they start again - the demo trainer resumes from
 its last checkpoint in the same job directory; never restarted, its heartbeat times out and the Scheduler retries
 them the same way. Stopping \`npm start\` stops the local runner's trainers; the next start hands their jobs back to
-the queue the same way. Which trainer runs and how it talks to the runner: see "Training".
+the queue the same way.
+
+**When the edge cannot be reached (fencing).** The runner learns the heartbeat timeout from each heartbeat's answer
+and counts its silence from when it sent the last heartbeat that was answered. At the timeout less a margin
+(\`min(timeout/2, max(4 s, timeout/4))\`: 67.5 s of the default 90 s) it stops each of its trainers itself - a
+checkpoint asked for first where there is time, then the signals, the process tree killed half a second before the
+timeout - logs \`job <id>: the edge has not been reached for N s ...\` and records a \`training.fenced\` event. Only
+at the timeout does the edge take the worker offline and give its jobs to the queue again, so a job never trains on
+two boxes at once. Back in touch, the runner reports the attempt \`interrupted\` (refused if the job has moved on,
+which it logs) and delivers its events. Each heartbeat lists the trainers still alive (\`running\`, with their
+attempts); the runner starts nothing on a GPU until every trainer it had there has exited, and a trainer of an older
+attempt is stopped, never taken for the new one.
+
+**No event is dropped on the way.** A runner keeps the events the edge has not taken on disk
+(\`<work-dir>/outbox/<job>.attempt-<n>.jsonl\`, at most 50,000 events or 64 MiB per attempt, past which new ones are
+counted and an \`events.dropped\` event says how many), across edge outages and its own restarts, and its final
+reports in \`<work-dir>/reports.json\`; it sends a job's events before its final report. The edge stores the events of
+an attempt that has ended, from the worker that ran it, marked \`"late": true\`; a run of sequence numbers that never
+arrives is recorded as an \`events.gap\` event (its \`data\`: \`attempt\`, \`from_seq\`, \`to_seq\`), never skipped
+silently. Which trainer runs and how it talks to the runner: see "Training".
 
 **The runner config file.** What a box runs is its operator's decision, declared in one JSON file (\`RUNNER_CONFIG\`
 or \`--config\`; \`npm start\` hands its \`RUNNER_CONFIG\` to its local runner). Every key is optional:
