@@ -7,7 +7,6 @@
 // together), ends once, with every event once, and the service answers clearly throughout.
 import { execFileSync, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
-import { createServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -16,6 +15,7 @@ import { setUpAdmin, startTestStack, tempDataDir, type TestStack } from "./helpe
 import { holdWriteLock, processesUnder, watchTrainers } from "./helpers/faults";
 import { tcpProxy } from "./helpers/tcp-proxy";
 import { until } from "./helpers/wait";
+import { freePort } from "./helpers/ports";
 
 const dirs: string[] = [];
 const temp = (name: string) => {
@@ -26,14 +26,6 @@ const temp = (name: string) => {
 afterAll(() => {
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((done) => server.listen(0, "127.0.0.1", done));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((done) => server.close(done));
-  return port;
-}
 
 /** A demo environment of `steps` steps of `stepMs`, on the CPU. */
 async function demoEnv(t: TestStack, key: string, name: string, steps: number, stepMs = 50) {
@@ -147,20 +139,28 @@ describe("a runner cut off from the edge past the heartbeat timeout", () => {
 });
 
 describe("the edge away", () => {
-  it("for longer than the heartbeat timeout while a runner trains: the runner fences, the restarted edge counts silence from its start, the job runs again once, every event kept", async () => {
+  const stacks: TestStack[] = [];
+  /** An edge on a port it can restart on, an admin, the heartbeat timeout, and worker box-<name> with its runner config (sandbox off). */
+  async function edgeWithBox(name: string, heartbeatTimeoutSeconds: number) {
     const dataDir = tempDataDir();
     const port = await freePort();
-    let t = await startTestStack(dataDir, undefined, { port });
+    const t = await startTestStack(dataDir, undefined, { port });
+    stacks.push(t);
+    const admin = await setUpAdmin(t);
+    const auth = { key: admin.key };
+    await t.call("POST", "/api/queue/concurrency", { json: { worker_heartbeat_timeout_seconds: heartbeatTimeoutSeconds }, auth });
+    const host = temp(`edge-away-${name}`);
+    const created = await t.call("POST", "/api/admin/workers", { json: { name: `box-${name}` }, auth });
+    const file = join(host, `${name}.json`);
+    writeFileSync(file, JSON.stringify({ sandbox: "off", work_dir: join(host, "work") }));
+    return { dataDir, port, admin, auth, token: created.body.token as string, file };
+  }
+  it("for longer than the heartbeat timeout while a runner trains: the runner fences, the restarted edge counts silence from its start, the job runs again once, every event kept", async () => {
+    const { dataDir, port, admin, auth, token, file } = await edgeWithBox("r", 6);
+    let t = stacks.at(-1)!;
     const runners: RunnerProcess[] = [];
     try {
-      const admin = await setUpAdmin(t);
-      const auth = { key: admin.key };
-      await t.call("POST", "/api/queue/concurrency", { json: { worker_heartbeat_timeout_seconds: 6 }, auth });
-      const host = temp("outage");
-      const created = await t.call("POST", "/api/admin/workers", { json: { name: "box-r" }, auth });
-      const file = join(host, "r.json");
-      writeFileSync(file, JSON.stringify({ sandbox: "off", work_dir: join(host, "work") }));
-      const runner = spawnRunner(t.base, created.body.token, ["--config", file, "--label", "box=r"]);
+      const runner = spawnRunner(t.base, token, ["--config", file, "--label", "box=r"]);
       runners.push(runner);
       await until("the runner to register", () => runner.output.includes("registered as worker"));
       await demoEnv(t, admin.key, "steady", 200, 50);
@@ -199,21 +199,12 @@ describe("the edge away", () => {
   }, 120_000);
 
   it("while a trainer ends, and the runner restarted meanwhile: the job ends completed once, with every event", async () => {
-    const dataDir = tempDataDir();
-    const port = await freePort();
-    let t = await startTestStack(dataDir, undefined, { port });
+    const { dataDir, port, admin, auth, token, file } = await edgeWithBox("e", 120);
+    let t = stacks.at(-1)!;
     const runners: RunnerProcess[] = [];
     try {
-      const admin = await setUpAdmin(t);
-      const auth = { key: admin.key };
-      await t.call("POST", "/api/queue/concurrency", { json: { worker_heartbeat_timeout_seconds: 120 }, auth });
-      const host = temp("ending");
-      const created = await t.call("POST", "/api/admin/workers", { json: { name: "box-e" }, auth });
-      const file = join(host, "e.json");
-      const work = join(host, "work");
-      writeFileSync(file, JSON.stringify({ sandbox: "off", work_dir: work }));
       const start = () => {
-        const runner = spawnRunner(t.base, created.body.token, ["--config", file, "--label", "box=e"]);
+        const runner = spawnRunner(t.base, token, ["--config", file, "--label", "box=e"]);
         runners.push(runner);
         return runner;
       };

@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { createServer, type AddressInfo, type Server } from "node:net";
 import { describe, expect, it } from "vitest";
 import { tempDataDir } from "./helpers/stack";
+import { freePort } from "./helpers/ports";
 
 /** A runner config (RUNNER_CONFIG) whose work_dir is a fresh temp dir, not ./.runner. */
 function runnerConfig(): { RUNNER_CONFIG: string; workDir: string } {
@@ -28,14 +29,6 @@ function start(env: Record<string, string>, viaNpm = false) {
     child.on("exit", (code, signal) => done(code ?? (signal ? 128 + (signal === "SIGTERM" ? 15 : 2) : null))),
   );
   return { child, exited, output: () => ({ stderr, stdout }) };
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((done) => server.listen(0, "127.0.0.1", done));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((done) => server.close(done));
-  return port;
 }
 
 /** Every live process below `pid`, found through /proc. */
