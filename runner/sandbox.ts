@@ -1,5 +1,6 @@
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, isAbsolute, join, relative } from "node:path";
+import { fileURLToPath } from "node:url";
 
 /*
  * The bubblewrap sandbox every trainer and script runs in (README "Security"): the root
@@ -24,7 +25,17 @@ export interface SandboxSpec {
   runAs: { uid: number; gid: number } | null;
   /** /dev, for tests. */
   devRoot?: string;
+  /** The runner's own checkout (default: found from this file), which the built-in trainers run from. */
+  install?: string;
 }
+
+/** The checkout this runner runs from: the nearest folder above this file holding package.json. */
+function installRoot(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  while (dir !== dirname(dir) && !existsSync(join(dir, "package.json"))) dir = dirname(dir);
+  return dir;
+}
+const INSTALL_ROOT = installRoot();
 
 const inside = (parent: string, path: string) => {
   const rel = relative(parent, path);
@@ -50,8 +61,7 @@ export function sandboxArgv(argv: string[], spec: SandboxSpec): string[] {
   const unique = [...new Set(spec.hide)].filter((p) => existsSync(p));
   const hidden = unique.filter((p) => !unique.some((q) => q !== p && inside(q, p)));
   const masks = ["/tmp", ...hidden];
-  const args = ["--ro-bind", "/", "/", "--dev", "/dev", "--tmpfs", "/dev/shm", "--proc", "/proc"];
-  for (const mask of masks) args.push("--tmpfs", mask);
+  const args = ["--ro-bind", "/", "/", "--dev", "/dev", "--tmpfs", "/dev/shm", "--proc", "/proc", "--tmpfs", "/tmp"];
   // Folders bwrap creates on the way to a bind inside a mask are 0700 by default: 0755, so a
   // run_as user can walk to its job directory.
   const made = new Set<string>();
@@ -60,6 +70,14 @@ export function sandboxArgv(argv: string[], spec: SandboxSpec): string[] {
     for (let p = dirname(path); p !== "/" && masks.some((m) => inside(m, p) && m !== p); p = dirname(p)) chain.unshift(p);
     for (const dir of chain) if (!made.has(dir)) (made.add(dir), args.push("--perms", "0755", "--dir", dir));
   };
+  // A checkout under /tmp (the built-in trainers run from it) would vanish under the private
+  // /tmp: it is bound back, read-only, before anything in it (the work and data directories) is hidden.
+  const install = spec.install ?? INSTALL_ROOT;
+  if (inside("/tmp", install) && install !== "/tmp" && !hidden.some((h) => inside(h, install))) {
+    ancestors(install);
+    args.push("--ro-bind", install, install);
+  }
+  for (const mask of hidden) args.push("--tmpfs", mask);
   for (const path of spec.readOnly) (ancestors(path), args.push("--ro-bind", path, path));
   ancestors(spec.jobDir);
   args.push("--bind", spec.jobDir, spec.jobDir);

@@ -177,6 +177,7 @@ describe("sandbox pieces", () => {
       gpus: [1],
       runAs: null,
       devRoot: dev,
+      install: "/opt/training-service",
     };
     const argv = sandboxArgv(["train", "--fast"], spec);
     expect(argv.join(" ")).toBe(
@@ -202,6 +203,14 @@ describe("sandbox pieces", () => {
     );
     expect(nested.slice(-13).join(" ")).toBe(
       "--cap-drop ALL --cap-add CAP_SETUID --cap-add CAP_SETGID -- setpriv --reuid=1000 --regid=1001 --clear-groups -- train",
+    );
+    // A checkout under /tmp (the built-in trainers run from it) is bound back read-only beneath the
+    // private /tmp, before its work and data directories are hidden.
+    const checkout = join(dir, "checkout");
+    mkdirSync(join(checkout, ".data"), { recursive: true });
+    const fromTmp = sandboxArgv(["train"], { ...spec, install: checkout, hide: [join(checkout, ".data")], readOnly: [], gpus: [] });
+    expect(fromTmp.join(" ")).toContain(
+      `--tmpfs /tmp --perms 0755 --dir ${dir} --ro-bind ${checkout} ${checkout} --tmpfs ${join(checkout, ".data")} --bind /w/jobs/j1`,
     );
   });
 
