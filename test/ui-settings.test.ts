@@ -42,7 +42,8 @@ describe.skipIf(!HAS_CHROMIUM)("the settings views (limits, cloud, metrics, audi
       const { page } = dash;
       const form = page.getByRole("form", { name: "Concurrency limits" });
       const global = form.getByLabel("Running cloud jobs, in all");
-      expect(await global.inputValue()).toBe("5");
+      // The form fills in once the limits arrive: wait for them rather than read at once.
+      await expect.poll(() => global.inputValue()).toBe("5");
       await global.fill("7");
       await form.getByRole("button", { name: "Save limits" }).click();
       await form.getByText("Limits saved").waitFor();
@@ -102,7 +103,7 @@ describe.skipIf(!HAS_CHROMIUM)("the settings views (limits, cloud, metrics, audi
 
     await toggle.click();
     await dialog.waitFor();
-    expect(await page.evaluate(() => document.activeElement?.closest("dialog") !== null)).toBe(true);
+    await expect.poll(() => page.evaluate(() => document.activeElement?.closest("dialog") !== null)).toBe(true);
     expect(await seriousA11yViolations(page)).toEqual([]);
     await screenshot(page, "cloud-confirm");
     await dialog.getByRole("button", { name: "Cancel" }).click();

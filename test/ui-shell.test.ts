@@ -162,14 +162,14 @@ describe.skipIf(!HAS_CHROMIUM)("the dashboard in a browser", { timeout: 60_000 }
     await users.click();
     await page.getByRole("heading", { name: "Users", level: 1 }).waitFor();
     // The view's heading takes the focus when a view opens (keyboard and screen-reader users land on it).
-    expect(await page.evaluate(() => document.activeElement?.id)).toBe("page-title");
+    await expect.poll(() => page.evaluate(() => document.activeElement?.id)).toBe("page-title");
     // A fresh page: the first Tab reaches the skip link.
     await page.reload();
     await page.getByRole("heading", { name: "Users", level: 1 }).waitFor();
     await page.keyboard.press("Tab");
     expect(await page.evaluate(() => document.activeElement?.textContent)).toBe("Skip to content");
     await page.keyboard.press("Enter");
-    expect(await page.evaluate(() => document.activeElement?.id)).toBe("page-title");
+    await expect.poll(() => page.evaluate(() => document.activeElement?.id)).toBe("page-title");
     expect(problems).toEqual([]);
     await close();
   });

@@ -1,4 +1,4 @@
-import { useEffect, useState } from "preact/hooks";
+import { useState } from "preact/hooks";
 import "./settings.css";
 
 /** What a settings form edits: each control's text (or checkbox state), keyed by field name. */
@@ -13,11 +13,18 @@ export type Draft = Record<string, string | boolean>;
  * <input value={draft.max_concurrent as string} onInput={(e) => set("max_concurrent", e.currentTarget.value)} />
  */
 export function useDraft<T>(loaded: T | undefined, toDraft: (value: T) => Draft): [Draft, (name: string, value: string | boolean) => void] {
-  const [draft, setDraft] = useState<Draft>({});
-  useEffect(() => {
-    if (loaded !== undefined) setDraft(toDraft(loaded));
-  }, [loaded]);
-  return [draft, (name, value) => setDraft((current) => ({ ...current, [name]: value }))];
+  // The draft is derived during the render that first sees a loaded value (not in an effect after
+  // it): the form never paints empty controls that fill in a frame later, over what was typed.
+  const [state, setState] = useState<{ source: T | undefined; draft: Draft }>(() => ({
+    source: loaded,
+    draft: loaded === undefined ? {} : toDraft(loaded),
+  }));
+  let current = state;
+  if (state.source !== loaded) {
+    current = { source: loaded, draft: loaded === undefined ? state.draft : toDraft(loaded) };
+    setState(current);
+  }
+  return [current.draft, (name, value) => setState((now) => ({ ...now, draft: { ...now.draft, [name]: value } }))];
 }
 
 /** A number field's text as the API takes it: empty is null (the field's "none"). */
