@@ -19,12 +19,13 @@ import { WakeChannel } from "./channel";
 import { runScript } from "./scripts";
 import { startCallback, type Callback } from "./callback";
 import { datasetView, materialise } from "./datasets";
-import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { dirname, isAbsolute, join, relative } from "node:path";
 import { EventShipper, lineToEvent, outboxPath, replayOutbox } from "./events";
 import { LaunchError, planLaunch, startJob, type BoxPolicy, type Launch, type RunningJob, type TrainerKind } from "./job";
-import { RunnerConfigError, type RunnerConfig } from "./config";
-import { findProgram } from "./sandbox";
+import { RunnerConfigError, userIds, type RunnerConfig } from "./config";
+import { CALLBACK_PORT, startJobNetwork, type JobNetwork } from "./egress";
+import { findProgram, hiddenBy, RUNNER_INSTALL } from "./sandbox";
 import { probeSimpleTuner } from "./simpletuner";
 import { TrainerEvents, type TrainerEvent } from "./trainer-events";
 import { fitReport, refusalReport, reportLines, shortenedReport } from "./report";
@@ -47,6 +48,17 @@ export type RunnerOptions = RunnerConfig & { nvidiaSmi?: string; log: (line: str
  */
 export function boxPolicy(config: RunnerConfig, log: (line: string) => void): BoxPolicy {
   const found = config.sandbox === "off" ? null : findProgram(config.bwrap, config.path);
+  // A runner as root runs trainers as nobody unless its config names a user: root in a sandbox
+  // is still root (the job directory's owner, ptrace of its own tree, writable /proc/sys?).
+  let runAs = config.runAs;
+  if (!runAs && found && process.getuid?.() === 0) {
+    try {
+      runAs = userIds("nobody");
+    } catch {
+      runAs = { uid: 65534, gid: 65534 };
+    }
+  }
+  const visible = found ? declaredInstallations(config) : [];
   // Changing user takes root; bubblewrap then keeps only what setpriv needs for the switch.
   if (config.runAs && process.getuid?.() !== 0)
     throw new RunnerConfigError(`runner config ${config.configFile ?? "(none)"}: run_as needs the runner to run as root`);
@@ -62,19 +74,70 @@ export function boxPolicy(config: RunnerConfig, log: (line: string) => void): Bo
     log(
       `WARNING: bubblewrap (${config.bwrap}) is not installed on this box: only the built-in trainers (simpletuner, demo) and the declared scripts will run, without a sandbox; install bubblewrap (apt-get install bubblewrap)`,
     );
-  else log(`trainers and scripts run sandboxed by ${found}${config.runAs ? ` as uid ${config.runAs.uid}` : ""}`);
+  else
+    log(
+      `trainers and scripts run sandboxed by ${found}${runAs ? ` as uid ${runAs.uid}${config.runAs ? "" : " (nobody: run_as is unset and the runner is root)"}` : ""}, ${
+        config.network === "isolated"
+          ? `each in a network of its own${config.allowHosts.length ? ` (reaching ${config.allowHosts.join(", ")})` : ""}`
+          : "on the box's network (network: host)"
+      }`,
+    );
   return {
     trainers: config.trainers,
     allowRawCommands: config.allowRawCommands,
     bwrap: found,
     sandbox: config.sandbox,
-    runAs: config.runAs,
+    runAs,
     hide: config.hide,
+    visible: [...RUNNER_INSTALL, ...visible],
+    network: config.network,
+    allowHosts: config.allowHosts,
     // Checked when the runner starts (Runner.start): the probe imports SimpleTuner, which takes a while.
     simpletuner: { available: false, detail: "not checked yet" },
     path: config.path,
     passEnv: config.passEnv,
   };
+}
+
+/**
+ * The installations the box declares, which its sandbox keeps visible (read-only) wherever they
+ * live - a Python under the home the sandbox hides (pyenv), say: each declared trainer's program
+ * and SimpleTuner's interpreter, by the prefix of where its link leads (`<prefix>/bin/python`),
+ * and SimpleTuner's virtual environment. Refuses, at start, one that cannot be shown without
+ * showing what must stay hidden (a program in the work directory, a secrets folder, or right in
+ * the hidden home), naming the path.
+ */
+function declaredInstallations(config: RunnerConfig): string[] {
+  const hide = [config.workDir, ...config.hide];
+  const visible: string[] = [];
+  const within = (parent: string, child: string) => {
+    const rel = relative(parent, child);
+    return rel === "" || (!rel.startsWith("..") && !isAbsolute(rel));
+  };
+  const keep = (what: string, path: string | null, prefixOf = true) => {
+    if (!path || !isAbsolute(path)) return;
+    let real = path;
+    try {
+      real = realpathSync(path);
+    } catch {}
+    for (const candidate of new Set([path, real])) {
+      if (!hiddenBy(candidate, hide, [...RUNNER_INSTALL, ...visible])) continue;
+      const prefix = prefixOf ? dirname(dirname(candidate)) : candidate;
+      // Shown, it must not show anything hidden: no hidden path at or inside it, and not inside the work directory.
+      if (prefix === "/" || hide.some((h) => within(prefix, h)) || within(config.workDir, prefix) || within("/tmp", prefix))
+        throw new RunnerConfigError(
+          `runner config ${config.configFile ?? "(none)"}: ${what} ${path} lies under ${hiddenBy(candidate, hide)}, which the sandbox hides from trainers (the work directory, /tmp, the home directory and the secrets it hides); install it elsewhere`,
+        );
+      visible.push(prefix);
+    }
+  };
+  for (const [name, argv] of Object.entries(config.trainers)) keep(`trainers.${name}`, findProgram(argv[0]!, config.path));
+  for (const script of config.scripts) keep("the script", script.includes("*") ? script.slice(0, script.indexOf("*")) : script);
+  if (config.simpletuner) {
+    keep("simpletuner", config.simpletuner, false);
+    keep("simpletuner's Python", join(config.simpletuner, "bin", "python"));
+  }
+  return [...new Set(visible)];
 }
 
 /**
@@ -551,6 +614,7 @@ export class Runner {
     let running: RunningJob;
     let launch!: Launch;
     let callback: Callback | null = null;
+    let net: JobNetwork | null = null;
     const scripts: Promise<void>[] = [];
     const shipper = new EventShipper(
       this.edge,
@@ -583,10 +647,24 @@ export class Runner {
         writeFileSync(file, JSON.stringify(dataloader, null, 2));
         config["--data_backend_config"] = file;
       }
-      callback = await startCallback((event) => onEvent(event));
-      launch = planLaunch(this.options.workDir, { ...job, config }, this.gpuIndices, callback.url, this.box, datasets);
+      const storage = await this.storageEnv(job.job_id);
+      // Sandboxed in a network of its own, the trainer reaches out only through the job's gateway.
+      if (this.box.bwrap && this.box.network === "isolated")
+        net = await startJobNetwork({
+          allowHosts: this.box.allowHosts,
+          edgeUrls: [this.options.url, ...(storage.TRAINER_STORAGE_ENDPOINT_URL ? [storage.TRAINER_STORAGE_ENDPOINT_URL] : [])],
+          refused: (target, why) =>
+            shipper.push({
+              type: "network.refused",
+              level: "warning",
+              title: `The trainer could not reach ${target}: ${why}`,
+              data: { target, reason: why },
+            }),
+        });
+      callback = await startCallback((event) => onEvent(event), net && { socket: net.callbackSocket, port: CALLBACK_PORT });
+      launch = planLaunch(this.options.workDir, { ...job, config }, this.gpuIndices, callback.url, this.box, datasets, net);
       events = new TrainerEvents({ simpleTuner: launch.kind === "simpletuner" });
-      Object.assign(launch.env, await this.storageEnv(job.job_id));
+      Object.assign(launch.env, storage);
       // The merged configuration as the trainer gets it, for reference.
       writeFileSync(join(jobDir, "service", "options.json"), JSON.stringify(config, null, 2));
       running = startJob(launch, job.job_id, (line) => {
@@ -597,6 +675,7 @@ export class Runner {
       const why = error instanceof LaunchError ? error.message : `could not start the trainer: ${(error as Error).message}`;
       this.options.log(`job ${job.job_id}: ${why}`);
       await callback?.close();
+      await net?.close();
       await shipper.drain(Infinity, () => this.gaveUp());
       this.ended.set(job.job_id, job.attempt);
       this.report({ jobId: job.job_id, body: fitReport({ status: "failed", error: why }), shortened: 0 });
@@ -654,6 +733,7 @@ export class Runner {
       await Promise.race([Promise.allSettled(scripts), new Promise((r) => setTimeout(r, this.stopping ? 5_000 : 60_000).unref())]);
       this.reportCheckpoints(active);
       await callback?.close();
+      await net?.close();
       // Every event reaches the edge before the job is reported ended, however long the edge is
       // away; a runner stopping keeps what is left in the outbox for its next start.
       await shipper.drain(Infinity, () => this.gaveUp());

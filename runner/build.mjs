@@ -5,7 +5,7 @@
 import * as esbuild from "esbuild";
 
 await esbuild.build({
-  entryPoints: { main: "runner/main.ts", "demo-trainer": "runner/demo-trainer/main.ts" },
+  entryPoints: { main: "runner/main.ts", "demo-trainer": "runner/demo-trainer/main.ts", "sandbox-bridge": "runner/sandbox-bridge.mjs" },
   outdir: ".build/runner",
   outExtension: { ".js": ".mjs" },
   bundle: true,

@@ -1,12 +1,19 @@
+import { randomBytes, timingSafeEqual } from "node:crypto";
+import { chmodSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 
 /*
  * Events in through webhooks (trainer protocol): SimpleTuner reports progress by POSTing "raw"
  * webhook JSON to the callback URLs in its --webhook_config. The runner gives each job's trainer
- * one such URL, on loopback, and turns every POST into an event. The job's own receivers are not
- * given to the trainer: the edge sends them the lifecycle (signed, retried), so nothing reaches
- * them twice or unsigned.
+ * one such URL and turns every POST into an event. The job's own receivers are not given to the
+ * trainer: the edge sends them the lifecycle (signed, retried), so nothing reaches them twice or
+ * unsigned.
+ *
+ * The URL holds a secret of the job's own (its path), so no other process on the box - another
+ * job's trainer above all - can post into this job: anything else is 404. Sandboxed with a network
+ * of its own, the trainer reaches it only through its gateway's socket (runner/egress.ts); else it
+ * listens on loopback.
  */
 
 const MAX_BODY = 1024 * 1024;
@@ -26,8 +33,26 @@ export interface Callback {
   close(): Promise<void>;
 }
 
-export async function startCallback(onEvent: (event: { type: string } & Record<string, unknown>) => void): Promise<Callback> {
+/**
+ * Starts a job's callback. `socket`: listen on this Unix socket (the job's gateway), the URL then
+ * naming `port` on the sandbox's own loopback; else a free loopback port.
+ */
+export async function startCallback(
+  onEvent: (event: { type: string } & Record<string, unknown>) => void,
+  on: { socket: string; port: number } | null = null,
+): Promise<Callback> {
+  const secret = randomBytes(24).toString("base64url");
+  const prefix = Buffer.from(`/${secret}/`);
+  const ours = (path: string | undefined) => {
+    const given = Buffer.from((path ?? "").slice(0, prefix.length));
+    return given.length === prefix.length && timingSafeEqual(given, prefix);
+  };
   const server: Server = createServer((req, res) => {
+    if (!ours(req.url)) {
+      req.resume();
+      res.writeHead(404).end();
+      return;
+    }
     if (req.method !== "POST") {
       res.writeHead(405).end();
       return;
@@ -51,10 +76,17 @@ export async function startCallback(onEvent: (event: { type: string } & Record<s
       }
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
+  let port: number;
+  if (on) {
+    await new Promise<void>((resolve, reject) => (server.once("error", reject), server.listen(on.socket, resolve)));
+    chmodSync(on.socket, 0o666); // the trainer may run as another user (run_as); the secret guards it
+    port = on.port;
+  } else {
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    port = (server.address() as AddressInfo).port;
+  }
   return {
-    url: `http://127.0.0.1:${port}/`,
+    url: `http://127.0.0.1:${port}/${secret}/`,
     close: () =>
       new Promise((resolve) => {
         server.close(() => resolve());

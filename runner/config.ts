@@ -1,7 +1,10 @@
 import { readFileSync } from "node:fs";
 import { isAbsolute, resolve } from "node:path";
 import { execFileSync } from "node:child_process";
+import { homedir } from "node:os";
 import { z } from "zod";
+import { isLoopbackHost } from "../shared/ip";
+import { hostSecrets } from "./sandbox";
 
 /*
  * The runner's settings, in one place: the box's config file (RUNNER_CONFIG or --config), the
@@ -34,8 +37,22 @@ export const RunnerConfigFile = z.strictObject({
   run_as: z.union([z.string().min(1), z.strictObject({ uid: z.number().int().min(1), gid: z.number().int().min(1) })]).optional(),
   /** Where job directories and the dataset cache go (default ./.runner). */
   work_dir: ProgramPath.optional(),
-  /** More paths sandboxed programs must not see (an empty tmpfs over each). */
+  /** More paths sandboxed programs must not see: folders (an empty tmpfs over each) and files (cannot be opened). */
   hide: z.array(ProgramPath.refine(isAbsolute, "must be an absolute path")).default([]),
+  /** isolated: each sandbox has a network of its own (loopback, the job's callback, allow_hosts through a proxy); host: the box's network, shared. */
+  network: z.enum(["isolated", "host"]).default("isolated"),
+  /** Hosts sandboxed programs may reach through the job's proxy when the network is isolated: names, or `*.example.com`. */
+  allow_hosts: z
+    .array(
+      z
+        .string()
+        .max(253)
+        .regex(
+          /^(\*\.)?[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$/,
+          "a host name, or *.example.com",
+        ),
+    )
+    .default([]),
   /** SimpleTuner's installation: its virtual environment's folder (with bin/python and bin/accelerate), or that Python. */
   simpletuner: ProgramPath.refine(isAbsolute, "must be an absolute path (the virtual environment, or its Python)").optional(),
   /** Names of the runner's environment variables handed on to trainers and scripts (e.g. HF_HOME). */
@@ -81,8 +98,10 @@ export interface RunnerConfig {
   sandbox: "auto" | "required" | "off";
   bwrap: string;
   runAs: { uid: number; gid: number } | null;
-  /** Absolute paths masked in the sandbox besides the work directory. */
+  /** Absolute paths masked in the sandbox besides the work directory: the config's, and the host's secrets (sandbox.ts hostSecrets). */
   hide: string[];
+  network: "isolated" | "host";
+  allowHosts: string[];
   /** Variables handed on to trainers and scripts as they are (pass_env), with their values. */
   passEnv: Record<string, string>;
   /** SimpleTuner's installation as the config file names it (runner/simpletuner.ts checks it at start); null: none. */
@@ -139,15 +158,14 @@ export function checkEdgeUrl(url: string): string {
   } catch {
     throw new RunnerConfigError(`--url must be the edge's URL, not ${JSON.stringify(url)}`);
   }
-  const host = parsed.hostname.replace(/^\[|\]$/g, "");
-  const loopback = host === "localhost" || host === "::1" || /^127\.\d+\.\d+\.\d+$/.test(host);
-  if (parsed.protocol === "https:" || (parsed.protocol === "http:" && loopback)) return url;
+  if (parsed.protocol === "https:" || (parsed.protocol === "http:" && isLoopbackHost(parsed.hostname))) return url;
   if (parsed.protocol === "http:")
     throw new RunnerConfigError(`--url ${url} is plain http on a non-loopback host: the worker token would travel in clear; use https`);
   throw new RunnerConfigError(`--url must be an http(s) URL, not ${JSON.stringify(url)}`);
 }
 
-function userIds(user: string): { uid: number; gid: number } {
+/** A user's uid and gid on this box, by name (`id`). */
+export function userIds(user: string): { uid: number; gid: number } {
   try {
     const uid = Number(execFileSync("id", ["-u", user], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim());
     const gid = Number(execFileSync("id", ["-g", user], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim());
@@ -196,7 +214,9 @@ export function loadRunnerConfig(flags: RunnerFlags, env: Record<string, string 
     sandbox: file.sandbox,
     bwrap: file.bwrap,
     runAs: file.run_as === undefined ? null : typeof file.run_as === "string" ? userIds(file.run_as) : file.run_as,
-    hide: file.hide,
+    hide: [...file.hide, ...hostSecrets(env, configFile ? resolve(cwd, configFile) : null, homedir())],
+    network: file.network,
+    allowHosts: file.allow_hosts,
     passEnv: Object.fromEntries(file.pass_env.filter((name) => env[name] !== undefined).map((name) => [name, env[name]!])),
     simpletuner: file.simpletuner ?? null,
     path: env.PATH ?? "/usr/local/bin:/usr/bin:/bin",

@@ -5,7 +5,8 @@ import * as pty from "node-pty";
 import type { Assignment } from "./edge-client";
 import { fillPlaceholders } from "../shared/placeholders";
 import { SIGNAL_FILE_ENV, type SignalCounters, type SignalledCommand } from "../shared/trainer-commands";
-import { descendants, findProgram, isBwrap, sandboxArgv, type SandboxSpec } from "./sandbox";
+import type { JobNetwork } from "./egress";
+import { descendants, findProgram, isSandboxProcess, sandboxArgv, type SandboxSpec } from "./sandbox";
 import { SignalFile } from "./signal-file";
 import { keepOutputUntilRead } from "./pty-drain";
 import { OutputLines } from "./output-lines";
@@ -68,6 +69,12 @@ export interface BoxPolicy {
   runAs: { uid: number; gid: number } | null;
   /** Paths hidden from sandboxed programs besides the work directory (the service's data directory). */
   hide: string[];
+  /** What stays visible in the sandbox wherever it lives: the runner's installation and the box's declared ones (agent.ts declaredInstallations). */
+  visible: string[];
+  /** isolated: every sandbox gets a network of its own, reaching out only through the job's gateway (runner/egress.ts). */
+  network: "isolated" | "host";
+  /** The hosts the job's proxy lets sandboxed programs reach. */
+  allowHosts: string[];
   /** SimpleTuner's installation on this box, as checked at start (runner/simpletuner.ts). */
   simpletuner: SimpleTunerStatus;
   path: string;
@@ -82,6 +89,9 @@ export const PLAIN_BOX: BoxPolicy = {
   sandbox: "auto",
   runAs: null,
   hide: [],
+  visible: [],
+  network: "host",
+  allowHosts: [],
   simpletuner: { available: false, detail: 'not installed on this box: its runner config names no "simpletuner" installation' },
   path: process.env.PATH ?? "",
   passEnv: {},
@@ -162,6 +172,7 @@ export function planLaunch(
   callbackUrl: string | null = null,
   box: BoxPolicy = PLAIN_BOX,
   datasets: string[] = [],
+  net: JobNetwork | null = null,
 ): Launch {
   const jobDir = join(workDir, "jobs", job.job_id);
   const config = { ...job.config };
@@ -188,7 +199,16 @@ export function planLaunch(
   if (!findProgram(base[0]!, box.path)) throw new LaunchError(`${base[0]} is not installed on this box (not found on PATH)`);
   const program = kind === "simpletuner" ? base : [...base, ...optionArgs(config)];
   const sandbox: SandboxSpec | null = box.bwrap
-    ? { bwrap: box.bwrap, jobDir, readOnly: datasets, hide: [workDir, ...box.hide], gpus, runAs: box.runAs }
+    ? {
+        bwrap: box.bwrap,
+        jobDir,
+        readOnly: datasets,
+        hide: [workDir, ...box.hide],
+        gpus,
+        runAs: box.runAs,
+        visible: box.visible.length ? box.visible : undefined,
+        net: net && { dir: net.dir, listen: net.listen },
+      }
     : null;
   return {
     kind,
@@ -208,6 +228,8 @@ export function planLaunch(
       [SIGNAL_FILE_ENV]: signalFilePath(jobDir, job.attempt),
       TRAINER_OUTPUT_DIR: outputDir,
       ...(callbackUrl ? { TRAINER_CALLBACK_URL: callbackUrl } : {}),
+      // Sandboxed in a network of its own: the job's proxy is its way out (to the hosts the box allows).
+      ...(sandbox?.net ? net!.env : {}),
     },
   };
 }
@@ -347,9 +369,9 @@ export function startJob(launch: Launch, jobId: string, onLine: (line: string) =
 function signalTrainer(pid: number, sandboxed: boolean, signal: "SIGINT" | "SIGTERM", spareLauncher = false): void {
   let targets: number[];
   if (spareLauncher) {
-    const inside = descendants(pid).filter((p) => !isBwrap(p));
+    const inside = descendants(pid).filter((p) => !isSandboxProcess(p));
     targets = sandboxed ? inside.slice(1) : inside;
-  } else targets = sandboxed ? descendants(pid).filter((p) => !isBwrap(p)) : [-pid];
+  } else targets = sandboxed ? descendants(pid).filter((p) => !isSandboxProcess(p)) : [-pid];
   for (const target of targets) {
     try {
       process.kill(target, signal);

@@ -1,5 +1,6 @@
 import { spawn } from "node:child_process";
-import { resolve } from "node:path";
+import { existsSync, realpathSync } from "node:fs";
+import { isAbsolute, relative, resolve } from "node:path";
 import { fillPlaceholders, splitCommand, type ScriptKind } from "../shared/placeholders";
 import { globMatch } from "../shared/labels";
 import { findProgram, sandboxArgv, type SandboxSpec } from "./sandbox";
@@ -28,6 +29,27 @@ export function scriptAllowed(program: string, allowed: string[], path: string, 
   return found !== null && allowed.some((pattern) => globMatch(pattern, found));
 }
 
+/**
+ * Whether `path` (as a trainer named it, relative to the job's directory or absolute) lies inside
+ * `jobDir`, links resolved: what a trainer posts must never hand a script another path.
+ *
+ * @example
+ * insideJobDir("/w/jobs/j1", "output/checkpoint-10"); // true; "/etc/passwd" -> false
+ */
+export function insideJobDir(jobDir: string, path: string): boolean {
+  const within = (parent: string, child: string) => {
+    const rel = relative(parent, child);
+    return rel === "" || (!rel.startsWith("..") && !isAbsolute(rel));
+  };
+  const absolute = resolve(jobDir, path);
+  if (!within(jobDir, absolute)) return false;
+  try {
+    return !existsSync(absolute) || within(realpathSync(jobDir), realpathSync(absolute));
+  } catch {
+    return false;
+  }
+}
+
 /** Runs one script for an event, if the box declares its program; resolves when it has ended (or was refused). */
 export function runScript(
   kind: ScriptKind,
@@ -36,6 +58,16 @@ export function runScript(
   options: { cwd: string; env: Record<string, string>; allowed: string[]; sandbox: SandboxSpec | null },
   emit: (event: { type: string } & Record<string, unknown>) => void,
 ): Promise<void> {
+  const local = values.local_checkpoint_path;
+  if (local && !insideJobDir(options.cwd, local)) {
+    emit({
+      type: "script.refused",
+      level: "warning",
+      title: `${kind} script not run: the checkpoint path it would be given (${local.slice(0, 300)}) is outside the job's directory`,
+      data: { script: kind, path: local.slice(0, 1000) },
+    });
+    return Promise.resolve();
+  }
   let argv: string[];
   try {
     argv = fillPlaceholders(splitCommand(commandLine), values);

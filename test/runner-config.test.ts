@@ -3,11 +3,12 @@
 // the sandbox: bubblewrap's argv and which scripts a box declares.
 import { execFile } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { homedir, tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { loadRunnerConfig, RunnerConfigError } from "../runner/config";
-import { sandboxArgv } from "../runner/sandbox";
+import { boxPolicy } from "../runner/agent";
+import { findProgram, sandboxArgv } from "../runner/sandbox";
 import { scriptAllowed } from "../runner/scripts";
 import { readConfigFromEnvironment } from "../edge/local/settings";
 
@@ -97,7 +98,10 @@ describe("the runner's configuration", () => {
       sandbox: "auto",
       bwrap: "bwrap",
       runAs: null,
-      hide: [],
+      // The home of the user it runs as: the jobs CLI's key, ~/.ssh, cloud credentials.
+      hide: [homedir()],
+      network: "isolated",
+      allowHosts: [],
       passEnv: {},
       configFile: null,
       path: "/usr/bin",
@@ -126,10 +130,24 @@ describe("the runner's configuration", () => {
       scripts: ["/opt/hooks/*"],
       allowRawCommands: true,
       runAs: { uid: 1000, gid: 1000 },
-      hide: ["/srv/secrets"],
+      hide: ["/srv/secrets", path, homedir()],
       passEnv: { HF_HOME: "/cache/hf" },
       configFile: path,
     });
+    // Every secret the host reads is hidden too: its secrets folder, *_FILE, the TLS key.
+    const secrets = loadRunnerConfig(
+      { url: "https://edge.example" },
+      {
+        RUNNER_TOKEN: "t",
+        SERVICE_SECRETS_DIR: "/etc/ts/secrets",
+        HF_TOKEN_FILE: "/etc/ts/hf",
+        SERVICE_SSL_KEY: "/etc/ts/key.pem",
+        HOME: "/home/ops",
+      },
+    );
+    expect(secrets.hide).toEqual(
+      ["/etc/ts/secrets", "/etc/ts/key.pem", homedir(), "/home/ops", "/etc/ts/hf"].filter((p, i, all) => all.indexOf(p) === i),
+    );
     expect(loadRunnerConfig({ url: "https://edge.example", "work-dir": "/elsewhere", config: path }, { RUNNER_TOKEN: "t" }).workDir).toBe(
       "/elsewhere",
     );
@@ -177,12 +195,12 @@ describe("sandbox pieces", () => {
       gpus: [1],
       runAs: null,
       devRoot: dev,
-      install: "/opt/training-service",
+      visible: ["/opt/training-service"],
     };
     const argv = sandboxArgv(["train", "--fast"], spec);
     expect(argv.join(" ")).toBe(
       [
-        "/usr/bin/bwrap --ro-bind / / --dev /dev --tmpfs /dev/shm --proc /proc --tmpfs /tmp",
+        "/usr/bin/bwrap --ro-bind / / --dev /dev --tmpfs /dev/shm --proc /proc --perms 1777 --tmpfs /tmp",
         `--tmpfs ${dir}`, // /w does not exist here: nothing to hide
         "--ro-bind /w/cache/datasets/faces /w/cache/datasets/faces --bind /w/jobs/j1 /w/jobs/j1",
         `--remount-ro ${dir}`,
@@ -208,11 +226,65 @@ describe("sandbox pieces", () => {
     // private /tmp, before its work and data directories are hidden.
     const checkout = join(dir, "checkout");
     mkdirSync(join(checkout, ".data"), { recursive: true });
-    const fromTmp = sandboxArgv(["train"], { ...spec, install: checkout, hide: [join(checkout, ".data")], readOnly: [], gpus: [] });
+    const fromTmp = sandboxArgv(["train"], { ...spec, visible: [checkout], hide: [join(checkout, ".data")], readOnly: [], gpus: [] });
     expect(fromTmp.join(" ")).toContain(
       `--tmpfs /tmp --perms 0755 --dir ${dir} --ro-bind ${checkout} ${checkout} --tmpfs ${join(checkout, ".data")} --bind /w/jobs/j1`,
     );
   });
+
+  it.skipIf(!findProgram("bwrap", process.env.PATH ?? ""))(
+    "keeps a declared installation visible wherever it lives (a Python under the hidden home), and refuses at start one it cannot show",
+    () => {
+      const home = mkdtempSync(join("/var/tmp", "runner-home-"));
+      try {
+        const prefix = join(home, ".pyenv", "versions", "3.11");
+        mkdirSync(join(prefix, "bin"), { recursive: true });
+        writeFileSync(join(prefix, "bin", "python3"), "#!/bin/sh\n", { mode: 0o755 });
+        const config = (file: Record<string, unknown>) =>
+          loadRunnerConfig(
+            { url: "https://edge.example", config: join(dir, "box.json") },
+            { RUNNER_TOKEN: "t", HOME: home, PATH: "/usr/bin" },
+          );
+        writeFileSync(
+          join(dir, "box.json"),
+          JSON.stringify({ trainers: { py: [join(prefix, "bin", "python3"), "train.py"] }, sandbox: "required" }),
+        );
+        const box = boxPolicy(config({}), () => {});
+        expect(box.visible).toContain(prefix);
+        expect(box.hide).toContain(home);
+        // Its argv binds the prefix back under the hidden home.
+        const argv = sandboxArgv(["train"], {
+          bwrap: "/usr/bin/bwrap",
+          jobDir: "/w/jobs/j1",
+          readOnly: [],
+          hide: box.hide,
+          gpus: [],
+          runAs: null,
+          visible: box.visible,
+        });
+        expect(argv.join(" ")).toContain(
+          `--tmpfs ${home} --perms 0755 --dir ${join(home, ".pyenv")} --perms 0755 --dir ${join(home, ".pyenv", "versions")} --ro-bind ${prefix} ${prefix}`,
+        );
+        // A trainer in the work directory, or right in the hidden home, cannot be shown: the runner does not start.
+        for (const [program, under] of [
+          [join(dir, "work", "bin", "train"), join(dir, "work")],
+          [join(home, "bin", "train"), home],
+        ] as const) {
+          mkdirSync(join(program, ".."), { recursive: true });
+          writeFileSync(program, "#!/bin/sh\n", { mode: 0o755 });
+          writeFileSync(
+            join(dir, "box.json"),
+            JSON.stringify({ trainers: { bad: [program] }, sandbox: "required", work_dir: join(dir, "work") }),
+          );
+          expect(() => boxPolicy(config({}), () => {})).toThrow(
+            `runner config ${join(dir, "box.json")}: trainers.bad ${program} lies under ${under}, which the sandbox hides from trainers`,
+          );
+        }
+      } finally {
+        rmSync(home, { recursive: true, force: true });
+      }
+    },
+  );
 
   it("allows a script only when the box declares its program (paths and globs; bare names looked up on PATH)", () => {
     expect(scriptAllowed("/opt/hooks/upload.sh", ["/opt/hooks/*"], "")).toBe(true);

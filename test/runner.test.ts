@@ -181,7 +181,7 @@ describe("the runner", () => {
     const first = await t.call("POST", path, { json: batch, auth: bearer(token) });
     expect(first.status).toBe(200);
     const again = await t.call("POST", path, { json: batch, auth: bearer(token) });
-    expect(again.body).toEqual({ stored: 0, next_index: first.body.next_index });
+    expect(again.body).toEqual({ stored: 0, next_index: first.body.next_index, dropped: 0 });
     expect(first.body.stored).toBe(2);
     const tail = (
       await t.call("GET", `/api/training/events?job_id=${job.job_id}&since_index=${first.body.next_index - 2}`, { auth: auth() })
@@ -574,7 +574,9 @@ describe("scripts", () => {
     "runs --post_upload_script once per upload.completed event, with the remote path, model_type and lora_type",
     async () => {
       const echo = ECHO_ARGS;
-      const uploader = `for (const step of [5, 10]) console.log(JSON.stringify({ type: "upload.completed", data: { step, local_path: "/o/checkpoint-" + step, remote_path: "s3://bucket/run/checkpoint-" + step, provider: "s3" } }));`;
+      // The last one names a path outside the job's directory: no script is given it.
+      const uploader = `for (const step of [5, 10]) console.log(JSON.stringify({ type: "upload.completed", data: { step, local_path: "output/checkpoint-" + step, remote_path: "s3://bucket/run/checkpoint-" + step, provider: "s3" } }));
+        console.log(JSON.stringify({ type: "upload.completed", data: { step: 11, local_path: "/etc/shadow", remote_path: "s3://bucket/x", provider: "s3" } }));`;
       await env("uploads", {
         "--num_processes": 0,
         "--trainer_command": JSON.stringify([process.execPath, "-e", uploader, "--"]),
@@ -588,11 +590,14 @@ describe("scripts", () => {
       const runs = events.filter((e) => e.type === "script.output" && e.data.script === "post_upload").map((e) => JSON.parse(e.message));
       expect(runs).toEqual(
         expect.arrayContaining([
-          ["s3://bucket/run/checkpoint-5", "/o/checkpoint-5", "5", "lora", "lycoris"],
-          ["s3://bucket/run/checkpoint-10", "/o/checkpoint-10", "10", "lora", "lycoris"],
+          ["s3://bucket/run/checkpoint-5", "output/checkpoint-5", "5", "lora", "lycoris"],
+          ["s3://bucket/run/checkpoint-10", "output/checkpoint-10", "10", "lora", "lycoris"],
         ]),
       );
       expect(runs).toHaveLength(2);
+      expect(events.find((e) => e.type === "script.refused")).toMatchObject({
+        title: "post_upload script not run: the checkpoint path it would be given (/etc/shadow) is outside the job's directory",
+      });
     },
   );
 

@@ -5,8 +5,10 @@
 // files, the runner's token) fails, and the job's events say so.
 import type { ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer as createHttpServer, type Server as HttpServer } from "node:http";
+import { createServer, type AddressInfo, type Server } from "node:net";
+import { networkInterfaces, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { findProgram } from "../runner/sandbox";
@@ -23,6 +25,23 @@ const rawWork = temp("raw");
 const offWork = temp("off");
 const missingWork = temp("missing");
 const host = temp("host"); // configs, and where markers would land outside any job
+// The host's secrets, outside /tmp (the sandbox's /tmp is its own anyway), readable by anyone:
+// only the sandbox keeps them from a trainer.
+const outside = mkdtempSync(join(existsSync("/var/tmp") ? "/var/tmp" : process.cwd(), "sandbox-secrets-"));
+const netWork = temp("net");
+const secrets = {
+  dir: join(outside, "secrets"),
+  hfToken: join(outside, "secrets", "HF_TOKEN"),
+  tokenFile: join(outside, "vault-token"),
+  home: join(outside, "home"),
+  sshKey: join(outside, "home", ".ssh", "id_ed25519"),
+  cliConfig: join(outside, "home", ".config", "training-service", "config.json"),
+  runnerConfig: join(outside, "local.json"),
+};
+/** This machine's first address on a network (not loopback): a LAN service lives there. */
+const lanAddress = Object.values(networkInterfaces())
+  .flat()
+  .find((a) => a && a.family === "IPv4" && !a.internal)?.address;
 // A secret of the process the local runner lives in: it must never reach a trainer.
 const CANARY = `canary-${randomBytes(8).toString("hex")}`;
 
@@ -71,21 +90,59 @@ async function startRemote(name: string, config: Record<string, unknown>) {
   return runner;
 }
 
+let loopbackService: Server;
+let lanService: HttpServer;
+const portOf = (server: Server | HttpServer) => (server.address() as AddressInfo).port;
+
 describe.skipIf(!HAS_BWRAP)("the sandbox", () => {
   beforeAll(async () => {
+    for (const [path, text] of [
+      [secrets.hfToken, "hf_secret"],
+      [secrets.tokenFile, "vault-secret"],
+      [secrets.sshKey, "-----BEGIN OPENSSH PRIVATE KEY-----"],
+      [secrets.cliConfig, '{"api_key":"sk_secret"}'],
+    ] as const) {
+      mkdirSync(join(path, ".."), { recursive: true });
+      writeFileSync(path, text, { mode: 0o644 });
+    }
+    for (const dir of [
+      outside,
+      secrets.dir,
+      secrets.home,
+      join(secrets.home, ".ssh"),
+      join(secrets.home, ".config"),
+      join(secrets.cliConfig, ".."),
+    ])
+      chmodSync(dir, 0o755);
+    // A service on the host's loopback, and one on its network: a trainer must reach neither.
+    loopbackService = createServer((socket) => socket.end("loopback service\n")).listen(0, "127.0.0.1");
+    lanService = createHttpServer((_, res) => res.end("lan service\n")).listen(0, "0.0.0.0");
     // npm start's local runner, configured as npm start does it (RUNNER_CONFIG, its environment).
-    const localConfig = join(host, "local.json");
+    const localConfig = secrets.runnerConfig;
     writeFileSync(
       localConfig,
       JSON.stringify({ trainers: { probe: [PROBE, "--job", "{job_dir}"] }, scripts: [PROBE, ECHO_ARGS], work_dir: localWork }),
+      { mode: 0o644 },
     );
     t = await startTestStack(undefined, undefined, {
       localRunner: true,
       runnerConfig: localConfig,
-      runnerEnv: { ...process.env, SANDBOX_CANARY: CANARY },
+      runnerEnv: {
+        ...process.env,
+        SANDBOX_CANARY: CANARY,
+        SERVICE_SECRETS_DIR: secrets.dir,
+        VAULT_TOKEN_FILE: secrets.tokenFile,
+        HOME: secrets.home,
+      },
     });
     admin = await setUpAdmin(t);
     await Promise.all([
+      startRemote("net", {
+        trainers: { probe: [PROBE] },
+        work_dir: netWork,
+        hide: [t.dataDir],
+        allow_hosts: [lanAddress ?? "lan.invalid", "localhost"],
+      }),
       startRemote("raw", { allow_raw_commands: true, work_dir: rawWork, hide: [t.dataDir], run_as: "nobody" }),
       startRemote("off", { sandbox: "off", work_dir: offWork }),
       startRemote("missing", { bwrap: "/no/such/bwrap", trainers: { probe: [PROBE] }, scripts: [ECHO_ARGS], work_dir: missingWork }),
@@ -95,7 +152,9 @@ describe.skipIf(!HAS_BWRAP)("the sandbox", () => {
   afterAll(async () => {
     await stopRunners(runners);
     await t?.stop();
-    for (const dir of [localWork, rawWork, offWork, missingWork, host]) rmSync(dir, { recursive: true, force: true });
+    loopbackService?.close();
+    lanService?.close();
+    for (const dir of [localWork, rawWork, offWork, missingWork, netWork, host, outside]) rmSync(dir, { recursive: true, force: true });
   });
 
   it("npm start's local runner keeps job directories in its work_dir, outside the data directory, and sandboxes them", async () => {
@@ -152,6 +211,9 @@ describe.skipIf(!HAS_BWRAP)("the sandbox", () => {
     expect(Object.keys(seen).sort()).toEqual([
       "CUDA_VISIBLE_DEVICES",
       "HOME",
+      "HTTPS_PROXY",
+      "HTTP_PROXY",
+      "NO_PROXY",
       "PATH",
       "PWD",
       "SIMPLETUNER_ACCELERATE_SIGNAL_FILE",
@@ -164,9 +226,103 @@ describe.skipIf(!HAS_BWRAP)("the sandbox", () => {
       "TRAINER_STORAGE_ENDPOINT_URL",
       "TRAINER_STORAGE_REGION",
       "TRAINER_STORAGE_SECRET_ACCESS_KEY",
+      "http_proxy",
+      "https_proxy",
+      "no_proxy",
     ]);
+    // Its proxy, and a callback URL holding a secret of the job's own.
+    expect(seen).toMatchObject({ HTTPS_PROXY: "http://127.0.0.1:47002", NO_PROXY: "127.0.0.1,localhost,::1" });
+    expect(seen.TRAINER_CALLBACK_URL).toMatch(/^http:\/\/127\.0\.0\.1:47001\/[A-Za-z0-9_-]{32}\/$/);
     expect(seen).toMatchObject({ HOME: jobDir, TRAINER_JOB_ID: job.job_id, TRAINER_STORAGE_BUCKET: job.job_id });
     expect(JSON.stringify(seen)).not.toContain(CANARY);
+  });
+
+  it("a trainer sees none of the host's secrets and reaches nothing but its own job: not the host's loopback, its network, a metadata address, another job's callback; its checkpoint events name no path outside its job", async () => {
+    // The victim: another researcher's job, alive on the same box.
+    await t.call("POST", "/api/queue/concurrency", { json: { local_job_max_concurrent: 2 }, auth: auth() });
+    await env("victim", { "--trainer": "probe", "--num_processes": 0, "--probe_sleep_ms": 60_000 });
+    const victim = await submit("victim");
+    const victimEnv = join(localWork, "jobs", victim.job_id, "env.json");
+    await until(
+      "the victim to run",
+      async () => existsSync(victimEnv) && (await events(victim.job_id)).some((e) => e.type === "probe.result"),
+    );
+    const victimCallback = (JSON.parse(readFileSync(victimEnv, "utf8")) as Record<string, string>).TRAINER_CALLBACK_URL!;
+    const lan = `${lanAddress}:${portOf(lanService)}`;
+    await env("attacker", {
+      "--trainer": "probe",
+      "--num_processes": 0,
+      "--probe_read": JSON.stringify([secrets.hfToken, secrets.tokenFile, secrets.sshKey, secrets.cliConfig, secrets.runnerConfig]),
+      "--probe_list": JSON.stringify([secrets.home, secrets.dir]),
+      "--probe_connect": JSON.stringify([`127.0.0.1:${portOf(loopbackService)}`, lan, "169.254.169.254:80"]),
+      "--probe_post": JSON.stringify([victimCallback, new URL("/", victimCallback).href]),
+      "--probe_proxy": JSON.stringify([`http://${lan}/`, "http://169.254.169.254/latest/meta-data/"]),
+      "--probe_emit": JSON.stringify([{ type: "checkpoint.saved", data: { path: "/etc", step: 1 } }]),
+      "--post_checkpoint_script": `${ECHO_ARGS} {local_checkpoint_path}`,
+    });
+    const attacker = await submit("attacker");
+    expect((await ended(attacker.job_id)).status).toBe("completed");
+    const seen = await events(attacker.job_id);
+    const result = seen.find((e) => e.type === "probe.result").data;
+    expect(result.uid).toBe(65534); // nobody: the runner is root and its config names no run_as
+    // Hidden folders are empty; a hidden file cannot be opened.
+    expect(result.reads).toEqual({
+      [secrets.hfToken]: "ENOENT",
+      [secrets.tokenFile]: "EACCES",
+      [secrets.sshKey]: "ENOENT",
+      [secrets.cliConfig]: "ENOENT",
+      [secrets.runnerConfig]: "EACCES",
+    });
+    expect(result.lists).toEqual({ [secrets.home]: [], [secrets.dir]: [] });
+    // A network of its own: nothing of the host's loopback, nothing beyond.
+    expect(result.connects).toEqual({
+      [`127.0.0.1:${portOf(loopbackService)}`]: "ECONNREFUSED",
+      [lan]: "ENETUNREACH",
+      "169.254.169.254:80": "ENETUNREACH",
+    });
+    // Its proxy lets nothing through on a box that allows no host, and says so.
+    expect(result.proxied).toEqual({ [`http://${lan}/`]: 403, "http://169.254.169.254/latest/meta-data/": 403 });
+    expect(seen.filter((e) => e.type === "network.refused").map((e) => e.data.target)).toEqual(
+      expect.arrayContaining([lan, "169.254.169.254"]),
+    );
+    // The victim's callback URL leads to the attacker's own callback, which wants its own secret.
+    expect(result.posts).toEqual({ [victimCallback]: 404, [new URL("/", victimCallback).href]: 404 });
+    // A checkpoint event naming a path outside the job gives no script that path.
+    expect(seen.find((e) => e.type === "script.refused")).toMatchObject({
+      title: "post_checkpoint script not run: the checkpoint path it would be given (/etc) is outside the job's directory",
+    });
+    expect(seen.filter((e) => e.type === "script.output")).toEqual([]);
+    // Nothing reached the victim, which trains on.
+    const victimEvents = await events(victim.job_id);
+    expect(victimEvents.map((e) => e.message)).not.toContain("forged by another job");
+    expect(seen.map((e) => e.message)).not.toContain("forged by another job");
+    expect((await entry(victim.job_id)).status).toBe("running");
+    expect((await t.call("POST", "/api/training/cancel", { json: { job_id: victim.job_id }, auth: auth() })).status).toBe(200);
+    await t.call("POST", "/api/queue/process", { auth: auth() }); // a cancelled running local job pauses local dispatch (spec 3)
+  });
+
+  it("reaches a host the box allows by name through its proxy, and nothing else, not even an allowed name that resolves to loopback", async () => {
+    expect(lanAddress, "this machine has no network address besides loopback").toBeDefined();
+    const lan = `${lanAddress}:${portOf(lanService)}`;
+    await env("allowed", {
+      "--trainer": "probe",
+      "--num_processes": 0,
+      "--probe_connect": JSON.stringify([lan]),
+      "--probe_proxy": JSON.stringify([`http://${lan}/`, `http://localhost:${portOf(loopbackService)}/`, "http://169.254.169.254/"]),
+    });
+    const job = await submit("allowed", "net");
+    expect((await ended(job.job_id)).status).toBe("completed");
+    const seen = await events(job.job_id);
+    const result = seen.find((e) => e.type === "probe.result").data;
+    expect(result.connects).toEqual({ [lan]: "ENETUNREACH" }); // only through the proxy
+    expect(result.proxied).toEqual({
+      [`http://${lan}/`]: 200,
+      [`http://localhost:${portOf(loopbackService)}/`]: 403,
+      "http://169.254.169.254/": 403,
+    });
+    expect(seen.find((e) => e.type === "network.refused" && e.data.target.startsWith("localhost"))).toMatchObject({
+      data: { reason: expect.stringMatching(/resolves to (127\.0\.0\.1|::1), a loopback or link-local address/) },
+    });
   });
 
   it("a raw --trainer_command on a box that allows them runs sandboxed as the run_as user, without the runner's token", async () => {

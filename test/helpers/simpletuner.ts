@@ -30,6 +30,8 @@ export function fakeSimpleTuner(): string {
   const root = resolve(".build/fake-simpletuner");
   mkdirSync(root, { recursive: true });
   const venv = mkdtempSync(join(root, "venv-"));
+  // Readable by the user trainers run as (nobody, when the runner is root), as an installation is.
+  chmodSync(venv, 0o755);
   made.push(venv);
   execFileSync("python3", ["-m", "venv", "--without-pip", venv], { stdio: "pipe" });
   const python = join(venv, "bin", "python");
