@@ -1,4 +1,5 @@
 import { FINISH_LIMITS } from "../shared/schemas/workers";
+import { plainText } from "../shared/terminal-text";
 import type { FinishBody } from "./edge-client";
 
 /*
@@ -65,7 +66,8 @@ export function refusalReport(refusal: string): FinishBody {
 
 /**
  * The lines a failed job's report carries: the end of the traceback the trainer reported (the
- * Python error that stopped it), else the last lines it printed.
+ * Python error that stopped it), else the last lines it printed: plain text, without the colour
+ * codes and other controls meant for its terminal (the edge strips them again).
  *
  * @example
  * reportLines("Traceback (most recent call last):\n  ...\nOSError: [Errno 30]", ["accelerate noise"]); // the traceback's lines
@@ -73,7 +75,7 @@ export function refusalReport(refusal: string): FinishBody {
 export function reportLines(traceback: string | null, printed: string[]): string[] {
   const lines = traceback
     ?.split("\n")
-    .map((l) => l.trimEnd())
+    .map((l) => plainText(l).trimEnd())
     .filter(Boolean);
-  return (lines?.length ? lines : printed).slice(-FINISH_LIMITS.lines);
+  return (lines?.length ? lines : printed.map(plainText)).slice(-FINISH_LIMITS.lines);
 }

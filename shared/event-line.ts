@@ -1,6 +1,7 @@
 /** How an event reads in one line, shared by the `jobs` CLI (logs) and the dashboard (a job's log). */
 import type { z } from "zod";
 import type { JobEvent } from "./schemas/events";
+import { showControls, stripColour } from "./terminal-text";
 
 export type Event = z.infer<typeof JobEvent>;
 
@@ -26,7 +27,8 @@ function mediaCount(event: Event): string | undefined {
 
 /**
  * What an event says, in one line: a log line's text, "step S/T loss L" for progress, the title
- * (and path, or how many images) for the rest. Never a data URI, never a newline.
+ * (and path, or how many images) for the rest. Never a data URI, never a newline; colour codes
+ * removed and every other control shown as a `\u00XX` escape (terminal-text.ts).
  *
  * @example
  * eventText({ index: 3, timestamp: "...", type: "training.progress", data: { step: 3, total_steps: 50, loss: 0.41 } });
@@ -50,10 +52,11 @@ export function eventText(event: Event): string {
     text ??= Object.keys(data).length ? JSON.stringify(data) : "";
   }
   // A trainer's line may carry a carriage return or escape codes of its own terminal.
-  return text
-    .replace(/\x1b\[[0-9;?]*[A-Za-z]/g, "")
-    .replace(/[\r\n]+/g, " ")
-    .trim();
+  return showControls(
+    stripColour(text)
+      .replace(/[\r\n]+/g, " ")
+      .trim(),
+  );
 }
 
 /** The event's time as HH:MM:SS in this machine's time zone ("--:--:--" when it has none). */
@@ -65,7 +68,7 @@ export function eventClock(timestamp: unknown): string {
 }
 
 /**
- * An event as `jobs logs` prints it: `<HH:MM:SS> <type> <text>`.
+ * An event as `jobs logs` prints it: `<HH:MM:SS> <type> <text>`, the type's controls shown as escapes too.
  *
  * @example
  * eventLine({ index: 0, timestamp: "2026-01-02T10:11:12Z", type: "log", message: "loading model" });
@@ -73,5 +76,5 @@ export function eventClock(timestamp: unknown): string {
  */
 export function eventLine(event: Event): string {
   const text = eventText(event);
-  return `${eventClock(event.timestamp)} ${event.type}${text ? ` ${text}` : ""}`;
+  return `${eventClock(event.timestamp)} ${showControls(event.type)}${text ? ` ${text}` : ""}`;
 }

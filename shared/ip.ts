@@ -49,6 +49,18 @@ export function ipInRanges(ip: string, ranges: readonly AddressRange[]): boolean
 export const LOOPBACK_RANGES: readonly AddressRange[] = [parseRange("127.0.0.0/8"), parseRange("::1")];
 
 /**
+ * Whether a URL's host names this machine: `localhost`, or an address in LOOPBACK_RANGES (a URL's
+ * IPv6 host in brackets too). The one place where plain http:// is allowed to carry a credential.
+ *
+ * @example
+ * isLoopbackHost(new URL("http://[::1]:8001").hostname); // true
+ * isLoopbackHost("train.example.com"); // false
+ */
+export function isLoopbackHost(hostname: string): boolean {
+  return hostname.toLowerCase() === "localhost" || ipInRanges(hostname.replace(/^\[(.*)\]$/, "$1"), LOOPBACK_RANGES);
+}
+
+/**
  * The key a client's rate limits are counted under: an IPv4 address as it is, an IPv6 address
  * by its /64 network (one subscriber's usual allocation, so rotating through it gains nothing).
  * Anything else (no address known) as given.

@@ -164,6 +164,33 @@ describe("provider settings", () => {
     expect(cleared.body).toMatchObject({ s3_access_key_id: null, s3_secret_access_key_set: false });
   });
 
+  it("takes a CA bundle's absolute path, and refuses a device, a kernel file, a relative path or a way around (422, nothing saved)", async () => {
+    const saved = await put({ ssl_ca_bundle: "/etc/ssl/certs/internal-ca.pem" });
+    expect(saved.status).toBe(200);
+    expect(saved.body.ssl_ca_bundle).toBe("/etc/ssl/certs/internal-ca.pem");
+    for (const path of [
+      "/dev/zero",
+      "/dev/stdin",
+      "//dev//urandom",
+      "/proc/self/environ",
+      "/sys",
+      "/etc/../dev/zero",
+      "./ca.pem",
+      "ca.pem",
+    ]) {
+      const refused = await put({ ssl_ca_bundle: path });
+      expect(refused.status, path).toBe(422);
+      expect(refused.body.errors).toEqual([
+        {
+          path: "ssl_ca_bundle",
+          message: `must be the absolute path of a PEM file of CA certificates, without "." or ".." parts and not under /dev, /proc or /sys, not ${JSON.stringify(path)}`,
+        },
+      ]);
+    }
+    expect((await settings()).ssl_ca_bundle).toBe("/etc/ssl/certs/internal-ca.pem");
+    expect((await put({ ssl_ca_bundle: null })).body.ssl_ca_bundle).toBeNull();
+  });
+
   it("turns certificate verification off only with confirm_insecure", async () => {
     const unconfirmed = await put({ ssl_verify: false });
     expect(unconfirmed.status).toBe(422);

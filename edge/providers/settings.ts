@@ -121,6 +121,25 @@ function outputPath(value: string, fields: Field[]): void {
   }
 }
 
+// The host reads the CA bundle whole: a path to a PEM file, never to a device or a kernel file
+// (/dev/zero would never end), and with no "." or ".." parts that could lead there.
+const NOT_FILES = /^\/(dev|proc|sys)(\/|$)/;
+function caBundlePath(value: string, fields: Field[]): void {
+  const segments = value.split(/[\\/]+/);
+  const absolute = value.startsWith("/") || /^[A-Za-z]:[\\/]/.test(value);
+  if (
+    !absolute ||
+    segments.includes(".") ||
+    segments.includes("..") ||
+    NOT_FILES.test(value.replace(/\/+/g, "/")) ||
+    /[\x00-\x1f]/.test(value)
+  )
+    fields.push({
+      path: "ssl_ca_bundle",
+      message: `must be the absolute path of a PEM file of CA certificates, without "." or ".." parts and not under /dev, /proc or /sys, not ${JSON.stringify(value)}`,
+    });
+}
+
 /**
  * Applies an update (any subset; null restores a field's default) after checking every field;
  * any problem is one 422 listing each field, and nothing is saved. Returns the settings before
@@ -137,6 +156,7 @@ export async function updateProviderSettings(db: Database, provider: string, upd
       fields.push({ path: `webhook_allowed_ips.${i}`, message: (error as Error).message });
     }
   });
+  if (update.ssl_ca_bundle) caBundlePath(update.ssl_ca_bundle, fields);
   if (update.proxy_url) httpUrl(update.proxy_url, "proxy_url", fields);
   if (update.s3_public_url) httpUrl(update.s3_public_url, "s3_public_url", fields);
   if (update.s3_output_path) outputPath(update.s3_output_path, fields);

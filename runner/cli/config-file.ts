@@ -1,4 +1,4 @@
-import { chmodSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { closeSync, constants, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, join } from "node:path";
 import { z } from "zod";
@@ -44,14 +44,42 @@ export function readConfig(file = configPath()): StoredConfig {
   return parsed;
 }
 
+/** A new file, never one that exists and never through a link someone planted there. */
+const CREATE_NEW = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
+
+/**
+ * Opens the temporary file new, readable by its owner only. Whatever already has its name (a
+ * crashed run's file, or a link planted where JOBS_CONFIG names a shared folder, to make the key
+ * land elsewhere) is removed, never followed, and the name taken again; taken again meanwhile, it fails.
+ */
+function openTemporary(temporary: string): number {
+  try {
+    return openSync(temporary, CREATE_NEW, 0o600);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+  }
+  rmSync(temporary, { force: true });
+  try {
+    return openSync(temporary, CREATE_NEW, 0o600);
+  } catch (error) {
+    throw new Error(`cannot write ${temporary}: something else keeps creating it (${(error as NodeJS.ErrnoException).code})`);
+  }
+}
+
 /**
  * Writes the config readable by its owner only (0600, its directory 0700): it holds an API key.
- * The file is written whole under a temporary name and renamed, so a crash never leaves half a key.
+ * The file is written whole under a temporary name, created new (a planted link is never
+ * followed), and renamed over the config (which replaces a link there rather than following
+ * it), so a crash never leaves half a key and the key never lands anywhere else.
  */
 export function writeConfig(config: StoredConfig, file = configPath()): void {
   mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
   const temporary = `${file}.${process.pid}.tmp`;
-  writeFileSync(temporary, JSON.stringify(config, null, 2) + "\n", { mode: 0o600 });
-  chmodSync(temporary, 0o600); // an existing temporary file keeps its mode otherwise
+  const fd = openTemporary(temporary);
+  try {
+    writeFileSync(fd, JSON.stringify(config, null, 2) + "\n");
+  } finally {
+    closeSync(fd);
+  }
   renameSync(temporary, file);
 }

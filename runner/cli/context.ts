@@ -1,5 +1,6 @@
 import type { Command } from "commander";
 import { ServiceClient } from "../../shared/client/client";
+import { isLoopbackHost } from "../../shared/ip";
 import { configPath, readConfig } from "./config-file";
 import { Output, UsageError, type Format } from "./output";
 import { version } from "../../package.json";
@@ -44,10 +45,31 @@ export function connectionOf(command: Command, needsKey = true, env: NodeJS.Proc
   const url = pick(options.url, env.SERVICE_URL, stored.url);
   const apiKey = pick(options.apiKey, env.SERVICE_API_KEY, stored.api_key);
   if (!url) throw new UsageError("no service URL: pass --url, set SERVICE_URL, or run `jobs login`");
-  if (!/^https?:\/\//.test(url.value))
-    throw new UsageError(`the service URL must start with http:// or https://, not ${JSON.stringify(url.value)}`);
+  checkServiceUrl(url.value);
   if (needsKey && !apiKey) throw new UsageError("no API key: pass --api-key, set SERVICE_API_KEY, or run `jobs login`");
   return { url: url.value, apiKey: apiKey?.value ?? null, source: { url: url.from, apiKey: apiKey?.from ?? null }, configFile };
+}
+
+/**
+ * Refuses (a usage error saying why) a service URL that a password or API key must not be sent
+ * to: anything but https://, except http:// to this machine (localhost, 127.x, [::1]), where
+ * nothing crosses a network.
+ *
+ * @example
+ * checkServiceUrl("http://train.example.com"); // throws: plain http:// to another machine
+ */
+export function checkServiceUrl(url: string): void {
+  let parsed: URL | null = null;
+  try {
+    parsed = /^https?:\/\/[^/]/.test(url) ? new URL(url) : null;
+  } catch {
+    // reported below
+  }
+  if (!parsed) throw new UsageError(`the service URL must start with http:// or https://, not ${JSON.stringify(url)}`);
+  if (parsed.protocol === "http:" && !isLoopbackHost(parsed.hostname))
+    throw new UsageError(
+      `the service URL ${url} is plain http:// to another machine: your password and API key would cross the network unencrypted. Use https:// (http:// is only for this machine: localhost, 127.0.0.1, [::1])`,
+    );
 }
 
 /** A client for the resolved connection. */

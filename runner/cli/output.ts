@@ -1,5 +1,6 @@
 import pc from "picocolors";
 import { ServiceError } from "../../shared/client/client";
+import { showControls, terminalJson } from "../../shared/terminal-text";
 
 type Colors = ReturnType<typeof pc.createColors>;
 
@@ -65,19 +66,21 @@ export class Output {
     this.streams.stderr.write(text + "\n");
   }
 
-  /** A value as JSON on stdout: two-space indented, one document per command. */
+  /** A value as JSON on stdout: two-space indented, one document per command, no raw control character. */
   printJson(value: unknown): void {
-    this.streams.stdout.write(JSON.stringify(value, null, 2) + "\n");
+    this.streams.stdout.write(terminalJson(value, 2) + "\n");
   }
 
   /**
    * A table with a header row, sized to the terminal: when it is too wide, the widest columns
-   * are cut (with …) until it fits. Not on a terminal, nothing is cut.
+   * are cut (with …) until it fits. Not on a terminal, nothing is cut. Cells hold other users'
+   * text (job metadata): their control characters are shown as escapes, never sent raw.
    *
    * @example
    * out.table(["JOB", "STATUS"], [["local-1", "running"]]);
    */
-  table(headers: string[], rows: string[][]): void {
+  table(headers: string[], cells: string[][]): void {
+    const rows = cells.map((row) => row.map(showControls));
     const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
     const limit = this.columns;
     if (limit !== null) fitWidths(widths, headers, limit);

@@ -17,6 +17,9 @@ export class ServiceError extends Error {
   }
 }
 
+/** Redirects followed within the service's origin before the client gives up. */
+const MAX_REDIRECTS = 5;
+
 export interface ClientOptions {
   /** The service's address, e.g. http://127.0.0.1:8787. */
   baseUrl: string;
@@ -101,7 +104,7 @@ export class ServiceClient {
     const where = `${endpoint.method} ${url.origin}${url.pathname}`;
     let response: Response;
     try {
-      response = await this.fetch(url, {
+      response = await this.fetchWithin(url, {
         method: endpoint.method,
         headers: {
           accept: endpoint.response === "raw" ? "*/*" : "application/json",
@@ -114,6 +117,7 @@ export class ServiceClient {
         signal: signals.length ? AbortSignal.any(signals) : undefined,
       });
     } catch (error) {
+      if (error instanceof ServiceError) throw error;
       throw unreachable(error, where, timeoutMs, options.signal);
     }
     if (!response.ok) throw await refusal(response);
@@ -133,6 +137,46 @@ export class ServiceClient {
       "unexpected_answer",
       `the answer of ${endpoint.method} ${endpoint.path} is not what this client expects (${issue ? `${issue.path.join(".") || "(body)"}: ${issue.message}` : "invalid"}); are the client and the service the same version?`,
     );
+  }
+
+  /**
+   * Sends a request, following redirects itself and only within the request's own origin: the
+   * API key, worker token, cookie or password it carries never goes to another host (fetch would
+   * follow a redirect anywhere, and keep X-API-Key). A redirect elsewhere is a ServiceError naming
+   * where it pointed; 303 (and 301/302 after a POST) go on as a GET without the body, as fetch does.
+   */
+  private async fetchWithin(url: URL, init: RequestInit): Promise<Response> {
+    let target = url;
+    let request: RequestInit = { ...init, redirect: "manual" };
+    for (let hops = 0; ; hops++) {
+      const response = await this.fetch(target, request);
+      const where = `${request.method} ${target.origin}${target.pathname}`;
+      // A browser hides where a redirect points (the dashboard's own calls are never redirected).
+      if ((response.type as string) === "opaqueredirect")
+        throw new ServiceError(0, "redirected", `${where} was redirected; not followed, so your credential stays here`);
+      const location = response.headers.get("location");
+      if (response.status < 300 || response.status > 399 || response.status === 304 || location === null) return response;
+      await response.body?.cancel();
+      let next: URL;
+      try {
+        next = new URL(location, target);
+      } catch {
+        throw new ServiceError(response.status, "redirected", `${where} redirected to ${JSON.stringify(location)}, which is not a URL`);
+      }
+      if (next.origin !== url.origin)
+        throw new ServiceError(
+          response.status,
+          "redirected",
+          `${where} redirected to ${next.origin}, another origin: not followed, so your credential is not sent there (if the service moved, use its new URL)`,
+        );
+      if (hops >= MAX_REDIRECTS) throw new ServiceError(response.status, "redirected", `${where}: more than ${MAX_REDIRECTS} redirects`);
+      if (response.status === 303 || ((response.status === 301 || response.status === 302) && request.method === "POST")) {
+        const headers = new Headers(request.headers);
+        headers.delete("content-type");
+        request = { ...request, method: "GET", body: undefined, headers };
+      }
+      target = next;
+    }
   }
 }
 

@@ -1,5 +1,6 @@
 import type { z } from "@hono/zod-openapi";
 import type { JobFinish, JobFinished } from "../../../shared/schemas/workers";
+import { plainText } from "../../../shared/terminal-text";
 import type { Database } from "../../db/client";
 import { ApiError } from "../../errors";
 import type { Change } from "./effects";
@@ -14,7 +15,9 @@ type Outcome = z.infer<typeof JobFinished>["status"];
  * trainer's last lines), or interrupted (the trainer died with its runner: retry or fail, see
  * requeue-or-fail.ts). Only a running job of this worker changes; its GPUs are freed with it,
  * since allocations live on running entries, and the worker is IDLE again when that was its
- * last job. One batch. The change names no runner to wake: the runner told us.
+ * last job. One batch. The change names no runner to wake: the runner told us. The error and
+ * the lines are the trainer's output: stored as plain text (no colour codes, no other controls),
+ * since the dashboard and every client show them.
  *
  * @example
  * const change = await finishJob(db, worker.id, "job-1", { status: "completed", exit_code: 0 });
@@ -26,8 +29,8 @@ export async function finishJob(
   report: z.infer<typeof JobFinish>,
 ): Promise<Change & { status: Outcome }> {
   const now = new Date().toISOString();
-  const tail = (report.last_lines ?? []).slice(-20).join("\n");
-  const why = report.error ?? `the trainer exited with code ${report.exit_code ?? "unknown"}`;
+  const tail = plainText((report.last_lines ?? []).slice(-20).join("\n"));
+  const why = report.error !== undefined ? plainText(report.error) : `the trainer exited with code ${report.exit_code ?? "unknown"}`;
   const message =
     report.status === "completed" ? null : [why, tail ? `last lines:\n${tail}` : ""].filter(Boolean).join("\n").slice(0, 4000);
   const entryUpdate =

@@ -1,6 +1,7 @@
 import type { z } from "zod";
 import type { JobEvent } from "../../../shared/schemas/events";
 import { eventClock, eventText } from "../../../shared/event-line";
+import { showControls } from "../../../shared/terminal-text";
 
 /*
  * What the job view shows of a job's event stream, computed from its events alone (no DOM), so
@@ -9,7 +10,7 @@ import { eventClock, eventText } from "../../../shared/event-line";
 
 export type StreamEvent = z.infer<typeof JobEvent>;
 
-/** The log lines kept on the page: the newest ones, as `jobs logs` shows them. */
+/** The log lines kept on the page: the newest ones, as `jobs logs` shows them (colour codes removed, other controls escaped). */
 export const LOG_LINES = 200;
 /** The preview images kept on the page (each a data URI of some kilobytes). */
 export const PREVIEWS = 12;
@@ -174,7 +175,7 @@ export function applyEvents(state: TrainingState, events: StreamEvent[]): Traini
         onDemand: data.on_demand === true,
       });
     }
-    s.log.push({ index: event.index, clock: eventClock(event.timestamp), type: event.type, text: eventText(event) });
+    s.log.push({ index: event.index, clock: eventClock(event.timestamp), type: showControls(event.type), text: eventText(event) });
   }
   if (s.log.length > LOG_LINES) s.log = s.log.slice(-LOG_LINES);
   if (s.previews.length > PREVIEWS) s.previews = s.previews.slice(-PREVIEWS);

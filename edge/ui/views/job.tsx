@@ -2,6 +2,7 @@ import type { ComponentChildren } from "preact";
 import { useEffect, useLayoutEffect, useMemo, useRef, useState } from "preact/hooks";
 import type { z } from "zod";
 import type { QueueJob } from "../../../shared/schemas/queue";
+import { plainText } from "../../../shared/terminal-text";
 import { call, endpoints } from "../api";
 import { ErrorNote } from "../components/error-note";
 import { formatDuration, formatTime, formatUsd } from "../components/format";
@@ -371,7 +372,8 @@ export function JobView({ args }: ViewProps) {
         {loaded && (status === "pending" || status === "blocked") ? <Waiting key={version} jobId={jobId} /> : null}
         {loaded && isFull(loaded) && loaded.error_message ? (
           <div class="error">
-            <p>{loaded.error_message}</p>
+            {/* Messages stored before issue 26 may still carry colour codes. */}
+            <p>{plainText(loaded.error_message)}</p>
           </div>
         ) : null}
       </Panel>

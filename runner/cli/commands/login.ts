@@ -3,7 +3,7 @@ import type { Command } from "commander";
 import { ServiceClient } from "../../../shared/client/client";
 import { endpoints } from "../../../shared/client/endpoints";
 import { configPath, readConfig, writeConfig } from "../config-file";
-import { clientOf, outputOf, type GlobalOptions } from "../context";
+import { checkServiceUrl, clientOf, outputOf, type GlobalOptions } from "../context";
 import { UsageError } from "../output";
 import { ask, askSecret, canPrompt, readStdin } from "../prompt";
 
@@ -48,8 +48,7 @@ export function addLogin(program: Command): void {
       const knownUrl = options.url ?? process.env.SERVICE_URL ?? stored.url;
       const url = (interactive && !options.url ? await ask("Service URL", knownUrl) : (knownUrl ?? "")).replace(/\/+$/, "");
       if (!url) throw new UsageError("no service URL: pass --url or set SERVICE_URL");
-      if (!/^https?:\/\/[^/]/.test(url))
-        throw new UsageError(`the service URL must start with http:// or https://, not ${JSON.stringify(url)}`);
+      checkServiceUrl(url);
       const username =
         options.username ?? (interactive && !options.passwordStdin ? await ask("Username", stored.username) : stored.username) ?? "";
       if (!username) throw new UsageError("no username: pass --username");

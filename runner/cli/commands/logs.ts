@@ -5,6 +5,7 @@ import type { EndpointOutput } from "../../../shared/client/endpoint";
 import { endpoints } from "../../../shared/client/endpoints";
 import { cli } from "../context";
 import { eventLine, type Event } from "../../../shared/event-line";
+import { terminalJson } from "../../../shared/terminal-text";
 import { followEvents } from "../follow";
 import { UsageError, type Output } from "../output";
 
@@ -25,7 +26,7 @@ export function addLogs(program: Command): void {
     .option("--since <index>", "start at this event index (0 is the first event)", "0")
     .addHelpText(
       "after",
-      "\nLines read `<HH:MM:SS> <type> <text>`; with --format json, each event is one JSON object per line, as the API gives it.\n\nExamples:\n  jobs logs local-3f9c2a1b04de\n  jobs logs local-3f9c2a1b04de --follow\n  jobs logs local-3f9c2a1b04de --format json | jq -c 'select(.type == \"training.progress\")'",
+      "\nLines read `<HH:MM:SS> <type> <text>`: colour codes removed, any other control character a trainer printed (an escape, a bell, C1) shown as \\u001b and the like, never sent to your terminal. With --format json, each event is one JSON object per line, as the API gives it (controls escaped the JSON way).\n\nExamples:\n  jobs logs local-3f9c2a1b04de\n  jobs logs local-3f9c2a1b04de --follow\n  jobs logs local-3f9c2a1b04de --format json | jq -c 'select(.type == \"training.progress\")'",
     )
     .action(async (jobId: string, options: LogsOptions, command: Command) => {
       const since = Number(options.since);
@@ -50,7 +51,7 @@ async function printLog(client: ServiceClient, out: Output, jobId: string, since
   for (;;) {
     const query: { cursor: string } | { job_id: string; since_index: number } = cursor ? { cursor } : { job_id: jobId, since_index: since };
     const page: EndpointOutput<typeof endpoints.trainingEvents> = await client.call(endpoints.trainingEvents, { query });
-    for (const event of page.events) out.line(out.json ? JSON.stringify(event) : eventLine(event));
+    for (const event of page.events) out.line(out.json ? terminalJson(event) : eventLine(event));
     if (!page.events.length || page.next_cursor === null) return;
     cursor = page.next_cursor;
   }
@@ -77,7 +78,7 @@ class EventPrinter {
   }
 
   event(event: Event): void {
-    if (this.out.json) return this.out.line(JSON.stringify(event));
+    if (this.out.json) return this.out.line(terminalJson(event));
     const data = (event.data ?? {}) as { step?: unknown; total_steps?: unknown; loss?: unknown };
     const progress = event.type === "training.progress" && typeof data.step === "number" && typeof data.total_steps === "number";
     if (this.withBar && progress) {

@@ -5,6 +5,7 @@ import { endpoints } from "../../../shared/client/endpoints";
 import type { CloudJob } from "../../../shared/schemas/cloud";
 import type { MyQueue, QueueEntry, QueueJob } from "../../../shared/schemas/queue";
 import type { TrainingStatus } from "../../../shared/schemas/training";
+import { showControls, stripColour } from "../../../shared/terminal-text";
 import { cli } from "../context";
 import { age, bytes, expectedEndText, expectedRunText, gpuList, usd, waitText } from "../format-job";
 import type { Output } from "../output";
@@ -85,7 +86,15 @@ function details(out: Output, job: Job, training: z.output<typeof TrainingStatus
   const expectedEnd = job.status === "running" ? expectedEndText(full) : null;
   if (expectedEnd) rows.push(["Expected end", expectedEnd]);
   if (full.completed_at) rows.push(["Ended", full.completed_at]);
-  if (full.error_message) rows.push(["Error", full.error_message]);
+  // Its lines are the trainer's: each shown without colour codes, its other controls escaped.
+  if (full.error_message)
+    rows.push([
+      "Error",
+      full.error_message
+        .split("\n")
+        .map((line) => showControls(stripColour(line)))
+        .join("\n"),
+    ]);
   if (training) rows.push(["Progress", progressText(training)]);
   if (cloud) {
     rows.push([
