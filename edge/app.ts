@@ -23,6 +23,8 @@ import { providersRoutes } from "./routes/providers";
 import { cloudRoutes } from "./routes/cloud";
 import { storageConventions, storageRoutes } from "./routes/storage";
 import { uiRoutes } from "./routes/ui";
+import { websocketOrigin } from "./middleware/websocket-origin";
+import { frontOnly } from "./middleware/front-only";
 
 /**
  * The whole HTTP API: context and authorisation for every request, then one router per area.
@@ -32,9 +34,12 @@ import { uiRoutes } from "./routes/ui";
  */
 export function createApp() {
   const app = createRouter();
+  // Locally, only the client front reaches workerd (it sets the client's address).
+  app.use("*", frontOnly());
   // First, before anything that can fail or refuse: a storage request's errors are S3 errors.
   app.use("*", storageConventions());
   app.use("*", requestContext());
+  app.use("*", websocketOrigin());
   app.use("*", securityHeaders());
   app.use("*", httpMetrics());
   app.use("*", rateLimit());

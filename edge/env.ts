@@ -39,6 +39,8 @@ export interface Env extends DurableObjectBindings {
   STORAGE: Bucket;
   /** Local default only: when the host process started (ISO 8601), for uptime. */
   SERVICE_STARTED_AT?: string;
+  /** Local default only: this start's secret the client front sends with every request (edge/middleware/front-only.ts). */
+  SERVICE_FRONT_TOKEN?: string;
   /** Rate limiting (README "Rate limiting"): the default rule's calls (0: off) and period in seconds. */
   RATE_LIMIT_CALLS?: string;
   RATE_LIMIT_PERIOD?: string;

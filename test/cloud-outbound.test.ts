@@ -3,7 +3,8 @@
 // certificate, a plain-HTTP provider, and an HTTP proxy that records what it was asked. Then the
 // Worker's side (providerFetch) with this fetcher as its binding, as the local stack wires it.
 import { createHash, randomBytes } from "node:crypto";
-import { rmSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { rmSync, writeFileSync } from "node:fs";
 import {
   createServer as createHttpServer,
   request as httpRequest,
@@ -154,6 +155,27 @@ describe("certificates", () => {
     expect(response.status).toBe(502);
     expect(failure(response)).toBe(`cannot read the CA bundle ${missing} (ENOENT)`);
     expect(seen).toEqual([]);
+  });
+
+  it("reads a CA bundle only from a regular file under 1 MiB: a device, a folder, a FIFO or a 2 MiB file is refused at once, sending nothing", async () => {
+    const big = join(tls.dir, "big.pem");
+    writeFileSync(big, Buffer.alloc(2 * 1024 * 1024, 65));
+    const fifo = join(tls.dir, "fifo.pem");
+    execFileSync("mkfifo", [fifo]);
+    for (const [path, why] of [
+      ["/dev/zero", "not a regular file"],
+      [tls.dir, "not a regular file"],
+      [fifo, "not a regular file"],
+      [big, "2097152 bytes, more than the 1048576 a CA bundle may hold"],
+    ]) {
+      // (A FIFO without a writer would block an open that waited for one: this one does not.)
+      const response = await call(`${httpsBase}/v1/account`, { [OUTBOUND_HEADERS.caBundle]: path! });
+      expect(response.status).toBe(502);
+      expect(failure(response)).toBe(`cannot read the CA bundle ${path} (${why})`);
+    }
+    expect(seen).toEqual([]);
+    // The real bundle still works.
+    expect((await call(`${httpsBase}/v1/account`, { [OUTBOUND_HEADERS.caBundle]: tls.certFile })).status).toBe(200);
   });
 });
 

@@ -9,7 +9,7 @@ import {
   type ServerResponse,
 } from "node:http";
 import { createServer as createHttpsServer } from "node:https";
-import { connect, type AddressInfo, type Socket } from "node:net";
+import { connect, isIP, type AddressInfo, type Socket } from "node:net";
 import { STORAGE_PREFIX } from "../storage/endpoint";
 import { s3ErrorXml } from "../storage/xml";
 
@@ -60,17 +60,52 @@ function peerAddress(socket: Socket): string {
  * forwardedHeaders(["Host", "x", "CF-Connecting-IP", "127.0.0.1"], "203.0.113.7", false);
  * // ["Host", "x", "cf-connecting-ip", "203.0.113.7"]
  */
-export function forwardedHeaders(rawHeaders: readonly string[], peer: string, upgrade: boolean): string[] {
+export function forwardedHeaders(rawHeaders: readonly string[], peer: string, upgrade: boolean, frontToken = ""): string[] {
   const out: string[] = [];
   for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
     const name = rawHeaders[i]!;
     const lower = name.toLowerCase();
-    if (lower === "cf-connecting-ip" || lower.startsWith("mf-")) continue;
+    if (lower === "cf-connecting-ip" || lower.startsWith("mf-") || lower === FRONT_TOKEN_HEADER) continue;
     if (HOP_BY_HOP.has(lower) && !(upgrade && (lower === "connection" || lower === "upgrade"))) continue;
     out.push(name, rawHeaders[i + 1]!);
   }
   out.push("cf-connecting-ip", peer);
+  if (frontToken) out.push(FRONT_TOKEN_HEADER, frontToken);
   return out;
+}
+
+/**
+ * The header by which workerd knows a request came through the front: its value a secret of this
+ * start (the Worker's SERVICE_FRONT_TOKEN), so another local process cannot reach workerd's
+ * private port with an address of its choosing (edge/middleware/front-only.ts).
+ */
+export const FRONT_TOKEN_HEADER = "x-service-front";
+
+/**
+ * Whether `host` (a Host header's name, without its port) is one of the service's own: an IP
+ * address, `localhost` and names under it, or a name in `names` (the machine's, the public URL's,
+ * SERVICE_ALLOWED_HOSTS). Any other name is a page on a host name rebound to this machine: a
+ * browser there must not reach the service (nor count as loopback), so the front answers 421.
+ *
+ * @example
+ * ownHost("attacker.example", ["gpu-box"]); // false
+ */
+export function ownHost(host: string, names: readonly string[]): boolean {
+  const name = host
+    .replace(/^\[|\]$/g, "")
+    .replace(/\.$/, "")
+    .toLowerCase();
+  if (isIP(name)) return true;
+  if (name === "localhost" || name.endsWith(".localhost")) return true;
+  return names.some((allowed) => allowed.toLowerCase() === name);
+}
+
+/** A Host header's name without its port. */
+function hostName(host: string): string {
+  const bracket = /^\[([^\]]*)\](?::\d*)?$/.exec(host);
+  if (bracket) return bracket[1]!;
+  const colon = host.lastIndexOf(":");
+  return colon >= 0 && host.indexOf(":") === colon ? host.slice(0, colon) : host;
 }
 
 function responseHeaders(rawHeaders: readonly string[]): string[] {
@@ -92,7 +127,7 @@ function rawHead(method: string, path: string, headers: readonly string[]): stri
 
 /** What the front answers by itself, never asking workerd: a client's malformed request. */
 interface OwnAnswer {
-  status: 400 | 408;
+  status: 400 | 408 | 421;
   /** Headers every answer carries (the rate-limit headers of spec 2.11), from the front's options. */
   extra: Record<string, string>;
   detail: string;
@@ -103,7 +138,7 @@ interface OwnAnswer {
 
 function answerParts({ status, detail, path, s3Code, extra }: OwnAnswer): { headers: Record<string, string>; body: string } {
   const storage = path === STORAGE_PREFIX || path.startsWith(`${STORAGE_PREFIX}/`);
-  const code = status === 408 ? "request_timeout" : "bad_request";
+  const code = status === 408 ? "request_timeout" : status === 421 ? "misdirected_request" : "bad_request";
   const body = storage ? s3ErrorXml(s3Code, detail, path, randomUUID()) : JSON.stringify({ detail, code });
   const type = storage ? "application/xml" : "application/json";
   return { headers: { ...extra, "Content-Type": type, "Content-Length": String(Buffer.byteLength(body)), Connection: "close" }, body };
@@ -112,7 +147,7 @@ function answerParts({ status, detail, path, s3Code, extra }: OwnAnswer): { head
 /** An own answer as raw HTTP/1.1, for a socket Node's server no longer speaks on. */
 function rawAnswer(answer: OwnAnswer): string {
   const { headers, body } = answerParts(answer);
-  const reason = answer.status === 408 ? "Request Timeout" : "Bad Request";
+  const reason = answer.status === 408 ? "Request Timeout" : answer.status === 421 ? "Misdirected Request" : "Bad Request";
   return `HTTP/1.1 ${answer.status} ${reason}\r\n${Object.entries(headers)
     .map(([name, value]) => `${name}: ${value}\r\n`)
     .join("")}\r\n${body}`;
@@ -269,6 +304,10 @@ export async function startClientFront(options: {
   onError: (message: string) => void;
   answerHeaders?: AnswerHeaders;
   tls?: { cert: Buffer; key: Buffer };
+  /** Host names besides IP addresses and localhost that are the service's own (ownHost); unset: every name is. */
+  hostNames?: readonly string[];
+  /** This start's secret for workerd (FRONT_TOKEN_HEADER). */
+  frontToken?: string;
 }): Promise<ClientFront> {
   const { upstreamPort } = options;
   const answerHeaders: AnswerHeaders = options.answerHeaders ?? (() => ({}));
@@ -295,12 +334,21 @@ export async function startClientFront(options: {
   const responses = new WeakMap<Socket, { req: IncomingMessage; res: ServerResponse }>();
   const refused = new WeakSet<Socket>();
 
-  const refuse = (req: IncomingMessage, res: ServerResponse, detail: string) => {
+  const refuse = (req: IncomingMessage, res: ServerResponse, detail: string, status: 400 | 421 = 400) => {
     refused.add(req.socket);
-    const { headers, body } = answerParts({ status: 400, detail, path: pathOf(req), s3Code: "InvalidRequest", extra: extraFor(req) });
-    res.writeHead(400, headers).end(body);
+    const { headers, body } = answerParts({ status, detail, path: pathOf(req), s3Code: "InvalidRequest", extra: extraFor(req) });
+    res.writeHead(status, headers).end(body);
     if (!req.complete) drain(req);
   };
+  /** Why a request's Host is not the service's own, or null. */
+  const misdirected = (req: IncomingMessage, host: string | null): string | null => {
+    if (!options.hostNames) return null;
+    const name = hostName(host ?? req.headers.host ?? "");
+    return ownHost(name, options.hostNames)
+      ? null
+      : `This service does not answer to the host name ${shown(name)}: use its address, localhost, or a name set in SERVICE_PUBLIC_URL or SERVICE_ALLOWED_HOSTS`;
+  };
+  const frontToken = options.frontToken ?? "";
 
   const forward = (req: IncomingMessage, res: ServerResponse, path: string, headers: string[], retried: boolean) => {
     const bodiless = !hasBody(req);
@@ -361,8 +409,10 @@ export async function startClientFront(options: {
     });
     const head = checkRequestHead({ url: req.url ?? "", httpVersion: req.httpVersion, rawHeaders: req.rawHeaders });
     if ("problem" in head) return refuse(req, res, head.problem);
+    const foreign = misdirected(req, head.host);
+    if (foreign) return refuse(req, res, foreign, 421);
     const raw = head.host === null ? req.rawHeaders : withHost(req.rawHeaders, head.host);
-    forward(req, res, head.path, forwardedHeaders(raw, peerAddress(req.socket), false), false);
+    forward(req, res, head.path, forwardedHeaders(raw, peerAddress(req.socket), false, frontToken), false);
   });
 
   // Upgraded connections (a runner's wake channel, a dashboard's live stream) leave the HTTP
@@ -377,10 +427,16 @@ export async function startClientFront(options: {
         rawAnswer({ status: 400, detail: checked.problem, path: pathOf(req), s3Code: "InvalidRequest", extra: extraFor(req) }),
       );
     }
+    const foreign = misdirected(req, checked.host);
+    if (foreign)
+      return void socket.end(
+        rawAnswer({ status: 421, detail: foreign, path: pathOf(req), s3Code: "InvalidRequest", extra: extraFor(req) }),
+      );
     const headers = forwardedHeaders(
       checked.host === null ? req.rawHeaders : withHost(req.rawHeaders, checked.host),
       peerAddress(socket),
       true,
+      frontToken,
     );
     const upstream = connect(upstreamPort, "127.0.0.1", () => {
       upstream.write(rawHead(req.method ?? "GET", checked.path, headers));

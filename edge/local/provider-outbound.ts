@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
-import { readFile } from "node:fs/promises";
+import { open } from "node:fs/promises";
+import { constants } from "node:fs";
 import { Readable } from "node:stream";
 import type { ReadableStream as NodeReadableStream } from "node:stream/web";
 import { Agent, ProxyAgent, request as undiciRequest, type Dispatcher } from "undici";
@@ -109,7 +110,7 @@ export async function forwardProviderRequest(request: Request, defaults: Outboun
   let ca: Buffer | null = null;
   if (caPath) {
     try {
-      ca = await readFile(caPath);
+      ca = await readCaBundle(caPath);
     } catch (error) {
       return failed(`cannot read the CA bundle ${caPath} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
     }
@@ -176,5 +177,31 @@ export async function forwardProviderRequest(request: Request, defaults: Outboun
     clearTimeout(timer);
     body?.destroy();
     return failed(timedOut ? TIMEOUT_REASON : reasonOf(error));
+  }
+}
+
+/** The most a CA bundle may hold: a PEM of a few hundred certificates is well under it. */
+export const MAX_CA_BUNDLE_BYTES = 1024 * 1024;
+
+/**
+ * A CA bundle's bytes: a regular file (not a device such as /dev/zero, a FIFO, a folder) of at
+ * most MAX_CA_BUNDLE_BYTES, opened without blocking (a FIFO would wait for a writer) and read
+ * no further than the cap, whatever it grows to meanwhile.
+ *
+ * @example
+ * await readCaBundle("/etc/ssl/certs/corp.pem"); // Buffer; "/dev/zero" throws "not a regular file"
+ */
+export async function readCaBundle(path: string): Promise<Buffer> {
+  const file = await open(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
+  try {
+    const info = await file.stat();
+    if (!info.isFile()) throw new Error("not a regular file");
+    if (info.size > MAX_CA_BUNDLE_BYTES) throw new Error(`${info.size} bytes, more than the ${MAX_CA_BUNDLE_BYTES} a CA bundle may hold`);
+    const buffer = Buffer.alloc(MAX_CA_BUNDLE_BYTES + 1);
+    const { bytesRead } = await file.read(buffer, 0, buffer.length, 0);
+    if (bytesRead > MAX_CA_BUNDLE_BYTES) throw new Error(`more than the ${MAX_CA_BUNDLE_BYTES} bytes a CA bundle may hold`);
+    return buffer.subarray(0, bytesRead);
+  } finally {
+    await file.close();
   }
 }

@@ -1,8 +1,8 @@
-import { accessSync, constants } from "node:fs";
+import { accessSync, constants, statSync } from "node:fs";
 import { readOutboundVariables } from "../cloud/outbound";
 import { LOG_LEVELS, type LogLevel } from "../config";
 import { readRateLimitSettings } from "../ratelimit/settings";
-import type { OutboundDefaults } from "./provider-outbound";
+import { MAX_CA_BUNDLE_BYTES, type OutboundDefaults } from "./provider-outbound";
 import { StartupError, type StackOptions } from "./stack";
 import { readRunnerConfigFile, RunnerConfigError } from "../../runner/config";
 
@@ -53,7 +53,22 @@ export function readOutboundDefaults(env: NodeJS.ProcessEnv): OutboundDefaults {
   if (!["1", "0", "true", "false", "yes", "no"].includes(verify))
     throw new StartupError(`SERVICE_SSL_VERIFY must be true or false, not "${env.SERVICE_SSL_VERIFY}"`);
   const caBundle = env.SERVICE_CA_BUNDLE || null;
-  if (caBundle) readableFile("SERVICE_CA_BUNDLE", caBundle);
+  if (caBundle) {
+    readableFile("SERVICE_CA_BUNDLE", caBundle);
+    let info: ReturnType<typeof statSync>;
+    try {
+      info = statSync(caBundle);
+    } catch (error) {
+      throw new StartupError(
+        `SERVICE_CA_BUNDLE names ${caBundle}, which cannot be read (${(error as NodeJS.ErrnoException).code ?? String(error)})`,
+      );
+    }
+    if (!info.isFile()) throw new StartupError(`SERVICE_CA_BUNDLE names ${caBundle}, which is not a regular file`);
+    if (info.size > MAX_CA_BUNDLE_BYTES)
+      throw new StartupError(
+        `SERVICE_CA_BUNDLE names ${caBundle}, of ${info.size} bytes: a CA bundle may hold at most ${MAX_CA_BUNDLE_BYTES}`,
+      );
+  }
   return {
     httpsProxy: proxyUrl("HTTPS_PROXY", env.HTTPS_PROXY || env.https_proxy),
     httpProxy: proxyUrl("HTTP_PROXY", env.HTTP_PROXY || env.http_proxy),
@@ -97,6 +112,13 @@ export function readConfigFromEnvironment(env: NodeJS.ProcessEnv): StackOptions 
     throw new StartupError(`SERVICE_LOG_FORMAT must be json or text, not "${env.SERVICE_LOG_FORMAT}"`);
   if (env.SERVICE_PUBLIC_URL && !/^https?:\/\//.test(env.SERVICE_PUBLIC_URL))
     throw new StartupError(`SERVICE_PUBLIC_URL must be an http(s) URL, not "${env.SERVICE_PUBLIC_URL}"`);
+  const allowedHosts = (env.SERVICE_ALLOWED_HOSTS ?? "")
+    .split(",")
+    .map((h) => h.trim())
+    .filter(Boolean);
+  for (const name of allowedHosts)
+    if (!/^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$/.test(name))
+      throw new StartupError(`SERVICE_ALLOWED_HOSTS must be host names separated by commas, not "${env.SERVICE_ALLOWED_HOSTS}"`);
   const runner = (env.SERVICE_LOCAL_RUNNER ?? "1").toLowerCase();
   if (!["1", "0", "true", "false", "yes", "no"].includes(runner))
     throw new StartupError(`SERVICE_LOCAL_RUNNER must be 1 or 0, not "${env.SERVICE_LOCAL_RUNNER}"`);
@@ -133,5 +155,6 @@ export function readConfigFromEnvironment(env: NodeJS.ProcessEnv): StackOptions 
     logFormat,
     logFile: env.SERVICE_LOG_FILE || undefined,
     publicUrl: env.SERVICE_PUBLIC_URL || undefined,
+    allowedHosts,
   };
 }

@@ -1,5 +1,6 @@
 import { appendFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
+import { hostname } from "node:os";
 import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
 import { createSecureContext } from "node:tls";
@@ -56,6 +57,20 @@ export interface StackOptions {
   secretsEnv?: Record<string, string | undefined>;
   /** SERVICE_SSL_CERT and SERVICE_SSL_KEY: PEM files; the client front then serves HTTPS. */
   tls?: { certFile: string; keyFile: string };
+  /** SERVICE_ALLOWED_HOSTS: more host names the front answers to (besides IP addresses, localhost, this machine's name, the bind address and the public URL's). */
+  allowedHosts?: string[];
+}
+
+/**
+ * The host names the front answers to besides IP addresses and localhost (client-front.ts
+ * ownHost): this machine's name (and `<name>.local`), the address it binds, the public URL's host
+ * and SERVICE_ALLOWED_HOSTS. Another name is a rebinding page's, answered 421.
+ */
+export function ownHostNames(bind: string, publicUrl: string | undefined, allowed: string[]): string[] {
+  const machine = hostname().toLowerCase();
+  const names = [machine, `${machine}.local`, bind, ...allowed];
+  if (publicUrl) names.push(new URL(publicUrl).hostname.replace(/^\[|\]$/g, ""));
+  return [...new Set(names.filter(Boolean).map((n) => n.toLowerCase()))];
 }
 
 export interface Stack {
@@ -63,6 +78,8 @@ export interface Stack {
   url: URL;
   /** Plain HTTP on loopback, for this process's own calls and its runner (the certificate may name another host): `url` itself without `tls`. */
   loopbackUrl: URL;
+  /** workerd's private address, which takes only the front's requests (for the tests that try it). */
+  workerUrl: URL;
   dataDir: string;
   /** The first admin's setup token: SETUP_TOKEN when given, else random per start ("" when set empty). */
   setupToken: string;
@@ -144,6 +161,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     // several times faster than a Node-function binding, which Miniflare proxies and re-encodes.
     // The random token keeps other local users off the port.
     const bridgeToken = randomBytes(32).toString("base64url");
+    const frontToken = randomBytes(32).toString("base64url");
     // Creating the first admin from another machine needs this (edge/auth/setup-token.ts).
     const setupToken = options.bindings?.SETUP_TOKEN ?? randomBytes(24).toString("base64url");
     const bridge = await serveHranaOverHttp(hrana, 0, "127.0.0.1", { authToken: bridgeToken });
@@ -169,6 +187,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         SERVICE_LOG_LEVEL: logLevel,
         SERVICE_LOG_FORMAT: logFormat,
         SERVICE_STARTED_AT: new Date().toISOString(),
+        SERVICE_FRONT_TOKEN: frontToken,
         SETUP_TOKEN: setupToken,
         ...(options.publicUrl ? { SERVICE_PUBLIC_URL: options.publicUrl } : {}),
         ...options.bindings,
@@ -211,6 +230,8 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       upstreamPort: Number(workerUrl.port),
       onError: (message: string) => log.warning(message),
       answerHeaders: frontAnswerHeaders(options.bindings ?? {}),
+      frontToken,
+      hostNames: ownHostNames(host, options.publicUrl, options.allowedHosts ?? []),
     };
     let front: ClientFront;
     try {
@@ -266,6 +287,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     return {
       url,
       loopbackUrl,
+      workerUrl,
       dataDir,
       setupToken,
       log,
