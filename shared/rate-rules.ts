@@ -35,9 +35,11 @@ export const RATE_RULES: readonly RateRule[] = [
 ];
 
 /**
- * Failed logins per username, whatever the address (counted in the RateLimiter named after a
- * hash of the lower-cased username; a successful login forgives them). Past it, every login for
- * that name is refused, the right password included: that is what stops guessing.
+ * Failed logins per username and client address (counted in the RateLimiter named after a hash
+ * of the lower-cased username and the address's rate-limit key; a successful login forgives
+ * them). Past it, every login for that name from that address is refused, the right password
+ * included: that is what stops guessing. Another address is not affected, so a guesser cannot
+ * lock the user out; the per-address rule `login` bounds how fast one address guesses at all.
  */
 export const LOGIN_FAILURE_RULE: RateRule = {
   name: "login-failures",

@@ -273,45 +273,73 @@ describe("cross-site requests", () => {
   });
 });
 
-describe("failed logins per username (10 in 15 minutes, whatever the address)", () => {
-  const login = (username: string, password: string, i: number) =>
-    t.call("POST", "/api/cloud/auth/login", { json: { username, password }, headers: { "x-forwarded-for": `198.51.100.${i}` } });
+describe("failed logins per username and address (10 in 15 minutes from one address)", () => {
+  /** A login from `address` behind the trusted loopback proxy, or from this machine itself (not forwarded: exempt from the per-address rule "login" in development, so it can fail 10 times in a row). */
+  const login = (username: string, password: string, address: number | "loopback") =>
+    t.call("POST", "/api/cloud/auth/login", {
+      json: { username, password },
+      headers: address === "loopback" ? {} : { "x-forwarded-for": `198.51.100.${address}` },
+    });
   const expectLimited = (reply: Awaited<ReturnType<typeof login>>) => {
     expect(reply.status).toBe(429);
     expect(reply.body.code).toBe("rate_limited");
     expect(reply.body.detail).toMatch(
-      /^Rate limit exceeded: at most 10 failed logins for one username per 900 s \(rule "login-failures"\); retry in \d+ s$/,
+      /^Rate limit exceeded: at most 10 failed logins for one username from one address per 900 s \(rule "login-failures"\); retry in \d+ s$/,
     );
     expect(Number(reply.headers.get("retry-after"))).toBeGreaterThan(800);
     expect(reply.headers.get("set-cookie")).toBeNull();
   };
+  const createUser = async (username: string, levels: string[] = ["researcher"]) => {
+    const json = { email: `${username}@example.com`, username, password: `${username}-password`, level_names: levels };
+    expect((await t.call("POST", "/api/users", { json, auth: { cookie: await adminCookie() } })).status).toBe(201);
+  };
 
-  it("refuses the 11th attempt on one name from rotating addresses, the right password included, and unknown names alike", async () => {
-    const auth = { cookie: await adminCookie() };
-    expect(
-      (await t.call("POST", "/api/users", { json: { email: "target@example.com", username: "target", password: "target-password" }, auth }))
-        .status,
-    ).toBe(201);
-    for (let i = 1; i <= 10; i++) expect((await login(i % 2 ? "target" : "TARGET", `guess-${i}`, i)).status).toBe(401);
-    expectLimited(await login("target", "target-password", 11));
-    for (let i = 1; i <= 10; i++) expect((await login("no-such-user", `guess-${i}`, 20 + i)).status).toBe(401);
-    const unknown = await login("no-such-user", "guess-11", 31);
-    expectLimited(unknown);
-    // Another name is not affected.
-    expect((await login("lee", "lee-password", 32)).status).toBe(200);
+  it("lets an admin whom a guesser has locked out at the guesser's address log in from another, the guesser's address staying refused", async () => {
+    await createUser("ada", ["admin"]);
+    // The attack: 12 wrong passwords for the admin from one address.
+    for (let i = 1; i <= 10; i++) expect((await login("ada", `guess-${i}`, "loopback")).status).toBe(401);
+    expectLimited(await login("ada", "guess-11", "loopback"));
+    expectLimited(await login("ada", "ada-password", "loopback"));
+    // The admin, from an address that has not been failing: logged in, with a working session.
+    const elsewhere = await login("ada", "ada-password", 7);
+    expect(elsewhere.status).toBe(200);
+    expect(elsewhere.body.user).toMatchObject({ username: "ada", level: "admin" });
+    const me = await t.call("GET", "/api/users/me", { auth: { cookie: sessionCookie(elsewhere) } });
+    expect([me.status, me.body.username]).toEqual([200, "ada"]);
+    // That success forgave nothing at the guesser's address.
+    expectLimited(await login("ada", "ada-password", "loopback"));
+  });
+
+  it("locks nobody out for failures spread over many addresses: the right password from another logs in", async () => {
+    await createUser("spread");
+    for (let i = 1; i <= 12; i++) expect((await login(i % 2 ? "spread" : "SPREAD", `guess-${i}`, 100 + i)).status).toBe(401);
+    expect((await login("spread", "spread-password", 120)).status).toBe(200);
+  });
+
+  it("refuses the 11th attempt on one name from one address, the right password and any spelling of the name included, and unknown names alike", async () => {
+    await createUser("target");
+    for (let i = 1; i <= 10; i++) expect((await login(i % 2 ? "target" : "TARGET", `guess-${i}`, "loopback")).status).toBe(401);
+    expectLimited(await login("Target", "target-password", "loopback"));
+    for (let i = 1; i <= 10; i++) expect((await login("no-such-user", `guess-${i}`, "loopback")).status).toBe(401);
+    expectLimited(await login("no-such-user", "guess-11", "loopback"));
+    // Another name from the same address is not affected.
+    expect((await login("lee", "lee-password", "loopback")).status).toBe(200);
+  });
+
+  it("keeps the per-address limit: one address gets 5 login attempts a minute, whatever the names", async () => {
+    for (let i = 1; i <= 5; i++) expect((await login(`name-${i}`, "wrong-password", 60)).status).toBe(401);
+    const refused = await login("lee", "lee-password", 60);
+    expect([refused.status, refused.body.code, refused.headers.get("ratelimit-policy")]).toEqual([429, "rate_limited", '"login";q=5;w=60']);
+    expect((await login("lee", "lee-password", 61)).status).toBe(200);
   });
 
   it("does not count successful logins: a success forgives the failures before it", async () => {
-    const auth = { cookie: await adminCookie() };
-    expect(
-      (await t.call("POST", "/api/users", { json: { email: "steady@example.com", username: "steady", password: "steady-password" }, auth }))
-        .status,
-    ).toBe(201);
+    await createUser("steady");
     for (let round = 0; round < 2; round++) {
-      for (let i = 1; i <= 9; i++) expect((await login("steady", `typo-${i}`, 40 + i)).status).toBe(401);
-      expect((await login("steady", "steady-password", 50)).status).toBe(200);
+      for (let i = 1; i <= 9; i++) expect((await login("steady", `typo-${i}`, "loopback")).status).toBe(401);
+      expect((await login("steady", "steady-password", "loopback")).status).toBe(200);
     }
-    for (let i = 0; i < 12; i++) expect((await login("steady", "steady-password", 60 + i)).status).toBe(200);
+    for (let i = 0; i < 12; i++) expect((await login("steady", "steady-password", "loopback")).status).toBe(200);
   });
 
   it("logs and audits a failed login without the typed username in clear", async () => {

@@ -8,6 +8,7 @@ import type {
   EnvironmentExport,
   EnvironmentSummary,
   EnvironmentUpdate,
+  DataloaderDataset,
 } from "../../shared/schemas/environments";
 import { keepMaskedSecrets, maskSecrets, MaskWithoutValue } from "../../shared/secrets-mask";
 import type { Database } from "../db/client";
@@ -46,8 +47,20 @@ const columnsFor = (userId: number) => ({
 });
 
 type Row = Omit<Environment, "active"> & { active: number };
-/** A stored row as every response shows it: secret-looking options masked, for everyone. */
-const toEnvironment = (row: Row): Environment => ({ ...row, config: maskSecrets(row.config), active: Number(row.active) === 1 });
+
+/**
+ * How an answer shows an environment's secrets: `masked` (every answer unless asked otherwise,
+ * for everyone) or `unmasked`, as stored (asked for, and only for its owner, leads and admins).
+ */
+export type SecretsView = "masked" | "unmasked";
+
+/** A stored row as an answer shows it: secret-looking options and dataloader values masked unless `view` is `unmasked`. */
+const toEnvironment = (row: Row, view: SecretsView = "masked"): Environment => ({
+  ...row,
+  config: view === "masked" ? maskSecrets(row.config) : row.config,
+  dataloader: view === "masked" ? maskSecrets(row.dataloader) : row.dataloader,
+  active: Number(row.active) === 1,
+});
 
 /** 422 naming each admin-only option a caller below admin tried to save. */
 function assertMaySet(config: ConfigOptions, actor: Actor, pathPrefix: string): void {
@@ -129,15 +142,28 @@ export async function createEnvironment(db: Database, input: EnvironmentCreate, 
 }
 
 /**
- * The named environment as `userId` sees it (their active flag; secrets masked); 404 when there is none.
+ * The named environment as `reader` sees it (their active flag; secrets masked unless `view` is
+ * `unmasked`); 404 when there is none. Unmasked only for its owner, leads and admins: anyone
+ * else asking for it gets 403 `not_owner`.
  *
  * @example
- * const { config, dataloader, active, owner } = await getEnvironment(db, "portraits", userId);
+ * const { config, dataloader, active, owner } = await getEnvironment(db, "portraits", { id: 7, level: "researcher" });
  */
-export async function getEnvironment(db: Database, name: string, userId: number): Promise<Environment> {
-  const [row] = await db.select(columnsFor(userId)).from(environments).where(eq(environments.name, name));
-  if (!row) throw missing(name);
-  return toEnvironment(row);
+export async function getEnvironment(db: Database, name: string, reader: Actor, view: SecretsView = "masked"): Promise<Environment> {
+  const [found] = await db
+    .select({ ...columnsFor(reader.id), createdBy: environments.createdBy })
+    .from(environments)
+    .where(eq(environments.name, name));
+  if (!found) throw missing(name);
+  const { createdBy, ...row } = found;
+  const scope = ownerScope(reader);
+  if (view === "unmasked" && scope !== null && createdBy !== scope)
+    throw new ApiError(
+      403,
+      "not_owner",
+      `Environment ${JSON.stringify(name)} belongs to another user: only its owner, a lead or an admin may read its secrets; leave out unmasked to read it masked`,
+    );
+  return toEnvironment(row, view);
 }
 
 /**
@@ -167,11 +193,11 @@ export async function listEnvironments(db: Database, userId: number): Promise<En
 
 /**
  * Applies an update in one statement, conditional on the caller's right to change it (the stored
- * options are read first only to keep the values sent back masked). `config` replaces the whole option map (not a merge) and
+ * options and dataloader are read first only to keep the values sent back masked). `config` replaces the whole option map (not a merge) and
  * the model columns follow its `--model_*` and `--lora_type` options; `name` renames (409 when
  * taken). The dataloader keeps its paths across a rename: regenerate it to follow the new name.
  * Only the owner, a lead or an admin may (else 403 `not_owner`); admin-only options only from an
- * admin (else 422). An option sent as the mask keeps its stored value.
+ * admin (else 422). An option or dataloader value sent as the mask keeps its stored value.
  *
  * @example
  * await updateEnvironment(db, "portraits", { name: "portraits-v2", config: { "--learning_rate": 0.0001 } }, { id: 7, level: "researcher" });
@@ -183,13 +209,18 @@ export async function updateEnvironment(db: Database, name: string, changes: Env
   }
   const scope = ownerScope(actor);
   const owned = scope === null ? eq(environments.name, name) : and(eq(environments.name, name), eq(environments.createdBy, scope));
-  if (changes.config !== undefined) {
-    const [stored] = await db.select({ config: environments.config }).from(environments).where(owned);
+  if (changes.config !== undefined || changes.dataloader !== undefined) {
+    const [stored] = await db.select({ config: environments.config, dataloader: environments.dataloader }).from(environments).where(owned);
     if (!stored) throw await whyUnchanged(db, name);
-    changes = { ...changes, config: keepSecrets(changes.config, stored.config, "body.config.") };
-    assertMaySet(changes.config!, actor, "body.config.");
+    if (changes.config !== undefined) {
+      changes = { ...changes, config: keepSecrets(changes.config, stored.config, "body.config.") };
+      assertMaySet(changes.config!, actor, "body.config.");
+    }
+    if (changes.dataloader !== undefined) {
+      changes = { ...changes, dataloader: keepSecrets(changes.dataloader, stored.dataloader, "body.dataloader") };
+      checkDataloader(changes.dataloader!, actor);
+    }
   }
-  if (changes.dataloader !== undefined) checkDataloader(changes.dataloader, actor);
   const set: Partial<typeof environments.$inferInsert> = { updatedAt: new Date().toISOString() };
   if (changes.name !== undefined) set.name = changes.name;
   if (changes.dataloader !== undefined) set.dataloader = changes.dataloader;
@@ -220,19 +251,24 @@ export async function updateEnvironment(db: Database, name: string, changes: Env
 
 /**
  * The named environment as a portable file: no owner or active flag, no timestamps but the
- * export's own, secrets masked.
+ * export's own, secrets masked unless `view` is `unmasked` (as getEnvironment).
  *
  * @example
- * const file = JSON.stringify(await exportEnvironment(db, "portraits", userId));
+ * const file = JSON.stringify(await exportEnvironment(db, "portraits", { id: 7, level: "researcher" }));
  */
-export async function exportEnvironment(db: Database, name: string, userId: number): Promise<EnvironmentExport> {
+export async function exportEnvironment(
+  db: Database,
+  name: string,
+  reader: Actor,
+  view: SecretsView = "masked",
+): Promise<EnvironmentExport> {
   const {
     active: _active,
     owner: _owner,
     created_at: _created,
     updated_at: _updated,
     ...definition
-  } = await getEnvironment(db, name, userId);
+  } = await getEnvironment(db, name, reader, view);
   return { ...definition, exported_at: new Date().toISOString() };
 }
 
@@ -258,13 +294,13 @@ export async function deleteEnvironment(db: Database, name: string, actor: Actor
 }
 
 /**
- * `incoming` with every mask sent back replaced by the stored value at its key path; 422 naming
- * the path where a mask stands for nothing stored.
+ * `incoming` (an option map or a dataloader) with every mask sent back replaced by the stored
+ * value at its key path; 422 naming the path where a mask stands for nothing stored.
  *
  * @example
  * keepSecrets({ "--hub_token": "********" }, { "--hub_token": "hf_x" }, "body.config."); // { "--hub_token": "hf_x" }
  */
-export function keepSecrets(incoming: ConfigOptions, stored: ConfigOptions | null, pathPrefix: string): ConfigOptions {
+export function keepSecrets<T extends ConfigOptions | DataloaderDataset[]>(incoming: T, stored: T | null, pathPrefix: string): T {
   try {
     return keepMaskedSecrets(incoming, stored);
   } catch (error) {

@@ -11,7 +11,7 @@ import { limiterOf, type RateLimiterApi, type RateVerdict } from "../ratelimit/l
 
 /*
  * Limits on failures rather than on requests (README "Rate limiting"): failed logins per
- * username, whatever the address, and failed worker-token authentications per address. Both use
+ * username and client address, and failed worker-token authentications per address. Both use
  * the RateLimiter Durable Object, keyed by something other than a request's rule. An unreachable
  * limiter is logged and the request served, as for the per-request limits.
  */
@@ -66,9 +66,12 @@ async function ask<T>(c: Context<AppEnv>, rule: RateRule, call: () => Promise<T>
 }
 
 /**
- * The failed-login limit of one typed username. `admit` counts the attempt and throws 429 once
- * the name has had 10 attempts in 15 minutes; `succeeded` forgives them all, so only failures
- * stay counted. Unknown and known names are treated alike, so the answer reveals nothing.
+ * The failed-login limit of one typed username from the client's address (an IPv6 client by its
+ * /64, as the per-request limits). `admit` counts the attempt and throws 429 once the name has
+ * had 10 attempts in 15 minutes from that address; `succeeded` forgives them all, so only
+ * failures stay counted. Counted per address, so a guesser elsewhere never locks the user out:
+ * the right password from an address that has not been failing logs in. Unknown and known names
+ * are treated alike, so the answer reveals nothing.
  *
  * @example
  * const limit = await loginFailureLimit(c, username);
@@ -81,12 +84,12 @@ export async function loginFailureLimit(
 ): Promise<{ admit(): Promise<void>; succeeded(): Promise<void> }> {
   const rule = LOGIN_FAILURE_RULE;
   const enabled = c.get("config").rateLimit.enabled;
-  const limiter: RateLimiterApi = limiterOf(c.env, `login-user:${await usernameDigest(username)}`);
+  const limiter: RateLimiterApi = limiterOf(c.env, `login-user:${await usernameDigest(username)}@${rateLimitKey(c.get("clientIp"))}`);
   return {
     async admit() {
       if (!enabled) return;
       const verdict = await ask(c, rule, () => limiter.hit(rule.name, rule.calls, rule.periodSeconds * 1000));
-      if (verdict && !verdict.allowed) throw refusal(c, rule, verdict, "failed logins for one username");
+      if (verdict && !verdict.allowed) throw refusal(c, rule, verdict, "failed logins for one username from one address");
     },
     async succeeded() {
       if (enabled) await ask(c, rule, () => limiter.forget(rule.name));

@@ -104,7 +104,7 @@ auth.openapi(
       422: errors[422],
       429: json(
         ErrorBody,
-        "Too many attempts from this address (5 a minute), or too many failed logins for this username (10 in 15 minutes, the right password refused too)",
+        "Too many attempts from this address (5 a minute), or too many failed logins for this username from this address (10 in 15 minutes, the right password from this address refused too; other addresses unaffected)",
       ),
     },
   }),

@@ -10,6 +10,7 @@ import {
   EnvironmentExport,
   EnvironmentList,
   EnvironmentParams,
+  EnvironmentReadQuery,
   EnvironmentUpdate,
   ExampleList,
 } from "../../shared/schemas/environments";
@@ -39,6 +40,7 @@ const errors = {
 };
 const notFound = { 404: json(ErrorBody, "No environment of that name") };
 const notOwner = { 403: json(ErrorBody, "Level too low, or not_owner: only the owner, a lead or an admin may change it") };
+const notOwnerUnmasked = { 403: json(ErrorBody, "Level too low, or not_owner: only the owner, a lead or an admin may read it unmasked") };
 
 environments.openapi(
   createRoute({
@@ -96,11 +98,19 @@ environments.openapi(
     path: "/api/configs/{name}",
     tags,
     summary: "An environment with its option map (`config`) and dataloader",
-    description: "With `active` (whether it is yours) and `owner`. Secret-looking options read `********`. An unknown name is 404.",
-    request: { params: EnvironmentParams },
-    responses: { 200: json(Environment, "The environment"), ...notFound, ...errors },
+    description:
+      "With `active` (whether it is yours) and `owner`. Secret-looking values in `config` and `dataloader` read `********`, for everyone; " +
+      "with `unmasked=true` its owner, a lead or an admin reads them as stored (anyone else: 403 `not_owner`). An unknown name is 404.",
+    request: { params: EnvironmentParams, query: EnvironmentReadQuery },
+    responses: { 200: json(Environment, "The environment"), ...notFound, ...errors, ...notOwnerUnmasked },
   }),
-  async (c) => c.json(await getEnvironment(c.get("db"), c.req.valid("param").name, principalOf(c).user.id), 200),
+  async (c) => {
+    const { name } = c.req.valid("param");
+    const view = c.req.valid("query").unmasked ? "unmasked" : "masked";
+    const env = await getEnvironment(c.get("db"), name, principalOf(c).user, view);
+    if (view === "unmasked") c.get("log").info("environment read unmasked", { environment: name, by: principalOf(c).user.id });
+    return c.json(env, 200);
+  },
 );
 
 environments.openapi(
@@ -173,12 +183,22 @@ environments.openapi(
     path: "/api/configs/{name}/export",
     tags,
     summary: "Download an environment as `<name>.json`",
-    description: "The environment as a JSON attachment (`Content-Disposition`), secret-looking options masked as in every answer.",
-    request: { params: EnvironmentParams },
-    responses: { 200: json(EnvironmentExport, "The exported configuration, as an attachment"), ...notFound, ...errors },
+    description:
+      "The environment as a JSON attachment (`Content-Disposition`), secret-looking values masked as in every answer; " +
+      "with `unmasked=true` as stored, for its owner, a lead or an admin (anyone else: 403 `not_owner`).",
+    request: { params: EnvironmentParams, query: EnvironmentReadQuery },
+    responses: {
+      200: json(EnvironmentExport, "The exported configuration, as an attachment"),
+      ...notFound,
+      ...errors,
+      ...notOwnerUnmasked,
+    },
   }),
   async (c) => {
-    const exported = await exportEnvironment(c.get("db"), c.req.valid("param").name, principalOf(c).user.id);
+    const { name } = c.req.valid("param");
+    const view = c.req.valid("query").unmasked ? "unmasked" : "masked";
+    const exported = await exportEnvironment(c.get("db"), name, principalOf(c).user, view);
+    if (view === "unmasked") c.get("log").info("environment exported unmasked", { environment: name, by: principalOf(c).user.id });
     return c.json(exported, 200, { "Content-Disposition": `attachment; filename="${exported.name}.json"` });
   },
 );

@@ -1,4 +1,12 @@
-import { ConfigListQuery, Environment, EnvironmentCreate, EnvironmentList, EnvironmentParams, ExampleList } from "../schemas/environments";
+import {
+  ConfigListQuery,
+  Environment,
+  EnvironmentCreate,
+  EnvironmentList,
+  EnvironmentParams,
+  EnvironmentReadQuery,
+  ExampleList,
+} from "../schemas/environments";
 import { JobActionResult, JobIdParam, PriorityUpdate, QueueHistory, QueueHistoryQuery, RejectQuery } from "../schemas/queue";
 import { endpoint } from "./endpoint";
 
@@ -24,7 +32,13 @@ export const queueEndpoints = {
   queueHistory: endpoint({ method: "GET", path: "/api/queue/history", query: QueueHistoryQuery, response: QueueHistory }),
   // The environments a submission can name.
   configList: endpoint({ method: "GET", path: "/api/configs", query: ConfigListQuery, response: EnvironmentList }),
-  configGet: endpoint({ method: "GET", path: "/api/configs/{name}", params: EnvironmentParams, response: Environment }),
+  configGet: endpoint({
+    method: "GET",
+    path: "/api/configs/{name}",
+    params: EnvironmentParams,
+    query: EnvironmentReadQuery,
+    response: Environment,
+  }),
   configExamples: endpoint({ method: "GET", path: "/api/configs/examples", response: ExampleList }),
   configCreate: endpoint({ method: "POST", path: "/api/configs/environments", body: EnvironmentCreate, response: Environment }),
 } as const;

@@ -1,5 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import { Timestamp } from "./common";
+import { BooleanQuery, Timestamp } from "./common";
 
 /** Names that would collide with the fixed paths under /api/configs/. */
 export const RESERVED_ENVIRONMENT_NAMES = ["examples", "environments"] as const;
@@ -27,7 +27,7 @@ export const ConfigOptions = z
   })
   .openapi("ConfigOptions", {
     description:
-      "Training options by name, each prefixed with `--` (spec 2.9). Secret-looking values (a key containing secret, token, password, api_key or auth, at any depth, also inside JSON such as `--webhook_config`) read back as `********`; sending `********` back keeps the stored value. `--trainer_command` may be set only by an admin.",
+      "Training options by name, each prefixed with `--` (spec 2.9). Secret-looking values read back as `********`: under a key naming a key, token, secret, password, passphrase, credential, auth, cookie, signature or a webhook's URL, at any depth, also inside JSON such as `--webhook_config`; and the user info (`user:pass@`) and secret-looking query parameters of any URL. Sending back what was shown keeps the stored value. `--trainer_command` may be set only by an admin.",
     example: { "--model_family": "flux", "--learning_rate": 0.0001, "--lora_rank": 16, "--validation_preview": false },
   });
 export type ConfigOptions = z.infer<typeof ConfigOptions>;
@@ -170,6 +170,14 @@ export const EnvironmentList = z.object({ environments: z.array(EnvironmentSumma
 
 export const ConfigListQuery = z.object({
   config_type: z.enum(["model"]).default("model").openapi({ description: "The kind of configuration; only `model` exists" }),
+});
+
+/** How GET /api/configs/{name} and its export show secrets. */
+export const EnvironmentReadQuery = z.object({
+  unmasked: BooleanQuery.optional().openapi({
+    description:
+      "`true`: secret-looking values as stored, not `********` (the environment's owner, leads and admins only; anyone else gets 403 `not_owner`). Default false",
+  }),
 });
 
 export const EnvironmentParams = z.object({ name: EnvironmentName.openapi({ param: { name: "name", in: "path" } }) });
