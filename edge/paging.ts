@@ -3,22 +3,26 @@ import { ACTIVE_STATUSES, QUEUE_ORDERS } from "../shared/schemas/queue";
 import { ApiError } from "./errors";
 
 /*
- * The cursors of the long listings (GET /api/queue, /api/audit, /api/training/events and
- * /api/training/webhooks): base64url of a small JSON object that names its listing (`l`), the
- * filters the walk was started with (`f`) and where the next page starts. Clients treat them as
- * opaque. The service never trusts one: it is decoded through its listing's zod schema, so a
- * malformed, truncated or edited cursor is 422 `invalid_cursor`, never a 500. A cursor edited into
- * another well-formed one is only another position in the same listing: filters and access rules
- * are applied to every page as to the first, so it reveals nothing the caller could not list.
+ * The cursors of the long listings (GET /api/queue, /api/audit, /api/training/events,
+ * /api/training/webhooks and /api/datasets): base64url of a small JSON object that names its
+ * listing (`l`), the filters the walk was started with (`f`) and where the next page starts.
+ * Clients treat them as opaque. The service never trusts one: it is decoded through its listing's
+ * zod schema, so a malformed, truncated or edited cursor is 422 `invalid_cursor`, never a 500. A
+ * cursor edited into another well-formed one is only another position in the same listing:
+ * filters and access rules are applied to every page as to the first, so it reveals nothing the
+ * caller could not list.
  */
 
 const MAX_CURSOR_CHARS = 1024;
+/** A dataset listing's cursor carries its path (up to 1024 characters) and the last name listed. */
+const MAX_DATASETS_CURSOR_CHARS = 8192;
 
 const LISTINGS = {
   queue: "GET /api/queue",
   audit: "GET /api/audit",
   events: "GET /api/training/events",
   deliveries: "GET /api/training/webhooks",
+  datasets: "GET /api/datasets",
 } as const;
 export type Listing = keyof typeof LISTINGS;
 
@@ -57,11 +61,16 @@ const AuditCursor = z.strictObject({
 
 const EventsCursor = z.strictObject({ job_id: z.string().min(1).max(200), index: id });
 const DeliveriesCursor = z.strictObject({ job_id: z.string().min(1).max(200), after_id: id });
+// `after`: the last entry of the page before, a file's name or a folder's name and "/".
+const DatasetsCursor = z.strictObject({ path: z.string().max(1024), after: z.string().min(1).max(1024) });
 
-const CURSORS = { queue: QueueCursor, audit: AuditCursor, events: EventsCursor, deliveries: DeliveriesCursor } satisfies Record<
-  Listing,
-  z.ZodType
->;
+const CURSORS = {
+  queue: QueueCursor,
+  audit: AuditCursor,
+  events: EventsCursor,
+  deliveries: DeliveriesCursor,
+  datasets: DatasetsCursor,
+} satisfies Record<Listing, z.ZodType>;
 export type CursorOf<L extends Listing> = z.infer<(typeof CURSORS)[L]>;
 
 function toBase64Url(text: string): string {
@@ -96,7 +105,7 @@ export function encodeCursor<L extends Listing>(listing: L, position: CursorOf<L
  * const { job_id, index } = decodeCursor("events", query.cursor);
  */
 export function decodeCursor<L extends Listing>(listing: L, text: string): CursorOf<L> {
-  if (text.length > MAX_CURSOR_CHARS || !/^[A-Za-z0-9_-]+$/.test(text))
+  if (text.length > (listing === "datasets" ? MAX_DATASETS_CURSOR_CHARS : MAX_CURSOR_CHARS) || !/^[A-Za-z0-9_-]+$/.test(text))
     throw invalid(`cursor is not a cursor of ${LISTINGS[listing]} (not base64url, or too long): ${START_AGAIN}`);
   let parsed: unknown;
   try {

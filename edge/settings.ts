@@ -4,6 +4,8 @@ import { settings } from "./db/schema";
 import { APPROVAL_DEFAULTS, CONCURRENCY_DEFAULTS, type ApprovalRules, type ConcurrencySettings } from "../shared/schemas/queue";
 import { METRIC_TEMPLATES, type MetricsConfig } from "../shared/schemas/metrics";
 import { STORAGE_QUOTA_DEFAULTS, type StorageQuota } from "../shared/schemas/storage";
+import { EVENT_LIMITS_DEFAULTS, type EventLimits } from "../shared/schemas/events";
+import { DATASET_QUOTA_DEFAULTS, type DatasetQuota } from "../shared/schemas/datasets";
 import { CLOUD_SETTINGS_DEFAULTS, DEFAULT_HARDWARE_RATES, type CloudSettings, type HardwareRates } from "../shared/schemas/cloud";
 
 /** Service settings stored in libSQL, JSON-encoded, with their defaults. */
@@ -26,6 +28,10 @@ export const SETTING_DEFAULTS = {
   metrics: { prometheus_enabled: false, prometheus_categories: [...METRIC_TEMPLATES.standard] } as MetricsConfig,
   /** What one job may keep on the storage endpoint (PUT /api/admin/storage-quota). */
   storage_quota: STORAGE_QUOTA_DEFAULTS as StorageQuota,
+  /** What job event logs may hold, and how long an ended job's are kept (PUT /api/admin/event-limits). */
+  event_limits: EVENT_LIMITS_DEFAULTS as EventLimits,
+  /** What one user's dataset folders may hold (PUT /api/admin/dataset-quota). */
+  dataset_quota: DATASET_QUOTA_DEFAULTS as DatasetQuota,
   /** Cloud training: consent, spending limit, public URL, polling, publishing (PUT /api/cloud/settings). */
   cloud: CLOUD_SETTINGS_DEFAULTS as CloudSettings,
   /** USD per second by hardware (PUT /api/cloud/rates). A table, not a record of fields: read whole by getRates (edge/cloud/settings.ts), never merged with the defaults. */

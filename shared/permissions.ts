@@ -98,6 +98,7 @@ export const ROUTE_ACCESS: Record<string, Access> = {
   "POST /api/datasets/folders": { level: "researcher" },
   "POST /api/datasets/upload": { level: "researcher" },
   "POST /api/datasets/upload/zip": { level: "researcher" },
+  "DELETE /api/datasets": { level: "researcher" },
   "GET /api/admin/webhooks": { level: "admin" },
   "PUT /api/admin/webhooks": { level: "admin" },
   "POST /api/training/checkpoints": { level: "viewer" },
@@ -126,6 +127,10 @@ export const ROUTE_ACCESS: Record<string, Access> = {
   "POST /api/queue/{job_id}/storage-credentials": { level: "researcher" },
   "GET /api/admin/storage-quota": { level: "admin" },
   "PUT /api/admin/storage-quota": { level: "admin" },
+  "GET /api/admin/event-limits": { level: "admin" },
+  "PUT /api/admin/event-limits": { level: "admin" },
+  "GET /api/admin/dataset-quota": { level: "admin" },
+  "PUT /api/admin/dataset-quota": { level: "admin" },
 
   "GET /api/cloud/metrics/prometheus": { level: "admin", scrapeToken: true },
   "GET /api/cloud/metrics/config": { level: "admin" },

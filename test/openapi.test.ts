@@ -11,6 +11,8 @@ import { MetricsConfigUpdate } from "../shared/schemas/metrics";
 import { ProviderSettingsUpdate } from "../shared/schemas/providers";
 import { ApprovalRulesUpdate, ConcurrencyUpdate, LocalSubmit, LocalSubmitResult, PriorityUpdate } from "../shared/schemas/queue";
 import { StorageQuotaUpdate } from "../shared/schemas/storage";
+import { EventLimitsUpdate } from "../shared/schemas/events";
+import { DatasetQuotaUpdate } from "../shared/schemas/datasets";
 import { UserCreate } from "../shared/schemas/users";
 import { WorkerRegister } from "../shared/schemas/workers";
 import { startTestStack, type TestStack } from "./helpers/stack";
@@ -113,6 +115,8 @@ describe("the API description", () => {
       LocalSubmitResult,
       PriorityUpdate,
       StorageQuotaUpdate,
+      EventLimitsUpdate,
+      DatasetQuotaUpdate,
       UserCreate,
       WorkerRegister,
     };

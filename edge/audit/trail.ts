@@ -33,6 +33,8 @@ export const AUDIT_EVENT_TYPES = [
   "cloud_job_submitted",
   "metrics_config_changed",
   "storage_quota_changed",
+  "event_limits_changed",
+  "dataset_quota_changed",
   "webhook_rejected",
   "rate_limited",
 ] as const;

@@ -6,6 +6,7 @@ export interface Bucket {
     options?: { httpMetadata?: { contentType?: string }; customMetadata?: Record<string, string>; sha256?: string },
   ): Promise<unknown>;
   head(key: string): Promise<{ key: string; size: number } | null>;
+  delete(keys: string | string[]): Promise<void>;
   get(key: string): Promise<{
     body: ReadableStream;
     size: number;
@@ -16,6 +17,7 @@ export interface Bucket {
     prefix?: string;
     delimiter?: string;
     cursor?: string;
+    startAfter?: string;
     limit?: number;
     include?: ("customMetadata" | "httpMetadata")[];
   }): Promise<{

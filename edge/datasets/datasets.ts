@@ -1,12 +1,14 @@
 import { Unzip, UnzipInflate } from "fflate";
 import { ApiError } from "../errors";
 import type { Bucket } from "./bucket";
+import type { DatasetWrite, Reservation } from "./quota";
 import { ALLOWED_EXTENSIONS, checkName, checkPath, contentTypeOf, DATASETS_PREFIX, hasAllowedExtension, keyOf } from "./paths";
 
 /*
  * Datasets in R2 under `datasets/` (spec 4.4): folders, file uploads and zip uploads extracted
  * here. Every name is checked before anything is written, so a refused upload writes nothing.
- * Each file is stored with its SHA-256, which the runner uses to verify its cached copy.
+ * Each file is stored with its SHA-256, which the runner uses to verify its cached copy. What a
+ * write adds is reserved in its folder owner's quota before the first byte is stored (quota.ts).
  */
 
 /** Largest upload body accepted (files or a zip), and the most a zip may expand to. */
@@ -36,8 +38,31 @@ async function sha256(bytes: Uint8Array): Promise<string> {
  */
 export type WriteCheck = (segments: string[]) => Promise<void>;
 
+/**
+ * Called with the objects a request stores, after the write check and before the first write:
+ * reserves them in their owners' quota, or throws to refuse (edge/datasets/quota.ts).
+ */
+export type Reserve = (writes: DatasetWrite[]) => Promise<Reservation>;
+
+/** Stores with `write`, giving back what a failure left unwritten (`written` lists what was stored). */
+async function within<T>(reservation: Reservation, write: (written: Set<string>) => Promise<T>): Promise<T> {
+  const written = new Set<string>();
+  try {
+    return await write(written);
+  } catch (error) {
+    await reservation.release(written);
+    throw error;
+  }
+}
+
 /** A folder is a marker object `<path>/` (as S3 consoles make them), so an empty one is listed. */
-export async function createFolder(bucket: Bucket, parentPath: string, folderName: string, mayWrite: WriteCheck): Promise<string> {
+export async function createFolder(
+  bucket: Bucket,
+  parentPath: string,
+  folderName: string,
+  mayWrite: WriteCheck,
+  reserve: Reserve,
+): Promise<string> {
   const parent = targetSegments("parent_path", parentPath);
   const problem = checkName(folderName);
   if (problem) throw bad("folder_name", problem);
@@ -46,7 +71,7 @@ export async function createFolder(bucket: Bucket, parentPath: string, folderNam
   if ((await bucket.head(key)) || (await bucket.list({ prefix: key, limit: 1 })).objects.length)
     throw new ApiError(409, "exists", `The folder ${segments.join("/")} already exists`);
   await mayWrite(segments);
-  await bucket.put(key, new Uint8Array(0));
+  await within(await reserve([{ key, bytes: 0 }]), () => bucket.put(key, new Uint8Array(0)));
   return segments.join("/");
 }
 
@@ -78,7 +103,12 @@ function checkFileName(label: string, name: string): void {
   }
 }
 
-async function store(bucket: Bucket, target: string[], files: { segments: string[]; bytes: Uint8Array }[]): Promise<StoredFile[]> {
+async function store(
+  bucket: Bucket,
+  target: string[],
+  files: { segments: string[]; bytes: Uint8Array }[],
+  written: Set<string>,
+): Promise<StoredFile[]> {
   const stored: StoredFile[] = [];
   for (const f of files) {
     const segments = [...target, ...f.segments];
@@ -89,13 +119,20 @@ async function store(bucket: Bucket, target: string[], files: { segments: string
       customMetadata: { sha256: hash },
       sha256: hash,
     });
+    written.add(keyOf(segments));
     stored.push({ name, path: segments.join("/"), size: f.bytes.byteLength, sha256: hash });
   }
   return stored;
 }
 
 /** Plain files into `target_path`; all names are checked first. */
-export async function uploadFiles(bucket: Bucket, targetPath: string, files: Incoming[], mayWrite: WriteCheck): Promise<StoredFile[]> {
+export async function uploadFiles(
+  bucket: Bucket,
+  targetPath: string,
+  files: Incoming[],
+  mayWrite: WriteCheck,
+  reserve: Reserve,
+): Promise<StoredFile[]> {
   const target = targetSegments("target_path", targetPath);
   if (!files.length)
     throw new ApiError(422, "no_files", "Send the files in the files[] field", [{ path: "form.files", message: "at least one file" }]);
@@ -106,10 +143,14 @@ export async function uploadFiles(bucket: Bucket, targetPath: string, files: Inc
     names.add(f.name);
   }
   await mayWrite(target);
-  return store(
-    bucket,
-    target,
-    files.map((f) => ({ segments: [f.name], bytes: f.bytes })),
+  const reservation = await reserve(files.map((f) => ({ key: keyOf([...target, f.name]), bytes: f.bytes.byteLength })));
+  return within(reservation, (written) =>
+    store(
+      bucket,
+      target,
+      files.map((f) => ({ segments: [f.name], bytes: f.bytes })),
+      written,
+    ),
   );
 }
 
@@ -128,6 +169,7 @@ export async function uploadZip(
   targetPath: string,
   zip: Uint8Array,
   mayWrite: WriteCheck,
+  reserve: Reserve,
 ): Promise<{ files: StoredFile[]; skipped: string[] }> {
   const target = targetSegments("target_path", targetPath);
   const refuse = (entry: string, message: string, status: 415 | 422 = 422) =>
@@ -139,15 +181,15 @@ export async function uploadZip(
   const skipped: string[] = [];
   const attributes = externalAttributes(zip);
   if (attributes === null) throw notZip("it has no end of central directory record");
-  let names: string[];
+  let sizes: Map<string, number>;
   try {
-    names = scanZip(zip, refuse);
+    sizes = scanZip(zip, refuse);
   } catch (error) {
     if (error instanceof ApiError) throw error;
     throw notZip((error as Error).message);
   }
   const files: { name: string; segments: string[] }[] = [];
-  for (const name of names) {
+  for (const name of sizes.keys()) {
     if (name.startsWith("__MACOSX/") || name.endsWith(".DS_Store")) {
       skipped.push(name);
       continue;
@@ -173,7 +215,11 @@ export async function uploadZip(
     ? [target]
     : [...new Set(files.map((f) => (f.segments.length > 1 ? f.segments[0]! : "")))].map((top) => (top ? [top] : []));
   for (const segments of written) await mayWrite(segments);
-  return { files: await extractInto(bucket, target, zip, new Map(files.map((f) => [f.name, f.segments]))), skipped };
+  const reservation = await reserve(files.map((f) => ({ key: keyOf([...target, ...f.segments]), bytes: sizes.get(f.name) ?? 0 })));
+  const extracted = await within(reservation, (stored) =>
+    extractInto(bucket, target, zip, new Map(files.map((f) => [f.name, f.segments])), stored),
+  );
+  return { files: extracted, skipped };
 }
 
 /** How much of the zip is inflated at a time: at most about 1,000 times this is produced per step. */
@@ -188,23 +234,27 @@ async function feedZip(unzip: Unzip, zip: Uint8Array, between: () => Promise<voi
 }
 
 /**
- * The entry names of a zip, after inflating every entry as a stream and counting the bytes as
- * they are produced (none is kept): past MAX_ZIP_ENTRY_BYTES in one entry or
+ * The entry names of a zip with the bytes each inflates to, after inflating every entry as a
+ * stream and counting the bytes as they are produced (none is kept): past MAX_ZIP_ENTRY_BYTES in one entry or
  * MAX_EXTRACTED_BYTES in all (413 zip_too_large), or past MAX_ZIP_ENTRIES entries (422), it
  * stops at once. The sizes entries declare are not trusted: a zip bomb declares little and
  * inflates to much.
  */
-function scanZip(zip: Uint8Array, refuse: (entry: string, message: string) => ApiError): string[] {
-  const names: string[] = [];
+function scanZip(zip: Uint8Array, refuse: (entry: string, message: string) => ApiError): Map<string, number> {
+  const sizes = new Map<string, number>();
+  let entries = 0;
   let produced = 0;
   const unzip = new Unzip();
   unzip.register(UnzipInflate);
   unzip.onfile = (file) => {
-    if (names.push(file.name) > MAX_ZIP_ENTRIES) throw refuse(file.name, `is past the limit of ${MAX_ZIP_ENTRIES} entries`);
+    if (++entries > MAX_ZIP_ENTRIES) throw refuse(file.name, `is past the limit of ${MAX_ZIP_ENTRIES} entries`);
     let entry = 0;
+    // An entry named twice is extracted twice: the last one stays.
+    sizes.set(file.name, 0);
     file.ondata = (error, data) => {
       if (error) throw error;
       entry += data.byteLength;
+      sizes.set(file.name, entry);
       produced += data.byteLength;
       if (entry > MAX_ZIP_ENTRY_BYTES)
         throw new ApiError(
@@ -224,14 +274,20 @@ function scanZip(zip: Uint8Array, refuse: (entry: string, message: string) => Ap
   // Synchronous: every step's callbacks run inside push.
   for (let at = 0; at < zip.byteLength; at += ZIP_STEP_BYTES)
     unzip.push(zip.subarray(at, at + ZIP_STEP_BYTES), at + ZIP_STEP_BYTES >= zip.byteLength);
-  return names;
+  return sizes;
 }
 
 /**
  * Extracts the `wanted` entries (name -> segments under `target`) of a zip that scanZip passed,
  * storing each one as soon as it is complete: only one entry's bytes are held at a time.
  */
-async function extractInto(bucket: Bucket, target: string[], zip: Uint8Array, wanted: Map<string, string[]>): Promise<StoredFile[]> {
+async function extractInto(
+  bucket: Bucket,
+  target: string[],
+  zip: Uint8Array,
+  wanted: Map<string, string[]>,
+  written: Set<string>,
+): Promise<StoredFile[]> {
   const complete: { segments: string[]; bytes: Uint8Array }[] = [];
   const stored: StoredFile[] = [];
   const unzip = new Unzip();
@@ -248,7 +304,7 @@ async function extractInto(bucket: Bucket, target: string[], zip: Uint8Array, wa
     file.start();
   };
   await feedZip(unzip, zip, async () => {
-    if (complete.length) stored.push(...(await store(bucket, target, complete.splice(0))));
+    if (complete.length) stored.push(...(await store(bucket, target, complete.splice(0), written)));
   });
   return stored;
 }
@@ -305,27 +361,119 @@ async function* listPages(bucket: Bucket, prefix: string, delimiter?: string) {
   } while (cursor);
 }
 
-/** Folders and files directly under `path`. */
+/** The most keys one R2 list call returns. */
+const R2_LIST_LIMIT = 1000;
+
+/** Orders keys as R2 does: by their UTF-8 bytes, which is the order of their code points (not of UTF-16 units). */
+function compareKeys(a: string, b: string): number {
+  const x = [...a];
+  const y = [...b];
+  for (let i = 0; i < Math.min(x.length, y.length); i++) {
+    const d = x[i]!.codePointAt(0)! - y[i]!.codePointAt(0)!;
+    if (d !== 0) return d;
+  }
+  return x.length - y.length;
+}
+
+export interface DatasetEntry {
+  name: string;
+  size: number;
+  sha256: string | null;
+  uploaded: string;
+}
+
+/**
+ * One page of the folders and files directly under `path`, in key order, folders and files
+ * together: at most `limit` entries after `after` (the last entry of the page before: a file's
+ * name, or a folder's name with its `/`). `next` is where the next page starts; null on the last.
+ *
+ * @example
+ * const page = await listDatasets(bucket, "portraits", { limit: 500, after: null }); // then { after: page.next }
+ */
 export async function listDatasets(
   bucket: Bucket,
   path: string,
-): Promise<{ path: string; folders: string[]; files: { name: string; size: number; sha256: string | null; uploaded: string }[] }> {
+  page: { limit: number; after: string | null },
+): Promise<{ path: string; folders: string[]; files: DatasetEntry[]; next: string | null }> {
   const segments = targetSegments("path", path);
   const prefix = segments.length ? `${keyOf(segments)}/` : DATASETS_PREFIX;
-  const folders: string[] = [];
-  const files: { name: string; size: number; sha256: string | null; uploaded: string }[] = [];
-  for await (const page of listPages(bucket, prefix, "/")) {
-    for (const p of page.delimitedPrefixes) folders.push(p.slice(prefix.length, -1));
-    for (const o of page.objects)
+  // After a folder, on past every key under it: "<name>0" sorts right after "<name>/...", and is
+  // no dataset's key (a file's name ends in an allowed extension, a folder's in /).
+  const startAfter = page.after === null ? undefined : prefix + (page.after.endsWith("/") ? `${page.after.slice(0, -1)}0` : page.after);
+  const entries: ({ key: string; folder: true } | { key: string; folder: false; file: DatasetEntry })[] = [];
+  let cursor: string | undefined;
+  let more = false;
+  do {
+    const listed = await bucket.list({
+      prefix,
+      delimiter: "/",
+      startAfter,
+      cursor,
+      limit: Math.min(R2_LIST_LIMIT, page.limit + 1),
+      include: ["customMetadata"],
+    });
+    for (const p of listed.delimitedPrefixes) entries.push({ key: p, folder: true });
+    for (const o of listed.objects)
       if (o.key !== prefix)
-        files.push({
-          name: o.key.slice(prefix.length),
-          size: o.size,
-          sha256: o.customMetadata?.sha256 ?? null,
-          uploaded: o.uploaded.toISOString(),
+        entries.push({
+          key: o.key,
+          folder: false,
+          file: {
+            name: o.key.slice(prefix.length),
+            size: o.size,
+            sha256: o.customMetadata?.sha256 ?? null,
+            uploaded: o.uploaded.toISOString(),
+          },
         });
+    cursor = listed.truncated ? listed.cursor : undefined;
+    more = cursor !== undefined;
+  } while (more && entries.length <= page.limit);
+  entries.sort((a, b) => compareKeys(a.key, b.key));
+  const shown = entries.slice(0, page.limit);
+  const last = shown[shown.length - 1];
+  return {
+    path: segments.join("/"),
+    folders: shown.flatMap((e) => (e.folder ? [e.key.slice(prefix.length, -1)] : [])),
+    files: shown.flatMap((e) => (e.folder ? [] : [e.file])),
+    next: last && entries.length > page.limit ? last.key.slice(prefix.length) : null,
+  };
+}
+
+/**
+ * Deletes a file, or a folder with everything under it; `release` gives its room back to the
+ * folder's owner (quota.ts). 404 when there is nothing at `path`; the root itself is refused.
+ * Checked like a write (`mayWrite`: only the folder's owner, leads and admins).
+ *
+ * @example
+ * await deleteDataset(bucket, "portraits/edits", mayWrite, (deleted) => releaseDeleted(db, deleted));
+ */
+export async function deleteDataset(
+  bucket: Bucket,
+  path: string,
+  mayWrite: WriteCheck,
+  release: (deleted: DatasetWrite[]) => Promise<void>,
+): Promise<{ path: string; files: number; bytes: number }> {
+  const segments = targetSegments("path", path, false);
+  const file = await bucket.head(keyOf(segments));
+  const under = `${keyOf(segments)}/`;
+  const first = file ? null : await bucket.list({ prefix: under, limit: 1 });
+  if (!file && !first?.objects.length) throw new ApiError(404, "not_found", `There is no dataset file or folder ${segments.join("/")}`);
+  await mayWrite(segments);
+  const deleted: DatasetWrite[] = [];
+  if (file) {
+    await bucket.delete(file.key);
+    deleted.push({ key: file.key, bytes: file.size });
+  } else {
+    // Listed again from the start each time: what is deleted is no longer listed.
+    for (;;) {
+      const page = await bucket.list({ prefix: under, limit: 1000 });
+      if (!page.objects.length) break;
+      await bucket.delete(page.objects.map((o) => o.key));
+      deleted.push(...page.objects.map((o) => ({ key: o.key, bytes: o.size })));
+    }
   }
-  return { path: segments.join("/"), folders, files };
+  await release(deleted);
+  return { path: segments.join("/"), files: deleted.length, bytes: deleted.reduce((n, d) => n + d.bytes, 0) };
 }
 
 /** Every file under a dataset path, recursively, with size and SHA-256: what a runner caches. */

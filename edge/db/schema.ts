@@ -66,6 +66,18 @@ export const jobEvents = sqliteTable("job_events", {
   createdAt: text("created_at").notNull(),
 });
 
+/** What each job's event log holds and has dropped (migration v19). */
+export const jobEventUsage = sqliteTable("job_event_usage", {
+  jobId: text("job_id").primaryKey(),
+  userId: integer("user_id"),
+  events: integer("events").notNull().default(0),
+  bytes: integer("bytes").notNull().default(0),
+  dropped: integer("dropped").notNull().default(0),
+  droppedBytes: integer("dropped_bytes").notNull().default(0),
+  truncatedEvents: integer("truncated_events"),
+  truncatedBytes: integer("truncated_bytes"),
+});
+
 /** Which worker ran each attempt of a job (written by triggers on queue_entries: migration v18). */
 export const jobAttempts = sqliteTable(
   "job_attempts",
@@ -237,6 +249,13 @@ export const datasetFolders = sqliteTable("dataset_folders", {
   name: text("name").primaryKey(),
   createdBy: integer("created_by"),
   createdAt: text("created_at").notNull(),
+});
+
+/** Bytes and files under the top-level dataset folders each user owns (migration v19). */
+export const datasetUsage = sqliteTable("dataset_usage", {
+  userId: integer("user_id").primaryKey(),
+  bytes: integer("bytes").notNull().default(0),
+  files: integer("files").notNull().default(0),
 });
 
 export const eventWatchers = sqliteTable("event_watchers", {

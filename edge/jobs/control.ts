@@ -40,7 +40,7 @@ export async function jobToControl(db: Database, jobId: string | undefined, scop
 
 /** A job's state for GET /api/training/status: queue status, startup stage and phase, latest progress and, while it runs, its expected end. */
 export async function jobStatus(db: Database, jobId: string) {
-  const [entry, progress, count, phase] = await db.$client.batch(
+  const [entry, progress, count, phase, usage] = await db.$client.batch(
     [
       {
         sql: `SELECT job_id, status, config_name, started_at, completed_at, error_message, allocated_gpus, attempt, expected_end_at, expected_end_method
@@ -55,6 +55,7 @@ export async function jobStatus(db: Database, jobId: string) {
         args: [jobId],
       },
       { sql: "SELECT payload FROM job_events WHERE job_id = ? AND type = 'training.stage' ORDER BY idx DESC LIMIT 1", args: [jobId] },
+      { sql: "SELECT bytes, dropped FROM job_event_usage WHERE job_id = ?", args: [jobId] },
     ],
     "read",
   );
@@ -85,6 +86,8 @@ export async function jobStatus(db: Database, jobId: string) {
         }
       : null,
     events: Number(count!.rows[0]!.n),
+    events_bytes: Number(usage!.rows[0]?.bytes ?? 0),
+    events_dropped: Number(usage!.rows[0]?.dropped ?? 0),
     attempt: Number(e.attempt),
     allocated_gpus: e.allocated_gpus === null ? null : (JSON.parse(String(e.allocated_gpus)) as number[]),
     started_at: e.started_at === null ? null : String(e.started_at),

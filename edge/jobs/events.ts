@@ -1,6 +1,8 @@
 import type { z } from "@hono/zod-openapi";
-import { MAX_EVENT_BYTES, type EventBatch } from "../../shared/schemas/events";
-import type { InStatement } from "@libsql/client/web";
+import { MAX_EVENT_BYTES, type EventBatch, type EventLimits } from "../../shared/schemas/events";
+import type { InStatement, Row } from "@libsql/client/web";
+import { parseSetting } from "../settings";
+import { admitEvents, byteLength, type Admission, type LogUsage } from "./event-bounds";
 import type { Database } from "../db/client";
 import { ApiError, notFound } from "../errors";
 import { advanceRate, expectedEnd, parseRate, progressPoint, type ProgressPoint } from "../scheduler/estimate";
@@ -9,36 +11,56 @@ import type { HubEvent } from "./hub-types";
 
 /*
  * Each job's event log in libSQL (ARCHITECTURE "Events"). The runner sends its trainer's events
- * in batches numbered by (attempt, seq); each batch is stored by one statement that gives its
+ * in batches numbered by (attempt, seq); each batch is stored by one write batch that gives its
  * events the next dense indexes of the job, and skips events already stored, so a batch the
  * runner resends after a lost answer changes nothing.
  *
  * A batch that brings the running job's progress also moves its expected end (issue 17): the
  * step rate and end are kept on the queue entry, so the listing and the Scheduler read two
  * columns instead of the log.
+ *
+ * The log is bounded (issue 26): a cap per job and a quota per user (event-bounds.ts), kept in
+ * job_event_usage beside every write, and a retention for ended jobs (event-retention.ts).
  */
 
+/** How many times a batch is planned again when another write to the same log, or the same user's, came between its read and its write. */
+const APPEND_TRIES = 8;
+
+/** A row a batch writes: one of its events, or a notice of the edge's own (a gap, the truncation). */
+interface PlannedRow {
+  attempt: number;
+  seq: number;
+  type: string;
+  payload: string;
+}
+
 /**
- * Stores a batch; returns the events it stored, as watchers receive them (with any gap notice), and
- * how many of the batch's own were new. `workerId`: the runner that sends them; null for the
- * service's own (a cloud job's logs).
+ * Stores a batch; returns the events it stored, as watchers receive them (with any notice), how
+ * many of the batch's own were new, and how many it counted without storing them. `workerId`:
+ * the runner that sends them; null for the service's own (a cloud job's logs).
  *
  * A runner may send the events of an attempt it ran (job_attempts) after the job moved on - the
  * edge was away while its trainer ended, or the job was given to another box meanwhile: they are
  * stored, marked `late: true`, rather than lost. Another worker's, or for an attempt it did not
  * run: 404. Sequence numbers of an attempt that never arrived (a runner that had to drop events)
- * are said by an `events.gap` event, never silently skipped.
+ * are said by an `events.gap` event, never silently skipped - until the log is truncated, when
+ * missing numbers are the rule.
  *
- * When a stored `training.progress` says where the job is (numeric data.step and
- * data.total_steps), the job's step rate and expected end move with it: the entry is read in
- * the same batch, and one more write follows.
+ * The log is bounded (event-bounds.ts): the batch is read with the log's usage and its owner's,
+ * planned by `admitEvents`, and written in one batch that holds only while both usages are as
+ * read, so two batches at once (two attempts, two jobs of one user) cannot both take the last
+ * room; the one that loses reads again. Events past the bounds are taken and counted, never
+ * refused: a runner resends what the edge refuses, and would do so for ever.
+ *
+ * When a new `training.progress` says where the job is (numeric data.step and data.total_steps),
+ * the job's step rate and expected end move with it, stored or not: one more write follows.
  */
 export async function appendEvents(
   db: Database,
   workerId: number | null,
   jobId: string,
   batch: z.infer<typeof EventBatch>,
-): Promise<{ stored: HubEvent[]; added: number; nextIndex: number }> {
+): Promise<{ stored: HubEvent[]; added: number; nextIndex: number; dropped: number }> {
   const rows = batch.events.map((e, i) => {
     const payload = JSON.stringify(e.event);
     if (payload.length > MAX_EVENT_BYTES)
@@ -47,86 +69,298 @@ export async function appendEvents(
         "event_too_large",
         `event ${i} (seq ${e.seq}) is ${payload.length} bytes; at most ${MAX_EVENT_BYTES} are accepted`,
       );
-    return { seq: e.seq, type: e.event.type, payload };
+    return { seq: e.seq, event: e.event, payload };
   });
   const seqs = new Set(rows.map((r) => r.seq));
   if (seqs.size !== rows.length) throw new ApiError(422, "duplicate_seq", "each event of a batch needs its own seq");
-  const at = Date.now();
-  const now = new Date(at).toISOString();
-  const progress = lastProgress(batch, at);
-  // The sender ran this attempt of the job: it runs it now, or job_attempts says it did.
-  const ranIt = `EXISTS (SELECT 1 FROM queue_entries q WHERE q.job_id = ?1 AND (?5 IS NULL OR (q.worker_id = ?5 AND q.attempt = ?2)
-                  OR EXISTS (SELECT 1 FROM job_attempts a WHERE a.job_id = ?1 AND a.attempt = ?2 AND a.worker_id = ?5)))`;
-  // Late: the job no longer runs this attempt there (it ended, or went back to the queue).
-  const late = `NOT EXISTS (SELECT 1 FROM queue_entries q WHERE q.job_id = ?1 AND q.status = 'running' AND q.attempt = ?2 AND (?5 IS NULL OR q.worker_id = ?5))`;
-  // SQLite reads the SELECT in full before inserting (same table), so MAX(idx) is the log's end
-  // before this batch and the fresh events take the next indexes in order.
-  const [before, inserted, end, entry] = await db.$client.batch(
+  const progress = lastProgress(batch, Date.now());
+  for (let tries = 1; ; tries++) {
+    const log = await readLog(db, workerId, jobId, batch.attempt, [...seqs], progress !== null);
+    if (!log.mine) throw notFound(`Job ${jobId} of this worker (attempt ${batch.attempt})`);
+    const now = new Date().toISOString();
+    const fresh = rows.filter((r) => !log.existing.has(r.seq));
+    // A runner numbers an attempt's events 0, 1, 2, ...; the service's own (a cloud job's log, by byte offset) are not counted so.
+    const gaps = workerId === null || log.usage.truncatedAt !== null ? [] : missingSeqs(log.maxSeq, [...seqs]);
+    const candidates: PlannedRow[] = [
+      ...fresh.map((r) => ({
+        attempt: batch.attempt,
+        seq: r.seq,
+        type: r.event.type,
+        payload: log.late ? JSON.stringify({ ...r.event, late: true }) : r.payload,
+      })),
+      // Its own sequence number below zero (one per gap start), so it never meets a trainer's.
+      ...gaps.map((gap) => ({
+        attempt: batch.attempt,
+        seq: -1 - gap.from,
+        type: "events.gap",
+        payload: JSON.stringify(gapNotice(batch.attempt, gap)),
+      })),
+    ];
+    if (!candidates.length) return { stored: [], added: 0, nextIndex: log.last + 1, dropped: 0 };
+    const plan = admitEvents(
+      log.usage,
+      log.userBytes,
+      log.limits,
+      candidates.map((c) => ({ type: c.type, bytes: byteLength(c.payload) })),
+    );
+    const planned: PlannedRow[] = [];
+    candidates.forEach((candidate, i) => {
+      if (plan.truncation?.before === i) planned.push(truncationRow(plan.truncation.event));
+      if (plan.stored[i]) planned.push(candidate);
+    });
+    const written = await writeLog(db, jobId, batch.attempt, workerId, log, planned, plan, now);
+    if (!written) {
+      if (tries < APPEND_TRIES) continue;
+      throw busy(jobId);
+    }
+    const stored: HubEvent[] = written
+      .map((r) => ({ ...(JSON.parse(String(r.payload)) as { type: string }), index: Number(r.idx), timestamp: now }))
+      .sort((a, b) => a.index - b.index);
+    const added = written.filter((r) => Number(r.attempt) === batch.attempt && Number(r.seq) >= 0).length;
+    // A progress event stored before was counted the first time.
+    const update = progress && !log.existing.has(progress.seq) ? progressUpdate(jobId, batch.attempt, progress.point, log.entry) : null;
+    if (update) await db.$client.execute(update);
+    return { stored, added, nextIndex: stored.length ? stored[stored.length - 1]!.index + 1 : log.last + 1, dropped: plan.dropped.events };
+  }
+}
+
+const busy = (jobId: string) =>
+  new ApiError(503, "events_busy", `Job ${jobId}'s event log kept changing while this batch was stored: send it again`, undefined, {
+    "Retry-After": "1",
+  });
+
+/** What a batch is planned from, read in one batch: whether the sender ran the attempt, the log, its usage and its owner's. */
+interface LogState {
+  mine: boolean;
+  late: boolean;
+  userId: number | null;
+  /** The attempt's highest trainer seq stored (null: none). */
+  maxSeq: number | null;
+  /** Which of the batch's seqs are stored already. */
+  existing: Set<number>;
+  /** The log's last index (-1: empty). */
+  last: number;
+  usage: LogUsage;
+  /** The usage row as read ("" when there is none): the write holds only while it is unchanged. */
+  usageKey: string;
+  /** The owner's stored bytes over all their jobs (null: no owner). */
+  userBytes: number | null;
+  limits: EventLimits;
+  entry: Record<string, unknown> | undefined;
+}
+
+// The sender ran this attempt of the job: it runs it now, or job_attempts says it did.
+const RAN_IT = `EXISTS (SELECT 1 FROM queue_entries q WHERE q.job_id = :job AND (:worker IS NULL OR (q.worker_id = :worker AND q.attempt = :attempt)
+                  OR EXISTS (SELECT 1 FROM job_attempts a WHERE a.job_id = :job AND a.attempt = :attempt AND a.worker_id = :worker)))`;
+// The usage row of the job as one value, to compare with what was read.
+const USAGE_KEY = `COALESCE((SELECT events || ':' || bytes || ':' || dropped FROM job_event_usage WHERE job_id = :job), '')`;
+const USER_BYTES = "COALESCE((SELECT SUM(bytes) FROM job_event_usage WHERE user_id = :user), 0)";
+
+async function readLog(
+  db: Database,
+  workerId: number | null,
+  jobId: string,
+  attempt: number,
+  seqs: number[],
+  withEntry: boolean,
+): Promise<LogState> {
+  const args = { job: jobId, attempt, worker: workerId };
+  const [job, maxSeq, existing, usage, limits, entry] = await db.$client.batch(
     [
-      { sql: "SELECT MAX(seq) AS seq FROM job_events WHERE job_id = ?1 AND attempt = ?2 AND seq >= 0", args: [jobId, batch.attempt] },
       {
-        sql: `INSERT INTO job_events (job_id, idx, attempt, seq, type, payload, created_at)
-              SELECT ?1, base.n + ROW_NUMBER() OVER (ORDER BY e.key), ?2, e.value ->> '$.seq', e.value ->> '$.type',
-                     CASE WHEN ${late} THEN json_set(e.value ->> '$.payload', '$.late', json('true')) ELSE e.value ->> '$.payload' END, ?3
-              FROM json_each(?4) AS e, (SELECT COALESCE(MAX(idx), -1) AS n FROM job_events WHERE job_id = ?1) AS base
-              WHERE ${ranIt}
-                AND NOT EXISTS (SELECT 1 FROM job_events j WHERE j.job_id = ?1 AND j.attempt = ?2 AND j.seq = e.value ->> '$.seq')
-              RETURNING idx, seq, payload`,
-        args: [jobId, batch.attempt, now, JSON.stringify(rows), workerId],
+        // Late: the job no longer runs this attempt there (it ended, or went back to the queue).
+        sql: `SELECT ${RAN_IT} AS mine,
+                     NOT EXISTS (SELECT 1 FROM queue_entries q WHERE q.job_id = :job AND q.status = 'running' AND q.attempt = :attempt
+                                   AND (:worker IS NULL OR q.worker_id = :worker)) AS late,
+                     (SELECT user_id FROM queue_entries WHERE job_id = :job) AS user_id`,
+        args,
       },
       {
-        sql: `SELECT COALESCE(MAX(idx), -1) + 1 AS next, ${ranIt} AS mine FROM job_events WHERE job_id = ?1`,
-        args: [jobId, batch.attempt, null, null, workerId],
+        sql: "SELECT MAX(seq) AS seq FROM job_events WHERE job_id = :job AND attempt = :attempt AND seq >= 0",
+        args: { job: jobId, attempt },
       },
-      ...(progress
+      {
+        sql: "SELECT seq FROM job_events WHERE job_id = :job AND attempt = :attempt AND seq IN (SELECT value FROM json_each(:seqs))",
+        args: { job: jobId, attempt, seqs: JSON.stringify(seqs) },
+      },
+      {
+        sql: `SELECT (SELECT COALESCE(MAX(idx), -1) FROM job_events WHERE job_id = :job) AS last, ${USAGE_KEY} AS usage_key,
+                     u.events, u.bytes, u.truncated_events, u.truncated_bytes,
+                     (SELECT COALESCE(SUM(o.bytes), 0) FROM job_event_usage o
+                      WHERE o.user_id = (SELECT user_id FROM queue_entries WHERE job_id = :job)) AS user_bytes
+              FROM (SELECT 1) LEFT JOIN job_event_usage u ON u.job_id = :job`,
+        args: { job: jobId },
+      },
+      { sql: "SELECT value FROM settings WHERE key = 'event_limits'", args: [] },
+      ...(withEntry
         ? [
             {
-              sql: "SELECT status, attempt, started_at, progress_rate FROM queue_entries WHERE job_id = ?1 AND (?2 IS NULL OR worker_id = ?2)",
-              args: [jobId, workerId],
+              sql: "SELECT status, attempt, started_at, progress_rate FROM queue_entries WHERE job_id = :job AND (:worker IS NULL OR worker_id = :worker)",
+              args: { job: jobId, worker: workerId },
             },
           ]
         : []),
     ],
+    "read",
+  );
+  const j = job!.rows[0]!;
+  const u = usage!.rows[0]!;
+  const userId = j.user_id === null ? null : Number(j.user_id);
+  const limitsValue = limits!.rows[0]?.value;
+  return {
+    mine: Number(j.mine) === 1,
+    late: Number(j.late) === 1,
+    userId,
+    maxSeq: (maxSeq!.rows[0]?.seq ?? null) === null ? null : Number(maxSeq!.rows[0]!.seq),
+    existing: new Set(existing!.rows.map((r) => Number(r.seq))),
+    last: Number(u.last),
+    usage: {
+      events: Number(u.events ?? 0),
+      bytes: Number(u.bytes ?? 0),
+      truncatedAt: u.truncated_events === null ? null : { events: Number(u.truncated_events), bytes: Number(u.truncated_bytes) },
+    },
+    usageKey: String(u.usage_key),
+    userBytes: userId === null ? null : Number(u.user_bytes),
+    limits: parseSetting("event_limits", typeof limitsValue === "string" ? limitsValue : null),
+    entry: entry?.rows[0] as Record<string, unknown> | undefined,
+  };
+}
+
+/**
+ * Writes a planned batch in one write batch: the rows, at the log's next indexes, and the usage
+ * (the bytes as SQLite counts them), both only while the log's and the owner's usage are as
+ * `log` read them. The rows stored, or null when something came between (nothing was written).
+ */
+async function writeLog(
+  db: Database,
+  jobId: string,
+  attempt: number,
+  workerId: number | null,
+  log: LogState,
+  planned: PlannedRow[],
+  plan: Admission,
+  now: string,
+): Promise<Row[] | null> {
+  const unchanged = `${USAGE_KEY} = :usage_key AND (:user IS NULL OR ${USER_BYTES} = :user_bytes)`;
+  const guard = { job: jobId, usage_key: log.usageKey, user: log.userId, user_bytes: log.userBytes };
+  const [inserted, usage] = await db.$client.batch(
+    [
+      {
+        // SQLite reads the SELECT in full before inserting (same table), so MAX(idx) is the log's
+        // end before this batch and the rows take the next indexes in order.
+        sql: `INSERT INTO job_events (job_id, idx, attempt, seq, type, payload, created_at)
+              SELECT :job, base.n + ROW_NUMBER() OVER (ORDER BY e.key), e.value ->> '$.attempt', e.value ->> '$.seq', e.value ->> '$.type',
+                     e.value ->> '$.payload', :now
+              FROM json_each(:rows) AS e, (SELECT COALESCE(MAX(idx), -1) AS n FROM job_events WHERE job_id = :job) AS base
+              WHERE ${unchanged} AND ${RAN_IT}
+                AND NOT EXISTS (SELECT 1 FROM job_events j WHERE j.job_id = :job AND j.attempt = e.value ->> '$.attempt' AND j.seq = e.value ->> '$.seq')
+              RETURNING idx, attempt, seq, payload`,
+        args: { ...guard, attempt, worker: workerId, now, rows: JSON.stringify(planned) },
+      },
+      {
+        sql: `INSERT INTO job_event_usage (job_id, user_id, events, bytes, dropped, dropped_bytes, truncated_events, truncated_bytes)
+              SELECT :job, :user, n.events, n.bytes, :dropped, :dropped_bytes, :truncated_events, :truncated_bytes
+              FROM (SELECT COUNT(*) AS events, COALESCE(SUM(length(CAST(payload AS BLOB))), 0) AS bytes FROM job_events WHERE job_id = :job AND idx > :last) AS n
+              WHERE ${unchanged}
+              ON CONFLICT (job_id) DO UPDATE SET events = events + excluded.events, bytes = bytes + excluded.bytes,
+                dropped = dropped + excluded.dropped, dropped_bytes = dropped_bytes + excluded.dropped_bytes,
+                truncated_events = COALESCE(truncated_events, excluded.truncated_events),
+                truncated_bytes = COALESCE(truncated_bytes, excluded.truncated_bytes)
+              RETURNING events`,
+        args: {
+          ...guard,
+          last: log.last,
+          dropped: plan.dropped.events,
+          dropped_bytes: plan.dropped.bytes,
+          truncated_events: plan.truncation?.at.events ?? null,
+          truncated_bytes: plan.truncation?.at.bytes ?? null,
+        },
+      },
+    ],
     "write",
   );
-  if (!Number(end!.rows[0]!.mine)) throw notFound(`Job ${jobId} of this worker (attempt ${batch.attempt})`);
-  const stored: HubEvent[] = inserted!.rows
-    .map((r) => ({ ...(JSON.parse(String(r.payload)) as { type: string }), index: Number(r.idx), timestamp: now }))
-    .sort((a, b) => a.index - b.index);
-  let nextIndex = Number(end!.rows[0]!.next);
-  const added = stored.length;
-  // A runner numbers an attempt's events 0, 1, 2, ...; the service's own (a cloud job's log, by byte offset) are not counted so.
-  const gaps =
-    workerId === null
-      ? []
-      : missingSeqs(
-          before!.rows[0]?.seq ?? null,
-          rows.map((r) => r.seq),
-        );
-  for (const gap of gaps) {
-    const event = {
-      type: "events.gap",
-      level: "warning",
-      title: `${gap.to - gap.from + 1} event(s) of attempt ${batch.attempt} never arrived (seq ${gap.from}${gap.to > gap.from ? ` to ${gap.to}` : ""})`,
-      data: { attempt: batch.attempt, from_seq: gap.from, to_seq: gap.to },
-    };
-    // Its own sequence number below zero (one per gap start), so it never meets a trainer's.
-    const notice = await db.$client.execute({
-      sql: `INSERT INTO job_events (job_id, idx, attempt, seq, type, payload, created_at)
-            SELECT ?1, COALESCE(MAX(idx), -1) + 1, ?2, ?3, 'events.gap', ?4, ?5 FROM job_events WHERE job_id = ?1 AND true
-            ON CONFLICT DO NOTHING RETURNING idx`,
-      args: [jobId, batch.attempt, -1 - gap.from, JSON.stringify(event), now],
-    });
-    if (notice.rows[0]) {
-      stored.push({ ...event, index: Number(notice.rows[0].idx), timestamp: now });
-      nextIndex = Number(notice.rows[0].idx) + 1;
-    }
-  }
-  // A resent progress event (not stored again) was counted the first time.
-  const fresh = progress && inserted!.rows.some((r) => Number(r.seq) === progress.seq);
-  const update = fresh ? progressUpdate(jobId, batch.attempt, progress.point, entry!.rows[0] as Record<string, unknown> | undefined) : null;
-  if (update) await db.$client.execute(update);
-  return { stored, added, nextIndex };
+  return usage!.rows.length ? inserted!.rows : null;
+}
+
+function gapNotice(attempt: number, gap: { from: number; to: number }) {
+  return {
+    type: "events.gap",
+    level: "warning",
+    title: `${gap.to - gap.from + 1} event(s) of attempt ${attempt} never arrived (seq ${gap.from}${gap.to > gap.from ? ` to ${gap.to}` : ""})`,
+    data: { attempt, from_seq: gap.from, to_seq: gap.to },
+  };
+}
+
+// The edge's own notices about a whole job's log: attempt 0 (a job's attempts count from 1), once each.
+const TRUNCATED_SEQ = -1;
+const SUMMARY_SEQ = -2;
+
+const truncationRow = (event: Record<string, unknown>): PlannedRow => ({
+  attempt: 0,
+  seq: TRUNCATED_SEQ,
+  type: "events.truncated",
+  payload: JSON.stringify(event),
+});
+
+/**
+ * What a job's log holds and has dropped; zeros for a job with no events.
+ *
+ * @example
+ * const { dropped } = await eventUsage(db, jobId);
+ */
+export async function eventUsage(
+  db: Database,
+  jobId: string,
+): Promise<{ events: number; bytes: number; dropped: number; droppedBytes: number }> {
+  const result = await db.$client.execute({
+    sql: "SELECT events, bytes, dropped, dropped_bytes FROM job_event_usage WHERE job_id = ?",
+    args: [jobId],
+  });
+  const row = result.rows[0];
+  return {
+    events: Number(row?.events ?? 0),
+    bytes: Number(row?.bytes ?? 0),
+    dropped: Number(row?.dropped ?? 0),
+    droppedBytes: Number(row?.dropped_bytes ?? 0),
+  };
+}
+
+/**
+ * When a job ends with events dropped: its `events.summary` (how many were counted and not
+ * stored, and what the log holds), stored once after its last event; null when nothing was
+ * dropped or it is stored already. Events that arrive later still count on the job.
+ *
+ * @example
+ * const summary = await summariseDroppedEvents(db, jobId); // the hub sends it before `end`
+ */
+export async function summariseDroppedEvents(db: Database, jobId: string): Promise<HubEvent | null> {
+  const usage = await eventUsage(db, jobId);
+  if (!usage.dropped) return null;
+  const now = new Date().toISOString();
+  const event = {
+    type: "events.summary",
+    level: "warning",
+    title: `${usage.dropped} event(s) of this job (${usage.droppedBytes} bytes) were counted and not stored, past its event cap or its owner's quota; its log holds ${usage.events} events (${usage.bytes} bytes)`,
+    data: { dropped_events: usage.dropped, dropped_bytes: usage.droppedBytes, stored_events: usage.events, stored_bytes: usage.bytes },
+  };
+  const payload = JSON.stringify(event);
+  const [inserted] = await db.$client.batch(
+    [
+      {
+        sql: `INSERT INTO job_events (job_id, idx, attempt, seq, type, payload, created_at)
+              SELECT ?1, COALESCE(MAX(idx), -1) + 1, 0, ?2, 'events.summary', ?3, ?4 FROM job_events WHERE job_id = ?1 AND true
+              ON CONFLICT DO NOTHING RETURNING idx`,
+        args: [jobId, SUMMARY_SEQ, payload, now],
+      },
+      {
+        sql: "UPDATE job_event_usage SET events = events + 1, bytes = bytes + length(CAST(?2 AS BLOB)) WHERE job_id = ?1 AND changes() = 1",
+        args: [jobId, payload],
+      },
+    ],
+    "write",
+  );
+  const row = inserted!.rows[0];
+  return row ? { ...event, index: Number(row.idx), timestamp: now } : null;
 }
 
 /**

@@ -2,7 +2,7 @@ import { DurableObject } from "cloudflare:workers";
 import { readConfig } from "../config";
 import { openDatabase, type Database } from "../db/client";
 import type { Env } from "../env";
-import { readEvents } from "./events";
+import { readEvents, summariseDroppedEvents } from "./events";
 import { LiveWatchers, sseStream, tooManyWatchers } from "./live-watchers";
 import { claimWatcher, MAX_WATCHERS_PER_JOB, MAX_WATCHERS_PER_USER } from "./watchers";
 import type { DeliveryPage, HubEvent, RetryDetail } from "./hub-types";
@@ -97,6 +97,9 @@ export class EventsHub extends DurableObject<Env> {
    * (`job.<status>`, with why when it failed or was cancelled).
    */
   async finish(jobId: string, status: string, detail: { error_message?: string | null } = {}): Promise<void> {
+    // A log past its bounds says, last, how much it dropped (its watchers see that before `end`).
+    const summary = await summariseDroppedEvents(this.db(), jobId).catch(() => null);
+    if (summary) await this.publish(jobId, [summary]);
     for (const w of [...this.watchers]) {
       if (w.held) {
         w.endedWhileReplaying = status; // still replaying: ended right after it

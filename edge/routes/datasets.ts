@@ -2,11 +2,31 @@ import { createRoute, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import type { AppEnv } from "../app-env";
 import { ownerScope } from "../../shared/levels";
-import { createFolder, listDatasets, MAX_UPLOAD_BYTES, uploadFiles, uploadZip, type WriteCheck } from "../datasets/datasets";
+import {
+  createFolder,
+  deleteDataset,
+  listDatasets,
+  MAX_UPLOAD_BYTES,
+  uploadFiles,
+  uploadZip,
+  type Reserve,
+  type WriteCheck,
+} from "../datasets/datasets";
 import { authorizeFolderWrite } from "../datasets/folders";
+import { datasetQuota, releaseDeleted, reserveDatasetWrites } from "../datasets/quota";
 import { ApiError } from "../errors";
 import { principalOf } from "../middleware/authorize";
+import { continueFilters, decodeCursor, encodeCursor } from "../paging";
+import { auditLater } from "../audit/trail";
+import { getSetting, setSetting } from "../settings";
 import { createRouter } from "../router";
+import {
+  DATASET_QUOTA_DEFAULTS,
+  DatasetListing,
+  DatasetListingQuery,
+  DatasetQuota,
+  DatasetQuotaUpdate,
+} from "../../shared/schemas/datasets";
 import { error, json } from "./openapi";
 
 /** Datasets (spec 4.4): uploads into R2 under the datasets root. */
@@ -24,7 +44,7 @@ const formOf = (fields: Record<string, z.ZodType>) => ({
 const uploadErrors = {
   401: error("No valid credential"),
   403: error("Below researcher, or another user's folder (folder_not_yours): only its creator, leads and admins change its files"),
-  413: error("Too large"),
+  413: error("Too large, or past the folder owner's dataset quota (dataset_quota_exceeded, saying the quota and the usage)"),
   415: error("A file type that is not allowed"),
   422: error("A bad path or name (the answer names it); nothing was written"),
 };
@@ -47,6 +67,10 @@ async function form(c: Context<AppEnv>): Promise<Record<string, unknown>> {
 function writeCheck(c: Context<AppEnv>): WriteCheck {
   const { user } = principalOf(c);
   return (segments) => authorizeFolderWrite(c.get("db"), c.env.STORAGE, segments, { userId: user.id, ownerScope: ownerScope(user) });
+}
+/** What a request adds, reserved in its folders' owners' quota (datasets/quota.ts). */
+function reserve(c: Context<AppEnv>): Reserve {
+  return async (writes) => reserveDatasetWrites(c.get("db"), c.env.STORAGE, await datasetQuota(c.get("db")), writes);
 }
 const text = (value: unknown) => (typeof value === "string" ? value : Array.isArray(value) && typeof value[0] === "string" ? value[0] : "");
 const filesIn = (value: unknown): File[] =>
@@ -73,12 +97,13 @@ datasetsRoutes.openapi(
       401: error("No valid credential"),
       403: error("Below researcher, or inside another user's folder (folder_not_yours)"),
       409: error("Exists"),
+      413: error("Past the folder owner's dataset quota (dataset_quota_exceeded): a folder counts as one file"),
       422: error("A bad path or name"),
     },
   }),
   async (c) => {
     const f = await form(c);
-    const path = await createFolder(c.env.STORAGE, text(f.parent_path), text(f.folder_name), writeCheck(c));
+    const path = await createFolder(c.env.STORAGE, text(f.parent_path), text(f.folder_name), writeCheck(c), reserve(c));
     c.get("log").info("dataset folder created", { path, by: principalOf(c).user.id });
     return c.json({ success: true as const, path }, 201);
   },
@@ -104,7 +129,7 @@ datasetsRoutes.openapi(
     const files = [...filesIn(f["files[]"]), ...filesIn(f.files)];
     const incoming = await Promise.all(files.map(async (file) => ({ name: file.name, bytes: new Uint8Array(await file.arrayBuffer()) })));
     const target = text(f.target_path);
-    const stored = await uploadFiles(c.env.STORAGE, target, incoming, writeCheck(c));
+    const stored = await uploadFiles(c.env.STORAGE, target, incoming, writeCheck(c), reserve(c));
     c.get("log").info("dataset files uploaded", { target_path: target, files: stored.length, by: principalOf(c).user.id });
     return c.json({ success: true as const, target_path: target, files: stored, skipped: [] }, 201);
   },
@@ -125,7 +150,7 @@ datasetsRoutes.openapi(
     const [file] = filesIn(f.file);
     if (!file) throw new ApiError(422, "no_file", "Send the zip in the file field", [{ path: "form.file", message: "required" }]);
     const target = text(f.target_path);
-    const { files, skipped } = await uploadZip(c.env.STORAGE, target, new Uint8Array(await file.arrayBuffer()), writeCheck(c));
+    const { files, skipped } = await uploadZip(c.env.STORAGE, target, new Uint8Array(await file.arrayBuffer()), writeCheck(c), reserve(c));
     c.get("log").info("dataset zip extracted", { target_path: target, files: files.length, by: principalOf(c).user.id });
     return c.json({ success: true as const, target_path: target, files, skipped }, 201);
   },
@@ -136,24 +161,89 @@ datasetsRoutes.openapi(
     method: "get",
     path: "/api/datasets",
     tags,
-    summary: "List the folders and files directly under a dataset path",
+    summary: "List the folders and files directly under a dataset path, a page at a time",
     description:
-      "`path` relative to the datasets root (empty: the root). Files with their size, SHA-256 and upload time. Reading is open to every level.",
-    request: { query: z.object({ path: z.string().max(1024).default("") }) },
+      "`path` relative to the datasets root (empty: the root). Folders and files together in key order, at most `limit` per page (default 500, at most 1000); `next_cursor` continues the walk (it keeps its path), null on the last page. Files with their size, SHA-256 and upload time. Reading is open to every level.",
+    request: { query: DatasetListingQuery },
     responses: {
-      200: json(
-        z
-          .object({
-            path: z.string(),
-            folders: z.array(z.string()),
-            files: z.array(z.object({ name: z.string(), size: z.number().int(), sha256: z.string().nullable(), uploaded: z.string() })),
-          })
-          .openapi("DatasetListing"),
-        "Listing",
-      ),
+      200: json(DatasetListing, "A page of the listing"),
       401: error("No valid credential"),
-      422: error("A bad path"),
+      422: error("A bad path, or a cursor this listing did not make (invalid_cursor)"),
     },
   }),
-  async (c) => c.json(await listDatasets(c.env.STORAGE, c.req.valid("query").path), 200),
+  async (c) => {
+    const query = c.req.valid("query");
+    const at = query.cursor === undefined ? null : decodeCursor("datasets", query.cursor);
+    const path = at ? continueFilters({ path: at.path }, { path: query.path }).path : (query.path ?? "");
+    const page = await listDatasets(c.env.STORAGE, path, { limit: query.limit, after: at?.after ?? null });
+    const next_cursor = page.next === null ? null : encodeCursor("datasets", { path: page.path, after: page.next });
+    return c.json({ path: page.path, folders: page.folders, files: page.files, next_cursor }, 200);
+  },
+);
+
+datasetsRoutes.openapi(
+  createRoute({
+    method: "delete",
+    path: "/api/datasets",
+    tags,
+    summary: "Delete a dataset file, or a folder with everything under it",
+    description:
+      "`path` relative to the datasets root (not the root itself). Only the folder's owner, leads and admins (else 403 `folder_not_yours`); what is deleted is given back to the owner's dataset quota. A job that already fetched the files keeps its cached copy.",
+    request: { query: z.object({ path: z.string().min(1).max(1024) }) },
+    responses: {
+      200: json(
+        z.object({ success: z.literal(true), path: z.string(), deleted_files: z.number().int(), deleted_bytes: z.number().int() }),
+        "Deleted",
+      ),
+      401: error("No valid credential"),
+      403: error("Below researcher, or another user's folder (folder_not_yours)"),
+      404: error("Nothing at that path"),
+      422: error("A bad path, or the root"),
+    },
+  }),
+  async (c) => {
+    const db = c.get("db");
+    const deleted = await deleteDataset(c.env.STORAGE, c.req.valid("query").path, writeCheck(c), (objects) => releaseDeleted(db, objects));
+    c.get("log").info("dataset deleted", { path: deleted.path, files: deleted.files, bytes: deleted.bytes, by: principalOf(c).user.id });
+    return c.json({ success: true as const, path: deleted.path, deleted_files: deleted.files, deleted_bytes: deleted.bytes }, 200);
+  },
+);
+
+datasetsRoutes.openapi(
+  createRoute({
+    method: "get",
+    path: "/api/admin/dataset-quota",
+    tags,
+    summary: "What one user's dataset folders may hold (admin)",
+    description: `\`max_bytes\` (default 50 GiB) and \`max_files\` (default ${DATASET_QUOTA_DEFAULTS.max_files}) per owner of top-level folders, over everything under the folders they own; each folder counts as one file.`,
+    responses: { 200: json(DatasetQuota, "The quota in force"), 401: error("No valid credential"), 403: error("Not an admin") },
+  }),
+  async (c) => c.json(await getSetting(c.get("db"), "dataset_quota"), 200),
+);
+
+datasetsRoutes.openapi(
+  createRoute({
+    method: "put",
+    path: "/api/admin/dataset-quota",
+    tags,
+    summary: "Set what one user's dataset folders may hold (admin)",
+    description:
+      "Either field or both; the other keeps its value. An upload or folder that would pass it is refused with 413 `dataset_quota_exceeded` and writes nothing; files already stored stay.",
+    request: { body: { required: true, content: { "application/json": { schema: DatasetQuotaUpdate } } } },
+    responses: {
+      200: json(DatasetQuota, "The quota now in force"),
+      401: error("No valid credential"),
+      403: error("Not an admin"),
+      422: error("Not a whole number of bytes or files"),
+    },
+  }),
+  async (c) => {
+    const db = c.get("db");
+    const before = await getSetting(db, "dataset_quota");
+    const next = { ...before, ...c.req.valid("json") };
+    await setSetting(db, "dataset_quota", next);
+    auditLater(c, { event_type: "dataset_quota_changed", target: "dataset_quota", details: { before, after: next } });
+    c.get("log").info("dataset quota changed", { ...next, by: principalOf(c).user.id });
+    return c.json(next, 200);
+  },
 );

@@ -63,7 +63,7 @@ as \`body.password\` |
 a wrong password at login; a wrong or removed worker's token |
 | 403 \`forbidden\`, \`session_required\`, \`csrf_rejected\`, \`registration_disabled\` | a level too low; a key where a session is needed; a \
 cross-site cookie request; registration off |
-| 403 \`not_owner\`, \`folder_not_yours\`, \`not_your_job\` | a change to another user's environment or dataset folder; another user's job details |
+| 403 \`not_owner\`, \`folder_not_yours\`, \`not_your_job\` | a change to another user's environment (or reading it \`unmasked\`) or dataset folder; another user's job details |
 | 403 \`setup_token_required\`, \`invalid_setup_token\`, \`setup_token_unset\` | creating the first admin from another machine without the setup \
 token, with a wrong one, or on a deployed Worker without the \`SETUP_TOKEN\` secret |
 | 404 \`not_found\` | an unknown route or object |
@@ -73,9 +73,12 @@ token, with a wrong one, or on a deployed Worker without the \`SETUP_TOKEN\` sec
 dataset uploads and a runner's event batch; the message names the cap |
 | 413 \`zip_too_large\` | a zip that expands past its caps while it is extracted |
 | 422 \`admin_only_option\`, \`mask_without_value\` | \`--trainer_command\` from anyone but an admin; \`********\` sent where nothing is stored |
-| 429 \`rate_limited\` | a rate limit was reached, or too many failed logins for one username or failed worker tokens from one address; \
+| 429 \`rate_limited\` | a rate limit was reached, or too many failed logins for one username or failed worker tokens, from one address; \
 \`Retry-After\` says when to retry (see "Rate limiting") |
 | 429 \`too_many_watchers\` | a live event stream over the per-job (20) or per-user (10) limit |
+| 421 \`misdirected_request\` | locally, a request whose Host is not one of the service's names (an IP address, \`localhost\`, the machine's \
+name, \`SERVICE_HOST\`, the public URL's host, \`SERVICE_ALLOWED_HOSTS\`): a page on a host name rebound to this machine |
+| 403 \`front_only\` | locally, a request sent to workerd's private port instead of the address \`npm start\` printed |
 | 503 \`database_busy\` | another process (a backup, a migration tool, \`sqlite3\`) held the database's write lock for more than 5 s; \
 nothing was changed; \`Retry-After\` (2 s) says when to try again |
 | 507 \`storage_full\` | the disk holding the database is full; nothing was changed |
@@ -142,10 +145,13 @@ it.
 
 Two limits count failures rather than requests:
 
-- **Failed logins per username**: 10 in 15 minutes (rule \`login-failures\`), whatever the addresses they come from,
-  for existing and unknown names alike (so the answer says nothing about which exist). Past it every login for
-  that name gets 429, the right password included (refusing it is what stops a guesser); a successful login
-  forgives the failures before it. The name is matched lower-cased, keyed by its hash; failed logins are logged and
+- **Failed logins per username and address**: 10 in 15 minutes (rule \`login-failures\`) for one name from one
+  address (an IPv6 address by its /64), for existing and unknown names alike (so the answer says nothing about which
+  exist). Past it every login for that name from that address gets 429, the right password included (refusing it
+  is what stops a guesser); a successful login forgives that address's failures. Other addresses are not affected:
+  a guesser, wherever they are, cannot lock the user (an admin included) out, and the right password from an address
+  that has not been failing logs in. How fast one address guesses at all is bounded by the rule \`login\` (5 a
+  minute, any names). The name is matched lower-cased, keyed by its hash; failed logins are logged and
   audited with \`username_hash\` (16 hex digits of its SHA-256), never the typed name.
 - **Failed worker-token authentications per address**: 20 a minute (rule \`worker-token-failures\`), then 429 instead
   of 401. A valid token is never counted or refused, so a guesser behind a runner's address cannot lock the runner
@@ -230,10 +236,13 @@ export const TAGS: { name: string; description: string }[] = [
   cap) with a per-user 16-byte salt, stored with their parameters, and compared in constant time.
 - **CSRF.** A state-changing request (anything but GET/HEAD/OPTIONS) authenticated by the session cookie must come
   from the service's own origin: a cross-site \`Origin\` or \`Sec-Fetch-Site: cross-site\` is refused with 403
-  \`csrf_rejected\`. Requests with an API key are not affected.
+  \`csrf_rejected\`. Requests with an API key are not affected. A WebSocket upgrade (any route) whose \`Origin\`
+  is not this service's host is refused with 403 \`foreign_origin\`, whatever credential it carries; programs send
+  no \`Origin\` and are not affected.
 - **Registration.** \`POST /api/cloud/auth/register\` is off by default (403 \`registration_disabled\`). An admin
   switches it with \`PUT /api/cloud/auth/registration {"enabled": true}\`; new accounts get the \`researcher\` level.
-- **Guessing is limited:** 10 failed logins per username per 15 minutes whatever the address (see "Rate limiting").
+- **Guessing is limited:** 10 failed logins per username per address per 15 minutes, and 5 login attempts per address
+  a minute (see "Rate limiting"); failures from one address never lock the user out from another.
   A failed login is logged with a hash of the name, never the name.
 
 \`\`\`sh
@@ -293,11 +302,22 @@ curl -s -X DELETE $BASE/api/configs/portraits -H "X-API-Key: $KEY"          # {"
   keeps it active. Training start writes the form's configuration to it (see "Training").
 - \`DELETE /api/configs/{name}\` removes it (and anyone's choice of it as active). Jobs already submitted are
   unaffected: each runs the configuration snapshotted at submit.
-- **Secrets are masked for everyone.** The value of any key whose name contains \`secret\`, \`token\`, \`password\`,
-  \`api_key\` or \`auth\` (case-insensitive), at any depth, also inside an option that holds JSON such as
-  \`--webhook_config\`, reads \`"********"\` in every answer and export, for every level. Send \`"********"\` back (on
-  \`PUT\` or a training form) and the stored value at that place is kept; a mask where nothing is stored is 422
-  \`mask_without_value\`.
+- **Secrets are masked for everyone.** In \`config\` and \`dataloader\`, at any depth, also inside an option that holds
+  JSON such as \`--webhook_config\`, these read \`"********"\` in every answer and export, for every level:
+  - the value of a key one of whose words (split at \`_\`, \`-\`, \`.\` and camelCase) is \`key\`, \`keys\`, \`pass\`,
+    \`creds\`, \`authorization\`, \`bearer\`, \`cookie\`, \`dsn\`, \`signature\` or \`sig\`, contains \`secret\`,
+    \`password\`, \`passwd\`, \`passphrase\`, \`credential\`, \`apikey\`, \`privatekey\` or \`accesskey\`, or ends in
+    \`token\` or \`auth\`; and a webhook's address (\`webhook_url\`, \`discord_webhook\`). So \`--wandb_key\`,
+    \`--private_key\`, \`--credentials\`, \`--hub_token\` and \`apiKey\` are masked; \`--tokenizer_max_length\`,
+    \`--webhook_config\` and \`callback_url\` are not. The rule is \`isSecretKey\` in \`shared/secrets-mask.ts\`;
+  - in any text value, the user info of every URL (\`postgres://alice:pw@db/x\` reads \`postgres://********@db/x\`)
+    and the values of its query parameters named as above (\`?token=********\`).
+
+  With \`?unmasked=true\`, \`GET /api/configs/{name}\` and its export answer the values as stored, to the
+  environment's owner, leads and admins only (anyone else: 403 \`not_owner\`). Send back what you were shown (on
+  \`PUT\` or a training form) and the stored value at that place is kept: \`"********"\` for a key's value, a URL
+  exactly as shown for its credentials (a URL edited around its masked credentials needs them again). A mask where
+  nothing is stored is 422 \`mask_without_value\`.
 - \`--trainer_command\` (a raw command for the box) may be set only by an admin: anyone else's \`PUT\` is 422
   \`admin_only_option\` with \`errors[].path\` \`body.config.--trainer_command\`, and nothing is saved. The list is
   \`ADMIN_ONLY_OPTIONS\` in \`shared/admin-options.ts\`. \`--trainer <name>\` is open to researchers (the box decides
@@ -318,7 +338,8 @@ files a job's dataloader names into their cache (see "Workers").
 curl -s -X POST $BASE/api/datasets/folders -H "X-API-Key: $KEY" -F parent_path= -F folder_name=portraits
 curl -s -X POST $BASE/api/datasets/upload -H "X-API-Key: $KEY" -F target_path=portraits -F 'files[]=@001.png' -F 'files[]=@001.txt'
 curl -s -X POST $BASE/api/datasets/upload/zip -H "X-API-Key: $KEY" -F target_path=portraits -F file=@portraits.zip
-curl -s "$BASE/api/datasets?path=portraits" -H "X-API-Key: $KEY"   # {"path","folders":[...],"files":[{"name","size","sha256","uploaded"}]}
+curl -s "$BASE/api/datasets?path=portraits" -H "X-API-Key: $KEY"   # {"path","folders":[...],"files":[{"name","size","sha256","uploaded"}],"next_cursor"}
+curl -s -X DELETE "$BASE/api/datasets?path=portraits/001.png" -H "X-API-Key: $KEY"   # {"success","path","deleted_files","deleted_bytes"}
 \`\`\`
 
 - Paths are relative to the datasets root, \`/\`-separated. Refused with a 4xx that names the field or the zip entry,
@@ -334,7 +355,19 @@ curl -s "$BASE/api/datasets?path=portraits" -H "X-API-Key: $KEY"   # {"path","fo
   stream and the bytes actually produced are counted, whatever the entries declare: a zip bomb is 413
   \`zip_too_large\` and nothing is written. Each file is stored with its SHA-256 (shown in listings).
 - Creating a folder that exists is 409. Uploading a file that exists replaces it.
-- Listing needs the viewer level; folders and uploads need researcher.
+- Listing needs the viewer level; folders, uploads and deletions need researcher.
+- **Listings are paged**: folders and files together in key order, \`limit\` per page (default 500, at most 1000); pass
+  \`next_cursor\` as \`cursor\` for the next page (it keeps its path; another \`path\` with it is 422
+  \`invalid_cursor\`), until it is null.
+- **A quota per owner**: everything under the top-level folders a user owns counts against them, whoever writes it:
+  at most **50 GiB and 200,000 files** by default (each folder counts as one file; an admin changes it with
+  \`PUT /api/admin/dataset-quota\`, audited as \`dataset_quota_changed\`). What a request adds (its files less those
+  they replace) is reserved before anything is written: past the quota it is **413 \`dataset_quota_exceeded\`**, the
+  detail saying the quota, the owner's usage and what the request adds, and **nothing is written**. 413 because the
+  request is too large for what is left to its folder's owner, and a client fixes it; 507 stays the service's own
+  disk being full. \`DELETE /api/datasets?path=...\` (a file, or a folder with everything under it; its owner, leads
+  and admins) gives the room back. Folders of nobody (from before owners) count against nobody. Files stored before
+  quotas existed are not counted until deleted.
 - **Folder owners.** Each top-level folder (the first segment of a path) records its creator: the user who created
   it, or wrote into it first. Only the creator, leads and admins change files anywhere under it (upload, zip, new
   subfolder); anyone else gets 403 \`folder_not_yours\` and nothing is written. Reading stays open to every level.
@@ -553,9 +586,26 @@ curl -N "$BASE/api/training/events/stream?job_id=local-3f9c2a1b04de" -H "X-API-K
   cancelled while waiting or running, rejected, failed at \`max_attempts\`), an \`event: end\` with
   \`{"status": "<final status>"}\` closes the stream; opening the stream of an ended job replays its log, then ends.
   A \`: keep-alive\` comment every 15 s. **WebSocket** (\`Upgrade: websocket\`): each event is a JSON text message;
-  the last one is \`{"type": "end", "status": ...}\`, then the socket closes.
+  the last one is \`{"type": "end", "status": ...}\`, then the socket closes. From a browser, only the service's own
+  pages may open it (another \`Origin\` is 403 \`foreign_origin\`).
+- An event's \`type\` and text are the trainer's, as it sent them: escape sequences included. Show them as text:
+  \`jobs logs\` and the dashboard remove colour codes and write every other control character as a \`\\u001b\`-style
+  escape.
 - Events are stored in libSQL first and then pushed by the job's events hub (a Durable Object per job), so a
   watcher that connects late or reconnects misses nothing.
+- **A log is bounded.** A job stores at most **50,000 events and 64 MiB** of them (their JSON), all its attempts
+  together, and a user's jobs **1 GiB** together; past either, one \`events.truncated\` event (\`data.reason\`:
+  \`job_events\`, \`job_bytes\` or \`user_bytes\`) marks the place, and from then on only lifecycle events are stored
+  (\`training.*\` but \`training.progress\`, checkpoints, \`model.saved\`, \`upload.completed\`, scripts' ends,
+  datasets, \`events.*\`), at most 1,000 more and 1 MiB more; log lines, progress, validation images and anything
+  else are counted and dropped (the runner is still answered 200, with \`dropped\`, so it never sends them again).
+  \`GET /api/training/status\` shows \`events_bytes\` and \`events_dropped\`; when the job ends, an
+  \`events.summary\` event says how many were dropped. A truncated log stays truncated (progress still moves the
+  expected end; the status shows the last progress stored). An ended job's events are **deleted 30 days after it
+  ended** (and a job removed by \`POST /api/queue/cleanup\` loses its events too), on the Scheduler's sweep.
+  Admins change all four with \`PUT /api/admin/event-limits\` (\`max_events_per_job\`, \`max_bytes_per_job\`,
+  \`max_bytes_per_user\`, \`retention_days\`; audited as \`event_limits_changed\`); new caps apply from each job's
+  next batch.
 - Live watchers are bounded: at most **20 per job** and **10 per user** over all jobs (SSE and WebSocket alike, a
   stream waiting for its job included); one more is 429 \`too_many_watchers\` with \`Retry-After\`. A stream's place is
   free once its client is gone (noticed within two keep-alives, 30 s). A server-sent events reader that falls 4 MiB
@@ -813,7 +863,8 @@ pointing at the views, passed as \`--data_backend_config\`) and \`service/option
 storage credentials; starts the trainer there under a PTY, inside the sandbox, with \`CUDA_VISIBLE_DEVICES\` set to
 the job's devices (empty for a CPU job), writes everything it prints to \`output.log\`, and reports \`completed\` (exit
 0) or \`failed\` (the trainer's error and traceback, else the exit code and the last 20 lines, as the job's
-\`error_message\`). A runner killed mid-job never leaves the job running: restarted, it hands the jobs it was running
+\`error_message\`, stored as plain text: colour codes, other escape sequences and control characters removed).
+A runner killed mid-job never leaves the job running: restarted, it hands the jobs it was running
 back to the queue (\`attempt + 1\`, or failed at \`max_attempts\`), and they start again - the demo trainer resumes from
 its last checkpoint in the same job directory; never restarted, its heartbeat times out and the Scheduler retries
 them the same way. Stopping \`npm start\` stops the local runner's trainers; the next start hands their jobs back to
@@ -836,7 +887,9 @@ counted and an \`events.dropped\` event says how many), across edge outages and 
 reports in \`<work-dir>/reports.json\`; it sends a job's events before its final report. The edge stores the events of
 an attempt that has ended, from the worker that ran it, marked \`"late": true\`; a run of sequence numbers that never
 arrives is recorded as an \`events.gap\` event (its \`data\`: \`attempt\`, \`from_seq\`, \`to_seq\`), never skipped
-silently. Which trainer runs and how it talks to the runner: see "Training".
+silently (until the job's log is truncated, when most numbers are missing by design). Past a job's event cap or its
+owner's quota the edge still answers 200, storing lifecycle events and counting the rest in \`dropped\` (see
+"Training": a log is bounded). Which trainer runs and how it talks to the runner: see "Training".
 
 **The runner config file.** What a box runs is its operator's decision, declared in one JSON file (\`RUNNER_CONFIG\`
 or \`--config\`; \`npm start\` hands its \`RUNNER_CONFIG\` to its local runner). Every key is optional:
@@ -853,8 +906,10 @@ or \`--config\`; \`npm start\` hands its \`RUNNER_CONFIG\` to its local runner).
   "sandbox": "auto",
   "bwrap": "bwrap",
   "run_as": "trainer",
+  "network": "isolated",
+  "allow_hosts": ["huggingface.co", "*.huggingface.co", "*.hf.co"],
   "work_dir": "/var/lib/training-runner",
-  "hide": ["/home", "/root"],
+  "hide": ["/home", "/srv/other-team/secret.env"],
   "pass_env": ["HF_HOME", "LD_LIBRARY_PATH"]
 }
 \`\`\`
@@ -872,10 +927,19 @@ no SimpleTuner job (\`trainers\` in \`GET /api/system/workers\`) |
 | \`sandbox\` | \`"auto"\` | \`auto\`: bubblewrap when installed, else only the built-in trainers and declared scripts run (unsandboxed, said at \
 start); \`required\`: refuse to start without bubblewrap; \`off\`: no sandbox (a warning at start and a \`sandbox.off\` event on every job) |
 | \`bwrap\` | \`"bwrap"\` | the bubblewrap program, on \`PATH\` or a path |
-| \`run_as\` | unset | run trainers and scripts as this user (a name, or \`{"uid": 1000, "gid": 1000}\`); needs the runner to run as root and \
-bubblewrap. The job directory is given to that user |
+| \`run_as\` | \`nobody\` under a root runner | run trainers and scripts as this user (a name, or \`{"uid": 1000, "gid": 1000}\`); needs \
+the runner to run as root and bubblewrap. The job directory is given to that user. Unset, a root runner runs them as \`nobody\`, any other \
+runner as itself |
+| \`network\` | \`"isolated"\` | \`isolated\`: every sandboxed trainer and script gets a network namespace of its own, with loopback alone; \
+inside, its runner's callback, the edge (when on the box's loopback) and a proxy (\`HTTP(S)_PROXY\`) to \`allow_hosts\` are served on \
+loopback ports and reach out through the job's sockets. \`host\`: the box's network, shared |
+| \`allow_hosts\` | \`[]\` | hosts an isolated trainer may reach through its proxy: names, or \`*.example.com\` for any name below. \
+A name that resolves to a loopback or link-local address (169.254.169.254, a cloud's metadata service) is refused anyway. Each refused \
+host is a \`network.refused\` event on the job (\`data.target\`, \`data.reason\`) |
 | \`work_dir\` | \`./.runner\` | job directories (\`jobs/<job_id>/\`) and the dataset cache (\`cache/\`); \`--work-dir\` wins |
-| \`hide\` | \`[]\` | more paths sandboxed programs must not see (\`npm start\` adds its data directory) |
+| \`hide\` | \`[]\` | more folders or files sandboxed programs must not see (\`npm start\` adds its data directory; the runner always adds \
+the host's secrets: \`SERVICE_SECRETS_DIR\`, every \`*_FILE\`, \`SERVICE_SSL_CERT\`, \`SERVICE_SSL_KEY\`, the runner config itself, and the \
+home directory of the user it runs as) |
 | \`pass_env\` | \`[]\` | runner environment variables handed on to trainers and scripts as they are (never \`RUNNER_TOKEN\`) |
 
 A mistake in the file (not JSON, an unknown key, a wrong type) stops the runner, and \`npm start\`, with one line
@@ -886,12 +950,19 @@ read-only; a private \`/tmp\`; its job directory read-write; its datasets in the
 (other jobs, the cache) and every \`hide\` path (under \`npm start\`: the data directory with \`service.db\`) masked by an
 empty read-only tmpfs, so a write there fails with \`EROFS\` and a read with \`ENOENT\`; only its own \`/dev/nvidia<N>\`
 plus \`nvidiactl\`, \`nvidia-uvm\`, \`nvidia-uvm-tools\`, \`nvidia-modeset\` (those that exist); its own session (no
-controlling terminal), PID and IPC namespaces; no capabilities; killed with the runner. The network is shared: a
-trainer reaches the runner's loopback callback and the edge's storage endpoint. Its environment is only the
-allowlist of the trainer protocol (see "Training") and \`pass_env\`: never \`RUNNER_TOKEN\` or anything else of the
-runner's. Run as root without \`run_as\`, a trainer is uid 0 without capabilities: masked paths stay invisible, but
-files readable only by root elsewhere on the box are readable; set \`run_as\` on shared boxes. Job directories live
-outside the service's data directory (\`./.runner\`).`,
+controlling terminal), PID and IPC namespaces; no capabilities; killed with the runner. A hidden file cannot be
+opened (\`EACCES\`). The runner's own installation (its checkout and Node) stays visible, read-only, wherever it
+lives, a checkout under \`/tmp\` included; a declared trainer, script or SimpleTuner installation the sandbox would
+hide stops the runner at start with a line naming the path. With \`network: "isolated"\` (the default) the trainer
+has a network namespace of its own: \`TRAINER_CALLBACK_URL\` (\`http://127.0.0.1:47001/<secret>/\`), the edge's
+storage endpoint at its own address when the edge is on the box's loopback, and \`HTTP_PROXY\`/\`HTTPS_PROXY\`
+(\`http://127.0.0.1:47002\`, \`NO_PROXY\` for loopback) to \`allow_hosts\` are all it reaches; the host's loopback
+services, the LAN and metadata addresses are unreachable (\`ENETUNREACH\`, \`ECONNREFUSED\`). The callback URL holds a
+secret of the job's own: any other path is 404, so no other process posts into the job. A checkpoint or upload
+event naming a path outside the job's directory (links resolved) gives no script that path: \`script.refused\`.
+Its environment is only the allowlist of the trainer protocol (see "Training"), the proxy variables and
+\`pass_env\`: never \`RUNNER_TOKEN\` or anything else of the runner's. Job directories live outside the service's
+data directory (\`./.runner\`).`,
   },
   {
     name: "Storage",
@@ -1091,7 +1162,7 @@ curl -X PUT -H "X-API-Key: $KEY" -H 'Content-Type: application/json' \\
 | --- | --- | --- |
 | \`webhook_allowed_ips\` | \`[]\` (any address) | CIDR ranges and single addresses, IPv4 and IPv6, that may post webhooks |
 | \`ssl_verify\` | \`true\` | verify certificates on outbound calls; turning it off needs \`"confirm_insecure": true\` in the same request |
-| \`ssl_ca_bundle\` | null | path of a CA bundle for outbound calls |
+| \`ssl_ca_bundle\` | null | absolute path of a PEM file of CA certificates for outbound calls, on the host; not under \`/dev\`, \`/proc\` or \`/sys\`, no \`.\` or \`..\` parts (else 422) |
 | \`proxy_url\` | null | HTTP(S) proxy for outbound calls; a password in it is shown as \`***\` |
 | \`http_timeout\` | 30 | seconds per outbound call (1 to 600) |
 | \`s3_endpoint_enabled\` | \`false\` | this provider's jobs may upload to the storage endpoint |

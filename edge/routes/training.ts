@@ -1,5 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { EventPage, EventsQuery, StreamQuery } from "../../shared/schemas/events";
+import { EVENT_LIMITS_DEFAULTS, EventLimits, EventLimitsUpdate, EventPage, EventsQuery, StreamQuery } from "../../shared/schemas/events";
+import { getSetting, setSetting } from "../settings";
+import { auditLater } from "../audit/trail";
 import { JobRef, TrainingCommandAnswer, TrainingStatus, TrainingStatusQuery } from "../../shared/schemas/training";
 import { DeliveriesQuery, DeliveryList } from "../../shared/schemas/deliveries";
 import { TERMINAL_STATUSES } from "../../shared/schemas/queue";
@@ -259,6 +261,8 @@ training.openapi(
             startup_phase: null,
             progress: null,
             events: 0,
+            events_bytes: 0,
+            events_dropped: 0,
             attempt: null,
             allocated_gpus: null,
             started_at: null,
@@ -491,5 +495,44 @@ training.openapi(
     const { job_id } = c.req.valid("query");
     await assertCanReadJob(c.get("db"), job_id, callerScope(c));
     return c.json(await jobConfig(c.get("db"), job_id), 200);
+  },
+);
+
+training.openapi(
+  createRoute({
+    method: "get",
+    path: "/api/admin/event-limits",
+    tags,
+    summary: "What job event logs may hold, and how long an ended job's are kept (admin)",
+    description: `Per job (all its attempts together): \`max_events_per_job\` (default ${EVENT_LIMITS_DEFAULTS.max_events_per_job}) and \`max_bytes_per_job\` (default 64 MiB); per user over all their jobs: \`max_bytes_per_user\` (default 1 GiB); an ended job's events are deleted \`retention_days\` (default ${EVENT_LIMITS_DEFAULTS.retention_days}) after it ended.`,
+    responses: { 200: json(EventLimits, "The limits in force"), 401: error("No valid credential"), 403: error("Not an admin") },
+  }),
+  async (c) => c.json(await getSetting(c.get("db"), "event_limits"), 200),
+);
+
+training.openapi(
+  createRoute({
+    method: "put",
+    path: "/api/admin/event-limits",
+    tags,
+    summary: "Set what job event logs may hold and how long they are kept (admin)",
+    description:
+      "Any fields; the others keep their value. New caps apply to the next batch of every job that has not been truncated; a truncated log stays truncated. A shorter retention deletes on the next sweeps (every 5 s, a few jobs at a time).",
+    request: { body: { required: true, content: { "application/json": { schema: EventLimitsUpdate } } } },
+    responses: {
+      200: json(EventLimits, "The limits now in force"),
+      401: error("No valid credential"),
+      403: error("Not an admin"),
+      422: error("Not a whole number, or a retention outside 1 to 3650 days"),
+    },
+  }),
+  async (c) => {
+    const db = c.get("db");
+    const before = await getSetting(db, "event_limits");
+    const next = { ...before, ...c.req.valid("json") };
+    await setSetting(db, "event_limits", next);
+    auditLater(c, { event_type: "event_limits_changed", target: "event_limits", details: { before, after: next } });
+    c.get("log").info("event limits changed", { ...next, by: principalOf(c).user.id });
+    return c.json(next, 200);
   },
 );

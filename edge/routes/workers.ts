@@ -256,29 +256,30 @@ workersRoutes.openapi(
     tags,
     summary: "A runner sends a batch of its trainer's events (worker token)",
     description:
-      "Stored in order with the job's next dense indexes; events already stored (same attempt and seq) are skipped, so resending a batch is safe.",
+      "Stored in order with the job's next dense indexes; events already stored (same attempt and seq) are skipped, so resending a batch is safe. Past the job's event cap or its owner's quota (GET /api/admin/event-limits) the batch is still answered 200: lifecycle events are stored, the rest counted in `dropped`; do not send them again.",
     request: {
       params: WorkerJobParam,
       body: { required: true, content: { "application/json": { schema: EventBatch } } },
     },
     responses: {
-      200: json(EventBatchStored, "Stored"),
+      200: json(EventBatchStored, "Stored, or counted past the job's bounds"),
       401: error("No valid worker token"),
       404: error("Not a job of this worker"),
       413: error("An event is too large"),
       422: error("Invalid body"),
+      503: error("The job's log kept changing while the batch was stored (events_busy): send it again"),
     },
   }),
   async (c) => {
     const jobId = c.req.valid("param").job_id;
-    const { stored, added, nextIndex } = await appendEvents(c.get("db"), workerOf(c).id, jobId, c.req.valid("json"));
+    const { stored, added, nextIndex, dropped } = await appendEvents(c.get("db"), workerOf(c).id, jobId, c.req.valid("json"));
     // Watchers see them as soon as they are stored; a hub that cannot be reached only delays
     // them until the watcher reconnects (the log has them).
     if (stored.length)
       await hubOf(c.env, jobId)
         .publish(jobId, stored)
         .catch((e: unknown) => c.get("log").warning("events hub unreachable", { job_id: jobId, error: String(e) }));
-    return c.json({ stored: added, next_index: nextIndex }, 200);
+    return c.json({ stored: added, next_index: nextIndex, dropped }, 200);
   },
 );
 

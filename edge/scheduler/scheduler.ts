@@ -17,6 +17,7 @@ import { applyEffects } from "../jobs/lifecycle/effects";
 import { sweepSilentWorkers } from "../jobs/lifecycle/sweep-offline";
 import type { StorageBucket } from "../storage/endpoint";
 import { abortEndedUploads } from "../storage/sweep";
+import { forgetOldEvents } from "../jobs/event-retention";
 import { admitJobs, assignedWorker } from "../jobs/lifecycle/admit";
 import { writeBatch } from "../jobs/lifecycle/batch";
 import { startEnd, submitJobs, type NewSubmission } from "../jobs/lifecycle/submit";
@@ -122,9 +123,9 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
   }
 
   /**
-   * What must not pile up (issue 12): uploads that ended jobs left open, provider webhooks past
-   * retention; and what must not be forgotten: a running cloud job not polled for three poll
-   * intervals (its object's alarm lost) is handed back to its object.
+   * What must not pile up (issues 12, 26): uploads that ended jobs left open, provider webhooks
+   * and ended jobs' events past retention; and what must not be forgotten: a running cloud job not
+   * polled for three poll intervals (its object's alarm lost) is handed back to its object.
    */
   private async sweepLeftovers(): Promise<void> {
     const db = this.db();
@@ -132,9 +133,12 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
       const interval = (await getSetting(db, "cloud")).poll_interval_seconds;
       for (const jobId of await unpolledCloudJobs(db, Math.max(30, 3 * interval))) await cloudJobOf(this.env, jobId).poke(jobId);
     };
-    await Promise.all([abortEndedUploads(db, this.env.STORAGE as unknown as StorageBucket), forgetOldWebhooks(db), pokeCloudJobs()]).catch(
-      (error: unknown) => this.log.warning("sweep failed", { error: String(error) }),
-    );
+    await Promise.all([
+      abortEndedUploads(db, this.env.STORAGE as unknown as StorageBucket),
+      forgetOldWebhooks(db),
+      forgetOldEvents(db),
+      pokeCloudJobs(),
+    ]).catch((error: unknown) => this.log.warning("sweep failed", { error: String(error) }));
   }
 
   /**

@@ -29,7 +29,17 @@ export const EventBatch = z
   })
   .openapi("EventBatch");
 
-export const EventBatchStored = z.object({ stored: z.number().int(), next_index: z.number().int() }).openapi("EventBatchStored");
+export const EventBatchStored = z
+  .object({
+    stored: z.number().int().openapi({ description: "Events of this batch stored now (those stored before are not counted again)" }),
+    next_index: z.number().int(),
+    // A default: a runner newer than its edge still reads the older answer.
+    dropped: z.number().int().default(0).openapi({
+      description:
+        "Events of this batch counted and not stored: the job is past its cap, or its owner past their quota (GET /api/admin/event-limits). Taken all the same: do not send them again",
+    }),
+  })
+  .openapi("EventBatchStored");
 
 export const JobEvent = z
   .object({ index: z.number().int().openapi({ description: "Dense per job, from 0" }), timestamp: z.string(), type: z.string() })
@@ -89,3 +99,45 @@ export const StreamQuery = z.object({
       description: `Without job_id and with no job started yet: how long the stream waits for your next job to start before it ends (1 to ${MAX_WAIT_SECONDS} s)`,
     }),
 });
+
+/** Defaults of the bounds on stored events (GET/PUT /api/admin/event-limits). */
+export const EVENT_LIMITS_DEFAULTS = {
+  max_events_per_job: 50_000,
+  max_bytes_per_job: 64 * 1024 ** 2,
+  max_bytes_per_user: 1024 ** 3,
+  retention_days: 30,
+};
+
+const count = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
+const retentionDays = z.number().int().min(1).max(3650);
+
+export const EventLimits = z
+  .object({
+    max_events_per_job: count.openapi({
+      description: "The most events one job stores, all its attempts together; past it only lifecycle events are stored",
+      example: EVENT_LIMITS_DEFAULTS.max_events_per_job,
+    }),
+    max_bytes_per_job: count.openapi({
+      description: "The most bytes of events (their JSON) one job stores; past it only lifecycle events are stored",
+      example: EVENT_LIMITS_DEFAULTS.max_bytes_per_job,
+    }),
+    max_bytes_per_user: count.openapi({
+      description: "The most bytes of events one user's jobs store together; past it their jobs store only lifecycle events",
+      example: EVENT_LIMITS_DEFAULTS.max_bytes_per_user,
+    }),
+    retention_days: retentionDays.openapi({
+      description: "Days an ended job's events are kept after it ended; then they are deleted (the job stays in the queue's history)",
+      example: EVENT_LIMITS_DEFAULTS.retention_days,
+    }),
+  })
+  .openapi("EventLimits");
+export type EventLimits = z.infer<typeof EventLimits>;
+
+export const EventLimitsUpdate = z
+  .strictObject({
+    max_events_per_job: count.optional(),
+    max_bytes_per_job: count.optional(),
+    max_bytes_per_user: count.optional(),
+    retention_days: retentionDays.optional(),
+  })
+  .openapi("EventLimitsUpdate", { example: { max_events_per_job: 100_000, retention_days: 90 } });

@@ -38,6 +38,11 @@ export const TrainingStatus = z
       .object({ step: z.unknown(), total_steps: z.unknown(), percent: z.unknown(), loss: z.unknown(), epoch: z.unknown() })
       .nullable(),
     events: z.number().int(),
+    events_bytes: z.number().int().openapi({ description: "Bytes of the job's stored events (their JSON)" }),
+    events_dropped: z.number().int().openapi({
+      description:
+        "Events counted and not stored: past the job's event cap or its owner's quota (GET /api/admin/event-limits); an events.truncated event marks where",
+    }),
     attempt: z.number().int().nullable(),
     allocated_gpus: z.array(z.number().int()).nullable(),
     started_at: z.string().nullable(),
