@@ -38,7 +38,7 @@ export const SETTING_DEFAULTS = {
   cloud_rates: DEFAULT_HARDWARE_RATES as HardwareRates,
 } satisfies Record<string, unknown>;
 export type SettingKey = keyof typeof SETTING_DEFAULTS;
-type SettingValue<K extends SettingKey> = (typeof SETTING_DEFAULTS)[K];
+export type SettingValue<K extends SettingKey> = (typeof SETTING_DEFAULTS)[K];
 
 export async function getSetting<K extends SettingKey>(db: Database, key: K): Promise<SettingValue<K>> {
   const [row] = await db.select({ value: settings.value }).from(settings).where(eq(settings.key, key));

@@ -85,7 +85,7 @@ describe.skipIf(!HAS_CHROMIUM)("the GPUs, workers, users and API keys views", ()
     const { page, problems, close } = await open(researcher.cookie, "#/system");
     await page.getByRole("heading", { name: "Local box: box-1" }).waitFor();
     const local = page.getByRole("list", { name: "GPUs of box-1" }).getByRole("listitem");
-    expect(await local.count()).toBe(4);
+    await expect.poll(() => local.count()).toBe(4);
     expect(await local.nth(0).innerText()).toContain(`held by ${heldBy}`);
     expect(await local.nth(0).getByRole("link", { name: heldBy }).getAttribute("href")).toBe(`#/jobs/${heldBy}`);
     for (const i of [1, 2, 3]) expect(await local.nth(i).innerText()).toMatch(/GPU \d\s+NVIDIA RTX 4090\s+24 GiB\s+free/);
@@ -96,7 +96,7 @@ describe.skipIf(!HAS_CHROMIUM)("the GPUs, workers, users and API keys views", ()
     expect(await remote.getByText("online, idle").count()).toBe(1);
     // The label is text: the markup shows as written and no image was made of it.
     expect(await remote.getByRole("list", { name: "Labels" }).innerText()).toContain(`note=${ATTACK}`);
-    expect(await remote.getByRole("list", { name: "GPUs of lab-a" }).getByRole("listitem").count()).toBe(2);
+    await expect.poll(() => remote.getByRole("list", { name: "GPUs of lab-a" }).getByRole("listitem").count()).toBe(2);
     // Whether each box runs SimpleTuner, and why not, as its runner said: text too.
     const trainers = await remote.getByRole("list", { name: "Trainers" }).innerText();
     expect(trainers).toContain(`simpletuner: not available could not import simpletuner.train: ${ATTACK}`);

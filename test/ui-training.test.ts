@@ -284,7 +284,7 @@ describe.skipIf(!HAS_CHROMIUM)("the job view in a browser", () => {
     await until("the loss plot's last loss", async () => /0\.9088/.test((await page.locator(".plot-summary").textContent()) ?? ""));
     const images = page.locator('img[alt="validation preview, step 4"]');
     await images.first().waitFor();
-    expect(await images.count()).toBe(2);
+    await expect.poll(() => images.count()).toBe(2);
     for (const src of await images.evaluateAll((els) => els.map((e) => (e as HTMLImageElement).src)))
       expect(src).toMatch(/^data:image\/png;base64,/);
     // The images are real pictures the browser decoded: 64 pixels wide, as SimpleTuner rendered them.

@@ -17,9 +17,9 @@ import { datasetQuota, releaseDeleted, reserveDatasetWrites } from "../datasets/
 import { ApiError } from "../errors";
 import { principalOf } from "../middleware/authorize";
 import { continueFilters, decodeCursor, encodeCursor } from "../paging";
-import { auditLater } from "../audit/trail";
-import { getSetting, setSetting } from "../settings";
+import { getSetting } from "../settings";
 import { createRouter } from "../router";
+import { patchSetting } from "./setting-patch";
 import {
   DATASET_QUOTA_DEFAULTS,
   DatasetListing,
@@ -237,13 +237,5 @@ datasetsRoutes.openapi(
       422: error("Not a whole number of bytes or files"),
     },
   }),
-  async (c) => {
-    const db = c.get("db");
-    const before = await getSetting(db, "dataset_quota");
-    const next = { ...before, ...c.req.valid("json") };
-    await setSetting(db, "dataset_quota", next);
-    auditLater(c, { event_type: "dataset_quota_changed", target: "dataset_quota", details: { before, after: next } });
-    c.get("log").info("dataset quota changed", { ...next, by: principalOf(c).user.id });
-    return c.json(next, 200);
-  },
+  async (c) => c.json(await patchSetting(c, "dataset_quota", c.req.valid("json"), "dataset_quota_changed", "dataset quota"), 200),
 );

@@ -3,9 +3,9 @@ import { ownerScope } from "../../shared/levels";
 import { JobIdParam } from "../../shared/schemas/queue";
 import { identify, principalOf, workerOf } from "../middleware/authorize";
 import { createRouter } from "../router";
-import { auditLater } from "../audit/trail";
+import { patchSetting } from "./setting-patch";
 import { schedulerOf } from "../scheduler/stub";
-import { getSetting, setSetting } from "../settings";
+import { getSetting } from "../settings";
 import { assertJobCanRun, issueStorageCredentials, runnerStorageCredentials, type IssuedCredentials } from "../storage/credentials";
 import { StorageCredentials, StorageQuota, StorageQuotaUpdate } from "../../shared/schemas/storage";
 import { WorkerJobParam } from "../../shared/schemas/workers";
@@ -135,15 +135,7 @@ storageRoutes.openapi(
       422: error("Not a whole number of bytes or objects"),
     },
   }),
-  async (c) => {
-    const db = c.get("db");
-    const before = await getSetting(db, "storage_quota");
-    const next = { ...before, ...c.req.valid("json") };
-    await setSetting(db, "storage_quota", next);
-    auditLater(c, { event_type: "storage_quota_changed", target: "storage_quota", details: { before, after: next } });
-    c.get("log").info("storage quota changed", { ...next, by: principalOf(c).user.id });
-    return c.json(next, 200);
-  },
+  async (c) => c.json(await patchSetting(c, "storage_quota", c.req.valid("json"), "storage_quota_changed", "storage quota"), 200),
 );
 
 // The S3 API itself: authenticated inside by SigV4 with a job's credentials (so not in the

@@ -1,7 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { EVENT_LIMITS_DEFAULTS, EventLimits, EventLimitsUpdate, EventPage, EventsQuery, StreamQuery } from "../../shared/schemas/events";
-import { getSetting, setSetting } from "../settings";
-import { auditLater } from "../audit/trail";
+import { getSetting } from "../settings";
 import { JobRef, TrainingCommandAnswer, TrainingStatus, TrainingStatusQuery } from "../../shared/schemas/training";
 import { DeliveriesQuery, DeliveryList } from "../../shared/schemas/deliveries";
 import { TERMINAL_STATUSES } from "../../shared/schemas/queue";
@@ -31,6 +30,7 @@ import { readFields } from "./body";
 import { prepareTraining, saveActiveConfiguration } from "../training/forms";
 import { INLINE_REQUIRED, TRAINING_DEFAULTS } from "../training/options";
 import { createRouter } from "../router";
+import { patchSetting } from "./setting-patch";
 import { error, json } from "./openapi";
 
 export const training = createRouter();
@@ -526,13 +526,5 @@ training.openapi(
       422: error("Not a whole number, or a retention outside 1 to 3650 days"),
     },
   }),
-  async (c) => {
-    const db = c.get("db");
-    const before = await getSetting(db, "event_limits");
-    const next = { ...before, ...c.req.valid("json") };
-    await setSetting(db, "event_limits", next);
-    auditLater(c, { event_type: "event_limits_changed", target: "event_limits", details: { before, after: next } });
-    c.get("log").info("event limits changed", { ...next, by: principalOf(c).user.id });
-    return c.json(next, 200);
-  },
+  async (c) => c.json(await patchSetting(c, "event_limits", c.req.valid("json"), "event_limits_changed", "event limits"), 200),
 );
