@@ -35,6 +35,7 @@ export const AUDIT_EVENT_TYPES = [
   "storage_quota_changed",
   "event_limits_changed",
   "dataset_quota_changed",
+  "dataset_cloud_sharing_changed",
   "webhook_rejected",
   "rate_limited",
 ] as const;
@@ -69,7 +70,13 @@ export interface AuditEntry {
 
 /** The chain starts from this "previous hash". */
 export const GENESIS_HASH = "0".repeat(64);
-const MAX_ATTEMPTS = 20;
+/*
+ * Writers that meet on the same tail retry with a random pause that grows with each try, so a
+ * burst of them spreads out instead of colliding again in lockstep. Twenty tries without a pause
+ * lost entries when 25 failed logins came at once on 2 cores (the 21st writer in line gave up).
+ */
+const MAX_ATTEMPTS = 100;
+const pause = (attempt: number) => new Promise((resolve) => setTimeout(resolve, Math.random() * Math.min(50, 2 * attempt)));
 const USER_AGENT_MAX = 256;
 
 type Row = Record<string, unknown>;
@@ -134,6 +141,7 @@ export async function recordAudit(db: Database, input: AuditInput): Promise<Audi
       return { ...base, details: input.details ?? {}, hash };
     } catch (error) {
       if (!isUniqueViolation(error) || attempt >= MAX_ATTEMPTS) throw error;
+      await pause(attempt);
     }
   }
 }
