@@ -99,6 +99,8 @@ export const ROUTE_ACCESS: Record<string, Access> = {
   "POST /api/datasets/upload": { level: "researcher" },
   "POST /api/datasets/upload/zip": { level: "researcher" },
   "DELETE /api/datasets": { level: "researcher" },
+  "GET /api/datasets/folders/{name}/cloud-sharing": { level: "viewer" },
+  "PUT /api/datasets/folders/{name}/cloud-sharing": { level: "researcher" },
   "GET /api/admin/webhooks": { level: "admin" },
   "PUT /api/admin/webhooks": { level: "admin" },
   "POST /api/training/checkpoints": { level: "viewer" },

@@ -100,38 +100,107 @@ async function packaged(bucket: MemoryBucket, dataloader: unknown[], config: Rec
 
 describe("exclusions", () => {
   it("names the reason for each kind of secret, case-insensitively, and passes dataset files", () => {
+    const ENV = "environment file (.env, .env.*, .envrc)";
+    const SSH = "SSH private key (id_rsa*, id_ed25519*, id_ecdsa*, *_rsa)";
+    const KEY = "private key or certificate (*.pem, *.key, *.ppk)";
+    const STORE = "key store or certificate bundle (*.p12, *.pfx, *.jks, *.keystore)";
+    const CREDENTIALS = "credentials file (credentials, credentials.csv, .git-credentials, *-credentials.json)";
+    const SECRETS = "secrets file (secrets.*, client_secret*.json, *secret*)";
     const cases: [string, string | null][] = [
-      ["datasets/faces/.env", "environment file (.env, .env.*)"],
-      ["datasets/faces/.ENV.production", "environment file (.env, .env.*)"],
+      ["datasets/faces/.env", ENV],
+      ["datasets/faces/.ENV.production", ENV],
+      ["datasets/faces/.envrc", ENV],
       ["datasets/faces/.git/config", "git repository data (.git folder)"],
       ["datasets/faces/sub/.Git/objects/ab/cdef", "git repository data (.git folder)"],
       ["datasets/faces/.git", "git metadata file (.git)"],
       ["datasets/faces/.ssh/known_hosts", "SSH keys folder (.ssh)"],
-      ["datasets/faces/.aws/config", "cloud credentials folder (.aws)"],
+      ["datasets/faces/.aws/config", "cloud credentials folder (.aws, .azure, gcloud)"],
+      ["datasets/faces/.docker/config.json", "container registry credentials folder (.docker)"],
       ["datasets/faces/.netrc", "login credentials file (.netrc)"],
-      ["datasets/faces/.npmrc", "package registry credentials file (.npmrc)"],
-      ["datasets/faces/.pypirc", "package registry credentials file (.pypirc)"],
-      ["datasets/faces/credentials", "credentials file (credentials, credentials.json)"],
-      ["datasets/faces/Credentials.JSON", "credentials file (credentials, credentials.json)"],
-      ["datasets/faces/tls/server.pem", "private key or certificate (*.pem, *.key)"],
-      ["datasets/faces/server.KEY", "private key or certificate (*.pem, *.key)"],
-      ["datasets/faces/cert.p12", "certificate bundle with a private key (*.p12, *.pfx)"],
-      ["datasets/faces/cert.pfx", "certificate bundle with a private key (*.p12, *.pfx)"],
-      ["datasets/faces/id_rsa", "SSH private key (id_rsa*, id_ed25519*, id_ecdsa*)"],
-      ["datasets/faces/id_ed25519.pub", "SSH private key (id_rsa*, id_ed25519*, id_ecdsa*)"],
-      ["datasets/faces/id_ecdsa.txt", "SSH private key (id_rsa*, id_ed25519*, id_ecdsa*)"],
-      ["datasets/faces/vault.kdbx", "password database (*.kdbx)"],
-      ["datasets/faces/secrets.txt", "secrets file (secrets.*)"],
+      ["datasets/faces/.npmrc", "package registry credentials file (.npmrc, .pypirc, .yarnrc)"],
+      ["datasets/faces/.pypirc", "package registry credentials file (.npmrc, .pypirc, .yarnrc)"],
+      ["datasets/faces/credentials", CREDENTIALS],
+      ["datasets/faces/Credentials.JSON", CREDENTIALS],
+      ["datasets/faces/tls/server.pem", KEY],
+      ["datasets/faces/server.KEY", KEY],
+      ["datasets/faces/cert.p12", STORE],
+      ["datasets/faces/cert.pfx", STORE],
+      ["datasets/faces/id_rsa", SSH],
+      ["datasets/faces/id_ed25519.pub", SSH],
+      ["datasets/faces/id_ecdsa.txt", SSH],
+      ["datasets/faces/vault.kdbx", "password database (*.kdbx, *.psafe3, *.keychain)"],
+      ["datasets/faces/secrets.txt", SECRETS],
+      ["datasets/faces/my_secrets.txt", SECRETS],
       ["datasets/faces/.htpasswd", "password file (.htpasswd)"],
       ["datasets/faces/001.png", null],
       ["datasets/faces/.gitignore", null],
       ["datasets/faces/environment.txt", null],
       ["datasets/faces/keys.txt", null],
-      ["datasets/faces/my_secrets.txt", null],
       ["datasets/git/001.png", null],
       ["datasets/faces/keyboard.jpg", null],
     ];
     expect(cases.map(([path]) => [path, exclusionReason(path)])).toEqual(cases);
+  });
+
+  it("leaves out the credential files of every allowed type (.txt, .csv, .jsonl) under their common names", () => {
+    const TOKEN = "token file (token.txt, hf_token.txt, *token*)";
+    const ACCESS = "access keys file (accessKeys.csv, *_accessKeys.csv, rootkey.csv, api_key*)";
+    const CREDENTIALS = "credentials file (credentials, credentials.csv, .git-credentials, *-credentials.json)";
+    const SERVICE = "service-account key (service-account*.json, *.jsonl)";
+    const SECRETS = "secrets file (secrets.*, client_secret*.json, *secret*)";
+    const cases: [string, string | null][] = [
+      // The AWS console's exports: a new user's credentials, an access key, the root key.
+      ["credentials.csv", CREDENTIALS],
+      ["alice_credentials.csv", CREDENTIALS],
+      ["accessKeys.csv", ACCESS],
+      ["alice_accessKeys.csv", ACCESS],
+      ["rootkey.csv", ACCESS],
+      ["api_keys.txt", ACCESS],
+      // Tokens and git's credential store, with or without a data extension.
+      ["hf_token.txt", TOKEN],
+      ["token.txt", TOKEN],
+      ["TOKEN", TOKEN],
+      ["github-token-backup.txt", TOKEN],
+      ["tokens.csv", TOKEN],
+      [".git-credentials", CREDENTIALS],
+      [".git-credentials.txt", CREDENTIALS],
+      [".git-credentials.bak", CREDENTIALS],
+      ["application_default_credentials.json", CREDENTIALS],
+      ["gcp-credentials.json", CREDENTIALS],
+      // Service accounts and OAuth clients, also as JSON Lines.
+      ["service-account.json", SERVICE],
+      ["service-account.jsonl", SERVICE],
+      ["service_account_prod.jsonl", SERVICE],
+      ["my-project-0123456789ab.json", "Google service-account key (<project>-<12 hex>.json)"],
+      ["client_secret.json", SECRETS],
+      ["client_secret_1234-abc.apps.googleusercontent.com.json", SECRETS],
+      ["secrets.csv", SECRETS],
+      ["kaggle.json", "Kaggle API token (kaggle.json)"],
+      ["passwords.txt", "password file (passwords.txt, *password*)"],
+      ["private_key.txt", "private key file (*private_key*)"],
+      // Dotfiles saved as text to get past the upload's type check.
+      [".netrc.txt", "login credentials file (.netrc)"],
+      ["_netrc", "login credentials file (.netrc)"],
+      [".pgpass", "database password file (.pgpass, .my.cnf)"],
+      [".pgpass.txt", "database password file (.pgpass, .my.cnf)"],
+      [".s3cfg.txt", "cloud or registry credentials file (.s3cfg, .boto, .dockercfg)"],
+      [".env.txt", "environment file (.env, .env.*, .envrc)"],
+      [".bash_history.txt", "shell or database client history (.bash_history, .psql_history, ...)"],
+      ["deploy_rsa.txt", "SSH private key (id_rsa*, id_ed25519*, id_ecdsa*, *_rsa)"],
+      ["server.pem.txt", "private key or certificate (*.pem, *.key, *.ppk)"],
+      ["prod.tfvars", "Terraform variables or state (*.tfvars, *.tfstate)"],
+      // A dataset's own files, and images whose names merely hold one of those words.
+      ["001.txt", null],
+      ["metadata.jsonl", null],
+      ["captions.csv", null],
+      ["tokenizer_notes.txt", null],
+      ["secret_garden.png", null],
+      ["token_001.jpg", null],
+      ["credentials_card.webp", null],
+      ["passport_scan.png", null],
+      ["monkey.txt", null],
+    ];
+    expect(cases.map(([name]) => [name, exclusionReason(`datasets/faces/${name}`)])).toEqual(cases);
   });
 
   it("lists a .env, a .git/ folder and a key file in the summary and keeps their bytes out of the zip", async () => {
@@ -147,10 +216,10 @@ describe("exclusions", () => {
       .put("datasets/faces/.gitignore", "*.tmp");
     const { plan, zip, files } = await packaged(bucket, [imageDataset("faces", "datasets/faces")]);
     expect(plan.summary.excluded).toEqual([
-      { path: "datasets/faces/.env", reason: "environment file (.env, .env.*)" },
+      { path: "datasets/faces/.env", reason: "environment file (.env, .env.*, .envrc)" },
       { path: "datasets/faces/.git/HEAD", reason: "git repository data (.git folder)" },
       { path: "datasets/faces/.git/config", reason: "git repository data (.git folder)" },
-      { path: "datasets/faces/keys/server.key", reason: "private key or certificate (*.pem, *.key)" },
+      { path: "datasets/faces/keys/server.key", reason: "private key or certificate (*.pem, *.key, *.ppk)" },
     ]);
     expect(Object.keys(files)).toEqual([
       "config.json",
@@ -331,7 +400,7 @@ describe("the plan", () => {
     expect(decoder.decode(files["datasets/huge/02344.txt"])).toBe("c2344");
   });
 
-  it("sizes a plan over 100 MiB from the listing alone and refuses to stream it", async () => {
+  it("sizes a plan over 100 MB from the listing alone and refuses to stream it", async () => {
     const sizes = new Map(Array.from({ length: 30 }, (_, i) => [`datasets/big/${i}.png`, 5 * 1024 * 1024 + i] as const));
     const gets: string[] = [];
     const sizesOnly: PackageBucket = {
@@ -367,6 +436,48 @@ describe("the plan", () => {
     expect(refused).toBeInstanceOf(ApiError);
     expect([(refused as ApiError).status, (refused as ApiError).code]).toEqual([413, "archive_too_large"]);
     expect(gets).toEqual([]);
+  });
+});
+
+describe("the 100 MB cap", () => {
+  /** A plan of one file of `size` bytes, sized from the listing alone (nothing is read). */
+  const planOf = (size: number) =>
+    planPackage(
+      {
+        list: async () => ({ objects: [{ key: "datasets/cap/a.png", size }], truncated: false }),
+        get: async () => {
+          throw new Error("no bytes should be read");
+        },
+      },
+      [imageDataset("cap", "datasets/cap")],
+      CONFIG,
+    );
+  const refusal = (plan: PackagePlan): ApiError | null => {
+    try {
+      void archiveStream({ list: async () => ({ objects: [], truncated: false }), get: async () => null }, plan).cancel();
+      return null;
+    } catch (error) {
+      return error as ApiError;
+    }
+  };
+
+  it("is 100 MB as Replicate counts (100,000,000 bytes, not 100 MiB), exactly the limit allowed and one byte more refused", async () => {
+    expect(MAX_ARCHIVE_BYTES).toBe(100_000_000);
+    const overhead = (await planOf(0)).summary.archive_bytes;
+    const atLimit = await planOf(MAX_ARCHIVE_BYTES - overhead);
+    expect(atLimit.summary).toMatchObject({ archive_bytes: 100_000_000, archive_limit_bytes: 100_000_000 });
+    expect(refusal(atLimit)).toBeNull();
+
+    const over = await planOf(MAX_ARCHIVE_BYTES - overhead + 1);
+    expect(over.summary.archive_bytes).toBe(100_000_001);
+    const refused = refusal(over);
+    expect(refused).toBeInstanceOf(ApiError);
+    expect([refused!.status, refused!.code]).toEqual([413, "archive_too_large"]);
+    expect(refused!.detail).toContain("100 MB");
+    expect(refused!.detail).not.toContain("MiB");
+
+    // 100 MiB, which the old cap let through, is over.
+    expect(refusal(await planOf(100 * 1024 * 1024 - overhead))?.code).toBe("archive_too_large");
   });
 });
 

@@ -8,7 +8,7 @@ import { ApiError } from "../errors";
  * rules"): the dataloader's `type: local` datasets are listed in R2, files that must never leave
  * the service (.env, .git, credentials, keys) are left out, and the archive is described exactly
  * (files, bytes, the zip's size) before a single byte is read, so the user confirms what will be
- * uploaded and the 100 MiB cap is enforced without building anything. The zip itself is then
+ * uploaded and the 100 MB cap is enforced without building anything. The zip itself is then
  * produced as the upload reads it, one R2 object at a time.
  *
  * Every path in the summary and the archive is the dataset's key under the datasets root
@@ -16,8 +16,15 @@ import { ApiError } from "../errors";
  * multidatabackend.json resolves against the folder the cloud job extracts the archive into.
  */
 
-/** Spec 8: the largest archive a cloud submission may upload. */
-export const MAX_ARCHIVE_BYTES = 100 * 1024 * 1024;
+/**
+ * Spec 8: the largest archive a cloud submission may upload, 100 MB as Replicate counts it (decimal
+ * megabytes: 100 * 1000 * 1000 bytes, not 100 MiB). Replicate's docs on input files
+ * (replicate.com/docs/topics/predictions/input-files): an uploaded file "will work for files up
+ * to 100MB"; larger inputs must be hosted elsewhere and passed as a URL.
+ */
+export const MAX_ARCHIVE_BYTES = 100 * 1000 * 1000;
+/** How MAX_ARCHIVE_BYTES is written in messages. */
+export const MAX_ARCHIVE_LABEL = "100 MB";
 /** fflate writes no zip64 records: the end record counts entries in 16 bits. */
 export const MAX_ARCHIVE_ENTRIES = 65_535;
 
@@ -43,36 +50,97 @@ export interface PackagePlan {
 const CONFIG_NAME = "config.json";
 const DATALOADER_NAME = "multidatabackend.json";
 
+/*
+ * What never leaves the service (spec 1: .env, .git, credentials and keys). The names follow the
+ * well-known lists of files that hold secrets: gitrob's file signatures
+ * (github.com/michenriksen/gitrob, filesignatures.json: .netrc, .pgpass, .s3cfg, .dockercfg, .boto,
+ * .htpasswd, credentials.json, the Google service-account key `<project>-<12 hex>.json`, *_rsa,
+ * *.p12/*.pfx/*.jks, KeePass and keychain files, shell and database histories, terraform.tfvars,
+ * names containing "credential" or "password"), and the credential files the allowed dataset
+ * types (.txt, .csv, .jsonl; images) commonly carry: the AWS console's key exports
+ * (credentials.csv, <user>_accessKeys.csv, rootkey.csv), token files (token.txt, hf_token.txt),
+ * .git-credentials, service-account*.json(l), client_secret*.json, kaggle.json.
+ *
+ * A file's name is tested as it is and without one trailing .txt/.csv/.jsonl/.json (so
+ * `.netrc.txt`, `id_rsa.txt` and `.git-credentials.txt` are caught like the originals). Rules
+ * that look for a word in the name (credential, token, secret, password, access key, service
+ * account, private key) skip images: a photo named `secret_garden.png` is not a credential.
+ */
+
 /** Folders whose whole content stays behind, wherever they sit in a dataset. */
 const EXCLUDED_FOLDERS: Record<string, string> = {
   ".git": "git repository data (.git folder)",
   ".ssh": "SSH keys folder (.ssh)",
-  ".aws": "cloud credentials folder (.aws)",
+  ".gnupg": "GnuPG keys folder (.gnupg)",
+  ".aws": "cloud credentials folder (.aws, .azure, gcloud)",
+  ".azure": "cloud credentials folder (.aws, .azure, gcloud)",
+  gcloud: "cloud credentials folder (.aws, .azure, gcloud)",
+  ".docker": "container registry credentials folder (.docker)",
+  ".kube": "cluster credentials folder (.kube)",
+  ".huggingface": "model hub token folder (.huggingface)",
 };
 
-/** Lower-cased basenames that stay behind, with the reason the summary shows. */
-const EXCLUDED_FILES: [RegExp, string][] = [
-  [/^\.env(\..*)?$/, "environment file (.env, .env.*)"],
-  [/^\.git$/, "git metadata file (.git)"],
-  [/^\.netrc$/, "login credentials file (.netrc)"],
-  [/^\.npmrc$/, "package registry credentials file (.npmrc)"],
-  [/^\.pypirc$/, "package registry credentials file (.pypirc)"],
-  [/^credentials(\.json)?$/, "credentials file (credentials, credentials.json)"],
-  [/\.(pem|key)$/, "private key or certificate (*.pem, *.key)"],
-  [/\.(p12|pfx)$/, "certificate bundle with a private key (*.p12, *.pfx)"],
-  [/^id_(rsa|ed25519|ecdsa)/, "SSH private key (id_rsa*, id_ed25519*, id_ecdsa*)"],
-  [/\.kdbx$/, "password database (*.kdbx)"],
-  [/^secrets\./, "secrets file (secrets.*)"],
-  [/^\.htpasswd$/, "password file (.htpasswd)"],
+/** A rule over a lower-cased file name; `words`: a word in the name, tested on every file but images. */
+interface ExcludedName {
+  pattern: RegExp;
+  reason: string;
+  words?: true;
+}
+
+/** A word in a name: bounded by the name's start or end, or by - _ . or a space. */
+const word = (w: string) => new RegExp(`(^|[-_. ])${w}([-_. ]|$)`);
+
+const EXCLUDED_FILES: ExcludedName[] = [
+  { pattern: /^\.env([-_.].*)?$|^\.envrc$/, reason: "environment file (.env, .env.*, .envrc)" },
+  { pattern: /^\.git$/, reason: "git metadata file (.git)" },
+  { pattern: /^[._]?netrc$/, reason: "login credentials file (.netrc)" },
+  { pattern: /^\.?pgpass$|^\.my\.cnf$/, reason: "database password file (.pgpass, .my.cnf)" },
+  { pattern: /^\.(npmrc|pypirc|yarnrc(\.yml)?)$/, reason: "package registry credentials file (.npmrc, .pypirc, .yarnrc)" },
+  { pattern: /^\.?(s3cfg|boto|dockercfg)$/, reason: "cloud or registry credentials file (.s3cfg, .boto, .dockercfg)" },
+  { pattern: /^\.?htpasswd$/, reason: "password file (.htpasswd)" },
+  { pattern: /\.(pem|key|ppk)$/, reason: "private key or certificate (*.pem, *.key, *.ppk)" },
+  { pattern: /\.(p12|pfx|pkcs12|jks|keystore)$/, reason: "key store or certificate bundle (*.p12, *.pfx, *.jks, *.keystore)" },
+  {
+    pattern: /^id_(rsa|dsa|ed25519|ecdsa)|_(rsa|dsa|ed25519|ecdsa)$/,
+    reason: "SSH private key (id_rsa*, id_ed25519*, id_ecdsa*, *_rsa)",
+  },
+  { pattern: /\.(kdbx?|psafe3|agilekeychain|keychain|kwallet)$/, reason: "password database (*.kdbx, *.psafe3, *.keychain)" },
+  {
+    pattern: /^\.([a-z_]+_)?history$|^(bash|zsh|sh|python|psql|mysql|node_repl|irb)_history$/,
+    reason: "shell or database client history (.bash_history, .psql_history, ...)",
+  },
+  { pattern: /\.(tfvars|tfstate)$/, reason: "Terraform variables or state (*.tfvars, *.tfstate)" },
+  { pattern: /\.ovpn$/, reason: "VPN profile (*.ovpn)" },
+  { pattern: /^kaggle\.json$/, reason: "Kaggle API token (kaggle.json)" },
+  { pattern: /-[0-9a-f]{12}\.json$/, reason: "Google service-account key (<project>-<12 hex>.json)", words: true },
+  {
+    pattern: word("credentials?"),
+    reason: "credentials file (credentials, credentials.csv, .git-credentials, *-credentials.json)",
+    words: true,
+  },
+  {
+    pattern: word("(access[-_ ]?keys?|rootkey|api[-_ ]?keys?)"),
+    reason: "access keys file (accessKeys.csv, *_accessKeys.csv, rootkey.csv, api_key*)",
+    words: true,
+  },
+  { pattern: /tokens?([-_. ]|$)/, reason: "token file (token.txt, hf_token.txt, *token*)", words: true },
+  { pattern: word("(client[-_]?)?secrets?"), reason: "secrets file (secrets.*, client_secret*.json, *secret*)", words: true },
+  { pattern: word("(pass(words?|wd)|pwd)"), reason: "password file (passwords.txt, *password*)", words: true },
+  { pattern: /service[-_. ]?accounts?/, reason: "service-account key (service-account*.json, *.jsonl)", words: true },
+  { pattern: word("private[-_ ]?keys?"), reason: "private key file (*private_key*)", words: true },
 ];
+
+const DATA_SUFFIX = /\.(txt|csv|jsonl|json)$/;
+const IMAGE_SUFFIX = /\.(png|jpe?g|webp|bmp|gif|tiff?)$/;
 
 /**
  * Why a file is never packaged (spec 1: .env, .git, credentials and keys), or null. Checks every
  * folder on the path and the file's name, case-insensitively.
  *
  * @example
- * exclusionReason("datasets/faces/.git/config"); // "git repository data (.git folder)"
- * exclusionReason("datasets/faces/001.png");     // null
+ * exclusionReason("datasets/faces/.git/config");     // "git repository data (.git folder)"
+ * exclusionReason("datasets/faces/hf_token.txt");     // "token file (token.txt, hf_token.txt, *token*)"
+ * exclusionReason("datasets/faces/001.png");          // null
  */
 export function exclusionReason(path: string): string | null {
   const segments = path.split("/").filter((s) => s !== "");
@@ -82,7 +150,12 @@ export function exclusionReason(path: string): string | null {
     if (reason) return reason;
   }
   if (base === undefined) return null;
-  for (const [pattern, reason] of EXCLUDED_FILES) if (pattern.test(base)) return reason;
+  const names = [base, base.replace(DATA_SUFFIX, "")];
+  const image = IMAGE_SUFFIX.test(base);
+  for (const { pattern, reason, words } of EXCLUDED_FILES) {
+    if (words && image) continue;
+    if (names.some((name) => pattern.test(name))) return reason;
+  }
   return null;
 }
 
@@ -260,7 +333,7 @@ export function archiveStream(bucket: PackageBucket, plan: PackagePlan): Readabl
     throw new ApiError(
       413,
       "archive_too_large",
-      `The archive would be ${plan.summary.archive_bytes} bytes, over the limit of ${MAX_ARCHIVE_BYTES} bytes (100 MiB)`,
+      `The archive would be ${plan.summary.archive_bytes} bytes, over the limit of ${MAX_ARCHIVE_BYTES} bytes (${MAX_ARCHIVE_LABEL})`,
     );
   const sources: ({ path: string; bytes: Uint8Array } | { path: string; key: string; size: number })[] = [
     { path: CONFIG_NAME, bytes: plan.config },

@@ -249,6 +249,10 @@ export const datasetFolders = sqliteTable("dataset_folders", {
   name: text("name").primaryKey(),
   createdBy: integer("created_by"),
   createdAt: text("created_at").notNull(),
+  /** Other users' cloud submissions may package the folder (migration v20). */
+  allowCloud: integer("allow_cloud").notNull().default(0),
+  allowCloudBy: integer("allow_cloud_by"),
+  allowCloudAt: text("allow_cloud_at"),
 });
 
 /** Bytes and files under the top-level dataset folders each user owns (migration v19). */

@@ -12,7 +12,8 @@ import {
   type Reserve,
   type WriteCheck,
 } from "../datasets/datasets";
-import { authorizeFolderWrite } from "../datasets/folders";
+import { authorizeFolderWrite, getFolderSharing, setFolderSharing } from "../datasets/folders";
+import { checkName } from "../datasets/paths";
 import { datasetQuota, releaseDeleted, reserveDatasetWrites } from "../datasets/quota";
 import { ApiError } from "../errors";
 import { principalOf } from "../middleware/authorize";
@@ -20,8 +21,12 @@ import { continueFilters, decodeCursor, encodeCursor } from "../paging";
 import { getSetting } from "../settings";
 import { createRouter } from "../router";
 import { patchSetting } from "./setting-patch";
+import { auditLater } from "../audit/trail";
 import {
   DATASET_QUOTA_DEFAULTS,
+  DatasetCloudSharing,
+  DatasetCloudSharingUpdate,
+  DatasetFolderParam,
   DatasetListing,
   DatasetListingQuery,
   DatasetQuota,
@@ -238,4 +243,72 @@ datasetsRoutes.openapi(
     },
   }),
   async (c) => c.json(await patchSetting(c, "dataset_quota", c.req.valid("json"), "dataset_quota_changed", "dataset quota"), 200),
+);
+
+/** The top-level folder a cloud-sharing route names (422 for anything but one plain segment). */
+function folderName(name: string): string {
+  const problem = checkName(name);
+  if (problem)
+    throw new ApiError(422, "invalid_path", `Folder ${JSON.stringify(name)} ${problem}: name one top-level folder`, [
+      { path: "path.name", message: problem },
+    ]);
+  return name;
+}
+
+const SHARING_RULE =
+  "A cloud submission (POST /api/cloud/jobs/submit) packages a top-level dataset folder and sends it to the provider only when the submitter owns it, is an admin, or the folder's `allow_cloud` is true; otherwise it is refused with 403 `dataset_not_yours` naming the folder and its owner, and nothing is uploaded. `allow_cloud` is false for every folder until its owner or an admin sets it. It is checked when a job is submitted: setting it back to false refuses later submissions, not jobs already accepted.";
+
+datasetsRoutes.openapi(
+  createRoute({
+    method: "get",
+    path: "/api/datasets/folders/{name}/cloud-sharing",
+    tags,
+    summary: "Whether other users' cloud jobs may send a dataset folder to a provider",
+    description: `The folder's owner, \`allow_cloud\` and who set it last. ${SHARING_RULE}`,
+    request: { params: DatasetFolderParam },
+    responses: {
+      200: json(DatasetCloudSharing, "The folder's consent"),
+      401: error("No valid credential"),
+      404: error("No such top-level folder"),
+      422: error("Not a single folder name"),
+    },
+  }),
+  async (c) => {
+    const name = folderName(c.req.valid("param").name);
+    return c.json(await getFolderSharing(c.get("db"), c.env.STORAGE, name), 200);
+  },
+);
+
+datasetsRoutes.openapi(
+  createRoute({
+    method: "put",
+    path: "/api/datasets/folders/{name}/cloud-sharing",
+    tags,
+    summary: "Let other users' cloud jobs send a dataset folder to a provider, or stop them",
+    description: `\`{"allow_cloud": true}\` lets every researcher's cloud submission package this top-level folder; \`false\` takes that back. Only the folder's owner and admins (else 403 \`folder_not_yours\`; leads too: sending files to a third party is the owner's choice); a folder from before folders had owners only by an admin. ${SHARING_RULE}`,
+    request: {
+      params: DatasetFolderParam,
+      body: { required: true, content: { "application/json": { schema: DatasetCloudSharingUpdate } } },
+    },
+    responses: {
+      200: json(DatasetCloudSharing, "The consent now in force"),
+      401: error("No valid credential"),
+      403: error("Below researcher, or neither the folder's owner nor an admin (folder_not_yours)"),
+      404: error("No such top-level folder"),
+      422: error("Not a single folder name, or a body that is not {allow_cloud: boolean}"),
+    },
+  }),
+  async (c) => {
+    const name = folderName(c.req.valid("param").name);
+    const { user } = principalOf(c);
+    const { allow_cloud } = c.req.valid("json");
+    const sharing = await setFolderSharing(c.get("db"), c.env.STORAGE, name, allow_cloud, {
+      userId: user.id,
+      admin: user.level === "admin",
+    });
+    // Who let a folder go to a third party is the audit trail's business, not only the log's.
+    auditLater(c, { event_type: "dataset_cloud_sharing_changed", target: `datasets/${name}`, details: { allow_cloud } });
+    c.get("log").info("dataset folder cloud sharing set", { folder: name, allow_cloud, by: user.id });
+    return c.json(sharing, 200);
+  },
 );

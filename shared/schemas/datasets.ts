@@ -53,3 +53,37 @@ export const DatasetListing = z
     next_cursor: NextCursor,
   })
   .openapi("DatasetListing");
+
+/** A top-level dataset folder named in the path (GET/PUT /api/datasets/folders/{name}/cloud-sharing). */
+export const DatasetFolderParam = z.object({
+  name: z
+    .string()
+    .min(1)
+    .max(255)
+    .openapi({ param: { name: "name", in: "path" }, description: "A top-level folder under the datasets root", example: "portraits" }),
+});
+
+export const DatasetCloudSharing = z
+  .object({
+    folder: z.string().openapi({ description: "The top-level folder", example: "portraits" }),
+    owner: z
+      .string()
+      .nullable()
+      .openapi({ description: "Its owner's username; null for a folder from before folders had owners (nobody's)", example: "alice" }),
+    allow_cloud: z.boolean().openapi({
+      description:
+        "Whether other users' cloud submissions may package this folder and send it to the provider (its owner's and admins' always may)",
+    }),
+    changed_by: z.string().nullable().openapi({ description: "Who set allow_cloud last; null while nobody has" }),
+    changed_at: z.string().nullable().openapi({ description: "When allow_cloud was set last (ISO 8601); null while nobody has" }),
+  })
+  .openapi("DatasetCloudSharing");
+export type DatasetCloudSharing = z.infer<typeof DatasetCloudSharing>;
+
+export const DatasetCloudSharingUpdate = z
+  .strictObject({
+    allow_cloud: z
+      .boolean()
+      .openapi({ description: "true: other users' cloud submissions may package the folder; false: only its owner's and admins'" }),
+  })
+  .openapi("DatasetCloudSharingUpdate", { example: { allow_cloud: true } });
