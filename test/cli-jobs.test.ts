@@ -72,6 +72,7 @@ beforeAll(async () => {
   // Cloud: Replicate (the fake) with the built-in storage endpoint; consent stays "ask".
   await http("PUT", "/api/cloud/providers/replicate", admin, {
     api_base_url: fake.url,
+    allow_private_targets: true,
     training_model: "acme/simpletuner:0123456789abcdef",
     training_destination: "acme/faces",
     webhook_secret: fake.webhookSecret,
@@ -280,7 +281,7 @@ describe("jobs submit --cloud", () => {
     expect(run.code, run.stderr).toBe(0);
     const out = lines(run);
     expect(out.slice(0, 5)).toEqual([
-      `Package:  2 file(s), ${PNG.length + 6} B of datasets, archive ${out[0]!.match(/archive (.+) \(limit/)![1]} (limit 100.0 MiB)`,
+      `Package:  2 file(s), ${PNG.length + 6} B of datasets, archive ${out[0]!.match(/archive (.+) \(limit/)![1]} (limit 95.4 MiB)`,
       `  datasets/faces: 2 file(s), ${PNG.length + 6} B`,
       "Excluded: 1 file(s), never uploaded",
       `  datasets/faces/.env.txt (${out[3]!.match(/\((.+)\)$/)![1]})`,

@@ -15,8 +15,10 @@ function refusal(call: () => unknown): ApiError {
 }
 
 describe("expectedSeconds", () => {
-  it("takes the submission's minutes, else the environment's --max_runtime_minutes, else the default", () => {
-    expect(expectedSeconds(30, { "--max_runtime_minutes": 90 }, 60)).toBe(1800);
+  it("takes the environment's --max_runtime_minutes, else the default, or the submission's minutes when more", () => {
+    expect(expectedSeconds(120, { "--max_runtime_minutes": 90 }, 60)).toBe(7200);
+    expect(expectedSeconds(90, { "--max_runtime_minutes": 90 }, 60)).toBe(5400);
+    expect(expectedSeconds(61, {}, 60)).toBe(3660);
     expect(expectedSeconds(undefined, { "--max_runtime_minutes": 90 }, 60)).toBe(5400);
     expect(expectedSeconds(undefined, { "--max_runtime_minutes": "120" }, 60)).toBe(7200);
     expect(expectedSeconds(undefined, { "--max_runtime_minutes": "" }, 60)).toBe(3600);
@@ -32,6 +34,22 @@ describe("expectedSeconds", () => {
       expect(error.detail).toBe(`--max_runtime_minutes must be a whole number of minutes from 1 to 10080, not ${JSON.stringify(bad)}`);
       expect(error.fields).toEqual([{ path: "--max_runtime_minutes", message: error.detail.slice("--max_runtime_minutes ".length) }]);
     }
+  });
+
+  it("refuses a submission below the environment's run time (or the default) unless the submitter may lower it (an admin)", () => {
+    const error = refusal(() => expectedSeconds(1, { "--max_runtime_minutes": 90 }, 60));
+    expect([error.status, error.code]).toEqual([422, "runtime_below_environment"]);
+    expect(error.detail).toMatch(/^max_runtime_minutes 1 is below 90 minutes, the environment's --max_runtime_minutes: /);
+    expect(error.fields).toEqual([{ path: "max_runtime_minutes", message: error.detail.slice("max_runtime_minutes ".length) }]);
+    const noOption = refusal(() => expectedSeconds(59, {}, 60));
+    expect(noOption.detail).toContain("59 is below 60 minutes, the default run time of the cloud settings");
+    expect(expectedSeconds(1, { "--max_runtime_minutes": 90 }, 60, true)).toBe(60);
+    expect(expectedSeconds(30, {}, 60, true)).toBe(1800);
+  });
+
+  it("refuses a bad environment value even when the submission has a good one (it is what reaches the trainer)", () => {
+    const error = refusal(() => expectedSeconds(120, { "--max_runtime_minutes": "soon" }, 60));
+    expect(error.detail).toBe('--max_runtime_minutes must be a whole number of minutes from 1 to 10080, not "soon"');
   });
 
   it("refuses a bad submission value even when the environment has a good one", () => {

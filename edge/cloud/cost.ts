@@ -49,19 +49,35 @@ export function maxRuntimeMinutes(raw: unknown): number | null {
 }
 
 /**
- * The run time an estimate assumes, in seconds: the submission's max_runtime_minutes, else the
- * environment's `--max_runtime_minutes` (a number or a numeric string), else `defaultMinutes`.
- * A value that is not a whole number of minutes from 1 to 10080 is refused (422 invalid_option).
+ * The run time an estimate assumes, in seconds: the environment's `--max_runtime_minutes` (a
+ * number or a numeric string), else `defaultMinutes` - the run time the job may really take, since
+ * that is what reaches the trainer. A submission's max_runtime_minutes may raise it (a more
+ * careful estimate); only when `mayLower` (an admin) may it lower it: the approval rule and the
+ * spending limit are held to this figure, so anyone else asking for less is refused (422
+ * runtime_below_environment, naming both figures). A value that is not a whole number of minutes
+ * from 1 to 10080 is refused (422 invalid_option).
  *
  * @example
  * expectedSeconds(undefined, { "--max_runtime_minutes": "90" }, 60); // 5400
+ * expectedSeconds(120, { "--max_runtime_minutes": "90" }, 60); // 7200
+ * expectedSeconds(1, { "--max_runtime_minutes": "90" }, 60); // throws 422 runtime_below_environment
+ * expectedSeconds(1, { "--max_runtime_minutes": "90" }, 60, true); // 60
  */
-export function expectedSeconds(submissionMinutes: number | undefined, config: Record<string, unknown>, defaultMinutes: number): number {
-  const minutes =
-    runtimeMinutes(submissionMinutes, "max_runtime_minutes") ??
-    runtimeMinutes(config[RUNTIME_OPTION], RUNTIME_OPTION) ??
-    runtimeMinutes(defaultMinutes, "default_max_runtime_minutes")!;
-  return minutes * 60;
+export function expectedSeconds(
+  submissionMinutes: number | undefined,
+  config: Record<string, unknown>,
+  defaultMinutes: number,
+  mayLower = false,
+): number {
+  const asked = runtimeMinutes(submissionMinutes, "max_runtime_minutes");
+  const fromEnvironment = runtimeMinutes(config[RUNTIME_OPTION], RUNTIME_OPTION);
+  const environment = fromEnvironment ?? runtimeMinutes(defaultMinutes, "default_max_runtime_minutes")!;
+  if (asked !== undefined && asked < environment && !mayLower) {
+    const source = fromEnvironment !== undefined ? `the environment's ${RUNTIME_OPTION}` : "the default run time of the cloud settings";
+    const message = `${asked} is below ${environment} minutes, ${source}: the estimate, the approval rule and the spending limit use the run time the job may really take. Send ${environment} or more, or lower ${RUNTIME_OPTION} in the environment; only an admin may submit a shorter estimate`;
+    throw new ApiError(422, "runtime_below_environment", `max_runtime_minutes ${message}`, [{ path: "max_runtime_minutes", message }]);
+  }
+  return (asked ?? environment) * 60;
 }
 
 /**

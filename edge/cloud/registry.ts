@@ -3,7 +3,7 @@ import type { Database } from "../db/client";
 import type { Env } from "../env";
 import { ApiError, notFound } from "../errors";
 import type { Logger } from "../log";
-import { getProviderSettings, type StoredProviderSettings } from "../providers/settings";
+import { getProviderSettings, outboundSettingsProblems, type StoredProviderSettings } from "../providers/settings";
 import { providerFetch } from "./outbound";
 import { managedRefusal } from "./providers/managed";
 import { ReplicateProvider } from "./providers/replicate";
@@ -29,6 +29,15 @@ export async function hostedClient(
   settings?: StoredProviderSettings,
 ): Promise<{ client: ReplicateProvider; settings: StoredProviderSettings }> {
   const stored = settings ?? (await getProviderSettings(ctx.db, name));
+  // Settings saved before the outbound rules existed are checked at each use too: the token
+  // never goes to a private address, nor is another secret sent as it, unless an admin allowed it.
+  const problems = outboundSettingsProblems(name, stored);
+  if (problems.length)
+    throw new ApiError(
+      409,
+      "provider_settings_refused",
+      `${name}'s settings are no longer accepted: ${problems.map((p) => `${p.path} ${p.message}`).join("; ")}; an admin corrects them with PUT /api/cloud/providers/${name}`,
+    );
   const token = await resolveSecret(ctx.env, stored.api_token_secret);
   if (!token)
     throw new ApiError(
@@ -47,7 +56,8 @@ export async function hostedClient(
     baseUrl: stored.api_base_url,
     token: token.value,
     model: stored.training_model,
-    destination: stored.training_destination ?? `${owner}/${model}`,
+    // Never the trainer model itself: submission refuses a job until an admin names one (submit.ts).
+    destination: stored.training_destination ?? "",
     fetch: providerFetch(ctx, name, stored),
   });
   return { client, settings: stored };

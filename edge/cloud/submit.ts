@@ -1,6 +1,8 @@
 import { adminOnlyOptionsIn } from "../../shared/admin-options";
+import { globMatch } from "../../shared/labels";
+import { splitCommand } from "../../shared/placeholders";
 import { findProvider } from "../../shared/providers";
-import type { CloudSettings, CloudSubmit, CostEstimate, PackageSummary } from "../../shared/schemas/cloud";
+import { SCRIPT_OPTIONS, type CloudSettings, type CloudSubmit, type CostEstimate, type PackageSummary } from "../../shared/schemas/cloud";
 import type { Config } from "../config";
 import { ApiError, notFound } from "../errors";
 import { getProviderSettings, type StoredProviderSettings } from "../providers/settings";
@@ -8,19 +10,23 @@ import { committedFrom, committedSpendingStatement } from "../scheduler/store";
 import type { NewJob, SchedulerApi, SubmitOutcome, Submitter } from "../scheduler/types";
 import { getSetting } from "../settings";
 import { costOf, expectedSeconds, periodStart, spendingCheck } from "./cost";
-import { MAX_ARCHIVE_BYTES, planPackage, type PackageBucket } from "./package";
+import { MAX_ARCHIVE_BYTES, MAX_ARCHIVE_LABEL, planPackage, type PackageBucket } from "./package";
+import { checkDatasetConsent } from "./package-consent";
 import { managedRefusal } from "./providers/managed";
-import type { ProviderContext } from "./registry";
-import { resolveSecret } from "./secrets";
+import { hostedClient, type ProviderContext } from "./registry";
 import { getRates, publicBase } from "./settings";
+import { unscopedDestination, webhookUrl } from "./trainer-input";
 
 /*
  * POST /api/cloud/jobs/submit (spec 1 "Cloud data flow" steps 1-2, and the rules before any
  * upload): the configuration serialised, local datasets planned into an archive with the
  * exclusions, the summary and cost estimate, then the checks in the order a user can fix them -
- * consent setting, archive cap, destination, spending limit, consent confirmation - and only then
- * the job, which waits in the cloud pool. Nothing is uploaded here: the job's Durable Object does
- * that once the Scheduler admits it (edge/cloud/cloud-job.ts). A dry run stops before storing.
+ * consent setting, provider configured (training model and destination), destination (storage
+ * only), script options (only programs an admin allows), run time (not below the environment's),
+ * archive cap, storage endpoint, spending limit, consent confirmation, the destination model's
+ * owner at the provider - and only then the job, which waits in the cloud pool. Nothing is
+ * uploaded here: the job's Durable Object does that once the Scheduler admits it
+ * (edge/cloud/cloud-job.ts). A dry run stops before storing, and never calls the provider.
  */
 
 export interface SubmitContext extends ProviderContext {
@@ -79,37 +85,100 @@ async function spending(ctx: ProviderContext, limit: number | null, period: "day
   return { limit_usd: limit, period, period_start: periodStart(period, now).toISOString(), committed_usd: costOf(1, committed) };
 }
 
-/** The checks on where results go (spec 1 result destinations): what is enabled and configured, with the fix named. */
-async function checkDestination(
-  ctx: SubmitContext,
-  body: CloudSubmit,
-  provider: string,
-  cloud: CloudSettings,
-  stored: StoredProviderSettings,
-): Promise<void> {
-  const destination = body.destination;
+/** The checks on the storage destination (spec 1 result destinations): enabled and reachable, with the fix named. */
+function checkDestination(ctx: SubmitContext, provider: string, cloud: CloudSettings, stored: StoredProviderSettings): void {
   const unavailable = (detail: string) => new ApiError(422, "destination_unavailable", detail, [{ path: "destination", message: detail }]);
-  if (destination.type === "storage") {
-    if (!stored.s3_endpoint_enabled)
-      throw unavailable(
-        `The built-in storage endpoint is off for ${provider}: an admin sets s3_endpoint_enabled with PUT /api/cloud/providers/${provider}`,
-      );
-    if (!stored.s3_public_url && !publicBase(cloud, ctx.config.publicUrl))
-      throw unavailable(
-        "The cloud job could not reach this service to deliver its results: set the Public URL (PUT /api/cloud/settings public_url), SERVICE_PUBLIC_URL, or the provider's s3_public_url",
-      );
-  } else if (destination.type === "hub") {
-    if (!cloud.publishing.hub.enabled)
-      throw unavailable("Publishing to the model hub is off: an admin enables publishing.hub in PUT /api/cloud/settings");
-    if (!(await resolveSecret(ctx.env, cloud.publishing.hub.token_secret)))
-      throw unavailable(`The model hub token is not set: put it in the secret ${cloud.publishing.hub.token_secret}`);
-  } else {
-    const s3 = cloud.publishing.s3;
-    if (!s3.enabled) throw unavailable("Publishing to S3 is off: an admin enables publishing.s3 in PUT /api/cloud/settings");
-    const [key, secret] = await Promise.all([resolveSecret(ctx.env, s3.access_key_secret), resolveSecret(ctx.env, s3.secret_key_secret)]);
-    if (!key || !secret)
-      throw unavailable(`The S3 credentials are not set: put them in the secrets ${s3.access_key_secret} and ${s3.secret_key_secret}`);
+  if (!stored.s3_endpoint_enabled)
+    throw unavailable(
+      `The built-in storage endpoint is off for ${provider}: an admin sets s3_endpoint_enabled with PUT /api/cloud/providers/${provider}`,
+    );
+  if (!stored.s3_public_url && !publicBase(cloud, ctx.config.publicUrl))
+    throw unavailable(
+      "The cloud job could not reach this service to deliver its results: set the Public URL (PUT /api/cloud/settings public_url), SERVICE_PUBLIC_URL, or the provider's s3_public_url",
+    );
+}
+
+/**
+ * Script options (spec 2.9) on a cloud submission: each command's program (its first word) must be
+ * one an admin allows in the cloud settings' allowed_scripts, as a GPU box runs only the scripts
+ * its runner config declares; 422 script_not_allowed naming the option otherwise, whoever submits.
+ */
+function refuseScripts(name: string, config: Record<string, unknown>, allowed: string[]): void {
+  const refused: { path: string; message: string }[] = [];
+  // Spelled as an argument parser would take it too: without the dashes, with - for _, in capitals.
+  const plain = (name: string) => name.replace(/^-+/, "").replace(/-/g, "_").toLowerCase();
+  const scripts = new Set(SCRIPT_OPTIONS.map(plain));
+  for (const [option, value] of Object.entries(config)) {
+    if (!scripts.has(plain(option))) continue;
+    if (value === undefined || value === null || value === "" || value === false) continue;
+    let program: string | undefined;
+    try {
+      program = typeof value === "string" ? splitCommand(value)[0] : undefined;
+    } catch {
+      program = undefined;
+    }
+    const fine =
+      program !== undefined &&
+      !program.split("/").some((part) => part === "." || part === "..") &&
+      allowed.some((pattern) => globMatch(pattern, program));
+    if (!fine)
+      refused.push({
+        path: `environment.config.${option}`,
+        message: program
+          ? `runs ${JSON.stringify(program.slice(0, 200))}, which the cloud settings' allowed_scripts do not list`
+          : "is not a command line",
+      });
   }
+  if (refused.length)
+    throw new ApiError(
+      422,
+      "script_not_allowed",
+      `Environment ${JSON.stringify(name)} sets ${refused.map((r) => r.path.slice("environment.config.".length)).join(", ")}: a cloud job runs only the scripts whose program an admin allows (PUT /api/cloud/settings allowed_scripts); remove the option from the environment or ask an admin to allow its program`,
+      refused,
+    );
+}
+
+/** Account names already read from a provider, so each submission does not ask again: kept ACCOUNT_TTL_MS. */
+const accounts = new Map<string, { at: number; username: string }>();
+const ACCOUNT_TTL_MS = 60_000;
+
+/**
+ * The provider account the API token belongs to (Replicate GET /v1/account), or null when it
+ * cannot be told now (the provider unreachable, the token refused): then the provider itself is
+ * left to refuse a destination that is not the account's.
+ */
+async function providerAccount(ctx: SubmitContext, provider: string, stored: StoredProviderSettings): Promise<string | null> {
+  const key = `${provider} ${stored.api_base_url} ${stored.api_token_secret}`;
+  const known = accounts.get(key);
+  if (known && Date.now() - known.at < ACCOUNT_TTL_MS) return known.username;
+  let username: string | null;
+  try {
+    const { client } = await hostedClient(ctx, provider, stored);
+    const check = await client.validate_credentials();
+    username = check.valid ? (/^account (\S+) \(/.exec(check.message)?.[1] ?? null) : null;
+  } catch (error) {
+    ctx.log.warning("the provider account could not be read", { provider, error: (error as Error).message });
+    return null;
+  }
+  if (username === null || username === "?") return null;
+  accounts.set(key, { at: Date.now(), username });
+  return username;
+}
+
+/**
+ * The provider's destination model must be the token account's own (Replicate pushes a training
+ * only into a model owned by the caller): 409 destination_not_owned naming the setting otherwise.
+ */
+async function checkDestinationOwner(ctx: SubmitContext, provider: string, stored: StoredProviderSettings): Promise<void> {
+  const destination = stored.training_destination!;
+  const owner = destination.split("/")[0]!;
+  const account = await providerAccount(ctx, provider, stored);
+  if (account !== null && account.toLowerCase() !== owner.toLowerCase())
+    throw new ApiError(
+      409,
+      "destination_not_owned",
+      `${provider}'s training_destination ${destination} belongs to ${owner}, but the API token is the account ${account}'s: ${provider} pushes a training only into a model the caller owns. An admin creates a model under ${account} and sets it with PUT /api/cloud/providers/${provider} training_destination`,
+    );
 }
 
 /**
@@ -156,9 +225,21 @@ export async function submitCloudJob(ctx: SubmitContext, user: Submitter, body: 
       "provider_not_configured",
       `${body.provider} has no training model: an admin sets training_model with PUT /api/cloud/providers/${body.provider}`,
     );
+  if (!stored.training_destination)
+    throw new ApiError(
+      409,
+      "provider_not_configured",
+      `${body.provider} has no training_destination: each fine-tune is pushed into a model the provider account owns (never the trainer model itself); an admin creates one and sets training_destination ("owner/name") with PUT /api/cloud/providers/${body.provider}`,
+    );
+  if (body.destination.type !== "storage")
+    throw new ApiError(422, "destination_unavailable", unscopedDestination(body.destination.type), [
+      { path: "destination", message: `${body.destination.type} is not a destination of cloud jobs` },
+    ]);
+  refuseScripts(body.config_name, environment.config, cloud.allowed_scripts);
 
   const plan = await planPackage(ctx.bucket, environment.dataloader, environment.config);
-  const seconds = expectedSeconds(body.max_runtime_minutes, environment.config, cloud.default_max_runtime_minutes);
+  await checkDatasetConsent(ctx.db, user, plan);
+  const seconds = expectedSeconds(body.max_runtime_minutes, environment.config, cloud.default_max_runtime_minutes, user.level === "admin");
   const estimatedCost = costOf(rate, seconds);
   const limit = await spending(ctx, cloud.spending_limit_usd, cloud.spending_period, now);
   const estimate: CostEstimate = {
@@ -183,18 +264,26 @@ export async function submitCloudJob(ctx: SubmitContext, user: Submitter, body: 
     throw new ApiError(
       413,
       "archive_too_large",
-      `The datasets make a ${plan.summary.archive_bytes}-byte archive; at most ${MAX_ARCHIVE_BYTES} bytes (100 MiB) may be uploaded. Nothing was uploaded: make the datasets smaller or train them on your own GPUs`,
+      `The datasets make a ${plan.summary.archive_bytes}-byte archive; at most ${MAX_ARCHIVE_BYTES} bytes (${MAX_ARCHIVE_LABEL}, as Replicate counts) may be uploaded. Nothing was uploaded: make the datasets smaller or train them on your own GPUs`,
     );
   const check = spendingCheck(cloud.spending_limit_usd, limit?.committed_usd ?? 0, estimatedCost);
+  const base = publicBase(cloud, ctx.config.publicUrl);
+  // The provider sends webhooks to HTTPS only: an http:// public URL still receives results, and the job is
+  // polled; the dry run (the summary a user reviews) says so.
+  const polled =
+    base && !webhookUrl(base, body.provider)
+      ? `followed by polling every ${cloud.poll_interval_seconds} s (webhooks need an https:// public URL)`
+      : null;
   if (body.dry_run) {
     const notes = [
       `would upload ${plan.summary.files} file(s), ${plan.summary.archive_bytes} bytes, and cost about $${estimatedCost.toFixed(2)}`,
       check.allowed ? null : `but ${check.message}`,
+      polled,
       cloud.consent_mode === "ask" ? `to submit, resend with confirm_summary: "${plan.summary.summary_id}"` : null,
     ];
     return answer("dry_run", notes.filter(Boolean).join("; "));
   }
-  await checkDestination(ctx, body, body.provider, cloud, stored);
+  checkDestination(ctx, body.provider, cloud, stored);
   if (!check.allowed) throw new ApiError(409, "spending_limit_exceeded", `Refused: ${check.message}`);
   if (cloud.consent_mode === "ask" && body.confirm_summary !== plan.summary.summary_id)
     throw new ApiError(
@@ -204,6 +293,7 @@ export async function submitCloudJob(ctx: SubmitContext, user: Submitter, body: 
         ? "What would be uploaded changed since the summary you confirmed: review it again (dry_run: true) and confirm the new summary_id"
         : "Uploads need your confirmation (consent setting Always Ask): review the summary with dry_run: true, then resend with confirm_summary set to its summary_id",
     );
+  await checkDestinationOwner(ctx, body.provider, stored);
 
   const jobId = `cloud-${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`;
   const threshold = rules.cloud_cost_threshold;

@@ -7,6 +7,17 @@ import { Timestamp } from "./common";
  * cloud job record.
  */
 
+/** The options whose value is a command the trainer runs (spec 2.9). */
+export const SCRIPT_OPTIONS = ["--post_checkpoint_script", "--post_upload_script", "--validation_external_script"] as const;
+
+/** A program a cloud job's script option may run: an absolute path inside the trainer's image or a bare name, `*` as a wildcard. */
+const ScriptProgram = z
+  .string()
+  .min(1)
+  .max(512)
+  .regex(/^(\/[^\s]*|[A-Za-z0-9_.+*-]+)$/, "must be an absolute path (like /src/hooks/notify.sh, * allowed) or a bare program name")
+  .refine((path) => !path.split("/").some((part) => part === "." || part === ".."), "must not contain . or .. segments");
+
 /** Spec 1: the upload consent setting of the Cloud tab. */
 export const CONSENT_MODES = ["ask", "allow", "never"] as const;
 export const SPENDING_PERIODS = ["day", "week", "month"] as const;
@@ -19,12 +30,18 @@ const SecretName = z
 export const PublishingSettings = z
   .object({
     hub: z.object({
-      enabled: z.boolean().openapi({ description: "Jobs may deliver their model to the model hub" }),
+      enabled: z.boolean().openapi({
+        description:
+          "Jobs may deliver their model to the model hub. Cloud jobs never may: the service cannot give one a hub token scoped to one repository and expiring with the job (submit answers 422 destination_unavailable)",
+      }),
       endpoint: z.string().url().openapi({ description: "The hub's address (default https://huggingface.co)" }),
       token_secret: SecretName.openapi({ description: "The secret holding the hub token handed to the cloud job (default HF_TOKEN)" }),
     }),
     s3: z.object({
-      enabled: z.boolean().openapi({ description: "Jobs may deliver their model to this S3-compatible bucket" }),
+      enabled: z.boolean().openapi({
+        description:
+          "Jobs may deliver their model to this S3-compatible bucket. Cloud jobs never may: the service cannot give one keys scoped to its prefix and expiring with the job (submit answers 422 destination_unavailable)",
+      }),
       endpoint_url: z.string().url().nullable(),
       bucket: z.string().min(3).max(63).nullable(),
       region: z.string().min(1).max(64),
@@ -57,12 +74,18 @@ export const CloudSettings = z
       .min(1)
       .max(3600)
       .openapi({ description: "How often each active cloud job is polled at its provider (webhooks make it immediate)" }),
-    default_max_runtime_minutes: z
-      .number()
-      .int()
-      .min(1)
-      .max(10_080)
-      .openapi({ description: "The run time cost estimates assume when neither the submission nor the environment gives one" }),
+    default_max_runtime_minutes: z.number().int().min(1).max(10_080).openapi({
+      description:
+        "The run time cost estimates assume when the environment sets no --max_runtime_minutes; a submission's max_runtime_minutes may raise it, and only an admin's may lower it",
+    }),
+    allowed_scripts: z
+      .array(ScriptProgram)
+      .max(100)
+      .openapi({
+        description:
+          "The programs a cloud job's --post_checkpoint_script, --post_upload_script and --validation_external_script may run (the command's first word: an absolute path in the trainer's image, * a wildcard, or a bare name), as a GPU box declares its scripts; empty (the default): a cloud submission setting any of them is refused (422 script_not_allowed)",
+        example: ["/src/hooks/notify.sh"],
+      }),
     publishing: PublishingSettings,
   })
   .openapi("CloudSettings");
@@ -75,6 +98,7 @@ export const CLOUD_SETTINGS_DEFAULTS: CloudSettings = {
   public_url: null,
   poll_interval_seconds: 30,
   default_max_runtime_minutes: 60,
+  allowed_scripts: [],
   publishing: {
     hub: { enabled: false, endpoint: "https://huggingface.co", token_secret: "HF_TOKEN" },
     s3: {
@@ -97,6 +121,7 @@ export const CloudSettingsUpdate = z
     public_url: CloudSettings.shape.public_url.optional(),
     poll_interval_seconds: CloudSettings.shape.poll_interval_seconds.optional(),
     default_max_runtime_minutes: CloudSettings.shape.default_max_runtime_minutes.optional(),
+    allowed_scripts: CloudSettings.shape.allowed_scripts.optional(),
     publishing: z
       .strictObject({
         hub: PublishingSettings.shape.hub.partial().strict().optional(),
@@ -135,14 +160,14 @@ export const CloudSubmit = z
   .strictObject({
     config_name: z.string().min(1).max(128).openapi({ description: "The environment to train" }),
     provider: z.string().max(64).default("replicate"),
-    destination: Destination.default({ type: "storage" }),
-    max_runtime_minutes: z
-      .number()
-      .int()
-      .min(1)
-      .max(10_080)
-      .optional()
-      .openapi({ description: "Expected run time for the estimate (else the environment's --max_runtime_minutes, else the setting)" }),
+    destination: Destination.default({ type: "storage" }).openapi({
+      description:
+        'Where the model goes. Cloud jobs deliver only to {"type": "storage"} (per-job keys, scoped to the job\'s bucket and ending with it); hub and s3 are refused (422 destination_unavailable)',
+    }),
+    max_runtime_minutes: z.number().int().min(1).max(10_080).optional().openapi({
+      description:
+        "Expected run time for the estimate, the approval rule and the spending limit; at least the environment's --max_runtime_minutes (else the setting's default) unless you are an admin (422 runtime_below_environment)",
+    }),
     dry_run: z.boolean().default(false).openapi({ description: "Only answer the summary and estimate; nothing is stored or uploaded" }),
     confirm_summary: z
       .string()
