@@ -6,7 +6,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { ReplicateProvider } from "../edge/cloud/providers/replicate";
 import { startFakeHub, type FakeHub } from "./fakes/fake-hub";
 import { closeServer, readBody, startFakeObjectStore, type FakeObjectStore } from "./fakes/fake-object-store";
-import { safetensors, startFakeReplicate, type FakeReplicate, type Training } from "./fakes/fake-replicate";
+import { safetensors, signWebhook, startFakeReplicate, type FakeReplicate, type Training } from "./fakes/fake-replicate";
 import { until } from "./helpers/wait";
 
 /** The fake answers within milliseconds: poll often, give up after 10 s. */
@@ -29,7 +29,22 @@ const replicate = () =>
   new ReplicateProvider({ baseUrl: fake.url, token: TOKEN, model: "acme/trainer:v1", destination: "acme/models", fetch });
 
 const ended = (id: string) =>
-  waitFor(() => ["succeeded", "failed", "canceled"].includes(fake.trainings.get(id)!.status) && fake.trainings.get(id)!, `${id} to end`);
+  waitFor(
+    () => ["succeeded", "failed", "canceled", "aborted"].includes(fake.trainings.get(id)!.status) && fake.trainings.get(id)!,
+    `${id} to end`,
+  );
+
+/** A training created with a raw request (any webhook_events_filter, or none). */
+async function create(body: Record<string, unknown>): Promise<Training> {
+  const res = await fetch(`${fake.url}/v1/models/acme/trainer/versions/v1/trainings`, {
+    method: "POST",
+    headers: { Authorization: `Bearer ${TOKEN}`, "Content-Type": "application/json" },
+    body: JSON.stringify({ destination: "acme/models", input: {}, ...body }),
+  });
+  expect(res.status).toBe(201);
+  return (await res.json()) as Training;
+}
+const hooksOf = (id: string) => received.filter((r) => (JSON.parse(r.body) as Training).id === id);
 
 function streamOf(bytes: Uint8Array): ReadableStream<Uint8Array> {
   return new ReadableStream({
@@ -64,8 +79,11 @@ beforeEach(() => {
 });
 
 describe("fake Replicate: a run", () => {
-  it("goes starting -> processing -> succeeded with growing logs and predict_time, then serves its weights", async () => {
-    const { id } = await replicate().run_job({ job_id: "j1", input: {}, webhook_url: null });
+  it("goes starting -> processing -> succeeded with growing logs, predict_time only once it is over, then serves its weights", async () => {
+    const created = await create({});
+    // As Replicate documents an unfinished run: no logs yet (null), no metrics.
+    expect([created.status, created.logs, created.metrics]).toEqual(["starting", null, {}]);
+    const { id } = created;
     const statuses: string[] = [];
     const samples: { logs: number; billed: number | null }[] = [];
     for (;;) {
@@ -77,10 +95,11 @@ describe("fake Replicate: a run", () => {
     }
     expect(statuses).toEqual(["starting", "processing", "succeeded"]);
     expect(samples.at(-1)!.logs).toBeGreaterThan(samples[0]!.logs);
-    expect(samples.at(-1)!.billed!).toBeGreaterThan(samples[0]!.billed!);
+    // metrics.predict_time (the billed time) only once the run is over.
+    expect(samples.every((s) => s.billed === null)).toBe(true);
 
     const done = await replicate().get_job_status(id);
-    expect(done.billed_seconds).toBeGreaterThanOrEqual(samples.at(-1)!.billed!);
+    expect(done.billed_seconds).toBeGreaterThan(0);
     expect(done.started_at! <= done.completed_at!).toBe(true);
     expect(done.logs).toMatch(/step 1: loss/);
     expect(done.output).toEqual({ weights: `${fake.url}/v1/trainings/${id}/weights` });
@@ -99,7 +118,7 @@ describe("fake Replicate: a run", () => {
   it("a manual run processes until the test finishes it", async () => {
     fake.setRunScript({ ...FAST, outcome: "manual" });
     const { id } = await replicate().run_job({ job_id: "j3", input: {}, webhook_url: null });
-    await waitFor(() => fake.trainings.get(id)!.logs.split("\n").length > 3, "three log lines");
+    await waitFor(() => (fake.trainings.get(id)!.logs ?? "").split("\n").length > 3, "three log lines");
     expect(fake.trainings.get(id)!.status).toBe("processing");
     await fake.finish(id, "succeeded");
     expect(fake.trainings.get(id)!.status).toBe("succeeded");
@@ -108,12 +127,12 @@ describe("fake Replicate: a run", () => {
   it("cancel bills the time processed so far, and billing stops there", async () => {
     fake.setRunScript({ ...FAST, outcome: "manual" });
     const { id } = await replicate().run_job({ job_id: "j4", input: {}, webhook_url: null });
-    await waitFor(() => (fake.trainings.get(id)!.logs.match(/step/g)?.length ?? 0) >= 3, "three log lines");
+    await waitFor(() => (fake.trainings.get(id)!.logs?.match(/step/g)?.length ?? 0) >= 3, "three log lines");
     const running = await replicate().get_job_status(id);
-    expect(running.billed_seconds).toBeGreaterThan(0);
+    expect(running.billed_seconds).toBeNull();
     const cancelled = await replicate().cancel_job(id);
     expect(cancelled.status).toBe("canceled");
-    expect(cancelled.billed_seconds).toBeGreaterThanOrEqual(running.billed_seconds!);
+    expect(cancelled.billed_seconds).toBeGreaterThan(0.2);
     await new Promise((resolve) => setTimeout(resolve, 150));
     expect((await replicate().get_job_status(id)).billed_seconds).toBe(cancelled.billed_seconds);
     // A cancel during starting bills nothing.
@@ -140,9 +159,65 @@ describe("fake Replicate: a run", () => {
   });
 });
 
+describe("fake Replicate: a run that never starts", () => {
+  it("is aborted: no started_at, no logs, nothing billed, and its completed webhook says so", async () => {
+    fake.setRunScript({ ...FAST, outcome: "aborted" });
+    const { id } = await replicate().run_job({ job_id: "a1", input: {}, webhook_url: receiverUrl });
+    const training = await ended(id);
+    expect(training).toMatchObject({ status: "aborted", started_at: null, logs: null, metrics: {}, output: null });
+    expect(training.completed_at).not.toBeNull();
+    await waitFor(() => hooksOf(id).some((r) => (JSON.parse(r.body) as Training).status === "aborted"), "the completed webhook");
+    const job = await replicate().get_job_status(id);
+    expect([job.status, job.billed_seconds, job.logs]).toEqual(["aborted", null, ""]);
+  });
+
+  it("a status forced by a test (one Replicate might add) is served as it is", async () => {
+    fake.setRunScript({ ...FAST, outcome: "manual" });
+    const { id } = await replicate().run_job({ job_id: "a2", input: {}, webhook_url: null });
+    fake.setStatus(id, "paused");
+    const raw = await fetch(`${fake.url}/v1/trainings/${id}`, { headers: { Authorization: `Bearer ${TOKEN}` } });
+    expect(((await raw.json()) as Training).status).toBe("paused");
+  });
+});
+
+describe("fake Replicate: throttling and lost answers", () => {
+  it("answers 429 with Retry-After to the aimed route the given number of times, doing nothing for them", async () => {
+    const trainings = fake.trainings.size;
+    fake.failNext("trainings.create", { status: 429, times: 2, retryAfter: "3" });
+    const post = () =>
+      fetch(`${fake.url}/v1/models/acme/trainer/versions/v1/trainings`, {
+        method: "POST",
+        headers: { Authorization: `Bearer ${TOKEN}`, "Content-Type": "application/json" },
+        body: JSON.stringify({ destination: "acme/models", input: {} }),
+      });
+    for (let i = 0; i < 2; i++) {
+      const res = await post();
+      expect([res.status, res.headers.get("retry-after")]).toEqual([429, "3"]);
+      expect(await res.json()).toEqual({
+        title: "Request was throttled",
+        detail: "Request was throttled. Expected available in 3 second.",
+        status: 429,
+      });
+    }
+    expect(fake.trainings.size).toBe(trainings);
+    expect((await post()).status).toBe(201);
+    expect(fake.trainings.size).toBe(trainings + 1);
+  });
+
+  it("carries out a request whose answer it then loses", async () => {
+    const trainings = fake.trainings.size;
+    fake.loseNextAnswer("trainings.create");
+    const error = await replicate()
+      .run_job({ job_id: "l1", input: {}, webhook_url: null })
+      .catch((e: unknown) => e as Error);
+    expect(error).toBeInstanceOf(Error);
+    expect(fake.trainings.size).toBe(trainings + 1);
+  });
+});
+
 describe("fake Replicate: webhooks", () => {
   it("posts each change signed per Standard Webhooks, verifiable with the library, ending with the completed training", async () => {
-    const { id } = await replicate().run_job({ job_id: "w1", input: {}, webhook_url: receiverUrl });
+    const { id } = await create({ webhook: receiverUrl, webhook_events_filter: ["start", "output", "logs", "completed"] });
     await ended(id);
     await waitFor(() => received.some((r) => (JSON.parse(r.body) as Training).status === "succeeded"), "the completed webhook");
 
@@ -155,7 +230,9 @@ describe("fake Replicate: webhooks", () => {
       }),
     ) as Training[];
     expect(payloads[0]!.status).toBe("starting");
-    expect(payloads.some((p) => p.status === "processing" && p.logs.includes("step"))).toBe(true);
+    expect(payloads.some((p) => p.status === "processing" && (p.logs ?? "").includes("step"))).toBe(true);
+    // The whole training, as Replicate sends it: the input included.
+    expect(payloads.every((p) => typeof p.input === "object" && p.input !== null)).toBe(true);
     expect(payloads.at(-1)).toMatchObject({ id, status: "succeeded", output: { weights: expect.any(String) } });
     expect(new Set(received.map((r) => r.headers["webhook-id"])).size).toBe(received.length);
     await waitFor(
@@ -171,12 +248,38 @@ describe("fake Replicate: webhooks", () => {
     ).toThrow();
   });
 
+  it("signs with an HMAC the verifying library accepts, and that this test computes the same way", async () => {
+    const body = JSON.stringify({ id: "x", status: "starting" });
+    const signature = signWebhook(SECRET, "msg_1", 1_700_000_000, body);
+    const key = Buffer.from(SECRET.slice("whsec_".length), "base64");
+    const { createHmac } = await import("node:crypto");
+    expect(signature).toBe(`v1,${createHmac("sha256", key).update(`msg_1.1700000000.${body}`).digest("base64")}`);
+    const at = new Date(1_700_000_000_000);
+    expect(new Webhook(SECRET).sign("msg_1", at, body)).toBe(signature);
+  });
+
+  it("without a webhook_events_filter sends only output and completed (Replicate's default)", async () => {
+    const { id } = await create({ webhook: receiverUrl });
+    await ended(id);
+    await waitFor(() => fake.webhooks.some((w) => w.event === "completed" && w.body.includes(id)), "the completed webhook");
+    const events = fake.webhooks.filter((w) => w.body.includes(`"id":"${id}"`)).map((w) => w.event);
+    expect(new Set(events)).toEqual(new Set(["output", "completed"]));
+  });
+
+  it("the service's client asks for start and completed only: no logs webhooks", async () => {
+    const { id } = await replicate().run_job({ job_id: "w0", input: {}, webhook_url: receiverUrl });
+    expect(fake.trainings.get(id)!.webhook_events_filter).toEqual(["start", "completed"]);
+    await ended(id);
+    await waitFor(() => fake.webhooks.some((w) => w.event === "completed" && w.body.includes(id)), "the completed webhook");
+    expect(fake.webhooks.filter((w) => w.body.includes(`"id":"${id}"`)).map((w) => w.event)).toEqual(["start", "completed"]);
+  });
+
   it("sends logs webhooks no more often than Replicate does (fewer than log lines)", async () => {
     fake.setRunScript({ ...FAST, processingMs: 1200, logEveryMs: 50 });
-    const { id } = await replicate().run_job({ job_id: "w2", input: {}, webhook_url: receiverUrl });
+    const { id } = await create({ webhook: receiverUrl, webhook_events_filter: ["logs", "completed"] });
     const training = await ended(id);
     await waitFor(() => received.some((r) => (JSON.parse(r.body) as Training).status === "succeeded"), "the completed webhook");
-    const lines = training.logs.split("\n").filter((l) => l.startsWith("step")).length;
+    const lines = (training.logs ?? "").split("\n").filter((l) => l.startsWith("step")).length;
     const logHooks = fake.webhooks.filter((w) => w.event === "logs" && w.body.includes(`"id":"${id}"`)).length;
     expect(logHooks).toBeGreaterThan(0);
     expect(logHooks).toBeLessThan(lines);
@@ -242,6 +345,22 @@ describe("fake Replicate: deliveries", () => {
     expect(object.bytes).toEqual(safetensors(id));
     expect(object.accessKeyId).toBe("AKIDJOB");
     expect(store.requests.at(-1)!.authorization).toMatch(/^AWS4-HMAC-SHA256 Credential=AKIDJOB\//);
+  });
+
+  it("reads the trainer's flat inputs (edge/cloud/trainer-input.ts) as the service sends them", async () => {
+    const input = {
+      service_job_id: "cloud-flat",
+      result_destination: "storage",
+      result_s3_endpoint: store.url,
+      result_s3_bucket: "models",
+      result_s3_prefix: "flat/",
+      result_s3_region: "auto",
+      result_s3_access_key_id: "AKIDFLAT",
+      result_s3_secret_access_key: "secret",
+    };
+    const { id } = await replicate().run_job({ job_id: "d0", input, webhook_url: null });
+    expect((await ended(id)).output).toEqual({ weights: `${store.url}/models/flat/model.safetensors` });
+    expect(store.objects.get("models/flat/model.safetensors")!.accessKeyId).toBe("AKIDFLAT");
   });
 
   it("commits the model to the hub with the job's token", async () => {

@@ -2,8 +2,8 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { parseModelRef, parseTraining, ReplicateProvider, type ReplicateOptions } from "../edge/cloud/providers/replicate";
-import { ProviderError } from "../edge/cloud/types";
+import { parseModelRef, parseTraining, ReplicateProvider, retryAfterMs, type ReplicateOptions } from "../edge/cloud/providers/replicate";
+import { ProviderError, UnknownStatusError } from "../edge/cloud/types";
 import { closeServer } from "./fakes/fake-object-store";
 import { startFakeReplicate, type FakeReplicate } from "./fakes/fake-replicate";
 import { until } from "./helpers/wait";
@@ -101,7 +101,8 @@ describe("ReplicateProvider", () => {
       destination: "acme/models",
       input: { config: "{}", dataset_archive: null },
       webhook: "https://svc.example/api/webhooks/replicate",
-      webhook_events_filter: ["start", "output", "logs", "completed"],
+      // Replicate's default would be output and completed; the service asks for start and completed, never logs (polls read them).
+      webhook_events_filter: ["start", "completed"],
     });
     expect(fake.trainings.get(job.id)?.webhook).toBe("https://svc.example/api/webhooks/replicate");
   });
@@ -128,16 +129,17 @@ describe("ReplicateProvider", () => {
   it("reads a training's status, billed seconds and logs while it runs, and cancels it billing the time used", async () => {
     const replicate = client();
     const job = await replicate.run_job({ job_id: "cloud-3", input: {}, webhook_url: null });
-    await waitFor(() => fake.trainings.get(job.id)?.logs.includes("step 2"), "two log lines");
+    await waitFor(() => fake.trainings.get(job.id)?.logs?.includes("step 2"), "two log lines");
     const running = await replicate.get_job_status(job.id);
     expect(running.status).toBe("processing");
     expect(running.started_at).not.toBeNull();
-    expect(running.billed_seconds).toBeGreaterThan(0);
+    // Replicate gives metrics.predict_time once the run is over.
+    expect(running.billed_seconds).toBeNull();
     expect(await replicate.get_job_logs(job.id)).toMatch(/^step 1: .*\nstep 2: /);
 
     const cancelled = await replicate.cancel_job(job.id);
     expect(cancelled.status).toBe("canceled");
-    expect(cancelled.billed_seconds).toBeGreaterThanOrEqual(running.billed_seconds!);
+    expect(cancelled.billed_seconds).toBeGreaterThan(0);
     expect(cancelled.completed_at).not.toBeNull();
     expect(fake.requests.at(-1)).toMatchObject({ method: "POST", path: `/v1/trainings/${job.id}/cancel` });
     // Billing stopped at the cancel.
@@ -277,6 +279,9 @@ describe("ReplicateProvider errors", () => {
       const error = await providerError(client({ baseUrl: base }).get_job_status("abc"));
       expect(error.message).toBe('Replicate\'s training abc has an unknown status "exploded"');
       expect([error.status, error.countsAsFailure]).toEqual([200, true]);
+      // Typed, so the cloud job can count such reports and give up rather than ask for ever.
+      expect(error).toBeInstanceOf(UnknownStatusError);
+      expect([(error as UnknownStatusError).trainingId, (error as UnknownStatusError).reported]).toEqual(["abc", '"exploded"']);
     });
 
     it("a 502 HTML page becomes a short detail", async () => {
@@ -319,7 +324,7 @@ describe("ReplicateProvider errors", () => {
 describe("parseTraining", () => {
   const base = { id: "t1", logs: "a\nb\n", created_at: "2026-11-24T10:00:00.000Z" };
 
-  it.each(["starting", "processing", "succeeded", "failed", "canceled"] as const)("reads a %s training", (status) => {
+  it.each(["starting", "processing", "succeeded", "failed", "canceled", "aborted"] as const)("reads a %s training", (status) => {
     expect(parseTraining({ ...base, status }).status).toBe(status);
   });
 
@@ -345,6 +350,10 @@ describe("parseTraining", () => {
       output: { weights: "https://x/weights.tar" },
       error: null,
     });
+  });
+
+  it("reads the null logs and empty metrics of a run that has not logged or ended yet", () => {
+    expect(parseTraining({ id: "t3", status: "starting", logs: null, metrics: {} })).toMatchObject({ logs: "", billed_seconds: null });
   });
 
   it("tolerates missing optional fields and unreadable metrics", () => {
@@ -378,5 +387,124 @@ describe("parseModelRef", () => {
   });
   it.each(["", "acme", "acme/trainer", "acme/trainer:", "a/b/c:v", "acme/trainer:v1?x=1"])("refuses %j", (model) => {
     expect(() => parseModelRef(model)).toThrow(ProviderError);
+  });
+});
+
+describe("ReplicateProvider retries, as Replicate's official clients do", () => {
+  let waits: number[] = [];
+  const retrying = (overrides: Partial<ReplicateOptions> = {}) =>
+    client({ retry: { sleep: async (ms) => void waits.push(ms) }, ...overrides });
+  const since = (before: number, method: string, path: RegExp) =>
+    fake.requests.slice(before).filter((r) => r.method === method && path.test(r.path));
+  const CREATE = /\/trainings$/;
+
+  it("a throttled GET is tried again after the Retry-After the provider gave, then answers", async () => {
+    waits = [];
+    const { id } = await client().run_job({ job_id: "r1", input: {}, webhook_url: null });
+    const before = fake.requests.length;
+    fake.failNext("trainings.get", { status: 429, times: 2, retryAfter: "2" });
+    expect((await retrying().get_job_status(id)).id).toBe(id);
+    expect(waits).toEqual([2000, 2000]);
+    expect(since(before, "GET", /^\/v1\/trainings\//).length).toBe(3);
+  });
+
+  it("503 and 504 on a GET and on the (idempotent) cancel are tried again with a doubling backoff when no Retry-After is given", async () => {
+    waits = [];
+    const { id } = await client().run_job({ job_id: "r2", input: {}, webhook_url: null });
+    fake.failNext("trainings.get", { status: 503, times: 1 });
+    fake.failNext("trainings.get", { status: 504, times: 1 });
+    expect((await retrying().get_job_status(id)).id).toBe(id);
+    expect(waits.length).toBe(2);
+    expect(waits[0]).toBeGreaterThanOrEqual(500);
+    expect(waits[1]).toBeGreaterThanOrEqual(1000);
+    fake.failNext("trainings.cancel", { status: 503, times: 1, retryAfter: "1" });
+    expect((await retrying().cancel_job(id)).status).toBe("canceled");
+  });
+
+  it("a throttled training create is sent again (a 429 was not acted on): one training, two requests", async () => {
+    waits = [];
+    const before = fake.requests.length;
+    const trainings = fake.trainings.size;
+    fake.failNext("trainings.create", { status: 429, retryAfter: "1" });
+    const job = await retrying().run_job({ job_id: "r3", input: {}, webhook_url: null });
+    expect(fake.trainings.size).toBe(trainings + 1);
+    expect(fake.trainings.has(job.id)).toBe(true);
+    expect(since(before, "POST", CREATE).length).toBe(2);
+    expect(waits).toEqual([1000]);
+  });
+
+  it("a create answered 503 or 504 is never sent again: it may have been acted on", async () => {
+    for (const status of [503, 504]) {
+      waits = [];
+      const before = fake.requests.length;
+      fake.failNext("trainings.create", { status, retryAfter: "1" });
+      const error = await providerError(retrying().run_job({ job_id: "r4", input: {}, webhook_url: null }));
+      expect([error.status, error.unprocessed, error.countsAsFailure]).toEqual([status, false, true]);
+      expect(since(before, "POST", CREATE).length).toBe(1);
+      expect(waits).toEqual([]);
+    }
+  });
+
+  it("a create whose answer is lost is not sent again, and says it may have been acted on", async () => {
+    const before = fake.requests.length;
+    const trainings = fake.trainings.size;
+    fake.loseNextAnswer("trainings.create");
+    const error = await providerError(retrying().run_job({ job_id: "r5", input: {}, webhook_url: null }));
+    expect([error.status, error.unprocessed]).toEqual([null, false]);
+    expect(since(before, "POST", CREATE).length).toBe(1);
+    expect(fake.trainings.size).toBe(trainings + 1);
+  });
+
+  it("a Retry-After past the retry window ends the call at once, with the wait for the caller and `unprocessed`", async () => {
+    waits = [];
+    const before = fake.requests.length;
+    fake.failNext("trainings.create", { status: 429, retryAfter: "3600" });
+    const error = await providerError(retrying().run_job({ job_id: "r6", input: {}, webhook_url: null }));
+    expect(error.message).toBe("Replicate answered 429: Request was throttled. Expected available in 3600 second.");
+    expect([error.status, error.unprocessed, error.retryInSeconds, error.countsAsFailure]).toEqual([429, true, 3600, false]);
+    expect(since(before, "POST", CREATE).length).toBe(1);
+    expect(waits).toEqual([]);
+  });
+
+  it("gives up after 5 tries in all, saying so", async () => {
+    waits = [];
+    const before = fake.requests.length;
+    fake.failNext("trainings.get", { status: 429, times: 5, retryAfter: "0" });
+    const error = await providerError(retrying().get_job_status("abc"));
+    expect(error.message).toMatch(/^Replicate answered 429 \(after 5 tries\): Request was throttled/);
+    expect(fake.requests.length - before).toBe(5);
+    expect(waits).toEqual([0, 0, 0, 0]);
+  });
+
+  it("a throttled upload is sent again whole from a body it opens afresh; a plain stream is sent once", async () => {
+    waits = [];
+    const bytes = new Uint8Array(randomBytes(50_000));
+    let opened = 0;
+    fake.failNext("files.create", { status: 429, retryAfter: "1" });
+    const before = fake.requests.length;
+    const file = await retrying().upload_file("d.zip", () => (opened++, streamOf(bytes)), bytes.length);
+    expect(opened).toBe(2);
+    expect(since(before, "POST", /^\/v1\/files$/).length).toBe(2);
+    expect(Buffer.compare(fake.files.get(file.id)!.bytes, Buffer.from(bytes))).toBe(0);
+
+    fake.failNext("files.create", { status: 429, retryAfter: "1" });
+    const once = await providerError(retrying().upload_file("e.zip", streamOf(bytes), bytes.length));
+    expect([once.status, once.unprocessed, once.retryInSeconds]).toEqual([429, true, 1]);
+  });
+});
+
+describe("retryAfterMs", () => {
+  const now = Date.parse("2026-11-27T10:00:00Z");
+  it.each([
+    ["2", 2000],
+    [" 0 ", 0],
+    ["1.5", 1500],
+    ["Fri, 27 Nov 2026 10:00:30 GMT", 30_000],
+    ["Fri, 27 Nov 2026 09:00:00 GMT", 0],
+    ["soon", null],
+    ["", null],
+    [null, null],
+  ] as const)("reads %j as %j ms", (header, ms) => {
+    expect(retryAfterMs(header, now)).toBe(ms);
   });
 });

@@ -1,5 +1,5 @@
 import { DurableObject } from "cloudflare:workers";
-import type { CloudSettings, Destination, PackageSummary } from "../../shared/schemas/cloud";
+import type { CloudSettings, PackageSummary } from "../../shared/schemas/cloud";
 import { readConfig } from "../config";
 import { openDatabase, type Database } from "../db/client";
 import type { Env } from "../env";
@@ -9,18 +9,18 @@ import { hubOf } from "../jobs/hub-types";
 import { applyEffects } from "../jobs/lifecycle/effects";
 import { finishCloudJob } from "../jobs/lifecycle/finish-cloud";
 import { createLogger, type Logger } from "../log";
-import type { StoredProviderSettings } from "../providers/settings";
-import { issueStorageCredentials } from "../storage/credentials";
 import { billedSecondsNow, costOf } from "./cost";
 import { recordProviderStart } from "./record";
 import { archiveStream, planPackage, type PackageBucket } from "./package";
 import type { CloudJobApi } from "./cloud-job-types";
+import { budgetVerdict, BUDGET_EVENT_SEQ, BUDGET_EVENT_TYPE } from "./budget";
 import { parseTraining } from "./providers/replicate";
+import { committedFrom, committedSpendingStatement } from "../scheduler/store";
 import { hostedClient } from "./registry";
-import { resolveSecret } from "./secrets";
 import { publicBase } from "./settings";
+import { trainerInput, webhookUrl } from "./trainer-input";
 import { getSetting } from "../settings";
-import { ProviderError, queueStatusOf, type ProviderJob } from "./types";
+import { isEndStatus, ProviderError, queueStatusOf, UnknownStatusError, type ProviderJob } from "./types";
 
 /*
  * One cloud job's life at its provider (spec 1 "Cloud data flow" steps 3-6), one Durable Object
@@ -33,7 +33,15 @@ import { ProviderError, queueStatusOf, type ProviderJob } from "./types";
  * poll_interval_seconds, webhooks or not) applies the provider's view: status, logs as job
  * events, billed seconds and cost. At the end the queue entry gets the final status through
  * the lifecycle, and the archive is deleted at the provider. A transient provider failure (no
- * answer, a 5xx, the circuit breaker open) is retried on the alarm; anything else fails the job.
+ * answer, a 5xx, a 429 past the client's own retries, the circuit breaker open) is retried on the
+ * alarm; anything else fails the job (its archive deleted at the provider all the same). Issue 27:
+ * - every status Replicate documents: `aborted` (never ran) ends the job failed, billing nothing;
+ *   a status the client does not know is never applied, and after MAX_UNKNOWN_STATUS_REPORTS
+ *   reports (polls, webhooks, cancels) the job fails naming it, after a cancel sent;
+ * - the training create is sent again only when it certainly was not acted on (a 429, nothing
+ *   sent); a lost answer fails the job rather than risk a second, billed, run (created());
+ * - money enforced: a running job whose billed cost reaches its approved estimate or what is
+ *   left of the spending limit is cancelled, with the cloud.budget_exceeded event (enforceBudget).
  */
 
 /** Dispatch tries before a job that cannot reach its provider fails. */
@@ -47,7 +55,17 @@ const PROGRESS_EVERY_MS = 250;
  */
 const CLIENT_TTL_MS = 60_000;
 
-const ended = (status: ProviderJob["status"]) => status === "succeeded" || status === "failed" || status === "canceled";
+/**
+ * Reports of a status the client does not know (polls, webhooks and cancels together) before the
+ * job is given up: failed with the status named, after a cancel sent to the provider.
+ */
+export const MAX_UNKNOWN_STATUS_REPORTS = 5;
+
+const ended = isEndStatus;
+
+/** Why an aborted training ended when the provider gives no error: Replicate's own words for the status. */
+const ABORTED_REASON =
+  "the provider aborted the training before it started running (Replicate status aborted, e.g. its deadline passed while it waited); nothing was billed";
 
 type Row = Record<string, unknown>;
 
@@ -94,8 +112,15 @@ export class CloudJob extends DurableObject<Env> implements CloudJobApi {
     await this.exclusive(async () => {
       const row = await this.read(jobId);
       if (!row || !row.provider_job_id || row.phase === "finished") return;
-      const job = parseTraining(payload);
-      if (job.id !== row.provider_job_id) return;
+      const id = typeof payload === "object" && payload !== null ? (payload as { id?: unknown }).id : undefined;
+      if (id !== row.provider_job_id) return;
+      let job: ProviderJob;
+      try {
+        job = parseTraining(payload);
+      } catch (error) {
+        if (error instanceof UnknownStatusError) return this.unknownStatus(row, error);
+        throw error;
+      }
       await this.apply(row, job);
     });
   }
@@ -113,7 +138,7 @@ export class CloudJob extends DurableObject<Env> implements CloudJobApi {
 
   private async read(jobId: string): Promise<Row | null> {
     const result = await this.db().$client.execute({
-      sql: `SELECT c.*, q.status AS queue_status, q.user_id, q.config_snapshot, q.dataloader_snapshot
+      sql: `SELECT c.*, q.status AS queue_status, q.user_id, q.config_snapshot, q.dataloader_snapshot, q.estimated_cost
             FROM cloud_jobs c JOIN queue_entries q ON q.job_id = c.job_id WHERE c.job_id = ?`,
       args: [jobId],
     });
@@ -190,9 +215,15 @@ export class CloudJob extends DurableObject<Env> implements CloudJobApi {
   /** A transient failure is retried on the alarm (up to MAX_DISPATCH_TRIES while dispatching); anything else fails the job. */
   private async failed(row: Row, error: unknown, interval: number): Promise<void> {
     const jobId = String(row.job_id);
-    const transient = error instanceof ProviderError && (error.countsAsFailure || error.status === null);
+    // A throttled call (429 past the client's own retries) is tried again later too.
+    const transient = error instanceof ProviderError && (error.countsAsFailure || error.status === null || error.status === 429);
     const message = error instanceof ApiError ? error.detail : error instanceof Error ? error.message : String(error);
     this.log.warning("cloud job step failed", { job_id: jobId, phase: String(row.phase), transient, error: message });
+    if (error instanceof UnknownStatusError && row.phase !== "finished") {
+      // Asked again at the next poll, a bounded number of times.
+      if (!(await this.unknownStatus(row, error))) await this.again(interval);
+      return;
+    }
     if (row.phase === "finished") {
       // Only the archive's removal is left: tried again a few times, then left to the provider's own expiry.
       const tries = ((await this.ctx.storage.get<number>("cleanup_tries")) ?? 0) + 1;
@@ -208,7 +239,8 @@ export class CloudJob extends DurableObject<Env> implements CloudJobApi {
     const tries = ((await this.ctx.storage.get<number>("dispatch_tries")) ?? 0) + 1;
     await this.ctx.storage.put("dispatch_tries", tries);
     if (transient && tries < MAX_DISPATCH_TRIES) {
-      const retryAfter = (error as { retryAfterSeconds?: number }).retryAfterSeconds;
+      // The provider's Retry-After (a throttled upload or create), or the open breaker's wait.
+      const retryAfter = (error as ProviderError).retryInSeconds ?? (error as { retryAfterSeconds?: number }).retryAfterSeconds;
       await this.again(Math.max(retryAfter ?? 0, Math.min(60, 2 ** tries)));
       return;
     }
@@ -220,7 +252,36 @@ export class CloudJob extends DurableObject<Env> implements CloudJobApi {
     await this.patch(jobId, { phase: "finished", provider_error: message, cost_final: 1 });
     const change = await finishCloudJob(this.db(), jobId, "failed", message);
     await applyEffects(this.effects("cloud job failed"), change);
-    await this.cleanUp({ ...row, phase: "finished" }).catch(() => {});
+    // The row as it is now: `row` may have been read before the archive was uploaded (its file id unknown then).
+    const now = (await this.read(jobId).catch(() => null)) ?? row;
+    await this.cleanUp({ ...now, phase: "finished" }).catch(() => {});
+  }
+
+  /**
+   * The provider reported a status the client does not know. Counted (polls, webhooks and
+   * cancels together); at MAX_UNKNOWN_STATUS_REPORTS the job is given up: a cancel is sent to
+   * the provider (the run may still be billing; its answer, whatever it says, is not waited on)
+   * and the job fails naming the status. True when it was given up.
+   */
+  private async unknownStatus(row: Row, error: UnknownStatusError): Promise<boolean> {
+    const jobId = String(row.job_id);
+    const reports = ((await this.ctx.storage.get<number>("unknown_status_reports")) ?? 0) + 1;
+    await this.ctx.storage.put("unknown_status_reports", reports);
+    this.log.warning("the provider reports a status this service does not know", { job_id: jobId, status: error.reported, reports });
+    if (reports < MAX_UNKNOWN_STATUS_REPORTS) return false;
+    const trainingId = row.provider_job_id ? String(row.provider_job_id) : error.trainingId;
+    try {
+      const { client } = await this.client(String(row.provider));
+      await client.cancel_job(trainingId);
+    } catch (problem) {
+      this.log.warning("could not cancel a training of unknown status", { job_id: jobId, error: String(problem) });
+    }
+    await this.fail(
+      row,
+      `the provider reported the training's status as ${error.reported}, which this service does not know, ${reports} times; ` +
+        `the job was given up and a cancel sent to the provider: check training ${trainingId} on the provider's dashboard`,
+    );
+    return true;
   }
 
   private effects(trigger: string) {
@@ -253,7 +314,8 @@ export class CloudJob extends DurableObject<Env> implements CloudJobApi {
         written = Date.now();
         void this.patch(jobId, { uploaded_bytes: sent }).catch(() => {});
       };
-      const file = await client.upload_file(`${jobId}.zip`, archiveStream(bucket, plan), plan.summary.archive_bytes, progress);
+      // A function, so that a throttled upload is sent again from the start.
+      const file = await client.upload_file(`${jobId}.zip`, () => archiveStream(bucket, plan), plan.summary.archive_bytes, progress);
       archive = { id: file.id, url: file.url };
       await this.patch(jobId, { provider_file_id: file.id, provider_file_url: file.url, uploaded_bytes: plan.summary.archive_bytes });
     }
@@ -263,64 +325,64 @@ export class CloudJob extends DurableObject<Env> implements CloudJobApi {
       await this.patch(jobId, { phase: "finished", cost_final: 1 });
       return this.cleanUp({ ...row, provider_file_id: archive?.id ?? null, phase: "finished" });
     }
-    const input = {
-      config: new TextDecoder().decode(plan.config),
-      dataloader: new TextDecoder().decode(plan.dataloader),
-      dataset_archive: archive?.url ?? null,
-      env: await this.resultEnvironment(row, settings, cloud),
-    };
-    const base = publicBase(cloud, readConfig(this.env).publicUrl);
+    const servicePublicUrl = readConfig(this.env).publicUrl;
+    const input = await trainerInput({
+      db: this.db(),
+      jobId,
+      destination: String(row.destination),
+      plan,
+      archive,
+      settings,
+      cloud,
+      servicePublicUrl,
+    });
     await this.patch(jobId, { phase: "submitting" });
-    const training = await client.run_job({
+    const creating = client.run_job({
       job_id: jobId,
       input,
-      webhook_url: base ? `${base}/api/webhooks/${String(row.provider)}` : null,
+      webhook_url: webhookUrl(publicBase(cloud, servicePublicUrl), String(row.provider)),
     });
+    const training = await this.created(now, creating, cloud.poll_interval_seconds);
+    if (!training) return;
     await this.patch(jobId, { phase: "submitted", provider_job_id: training.id, submitted_at: new Date().toISOString() });
     this.log.info("cloud job sent to its provider", { job_id: jobId, provider: String(row.provider), provider_job_id: training.id });
     await this.apply({ ...row, phase: "submitted", provider_job_id: training.id }, training);
     await this.again(cloud.poll_interval_seconds);
   }
 
-  /** The cloud job's environment for its result destination (edge/cloud/types.ts ResultEnvironment). */
-  private async resultEnvironment(row: Row, settings: StoredProviderSettings, cloud: CloudSettings): Promise<Record<string, string>> {
+  /**
+   * The training create's outcome (issue 27: a create is never sent twice for one job). Answered:
+   * the training. Certainly not acted on (a 429 past the client's retries, a refusal, nothing
+   * sent): the job goes back to where it was before the create and the error is thrown, for the
+   * alarm to retry or fail it as usual. Anything that may have been acted on (no answer, a
+   * timeout, a 5xx, an answer it cannot read) fails the job, never sending it again: a second
+   * create could start, and bill, a second run. Created in a status it does not know: tracked by
+   * its id like any other. Null when the job was ended or will be polled.
+   */
+  private async created(row: Row, creating: Promise<ProviderJob>, interval: number): Promise<ProviderJob | null> {
     const jobId = String(row.job_id);
-    const destination = JSON.parse(String(row.destination)) as Destination;
-    const env: Record<string, string> = { SERVICE_JOB_ID: jobId, RESULT_DESTINATION: destination.type };
-    const secret = async (name: string) => {
-      const found = await resolveSecret(this.env, name);
-      if (!found) throw new ApiError(409, "secret_missing", `the secret ${name} is not set`);
-      return found.value;
-    };
-    if (destination.type === "storage") {
-      const issued = await issueStorageCredentials(this.db(), jobId, null);
-      const base = issued.public_url ? new URL(issued.public_url).origin : publicBase(cloud, readConfig(this.env).publicUrl);
-      Object.assign(env, {
-        RESULT_S3_ENDPOINT: `${base}/api/cloud/storage`,
-        RESULT_S3_BUCKET: jobId,
-        RESULT_S3_PREFIX: "",
-        RESULT_S3_REGION: "auto",
-        AWS_ACCESS_KEY_ID: issued.access_key_id,
-        AWS_SECRET_ACCESS_KEY: issued.secret_access_key ?? settings.s3_secret_access_key ?? "",
-      });
-    } else if (destination.type === "s3") {
-      const s3 = cloud.publishing.s3;
-      Object.assign(env, {
-        RESULT_S3_ENDPOINT: s3.endpoint_url ?? "",
-        RESULT_S3_BUCKET: s3.bucket ?? "",
-        RESULT_S3_PREFIX: `${s3.prefix}${destination.prefix ?? ""}${jobId}/`,
-        RESULT_S3_REGION: s3.region,
-        AWS_ACCESS_KEY_ID: await secret(s3.access_key_secret),
-        AWS_SECRET_ACCESS_KEY: await secret(s3.secret_key_secret),
-      });
-    } else {
-      Object.assign(env, {
-        HF_TOKEN: await secret(cloud.publishing.hub.token_secret),
-        HUB_MODEL_ID: destination.repo_id,
-        HF_ENDPOINT: cloud.publishing.hub.endpoint,
-      });
+    try {
+      return await creating;
+    } catch (error) {
+      if (error instanceof UnknownStatusError) {
+        const submitted = { phase: "submitted", provider_job_id: error.trainingId, submitted_at: new Date().toISOString() };
+        await this.patch(jobId, submitted);
+        if (!(await this.unknownStatus({ ...row, ...submitted }, error))) await this.again(interval);
+        return null;
+      }
+      if (error instanceof ProviderError && error.unprocessed) {
+        await this.patch(jobId, { phase: String(row.phase) });
+        throw error;
+      }
+      const why = error instanceof Error ? error.message : String(error);
+      this.log.warning("the answer to a training create was lost", { job_id: jobId, error: why });
+      await this.fail(
+        row,
+        `the provider's answer to the training create was lost (${why}); it may have started a training all the same, so the create was not sent again: ` +
+          `check the provider's dashboard for a training of job ${jobId} (cancel it if it runs), then resubmit`,
+      );
+      return null;
     }
-    return env;
   }
 
   /** The provider's view of the job, applied: status, times, billed seconds and cost, new log lines as events; the end when it ended. */
@@ -328,10 +390,12 @@ export class CloudJob extends DurableObject<Env> implements CloudJobApi {
     const jobId = String(row.job_id);
     const over = ended(job.status);
     const rate = Number(row.rate_usd_per_second);
-    const seconds = billedSecondsNow(
-      { startedAt: job.started_at, completedAt: job.completed_at, billedSeconds: job.billed_seconds },
-      Date.now(),
-    );
+    // Aborted: it never ran, so nothing is billed whatever the times say.
+    const seconds =
+      job.status === "aborted"
+        ? 0
+        : billedSecondsNow({ startedAt: job.started_at, completedAt: job.completed_at, billedSeconds: job.billed_seconds }, Date.now());
+    const error = job.status === "aborted" ? (job.error ?? ABORTED_REASON) : job.error;
     const offset = Number(row.logs_offset ?? 0);
     // Complete lines only, until the end: a line the provider is still writing is taken whole next time.
     const fresh = job.logs.length > offset ? job.logs.slice(offset) : "";
@@ -361,16 +425,17 @@ export class CloudJob extends DurableObject<Env> implements CloudJobApi {
       cost_final: over ? 1 : 0,
       logs_offset: offset + cut,
       output: job.output === null || job.output === undefined ? null : JSON.stringify(job.output),
-      provider_error: job.error,
+      provider_error: error,
       phase: over ? "finished" : job.status === "processing" ? "running" : String(row.phase),
       last_polled_at: new Date().toISOString(),
     });
     if (!over) {
       if (job.started_at && job.started_at !== row.provider_started_at)
         await recordProviderStart(this.db(), jobId, job.started_at, Number(row.expected_seconds));
+      if (row.queue_status === "running") await this.enforceBudget(row, costOf(rate, seconds));
       return;
     }
-    const change = await finishCloudJob(this.db(), jobId, queueStatusOf(job.status) as "completed" | "failed" | "cancelled", job.error);
+    const change = await finishCloudJob(this.db(), jobId, queueStatusOf(job.status) as "completed" | "failed" | "cancelled", error);
     await applyEffects(this.effects(`cloud job ${job.status}`), change);
     this.log.info("cloud job ended at its provider", {
       job_id: jobId,
@@ -378,7 +443,59 @@ export class CloudJob extends DurableObject<Env> implements CloudJobApi {
       billed_seconds: seconds,
       cost_usd: costOf(rate, seconds),
     });
-    await this.cleanUp({ ...row, phase: "finished" });
+    // The row as it is now: `row` may predate the archive's upload.
+    await this.cleanUp({ ...((await this.read(jobId)) ?? row), phase: "finished" });
+  }
+
+  /**
+   * Money enforced (issue 27, Build 5; edge/cloud/budget.ts): a running job whose billed cost so
+   * far reached its approved estimate, or what is left of the spending limit for it, gets the
+   * `cloud.budget_exceeded` event, ends `cancelled` with the reason (the lifecycle's end event
+   * and webhook carry it), and is cancelled at its provider at once. Both the polls and the
+   * webhooks come here (apply).
+   */
+  private async enforceBudget(row: Row, costUsd: number): Promise<void> {
+    if (!(costUsd > 0) || !row.provider_job_id) return;
+    const jobId = String(row.job_id);
+    const cloud = await getSetting(this.db(), "cloud");
+    const estimateUsd =
+      row.estimated_cost === null || row.estimated_cost === undefined
+        ? costOf(Number(row.rate_usd_per_second), Number(row.expected_seconds))
+        : Number(row.estimated_cost);
+    let committedUsd = 0;
+    if (cloud.spending_limit_usd !== null) {
+      const result = await this.db().$client.execute(committedSpendingStatement(new Date()));
+      committedUsd = committedFrom((result.rows[0] ?? {}) as Record<string, unknown>, cloud.spending_period);
+    }
+    const verdict = budgetVerdict({
+      costUsd,
+      estimateUsd,
+      limitUsd: cloud.spending_limit_usd,
+      period: cloud.spending_period,
+      committedUsd,
+    });
+    if (!verdict) return;
+    this.log.warning("cloud job reached its budget: cancelling it", { job_id: jobId, reason: verdict.reason, cost_usd: costUsd });
+    const event = {
+      type: BUDGET_EVENT_TYPE,
+      message: verdict.message,
+      reason: verdict.reason,
+      cost_usd: verdict.costUsd,
+      budget_usd: verdict.capUsd,
+      estimate_usd: estimateUsd,
+      spending_limit_usd: cloud.spending_limit_usd,
+    };
+    const { stored } = await appendEvents(this.db(), null, jobId, { attempt: 1, events: [{ seq: BUDGET_EVENT_SEQ, event }] });
+    if (stored.length)
+      await hubOf(this.env, jobId)
+        .publish(jobId, stored)
+        .catch(() => {});
+    const change = await finishCloudJob(this.db(), jobId, "cancelled", verdict.message);
+    await applyEffects(this.effects("cloud job over its budget"), change);
+    // Stopped now; should the cancel fail, the alarm's cancel path (the job is no longer running) tries again.
+    const { client } = await this.client(String(row.provider));
+    const stopped = await client.cancel_job(String(row.provider_job_id));
+    await this.apply({ ...row, queue_status: "cancelled" }, stopped);
   }
 
   /** Spec 1 step 6: the uploaded archive is removed from the provider once the job is over. */

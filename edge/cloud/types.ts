@@ -4,8 +4,20 @@
  * local host and the tests can all name them.
  */
 
-/** A provider's job status, as providers report it (Replicate's names). */
-export type ProviderStatus = "starting" | "processing" | "succeeded" | "failed" | "canceled";
+/**
+ * A provider's job status, as providers report it (Replicate's names). Replicate documents six for
+ * a training (OpenAPI https://api.replicate.com/openapi.json, schemas_training_response.status;
+ * replicate-javascript index.d.ts `Status`): `canceled` (cancelled, by the user or at its
+ * deadline, while running) and `aborted` (terminated before it started running, e.g. a deadline
+ * reached while it waited: nothing ran, nothing is billed).
+ */
+export type ProviderStatus = "starting" | "processing" | "succeeded" | "failed" | "canceled" | "aborted";
+
+/** Every status the client knows, in the order a run moves through them. */
+export const PROVIDER_STATUSES: readonly ProviderStatus[] = ["starting", "processing", "succeeded", "failed", "canceled", "aborted"];
+
+/** True for a status the provider never leaves: the run is over. */
+export const isEndStatus = (status: ProviderStatus) => status !== "starting" && status !== "processing";
 
 /** One job at the provider, as the client reads it. */
 export interface ProviderJob {
@@ -27,8 +39,8 @@ export interface ProviderJob {
 export interface RunSpec {
   /** This service's job id (for the provider's records and the webhook URL). */
   job_id: string;
-  /** The training input: serialised configuration, archive URL, result destination environment. */
-  input: Record<string, unknown>;
+  /** The training input, as the trainer's contract lays it out (edge/cloud/trainer-input.ts). */
+  input: object;
   /** Where the provider posts status updates (null: no webhooks; polling only). */
   webhook_url: string | null;
 }
@@ -74,16 +86,54 @@ export interface FileHostingProvider extends CloudProvider {
   webhook_secret(): Promise<string>;
 }
 
+/** What a ProviderError knows beyond its status. */
+export interface ProviderErrorDetails {
+  /** The provider asked to be called again no sooner than this (Retry-After, or an open circuit breaker). */
+  retryInSeconds?: number;
+  /**
+   * The provider certainly did not act on the request: nothing was sent, or it answered 429 or
+   * another 4xx refusal. Default: true for an answered 4xx, false otherwise (no answer, a timeout,
+   * a 5xx or an unreadable 2xx may each have been acted on). A training create that fails without
+   * it is never sent again (it may have started, and would bill, a second run).
+   */
+  unprocessed?: boolean;
+}
+
 /** A provider call failed: the provider answered an error (status), or never answered (status null). */
 export class ProviderError extends Error {
+  /** Set when the provider said when to try again (the breaker's CircuitOpenError has its own retryAfterSeconds). */
+  readonly retryInSeconds: number | undefined;
+  readonly unprocessed: boolean;
+
   constructor(
     message: string,
     readonly status: number | null,
     /** Counted by the circuit breaker: network failures, timeouts and 5xx; not 4xx (the request was wrong, the provider is up). */
     readonly countsAsFailure: boolean,
+    details: ProviderErrorDetails = {},
   ) {
     super(message);
     this.name = "ProviderError";
+    this.retryInSeconds = details.retryInSeconds;
+    this.unprocessed = details.unprocessed ?? (status !== null && status >= 400 && status < 500);
+  }
+}
+
+/**
+ * A training whose status the client does not know (one Replicate added after this client was
+ * written). Never applied; the cloud job gives up on it after a bounded number of such reports
+ * (edge/cloud/cloud-job.ts MAX_UNKNOWN_STATUS_REPORTS) rather than asking again for ever.
+ */
+export class UnknownStatusError extends ProviderError {
+  constructor(
+    readonly trainingId: string,
+    /** The status as the provider wrote it (JSON, so an absent or odd value still reads). */
+    readonly reported: string,
+    status: number | null,
+    message: string,
+  ) {
+    super(message, status, true);
+    this.name = "UnknownStatusError";
   }
 }
 
@@ -103,6 +153,7 @@ export function queueStatusOf(status: ProviderStatus): "running" | "completed" |
     case "succeeded":
       return "completed";
     case "failed":
+    case "aborted":
       return "failed";
     case "canceled":
       return "cancelled";
@@ -110,16 +161,6 @@ export function queueStatusOf(status: ProviderStatus): "running" | "completed" |
 }
 
 /*
- * The environment a cloud job is given (spec 1 result destinations, 5.7), inside its training
- * input as `input.env`: the trainer's entry point exports each before training. What is set
- * depends on the destination chosen at submission:
- * - always: SERVICE_JOB_ID, RESULT_DESTINATION ("storage" | "s3" | "hub");
- * - storage (the built-in endpoint) and s3: RESULT_S3_ENDPOINT, RESULT_S3_BUCKET, RESULT_S3_PREFIX,
- *   RESULT_S3_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY (the job's own credentials for
- *   storage; the Publishing settings' secrets for s3);
- * - hub: HF_TOKEN, HUB_MODEL_ID, HF_ENDPOINT.
- * The training input also carries `config` (the merged option map, JSON), `dataloader` (JSON, its
- * local datasets' instance_data_dir rewritten to paths inside the archive) and `dataset_archive`
- * (the archive's URL at the provider, or null when nothing was packaged).
+ * What a cloud job is given (its training input: the trainer's contract, result destination and
+ * credentials) is laid out in edge/cloud/trainer-input.ts.
  */
-export type ResultEnvironment = Record<string, string>;

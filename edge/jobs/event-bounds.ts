@@ -40,6 +40,7 @@ export const LIFECYCLE_EVENT_TYPES: ReadonlySet<string> = new Set([
   "events.dropped",
   "events.truncated",
   "events.summary",
+  "cloud.budget_exceeded",
 ]);
 
 /** Lifecycle events a truncated log still takes: at most this many more, and this many more bytes. */

@@ -1,22 +1,54 @@
 import { PutObjectCommand, S3Client } from "@aws-sdk/client-s3";
-import { createHash, randomBytes } from "node:crypto";
+import { createHash, createHmac, randomBytes } from "node:crypto";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { unzipSync } from "fflate";
-import { Webhook } from "standardwebhooks";
 import { closeServer, readBody } from "./fake-object-store";
 
 /*
  * A fake Replicate for tests: the documented endpoints the client uses (account, files,
  * trainings create/list/get/cancel, webhook secret), each behind the bearer token, and a
- * simulated trainer that runs each training on a script: starting, processing with growing logs
- * and predict_time, then succeeded (its model delivered where the training's input.env says) or
- * failed. Webhooks are signed per Standard Webhooks, like Replicate's.
+ * simulated trainer that runs each training on a script: starting, processing with growing logs,
+ * then succeeded (its model delivered where the training's input says), failed, or aborted.
+ * Written from Replicate's own published material, not from the service's client:
+ * - statuses: the OpenAPI document (https://api.replicate.com/openapi.json,
+ *   schemas_training_response.status: starting, processing, succeeded, failed, canceled, and
+ *   aborted, "terminated before it started running"), and replicate-javascript's index.d.ts;
+ * - `logs` is null until the run logs something, and `metrics.predict_time` (the billed time) is
+ *   given once the run is over (https://replicate.com/docs/topics/webhooks/receive-webhook shows
+ *   `"logs": null, "metrics": {}` on an unfinished run);
+ * - webhooks: the body is the whole training, `input` included; without webhook_events_filter
+ *   only `output` and `completed` are sent ("By default, we will send requests to your webhook
+ *   URL whenever there are new outputs or the prediction has finished", same page); `logs` and
+ *   `output` at most every 500 ms; each signed per Standard Webhooks
+ *   (https://replicate.com/docs/topics/webhooks/verify-webhook): `webhook-id`,
+ *   `webhook-timestamp` and `webhook-signature: v1,<base64 HMAC-SHA256 of "id.timestamp.body">`
+ *   keyed with the base64 part of the `whsec_` secret - computed here with node:crypto, not with
+ *   the library the service verifies with, so a shared mistake cannot hide;
+ * - throttling: `429 {"detail": "Request was throttled. ..."}` with `Retry-After`, injected with
+ *   failNext (503 and 504 likewise), and a create whose answer is lost (loseNextAnswer).
  */
 
-export type TrainingStatus = "starting" | "processing" | "succeeded" | "failed" | "canceled";
+/** Replicate's documented training statuses. */
+export type TrainingStatus = "starting" | "processing" | "succeeded" | "failed" | "canceled" | "aborted";
 const WEBHOOK_EVENTS = ["start", "output", "logs", "completed"] as const;
 type WebhookEvent = (typeof WEBHOOK_EVENTS)[number];
+/** What Replicate sends when a create names no webhook_events_filter. */
+export const DEFAULT_WEBHOOK_EVENTS: readonly WebhookEvent[] = ["output", "completed"];
+/** The routes failNext and loseNextAnswer can aim at. */
+export type FakeRoute = "files.create" | "trainings.create" | "trainings.get" | "trainings.cancel" | "any";
+
+/**
+ * A Standard Webhooks signature, as Replicate makes it: `v1,` and the base64 HMAC-SHA256 of
+ * "{id}.{timestamp}.{body}" keyed with the base64-decoded part of the secret after `whsec_`.
+ *
+ * @example
+ * signWebhook("whsec_c2VjcmV0", "msg_1", 1700000000, "{}"); // "v1,..."
+ */
+export function signWebhook(secret: string, id: string, timestampSeconds: number, body: string): string {
+  const key = Buffer.from(secret.startsWith("whsec_") ? secret.slice("whsec_".length) : secret, "base64");
+  return `v1,${createHmac("sha256", key).update(`${id}.${timestampSeconds}.${body}`).digest("base64")}`;
+}
 
 /** How a simulated training runs. */
 export interface RunScript {
@@ -26,8 +58,11 @@ export interface RunScript {
   processingMs?: number;
   /** A log line every this often while processing (default 200 ms). */
   logEveryMs?: number;
-  /** "manual": processing lasts until the test calls finish() (default "succeeded"). */
-  outcome?: "succeeded" | "failed" | "manual";
+  /**
+   * "manual": processing lasts until the test calls finish() (default "succeeded"). "aborted":
+   * the run never starts: after startingMs it is aborted (no started_at, nothing billed).
+   */
+  outcome?: "succeeded" | "failed" | "manual" | "aborted";
   /** The training's error when the outcome is "failed". */
   error?: string;
 }
@@ -39,8 +74,10 @@ export interface Training {
   version: string;
   destination: string;
   input: Record<string, unknown>;
-  status: TrainingStatus;
-  logs: string;
+  /** A TrainingStatus; tests may force another string (setStatus) to stand for one Replicate adds later. */
+  status: TrainingStatus | (string & {});
+  /** null until the run logs something. */
+  logs: string | null;
   output: { weights: string } | null;
   error: string | null;
   created_at: string;
@@ -67,6 +104,16 @@ export interface FakeReplicate {
   setOutage(mode: null | "refuse" | "500" | "hang"): void;
   /** The script of trainings created from now on. */
   setRunScript(run: RunScript): void;
+  /**
+   * The next `times` (default 1) requests to `route` answer `status` (429: "Request was
+   * throttled", 503, 504, or any other) with a Retry-After header when `retryAfter` is given;
+   * nothing is done for them.
+   */
+  failNext(route: FakeRoute, options: { status: number; times?: number; retryAfter?: string; detail?: string }): void;
+  /** The next request to `route` is carried out (a training is created), then its connection is dropped unanswered. */
+  loseNextAnswer(route: FakeRoute): void;
+  /** Forces a training's status (its run stops): a status Replicate may add one day, for clients' tests. */
+  setStatus(id: string, status: string): void;
   /** Rotates the signing secret (webhooks sent from now on use it). */
   setWebhookSecret(secret: string): void;
   /** The entry names of the dataset archive the training downloaded ([] when none). */
@@ -84,6 +131,16 @@ interface RunState {
   lastThrottledAt: number;
   pendingWebhook: NodeJS.Timeout | null;
   sending: Promise<void>;
+}
+
+const TRAINING_PATH = /^\/v1\/models\/([\w.-]+)\/([\w.-]+)\/versions\/([\w.-]+)\/trainings$/;
+
+function routeOf(method: string, path: string): Exclude<FakeRoute, "any"> | null {
+  if (method === "POST" && path === "/v1/files") return "files.create";
+  if (method === "POST" && TRAINING_PATH.test(path)) return "trainings.create";
+  if (method === "GET" && /^\/v1\/trainings\/[\w-]+$/.test(path)) return "trainings.get";
+  if (method === "POST" && /^\/v1\/trainings\/[\w-]+\/cancel$/.test(path)) return "trainings.cancel";
+  return null;
 }
 
 const DEFAULT_RUN = {
@@ -122,14 +179,12 @@ export async function startFakeReplicate(options: {
   const files = new Map<string, { name: string; bytes: Buffer; contentType: string }>();
   const requests: FakeReplicate["requests"] = [];
   const webhooks: FakeReplicate["webhooks"] = [];
+  const failures: { route: FakeRoute; status: number; times: number; retryAfter?: string; detail?: string }[] = [];
+  const lost: FakeRoute[] = [];
   let base = "";
 
-  const view = (t: Training): Training => {
-    const run = runs.get(t.id);
-    if (t.status === "processing" && run?.processingSince)
-      return { ...t, metrics: { predict_time: (Date.now() - run.processingSince) / 1000 } };
-    return { ...t };
-  };
+  // metrics.predict_time is set when the run ends (end()), never while it runs.
+  const view = (t: Training): Training => ({ ...t, metrics: { ...t.metrics } });
 
   const later = (run: RunState, ms: number, fn: () => void) => {
     const timer = setTimeout(() => {
@@ -149,8 +204,8 @@ export async function startFakeReplicate(options: {
     run.sending = run.sending.then(async () => {
       const body = JSON.stringify(view(t));
       const id = `msg_${randomBytes(12).toString("hex")}`;
-      const at = new Date();
-      const signature = new Webhook(secret).sign(id, at, body);
+      const timestamp = Math.floor(Date.now() / 1000);
+      const signature = signWebhook(secret, id, timestamp, body);
       let status: number | null = null;
       try {
         const response = await fetch(url, {
@@ -159,7 +214,7 @@ export async function startFakeReplicate(options: {
           headers: {
             "Content-Type": "application/json",
             "webhook-id": id,
-            "webhook-timestamp": String(Math.floor(at.getTime() / 1000)),
+            "webhook-timestamp": String(timestamp),
             "webhook-signature": signature,
           },
           signal: AbortSignal.timeout(10_000),
@@ -191,18 +246,24 @@ export async function startFakeReplicate(options: {
   };
 
   const log = (t: Training, line: string) => {
-    t.logs += `${line}\n`;
+    t.logs = `${t.logs ?? ""}${line}\n`;
     emit(t, "logs");
   };
 
-  const end = (t: Training, run: RunState, status: "succeeded" | "failed" | "canceled", error: string | null) => {
+  const end = (t: Training, run: RunState, status: "succeeded" | "failed" | "canceled" | "aborted", error: string | null) => {
     clearRun(run);
     const now = Date.now();
     t.status = status;
     t.error = error;
     t.completed_at = new Date(now).toISOString();
-    t.metrics = { predict_time: run.processingSince ? (now - run.processingSince) / 1000 : 0 };
-    if (t.output) emit(t, "output");
+    // Billed: the time it processed (a run aborted or cancelled before it started: none).
+    t.metrics = status === "aborted" ? {} : { predict_time: run.processingSince ? (now - run.processingSince) / 1000 : 0 };
+    // The final output goes out at once (not throttled), just before completed.
+    if (t.output && t.webhook && sendWebhooks && t.webhook_events_filter.includes("output")) {
+      if (run.pendingWebhook) clearTimeout(run.pendingWebhook);
+      run.pendingWebhook = null;
+      send(t, run, "output");
+    }
     emit(t, "completed");
   };
 
@@ -229,6 +290,7 @@ export async function startFakeReplicate(options: {
 
   const startProcessing = async (t: Training, run: RunState) => {
     if (t.status !== "starting") return;
+    if (run.script.outcome === "aborted") return end(t, run, "aborted", null);
     t.status = "processing";
     t.started_at = new Date().toISOString();
     run.processingSince = Date.now();
@@ -277,7 +339,28 @@ export async function startFakeReplicate(options: {
     const bodyBytes = await readBody(req).catch(() => null);
     if (!bodyBytes) return;
     requests.push({ method: req.method ?? "", path: url.pathname, headers: req.headers, bodyBytes, at: arrived });
+    const route = routeOf(req.method ?? "GET", url.pathname);
+    const aimed = (r: FakeRoute) => r === "any" || r === route;
+    const failure = failures.find((f) => aimed(f.route));
+    if (failure && req.headers.authorization === `Bearer ${options.token}`) {
+      if (--failure.times <= 0) failures.splice(failures.indexOf(failure), 1);
+      const title = failure.status === 429 ? "Request was throttled" : (http.STATUS_CODES[failure.status] ?? "Error");
+      const detail =
+        failure.detail ??
+        (failure.status === 429 ? `Request was throttled. Expected available in ${failure.retryAfter ?? "1"} second.` : title);
+      res.writeHead(failure.status, {
+        "Content-Type": "application/problem+json",
+        ...(failure.retryAfter !== undefined ? { "Retry-After": failure.retryAfter } : {}),
+      });
+      return res.end(JSON.stringify({ title, detail, status: failure.status }));
+    }
+    const loseAt = lost.findIndex(aimed);
     const answer = (status: number, value?: unknown) => {
+      if (loseAt >= 0) {
+        // Carried out, but the answer never arrives: the connection drops.
+        lost.splice(loseAt, 1);
+        return req.socket.destroy();
+      }
       if (value === undefined) {
         res.writeHead(status);
         return res.end();
@@ -329,7 +412,7 @@ export async function startFakeReplicate(options: {
       if (method === "GET") return answer(200, fileView(base, m[1]!, file.name, file.contentType, file.bytes));
     }
 
-    if (method === "POST" && (m = /^\/v1\/models\/([\w.-]+)\/([\w.-]+)\/versions\/([\w.-]+)\/trainings$/.exec(path))) {
+    if (method === "POST" && (m = TRAINING_PATH.exec(path))) {
       let body: Record<string, unknown>;
       try {
         body = JSON.parse(bodyBytes.toString("utf8")) as Record<string, unknown>;
@@ -342,7 +425,7 @@ export async function startFakeReplicate(options: {
         return problem(422, "input: must be an object");
       if (body.webhook !== undefined && (typeof body.webhook !== "string" || !/^https?:\/\//.test(body.webhook)))
         return problem(422, "webhook: must be an http(s) URL");
-      const filter = body.webhook_events_filter ?? [...WEBHOOK_EVENTS];
+      const filter = body.webhook_events_filter ?? [...DEFAULT_WEBHOOK_EVENTS];
       if (!Array.isArray(filter) || filter.some((e) => !WEBHOOK_EVENTS.includes(e as WebhookEvent)))
         return problem(422, `webhook_events_filter: must list some of ${WEBHOOK_EVENTS.join(", ")}`);
       const id = randomId();
@@ -353,7 +436,7 @@ export async function startFakeReplicate(options: {
         destination: body.destination,
         input: body.input as Record<string, unknown>,
         status: "starting",
-        logs: "",
+        logs: null,
         output: null,
         error: null,
         created_at: new Date().toISOString(),
@@ -421,6 +504,15 @@ export async function startFakeReplicate(options: {
     setSendWebhooks: (on) => void (sendWebhooks = on),
     setOutage: (mode) => void (outage = mode),
     setRunScript: (run) => void (runScript = run),
+    failNext: (route, { status, times = 1, retryAfter, detail }) => void failures.push({ route, status, times, retryAfter, detail }),
+    loseNextAnswer: (route) => void lost.push(route),
+    setStatus: (id, status) => {
+      const training = trainings.get(id);
+      const run = runs.get(id);
+      if (!training || !run) throw new Error(`no training ${id}`);
+      clearRun(run);
+      training.status = status;
+    },
     setWebhookSecret: (value) => void (secret = value),
     archiveEntries: (id) => [...(runs.get(id)?.archiveEntries ?? [])],
     finish: async (id, outcome, error) => {
@@ -448,9 +540,27 @@ export function safetensors(trainingId: string): Buffer {
   return Buffer.concat([size, header]);
 }
 
-// The trainer's delivery, per the ResultEnvironment of edge/cloud/types.ts; throws with the reason on failure.
+/*
+ * The trainer's delivery, per the trainer's input contract (edge/cloud/trainer-input.ts: flat
+ * inputs result_destination, result_s3_endpoint, ..., result_s3_access_key_id and
+ * result_s3_secret_access_key) or, for clients that still send one, an `env` map of the
+ * variables (RESULT_DESTINATION, RESULT_S3_*, AWS_*, HF_TOKEN, HUB_MODEL_ID, HF_ENDPOINT);
+ * throws with the reason on failure.
+ */
+const FLAT_INPUTS: Record<string, string> = {
+  result_destination: "RESULT_DESTINATION",
+  result_s3_endpoint: "RESULT_S3_ENDPOINT",
+  result_s3_bucket: "RESULT_S3_BUCKET",
+  result_s3_prefix: "RESULT_S3_PREFIX",
+  result_s3_region: "RESULT_S3_REGION",
+  result_s3_access_key_id: "AWS_ACCESS_KEY_ID",
+  result_s3_secret_access_key: "AWS_SECRET_ACCESS_KEY",
+};
+
 async function deliver(t: Training, base: string): Promise<string> {
-  const env = (t.input.env ?? {}) as Record<string, string>;
+  const env = { ...((t.input.env ?? {}) as Record<string, string>) };
+  for (const [input, variable] of Object.entries(FLAT_INPUTS))
+    if (typeof t.input[input] === "string") env[variable] = t.input[input] as string;
   const model = safetensors(t.id);
   const need = (name: string) => {
     const value = env[name];

@@ -1,5 +1,8 @@
+import { CircuitOpenError } from "../breaker";
 import {
+  PROVIDER_STATUSES,
   ProviderError,
+  UnknownStatusError,
   type CredentialCheck,
   type FileHostingProvider,
   type OutboundFetch,
@@ -25,10 +28,52 @@ export interface ReplicateOptions {
   /** The model the training creates its versions in: "owner/name" (Replicate requires one). */
   destination: string;
   fetch: OutboundFetch;
+  /** How throttled and unavailable answers are retried (RETRY_POLICY when left out). */
+  retry?: Partial<RetryPolicy>;
 }
 
-const STATUSES: readonly ProviderStatus[] = ["starting", "processing", "succeeded", "failed", "canceled"];
-const WEBHOOK_EVENTS = ["start", "output", "logs", "completed"] as const;
+/**
+ * Retries as Replicate's official clients do: replicate-python's RetryTransport
+ * (https://github.com/replicate/replicate-python/blob/main/replicate/client.py: 429, 503 and 504
+ * on idempotent methods, Retry-After honoured, else exponential backoff) and
+ * replicate-javascript's withAutomaticRetries
+ * (https://github.com/replicate/replicate-javascript/blob/main/lib/util.js: 429 on any method,
+ * since a throttled request was not processed; 500 ms doubling, 100 ms jitter, 5 tries). Here:
+ * 429 on every call (the file upload and the training create included: a 429 means the request
+ * was not acted on, so it cannot start a second run), 503 and 504 on idempotent calls only (GET,
+ * DELETE, and the cancel, which Replicate applies once however often it is asked). A training
+ * create that got no answer, a timeout or another 5xx is never repeated. All tries of one call
+ * fit within `windowMs`: a Retry-After that would pass it ends the call at once with a
+ * ProviderError carrying retryInSeconds, for the caller to try again later.
+ */
+export interface RetryPolicy {
+  /** Tries of one call, the first included. */
+  attempts: number;
+  /** The longest one call may spend waiting between tries. */
+  windowMs: number;
+  /** The first wait without a Retry-After; it doubles each try. */
+  backoffMs: number;
+  /** Waits `ms` (tests may pass their own). */
+  sleep: (ms: number) => Promise<void>;
+}
+
+export const RETRY_POLICY: RetryPolicy = {
+  attempts: 5,
+  windowMs: 30_000,
+  backoffMs: 500,
+  sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+};
+
+const IDEMPOTENT_METHODS = new Set(["GET", "HEAD", "PUT", "DELETE", "OPTIONS"]);
+/*
+ * Replicate's default is output and completed only ("By default, we will send requests to your
+ * webhook URL whenever there are new outputs or the training has finished",
+ * https://replicate.com/docs/topics/webhooks/receive-webhook). The service asks for start (the
+ * run was taken up) and completed (its end, with the final billed time); a training's output is
+ * its weights, sent with completed. `logs` is not asked for: it would post the whole cumulative
+ * log every 500 ms; the polls read the logs instead.
+ */
+export const WEBHOOK_EVENTS = ["start", "completed"] as const;
 // Enough of a provider's error body to say what went wrong, not a whole HTML error page.
 const DETAIL_CHARS = 300;
 
@@ -37,7 +82,7 @@ const DETAIL_CHARS = 300;
  *
  * @example
  * const replicate = new ReplicateProvider({ baseUrl: "https://api.replicate.com", token, model: "acme/trainer:0a1b", destination: "acme/models", fetch });
- * const file = await replicate.upload_file("dataset.zip", stream, size);
+ * const file = await replicate.upload_file("dataset.zip", () => openArchive(), size); // reopened if throttled
  * const job = await replicate.run_job({ job_id, input: { dataset_archive: file.url }, webhook_url });
  */
 export class ReplicateProvider implements FileHostingProvider {
@@ -47,8 +92,11 @@ export class ReplicateProvider implements FileHostingProvider {
   readonly #options: ReplicateOptions;
   readonly #base: string;
 
+  readonly #retry: RetryPolicy;
+
   constructor(options: ReplicateOptions) {
     this.#options = options;
+    this.#retry = { ...RETRY_POLICY, ...options.retry };
     this.#base = options.baseUrl.replace(/\/+$/, "");
   }
 
@@ -87,6 +135,11 @@ export class ReplicateProvider implements FileHostingProvider {
     return jobs;
   }
 
+  /**
+   * Creates the training: one request, repeated only after a 429 (not acted on). Any failure
+   * that may have been acted on (no answer, a timeout, a 5xx) throws with `unprocessed` false:
+   * the caller must not send it again.
+   */
   async run_job(spec: RunSpec): Promise<ProviderJob> {
     const model = parseModelRef(this.#options.model);
     if (!/^[A-Za-z0-9][\w.-]*\/[A-Za-z0-9][\w.-]*$/.test(this.#options.destination))
@@ -94,6 +147,7 @@ export class ReplicateProvider implements FileHostingProvider {
         `The training destination must be a Replicate model "owner/name", not "${this.#options.destination}" (the provider's training_destination setting)`,
         null,
         false,
+        { unprocessed: true },
       );
     const body: Record<string, unknown> = { destination: this.#options.destination, input: spec.input };
     if (spec.webhook_url) {
@@ -105,7 +159,8 @@ export class ReplicateProvider implements FileHostingProvider {
   }
 
   async cancel_job(job_id: string): Promise<ProviderJob> {
-    return this.#training(await this.#json("POST", `/v1/trainings/${enc(job_id)}/cancel`));
+    // A cancel is applied once however often it is asked: retried like a GET.
+    return this.#training(await this.#request("POST", `/v1/trainings/${enc(job_id)}/cancel`, { idempotent: true }));
   }
 
   async get_job_logs(job_id: string): Promise<string> {
@@ -116,9 +171,13 @@ export class ReplicateProvider implements FileHostingProvider {
     return this.#training(await this.#json("GET", `/v1/trainings/${enc(job_id)}`));
   }
 
+  /**
+   * Streams the file as multipart. `body` is a function that opens the file's bytes afresh, so
+   * that a throttled upload (429) can be sent again; a stream given as it is is sent once.
+   */
   async upload_file(
     name: string,
-    body: ReadableStream<Uint8Array>,
+    body: ReadableStream<Uint8Array> | (() => ReadableStream<Uint8Array>),
     size: number,
     onProgress?: (sent: number) => void,
   ): Promise<ProviderFile> {
@@ -128,13 +187,17 @@ export class ReplicateProvider implements FileHostingProvider {
     );
     const epilogue = new TextEncoder().encode(`\r\n--${boundary}--\r\n`);
     const length = preamble.byteLength + size + epilogue.byteLength;
-    let stream = multipartStream(preamble, body, size, epilogue, onProgress);
-    // workerd sends a stream chunked unless it goes through a FixedLengthStream; Node's fetch honours the header.
-    const Fixed = (globalThis as { FixedLengthStream?: new (length: number) => TransformStream<Uint8Array, Uint8Array> }).FixedLengthStream;
-    if (Fixed) stream = stream.pipeThrough(new Fixed(length));
+    const open = () => {
+      let stream = multipartStream(preamble, typeof body === "function" ? body() : body, size, epilogue, onProgress);
+      // workerd sends a stream chunked unless it goes through a FixedLengthStream; Node's fetch honours the header.
+      const Fixed = (globalThis as { FixedLengthStream?: new (length: number) => TransformStream<Uint8Array, Uint8Array> })
+        .FixedLengthStream;
+      if (Fixed) stream = stream.pipeThrough(new Fixed(length));
+      return stream;
+    };
     const answer = asObject(
       await this.#request("POST", "/v1/files", {
-        body: stream,
+        body: typeof body === "function" ? open : open(),
         headers: { "Content-Type": `multipart/form-data; boundary=${boundary}`, "Content-Length": String(length) },
       }),
       "file",
@@ -165,8 +228,10 @@ export class ReplicateProvider implements FileHostingProvider {
     try {
       return parseTraining(body);
     } catch (error) {
+      const message = this.#redact((error as Error).message);
+      if (error instanceof UnknownStatusError) throw new UnknownStatusError(error.trainingId, error.reported, status, message);
       // A 2xx the client cannot read means the provider (or a proxy before it) is not working: the breaker counts it.
-      throw new ProviderError(this.#redact((error as Error).message), status, true);
+      throw new ProviderError(message, status, true);
     }
   }
 
@@ -176,40 +241,66 @@ export class ReplicateProvider implements FileHostingProvider {
     return this.#request(method, pathOrUrl, init);
   }
 
-  async #request(method: string, pathOrUrl: string, init: { body?: BodyInit; headers?: Record<string, string> } = {}): Promise<Answer> {
+  /** One call, with the retries of RetryPolicy: `body` may be a function that makes the body afresh for each try. */
+  async #request(
+    method: string,
+    pathOrUrl: string,
+    init: { body?: BodyInit | (() => BodyInit); headers?: Record<string, string>; idempotent?: boolean } = {},
+  ): Promise<Answer> {
     const url = pathOrUrl.startsWith("/") ? this.#base + pathOrUrl : pathOrUrl;
-    let response: Response;
-    try {
-      response = await this.#options.fetch(url, {
-        method,
-        body: init.body,
-        headers: { Authorization: `Bearer ${this.#options.token}`, "User-Agent": "training-service", ...init.headers },
-        // Node's fetch needs it to send a stream; workerd ignores it.
-        ...(init.body instanceof ReadableStream ? { duplex: "half" } : {}),
-      } as RequestInit);
-    } catch (error) {
-      // Our own upload stream's refusal (a body of the wrong length) reaches here as fetch's cause.
-      const cause = (error as { cause?: unknown }).cause;
-      if (cause instanceof ProviderError) throw cause;
-      if (error instanceof ProviderError) throw new ProviderError(this.#redact(error.message), error.status, error.countsAsFailure);
-      throw new ProviderError(this.#redact(`Replicate could not be reached: ${(error as Error).message}`), null, true);
+    const idempotent = init.idempotent ?? IDEMPOTENT_METHODS.has(method);
+    // A stream given as it is is read by the first try: nothing is left to send again.
+    const replayable = !(init.body instanceof ReadableStream);
+    const policy = this.#retry;
+    const deadline = Date.now() + policy.windowMs;
+    for (let attempt = 1; ; attempt++) {
+      const body = typeof init.body === "function" ? init.body() : init.body;
+      let response: Response;
+      try {
+        response = await this.#options.fetch(url, {
+          method,
+          body,
+          headers: { Authorization: `Bearer ${this.#options.token}`, "User-Agent": "training-service", ...init.headers },
+          // Node's fetch needs it to send a stream; workerd ignores it.
+          ...(body instanceof ReadableStream ? { duplex: "half" } : {}),
+        } as RequestInit);
+      } catch (error) {
+        // Our own upload stream's refusal (a body of the wrong length) reaches here as fetch's cause.
+        const cause = (error as { cause?: unknown }).cause;
+        if (cause instanceof ProviderError) throw cause;
+        if (error instanceof ProviderError)
+          throw new ProviderError(this.#redact(error.message), error.status, error.countsAsFailure, {
+            retryInSeconds: error instanceof CircuitOpenError ? error.retryAfterSeconds : error.retryInSeconds,
+            // An open breaker refused the call before anything was sent.
+            unprocessed: error instanceof CircuitOpenError || error.unprocessed,
+          });
+        throw new ProviderError(this.#redact(`Replicate could not be reached: ${(error as Error).message}`), null, true);
+      }
+      const text = await response.text().catch(() => "");
+      if (!response.ok) {
+        const status = response.status;
+        const retryable = status === 429 || (idempotent && (status === 503 || status === 504));
+        const asked = retryable ? retryAfterMs(response.headers.get("Retry-After"), Date.now()) : null;
+        const wait = asked ?? policy.backoffMs * 2 ** (attempt - 1) + Math.floor(Math.random() * 100);
+        if (retryable && replayable && attempt < policy.attempts && Date.now() + wait <= deadline) {
+          await policy.sleep(wait);
+          continue;
+        }
+        const tries = attempt > 1 ? ` (after ${attempt} tries)` : "";
+        throw new ProviderError(this.#redact(`Replicate answered ${status}${tries}: ${errorDetail(text)}`), status, status >= 500, {
+          ...(retryable ? { retryInSeconds: Math.max(1, Math.ceil((asked ?? wait) / 1000)) } : {}),
+        });
+      }
+      return this.#answer(response.status, text);
     }
-    const text = await response.text().catch(() => "");
-    if (!response.ok)
-      throw new ProviderError(
-        this.#redact(`Replicate answered ${response.status}: ${errorDetail(text)}`),
-        response.status,
-        response.status >= 500,
-      );
-    if (response.status === 204 || !text) return { status: response.status, body: null };
+  }
+
+  #answer(status: number, text: string): Answer {
+    if (status === 204 || !text) return { status, body: null };
     try {
-      return { status: response.status, body: JSON.parse(text) as unknown };
+      return { status, body: JSON.parse(text) as unknown };
     } catch {
-      throw new ProviderError(
-        this.#redact(`Replicate answered ${response.status} with a body that is not JSON: ${snippet(text)}`),
-        response.status,
-        true,
-      );
+      throw new ProviderError(this.#redact(`Replicate answered ${status} with a body that is not JSON: ${snippet(text)}`), status, true);
     }
   }
 
@@ -238,8 +329,15 @@ export function parseTraining(body: unknown): ProviderJob {
     throw new ProviderError("Replicate's training is not a JSON object", null, false);
   const t = body as Record<string, unknown>;
   if (typeof t.id !== "string" || !t.id) throw new ProviderError("Replicate's training has no id", null, false);
-  if (!STATUSES.includes(t.status as ProviderStatus))
-    throw new ProviderError(`Replicate's training ${t.id} has an unknown status ${JSON.stringify(t.status) ?? "(none)"}`, null, false);
+  if (!PROVIDER_STATUSES.includes(t.status as ProviderStatus)) {
+    const reported = JSON.stringify(t.status) ?? "(none)";
+    throw new UnknownStatusError(
+      t.id,
+      reported.slice(0, 60),
+      null,
+      `Replicate's training ${t.id} has an unknown status ${reported.slice(0, 60)}`,
+    );
+  }
   const metrics = typeof t.metrics === "object" && t.metrics !== null ? (t.metrics as Record<string, unknown>) : {};
   const predict = metrics.predict_time;
   return {
@@ -318,6 +416,21 @@ function multipartStream(
 // RFC 7578 / the HTML form encoding: a quote or line break would end the header early.
 function formFilename(name: string): string {
   return name.replace(/"/g, "%22").replace(/\r/g, "%0D").replace(/\n/g, "%0A");
+}
+
+/**
+ * A Retry-After header in milliseconds: delay-seconds or an HTTP-date (RFC 9110 10.2.3); null
+ * when absent or unreadable.
+ *
+ * @example
+ * retryAfterMs("2", Date.now()); // 2000
+ */
+export function retryAfterMs(header: string | null, now: number): number | null {
+  const text = header?.trim() ?? "";
+  if (!text) return null;
+  if (/^\d+(\.\d+)?$/.test(text)) return Number(text) * 1000;
+  const at = Date.parse(text);
+  return Number.isNaN(at) ? null : Math.max(0, at - now);
 }
 
 function enc(segment: string): string {
