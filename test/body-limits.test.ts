@@ -73,12 +73,14 @@ describe("request body limits", () => {
     expect(await environmentNames()).toContain("small");
   });
 
-  it("gives uploads and runner event batches their own caps, and leaves S3 requests to the storage endpoint (pure)", () => {
+  it("gives uploads, runner event batches and provider webhooks their own caps, and leaves S3 requests to the storage endpoint (pure)", () => {
     expect(bodyLimitFor("/api/configs/environments")).toBe(1024 * 1024);
     expect(bodyLimitFor("/api/datasets/upload")).toBe(100 * 1024 * 1024);
     expect(bodyLimitFor("/api/datasets/upload/zip")).toBe(100 * 1024 * 1024);
     expect(bodyLimitFor("/api/workers/jobs/abc/events")).toBe(200 * 512 * 1024);
     expect(bodyLimitFor("/api/workers/register")).toBe(1024 * 1024);
+    // A provider's webhook is its whole training, cumulative logs included.
+    expect(bodyLimitFor("/api/webhooks/replicate")).toBe(16 * 1024 * 1024);
     expect(bodyLimitFor("/api/cloud/storage/job/key")).toBeNull();
   });
 });

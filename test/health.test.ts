@@ -41,9 +41,9 @@ describe("health", () => {
 
   it("adds the providers list with include_providers=true", async () => {
     const reply = await t.call("GET", "/api/cloud/health?include_providers=true");
-    // No token is set here: the hosted provider is degraded (saying which secret), the workers provider has no worker.
+    // No token is set here: the hosted provider is degraded (why is for admins only), the workers provider has no worker.
     expect(reply.body.providers).toEqual([
-      { name: "replicate", status: "degraded", message: expect.stringContaining("REPLICATE_API_TOKEN") },
+      { name: "replicate", status: "degraded", message: "credentials not valid; an admin sees why at GET /api/cloud/providers/replicate" },
       { name: "workers", status: "degraded", latency_ms: expect.any(Number), message: expect.stringContaining("no remote worker") },
     ]);
     expect((await t.call("GET", "/api/cloud/health?include_providers=maybe")).status).toBe(422);

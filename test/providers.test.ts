@@ -1,3 +1,4 @@
+import { MAX_WEBHOOK_BYTES } from "../edge/providers/intake";
 // Provider settings (spec 2.8) and provider webhook intake over real HTTP: the public list, admins'
 // settings with every field checked, the address allowlist (IPv4 and IPv6 ranges) and Standard
 // Webhooks signatures, both refusals audited, and each webhook recorded once per webhook-id.
@@ -51,8 +52,8 @@ describe("GET /api/cloud/providers", () => {
       capabilities: ["cloud_training", "webhooks", "cost_tracking", "live_logs", "storage_endpoint"],
       supports_cost_tracking: true,
       supports_live_logs: true,
-      // No token is set here: the check says so, naming the secret, never a value.
-      credentials: { valid: false, message: expect.stringContaining("REPLICATE_API_TOKEN") },
+      // No token is set here: the public list says only that it is not valid, in the service's words.
+      credentials: { valid: false, message: "credentials not valid; an admin sees why at GET /api/cloud/providers/replicate" },
     });
     expect(providers[2].credentials).toBeNull();
     for (const p of providers) expect(Object.keys(p)).not.toContain("settings");
@@ -76,11 +77,20 @@ describe("provider settings", () => {
       webhook_secret_set: false,
       webhook_allow_unsigned: false,
       api_base_url: "https://api.replicate.com",
+      allow_private_targets: false,
       training_model: null,
       training_destination: null,
       hardware: "gpu-a100-large",
       api_token_secret: "REPLICATE_API_TOKEN",
       updated_at: null,
+      // Admins see why the check failed (here: no token is set, naming the secret, never a value).
+      credentials: {
+        valid: false,
+        message: expect.stringContaining("REPLICATE_API_TOKEN"),
+        latency_ms: null,
+        checked_at: expect.any(String),
+        breaker_state: "closed",
+      },
     });
     expect((await t.call("GET", "/api/cloud/providers/replicate", { auth: { key: viewer.key } })).status).toBe(403);
     expect((await t.call("PUT", "/api/cloud/providers/replicate", { json: { http_timeout: 10 }, auth: { key: viewer.key } })).status).toBe(
@@ -107,9 +117,9 @@ describe("provider settings", () => {
     expect(bad.body.errors.map((e: any) => e.path)).toEqual([
       "webhook_allowed_ips.1",
       "webhook_allowed_ips.2",
-      "proxy_url",
       "s3_output_path",
       "api_base_url",
+      "proxy_url",
       "training_model",
       "training_destination",
       "hardware",
@@ -127,14 +137,14 @@ describe("provider settings", () => {
       http_timeout: 12,
       s3_endpoint_enabled: true,
       s3_output_path: "results/cloud",
-      proxy_url: "http://user:hunter2@proxy.internal:3128",
+      proxy_url: "http://user:hunter2@proxy.example.com:3128",
     });
     expect(saved.status).toBe(200);
     expect(saved.body).toMatchObject({
       http_timeout: 12,
       s3_endpoint_enabled: true,
       s3_output_path: "results/cloud",
-      proxy_url: "http://user:***@proxy.internal:3128/",
+      proxy_url: "http://user:***@proxy.example.com:3128/",
       ssl_verify: true,
     });
     expect(JSON.stringify(await settings())).not.toContain("hunter2");
@@ -201,14 +211,14 @@ describe("provider settings", () => {
 });
 
 describe("POST /api/webhooks/{provider}", () => {
-  it("refuses every webhook while the provider has no signing secret (403, audited), storing nothing", async () => {
+  it("refuses every webhook while the provider has no signing secret (401, audited), storing nothing", async () => {
     const before = (await t.call("GET", "/api/cloud/providers/replicate/webhooks?limit=500", { auth: { key: admin.key } })).body.events;
     const refused = await hook("198.51.100.70", JSON.stringify({ id: "pred-0", status: "succeeded" }), { "webhook-id": "msg-unset" });
-    expect(refused.status).toBe(403);
+    expect(refused.status).toBe(401);
     expect(refused.body).toEqual({
       code: "webhook_secret_not_set",
       detail:
-        'Webhooks for replicate are refused until an admin sets its signing secret (PUT /api/cloud/providers/replicate {"webhook_secret": "whsec_..."}) or explicitly allows unsigned ones ({"webhook_allow_unsigned": true})',
+        'Webhooks for replicate are refused: they cannot be authenticated until an admin sets its signing secret (PUT /api/cloud/providers/replicate {"webhook_secret": "whsec_..."}) or explicitly allows unsigned ones ({"webhook_allow_unsigned": true})',
     });
     await eventuallyAudited("webhook_rejected", (e) => e.client_ip === "198.51.100.70" && e.details.reason === "webhook_secret_not_set");
     expect((await t.call("GET", "/api/cloud/providers/replicate/webhooks?limit=500", { auth: { key: admin.key } })).body.events).toEqual(
@@ -218,7 +228,8 @@ describe("POST /api/webhooks/{provider}", () => {
 
   it("accepts from any address while the allowlist is empty once an admin allows unsigned webhooks, and records the payload", async () => {
     expect((await put({ webhook_allow_unsigned: true })).body.webhook_allow_unsigned).toBe(true);
-    const sent = await hook("198.51.100.7", JSON.stringify({ id: "pred-1", status: "processing" }), { "webhook-id": "msg-open-1" });
+    const body = JSON.stringify({ id: "pred-1", status: "processing" });
+    const sent = await hook("198.51.100.7", body, { "webhook-id": "msg-open-1" });
     expect(sent.status).toBe(202);
     expect(sent.body).toMatchObject({ received: true, duplicate: false });
     const listed = await t.call("GET", "/api/cloud/providers/replicate/webhooks", { auth: { key: admin.key } });
@@ -227,7 +238,14 @@ describe("POST /api/webhooks/{provider}", () => {
       webhook_id: "msg-open-1",
       client_ip: "198.51.100.7",
       signed: false,
+      signature: "unsigned",
+      provider_job_id: "pred-1",
+      status: "processing",
+      event: "update",
+      body_bytes: body.length,
       payload: { id: "pred-1", status: "processing" },
+      omitted: {},
+      processed: false,
       processed_at: null,
     });
   });
@@ -329,7 +347,7 @@ describe("POST /api/webhooks/{provider}", () => {
     expect(notJson.status).toBe(400);
     expect(notJson.body.detail).toBe("The webhook body is not valid JSON");
     expect((await hook("198.51.100.9", "[1,2]")).status).toBe(400);
-    const huge = await hook("198.51.100.9", JSON.stringify({ blob: "x".repeat(1024 * 1024) }));
+    const huge = await hook("198.51.100.9", JSON.stringify({ blob: "x".repeat(MAX_WEBHOOK_BYTES) }));
     expect(huge.status).toBe(413);
     expect(
       (await t.call("GET", "/api/cloud/providers/replicate/webhooks?limit=500", { auth: { key: admin.key } })).body.events.length,

@@ -2,7 +2,7 @@
 // --webhook_config means, and which events become lifecycle messages.
 import { describe, expect, it } from "vitest";
 import { lifecycleOf, webhookConfig } from "../edge/webhooks/lifecycle";
-import { refusedAddress, refusedTarget, webhookLimitProblems } from "../edge/webhooks/targets";
+import { refusedAddress, refusedHost, refusedTarget, webhookLimitProblems } from "../edge/webhooks/targets";
 
 describe("refusedTarget", () => {
   it("refuses loopback, private, link-local and local names unless private targets are allowed", () => {
@@ -65,6 +65,15 @@ describe("refusedTarget", () => {
     expect(refusedAddress("2a00:1450:4001::1")).toBeNull();
     expect(refusedAddress("::ffff:10.0.0.1")).toMatch(/^::ffff:10\.0\.0\.1 is a loopback, private or reserved address; /);
     expect(refusedAddress("not-an-address")).toBe("not-an-address is not an IP address");
+  });
+
+  it("checks a bare host the same way, with the caller's hint (the provider settings reuse it)", () => {
+    const hint = "ask someone";
+    expect(refusedHost("169.254.169.254", hint)).toBe("169.254.169.254 is a loopback, private or reserved address; ask someone");
+    expect(refusedHost("[::1]", hint)).toBe("::1 is a loopback, private or reserved address (loopback); ask someone");
+    expect(refusedHost("metadata.google.internal", hint)).toBe("metadata.google.internal is a local name; ask someone");
+    expect(refusedHost("127.0.0.1")).toMatch(/an admin can allow private targets \(PUT \/api\/admin\/webhooks\)$/);
+    expect(refusedHost("api.replicate.com", hint)).toBeNull();
   });
 
   it("limits a job to 5 targets and a reporting interval of at least 5 s, naming the option", () => {

@@ -1,4 +1,4 @@
-import { PROVIDERS } from "../../shared/providers";
+import { findProvider, PROVIDERS } from "../../shared/providers";
 import { ApiError } from "../errors";
 import { breakerStates } from "./breaker";
 import { providerClient, type ProviderContext } from "./registry";
@@ -8,7 +8,8 @@ import { ProviderError } from "./types";
  * Whether each provider's credentials validate (GET /api/cloud/providers, the health check). A
  * check calls the provider, so its answer is kept in provider_state and reused while younger
  * than the caller's `maxAgeSeconds`: the public providers list cannot be used to make this
- * service hammer a provider.
+ * service hammer a provider. A check's message may quote the provider's answer (an account
+ * name, an error body): only admins see it; public answers word it with publicMessage.
  */
 
 export interface ProviderCheck {
@@ -69,4 +70,25 @@ export async function checkProviders(ctx: ProviderContext, maxAgeSeconds: number
   // Read after the checks, which may have moved a breaker.
   const breakers = new Map((await breakerStates(db)).map((b) => [b.provider, b.state]));
   return checks.map((c) => ({ ...c, breaker_state: breakers.get(c.name) ?? "closed" }));
+}
+
+/**
+ * A check as public answers (the providers list, the health check) may word it: whether it is
+ * valid, in the service's words, never the provider's answer. Worker orchestration's checks are
+ * the service's own count of its workers and are shown as they are.
+ *
+ * @example
+ * publicMessage({ name: "replicate", valid: false, message: "Replicate answered 500: <html>..." }); // "credentials not valid; ..."
+ */
+export function publicMessage(check: Pick<ProviderCheck, "name" | "valid" | "message">): string {
+  if (findProvider(check.name)?.kind === "workers") return check.message;
+  return check.valid ? "credentials accepted" : `credentials not valid; an admin sees why at GET /api/cloud/providers/${check.name}`;
+}
+
+/**
+ * Forgets a provider's last credential check, so the next one asks the provider again (its
+ * settings changed: another API root, proxy or token).
+ */
+export async function forgetProviderCheck(ctx: Pick<ProviderContext, "db">, name: string): Promise<void> {
+  await ctx.db.$client.execute({ sql: "UPDATE provider_state SET credentials_valid = NULL WHERE provider = ?", args: [name] });
 }

@@ -7,6 +7,7 @@ import { providerSettings } from "../db/schema";
 import { ApiError, notFound } from "../errors";
 import { UPLOAD_TOKEN_PREFIX } from "../storage/credentials";
 import { secretNameProblem } from "../cloud/secrets";
+import { refusedHost } from "../webhooks/targets";
 
 /** A provider's settings as stored (spec 2.8), the write-only webhook secret included. */
 export interface StoredProviderSettings {
@@ -26,6 +27,11 @@ export interface StoredProviderSettings {
   webhook_allow_unsigned: boolean;
   /** The provider's API root: the real one by default; a proxy or a test double otherwise. */
   api_base_url: string;
+  /**
+   * Let api_base_url and proxy_url name loopback, private, link-local or local-name hosts (a
+   * test double, an in-house proxy): an admin's explicit choice, off by default (the SSRF guard).
+   */
+  allow_private_targets: boolean;
   /** The trainer the provider runs ("owner/name:version" on Replicate). */
   training_model: string | null;
   /** Where the provider keeps the trained model ("owner/name" on Replicate, which requires one). */
@@ -57,6 +63,7 @@ export function providerDefaults(): StoredProviderSettings {
     webhook_secret: null,
     webhook_allow_unsigned: false,
     api_base_url: DEFAULT_API_BASE_URL,
+    allow_private_targets: false,
     training_model: null,
     training_destination: null,
     hardware: "gpu-a100-large",
@@ -99,6 +106,73 @@ function maskPassword(url: string | null): string | null {
 }
 
 type Field = { path: string; message: string };
+
+/**
+ * Why a provider's API token may not be read from the secret `name`, or null. Only a secret of
+ * this provider: its name starts with the provider's name in capitals and an underscore and has
+ * TOKEN in it (REPLICATE_API_TOKEN, REPLICATE_API_TOKEN_STAGING), and it is none of the
+ * service's own credentials. The token is sent as Bearer to api_base_url, so a setting naming
+ * HF_TOKEN, AWS_SECRET_ACCESS_KEY or the database's token would hand that secret to whichever
+ * host api_base_url names.
+ *
+ * @example
+ * apiTokenSecretProblem("replicate", "HF_TOKEN"); // "must name a replicate token secret: ..."
+ */
+export function apiTokenSecretProblem(provider: string, name: string): string | null {
+  const general = secretNameProblem(name);
+  if (general) return general;
+  const prefix = `${provider.toUpperCase().replace(/[^A-Z0-9]/g, "_")}_`;
+  if (!name.startsWith(prefix) || !name.slice(prefix.length).includes("TOKEN"))
+    return `must name a ${provider} token secret: a name starting with ${prefix} that contains TOKEN (like ${prefix}API_TOKEN), not ${name}; other secrets (HF_TOKEN, AWS_SECRET_ACCESS_KEY, ...) are never sent to the provider`;
+  return null;
+}
+
+/** Who may let a provider's outbound settings reach private hosts, for the refusals. */
+const PRIVATE_HINT = 'an admin allows private targets for this provider with "allow_private_targets": true';
+
+/**
+ * Why a provider's outbound URL (api_base_url, proxy_url) may not be called, or null: its host
+ * is a local name or a loopback, private, link-local, metadata or reserved address (the check
+ * of webhook targets, edge/webhooks/targets.ts), unless `allowPrivate`. The API root must be
+ * https (its token travels to it) unless private targets are allowed. Names are checked as
+ * written: the Worker cannot resolve them (the local host's fetcher is where a resolved address
+ * can be checked).
+ *
+ * @example
+ * outboundUrlProblem("http://169.254.169.254/", "api_base_url", false); // "169.254.169.254 is a loopback, private or reserved address; ..."
+ */
+export function outboundUrlProblem(value: string, field: "api_base_url" | "proxy_url", allowPrivate: boolean): string | null {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return `must be an http(s) URL, not "${value}"`;
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") return `must be an http(s) URL, not "${value}"`;
+  if (allowPrivate) return null;
+  if (field === "api_base_url" && url.protocol !== "https:")
+    return `must be an https URL (the API token is sent to it), not "${url.origin}"; ${PRIVATE_HINT} (a local test double)`;
+  return refusedHost(url.hostname, PRIVATE_HINT);
+}
+
+/**
+ * The problems of stored settings' outbound fields (api_base_url, proxy_url, api_token_secret),
+ * for callers that use settings saved before these checks existed: an empty list when they may
+ * be used.
+ *
+ * @example
+ * outboundSettingsProblems("replicate", await getProviderSettings(db, "replicate")); // []
+ */
+export function outboundSettingsProblems(provider: string, settings: StoredProviderSettings): Field[] {
+  const fields: Field[] = [];
+  const base = outboundUrlProblem(settings.api_base_url, "api_base_url", settings.allow_private_targets);
+  if (base) fields.push({ path: "api_base_url", message: base });
+  const proxy = settings.proxy_url ? outboundUrlProblem(settings.proxy_url, "proxy_url", settings.allow_private_targets) : null;
+  if (proxy) fields.push({ path: "proxy_url", message: proxy });
+  const secret = apiTokenSecretProblem(provider, settings.api_token_secret);
+  if (secret) fields.push({ path: "api_token_secret", message: secret });
+  return fields;
+}
 
 function httpUrl(value: string, path: string, fields: Field[]): void {
   let parsed: URL | null = null;
@@ -157,10 +231,17 @@ export async function updateProviderSettings(db: Database, provider: string, upd
     }
   });
   if (update.ssl_ca_bundle) caBundlePath(update.ssl_ca_bundle, fields);
-  if (update.proxy_url) httpUrl(update.proxy_url, "proxy_url", fields);
   if (update.s3_public_url) httpUrl(update.s3_public_url, "s3_public_url", fields);
   if (update.s3_output_path) outputPath(update.s3_output_path, fields);
-  if (update.api_base_url) httpUrl(update.api_base_url, "api_base_url", fields);
+  // The outbound URLs are checked as they will be after the update, whenever one of them or the allowance changes.
+  const allowPrivate =
+    "allow_private_targets" in update ? (update.allow_private_targets ?? defaults.allow_private_targets) : before.allow_private_targets;
+  const outboundChanged = "api_base_url" in update || "proxy_url" in update || "allow_private_targets" in update;
+  for (const field of ["api_base_url", "proxy_url"] as const) {
+    const value = field in update ? (update[field] ?? defaults[field]) : before[field];
+    const problem = outboundChanged && value ? outboundUrlProblem(value, field, allowPrivate) : null;
+    if (problem) fields.push({ path: field, message: problem });
+  }
   if (update.training_model && !/^[a-z0-9][a-z0-9._-]*\/[a-z0-9][a-z0-9._-]*:[a-f0-9]{8,128}$/i.test(update.training_model))
     fields.push({
       path: "training_model",
@@ -170,7 +251,7 @@ export async function updateProviderSettings(db: Database, provider: string, upd
     fields.push({ path: "training_destination", message: `must be "owner/name", not "${update.training_destination}"` });
   if (update.hardware && !/^[a-z0-9][a-z0-9._-]{0,63}$/i.test(update.hardware))
     fields.push({ path: "hardware", message: `must be a hardware name like gpu-a100-large, not "${update.hardware}"` });
-  const secretProblem = update.api_token_secret ? secretNameProblem(update.api_token_secret) : null;
+  const secretProblem = update.api_token_secret ? apiTokenSecretProblem(provider, update.api_token_secret) : null;
   if (secretProblem) fields.push({ path: "api_token_secret", message: secretProblem });
   if (update.ssl_verify === false && before.ssl_verify && update.confirm_insecure !== true) {
     fields.push({ path: "ssl_verify", message: "turning certificate verification off needs confirm_insecure: true in the same request" });

@@ -7,21 +7,25 @@ import { LATEST_SCHEMA_VERSION } from "../db/migrations/index";
 import { createRouter } from "../router";
 import type { Context } from "hono";
 import type { AppEnv } from "../app-env";
-import { checkProviders } from "../cloud/provider-checks";
+import { checkProviders, publicMessage } from "../cloud/provider-checks";
 
 export const health = createRouter();
 
 /** How old a provider check the health answer may reuse: callers polling health do not each call the providers. */
 const HEALTH_CHECK_MAX_AGE_S = 10;
 
-/** Each usable provider's credential check with its latency: healthy when they validate, unhealthy while its circuit breaker is open. */
+/**
+ * Each usable provider's credential check with its latency: healthy when they validate, unhealthy
+ * while its circuit breaker is open. Public: the message is the service's wording
+ * (publicMessage), never the provider's answer.
+ */
 async function providerHealth(c: Context<AppEnv>): Promise<NonNullable<Health["providers"]>> {
   const checks = await checkProviders({ env: c.env, db: c.get("db"), log: c.get("log") }, HEALTH_CHECK_MAX_AGE_S);
   return checks.map((p) => ({
     name: p.name,
     status: p.breaker_state === "open" ? "unhealthy" : p.valid ? "healthy" : "degraded",
     ...(p.latency_ms === null ? {} : { latency_ms: p.latency_ms }),
-    message: p.breaker_state === "open" ? `circuit breaker open; ${p.message}` : p.message,
+    message: p.breaker_state === "open" ? `circuit breaker open; ${publicMessage(p)}` : publicMessage(p),
   }));
 }
 
@@ -34,7 +38,7 @@ health.openapi(
     tags,
     summary: "Service health with its components",
     description:
-      "Public. `status` is `unhealthy` (HTTP 503) when the database is unreachable, `degraded` when it is behind the code's schema version or a needed secret is missing, else `healthy`.",
+      "Public. `status` is `unhealthy` (HTTP 503) when the database is unreachable, `degraded` when it is behind the code's schema version or a needed secret is missing, else `healthy`. `include_providers=true` adds each provider's state and latency, in the service's words only: why a provider's check failed is shown to admins (`GET /api/cloud/providers/{provider}`).",
     request: { query: HealthQuery },
     responses: {
       200: { description: "Healthy or degraded", content: { "application/json": { schema: Health } } },

@@ -23,7 +23,7 @@ import {
 } from "../providers/intake";
 import { getProviderSettings, publicSettings, requireProvider, updateProviderSettings } from "../providers/settings";
 import { createRouter } from "../router";
-import { checkProviders } from "../cloud/provider-checks";
+import { checkProviders, forgetProviderCheck, publicMessage } from "../cloud/provider-checks";
 import { jobOfProviderRun } from "../cloud/record";
 import { cloudJobOf } from "../cloud/cloud-job-types";
 import { error, json, jsonBody } from "./openapi";
@@ -46,7 +46,7 @@ providersRoutes.openapi(
     tags,
     summary: "The providers this service knows, what each can do, and whether its credentials validate (public, no settings)",
     description:
-      "The hosted provider, worker orchestration (your own GPU workers) and the managed service (coming soon, not usable). `credentials` says whether the provider accepts this service's credentials: checked against the provider at most every 5 minutes, the last answer shown in between. Public; never rate limited.",
+      "The hosted provider, worker orchestration (your own GPU workers) and the managed service (coming soon, not usable). `credentials` says whether the provider accepts this service's credentials: checked against the provider at most every 5 minutes, the last answer shown in between. Public; never rate limited. The message is the service's wording, never the provider's answer: admins see why a check failed at `GET /api/cloud/providers/{provider}`.",
     responses: { 200: json(ProviderList, "Providers") },
   }),
   async (c) => {
@@ -66,7 +66,7 @@ providersRoutes.openapi(
             supports_live_logs: (p.capabilities as readonly string[]).includes("live_logs"),
             credentials: check && {
               valid: check.valid,
-              message: check.message,
+              message: publicMessage(check),
               latency_ms: check.latency_ms,
               checked_at: check.checked_at,
               breaker_state: check.breaker_state,
@@ -89,14 +89,25 @@ providersRoutes.openapi(
     tags,
     summary: "A provider's settings (admin; secrets never shown)",
     description:
-      "The spec 2.8 fields. Write-only secrets are shown as `webhook_secret_set` and `s3_secret_access_key_set`; a password in `proxy_url` as `***`.",
+      "The spec 2.8 fields. Write-only secrets are shown as `webhook_secret_set` and `s3_secret_access_key_set`; a password in `proxy_url` as `***`. `credentials` is the last credential check in full (at most 5 minutes old), with the provider's own words where it failed: the public list and the health check say only whether it is valid.",
     request: { params: ProviderParam },
     responses: { 200: json(ProviderSettings, "Settings"), ...errors },
   }),
   async (c) => {
     const { provider } = c.req.valid("param");
-    requireProvider(provider);
-    return c.json(publicSettings(provider, await getProviderSettings(c.get("db"), provider)), 200);
+    const known = requireProvider(provider);
+    const settings = publicSettings(provider, await getProviderSettings(c.get("db"), provider));
+    if (known.coming_soon) return c.json(settings, 200);
+    const checks = await checkProviders({ env: c.env, db: c.get("db"), log: c.get("log") }, PROVIDER_CHECK_MAX_AGE_S);
+    const check = checks.find((x) => x.name === provider);
+    const credentials = check && {
+      valid: check.valid,
+      message: check.message,
+      latency_ms: check.latency_ms,
+      checked_at: check.checked_at,
+      breaker_state: check.breaker_state,
+    };
+    return c.json({ ...settings, ...(credentials ? { credentials } : {}) }, 200);
   },
 );
 
@@ -107,7 +118,7 @@ providersRoutes.openapi(
     tags,
     summary: "Change a provider's settings (admin)",
     description:
-      "Any subset of the spec 2.8 fields; omitted fields keep their values and null restores the default. Saved at once. `webhook_allowed_ips` entries are CIDR ranges or single addresses (IPv4 or IPv6), each checked: one bad entry refuses the whole update. Turning `ssl_verify` off needs `confirm_insecure: true`.",
+      "Any subset of the spec 2.8 fields; omitted fields keep their values and null restores the default. Saved at once. `webhook_allowed_ips` entries are CIDR ranges or single addresses (IPv4 or IPv6), each checked: one bad entry refuses the whole update. Turning `ssl_verify` off needs `confirm_insecure: true`. `api_base_url` and `proxy_url` are refused (422, saying why) when their host is a local name or a loopback, private, link-local, metadata or reserved address, and `api_base_url` when it is not https, unless `allow_private_targets` is true (in the same request or before). `api_token_secret` names only a secret of this provider: starting with its name in capitals and _, with TOKEN in it (`REPLICATE_API_TOKEN`). A change forgets the last credential check.",
     request: { params: ProviderParam, ...jsonBody(ProviderSettingsUpdate) },
     responses: { 200: json(ProviderSettings, "The settings now in force"), ...errors },
   }),
@@ -124,6 +135,8 @@ providersRoutes.openapi(
       updated_at: undefined,
     });
     const changed = changedFields(redact(before), redact(after));
+    // Another API root, proxy or token secret: the last check no longer says anything.
+    if (Object.keys(changed).length) await forgetProviderCheck({ db: c.get("db") }, provider);
     auditLater(c, { event_type: "provider_settings_changed", target: provider, details: { changed } });
     c.get("log").info("provider settings changed", { provider, fields: Object.keys(changed) });
     return c.json(publicSettings(provider, after), 200);
@@ -136,7 +149,8 @@ providersRoutes.openapi(
     path: "/api/cloud/providers/{provider}/webhooks",
     tags,
     summary: "The provider's most recent webhooks received (admin)",
-    description: "Newest first, at most `limit`; kept 30 days. What arrived, whether it was signed, and its payload.",
+    description:
+      "Newest first, at most `limit`; kept 30 days. What arrived: the provider's run id, status and event, whether it was signed, its size, whether it was applied, and the body's small fields (id, status, timestamps, metrics, error). `input` (which carries a job's secrets), `urls`, `logs` and `output` are never stored: `omitted` lists them by size only.",
     request: { params: ProviderParam, query: z.object({ limit: z.coerce.number().int().min(1).max(500).default(50) }) },
     responses: { 200: json(ReceivedWebhookList, "Newest first"), ...errors },
   }),
@@ -154,13 +168,13 @@ providersRoutes.openapi(
     tags,
     summary: "A provider's status update (public: authenticated by address allowlist and signature)",
     description:
-      "Refused with 403 when `webhook_allowed_ips` is set and the sender is outside it; with 403 `webhook_secret_not_set` while the provider has no webhook secret (unless an admin set `webhook_allow_unsigned`); and with 401 when the Standard Webhooks signature (webhook-id, webhook-timestamp, webhook-signature) does not verify; all are audited as `webhook_rejected`. Accepted payloads are stored (202), a signed one once per webhook-id (a repeat answers 202 with duplicate: true and changes nothing); unsigned ones are never deduplicated. Kept 30 days.",
+      "Refused with 403 `address_not_allowed` when `webhook_allowed_ips` is set and the sender is outside it; with 401 `webhook_secret_not_set` while the provider has no webhook secret (unless an admin set `webhook_allow_unsigned`); and with 401 `bad_signature` when the Standard Webhooks signature (webhook-id, webhook-timestamp, webhook-signature) does not verify; all are audited as `webhook_rejected`. Accepted deliveries are recorded (202), a signed one once per webhook-id (a repeat answers 202 with duplicate: true and changes nothing); unsigned ones are never deduplicated. Only a summary is kept, 30 days: never the body's `input`, `urls`, `logs` or `output` (see GET /api/cloud/providers/{provider}/webhooks).",
     request: { params: ProviderParam },
     responses: {
       202: json(WebhookReceipt, "Recorded"),
       400: error("Not a JSON object"),
-      401: error("Bad signature"),
-      403: error("Sender outside the allowlist, or no webhook secret set"),
+      401: error("Bad signature, or no webhook secret set"),
+      403: error("Sender outside the allowlist"),
       404: error("No such provider"),
       413: error("Body over 1 MiB"),
     },
@@ -186,7 +200,14 @@ providersRoutes.openapi(
     if (bySignature) throw refuse(bySignature);
     const payload = parsePayload(body);
     const webhookId = c.req.header("webhook-id")?.slice(0, 256) || null;
-    const receipt = await recordWebhook(db, { provider, webhookId, clientIp, signed: Boolean(settings.webhook_secret), payload: body });
+    const receipt = await recordWebhook(db, {
+      provider,
+      webhookId,
+      clientIp,
+      signed: Boolean(settings.webhook_secret),
+      payload: body,
+      parsed: payload,
+    });
     c.get("log").info("provider webhook received", { provider, id: receipt.id, duplicate: receipt.duplicate });
     // A status update about one of our cloud jobs moves it along now (polling would, later); a repeat changes nothing.
     const runId = typeof payload.id === "string" ? payload.id : null;

@@ -28,20 +28,20 @@ const GLOBAL_UNICAST = ipaddr.IPv6.parse("2000::");
  * @example
  * refusedAddress("64:ff9b::7f00:1"); // "64:ff9b::7f00:1 is in the rfc6052 range ..."
  */
-export function refusedAddress(address: string): string | null {
+export function refusedAddress(address: string, hint: string = ALLOW_HINT): string | null {
   if (!ipaddr.isValid(address)) return `${address} is not an IP address`;
   let parsed = ipaddr.parse(address);
   if (parsed.kind() === "ipv6" && (parsed as ipaddr.IPv6).isIPv4MappedAddress()) parsed = (parsed as ipaddr.IPv6).toIPv4Address();
   const range = parsed.range();
   // IPv6 names its range: which of the many (NAT64, 6to4, Teredo, ...) is not obvious from the address.
   if (range !== "unicast")
-    return `${address} is a loopback, private or reserved address${parsed.kind() === "ipv6" ? ` (${range})` : ""}; ${ALLOW_HINT}`;
+    return `${address} is a loopback, private or reserved address${parsed.kind() === "ipv6" ? ` (${range})` : ""}; ${hint}`;
   if (parsed.kind() === "ipv6") {
     const v6 = parsed as ipaddr.IPv6;
     if (v6.parts.slice(0, 6).every((part) => part === 0))
-      return `${address} is an IPv4-compatible address (::/96), a loopback, private or reserved range; ${ALLOW_HINT}`;
+      return `${address} is an IPv4-compatible address (::/96), a loopback, private or reserved range; ${hint}`;
     if (!v6.match(GLOBAL_UNICAST, 3))
-      return `${address} is not a global unicast IPv6 address (2000::/3): a private or reserved range; ${ALLOW_HINT}`;
+      return `${address} is not a global unicast IPv6 address (2000::/3): a private or reserved range; ${hint}`;
   }
   return null;
 }
@@ -57,7 +57,19 @@ export function refusedTarget(raw: string, allowPrivate: boolean): string | null
   if (url.protocol !== "https:" && url.protocol !== "http:") return "only http and https URLs are called";
   if (url.username || url.password) return "credentials in the URL are not allowed";
   if (allowPrivate) return null;
-  const host = url.hostname.toLowerCase().replace(/^\[|\]$/g, "");
+  return refusedHost(url.hostname);
+}
+
+/**
+ * Why a URL's host may not be called unless private targets are allowed (a local name, a
+ * trailing dot, a loopback, private or reserved address), or null. `hint` says who can allow
+ * them; the provider settings reuse this with their own (edge/providers/settings.ts).
+ *
+ * @example
+ * refusedHost("169.254.169.254"); // "169.254.169.254 is a loopback, private or reserved address; ..."
+ */
+export function refusedHost(hostname: string, hint: string = ALLOW_HINT): string | null {
+  const host = hostname.toLowerCase().replace(/^\[|\]$/g, "");
   // A trailing dot names the same host (`localhost.`, `10.0.0.1.` is not even an address then).
   if (host.endsWith(".")) return `${host} ends with a dot: write the name without it`;
   if (
@@ -68,9 +80,9 @@ export function refusedTarget(raw: string, allowPrivate: boolean): string | null
     host.endsWith(".home.arpa") ||
     (!host.includes(".") && !host.includes(":"))
   ) {
-    return `${host} is a local name; ${ALLOW_HINT}`;
+    return `${host} is a local name; ${hint}`;
   }
-  if (ipaddr.isValid(host)) return refusedAddress(host);
+  if (ipaddr.isValid(host)) return refusedAddress(host, hint);
   // A name that only looks like an address (the URL parser already normalised 0x7f.1 and 2130706433).
   if (/^[\d.]+$/.test(host)) return `${host} is not a valid address`;
   return null;

@@ -25,7 +25,10 @@ export const ProviderSummary = z
     credentials: z
       .object({
         valid: z.boolean(),
-        message: z.string(),
+        message: z.string().openapi({
+          description:
+            "Service wording only, never the provider's answer: why a check failed is shown to admins (GET /api/cloud/providers/{provider})",
+        }),
         latency_ms: z.number().nullable(),
         checked_at: Timestamp,
         breaker_state: z.enum(["closed", "open", "half_open"]),
@@ -36,6 +39,17 @@ export const ProviderSummary = z
   .openapi("ProviderSummary");
 
 export const ProviderList = z.object({ providers: z.array(ProviderSummary) }).openapi("ProviderList");
+
+/** A credential check as admins see it: the message may quote the provider's answer. */
+export const ProviderCredentials = z
+  .object({
+    valid: z.boolean(),
+    message: z.string(),
+    latency_ms: z.number().nullable(),
+    checked_at: Timestamp,
+    breaker_state: z.enum(["closed", "open", "half_open"]),
+  })
+  .openapi("ProviderCredentials");
 
 export const ProviderSettings = z
   .object({
@@ -59,11 +73,16 @@ export const ProviderSettings = z
       .openapi({ description: "Whether webhooks must carry a valid Standard Webhooks signature (the secret itself is never shown)" }),
     webhook_allow_unsigned: z.boolean().openapi({
       description:
-        "Accept webhooks while no webhook_secret is set (off by default: without a secret, intake is refused with 403 webhook_secret_not_set)",
+        "Accept webhooks while no webhook_secret is set (off by default: without a secret, intake is refused with 401 webhook_secret_not_set)",
     }),
-    api_base_url: z
-      .string()
-      .openapi({ description: "The provider's API root (default https://api.replicate.com): point it at a proxy or a test double" }),
+    api_base_url: z.string().openapi({
+      description:
+        "The provider's API root (default https://api.replicate.com): point it at a proxy or a test double. https, and not a loopback, private, link-local, metadata or local-name host, unless allow_private_targets",
+    }),
+    allow_private_targets: z.boolean().openapi({
+      description:
+        "Let api_base_url and proxy_url name loopback, private, link-local or local-name hosts, and api_base_url be plain http (a test double, an in-house proxy). Off by default: the SSRF guard",
+    }),
     training_model: z
       .string()
       .nullable()
@@ -71,9 +90,14 @@ export const ProviderSettings = z
     training_destination: z.string().nullable().openapi({ description: 'The provider-side model the training writes to, "owner/name"' }),
     hardware: z.string().openapi({ description: "The hardware the training model runs on; its rate (GET /api/cloud/rates) prices jobs" }),
     api_token_secret: z.string().openapi({
-      description: "The name of the secret holding the API token (environment, then secret files, then vault); the token is never shown",
+      description:
+        "The name of the secret holding the API token (environment, then secret files, then vault); the token is never shown. Only a secret of this provider: a name starting with the provider's name in capitals and _ that contains TOKEN (REPLICATE_API_TOKEN)",
     }),
     updated_at: Timestamp.nullable(),
+    credentials: ProviderCredentials.optional().openapi({
+      description:
+        "GET only: the last credential check in full, the provider's own words included (the public list and the health check show only whether it is valid)",
+    }),
   })
   .openapi("ProviderSettings");
 
@@ -99,6 +123,10 @@ export const ProviderSettingsUpdate = z
       .optional()
       .openapi({ description: "The provider's webhook signing secret (whsec_...); null removes it. Write-only." }),
     api_base_url: z.string().max(2048).nullable().optional(),
+    allow_private_targets: z.boolean().nullable().optional().openapi({
+      description:
+        "Let api_base_url and proxy_url reach loopback, private and local-name hosts (a test double, an in-house proxy); set it in the same request as such a URL",
+    }),
     training_model: z.string().max(256).nullable().optional(),
     training_destination: z.string().max(256).nullable().optional(),
     hardware: z.string().max(64).nullable().optional(),
@@ -129,7 +157,22 @@ export const ReceivedWebhook = z
     received_at: Timestamp,
     client_ip: z.string().nullable(),
     signed: z.boolean(),
-    payload: z.unknown(),
+    signature: z.enum(["verified", "unsigned"]).openapi({
+      description: "verified: the Standard Webhooks signature checked out; unsigned: accepted without one (webhook_allow_unsigned)",
+    }),
+    provider_job_id: z.string().nullable().openapi({ description: "The provider's id of the run (Replicate: the training id)" }),
+    status: z.string().nullable(),
+    event: z.enum(["start", "completed", "update"]),
+    body_bytes: z.number().int().openapi({ description: "The body's size as received" }),
+    payload: z.record(z.string(), z.unknown()).openapi({
+      description:
+        "What is kept of the body: id, model, version, status, timestamps, source, data_removed, metrics' numbers and error (shortened). Never input, urls, logs or output",
+    }),
+    omitted: z.record(z.string(), z.number()).openapi({
+      description: "Every other field of the body, by size in bytes only (input, logs, output, urls, ...)",
+      example: { input: 2048, logs: 180_000, urls: 210 },
+    }),
+    processed: z.boolean().openapi({ description: "Whether it was applied to its cloud job" }),
     processed_at: Timestamp.nullable(),
   })
   .openapi("ReceivedWebhook");

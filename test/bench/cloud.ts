@@ -34,7 +34,10 @@ async function main(): Promise<void> {
     };
     await call("PUT", "/api/cloud/providers/replicate", {
       api_base_url: fake.url,
+      allow_private_targets: true,
       training_model: "bench/trainer:0123456789abcdef",
+      // A model the token's account (the fake's "acme") owns: Replicate needs one, never the trainer itself.
+      training_destination: "acme/bench",
       s3_endpoint_enabled: true,
     });
     await call("PUT", "/api/cloud/settings", { consent_mode: "allow", public_url: stack.base, poll_interval_seconds: 1 });
