@@ -69,7 +69,7 @@ token, with a wrong one, or on a deployed Worker without the \`SETUP_TOKEN\` sec
 | 404 \`not_found\` | an unknown route or object |
 | 409 \`conflict\` | the first admin exists; the username or email is taken; a name in use |
 | 409 \`job_cannot_run\` | storage credentials for a job that can never run as configured |
-| 413 \`payload_too_large\` | a request body over its route's cap, counted as it streams: 1 MiB for JSON, forms and provider webhooks, 100 MiB for \
+| 413 \`payload_too_large\` | a request body over its route's cap, counted as it streams: 1 MiB for JSON and forms, 16 MiB for provider webhooks, 100 MiB for \
 dataset uploads and a runner's event batch; the message names the cap |
 | 413 \`zip_too_large\` | a zip that expands past its caps while it is extracted |
 | 422 \`admin_only_option\`, \`mask_without_value\` | \`--trainer_command\` from anyone but an admin; \`********\` sent where nothing is stored |
@@ -83,8 +83,8 @@ name, \`SERVICE_HOST\`, the public URL's host, \`SERVICE_ALLOWED_HOSTS\`): a pag
 nothing was changed; \`Retry-After\` (2 s) says when to try again |
 | 507 \`storage_full\` | the disk holding the database is full; nothing was changed |
 
-Provider webhooks are refused with 403 \`address_not_allowed\` (sender outside the allowlist), 403
-\`webhook_secret_not_set\` (no signing secret yet) and 401 \`bad_signature\`; the Prometheus scrape answers 404
+Provider webhooks are refused with 403 \`address_not_allowed\` (sender outside the allowlist), 401
+\`webhook_secret_not_set\` (no signing secret yet: nothing can authenticate it) and 401 \`bad_signature\`; the Prometheus scrape answers 404
 \`metrics_disabled\` while export is off.
 
 A client mistake never gives a 5xx. A route that declares no access in \`shared/permissions.ts\` is a bug of the
@@ -1185,12 +1185,13 @@ field is checked before anything is saved; one bad entry (say \`10.0.0.0/33\`) i
 
 1. If \`webhook_allowed_ips\` is not empty and the sender's address is outside it: 403, and a
    \`webhook_rejected\` audit entry.
-2. Without a \`webhook_secret\`: 403 \`webhook_secret_not_set\`, audited, unless an admin set
+2. Without a \`webhook_secret\`: 401 \`webhook_secret_not_set\`, audited, unless an admin set
    \`webhook_allow_unsigned\`.
 3. With a \`webhook_secret\`, the request must carry a valid Standard Webhooks signature
    (\`webhook-id\`, \`webhook-timestamp\` within 5 minutes, \`webhook-signature\`) over the exact body:
    otherwise 401, audited the same way.
-4. The body must be a JSON object of at most 1 MiB (400, 413).
+4. The body must be a JSON object of at most 16 MiB (400, 413): Replicate's is the whole training,
+   its cumulative logs included.
 5. A signed webhook is stored once per \`webhook-id\` (a provider's retry or a replay answers 202
    \`"duplicate": true\` with the same id, and changes nothing); unsigned ones are never
    deduplicated, so an unsigned post cannot claim the id of a genuine one still to come.
@@ -1201,21 +1202,35 @@ curl -X PUT -H "X-API-Key: $KEY" -H 'Content-Type: application/json' \\
   -d '{"webhook_secret":"whsec_<the secret the provider shows you>"}' http://localhost:8001/api/cloud/providers/replicate
 \`\`\`
 
-Received webhooks are kept **30 days**; the Scheduler's sweep forgets older ones. Admins see
-what arrived with \`GET /api/cloud/providers/{provider}/webhooks?limit=50\`. A webhook about a
+Received webhooks are kept **30 days**; the Scheduler's sweep forgets older ones. Only a summary
+of each is stored: the training's \`id\`, \`model\`, \`version\`, \`status\`, times, \`metrics\` and
+\`error\` (1,000 characters), and of everything else (\`input\`, which may hold a job's keys,
+\`urls\`, \`logs\`, \`output\`) only its size. Admins see what arrived with
+\`GET /api/cloud/providers/{provider}/webhooks?limit=50\`: \`signature\` (\`verified\`, \`unsigned\`),
+\`provider_job_id\`, \`status\`, \`event\`, \`body_bytes\`, \`processed\`. A webhook about a
 cloud job's run moves that job at once (see "Cloud"); a duplicate changes nothing.
 
 **The hosted provider's own settings**: \`api_base_url\` (default \`https://api.replicate.com\`; a
 proxy or a test double), \`training_model\` (\`owner/name:version\` of the trainer, required to
-submit), \`training_destination\` (\`owner/name\`, the Replicate model trained versions go to),
-\`hardware\` (default \`gpu-a100-large\`: its rate prices jobs) and \`api_token_secret\` (default
-\`REPLICATE_API_TOKEN\`: the *name* of the secret holding the token, never the token).
+submit), \`training_destination\` (\`owner/name\`, the Replicate model trained versions go to:
+required, and owned by the token's account, else 409 \`provider_not_configured\` /
+\`destination_not_owned\`; never the trainer model), \`hardware\` (default \`gpu-a100-large\`: its
+rate prices jobs) and \`api_token_secret\` (default \`REPLICATE_API_TOKEN\`: the *name* of the
+secret holding the token, never the token; it must be a token of this provider, \`REPLICATE_\`...\`TOKEN\`,
+never another secret such as \`HF_TOKEN\`). \`api_base_url\` must be https, and neither it nor
+\`proxy_url\` may name a loopback, private, link-local or metadata address (422) unless an admin
+sets \`allow_private_targets\`; settings saved before these rules are refused at use (409
+\`provider_settings_refused\`). Why a credential check failed is in the admin's
+\`GET /api/cloud/providers/{provider}\` (\`credentials\`); public answers say only whether it passed.
 
 **Outbound calls** to a provider go through one layer: the provider's \`http_timeout\`
 (\`SERVICE_HTTP_TIMEOUT\` changes the default of 30 s), and a circuit breaker per provider that
 opens after 5 failed calls in a row (no answer, a timeout, a 5xx), lets calls through again after
 60 s (half-open), and closes after 2 successes; while open, calls fail at once instead of
-hanging. Its state is in the metrics (\`service_circuit_breaker_state\`: 0 closed, 1 half-open,
+hanging. A 429 is retried on every call, honouring \`Retry-After\` (seconds or a date), and a
+503/504 on calls that can be repeated, as Replicate's official clients do: at most 5 tries within
+30 s, else the job tries again later; a training create whose answer was lost is never resent
+(the job fails, naming it). Its state is in the metrics (\`service_circuit_breaker_state\`: 0 closed, 1 half-open,
 2 open). Under \`npm start\` the calls leave from the Node host, which applies \`ssl_verify\`,
 \`ssl_ca_bundle\`, \`proxy_url\` and the host's \`HTTPS_PROXY\`/\`HTTP_PROXY\`/\`NO_PROXY\`,
 \`SERVICE_CA_BUNDLE\` and \`SERVICE_SSL_VERIFY\`; a deployed Worker honours only \`http_timeout\` and the
@@ -1250,20 +1265,38 @@ packaged, uploaded to the hosted provider, trained there, tracked, billed and it
    each second while it runs, final (\`cost_final\`) when it ends. Cancelling a running job
    (\`POST /api/cloud/jobs/{job_id}/cancel\`) cancels it at the provider and bills the time it ran.
 6. **End**: succeeded, failed or canceled at the provider becomes completed, failed or cancelled
-   here (with the lifecycle webhooks), and the uploaded archive is deleted at the provider.
+   here (with the lifecycle webhooks); \`aborted\` (stopped before it ran) becomes failed, billed
+   nothing; a status the service does not know fails the job after 5 reports, naming it, and is
+   cancelled there. The uploaded archive is deleted at the provider, also after a failure.
+7. **Budget**: at each poll and webhook the billed cost is compared with the approved estimate
+   and with what is left of the spending limit; reaching either cancels the training, stores a
+   \`cloud.budget_exceeded\` event (\`reason\` \`estimate\` or \`spending_limit\`, \`cost_usd\`,
+   \`budget_usd\`) and ends the job cancelled with that reason.
    A failed or cancelled run cannot be resumed: submit again (\`/resume\` answers 409).
 
-**Results** go where \`destination\` says: \`{"type":"storage"}\` (default) - the built-in storage
-endpoint, the job's own bucket, with fresh per-job credentials handed to the cloud job as
-\`AWS_ACCESS_KEY_ID\`/\`AWS_SECRET_ACCESS_KEY\`, \`RESULT_S3_ENDPOINT\`, \`RESULT_S3_BUCKET\` (they die with
-the job); \`{"type":"hub","repo_id":"owner/name"}\` - the model hub, with the token from the secret
-the Publishing settings name (\`HF_TOKEN\`, \`HUB_MODEL_ID\`, \`HF_ENDPOINT\`); \`{"type":"s3"}\` - the
-external bucket of the Publishing settings, under \`<prefix><job id>/\`. The variables reach the
-cloud job in its training input (\`input.env\`); the trainer's entry point exports them.
+**Results** go to \`{"type":"storage"}\` (default): the built-in storage endpoint, the job's own
+bucket, with keys issued for this job alone that expire when it ends. \`hub\` and \`s3\` are refused
+for cloud jobs (422 \`destination_unavailable\`): the service cannot give a third party's machine
+credentials scoped to one destination and expiring with the job, and never sends its long-lived
+hub token or publishing keys.
+
+**The trainer's input contract** (the training's \`input\`, flat Cog inputs): \`config\` and
+\`dataloader\` (\`str\`, JSON), \`dataset_archive\` (\`Path\`, absent without local datasets),
+\`service_job_id\`, \`result_destination\` (\`"storage"\`), \`result_s3_endpoint\`, \`result_s3_bucket\`,
+\`result_s3_prefix\`, \`result_s3_region\` (\`str\`) and \`result_s3_access_key_id\`,
+\`result_s3_secret_access_key\`, which the trainer must declare as Cog \`Secret\` (Replicate redacts
+only those; every other input is shown to the whole organisation).
+
+**Submission rules**: \`max_runtime_minutes\` below the environment's is refused (422
+\`runtime_below_environment\`) except for an admin; \`--post_checkpoint_script\`,
+\`--post_upload_script\` and \`--validation_external_script\` are refused (422 \`script_not_allowed\`)
+unless the program is in the cloud setting \`allowed_scripts\`; another user's dataset folder is
+packaged only once its owner allowed it (\`PUT /api/datasets/folders/{name}/cloud-sharing\`), else
+403 \`dataset_not_yours\`.
 
 **Settings** (\`GET\`/\`PUT /api/cloud/settings\`, admin to change): \`consent_mode\` (\`ask\`, \`allow\`,
 \`never\`), \`spending_limit_usd\` and \`spending_period\` (\`day\`, \`week\` from Monday, \`month\`; UTC),
-\`public_url\` (else \`SERVICE_PUBLIC_URL\`; without either, no webhooks: jobs are polled),
+\`public_url\` (else \`SERVICE_PUBLIC_URL\`; without either, or with an \`http://\` one, no webhooks: jobs are polled),
 \`poll_interval_seconds\` (30), \`default_max_runtime_minutes\` (60), \`publishing.hub\` and
 \`publishing.s3\`. **Rates** (\`GET\`/\`PUT /api/cloud/rates\`): USD per second per hardware; a job keeps
 the rate it was submitted with. The spending limit counts the costs of cloud jobs that ended this
@@ -1272,8 +1305,8 @@ admission, that would pass it is refused (409 \`spending_limit_exceeded\`) or wa
 
 **Providers**: \`replicate\` (hosted: cost tracking, live logs, webhooks), \`workers\` (the same
 submission queued for your own remote workers: nothing uploaded or billed) and \`managed\` (coming
-soon: 422 \`provider_coming_soon\`). The archive is at most 100 MiB (413 \`archive_too_large\` before
-any upload).`,
+soon: 422 \`provider_coming_soon\`). The archive is at most 100 MB, 100,000,000 bytes as Replicate
+counts (413 \`archive_too_large\` before any upload).`,
   },
   {
     name: "Audit",
@@ -1297,6 +1330,8 @@ failure |
 | \`cloud_job_submitted\` | an accepted cloud submission | job id; provider, estimate, \`summary_id\`, files |
 | \`metrics_config_changed\` | metrics configuration and templates | the new configuration |
 | \`storage_quota_changed\` | \`PUT /api/admin/storage-quota\` | \`storage_quota\`; \`before\`, \`after\` |
+| \`event_limits_changed\`, \`dataset_quota_changed\` | \`PUT /api/admin/event-limits\`, \`PUT /api/admin/dataset-quota\` | the setting; \`before\`, \`after\` |
+| \`dataset_cloud_sharing_changed\` | \`PUT /api/datasets/folders/{name}/cloud-sharing\` | \`datasets/<name>\`; \`allow_cloud\` |
 | \`webhook_rejected\` | a provider webhook refused (address outside the allowlist, no signing secret set, bad signature) | provider; \`reason\`, \
 path |
 | \`rate_limited\` | a request refused with 429 | the path; method, rule, limit, window |
@@ -1427,8 +1462,8 @@ scrape_configs:
 - \`GET /api/cloud/health\`: \`status\` (\`healthy\`, \`degraded\`, \`unhealthy\`), \`version\`, \`uptime_seconds\`, \`timestamp\`
   (ISO 8601 UTC) and \`components\`: \`database\` (with \`latency_ms\` and the schema version it is at) and \`secrets\`
   (whether every secret this configuration needs is set; names only, never values: \`LIBSQL_AUTH_TOKEN\` when
-  deployed). \`unhealthy\` answers 503. \`?include_providers=true\` adds a \`providers\` list (empty until cloud
-  providers are configurable). In production \`uptime_seconds\` counts from the Worker isolate's start.
+  deployed). \`unhealthy\` answers 503. \`?include_providers=true\` adds a \`providers\` list: whether
+  each provider's credentials are accepted and its latency, never the provider's own words (admins see them). In production \`uptime_seconds\` counts from the Worker isolate's start.
 - \`GET /api/cloud/health/live\`: \`{"status":"ok"}\` while the Worker answers.
 - \`GET /api/cloud/health/ready\`: 200 once the database is reachable and migrated, else 503.`,
   },
