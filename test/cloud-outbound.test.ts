@@ -124,7 +124,12 @@ const call = (
   headers: Record<string, string> = {},
   defaults: OutboundDefaults = NO_OUTBOUND_DEFAULTS,
   init: RequestInit = {},
-) => forwardProviderRequest(new Request(url, { ...init, headers: { authorization: "Bearer r8_token", ...headers } }), defaults);
+  // The stand-ins listen on loopback: these calls come as from a provider an admin allowed private targets for.
+) =>
+  forwardProviderRequest(
+    new Request(url, { ...init, headers: { authorization: "Bearer r8_token", [OUTBOUND_HEADERS.allowPrivate]: "1", ...headers } }),
+    defaults,
+  );
 const failure = (response: Response) => decodeURIComponent(response.headers.get(OUTBOUND_HEADERS.failed) ?? "");
 
 describe("certificates", () => {
@@ -266,6 +271,53 @@ describe("proxies", () => {
   });
 });
 
+/** A provider's settings allowing private targets (the stand-ins listen on loopback). */
+const allowedDefaults = () => ({ ...providerDefaults(), allow_private_targets: true });
+
+describe("private destinations, resolved at connect", () => {
+  // A name that resolves to this machine, as DNS rebinding or a planted record would make it.
+  const rebound = async (host: string) => (host === "provider.example.test" ? [{ address: "127.0.0.1", family: 4 }] : []);
+  const plain = (url: string, headers: Record<string, string> = {}) =>
+    forwardProviderRequest(new Request(url, { headers: { authorization: "Bearer r8_token", ...headers } }), NO_OUTBOUND_DEFAULTS, rebound);
+
+  it("refuses a name resolving to loopback, a loopback literal and a private proxy_url, sending nothing; the admin's allowance lets them through", async () => {
+    const port = new URL(httpBase).port;
+    const byName = await plain(`http://provider.example.test:${port}/v1/account`);
+    expect(byName.status).toBe(502);
+    expect(failure(byName)).toContain("provider.example.test resolves to 127.0.0.1");
+    const literal = await plain(`${httpBase}/v1/account`);
+    expect(failure(literal)).toContain("127.0.0.1 is a loopback, private or reserved address");
+    const viaProxy = await plain("https://api.replicate.com/v1/account", { [OUTBOUND_HEADERS.proxy]: `http://127.0.0.1:${port}` });
+    expect(failure(viaProxy)).toContain("127.0.0.1");
+    expect(seen).toEqual([]);
+    expect(proxied).toEqual([]);
+    // The same loopback stand-in, allowed by the provider's allow_private_targets.
+    expect((await plain(`${httpBase}/v1/account`, { [OUTBOUND_HEADERS.allowPrivate]: "1" })).status).toBe(200);
+  });
+
+  it("is what providerFetch asks for: refused without allow_private_targets, answered with it", async () => {
+    const env = (resolve = rebound) =>
+      ({
+        PROVIDER_OUTBOUND: { fetch: (request: Request) => forwardProviderRequest(request, NO_OUTBOUND_DEFAULTS, resolve) },
+      }) as unknown as Env;
+    const migrated = await openMigratedDb();
+    try {
+      const ctx = {
+        env: env(),
+        db: { $client: migrated.client } as unknown as Database,
+        log: createLogger("test", { logLevel: "ERROR", logFormat: "json" }),
+      };
+      const error = await providerFetch(ctx, "guarded", providerDefaults())(`${httpBase}/v1/account`).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(ProviderError);
+      expect((error as Error).message).toContain("127.0.0.1 is a loopback, private or reserved address");
+      expect(seen).toEqual([]);
+      expect((await providerFetch(ctx, "allowed", allowedDefaults())(`${httpBase}/v1/account`)).status).toBe(200);
+    } finally {
+      migrated.close();
+    }
+  });
+});
+
 describe("the Worker's providerFetch through this host", () => {
   let migrated: MigratedDb;
   let db: Database;
@@ -288,14 +340,14 @@ describe("the Worker's providerFetch through this host", () => {
   afterAll(() => migrated.close());
 
   it("hands the provider's ssl settings to the host: refused with verification on, answered with its CA bundle", async () => {
-    const strict = providerFetch({ env: env(), db, log }, "tls-strict", providerDefaults());
+    const strict = providerFetch({ env: env(), db, log }, "tls-strict", allowedDefaults());
     const error = await strict(`${httpsBase}/v1/account`).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(ProviderError);
     expect(error).toMatchObject({ status: null, countsAsFailure: true });
     expect((error as Error).message).toMatch(/^tls-strict could not be reached \(.*certificate/);
-    const withCa = providerFetch({ env: env(), db, log }, "tls-ca", { ...providerDefaults(), ssl_ca_bundle: tls.certFile });
+    const withCa = providerFetch({ env: env(), db, log }, "tls-ca", { ...allowedDefaults(), ssl_ca_bundle: tls.certFile });
     expect((await withCa(`${httpsBase}/v1/account`)).status).toBe(200);
-    const insecure = providerFetch({ env: env(), db, log }, "tls-off", { ...providerDefaults(), ssl_verify: false });
+    const insecure = providerFetch({ env: env(), db, log }, "tls-off", { ...allowedDefaults(), ssl_verify: false });
     expect((await insecure(`${httpsBase}/v1/account`)).status).toBe(200);
     const row = await migrated.client.execute("SELECT provider, failures_total FROM provider_state ORDER BY provider");
     expect(row.rows.map((r) => [r.provider, r.failures_total])).toEqual([
@@ -313,7 +365,7 @@ describe("the Worker's providerFetch through this host", () => {
         controller.close();
       },
     });
-    const upload = providerFetch({ env: env(), db, log }, "upload", { ...providerDefaults(), proxy_url: proxyUrl });
+    const upload = providerFetch({ env: env(), db, log }, "upload", { ...allowedDefaults(), proxy_url: proxyUrl });
     const response = await upload(`${httpBase}/v1/files`, { method: "POST", body, headers: { "content-type": "application/zip" } });
     expect(response.status).toBe(200);
     expect(seen[0]).toMatchObject({ bytes: data.length, sha256: createHash("sha256").update(data).digest("hex") });
@@ -322,7 +374,7 @@ describe("the Worker's providerFetch through this host", () => {
 
   it("words the host's timeout as the provider not answering within the provider's http_timeout", async () => {
     const before = hostCalls;
-    const slow = providerFetch({ env: env(), db, log }, "slow-host", { ...providerDefaults(), http_timeout: 0.3 });
+    const slow = providerFetch({ env: env(), db, log }, "slow-host", { ...allowedDefaults(), http_timeout: 0.3 });
     await expect(slow(`${httpBase}/hang`)).rejects.toMatchObject({
       message: "slow-host did not answer within 0.3 s",
       countsAsFailure: true,

@@ -28,6 +28,8 @@ export const OUTBOUND_HEADERS = {
   proxy: "x-outbound-proxy",
   timeoutMs: "x-outbound-timeout-ms",
   failed: "x-outbound-failed",
+  /** "1": an admin allowed private targets for this provider (allow_private_targets). */
+  allowPrivate: "x-outbound-allow-private",
 } as const;
 
 /** The host's failure reason for a call that got no answer in time (the Worker words it as a timeout). */
@@ -161,6 +163,8 @@ export function providerFetch(ctx: OutboundContext, provider: string, settings: 
         if (settings.proxy_url) headers.set(OUTBOUND_HEADERS.proxy, settings.proxy_url);
         else headers.delete(OUTBOUND_HEADERS.proxy);
         headers.set(OUTBOUND_HEADERS.timeoutMs, String(Math.round(timeoutS * 1000)));
+        if (settings.allow_private_targets) headers.set(OUTBOUND_HEADERS.allowPrivate, "1");
+        else headers.delete(OUTBOUND_HEADERS.allowPrivate);
         response = await host.fetch(new Request(input, { ...init, ...streaming, method, headers, body, signal: deadline.signal }));
         const failed = response.status === 502 ? response.headers.get(OUTBOUND_HEADERS.failed) : null;
         if (failed !== null) {

@@ -4,7 +4,11 @@ import { constants } from "node:fs";
 import { Readable } from "node:stream";
 import type { ReadableStream as NodeReadableStream } from "node:stream/web";
 import { Agent, ProxyAgent, request as undiciRequest, type Dispatcher } from "undici";
+import { lookup as dnsLookup } from "node:dns/promises";
+import type { LookupFunction } from "node:net";
 import { OUTBOUND_HEADERS, TIMEOUT_REASON } from "../cloud/outbound";
+import ipaddr from "ipaddr.js";
+import { refusedAddress, refusedHost } from "../webhooks/targets";
 
 /*
  * The local host's side of the PROVIDER_OUTBOUND binding: it makes the Worker's provider calls
@@ -12,7 +16,52 @@ import { OUTBOUND_HEADERS, TIMEOUT_REASON } from "../cloud/outbound";
  * the provider's settings over in x-outbound-* headers (edge/cloud/outbound.ts); the host's
  * environment supplies the defaults (HTTPS_PROXY, HTTP_PROXY, NO_PROXY, SERVICE_CA_BUNDLE,
  * SERVICE_SSL_VERIFY). Bodies stream through in both directions; nothing is buffered.
+ *
+ * The Worker checks api_base_url and proxy_url as written (it cannot resolve names); here every
+ * name is resolved as it is connected to and refused when any address is loopback, private,
+ * link-local or a metadata address, unless the provider allows private targets: the check and
+ * the connection use the same answer, so a name cannot be rebound between them.
  */
+
+export type Resolver = (hostname: string) => Promise<{ address: string; family: number }[]>;
+const systemResolver: Resolver = (hostname) => dnsLookup(hostname, { all: true, verbatim: true });
+
+/** Why a host (a name or an address literal) may not be reached, or null; `resolve` answers for names. */
+async function refusedDestination(hostname: string, resolve: Resolver): Promise<string | null> {
+  const written = refusedHost(hostname, PRIVATE_HINT);
+  if (written) return written;
+  const host = hostname.replace(/^\[|\]$/g, "");
+  if (ipaddr.isValid(host)) return null;
+  for (const { address } of await resolve(host)) {
+    const problem = refusedAddress(address, PRIVATE_HINT);
+    if (problem) return `${host} resolves to ${address}: ${problem}`;
+  }
+  return null;
+}
+
+/** Names left to the connection's own lookup (guardedLookup), which checks what it connects to. */
+const atConnect: Resolver = async () => [];
+
+const PRIVATE_HINT = 'an admin allows private targets for this provider with "allow_private_targets": true';
+
+/** A socket lookup that refuses private addresses (the connection then fails with the reason). */
+function guardedLookup(resolve: Resolver): LookupFunction {
+  return (hostname, options, callback) => {
+    resolve(hostname).then(
+      (addresses) => {
+        for (const { address } of addresses) {
+          const problem = refusedAddress(address, PRIVATE_HINT);
+          if (problem) return callback(new Error(`${hostname} resolves to ${address}: ${problem}`), "", 4);
+        }
+        if (!addresses.length) return callback(new Error(`${hostname} resolves to no address`), "", 4);
+        if ((options as { all?: boolean }).all)
+          (callback as unknown as (e: null, a: { address: string; family: number }[]) => void)(null, addresses);
+        else callback(null, addresses[0]!.address, addresses[0]!.family);
+      },
+      (error: Error) => callback(error, "", 4),
+    );
+  };
+}
 
 /** The host's defaults for provider calls, from its environment (edge/local/settings.ts reads them). */
 export interface OutboundDefaults {
@@ -52,13 +101,15 @@ function bypassesProxy(hostname: string, noProxy: string[]): boolean {
 const dispatchers = new Map<string, Dispatcher>();
 const MAX_DISPATCHERS = 16;
 
-function dispatcherFor(proxy: string | null, ca: Buffer | null, verify: boolean): Dispatcher {
-  const key = JSON.stringify([proxy, ca ? createHash("sha256").update(ca).digest("hex") : null, verify]);
+function dispatcherFor(proxy: string | null, ca: Buffer | null, verify: boolean, guard: Resolver | null): Dispatcher {
+  const key = JSON.stringify([proxy, ca ? createHash("sha256").update(ca).digest("hex") : null, verify, guard !== null]);
   const known = dispatchers.get(key);
   if (known) return known;
   const tls = { ...(ca ? { ca } : {}), rejectUnauthorized: verify };
   // proxyTunnel false: plain-http providers get absolute-form requests, as HTTP proxies expect; https ones still CONNECT.
-  const made = proxy ? new ProxyAgent({ uri: proxy, requestTls: tls, proxyTunnel: false }) : new Agent({ connect: tls });
+  const made = proxy
+    ? new ProxyAgent({ uri: proxy, requestTls: tls, proxyTunnel: false })
+    : new Agent({ connect: { ...tls, ...(guard ? { lookup: guardedLookup(guard) } : {}) } });
   if (dispatchers.size >= MAX_DISPATCHERS) {
     const [oldestKey, oldest] = dispatchers.entries().next().value!;
     dispatchers.delete(oldestKey);
@@ -91,7 +142,11 @@ function reasonOf(error: unknown): string {
  * @example
  * const response = await forwardProviderRequest(request, readOutboundDefaults(process.env));
  */
-export async function forwardProviderRequest(request: Request, defaults: OutboundDefaults): Promise<Response> {
+export async function forwardProviderRequest(
+  request: Request,
+  defaults: OutboundDefaults,
+  resolve: Resolver = systemResolver,
+): Promise<Response> {
   let url: URL;
   try {
     url = new URL(request.url);
@@ -115,9 +170,23 @@ export async function forwardProviderRequest(request: Request, defaults: Outboun
       return failed(`cannot read the CA bundle ${caPath} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
     }
   }
+  const allowPrivate = get(OUTBOUND_HEADERS.allowPrivate) === "1";
+  if (!allowPrivate) {
+    // Through a proxy, the proxy resolves the provider's name: both are checked here; directly,
+    // the connection's own lookup checks it (below), and an address literal is checked now.
+    try {
+      const refused =
+        // The admin's proxy_url is checked; the host's own HTTPS_PROXY is the operator's choice.
+        (proxy && get(OUTBOUND_HEADERS.proxy) ? await refusedDestination(new URL(proxy).hostname, resolve) : null) ??
+        (await refusedDestination(url.hostname, proxy ? resolve : atConnect));
+      if (refused) return failed(`refused: ${refused}`);
+    } catch (error) {
+      return failed(`could not resolve the provider's host: ${reasonOf(error)}`);
+    }
+  }
   let dispatcher: Dispatcher;
   try {
-    dispatcher = dispatcherFor(proxy, ca, verify);
+    dispatcher = dispatcherFor(proxy, ca, verify, allowPrivate || proxy ? null : resolve);
   } catch (error) {
     return failed(`the proxy ${proxy} is not usable: ${reasonOf(error)}`);
   }

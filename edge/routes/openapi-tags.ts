@@ -1220,7 +1220,8 @@ secret holding the token, never the token; it must be a token of this provider, 
 never another secret such as \`HF_TOKEN\`). \`api_base_url\` must be https, and neither it nor
 \`proxy_url\` may name a loopback, private, link-local or metadata address (422) unless an admin
 sets \`allow_private_targets\`; settings saved before these rules are refused at use (409
-\`provider_settings_refused\`). Why a credential check failed is in the admin's
+\`provider_settings_refused\`). Under \`npm start\` the Node host also resolves each name as it
+connects and refuses one that resolves to such an address (a Worker cannot resolve names). Why a credential check failed is in the admin's
 \`GET /api/cloud/providers/{provider}\` (\`credentials\`); public answers say only whether it passed.
 
 **Outbound calls** to a provider go through one layer: the provider's \`http_timeout\`
