@@ -466,6 +466,21 @@ describe("ReplicateProvider retries, as Replicate's official clients do", () => 
     expect(waits).toEqual([]);
   });
 
+  it("a credential check is tried once: a throttled account call says so at once instead of waiting", async () => {
+    waits = [];
+    const before = fake.requests.length;
+    fake.failNext("any", { status: 429, retryAfter: "5" });
+    const check = await retrying().validate_credentials();
+    expect(check.valid).toBe(false);
+    expect(check.message).toContain("Replicate answered 429");
+    expect(waits).toEqual([]);
+    expect(since(before, "GET", /^\/v1\/account$/).length).toBe(1);
+    // The account itself, for the submission's destination check, is retried like any GET.
+    fake.failNext("any", { status: 429, retryAfter: "1" });
+    expect(await retrying().account()).toEqual({ username: "acme", type: "organization" });
+    expect(waits).toEqual([1000]);
+  });
+
   it("gives up after 5 tries in all, saying so", async () => {
     waits = [];
     const before = fake.requests.length;

@@ -154,13 +154,12 @@ async function providerAccount(ctx: SubmitContext, provider: string, stored: Sto
   let username: string | null;
   try {
     const { client } = await hostedClient(ctx, provider, stored);
-    const check = await client.validate_credentials();
-    username = check.valid ? (/^account (\S+) \(/.exec(check.message)?.[1] ?? null) : null;
+    username = (await client.account()).username;
   } catch (error) {
     ctx.log.warning("the provider account could not be read", { provider, error: (error as Error).message });
     return null;
   }
-  if (username === null || username === "?") return null;
+  if (username === null) return null;
   accounts.set(key, { at: Date.now(), username });
   return username;
 }

@@ -105,16 +105,24 @@ export class ReplicateProvider implements FileHostingProvider {
     const started = Date.now();
     if (!this.#options.token) return { valid: false, message: "no API token is set", latency_ms: 0 };
     try {
-      const account = asObject(await this.#json("GET", "/v1/account"), "account");
-      const username = typeof account.username === "string" ? account.username : "?";
-      const type = typeof account.type === "string" ? account.type : "account";
-      return { valid: true, message: `account ${username} (${type})`, latency_ms: Date.now() - started };
+      // One try: a health check says what is true now rather than wait out a throttle.
+      const { username, type } = await this.account({ once: true });
+      return { valid: true, message: `account ${username ?? "?"} (${type})`, latency_ms: Date.now() - started };
     } catch (error) {
       const latency_ms = Date.now() - started;
       if (error instanceof ProviderError && (error.status === 401 || error.status === 403))
         return { valid: false, message: "the API token was refused", latency_ms };
       return { valid: false, message: this.#redact((error as Error).message), latency_ms };
     }
+  }
+
+  /** The account the API token belongs to (GET /v1/account): its username (null if it gave none) and type. */
+  async account(options: { once?: boolean } = {}): Promise<{ username: string | null; type: string }> {
+    const account = asObject(await this.#request("GET", "/v1/account", { once: options.once }), "account");
+    return {
+      username: typeof account.username === "string" && account.username ? account.username : null,
+      type: typeof account.type === "string" ? account.type : "account",
+    };
   }
 
   async list_jobs(limit = 50): Promise<ProviderJob[]> {
@@ -245,7 +253,7 @@ export class ReplicateProvider implements FileHostingProvider {
   async #request(
     method: string,
     pathOrUrl: string,
-    init: { body?: BodyInit | (() => BodyInit); headers?: Record<string, string>; idempotent?: boolean } = {},
+    init: { body?: BodyInit | (() => BodyInit); headers?: Record<string, string>; idempotent?: boolean; once?: boolean } = {},
   ): Promise<Answer> {
     const url = pathOrUrl.startsWith("/") ? this.#base + pathOrUrl : pathOrUrl;
     const idempotent = init.idempotent ?? IDEMPOTENT_METHODS.has(method);
@@ -282,7 +290,7 @@ export class ReplicateProvider implements FileHostingProvider {
         const retryable = status === 429 || (idempotent && (status === 503 || status === 504));
         const asked = retryable ? retryAfterMs(response.headers.get("Retry-After"), Date.now()) : null;
         const wait = asked ?? policy.backoffMs * 2 ** (attempt - 1) + Math.floor(Math.random() * 100);
-        if (retryable && replayable && attempt < policy.attempts && Date.now() + wait <= deadline) {
+        if (retryable && replayable && !init.once && attempt < policy.attempts && Date.now() + wait <= deadline) {
           await policy.sleep(wait);
           continue;
         }
