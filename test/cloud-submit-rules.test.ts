@@ -93,7 +93,12 @@ async function put(client: S3Client, bucket: string): Promise<string> {
 }
 
 beforeAll(async () => {
-  fake = await startFakeReplicate({ token: TOKEN, run: { startingMs: 50, outcome: "manual", logEveryMs: 200 } });
+  fake = await startFakeReplicate({
+    token: TOKEN,
+    run: { startingMs: 50, outcome: "manual", logEveryMs: 200 },
+    // A model of the account that was never created (Replicate's "Get a model" answers 404).
+    missingModels: ["acme/never-created"],
+  });
   t = await startTestStack(undefined, {
     REPLICATE_API_TOKEN: TOKEN,
     HF_TOKEN,
@@ -390,6 +395,20 @@ describe("the destination model at the provider", () => {
       const asked = fake.requests.filter((r) => r.path === "/v1/account").length;
       expect((await submit({ dry_run: true })).status).toBe(200);
       expect(fake.requests.filter((r) => r.path === "/v1/account").length).toBe(asked);
+    } finally {
+      await setDestination("acme/faces");
+    }
+    // The account's, but never created: refused before anything is stored or uploaded (Replicate
+    // would refuse the training only after the upload).
+    await setDestination("acme/never-created");
+    try {
+      const before = [await queueLength(), fake.trainings.size];
+      const written = created();
+      const missing = await submit({});
+      expect([missing.status, missing.body.code]).toEqual([409, "destination_missing"]);
+      expect(missing.body.detail).toContain("acme/never-created does not exist");
+      expect([await queueLength(), fake.trainings.size, created()]).toEqual([...before, written]);
+      expect(fake.requests.some((r) => r.method === "GET" && r.path === "/v1/models/acme/never-created")).toBe(true);
     } finally {
       await setDestination("acme/faces");
     }

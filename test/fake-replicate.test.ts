@@ -438,6 +438,27 @@ describe("fake Replicate: what careless clients get", () => {
     expect(training.status).toBe(422);
   });
 
+  it("finds the account's models and refuses a training into a model that does not exist (404), creating nothing", async () => {
+    const get = (model: string) => fetch(`${fake.url}/v1/models/${model}`, { headers: { Authorization: `Bearer ${TOKEN}` } });
+    const own = await get("acme/faces");
+    expect([own.status, ((await own.json()) as { owner: string }).owner]).toEqual([200, "acme"]);
+    const elsewhere = await get("someone-else/faces");
+    expect([elsewhere.status, await elsewhere.json()]).toEqual([404, { detail: "Not found.", status: 404 }]);
+    const before = fake.trainings.size;
+    const training = await fetch(`${fake.url}/v1/models/acme/trainer/versions/v1/trainings`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${TOKEN}`, "Content-Type": "application/json" },
+      body: JSON.stringify({ destination: "someone-else/faces", input: {} }),
+    });
+    expect([training.status, ((await training.json()) as { detail: string }).detail]).toEqual([
+      404,
+      "The specified training destination does not exist",
+    ]);
+    expect(fake.trainings.size).toBe(before);
+    expect(await replicate().model_exists("acme/faces")).toBe(true);
+    expect(await replicate().model_exists("someone-else/faces")).toBe(false);
+  });
+
   it("parses a multipart upload made by another client (FormData) byte-exact", async () => {
     const bytes = new Uint8Array(5000).map((_, i) => (i * 7) % 256);
     const form = new FormData();

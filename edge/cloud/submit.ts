@@ -166,7 +166,8 @@ async function providerAccount(ctx: SubmitContext, provider: string, stored: Sto
 
 /**
  * The provider's destination model must be the token account's own (Replicate pushes a training
- * only into a model owned by the caller): 409 destination_not_owned naming the setting otherwise.
+ * only into a model owned by the caller) and exist: 409 destination_not_owned or
+ * destination_missing naming the setting otherwise.
  */
 async function checkDestinationOwner(ctx: SubmitContext, provider: string, stored: StoredProviderSettings): Promise<void> {
   const destination = stored.training_destination!;
@@ -177,6 +178,22 @@ async function checkDestinationOwner(ctx: SubmitContext, provider: string, store
       409,
       "destination_not_owned",
       `${provider}'s training_destination ${destination} belongs to ${owner}, but the API token is the account ${account}'s: ${provider} pushes a training only into a model the caller owns. An admin creates a model under ${account} and sets it with PUT /api/cloud/providers/${provider} training_destination`,
+    );
+  if (account === null) return;
+  // The model must exist too (Replicate refuses a training into one that does not, after the upload).
+  let exists: boolean;
+  try {
+    const { client } = await hostedClient(ctx, provider, stored);
+    exists = await client.model_exists(destination);
+  } catch (error) {
+    ctx.log.warning("the destination model could not be looked up", { provider, error: (error as Error).message });
+    return;
+  }
+  if (!exists)
+    throw new ApiError(
+      409,
+      "destination_missing",
+      `${provider}'s training_destination ${destination} does not exist: an admin creates it (on replicate.com/create, private) before cloud jobs can be submitted`,
     );
 }
 

@@ -1214,7 +1214,7 @@ cloud job's run moves that job at once (see "Cloud"); a duplicate changes nothin
 proxy or a test double), \`training_model\` (\`owner/name:version\` of the trainer, required to
 submit), \`training_destination\` (\`owner/name\`, the Replicate model trained versions go to:
 required, and owned by the token's account, else 409 \`provider_not_configured\` /
-\`destination_not_owned\`; never the trainer model), \`hardware\` (default \`gpu-a100-large\`: its
+\`destination_not_owned\`, and existing, else 409 \`destination_missing\`; never the trainer model), \`hardware\` (default \`gpu-a100-large\`: its
 rate prices jobs) and \`api_token_secret\` (default \`REPLICATE_API_TOKEN\`: the *name* of the
 secret holding the token, never the token; it must be a token of this provider, \`REPLICATE_\`...\`TOKEN\`,
 never another secret such as \`HF_TOKEN\`). \`api_base_url\` must be https, and neither it nor

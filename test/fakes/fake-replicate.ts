@@ -133,6 +133,9 @@ interface RunState {
   sending: Promise<void>;
 }
 
+/** The fake's account (GET /v1/account). */
+const ACCOUNT = "acme";
+const MODEL_PATH = /^\/v1\/models\/([\w.-]+)\/([\w.-]+)$/;
 const TRAINING_PATH = /^\/v1\/models\/([\w.-]+)\/([\w.-]+)\/versions\/([\w.-]+)\/trainings$/;
 
 function routeOf(method: string, path: string): Exclude<FakeRoute, "any"> | null {
@@ -168,6 +171,13 @@ export async function startFakeReplicate(options: {
   run?: RunScript;
   /** Trainings per page of GET /v1/trainings (default 100, like Replicate). */
   pageSize?: number;
+  /**
+   * The models that exist besides the account's own (`owner/name`), as GET /v1/models/{owner}/{name}
+   * finds them. The fake's account ("acme") owns a model of every name, as if an admin created
+   * each one at replicate.com/create; `missingModels` names those of its own that do not exist.
+   */
+  models?: string[];
+  missingModels?: string[];
 }): Promise<FakeReplicate> {
   let secret = options.webhookSecret ?? `whsec_${randomBytes(24).toString("base64")}`;
   let sendWebhooks = options.sendWebhooks ?? true;
@@ -176,6 +186,9 @@ export async function startFakeReplicate(options: {
   const pageSize = options.pageSize ?? 100;
   const trainings = new Map<string, Training>();
   const runs = new Map<string, RunState>();
+  const otherModels = new Set(options.models ?? []);
+  const missingModels = new Set(options.missingModels ?? []);
+  const modelExists = (model: string) => (model.startsWith(`${ACCOUNT}/`) ? !missingModels.has(model) : otherModels.has(model));
   const files = new Map<string, { name: string; bytes: Buffer; contentType: string }>();
   const requests: FakeReplicate["requests"] = [];
   const webhooks: FakeReplicate["webhooks"] = [];
@@ -378,7 +391,26 @@ export async function startFakeReplicate(options: {
     let m: RegExpExecArray | null;
 
     if (method === "GET" && path === "/v1/account")
-      return answer(200, { type: "organization", username: "acme", name: "Acme", github_url: null });
+      return answer(200, { type: "organization", username: ACCOUNT, name: "Acme", github_url: null });
+    // A model (Replicate's "Get a model"): 404 {"detail": "Not found."} for one that does not exist.
+    if (method === "GET" && (m = MODEL_PATH.exec(path))) {
+      const model = `${m[1]}/${m[2]}`;
+      if (!modelExists(model)) return answer(404, { detail: "Not found.", status: 404 });
+      return answer(200, {
+        url: `https://replicate.com/${model}`,
+        owner: m[1],
+        name: m[2],
+        description: null,
+        visibility: "private",
+        github_url: null,
+        paper_url: null,
+        license_url: null,
+        run_count: 0,
+        cover_image_url: null,
+        default_example: null,
+        latest_version: null,
+      });
+    }
     if (method === "GET" && path === "/v1/webhooks/default/secret") return answer(200, { key: secret });
 
     if (method === "POST" && path === "/v1/files") {
@@ -421,6 +453,8 @@ export async function startFakeReplicate(options: {
       }
       if (typeof body.destination !== "string" || !/^[\w.-]+\/[\w.-]+$/.test(body.destination))
         return problem(422, "destination: must be a model owner/name");
+      // Replicate pushes a training's version into a model that exists (and the caller owns).
+      if (!modelExists(body.destination)) return problem(404, "The specified training destination does not exist");
       if (typeof body.input !== "object" || body.input === null || Array.isArray(body.input))
         return problem(422, "input: must be an object");
       if (body.webhook !== undefined && (typeof body.webhook !== "string" || !/^https?:\/\//.test(body.webhook)))

@@ -125,6 +125,18 @@ export class ReplicateProvider implements FileHostingProvider {
     };
   }
 
+  /** Whether a model (`owner/name`) exists and the token sees it (Replicate's "Get a model": 404 otherwise). */
+  async model_exists(model: string): Promise<boolean> {
+    const [owner = "", name = ""] = model.split("/");
+    try {
+      await this.#json("GET", `/v1/models/${enc(owner)}/${enc(name)}`);
+      return true;
+    } catch (error) {
+      if (error instanceof ProviderError && error.status === 404) return false;
+      throw error;
+    }
+  }
+
   async list_jobs(limit = 50): Promise<ProviderJob[]> {
     const jobs: ProviderJob[] = [];
     let url: string | null = `${this.#base}/v1/trainings`;
