@@ -6,6 +6,8 @@ import { until } from "./helpers/wait";
 
 /** Markup an admin (or a provider's answer) might put into a setting: it must show as text. */
 const HOSTILE = `<img src=x id=pwned onerror="document.body.dataset.pwned='yes'">`;
+/** Markup that is still a valid allowed_scripts entry (an absolute path: no spaces, no . or .. segments). */
+const HOSTILE_SCRIPT = `/opt/<img/src=x/onerror=document.body.dataset.pwned='yes'>`;
 
 describe.skipIf(!HAS_CHROMIUM)("the settings views (limits, cloud, metrics, audit) in a browser", () => {
   let t: TestStack;
@@ -75,7 +77,7 @@ describe.skipIf(!HAS_CHROMIUM)("the settings views (limits, cloud, metrics, audi
   it("sets the consent mode and the spending limit", { timeout: 60_000 }, async () => {
     // A value with markup, set over the API: the form must show it as text.
     const hostile = await t.call("PUT", "/api/cloud/settings", {
-      json: { publishing: { s3: { prefix: HOSTILE } } },
+      json: { publishing: { s3: { prefix: HOSTILE } }, allowed_scripts: [HOSTILE_SCRIPT] },
       auth: { key: admin.key },
     });
     expect(hostile.status, hostile.text).toBe(200);
@@ -90,9 +92,85 @@ describe.skipIf(!HAS_CHROMIUM)("the settings views (limits, cloud, metrics, audi
     await form.getByText("Cloud settings saved.").waitFor();
     expect(await get("/api/cloud/settings")).toMatchObject({ consent_mode: "allow", spending_limit_usd: 150, spending_period: "month" });
 
-    expect(await form.getByLabel("Key prefix").inputValue()).toBe(HOSTILE);
+    await expect.poll(() => form.getByLabel("Allowed scripts").inputValue()).toBe(HOSTILE_SCRIPT);
     expect(await page.locator("#pwned").count()).toBe(0);
+    // Hub and S3 publishing do not apply to cloud jobs: the form says so instead of offering them.
+    expect(await form.getByLabel("Key prefix").count()).toBe(0);
+    expect(await form.getByRole("checkbox", { name: /model hub/ }).count()).toBe(0);
+    await form.getByText("do not apply to cloud jobs").waitFor();
   });
+
+  it(
+    "sets the programs cloud jobs' scripts may run; a bad entry shows the 422 beside the form and changes nothing",
+    { timeout: 60_000 },
+    async () => {
+      const { page } = dash;
+      const form = page.getByRole("form", { name: "Cloud settings" });
+      const scripts = form.getByLabel("Allowed scripts");
+      await expect.poll(() => scripts.inputValue()).toBe(HOSTILE_SCRIPT);
+      // One program per line; blank lines and surrounding spaces are dropped.
+      await scripts.fill("/src/hooks/notify.sh\n\n  notify-*  \n");
+      await form.getByRole("button", { name: "Save cloud settings" }).click();
+      await expect.poll(async () => (await get("/api/cloud/settings")).allowed_scripts).toEqual(["/src/hooks/notify.sh", "notify-*"]);
+      await expect.poll(() => scripts.inputValue()).toBe("/src/hooks/notify.sh\nnotify-*");
+      await form.getByText("Cloud settings saved.").waitFor();
+
+      await scripts.fill("/src/hooks/notify.sh\n../x");
+      await form.getByRole("button", { name: "Save cloud settings" }).click();
+      const alert = form.getByRole("alert");
+      await alert.waitFor();
+      expect(await alert.textContent()).toContain("allowed_scripts");
+      expect(await form.getByRole("status").textContent()).toBe("");
+      expect(await scripts.inputValue()).toBe("/src/hooks/notify.sh\n../x");
+      expect(await get("/api/cloud/settings")).toMatchObject({
+        allowed_scripts: ["/src/hooks/notify.sh", "notify-*"],
+        consent_mode: "allow",
+        spending_limit_usd: 150,
+      });
+    },
+  );
+
+  it(
+    "sets a provider's training destination and private-target allowance; a bad destination shows the 422 and changes nothing",
+    { timeout: 60_000 },
+    async () => {
+      const { page } = dash;
+      const provider = async () => await get("/api/cloud/providers/replicate");
+      const form = page.getByRole("form", { name: "Settings of replicate" });
+      const destination = form.getByLabel("Training destination");
+      const allowPrivate = form.getByRole("checkbox", { name: /Allow private targets/ });
+      const before = await provider();
+      await expect.poll(() => destination.inputValue()).toBe(before.training_destination ?? "");
+      expect(await allowPrivate.isChecked()).toBe(before.allow_private_targets);
+
+      await destination.fill("alice/my-lora");
+      await allowPrivate.setChecked(!before.allow_private_targets);
+      await form.getByRole("button", { name: "Save provider settings" }).click();
+      await expect
+        .poll(async () => {
+          const now = await provider();
+          return [now.training_destination, now.allow_private_targets];
+        })
+        .toEqual(["alice/my-lora", !before.allow_private_targets]);
+      await form.getByText("Settings of replicate saved").waitFor();
+
+      await destination.fill("the trainer model");
+      await form.getByRole("button", { name: "Save provider settings" }).click();
+      const alert = form.getByRole("alert");
+      await alert.waitFor();
+      expect(await alert.textContent()).toContain("training_destination");
+      expect(await provider()).toMatchObject({
+        training_destination: "alice/my-lora",
+        allow_private_targets: !before.allow_private_targets,
+      });
+
+      // Put the allowance back for what follows.
+      await destination.fill("alice/my-lora");
+      await allowPrivate.setChecked(before.allow_private_targets);
+      await form.getByRole("button", { name: "Save provider settings" }).click();
+      await expect.poll(async () => (await provider()).allow_private_targets).toBe(before.allow_private_targets);
+    },
+  );
 
   it("asks before switching ssl_verify off (Cancel keeps it on), and only once per session", { timeout: 60_000 }, async () => {
     const { page } = dash;

@@ -9,7 +9,19 @@ import { formatTime } from "../components/format";
 import { Page, Panel } from "../components/page";
 import { useAction, useLoad } from "../components/use-load";
 import type { ViewProps } from "../views";
-import { changedOnly, CheckBox, numberOrNull, numberText, SavedNote, TextInput, textOrNull, useDraft, type Draft } from "./settings-form";
+import {
+  changedOnly,
+  CheckBox,
+  linesOf,
+  numberOrNull,
+  numberText,
+  SavedNote,
+  TextArea,
+  TextInput,
+  textOrNull,
+  useDraft,
+  type Draft,
+} from "./settings-form";
 
 type Cloud = z.output<typeof CloudSettings>;
 type Provider = z.output<typeof ProviderSettings>;
@@ -20,8 +32,12 @@ const CONSENT_CHOICES = [
   { value: "never", label: "Never Upload", hint: "cloud training is refused" },
 ] as const;
 
+/*
+ * The hub and S3 publishing settings (`publishing`) are not shown: only cloud jobs would deliver
+ * there, and a cloud job can deliver only to the storage endpoint (hub and s3 are refused with 422
+ * destination_unavailable), so nothing uses them. The API still takes them.
+ */
 function cloudDraft(settings: Cloud): Draft {
-  const { hub, s3 } = settings.publishing;
   return {
     consent_mode: settings.consent_mode,
     spending_limit_usd: numberText(settings.spending_limit_usd),
@@ -29,51 +45,24 @@ function cloudDraft(settings: Cloud): Draft {
     public_url: settings.public_url ?? "",
     poll_interval_seconds: numberText(settings.poll_interval_seconds),
     default_max_runtime_minutes: numberText(settings.default_max_runtime_minutes),
-    hub_enabled: hub.enabled,
-    hub_endpoint: hub.endpoint,
-    hub_token_secret: hub.token_secret,
-    s3_enabled: s3.enabled,
-    s3_endpoint_url: s3.endpoint_url ?? "",
-    s3_bucket: s3.bucket ?? "",
-    s3_region: s3.region,
-    s3_prefix: s3.prefix,
-    s3_access_key_secret: s3.access_key_secret,
-    s3_secret_key_secret: s3.secret_key_secret,
+    allowed_scripts: settings.allowed_scripts.join("\n"),
   };
 }
 
-/** The update a Save sends: the changed fields only, publishing's hub and S3 fields one by one. */
+/** The update a Save sends: the changed fields only (allowed_scripts as a whole list, one entry per line). */
 function cloudUpdate(before: Cloud, d: Draft): z.input<typeof CloudSettingsUpdate> {
-  const top = changedOnly(before, {
+  return changedOnly(before, {
     consent_mode: d.consent_mode as Cloud["consent_mode"],
     spending_limit_usd: numberOrNull(d.spending_limit_usd),
     spending_period: d.spending_period as Cloud["spending_period"],
     public_url: textOrNull(d.public_url),
     poll_interval_seconds: numberOrNull(d.poll_interval_seconds) as number,
     default_max_runtime_minutes: numberOrNull(d.default_max_runtime_minutes) as number,
+    allowed_scripts: linesOf(d.allowed_scripts),
   });
-  const hub = changedOnly(before.publishing.hub, {
-    enabled: d.hub_enabled === true,
-    endpoint: String(d.hub_endpoint),
-    token_secret: String(d.hub_token_secret),
-  });
-  const s3 = changedOnly(before.publishing.s3, {
-    enabled: d.s3_enabled === true,
-    endpoint_url: textOrNull(d.s3_endpoint_url),
-    bucket: textOrNull(d.s3_bucket),
-    region: String(d.s3_region),
-    prefix: String(d.s3_prefix),
-    access_key_secret: String(d.s3_access_key_secret),
-    secret_key_secret: String(d.s3_secret_key_secret),
-  });
-  const publishing = {
-    ...(Object.keys(hub).length ? { hub } : {}),
-    ...(Object.keys(s3).length ? { s3 } : {}),
-  };
-  return { ...top, ...(Object.keys(publishing).length ? { publishing } : {}) };
 }
 
-/** Spec 1's Cloud and Publishing tabs: consent, the spending limit, and where results go. */
+/** Spec 1's Cloud and Publishing tabs: consent, the spending limit, the scripts cloud jobs may run, and where results go. */
 function CloudSettingsForm() {
   const loaded = useLoad(() => call(endpoints.cloudSettings, {}), []);
   const [saved, setSaved] = useState<string | null>(null);
@@ -157,35 +146,22 @@ function CloudSettingsForm() {
         </div>
       </fieldset>
       <fieldset>
-        <legend>Publishing: model hub</legend>
-        <div class="settings-grid">
-          <CheckBox draft={draft} set={set} name="hub_enabled" label="Jobs may deliver to the model hub" />
-          <Field label="Hub address">{text("hub_endpoint", "url")}</Field>
-          <Field label="Hub token secret" hint="The secret's name (like HF_TOKEN), never its value.">
-            {text("hub_token_secret")}
-          </Field>
-        </div>
+        <legend>Scripts cloud jobs may run</legend>
+        <Field
+          label="Allowed scripts"
+          hint="One program per line: an absolute path in the trainer's image (like /src/hooks/notify.sh) or a bare program name, * as a wildcard. A cloud submission whose --post_checkpoint_script, --post_upload_script or --validation_external_script runs any other program is refused. Empty: none of them may be set."
+        >
+          <TextArea draft={draft} set={set} name="allowed_scripts" rows={4} placeholder="/src/hooks/notify.sh" />
+        </Field>
       </fieldset>
       <fieldset>
-        <legend>Publishing: S3-compatible bucket</legend>
-        <div class="settings-grid">
-          <CheckBox draft={draft} set={set} name="s3_enabled" label="Jobs may deliver to this bucket" />
-          <Field label="S3 endpoint URL">{text("s3_endpoint_url", "url")}</Field>
-          <Field label="Bucket">{text("s3_bucket")}</Field>
-          <Field label="Region">{text("s3_region")}</Field>
-          <Field label="Key prefix">{text("s3_prefix")}</Field>
-          <Field label="Access key secret" hint="The secret's name.">
-            {text("s3_access_key_secret")}
-          </Field>
-          <Field label="Secret key secret" hint="The secret's name.">
-            {text("s3_secret_key_secret")}
-          </Field>
-        </div>
+        <legend>Where results go</legend>
+        <p class="muted">
+          Cloud jobs deliver their model only to the built-in storage endpoint: it needs the public URL above and a provider's storage
+          endpoint switched on (Providers, below), and each job gets upload credentials of its own that end with it. Model hub and S3 bucket
+          publishing do not apply to cloud jobs (a submission asking for them is refused), so they are not set here.
+        </p>
       </fieldset>
-      <p class="muted">
-        Publishing to the built-in storage endpoint needs the public URL above and a provider's storage endpoint switched on (Providers,
-        below); each job then gets its own upload credentials.
-      </p>
       <div class="row">
         <button type="submit" class="primary" disabled={save.busy}>
           Save cloud settings
@@ -401,7 +377,9 @@ function providerDraft(s: Provider): Draft {
     s3_public_url: s.s3_public_url ?? "",
     s3_output_path: s.s3_output_path,
     training_model: s.training_model ?? "",
+    training_destination: s.training_destination ?? "",
     hardware: s.hardware,
+    allow_private_targets: s.allow_private_targets,
   };
 }
 
@@ -455,7 +433,9 @@ function ProviderSettingsForm({ provider }: { provider: string }) {
             s3_public_url: textOrNull(draft.s3_public_url),
             s3_output_path: textOrNull(draft.s3_output_path),
             training_model: textOrNull(draft.training_model),
+            training_destination: textOrNull(draft.training_destination),
             hardware: textOrNull(draft.hardware),
+            allow_private_targets: draft.allow_private_targets === true,
           });
           if (Object.keys(changes).length === 0) setSaved("Nothing changed.");
           else void save.run(changes);
@@ -463,12 +443,7 @@ function ProviderSettingsForm({ provider }: { provider: string }) {
       >
         <div class="settings-grid">
           <Field label="Webhook allowed IPs" hint="CIDR ranges or single addresses, one per line. Empty: any address.">
-            <textarea
-              name="webhook_allowed_ips"
-              rows={3}
-              value={draft.webhook_allowed_ips as string}
-              onInput={(e) => set("webhook_allowed_ips", e.currentTarget.value)}
-            />
+            <TextArea draft={draft} set={set} name="webhook_allowed_ips" />
           </Field>
           <Field label="CA bundle path" hint="Extra certificate authorities for outbound calls.">
             {text("ssl_ca_bundle")}
@@ -482,10 +457,23 @@ function ProviderSettingsForm({ provider }: { provider: string }) {
           <Field label="Training model" hint='"owner/name:version": what cloud submissions run.'>
             {text("training_model")}
           </Field>
+          <Field
+            label="Training destination"
+            hint='"owner/name": a model your Replicate account owns, never the trainer model. Each training is pushed into it; cloud submissions need it.'
+          >
+            {text("training_destination")}
+          </Field>
           <Field label="Hardware" hint="Its rate (above) prices the jobs.">
             {text("hardware")}
           </Field>
         </div>
+        <CheckBox
+          draft={draft}
+          set={set}
+          name="allow_private_targets"
+          label="Allow private targets"
+          hint="Lets the API address and the proxy be loopback, private or local-name hosts (and the API address plain http): only for a provider stand-in on this machine or network."
+        />
         <fieldset>
           <legend>Storage endpoint</legend>
           <div class="settings-grid">

@@ -38,6 +38,13 @@ export function numberOrNull(text: string | boolean | undefined): number | null 
 /** A text field's value as the API takes it: empty is null (the field's default). */
 export const textOrNull = (text: string | boolean | undefined): string | null => (String(text ?? "").trim() === "" ? null : String(text));
 
+/** A list field's text as the API takes it: one entry per line, blank lines and surrounding spaces dropped. */
+export const linesOf = (text: string | boolean | undefined): string[] =>
+  String(text ?? "")
+    .split(/\r?\n/)
+    .map((line) => line.trim())
+    .filter(Boolean);
+
 /** A loaded number as a control's text (null shows empty). */
 export const numberText = (value: number | null | undefined): string => (value === null || value === undefined ? "" : String(value));
 
@@ -85,6 +92,33 @@ export function TextInput({
       onInput={(event) => set(name, event.currentTarget.value)}
       autoComplete="off"
       {...rest}
+    />
+  );
+}
+
+/** A textarea bound to a draft field (a list edited one entry per line; see `linesOf`). */
+export function TextArea({
+  draft,
+  set,
+  name,
+  rows = 3,
+  placeholder,
+}: {
+  draft: Draft;
+  set: (name: string, value: string) => void;
+  name: string;
+  rows?: number;
+  placeholder?: string;
+}) {
+  return (
+    <textarea
+      name={name}
+      rows={rows}
+      placeholder={placeholder}
+      spellcheck={false}
+      autoComplete="off"
+      value={(draft[name] as string | undefined) ?? ""}
+      onInput={(event) => set(name, event.currentTarget.value)}
     />
   );
 }
