@@ -2,6 +2,7 @@
 // (no terminal) against the real local stack, with a registered local box of 4 GPUs that no runner
 // serves (its jobs stay running until cancelled) and a fake Replicate for cloud submissions. Each
 // outcome is read back over HTTP.
+import { fakeReplicateSettings } from "./helpers/fake-provider";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startFakeReplicate, type FakeReplicate } from "./fakes/fake-replicate";
 import { jobs, type JobsRun } from "./helpers/cli";
@@ -70,14 +71,7 @@ beforeAll(async () => {
   expect(registered.status).toBe(200);
   await limits({ worker_heartbeat_timeout_seconds: 86_400, local_job_max_concurrent: 8, user_max_concurrent: 10 });
   // Cloud: Replicate (the fake) with the built-in storage endpoint; consent stays "ask".
-  await http("PUT", "/api/cloud/providers/replicate", admin, {
-    api_base_url: fake.url,
-    allow_private_targets: true,
-    training_model: "acme/simpletuner:0123456789abcdef",
-    training_destination: "acme/faces",
-    webhook_secret: fake.webhookSecret,
-    s3_endpoint_enabled: true,
-  });
+  await http("PUT", "/api/cloud/providers/replicate", admin, fakeReplicateSettings(fake));
   await http("PUT", "/api/cloud/settings", admin, { public_url: t.base, poll_interval_seconds: 1 });
   await http("POST", "/api/configs/environments", alice, { name: "faces", model_family: "flux", model_type: "lora" });
   const form = new FormData();

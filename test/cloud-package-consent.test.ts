@@ -3,6 +3,7 @@
 // every allowed type next to her dataset; Bob (a researcher) and Lena (a lead) name it in their
 // dataloader. Refused (nothing stored, nothing sent to the provider) until Alice allows cloud
 // sharing of the folder; an admin's submission always goes; the credential files never do.
+import { fakeReplicateSettings } from "./helpers/fake-provider";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startFakeReplicate, type FakeReplicate } from "./fakes/fake-replicate";
 import { until } from "./helpers/wait";
@@ -90,15 +91,12 @@ beforeAll(async () => {
   lena = await createUserWithKey(t, { cookie: admin.cookie }, "lead", "lena");
   vera = await createUserWithKey(t, { cookie: admin.cookie }, "viewer", "vera");
   const setup = [
-    await call("PUT", "/api/cloud/providers/replicate", admin.key, {
-      api_base_url: fake.url,
-      allow_private_targets: true,
-      s3_endpoint_enabled: true,
-      training_model: "acme/simpletuner:0123456789abcdef",
-      training_destination: "acme/portraits",
-      webhook_secret: fake.webhookSecret,
-      http_timeout: 2,
-    }),
+    await call(
+      "PUT",
+      "/api/cloud/providers/replicate",
+      admin.key,
+      fakeReplicateSettings(fake, { training_destination: "acme/portraits", http_timeout: 2 }),
+    ),
     await call("PUT", "/api/cloud/settings", admin.key, { public_url: t.base, poll_interval_seconds: 1 }),
     await call("POST", "/api/queue/concurrency", admin.key, { user_max_concurrent: 10 }),
     await call("PUT", "/api/queue/approval-rules", admin.key, { cloud_cost_threshold: null }),

@@ -2,6 +2,7 @@
 // Build 5), over real HTTP: the real local stack against the fake Replicate
 // (test/fakes/fake-replicate.ts). What the user sees is asserted: the job's status and reason,
 // its cost, its events, and what reached the provider (a training created once per job).
+import { fakeReplicateSettings } from "./helpers/fake-provider";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { budgetVerdict } from "../edge/cloud/budget";
 import { signWebhook, startFakeReplicate, type FakeReplicate, type Training } from "./fakes/fake-replicate";
@@ -66,16 +67,7 @@ beforeAll(async () => {
   admin = await setUpAdmin(t);
   alice = await createUserWithKey(t, { cookie: admin.cookie }, "researcher", "alice");
   const setup = [
-    await call("PUT", "/api/cloud/providers/replicate", admin.key, {
-      api_base_url: fake.url,
-      // The fake listens on loopback: a private target an admin allows explicitly.
-      allow_private_targets: true,
-      training_model: "acme/simpletuner:0123456789abcdef",
-      training_destination: "acme/faces",
-      webhook_secret: fake.webhookSecret,
-      s3_endpoint_enabled: true,
-      http_timeout: 2,
-    }),
+    await call("PUT", "/api/cloud/providers/replicate", admin.key, fakeReplicateSettings(fake, { http_timeout: 2 })),
     await call("PUT", "/api/cloud/settings", admin.key, { public_url: t.base, poll_interval_seconds: 1, consent_mode: "allow" }),
     await call("POST", "/api/queue/concurrency", admin.key, { user_max_concurrent: 10 }),
     await call("PUT", "/api/queue/approval-rules", admin.key, { cloud_cost_threshold: null }),

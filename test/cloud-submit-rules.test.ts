@@ -6,6 +6,7 @@
 // limit on the real figure), the destination model set and the token account's own, and an
 // http:// public URL followed by polling. Each rule: the legitimate use next to the attack, the
 // attack changing nothing, and no secret in any answer or log line.
+import { fakeReplicateSettings } from "./helpers/fake-provider";
 import { PutObjectCommand, S3Client } from "@aws-sdk/client-s3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SECRET_INPUTS } from "../edge/cloud/trainer-input";
@@ -107,17 +108,7 @@ beforeAll(async () => {
   });
   admin = await setUpAdmin(t);
   alice = await createUserWithKey(t, { key: admin.key }, "researcher", "alice");
-  ok(
-    await call("PUT", "/api/cloud/providers/replicate", admin.key, {
-      api_base_url: fake.url,
-      allow_private_targets: true,
-      training_model: "acme/simpletuner:0123456789abcdef",
-      training_destination: "acme/faces",
-      webhook_secret: fake.webhookSecret,
-      s3_endpoint_enabled: true,
-      http_timeout: 5,
-    }),
-  );
+  ok(await call("PUT", "/api/cloud/providers/replicate", admin.key, fakeReplicateSettings(fake, { http_timeout: 5 })));
   // Both publishing destinations enabled and configured: still refused for cloud jobs.
   ok(
     await call("PUT", "/api/cloud/settings", admin.key, {

@@ -4,6 +4,7 @@
 // exclusions, the 100 MB cap, the spending limit, approvals, tracking by webhook and by polling,
 // per-second cost, cancel billing, results in each destination, the circuit breaker, and the
 // provider token absent from everything the service says.
+import { fakeReplicateSettings } from "./helpers/fake-provider";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startFakeHub, type FakeHub } from "./fakes/fake-hub";
 import { startFakeObjectStore, type FakeObjectStore } from "./fakes/fake-object-store";
@@ -81,16 +82,7 @@ beforeAll(async () => {
   bob = await createUserWithKey(t, { cookie: admin.cookie }, "researcher", "bob");
   viewer = await createUserWithKey(t, { cookie: admin.cookie }, "viewer", "vera");
   const setup = [
-    await call("PUT", "/api/cloud/providers/replicate", admin.key, {
-      api_base_url: fake.url,
-      // The fake listens on loopback: a private target an admin allows explicitly.
-      allow_private_targets: true,
-      training_model: "acme/simpletuner:0123456789abcdef",
-      training_destination: "acme/faces",
-      webhook_secret: fake.webhookSecret,
-      s3_endpoint_enabled: true,
-      http_timeout: 2,
-    }),
+    await call("PUT", "/api/cloud/providers/replicate", admin.key, fakeReplicateSettings(fake, { http_timeout: 2 })),
     await call("PUT", "/api/cloud/settings", admin.key, {
       public_url: t.base,
       poll_interval_seconds: 1,
