@@ -3,8 +3,9 @@ import { spawnSync } from "node:child_process";
 import { describe, expect, it } from "vitest";
 import { escapeLabelValue, renderExposition, type MetricFamily } from "../edge/metrics/exposition";
 import { HttpTally } from "../edge/metrics/tally";
+import { prerequisite } from "./helpers/prerequisites";
 
-const promtool = spawnSync("promtool", ["--version"]).status === 0;
+const promtool = prerequisite("promtool (Debian package prometheus)", spawnSync("promtool", ["--version"]).status === 0);
 
 describe("renderExposition", () => {
   it("writes HELP and TYPE before each family's samples and ends with a line feed", () => {

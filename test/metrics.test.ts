@@ -3,6 +3,7 @@
 import { spawnSync } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createUserWithKey, setUpAdmin, startTestStack, type Credentials, type TestStack } from "./helpers/stack";
+import { prerequisite } from "./helpers/prerequisites";
 
 const SCRAPE_TOKEN = "scrape-token-for-tests-0123456789abcdef";
 // Counted loopback clients (development exempts them otherwise) and a default rule too high to
@@ -323,7 +324,7 @@ describe("figures", () => {
     expect(familiesOf(text)).toEqual(familiesFor(["circuit_breakers", "provider"]));
   });
 
-  const promtool = spawnSync("promtool", ["--version"]).status === 0;
+  const promtool = prerequisite("promtool (Debian package prometheus)", spawnSync("promtool", ["--version"]).status === 0);
   it.skipIf(!promtool)(
     "passes promtool check metrics with only the two findings the spec's names cause (skipped: promtool is not installed)",
     async () => {

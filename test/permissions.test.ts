@@ -46,6 +46,8 @@ describe("the level/permission table (shared/permissions.ts)", () => {
   it.each(routes.filter((r) => r.access === "public"))("$method $path is public", async ({ method, path }) => {
     const reply = await t.call(method, path, { json: method === "GET" ? undefined : {} });
     expect([401, 403]).not.toContain(reply.status);
+    // Allowed is answered: a bad (empty) body is a 4xx that says so, never a 5xx.
+    expect(reply.status, reply.text).toBeLessThan(500);
   });
 
   it.each(routes.filter((r) => r.access === "worker"))(
@@ -76,6 +78,7 @@ describe("the level/permission table (shared/permissions.ts)", () => {
     });
     if (allowed) {
       expect([401, 403], `${reply.status} ${reply.text}`).not.toContain(reply.status);
+      expect(reply.status, `${reply.status} ${reply.text}`).toBeLessThan(500);
       if (reply.headers.get("content-type")?.startsWith("text/event-stream")) expect(reply.status).toBe(200);
     } else {
       expect(reply.status).toBe(403);

@@ -11,6 +11,7 @@ import { boxPolicy } from "../runner/agent";
 import { findProgram, sandboxArgv } from "../runner/sandbox";
 import { scriptAllowed } from "../runner/scripts";
 import { readConfigFromEnvironment } from "../edge/local/settings";
+import { prerequisite } from "./helpers/prerequisites";
 
 const dir = mkdtempSync(join(tmpdir(), "runner-config-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -232,7 +233,7 @@ describe("sandbox pieces", () => {
     );
   });
 
-  it.skipIf(!findProgram("bwrap", process.env.PATH ?? ""))(
+  it.skipIf(!prerequisite("bubblewrap (bwrap)", findProgram("bwrap", process.env.PATH ?? "") !== null))(
     "keeps a declared installation visible wherever it lives (a Python under the hidden home), and refuses at start one it cannot show",
     () => {
       const home = mkdtempSync(join("/var/tmp", "runner-home-"));

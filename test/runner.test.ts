@@ -17,6 +17,7 @@ import { sseEvents, type SseEvent } from "./helpers/sse";
 import { spawnRunner, stopRunner } from "./helpers/runner-process";
 import { setUpAdmin, startTestStack, type TestStack } from "./helpers/stack";
 import { until as waitUntil } from "./helpers/wait";
+import { prerequisite } from "./helpers/prerequisites";
 
 let t: TestStack;
 let admin: { key: string; cookie: string };
@@ -34,7 +35,7 @@ const workDir = mkdtempSync(join(tmpdir(), "runner-test-"));
 // This box lets an admin's raw --trainer_command run (sandboxed) and declares one script.
 const configFile = join(mkdtempSync(join(tmpdir(), "runner-config-")), "runner.json");
 const ECHO_ARGS = resolve("test/fakes/echo-args");
-const HAS_BWRAP = findProgram("bwrap", process.env.PATH ?? "") !== null;
+const HAS_BWRAP = prerequisite("bubblewrap (bwrap)", findProgram("bwrap", process.env.PATH ?? "") !== null);
 const auth = () => ({ key: admin.key });
 
 async function env(name: string, config: Record<string, unknown>) {

@@ -15,8 +15,9 @@ import { findProgram } from "../runner/sandbox";
 import { startRemoteRunner, stopRunners } from "./helpers/runner-process";
 import { setUpAdmin, startTestStack, type TestStack } from "./helpers/stack";
 import { until as waitUntil } from "./helpers/wait";
+import { prerequisite } from "./helpers/prerequisites";
 
-const HAS_BWRAP = findProgram("bwrap", process.env.PATH ?? "") !== null;
+const HAS_BWRAP = prerequisite("bubblewrap (bwrap)", findProgram("bwrap", process.env.PATH ?? "") !== null);
 const PROBE = resolve("test/fakes/sandbox-probe");
 const ECHO_ARGS = resolve("test/fakes/echo-args");
 const temp = (name: string) => mkdtempSync(join(tmpdir(), `sandbox-${name}-`));

@@ -20,8 +20,9 @@ import { spawnRunner, startRemoteRunner, stopRunners, type RunnerProcess } from 
 import { fakeSimpleTuner, removeFakeSimpleTuners } from "./helpers/simpletuner";
 import { setUpAdmin, startTestStack, type TestStack } from "./helpers/stack";
 import { until as waitUntil } from "./helpers/wait";
+import { prerequisite } from "./helpers/prerequisites";
 
-const HAS_BWRAP = findProgram("bwrap", process.env.PATH ?? "") !== null;
+const HAS_BWRAP = prerequisite("bubblewrap (bwrap)", findProgram("bwrap", process.env.PATH ?? "") !== null);
 const ECHO_ARGS = resolve("test/fakes/echo-args");
 const dirs: string[] = [];
 const temp = (name: string) => {

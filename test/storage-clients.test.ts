@@ -1,7 +1,7 @@
 // The S3-compatible storage endpoint driven by the stock AWS tools a job would use: the AWS CLI
 // (`aws s3 cp`, `ls`, `sync`) and boto3 (upload_file/download_file, put/get/head, paginated
 // listing, refusals), each run as a child process with the job's credentials and otherwise the
-// tools' defaults. Every block is skipped where its tool is not installed (.ci/run installs
+// tools' defaults. Every block is skipped where its tool is not installed, and fails under CI=true (.ci/run installs
 // Debian's awscli and python3-boto3), the HTTPS test where openssl is not.
 //
 // The tools reach the stack through a transparent front on loopback that records each request's
@@ -9,6 +9,7 @@
 // payload's SHA-256 and sends `x-amz-checksum-crc32` as a header over HTTP, but over HTTPS (every
 // real deployment) it streams `Content-Encoding: aws-chunked` bodies with
 // `x-amz-content-sha256: STREAMING-UNSIGNED-PAYLOAD-TRAILER` and the CRC32 in a trailer.
+import { prerequisite } from "./helpers/prerequisites";
 import { execFile, execFileSync, spawnSync } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -24,9 +25,9 @@ import { setUpAdmin, startTestStack, type TestStack } from "./helpers/stack";
 const baseEnv: NodeJS.ProcessEnv = Object.fromEntries(Object.entries(process.env).filter(([name]) => !/^(AWS_|BOTO_)/.test(name)));
 const installed = (command: string, args: string[]) =>
   spawnSync(command, args, { stdio: "ignore", env: baseEnv, timeout: 30_000 }).status === 0;
-const hasAws = installed("aws", ["--version"]);
-const hasBoto3 = installed("python3", ["-c", "import boto3"]);
-const hasOpenssl = installed("openssl", ["version"]);
+const hasAws = prerequisite("the AWS CLI (aws)", installed("aws", ["--version"]));
+const hasBoto3 = prerequisite("boto3 (python3 -c 'import boto3')", installed("python3", ["-c", "import boto3"]));
+const hasOpenssl = prerequisite("openssl", installed("openssl", ["version"]));
 
 /** Whether version `text` (1.2.3) is at least `min`. */
 const atLeast = (text: string | undefined, min: number[]) => {

@@ -4,10 +4,11 @@ import { join } from "node:path";
 import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
 import { REPO_ROOT } from "../../edge/local/bundle";
 import { sessionCookie, type TestStack } from "./stack";
+import { prerequisite } from "./prerequisites";
 
 /** Debian's chromium (`.ci/run` installs it); without it the browser tests are skipped. */
 export const CHROMIUM = "/usr/bin/chromium";
-export const HAS_CHROMIUM = existsSync(CHROMIUM);
+export const HAS_CHROMIUM = prerequisite(`chromium (${CHROMIUM})`, existsSync(CHROMIUM));
 
 /** Where the browser tests write their screenshots for a person to look at (ignored by git). */
 export const SCREENSHOT_DIR = join(REPO_ROOT, ".build", "test-output", "ui");
