@@ -1,4 +1,5 @@
 import type { Env } from "../env";
+import { objectNamed, type NamedNamespace } from "../durable-object-names";
 
 /** A cloud job's Durable Object's RPC methods (edge/cloud/cloud-job.ts), for code type-checked without workerd's types. */
 export interface CloudJobApi {
@@ -12,12 +13,9 @@ export interface CloudJobApi {
   poke(jobId: string): Promise<void>;
 }
 
-export interface CloudJobNamespace {
-  idFromName(name: string): unknown;
-  get(id: never): CloudJobApi;
-}
+export type CloudJobNamespace = NamedNamespace<CloudJobApi>;
 
 /** The Durable Object of one cloud job (named by job id). */
 export function cloudJobOf(env: Pick<Env, "CLOUD_JOBS">, jobId: string): CloudJobApi {
-  return env.CLOUD_JOBS.get(env.CLOUD_JOBS.idFromName(jobId) as never);
+  return objectNamed(env.CLOUD_JOBS, jobId);
 }

@@ -1,5 +1,6 @@
 import type { WebhookDelivery } from "../../shared/schemas/deliveries";
 import type { Env } from "../env";
+import { objectNamed, type NamedNamespace } from "../durable-object-names";
 
 /** An event as watchers receive it: the trainer's fields plus its index and time. */
 export interface HubEvent {
@@ -31,12 +32,9 @@ export interface EventsHubApi {
   fetch(request: Request): Promise<Response>;
 }
 
-export interface EventsHubNamespace {
-  idFromName(name: string): unknown;
-  get(id: never): EventsHubApi;
-}
+export type EventsHubNamespace = NamedNamespace<EventsHubApi>;
 
 /** The hub of one job. */
 export function hubOf(env: Env, jobId: string): EventsHubApi {
-  return env.EVENTS_HUB.get(env.EVENTS_HUB.idFromName(jobId) as never);
+  return objectNamed(env.EVENTS_HUB, jobId);
 }

@@ -1,4 +1,5 @@
 import type { Env } from "../env";
+import { objectNamed, type NamedNamespace } from "../durable-object-names";
 
 /*
  * What the MetricsCollector Durable Object offers over RPC, apart from its class, so that code
@@ -31,10 +32,7 @@ export interface MetricsApi {
   snapshot(clientWindowMs: number): Promise<HttpSnapshot>;
 }
 
-export interface MetricsNamespace {
-  idFromName(name: string): unknown;
-  get(id: never): MetricsApi;
-}
+export type MetricsNamespace = NamedNamespace<MetricsApi>;
 
 /**
  * The one collector instance.
@@ -43,5 +41,5 @@ export interface MetricsNamespace {
  * const totals = await collectorOf(c.env).snapshot(60_000);
  */
 export function collectorOf(env: Pick<Env, "METRICS">): MetricsApi {
-  return env.METRICS.get(env.METRICS.idFromName("main") as never);
+  return objectNamed(env.METRICS, "main");
 }

@@ -1,4 +1,5 @@
 import type { Env } from "../env";
+import { objectNamed, type NamedNamespace } from "../durable-object-names";
 
 /** One job's status change as queue watchers see it: only what GET /api/queue shows everyone. */
 export interface QueueChange {
@@ -14,10 +15,7 @@ export interface QueueHubApi {
   fetch(request: Request): Promise<Response>;
 }
 
-export interface QueueHubNamespace {
-  idFromName(name: string): unknown;
-  get(id: never): QueueHubApi;
-}
+export type QueueHubNamespace = NamedNamespace<QueueHubApi>;
 
 /**
  * The one queue hub (named "main").
@@ -26,5 +24,5 @@ export interface QueueHubNamespace {
  * await queueHubOf(env).changed([{ job_id: "local-1", from: "pending", to: "running" }]);
  */
 export function queueHubOf(env: Pick<Env, "QUEUE_HUB">): QueueHubApi {
-  return env.QUEUE_HUB.get(env.QUEUE_HUB.idFromName("main") as never);
+  return objectNamed(env.QUEUE_HUB, "main");
 }

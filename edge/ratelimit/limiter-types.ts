@@ -1,4 +1,5 @@
 import type { Env } from "../env";
+import { objectNamed, type NamedNamespace } from "../durable-object-names";
 
 /** The answer of RateLimiter.hit: the window's verdict on one request. */
 export interface RateVerdict {
@@ -22,10 +23,7 @@ export interface RateLimiterApi {
   forget(rule: string): Promise<void>;
 }
 
-export interface RateLimiterNamespace {
-  idFromName(name: string): unknown;
-  get(id: never): RateLimiterApi;
-}
+export type RateLimiterNamespace = NamedNamespace<RateLimiterApi>;
 
 /**
  * The limiter of one client address.
@@ -34,5 +32,5 @@ export interface RateLimiterNamespace {
  * const verdict = await limiterOf(c.env, "203.0.113.7").hit("login", 5, 60_000);
  */
 export function limiterOf(env: Pick<Env, "RATE_LIMITER">, clientIp: string): RateLimiterApi {
-  return env.RATE_LIMITER.get(env.RATE_LIMITER.idFromName(clientIp) as never);
+  return objectNamed(env.RATE_LIMITER, clientIp);
 }

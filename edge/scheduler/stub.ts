@@ -1,3 +1,4 @@
+import { objectNamed } from "../durable-object-names";
 import type { Env } from "../env";
 
 /**
@@ -7,5 +8,5 @@ import type { Env } from "../env";
  * await schedulerOf(c.env).pass("cancel");
  */
 export function schedulerOf(env: Env) {
-  return env.SCHEDULER.get(env.SCHEDULER.idFromName("main") as never);
+  return objectNamed(env.SCHEDULER, "main");
 }

@@ -2,6 +2,7 @@ import type { Level } from "../../shared/levels";
 import type { ErrorBody } from "../../shared/schemas/common";
 import type { DURATION_METHODS, LocalSubmit, WaitReason } from "../../shared/schemas/queue";
 import type { PendingJob } from "./plan";
+import type { NamedNamespace } from "../durable-object-names";
 
 /*
  * What the Scheduler Durable Object offers over RPC, apart from its class, so that code type-checked
@@ -88,7 +89,4 @@ export interface SchedulerApi {
 }
 
 /** The SCHEDULER binding, as far as this code uses it. */
-export interface SchedulerNamespace {
-  idFromName(name: string): unknown;
-  get(id: never): SchedulerApi;
-}
+export type SchedulerNamespace = NamedNamespace<SchedulerApi>;

@@ -1,4 +1,5 @@
 import type { Env } from "../env";
+import { objectNamed, type NamedNamespace } from "../durable-object-names";
 
 /** The worker channel's RPC methods (edge/workers/channel.ts). */
 export interface WorkerChannelApi {
@@ -7,11 +8,8 @@ export interface WorkerChannelApi {
   fetch(request: Request): Promise<Response>;
 }
 
-export interface WorkerChannelNamespace {
-  idFromName(name: string): unknown;
-  get(id: never): WorkerChannelApi;
-}
+export type WorkerChannelNamespace = NamedNamespace<WorkerChannelApi>;
 
 export function channelOf(env: Pick<Env, "WORKER_CHANNEL">, workerId: number): WorkerChannelApi {
-  return env.WORKER_CHANNEL.get(env.WORKER_CHANNEL.idFromName(String(workerId)) as never);
+  return objectNamed(env.WORKER_CHANNEL, String(workerId));
 }
