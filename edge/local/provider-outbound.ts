@@ -4,11 +4,11 @@ import { constants } from "node:fs";
 import { Readable } from "node:stream";
 import type { ReadableStream as NodeReadableStream } from "node:stream/web";
 import { Agent, ProxyAgent, request as undiciRequest, type Dispatcher } from "undici";
-import { lookup as dnsLookup } from "node:dns/promises";
 import type { LookupFunction } from "node:net";
 import { OUTBOUND_HEADERS, TIMEOUT_REASON } from "../cloud/outbound";
 import ipaddr from "ipaddr.js";
-import { refusedAddress, refusedHost } from "../webhooks/targets";
+import { PROVIDER_PRIVATE_HINT as PRIVATE_HINT, refusedHost, refusedResolution } from "../webhooks/targets";
+import { systemResolver, type Resolver } from "./webhook-outbound";
 
 /*
  * The local host's side of the PROVIDER_OUTBOUND binding: it makes the Worker's provider calls
@@ -23,36 +23,24 @@ import { refusedAddress, refusedHost } from "../webhooks/targets";
  * the connection use the same answer, so a name cannot be rebound between them.
  */
 
-export type Resolver = (hostname: string) => Promise<{ address: string; family: number }[]>;
-const systemResolver: Resolver = (hostname) => dnsLookup(hostname, { all: true, verbatim: true });
-
 /** Why a host (a name or an address literal) may not be reached, or null; `resolve` answers for names. */
 async function refusedDestination(hostname: string, resolve: Resolver): Promise<string | null> {
   const written = refusedHost(hostname, PRIVATE_HINT);
   if (written) return written;
   const host = hostname.replace(/^\[|\]$/g, "");
-  if (ipaddr.isValid(host)) return null;
-  for (const { address } of await resolve(host)) {
-    const problem = refusedAddress(address, PRIVATE_HINT);
-    if (problem) return `${host} resolves to ${address}: ${problem}`;
-  }
-  return null;
+  return ipaddr.isValid(host) ? null : refusedResolution(host, await resolve(host), PRIVATE_HINT);
 }
 
 /** Names left to the connection's own lookup (guardedLookup), which checks what it connects to. */
 const atConnect: Resolver = async () => [];
-
-const PRIVATE_HINT = 'an admin allows private targets for this provider with "allow_private_targets": true';
 
 /** A socket lookup that refuses private addresses (the connection then fails with the reason). */
 function guardedLookup(resolve: Resolver): LookupFunction {
   return (hostname, options, callback) => {
     resolve(hostname).then(
       (addresses) => {
-        for (const { address } of addresses) {
-          const problem = refusedAddress(address, PRIVATE_HINT);
-          if (problem) return callback(new Error(`${hostname} resolves to ${address}: ${problem}`), "", 4);
-        }
+        const refused = refusedResolution(hostname, addresses, PRIVATE_HINT);
+        if (refused) return callback(new Error(refused), "", 4);
         if (!addresses.length) return callback(new Error(`${hostname} resolves to no address`), "", 4);
         if ((options as { all?: boolean }).all)
           (callback as unknown as (e: null, a: { address: string; family: number }[]) => void)(null, addresses);

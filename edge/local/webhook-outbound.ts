@@ -2,7 +2,7 @@ import { lookup as dnsLookup } from "node:dns/promises";
 import { request as httpRequest } from "node:http";
 import { request as httpsRequest } from "node:https";
 import type { LookupFunction } from "node:net";
-import { refusedAddress, refusedTarget } from "../webhooks/targets";
+import { refusedResolution, refusedTarget } from "../webhooks/targets";
 
 /*
  * The local host's outbound fetcher for webhook deliveries, a service binding of the Worker
@@ -21,7 +21,7 @@ export const FAILED_HEADER = "x-outbound-failed";
 
 export type Resolver = (hostname: string) => Promise<{ address: string; family: number }[]>;
 
-const systemResolver: Resolver = (hostname) => dnsLookup(hostname, { all: true, verbatim: true });
+export const systemResolver: Resolver = (hostname) => dnsLookup(hostname, { all: true, verbatim: true });
 
 /** What became of one delivery: the receiver's status, or why it never got one. */
 export type OutboundResult = { status: number } | { refused: string } | { failed: string };
@@ -47,12 +47,8 @@ export async function deliverGuarded(request: Request, resolve: Resolver = syste
     return { failed: `could not resolve ${host}: ${(error as Error).message}` };
   }
   if (!addresses.length) return { failed: `${host} resolves to no address` };
-  if (!allowPrivate) {
-    for (const { address } of addresses) {
-      const problem = refusedAddress(address);
-      if (problem) return { refused: `${host} resolves to ${address}: ${problem}` };
-    }
-  }
+  const refusedAt = allowPrivate ? null : refusedResolution(host, addresses);
+  if (refusedAt) return { refused: refusedAt };
   const target = addresses[0]!;
   // The connection goes to the address checked above, whatever a second lookup would say.
   const pinned: LookupFunction = (_hostname, options, callback) => {

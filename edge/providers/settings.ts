@@ -7,7 +7,7 @@ import { providerSettings } from "../db/schema";
 import { ApiError, notFound } from "../errors";
 import { UPLOAD_TOKEN_PREFIX } from "../storage/credentials";
 import { secretNameProblem } from "../cloud/secrets";
-import { refusedHost } from "../webhooks/targets";
+import { PROVIDER_PRIVATE_HINT as PRIVATE_HINT, refusedHost } from "../webhooks/targets";
 
 /** A provider's settings as stored (spec 2.8), the write-only webhook secret included. */
 export interface StoredProviderSettings {
@@ -126,9 +126,6 @@ export function apiTokenSecretProblem(provider: string, name: string): string | 
     return `must name a ${provider} token secret: a name starting with ${prefix} that contains TOKEN (like ${prefix}API_TOKEN), not ${name}; other secrets (HF_TOKEN, AWS_SECRET_ACCESS_KEY, ...) are never sent to the provider`;
   return null;
 }
-
-/** Who may let a provider's outbound settings reach private hosts, for the refusals. */
-const PRIVATE_HINT = 'an admin allows private targets for this provider with "allow_private_targets": true';
 
 /**
  * Why a provider's outbound URL (api_base_url, proxy_url) may not be called, or null: its host

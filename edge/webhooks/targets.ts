@@ -60,6 +60,25 @@ export function refusedTarget(raw: string, allowPrivate: boolean): string | null
   return refusedHost(url.hostname);
 }
 
+/** Who may let a provider's outbound settings (api_base_url, proxy_url) reach private hosts, for the refusals. */
+export const PROVIDER_PRIVATE_HINT = 'an admin allows private targets for this provider with "allow_private_targets": true';
+
+/**
+ * Why a name's resolved addresses may not be reached: the first that is loopback, private,
+ * link-local, a metadata or a reserved address, worded with the name; null when all are public.
+ * Used where the name is resolved (the local host's webhook and provider fetchers).
+ *
+ * @example
+ * refusedResolution("rebound.example", [{ address: "127.0.0.1" }]); // "rebound.example resolves to 127.0.0.1: ..."
+ */
+export function refusedResolution(host: string, addresses: { address: string }[], hint: string = ALLOW_HINT): string | null {
+  for (const { address } of addresses) {
+    const problem = refusedAddress(address, hint);
+    if (problem) return `${host} resolves to ${address}: ${problem}`;
+  }
+  return null;
+}
+
 /**
  * Why a URL's host may not be called unless private targets are allowed (a local name, a
  * trailing dot, a loopback, private or reserved address), or null. `hint` says who can allow
