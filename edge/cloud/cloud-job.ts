@@ -15,7 +15,7 @@ import { archiveStream, planPackage, type PackageBucket } from "./package";
 import type { CloudJobApi } from "./cloud-job-types";
 import { budgetVerdict, BUDGET_EVENT_SEQ, BUDGET_EVENT_TYPE } from "./budget";
 import { parseTraining } from "./providers/replicate";
-import { committedFrom, committedSpendingStatement } from "../scheduler/store";
+import { committedSpending } from "../scheduler/store";
 import { hostedClient } from "./registry";
 import { publicBase } from "./settings";
 import { trainerInput, webhookUrl } from "./trainer-input";
@@ -464,8 +464,7 @@ export class CloudJob extends DurableObject<Env> implements CloudJobApi {
         : Number(row.estimated_cost);
     let committedUsd = 0;
     if (cloud.spending_limit_usd !== null) {
-      const result = await this.db().$client.execute(committedSpendingStatement(new Date()));
-      committedUsd = committedFrom((result.rows[0] ?? {}) as Record<string, unknown>, cloud.spending_period);
+      committedUsd = await committedSpending(this.db(), cloud.spending_period, new Date());
     }
     const verdict = budgetVerdict({
       costUsd,

@@ -6,7 +6,7 @@ import { SCRIPT_OPTIONS, type CloudSettings, type CloudSubmit, type CostEstimate
 import type { Config } from "../config";
 import { ApiError, notFound } from "../errors";
 import { getProviderSettings, type StoredProviderSettings } from "../providers/settings";
-import { committedFrom, committedSpendingStatement } from "../scheduler/store";
+import { committedSpending } from "../scheduler/store";
 import type { NewJob, SchedulerApi, SubmitOutcome, Submitter } from "../scheduler/types";
 import { getSetting } from "../settings";
 import { costOf, expectedSeconds, periodStart, spendingCheck } from "./cost";
@@ -80,8 +80,7 @@ function refuseAdminOptions(user: Submitter, name: string, config: Record<string
 /** Spent this period plus running jobs' estimates, with the limit's figures for the estimate. */
 async function spending(ctx: ProviderContext, limit: number | null, period: "day" | "week" | "month", now: Date) {
   if (limit === null) return null;
-  const result = await ctx.db.$client.execute(committedSpendingStatement(now));
-  const committed = committedFrom((result.rows[0] ?? {}) as Record<string, unknown>, period);
+  const committed = await committedSpending(ctx.db, period, now);
   return { limit_usd: limit, period, period_start: periodStart(period, now).toISOString(), committed_usd: costOf(1, committed) };
 }
 

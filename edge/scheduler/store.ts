@@ -328,6 +328,12 @@ export function committedFrom(row: Row, period: "day" | "week" | "month"): numbe
   return Number(row[period] ?? 0) + Number(row.running ?? 0);
 }
 
+/** What is committed against the spending limit this `period`, read on its own (a submission, a cloud job's budget check). */
+export async function committedSpending(db: Database, period: "day" | "week" | "month", now: Date): Promise<number> {
+  const result = await db.$client.execute(committedSpendingStatement(now));
+  return committedFrom((result.rows[0] ?? {}) as Row, period);
+}
+
 /**
  * The local box shows busy while it runs anything, IDLE otherwise: the last statement of every
  * pass's batch (nothing without a local box).
