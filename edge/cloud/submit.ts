@@ -102,6 +102,9 @@ function checkDestination(ctx: SubmitContext, provider: string, cloud: CloudSett
  * one an admin allows in the cloud settings' allowed_scripts, as a GPU box runs only the scripts
  * its runner config declares; 422 script_not_allowed naming the option otherwise, whoever submits.
  */
+/** What would make a shell run more than one program, or another one: operators, substitutions, redirections, line breaks. */
+const SHELL_SYNTAX = /[;&|`$()<>\n\r]/;
+
 function refuseScripts(name: string, config: Record<string, unknown>, allowed: string[]): void {
   const refused: { path: string; message: string }[] = [];
   // Spelled as an argument parser would take it too: without the dashes, with - for _, in capitals.
@@ -115,6 +118,15 @@ function refuseScripts(name: string, config: Record<string, unknown>, allowed: s
       program = typeof value === "string" ? splitCommand(value)[0] : undefined;
     } catch {
       program = undefined;
+    }
+    // The allowed program's name is not enough when the trainer may hand the line to a shell:
+    // `/allowed.sh && curl ...` would run more than the program.
+    if (typeof value === "string" && SHELL_SYNTAX.test(value)) {
+      refused.push({
+        path: `environment.config.${option}`,
+        message: "holds shell syntax (; & | ` $ ( ) < > or a line break): a cloud trainer may run the line through a shell",
+      });
+      continue;
     }
     const fine =
       program !== undefined &&

@@ -1291,7 +1291,7 @@ only those; every other input is shown to the whole organisation).
 **Submission rules**: \`max_runtime_minutes\` below the environment's is refused (422
 \`runtime_below_environment\`) except for an admin; \`--post_checkpoint_script\`,
 \`--post_upload_script\` and \`--validation_external_script\` are refused (422 \`script_not_allowed\`)
-unless the program is in the cloud setting \`allowed_scripts\`; another user's dataset folder is
+unless the program is in the cloud setting \`allowed_scripts\` and the line holds no shell syntax; another user's dataset folder is
 packaged only once its owner allowed it (\`PUT /api/datasets/folders/{name}/cloud-sharing\`), else
 403 \`dataset_not_yours\`.
 
