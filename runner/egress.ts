@@ -1,9 +1,10 @@
 import { chmodSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer as createHttpServer, request as httpRequest, type IncomingMessage, type Server as HttpServer } from "node:http";
-import { connect, createServer, isIP, type Server, type Socket } from "node:net";
+import { connect, createServer, type Server, type Socket } from "node:net";
 import { lookup } from "node:dns/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { ipInRanges, isLoopbackHost, LOOPBACK_RANGES, parseRange } from "../shared/ip";
 
 /*
  * A sandboxed job's only ways out of its network namespace (runner/sandbox.ts): Unix sockets in a
@@ -44,13 +45,12 @@ export function hostAllowed(host: string, allowed: string[]): boolean {
 }
 
 /** Loopback, link-local (169.254.0.0/16 holds clouds' metadata services), unspecified: never a way out. */
-export function forbiddenAddress(address: string): boolean {
-  const a = address.toLowerCase().replace(/^::ffff:/, "");
-  if (isIP(a) === 4) return /^(127\.|169\.254\.|0\.)/.test(a);
-  return a === "::1" || a === "::" || /^fe[89ab]/.test(a);
-}
+const FORBIDDEN_RANGES = [...LOOPBACK_RANGES, ...["169.254.0.0/16", "0.0.0.0/8", "fe80::/10", "::/128"].map(parseRange)];
 
-const loopbackHost = (host: string) => host === "localhost" || host === "::1" || host === "[::1]" || /^127\.\d+\.\d+\.\d+$/.test(host);
+/** Whether a resolved address is loopback, link-local or unspecified (IPv4-mapped forms too). */
+export function forbiddenAddress(address: string): boolean {
+  return ipInRanges(address, FORBIDDEN_RANGES);
+}
 
 /**
  * Opens the job's gateway. `allowHosts`: the operator's list; `edgeUrls`: the edge as the runner
@@ -84,7 +84,7 @@ export async function startJobNetwork(options: {
     const edge = new URL(url);
     const host = edge.hostname.replace(/^\[|\]$/g, "");
     const port = Number(edge.port || (edge.protocol === "https:" ? 443 : 80));
-    if (!loopbackHost(host)) {
+    if (!isLoopbackHost(host)) {
       allowed.push(host);
       continue;
     }
