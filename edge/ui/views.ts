@@ -11,11 +11,7 @@ import { SubmitView } from "./views/submit";
 import { SystemView } from "./views/system";
 import { UsersView } from "./views/users";
 import { WorkersView } from "./views/workers";
-
-/** Props every view gets: the route's path segments after the view's own name. */
-export interface ViewProps {
-  args: string[];
-}
+import type { ViewProps } from "./view-props";
 
 export interface ViewEntry {
   /** The first path segment: `#/queue`. */

@@ -1,4 +1,4 @@
-import type { Migration } from "./index";
+import type { Migration } from "./migration";
 
 /** v1: the queue as it began - one table of jobs ordered by priority and submission time. */
 export const v1: Migration = {

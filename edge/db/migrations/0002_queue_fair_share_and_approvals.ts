@@ -1,4 +1,4 @@
-import type { Migration } from "./index";
+import type { Migration } from "./migration";
 
 /** v2: teams for fair share, priority overrides, approvals and retries. */
 export const v2: Migration = {

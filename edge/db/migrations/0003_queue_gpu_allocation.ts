@@ -1,4 +1,4 @@
-import type { Migration } from "./index";
+import type { Migration } from "./migration";
 
 /** v3 (spec 2.1): local jobs and their GPU allocation. */
 export const v3: Migration = {

@@ -1,4 +1,4 @@
-import type { Migration } from "./index";
+import type { Migration } from "./migration";
 
 /** v4: users with levels, sessions, API keys and service settings. */
 export const v4: Migration = {

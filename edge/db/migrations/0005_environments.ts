@@ -1,4 +1,4 @@
-import type { Migration } from "./index";
+import type { Migration } from "./migration";
 
 /** v5 (spec 2.9, 4.3): training environments - an option map and a dataloader per name. */
 export const v5: Migration = {

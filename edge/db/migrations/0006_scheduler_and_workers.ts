@@ -1,4 +1,4 @@
-import type { Migration } from "./index";
+import type { Migration } from "./migration";
 
 /**
  * v6: what the scheduler needs - where a job may run (target, label globs, preferred devices),

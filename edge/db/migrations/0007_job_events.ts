@@ -1,4 +1,4 @@
-import type { Migration } from "./index";
+import type { Migration } from "./migration";
 
 /**
  * v7: each job's event log (ARCHITECTURE "Events"): what its trainer reported, in order, with a

@@ -1,4 +1,4 @@
-import type { Migration } from "./index";
+import type { Migration } from "./migration";
 
 /**
  * v8: commands for a running job's trainer (validation, checkpoint, stop, cancel), kept until the

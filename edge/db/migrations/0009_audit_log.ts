@@ -1,4 +1,4 @@
-import type { Migration } from "./index";
+import type { Migration } from "./migration";
 
 /**
  * v9: the audit trail. Append-only; each row carries the previous row's hash and its own, so an

@@ -1,4 +1,4 @@
-import type { Migration } from "./index";
+import type { Migration } from "./migration";
 
 /**
  * v10: per-provider settings (spec 2.8), one JSON document per provider, edited by admins; and

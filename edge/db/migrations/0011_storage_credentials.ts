@@ -1,4 +1,4 @@
-import type { Migration } from "./index";
+import type { Migration } from "./migration";
 
 /**
  * v11: per-job credentials for the S3-compatible storage endpoint. The access key id is the job's

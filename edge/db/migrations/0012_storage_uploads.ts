@@ -1,4 +1,4 @@
-import type { Migration } from "./index";
+import type { Migration } from "./migration";
 
 /**
  * v12: each job's directory on the storage endpoint (its output path, fixed when its first

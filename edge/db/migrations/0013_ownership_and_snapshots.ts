@@ -1,4 +1,4 @@
-import type { Migration } from "./index";
+import type { Migration } from "./migration";
 
 /**
  * v13 (issue 12, ownership): each job keeps the configuration it was submitted with

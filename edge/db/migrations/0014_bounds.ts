@@ -1,4 +1,4 @@
-import type { Migration } from "./index";
+import type { Migration } from "./migration";
 
 /**
  * v14: bounds on what users can make the service hold and whom a dataset folder belongs to.

@@ -1,4 +1,4 @@
-import type { Migration } from "./index";
+import type { Migration } from "./migration";
 
 /**
  * v16: expected ends (issue 17). Materialised on the entry so the queue listing, the job view

@@ -1,4 +1,4 @@
-import type { Migration } from "./index";
+import type { Migration } from "./migration";
 
 /**
  * v17: what each runner can run (issue 24). workers.trainers holds the TrainerAvailability list its

@@ -1,4 +1,4 @@
-import type { Migration } from "./index";
+import type { Migration } from "./migration";
 
 /**
  * v18: which worker ran each attempt of a job (issue 25), and what each runner says still runs.

@@ -1,4 +1,4 @@
-import type { Migration } from "./index";
+import type { Migration } from "./migration";
 
 /**
  * v19: what each job's event log and each user's dataset folders hold (issue 26, "Bounds").

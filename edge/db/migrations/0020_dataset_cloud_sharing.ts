@@ -1,4 +1,4 @@
-import type { Migration } from "./index";
+import type { Migration } from "./migration";
 
 /**
  * v20: a top-level dataset folder's consent to being sent to a cloud provider (issue 27, item 10).

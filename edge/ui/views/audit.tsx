@@ -9,7 +9,7 @@ import { Page, Panel } from "../components/page";
 import { PageSizeField, useCursorPages } from "../components/paging";
 import { useAction, useLoad } from "../components/use-load";
 import { replaceQuery, route } from "../router";
-import type { ViewProps } from "../views";
+import type { ViewProps } from "../view-props";
 import "./settings.css";
 
 /** Event types worth offering in the filter; any other can be typed. */

@@ -8,7 +8,7 @@ import { Field } from "../components/field";
 import { formatTime } from "../components/format";
 import { Page, Panel } from "../components/page";
 import { useAction, useLoad } from "../components/use-load";
-import type { ViewProps } from "../views";
+import type { ViewProps } from "../view-props";
 import {
   changedOnly,
   CheckBox,

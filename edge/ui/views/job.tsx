@@ -11,7 +11,7 @@ import { Plot } from "../components/plot";
 import { useAction, useLoad } from "../components/use-load";
 import { href } from "../router";
 import { can, me } from "../session";
-import type { ViewProps } from "../views";
+import type { ViewProps } from "../view-props";
 import { etaSeconds, stepRate, type TrainingState } from "./job-events";
 import { useJobStream } from "./job-stream";
 import "./job.css";

@@ -8,7 +8,7 @@ import { formatTime } from "../components/format";
 import { Page, Panel } from "../components/page";
 import { useAction, useLoad } from "../components/use-load";
 import { me } from "../session";
-import type { ViewProps } from "../views";
+import type { ViewProps } from "../view-props";
 import { ConfirmButton, OnceSecret } from "../components/controls";
 import "./system.css";
 

@@ -6,7 +6,7 @@ import { ErrorNote } from "../components/error-note";
 import { Field } from "../components/field";
 import { Page, Panel } from "../components/page";
 import { useAction, useLoad } from "../components/use-load";
-import type { ViewProps } from "../views";
+import type { ViewProps } from "../view-props";
 import { changedOnly, CheckBox, numberOrNull, numberText, SavedNote, TextInput, useDraft, type Draft } from "./settings-form";
 
 type Limits = z.output<typeof ConcurrencySettings>;

@@ -10,7 +10,7 @@ import { asServiceError, call, endpoints, type ServiceError } from "../api";
 import { ErrorNote } from "../components/error-note";
 import { Page, Panel } from "../components/page";
 import { useAction, useLoad } from "../components/use-load";
-import type { ViewProps } from "../views";
+import type { ViewProps } from "../view-props";
 import { SavedNote } from "./settings-form";
 
 /** What each category exports (spec 2.12), shown beside its checkbox. */

@@ -12,7 +12,7 @@ import { Plot } from "../components/plot";
 import { useAction, useLoad } from "../components/use-load";
 import { href, replaceQuery, route } from "../router";
 import { can, me } from "../session";
-import type { ViewProps } from "../views";
+import type { ViewProps } from "../view-props";
 import "./queue.css";
 
 type Job = QueueEntry | PublicQueueEntry;

@@ -8,7 +8,7 @@ import { Page, Panel } from "../components/page";
 import { useAction, useLoad } from "../components/use-load";
 import { href, navigate } from "../router";
 import { can } from "../session";
-import type { ViewProps } from "../views";
+import type { ViewProps } from "../view-props";
 import "./queue.css";
 
 interface Form {

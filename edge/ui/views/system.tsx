@@ -7,7 +7,7 @@ import { useLiveText, useQueueChanges } from "../components/live";
 import { Page, Panel } from "../components/page";
 import { useLoad } from "../components/use-load";
 import { href } from "../router";
-import type { ViewProps } from "../views";
+import type { ViewProps } from "../view-props";
 import { Labels, Trainers, WorkerStatus } from "./system-parts";
 import "./system.css";
 

@@ -6,7 +6,7 @@ import { Field, formValues } from "../components/field";
 import { formatTime } from "../components/format";
 import { Page, Panel } from "../components/page";
 import { useAction, useLoad } from "../components/use-load";
-import type { ViewProps } from "../views";
+import type { ViewProps } from "../view-props";
 import "./system.css";
 
 /** The new-user form; the service's 422 names each invalid field beside it. */

@@ -8,7 +8,7 @@ import { formatTime } from "../components/format";
 import { Page, Panel } from "../components/page";
 import { useAction, useLoad } from "../components/use-load";
 import { href } from "../router";
-import type { ViewProps } from "../views";
+import type { ViewProps } from "../view-props";
 import { ConfirmButton, OnceSecret } from "../components/controls";
 import { Labels, WorkerStatus, Trainers } from "./system-parts";
 import "./system.css";
