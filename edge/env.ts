@@ -41,22 +41,22 @@ export interface Env extends DurableObjectBindings {
   SERVICE_STARTED_AT?: string;
   /** Local default only: this start's secret the client front sends with every request (edge/middleware/front-only.ts). */
   SERVICE_FRONT_TOKEN?: string;
-  /** Rate limiting (README "Rate limiting"): the default rule's calls (0: off) and period in seconds. */
+  /** Rate limiting (the API document's "Rate limiting"): the default rule's calls (0: off) and period in seconds. */
   RATE_LIMIT_CALLS?: string;
   RATE_LIMIT_PERIOD?: string;
   /** `1`: count loopback clients in development too (production always counts them). */
   RATE_LIMIT_LOOPBACK?: string;
   /** Peers whose X-Forwarded-For / X-Real-IP name the client: addresses, CIDRs, `loopback`, or `none`. */
   TRUSTED_PROXIES?: string;
-  /** Secret: a bearer token that may scrape GET /api/cloud/metrics/prometheus (README "Metrics"). */
+  /** Secret: a bearer token that may scrape GET /api/cloud/metrics/prometheus (the API document's "Metrics"). */
   METRICS_SCRAPE_TOKEN?: string;
-  /** Secret: the one-time token that creating the first admin needs (README "First run"). */
+  /** Secret: the one-time token that creating the first admin needs (README "First run, with curl"). */
   SETUP_TOKEN?: string;
-  /** Seconds: the timeout of provider calls whose http_timeout is the default 30 (spec 8). */
+  /** Seconds: the timeout of provider calls whose http_timeout is left at the default 30. */
   SERVICE_HTTP_TIMEOUT?: string;
   /** Seconds an open circuit breaker waits before letting calls try again (default 60; tests shorten it). */
   CIRCUIT_BREAKER_RESET_SECONDS?: string;
-  /** HashiCorp Vault (spec 5.9, the last secret source): its address, token and KV v2 path (default secret/data/training-service). */
+  /** HashiCorp Vault (the last secret source, README "Cloud training"): its address, token and KV v2 path (default secret/data/training-service). */
   VAULT_ADDR?: string;
   /** Secret: the Vault token. */
   VAULT_TOKEN?: string;

@@ -1,5 +1,5 @@
 /**
- * User levels, highest first, with the queue priority each one gives (spec 2.2).
+ * User levels, highest first, with the queue priority each one gives.
  * A user may hold several levels; the highest one decides what they may do.
  */
 export const LEVELS = ["admin", "lead", "researcher", "viewer"] as const;

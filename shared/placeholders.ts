@@ -1,5 +1,5 @@
 /*
- * Script command lines (spec 2.9: --post_checkpoint_script, --post_upload_script,
+ * Script command lines (--post_checkpoint_script, --post_upload_script,
  * --validation_external_script): split into argv like a shell would split words, and the
  * `{name}` placeholders filled in each word - never run through a shell, so nothing in a value
  * (a prompt, a path) can become a command. Hand-written: shell-quote, the usual package, also
@@ -60,7 +60,7 @@ export function fillPlaceholders(argv: string[], values: Record<string, string>)
 export type ScriptKind = "post_checkpoint" | "validation" | "post_upload";
 
 /**
- * The placeholder values of spec 2.9 for a script run, from the job's options and the event that
+ * The `{name}` placeholder values for a script run, from the job's options and the event that
  * triggered it. `{remote_checkpoint_path}` is empty for validation and post-checkpoint scripts;
  * only the post-upload script gets `{model_type}` and `{lora_type}`.
  */

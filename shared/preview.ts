@@ -1,5 +1,5 @@
 /**
- * The inference steps at which a validation preview is emitted (spec 6.3): the first step, then
+ * The inference steps at which a validation preview is emitted: the first step, then
  * every `interval` steps, and the last step. An interval below 1 counts as 1 (every step).
  *
  * @example

@@ -1,5 +1,5 @@
 /**
- * The cloud providers this service knows (spec 1 "Supported providers"): the hosted provider,
+ * The cloud providers this service knows (README "Cloud training"): the hosted provider,
  * worker orchestration (this service's own GPU workers) and a managed service listed as coming
  * soon. Settings (PUT /api/cloud/providers/{provider}) and webhook intake (POST
  * /api/webhooks/{provider}) accept only these names.

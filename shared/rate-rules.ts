@@ -1,11 +1,12 @@
 /**
- * The rate-limit rules of spec 8, as data, and the one function that picks a request's rule.
+ * The rate-limit rules (the API document's "Rate limiting"), as data, and the one function that
+ * picks a request's rule.
  *
  * A pattern covers its path and everything under it, segment by segment (`/api/webhooks/` and
  * `/api/webhooks` both cover `/api/webhooks/github`, neither covers `/api/webhooksx`); `<id>`
  * stands for one path segment. The first rule whose pattern and method match wins, so the table
- * is ordered most specific first: the spec lists `/api/cloud/jobs` before
- * `/api/cloud/jobs/<id>/cancel`, which would make the cancel rule unreachable.
+ * is ordered most specific first: job cancellation (`/api/cloud/jobs/<id>/cancel`) comes before
+ * job submission, whose pattern `/api/cloud/jobs` would otherwise make the cancel rule unreachable.
  */
 
 export interface RateRule {
@@ -20,8 +21,8 @@ export interface RateRule {
 }
 
 /**
- * Spec 8's table. The sign-in rules guard the service's real paths (`/api/cloud/auth/...`) as
- * well as the spec's `/api/auth/...`; both share one window, so alternating paths gains nothing.
+ * The per-route rules. The sign-in rules guard the service's real paths (`/api/cloud/auth/...`) as
+ * well as the short `/api/auth/...` forms; both share one window, so alternating paths gains nothing.
  */
 export const RATE_RULES: readonly RateRule[] = [
   { name: "login", patterns: ["/api/auth/login", "/api/cloud/auth/login"], methods: ["POST"], calls: 5, periodSeconds: 60 },
@@ -49,7 +50,7 @@ export const LOGIN_FAILURE_RULE: RateRule = {
   periodSeconds: 900,
 };
 
-/** Failed worker-token authentications per client address (runner routes, spec 8 does not list them). */
+/** Failed worker-token authentications per client address (the runner routes, which no per-route rule counts). */
 export const WORKER_TOKEN_FAILURE_RULE: RateRule = {
   name: "worker-token-failures",
   patterns: ["/api/workers/"],
@@ -69,13 +70,14 @@ export function defaultRateRule(calls: number, periodSeconds: number): RateRule 
 }
 
 /**
- * Never counted, whatever the method. Spec 8's list, plus the service's own forms of the same
- * things: the health probes under `/api/cloud/health` (a load balancer's probes must never be
- * refused), the live streams `/api/training/events/stream` and `/api/queue/changes` (long-lived,
- * each bounded by the per-user limit of live streams instead), the documentation's and the
- * dashboard's static files `/docs/assets/` and `/ui/`, and the runner protocol `/api/workers/` (machine-to-machine
- * behind admin-issued worker tokens, paced by the protocol; a runner drops an event batch the
- * edge refuses with a 4xx, so a 429 there would lose training events).
+ * Never counted, whatever the method: the health probes `/health` and `/api/cloud/health` (a
+ * load balancer's probes must never be refused); the live streams `/api/events/stream`,
+ * `/api/training/events/stream` and `/api/queue/changes` (long-lived, each bounded by the
+ * per-user limit of live streams instead); the static files `/static/`, the documentation's
+ * `/docs/assets/` and the dashboard's `/ui/`; `/api/cloud/hints`, `/api/users/me` and
+ * `/api/cloud/providers`; and the runner protocol `/api/workers/` (machine-to-machine behind
+ * admin-issued worker tokens, paced by the protocol; a runner drops an event batch the edge
+ * refuses with a 4xx, so a 429 there would lose training events).
  */
 export const RATE_LIMIT_EXCLUSIONS: readonly string[] = [
   "/health",
@@ -145,7 +147,7 @@ export function matchRateRule(method: string, path: string, fallback: RateRule):
 }
 
 /**
- * The spec's three headers for a request no window counted (loopback in development, an
+ * The three X-RateLimit headers for a request no window counted (loopback in development, an
  * excluded path, the limiter unreachable): the rule that would apply, with all of its calls
  * remaining, and a reset one period from now. Remaining is the limit, not the client's count in
  * that window: reading the count would cost a Durable Object round trip on requests that are

@@ -1,5 +1,5 @@
 /*
- * The commands a running job's trainer takes (spec 4.2), named once for the edge, the runner and
+ * The commands a running job's trainer takes, named once for the edge, the runner and
  * the demo trainer. Validation and checkpoint reach the trainer through SimpleTuner's own signal
  * file (README "The trainer protocol"); stop is a signal, never a file entry.
  */

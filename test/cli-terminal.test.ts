@@ -105,7 +105,7 @@ describe("jobs on a terminal", () => {
     expect(noColor.output).not.toContain(ESC);
     expect(noColor.output).toContain("JOB_ID");
     await t.call("POST", "/api/training/cancel", { json: { job_id: submitted.body.job_id }, auth: { key: rita.key } });
-    // Spec 3: local jobs wait after a running one is cancelled, until a queue pass is asked for.
+    // Local jobs wait after a running one is cancelled, until a queue pass is asked for.
     await t.call("POST", "/api/queue/process", { auth: { key: admin.key } });
   });
 

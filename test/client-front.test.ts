@@ -396,7 +396,7 @@ describe("the local stack behind its front (rate limiting counts loopback, no tr
         "application/json",
         "bad_request",
       ]);
-      // Spec 2.11: every answer, the front's own too, names the rule that would apply (uncounted: all of it remains).
+      // Every answer, the front's own too, names the rule that would apply (uncounted: all of it remains).
       const limit = Number(headers["x-ratelimit-limit"]);
       expect(limit, request.slice(0, 80)).toBeGreaterThan(0);
       expect(Number(headers["x-ratelimit-remaining"])).toBe(limit);

@@ -1,7 +1,7 @@
-// Secrets (spec 5.9): the local host's lookup (its environment, then `<NAME>_FILE`, then
+// Secrets: the local host's lookup (its environment, then `<NAME>_FILE`, then
 // SERVICE_SECRETS_DIR) and the SECRETS_HOST binding's answers, names that could be paths or the
 // service's own credentials refused, Vault KV v2 against a small fake Vault, and the Worker's
-// chain in spec order.
+// chain in order (environment, files, secrets manager, Vault).
 import { createServer, type Server } from "node:http";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";

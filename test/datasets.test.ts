@@ -1,4 +1,4 @@
-// Datasets (spec 4.4) over real HTTP into the real R2 binding: folders, uploads, zip extraction,
+// Datasets over real HTTP into the real R2 binding: folders, uploads, zip extraction,
 // and every way a name could leave the datasets root - refused, naming the culprit, nothing written;
 // zip bombs stopped by the bytes really produced; folders changed only by their creator, leads and admins.
 import { strToU8, zipSync } from "fflate";

@@ -1,5 +1,5 @@
 // The built-in demo trainer as a real process: the events it prints, the checkpoints it writes,
-// the signal file it reads and the stop signals it obeys. And the preview schedule of spec 6.3 as a pure function.
+// the signal file it reads and the stop signals it obeys. And the preview schedule as a pure function.
 import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -60,7 +60,7 @@ function runTrainer(
 }
 
 describe("previewSteps", () => {
-  it("gives the first step, every interval, and the last (spec 6.3)", () => {
+  it("gives the first step, every interval, and the last", () => {
     expect(previewSteps(20, 4)).toEqual([1, 5, 9, 13, 17, 20]);
     expect(previewSteps(9, 4)).toEqual([1, 5, 9]);
     expect(previewSteps(5, 1)).toEqual([1, 2, 3, 4, 5]);

@@ -435,7 +435,7 @@ describe("examples", () => {
       expect(example.config["--model_type"]).toBe(example.model_type);
       // The demo trainer needs no base model; the others name theirs.
       if (example.config["--trainer"] !== "demo") expect(example.config["--pretrained_model_name_or_path"]).toEqual(expect.any(String));
-      // Spec 2.9: of --num_train_epochs and --max_train_steps, the one not used is 0.
+      // Of --num_train_epochs and --max_train_steps, the one not used is 0.
       expect([example.config["--num_train_epochs"], example.config["--max_train_steps"]].filter((v) => v === 0)).toHaveLength(1);
       expect(example.dataloader).toEqual(starter(example.name));
     }

@@ -1,4 +1,4 @@
-// HTTPS on the local host (spec 4.7 remote access): with SERVICE_SSL_CERT and SERVICE_SSL_KEY the
+// HTTPS on the local host (remote access without a tunnel): with SERVICE_SSL_CERT and SERVICE_SSL_KEY the
 // client front serves HTTPS on its port (the real stack, a self-signed certificate), while the
 // host's own calls and its runner keep plain HTTP on loopback; a half-set pair, a missing file
 // or files that are not a certificate and key stop start-up with one line.

@@ -1,4 +1,4 @@
-// Prometheus metrics over real HTTP (spec 2.12, 4.6): configuration, templates, preview, the
+// Prometheus metrics over real HTTP: configuration, templates, preview, the
 // scrape's access rules, figures read from where they live, and promtool's verdict.
 import { spawnSync } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -10,7 +10,8 @@ const SCRAPE_TOKEN = "scrape-token-for-tests-0123456789abcdef";
 // refuse this file's own polling: only the login rule (5 a minute) refuses anything here.
 const BINDINGS = { METRICS_SCRAPE_TOKEN: SCRAPE_TOKEN, RATE_LIMIT_LOOPBACK: "1", RATE_LIMIT_CALLS: "100000" };
 
-// Spec 2.12's table, written out here rather than imported: the test checks the code against it.
+// The published families by category (the API document's "Metrics" table), written out here
+// rather than imported: the test checks the code against it.
 const SPEC_FAMILIES: Record<string, string[]> = {
   jobs: [
     "service_jobs_total",
@@ -326,7 +327,7 @@ describe("figures", () => {
 
   const promtool = prerequisite("promtool (Debian package prometheus)", spawnSync("promtool", ["--version"]).status === 0);
   it.skipIf(!promtool)(
-    "passes promtool check metrics with only the two findings the spec's names cause (skipped: promtool is not installed)",
+    "passes promtool check metrics with only the two findings the published names cause (skipped: promtool is not installed)",
     async () => {
       expect((await t.call("POST", "/api/cloud/metrics/config/templates/full", { auth: asAdmin })).status).toBe(200);
       const scraped = await scrape();

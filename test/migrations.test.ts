@@ -82,7 +82,7 @@ describe("schema migrations", () => {
     });
     expect(rows.map((r) => r.job_id)).toEqual(written);
     const byId = Object.fromEntries(rows.map((r) => [r.job_id, r]));
-    // The pending cloud job is kept, and the start-up scheduler pass (spec 6.6) starts it: capacity is free.
+    // The pending cloud job is kept, and the start-up scheduler pass starts it: capacity is free.
     expect(byId["job-v1-a"]).toMatchObject({
       user_id: 7,
       config_name: "sdxl",

@@ -1,4 +1,5 @@
-// Script command lines (spec 2.9): split without a shell, placeholders filled per word.
+// Script command lines (--post_checkpoint_script and the like): split without a shell,
+// placeholders filled per word.
 import { describe, expect, it } from "vitest";
 import { fillPlaceholders, placeholderValues, splitCommand } from "../shared/placeholders";
 
@@ -24,7 +25,7 @@ describe("placeholders", () => {
     "--validation_num_inference_steps": 20,
   };
 
-  it("fills spec 2.9's names per word; a value stays one word whatever it holds", () => {
+  it("fills the {name} placeholders per word; a value stays one word whatever it holds", () => {
     const values = placeholderValues("post_checkpoint", options, { localCheckpointPath: "/w/out/checkpoint-5", globalStep: 5 });
     expect(
       fillPlaceholders(

@@ -19,7 +19,7 @@ const policyOf = (reply: Reply) => reply.headers.get("ratelimit-policy");
 const remainingOf = (reply: Reply) => reply.headers.get("x-ratelimit-remaining");
 
 /**
- * Sends one request and checks the spec's three headers: Limit and Remaining as given, Reset a
+ * Sends one request and checks the three X-RateLimit headers: Limit and Remaining as given, Reset a
  * whole Unix second `periodSeconds` after it was answered (an uncounted request's reset).
  */
 async function uncountedCall(
@@ -111,7 +111,7 @@ describe("rate rules (shared/rate-rules.ts)", () => {
 describe("client address (edge/ratelimit/client-ip.ts)", () => {
   const headers = (values: Record<string, string>) => new Headers(values);
 
-  it("honours the forwarding headers only from a trusted peer, in the spec's order", () => {
+  it("honours the forwarding headers only from a trusted peer, X-Forwarded-For before X-Real-IP", () => {
     const forwarded = { "cf-connecting-ip": "127.0.0.1", "x-forwarded-for": "203.0.113.7, 10.0.0.1", "x-real-ip": "198.51.100.1" };
     expect(clientAddress(headers(forwarded), LOOPBACK_RANGES)).toBe("203.0.113.7");
     expect(clientAddress(headers({ "cf-connecting-ip": "::1", "x-real-ip": "198.51.100.1" }), LOOPBACK_RANGES)).toBe("198.51.100.1");
@@ -277,7 +277,7 @@ describe("rate limiting over HTTP (development, 4 per 2 s by default, loopback t
     expect((await t.call("GET", "/docs", { headers })).status).toBe(429);
   });
 
-  it("counts each request under the first matching rule, by method, with the spec's and the service's auth paths sharing one window", async () => {
+  it("counts each request under the first matching rule, by method, with the short /api/auth/ and the service's /api/cloud/auth/ paths sharing one window", async () => {
     const headers = from("203.0.113.20");
     const login = { username: "nobody", password: "wrong-password" };
     for (const remaining of ["4", "3", "2", "1", "0"]) {

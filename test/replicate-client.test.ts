@@ -55,7 +55,7 @@ afterAll(async () => {
 });
 
 describe("ReplicateProvider", () => {
-  it("names its capabilities as the spec asks", () => {
+  it("names itself replicate, with cost tracking and live logs", () => {
     const replicate = client();
     expect([replicate.provider_name, replicate.supports_cost_tracking, replicate.supports_live_logs]).toEqual(["replicate", true, true]);
   });

@@ -789,7 +789,7 @@ describe("training control", () => {
     expect(status.progress.step).toBeGreaterThan(0);
     const validation = await t.call("POST", "/api/training/validation/run", { json: { job_id: job.job_id }, auth: auth() });
     expect(validation.body).toMatchObject({ success: true, job_id: job.job_id });
-    // A form works too, as the spec's clients send it.
+    // A form works too, as curl -F and HTML forms send it.
     const form = new FormData();
     form.set("job_id", job.job_id);
     const checkpoint = await fetch(`${t.base}/api/training/checkpoint/run`, {
@@ -824,14 +824,14 @@ describe("training control", () => {
     ]);
     // The demo trainer stops as SimpleTuner does on KeyboardInterrupt: an interrupted status, exit 0.
     expect(all.find((e) => e.type === "training.status")).toMatchObject({ data: { status: "interrupted", signal: "SIGINT" } });
-    // Nothing running any more: the spec's 400.
+    // Nothing running any more: 400 no_active_job.
     const none = await t.call("POST", "/api/training/validation/run", { auth: auth() });
     expect(none.status).toBe(400);
     expect(none.body).toMatchObject({ code: "no_active_job" });
     expect((await t.call("POST", "/api/training/checkpoint/run", { json: { job_id: job.job_id }, auth: auth() })).status).toBe(409);
   });
 
-  it("cancels a running local job at once; pending local jobs then wait for POST /api/queue/process (spec 3)", async () => {
+  it("cancels a running local job at once; pending local jobs then wait for POST /api/queue/process", async () => {
     await env("hog", { "--trainer": "demo", "--num_processes": 2, "--max_train_steps": 100000, "--demo_step_ms": 40 });
     const running = await submit("hog");
     expect(running.status).toBe("running");

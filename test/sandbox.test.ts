@@ -299,7 +299,7 @@ describe.skipIf(!HAS_BWRAP)("the sandbox", () => {
     expect(seen.map((e) => e.message)).not.toContain("forged by another job");
     expect((await entry(victim.job_id)).status).toBe("running");
     expect((await t.call("POST", "/api/training/cancel", { json: { job_id: victim.job_id }, auth: auth() })).status).toBe(200);
-    await t.call("POST", "/api/queue/process", { auth: auth() }); // a cancelled running local job pauses local dispatch (spec 3)
+    await t.call("POST", "/api/queue/process", { auth: auth() }); // a cancelled running local job pauses local dispatch until a queue pass
   });
 
   it("reaches a host the box allows by name through its proxy, and nothing else, not even an allowed name that resolves to loopback", async () => {

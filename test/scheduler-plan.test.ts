@@ -43,7 +43,7 @@ describe("ordering", () => {
   });
 });
 
-describe("cloud limits, in the spec's check order", () => {
+describe("cloud limits, checked global, then user, then team", () => {
   it("admits every job that fits in one pass, up to the global limit", () => {
     const jobs = Array.from({ length: 8 }, (_, i) => job({ userId: i }));
     const p = plan(jobs, { limits: { max_concurrent: 5 } });

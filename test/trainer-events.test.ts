@@ -77,7 +77,7 @@ describe("a recorded SimpleTuner run, translated", () => {
     expect(events).toMatchObject({ started: true, step: 8, checkpoints: 2, end: "completed", error: null });
   });
 
-  it("gives validation images as data URIs with their media type (spec 6.3), one image per event, named by prompt", () => {
+  it("gives validation images as data URIs with their media type, one image per event, named by prompt", () => {
     const { out } = translateAll("webhooks-lora-run.jsonl");
     const images = out.filter((e) => e.type === "validation.image");
     expect(images.map((e) => [e.title, e.body, (e.data as any).prompt, (e.data as any).validation_type])).toEqual([

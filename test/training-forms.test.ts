@@ -15,7 +15,7 @@ let box: Credentials;
 let aliceJob: string;
 const users: Record<string, Credentials & { id: number }> = {};
 
-/** A complete form: spec 2.9's required options, epochs (not steps), on the CPU. */
+/** A complete form: the required options of an inline run, epochs (not steps), on the CPU. */
 const FORM = {
   "--model_family": "flux",
   "--model_type": "lora",
@@ -47,7 +47,7 @@ const FORM_OPTIONS = {
 };
 const WITHOUT_FAMILY = Object.fromEntries(Object.entries(FORM).filter(([k]) => k !== "--model_family"));
 
-/** A multipart form, as the spec's clients send it. */
+/** A multipart form, as curl -F and HTML forms send it. */
 function multipart(fields: Record<string, string>): FormData {
   const form = new FormData();
   for (const [name, value] of Object.entries(fields)) form.append(name, value);

@@ -220,7 +220,7 @@ describe.skipIf(!HAS_CHROMIUM)("the job view in a browser", () => {
       expect(problems).toEqual([]);
     } finally {
       await t.call("POST", "/api/queue/concurrency", { json: { local_job_max_concurrent: 1 }, auth: { key: admin.key } });
-      // A running local job cancelled holds local admissions until the queue is processed (spec 3).
+      // A running local job cancelled holds local admissions until the queue is processed.
       await t.call("POST", "/api/queue/process", { auth: { key: admin.key } });
     }
   }, 60_000);

@@ -5,7 +5,7 @@ import type { DatasetWrite, Reservation } from "./quota";
 import { ALLOWED_EXTENSIONS, checkName, checkPath, contentTypeOf, DATASETS_PREFIX, hasAllowedExtension, keyOf } from "./paths";
 
 /*
- * Datasets in R2 under `datasets/` (spec 4.4): folders, file uploads and zip uploads extracted
+ * Datasets in R2 under `datasets/`: folders, file uploads and zip uploads extracted
  * here. Every name is checked before anything is written, so a refused upload writes nothing.
  * Each file is stored with its SHA-256, which the runner uses to verify its cached copy. What a
  * write adds is reserved in its folder owner's quota before the first byte is stored (quota.ts).

@@ -1,5 +1,5 @@
 /*
- * Dataset paths (spec 4.4): every name a user gives is confined to the datasets root. A path is
+ * Dataset paths: every name a user gives is confined to the datasets root. A path is
  * relative, "/"-separated, and each segment a plain name: no "..", ".", empty segments,
  * backslashes, control characters or leading "/". Refused, never "cleaned up": a cleaned path
  * would write somewhere the user did not name.

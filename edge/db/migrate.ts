@@ -3,7 +3,7 @@ import { MIGRATIONS, type Migration } from "./migrations/index";
 
 /*
  * A small migrator instead of drizzle-kit's: the schema version must be a plain integer the
- * health check can report (spec 9: "v3 adds GPU allocation fields"), and the same code must run
+ * health check can report (e.g. "v3 adds GPU allocation fields"), and the same code must run
  * from Node (start-up, deploy) over any libSQL client. Each version is one write batch, so a
  * failure leaves the database at the previous version.
  */

@@ -128,7 +128,7 @@ function rawHead(method: string, path: string, headers: readonly string[]): stri
 /** What the front answers by itself, never asking workerd: a client's malformed request. */
 interface OwnAnswer {
   status: 400 | 408 | 421;
-  /** Headers every answer carries (the rate-limit headers of spec 2.11), from the front's options. */
+  /** Headers every answer carries (the rate-limit headers), from the front's options. */
   extra: Record<string, string>;
   detail: string;
   /** The request's path when known: on the storage endpoint the answer is S3's XML, which its clients read, with this code. */
@@ -197,7 +197,7 @@ export function badRequestAnswer(error: NodeJS.ErrnoException & { rawPacket?: Bu
 }
 
 /**
- * Headers the front puts on the answers it gives by itself (spec 2.11: every response carries the
+ * Headers the front puts on the answers it gives by itself (every response carries the
  * rate-limit headers), for a request's method and path.
  */
 export type AnswerHeaders = (method: string, path: string) => Record<string, string>;

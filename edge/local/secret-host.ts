@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { secretNameProblem } from "../cloud/secrets";
 
 /*
- * The local host's side of the SECRETS_HOST binding (spec 5.9): secrets from the host process's
+ * The local host's side of the SECRETS_HOST binding: secrets from the host process's
  * environment, then from files, read when asked, so they are never copied into the Worker's
  * bindings. One secret per request, by a name that passes edge/cloud/secrets.ts's check (no
  * path can be formed from it); there is no listing. Files follow the Docker and Kubernetes

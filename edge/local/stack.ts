@@ -53,7 +53,7 @@ export interface StackOptions {
   bindings?: Record<string, string>;
   /** The host's proxy, CA and verification defaults for provider calls (npm start: from its environment; default none). */
   outboundDefaults?: OutboundDefaults;
-  /** Where the host looks secrets up (spec 5.9: variables, `<NAME>_FILE`, SERVICE_SECRETS_DIR); default this process's environment. */
+  /** Where the host looks secrets up (variables, `<NAME>_FILE`, SERVICE_SECRETS_DIR); default this process's environment. */
   secretsEnv?: Record<string, string | undefined>;
   /** SERVICE_SSL_CERT and SERVICE_SSL_KEY: PEM files; the client front then serves HTTPS. */
   tls?: { certFile: string; keyFile: string };
@@ -256,7 +256,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       `${tls ? "https" : "http"}://${host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host.includes(":") ? `[${host}]` : host}:${front.port}`,
     );
     const loopbackUrl = loopbackFront ? new URL(`http://127.0.0.1:${loopbackFront.port}`) : url;
-    // Spec 6.6: the queue is processed once at start-up (queued jobs start where capacity exists);
+    // The queue is processed once at start-up (queued jobs start where capacity exists);
     // this also arms the Scheduler's 5 s alarm.
     const scheduler = await mf.getDurableObjectNamespace("SCHEDULER");
     const startup = await scheduler.get(scheduler.idFromName("main")).fetch("http://scheduler/pass?trigger=startup");
@@ -336,7 +336,7 @@ function readTls(files: { certFile: string; keyFile: string }): { cert: Buffer; 
 
 /**
  * The rate-limit headers of the answers the client front gives by itself (a malformed request, an
- * unreachable Worker): spec 2.11 puts them on every response. Such a request is never counted, so
+ * unreachable Worker): every response carries them. Such a request is never counted, so
  * they describe the rule that would apply, as the Worker does for uncounted requests; none when
  * limits are off (RATE_LIMIT_CALLS=0) or misconfigured (the Worker then says so itself).
  */

@@ -4,7 +4,7 @@ import type { SubmitOutcome } from "../scheduler/types";
 import { checkOptions, type OptionMap } from "../training/options";
 
 /**
- * `npm start -- --env <name>` (spec 4.2): once the service and its runner are up, validate that
+ * `npm start -- --env <name>`: once the service and its runner are up, validate that
  * environment and start training it, owned by the first admin. Problems are logged, field by
  * field, and nothing is started; the service keeps running either way.
  */

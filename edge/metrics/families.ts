@@ -7,8 +7,9 @@ export interface FamilyInfo extends Omit<MetricFamily, "samples"> {
 }
 
 /*
- * Spec 2.12's names. Two of them break Prometheus naming conventions on purpose (the spec fixes
- * them): `_ms` instead of base-unit seconds, and `_total` on gauges (service_jobs_total and
+ * The exported names (the API document's "Metrics" table). Two kinds of them break Prometheus
+ * naming conventions on purpose, as they are the service's published names: `_ms` instead of
+ * base-unit seconds, and `_total` on gauges (service_jobs_total and
  * service_cost_usd_total are read from the queue table, which cleanup shrinks, so they are not
  * monotonic). `promtool check metrics` reports exactly those two kinds of finding.
  */

@@ -15,7 +15,7 @@ export const DEFAULT_BODY_LIMIT_BYTES = 1024 * 1024;
  * CompleteMultipartUpload XML), checked by the endpoint as the bytes stream into R2.
  */
 const ROUTE_LIMITS: { path: RegExp; maxBytes: number }[] = [
-  // Dataset files and zips (spec 4.4).
+  // Dataset files and zips (POST /api/datasets/upload and /upload/zip).
   { path: /^\/api\/datasets\/upload(\/zip)?$/, maxBytes: MAX_UPLOAD_BYTES },
   // A runner's event batch: up to 200 events (runner/events.ts) of at most MAX_EVENT_BYTES each.
   { path: /^\/api\/workers\/jobs\/[^/]+\/events$/, maxBytes: 200 * MAX_EVENT_BYTES },

@@ -7,7 +7,7 @@ import { ApiError } from "../errors";
 import { clientAddress, fromGenuineLoopback } from "../ratelimit/client-ip";
 import { limiterOf, type RateVerdict } from "../ratelimit/limiter-types";
 
-/** The spec's three headers and the IETF draft's two, for one verdict. */
+/** The three X-RateLimit headers and the IETF draft's two, for one verdict. */
 export function rateLimitHeaders(rule: RateRule, verdict: RateVerdict): Record<string, string> {
   const seconds = Math.max(0, Math.ceil((verdict.resetAt - verdict.now) / 1000));
   return {
@@ -37,9 +37,9 @@ function putHeaders(c: Context<AppEnv>, headers: Record<string, string>): void {
 }
 
 /**
- * Per-client rate limiting (spec 8), before authorisation: resolves the client's address (set as
- * `clientIp` for everything after), picks the request's rule (shared/rate-rules.ts) and asks that
- * client's RateLimiter Durable Object for a verdict. A refusal is a 429 with `Retry-After`
+ * Per-client rate limiting (the API document's "Rate limiting"), before authorisation: resolves
+ * the client's address (set as `clientIp` for everything after), picks the request's rule
+ * (shared/rate-rules.ts) and asks that client's RateLimiter Durable Object for a verdict. A refusal is a 429 with `Retry-After`
  * before any credential is looked at, so no credential, valid or not, changes a limit. IPv6
  * clients are counted by their /64. Not counted: excluded paths, and genuine loopback peers in
  * development unless RATE_LIMIT_LOOPBACK is on (a loopback address named by a forwarding header
@@ -47,8 +47,8 @@ function putHeaders(c: Context<AppEnv>, headers: Record<string, string>): void {
  * request is served uncounted and a warning logged: an outage of the limiter must not become an
  * outage of the service.
  *
- * Every answer but a WebSocket upgrade's carries X-RateLimit-Limit, -Remaining and -Reset (spec
- * 2.11), errors and 404s included (Hono has turned them into `c.res` by the time `next()`
+ * Every answer but a WebSocket upgrade's carries X-RateLimit-Limit, -Remaining and -Reset,
+ * errors and 404s included (Hono has turned them into `c.res` by the time `next()`
  * returns); an uncounted one
  * describes the rule that would apply (uncountedRateLimitHeaders), without a round trip. Counted
  * answers also carry the IETF draft's RateLimit-Policy and RateLimit. With limiting off

@@ -14,7 +14,7 @@ export function directPeer(headers: Headers): string {
 
 /**
  * The client's address: the direct peer (see directPeer). Only when that peer is a trusted proxy do the
- * forwarding headers name the client, in spec 8's order: the first address of X-Forwarded-For,
+ * forwarding headers name the client, in this order: the first address of X-Forwarded-For,
  * else X-Real-IP. A header present but not holding an address falls back to the peer; anyone
  * else's forwarding headers are ignored, or every client could pick its own address. "unknown"
  * when there is no peer address at all.

@@ -3,8 +3,8 @@ import type { AppEnv } from "../app-env";
 import { ApiError } from "../errors";
 
 /**
- * A body of named fields, as the spec's clients send it: a form (multipart or urlencoded) or a
- * JSON object. No body gives {} unless `required`; another media type is 415.
+ * A body of named fields, as clients send it: a form (multipart or urlencoded, e.g. curl -F) or
+ * a JSON object. No body gives {} unless `required`; another media type is 415.
  */
 export async function readFields(c: Context<AppEnv>, required: boolean): Promise<Record<string, unknown>> {
   const type = c.req.header("content-type") ?? "";

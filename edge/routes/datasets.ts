@@ -34,7 +34,7 @@ import {
 } from "../../shared/schemas/datasets";
 import { error, json } from "./openapi";
 
-/** Datasets (spec 4.4): uploads into R2 under the datasets root. */
+/** Datasets: folders and uploads into R2 under the datasets root. */
 export const datasetsRoutes = createRouter();
 
 const tags = ["Datasets"];

@@ -20,7 +20,7 @@ import { createRouter } from "../router";
 import { getSetting, setSetting } from "../settings";
 import { error, json, jsonBody } from "./openapi";
 
-/** Spec 2.12 and 4.6: the Prometheus scrape, its configuration, templates and preview (admin). */
+/** Metrics export: the Prometheus scrape, its configuration, templates and preview (admin). */
 export const metricsRoutes = createRouter();
 
 const tags = ["Metrics"];

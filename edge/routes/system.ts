@@ -13,7 +13,7 @@ system.openapi(
     method: "get",
     path: "/api/system/status",
     tags: ["System"],
-    summary: "The local GPU box: devices, host figures and, with include_allocation, which job holds each GPU (spec 2.7)",
+    summary: "The local GPU box: devices, host figures and, with include_allocation, which job holds each GPU",
     description:
       "The box's figures come from its runner's last heartbeat (`load_avg_5min` and `memory_percent` null until it sends them); `gpu_inventory.capabilities` names the local box and whether it is online.",
     request: { query: SystemStatusQuery },

@@ -11,9 +11,9 @@ import { refusedTarget } from "../webhooks/targets";
 import { checkOptions, TRAINING_DEFAULTS, typedOptions, type FieldProblem, type OptionMap } from "./options";
 
 /*
- * validate and start (spec 2.9, 4.2): the form is the whole configuration. Its `--` options on
- * top of the defaults are what start runs, whatever environment the caller activated before, so
- * a verdict depends on the form alone. Start then writes them to the caller's active environment
+ * validate and start (POST /api/training/validate and /start): the form is the whole
+ * configuration. Its `--` options on top of the defaults are what start runs, whatever
+ * environment the caller activated before, so a verdict depends on the form alone. Start then writes them to the caller's active environment
  * (replacing its options), or with none active to their own inline-run environment, and submits
  * that. The one thing read from that environment is the value a masked secret stands for: a form
  * filled from GET /api/configs/{name} carries `********` where a secret is stored.
@@ -56,7 +56,7 @@ async function targetEnvironment(db: Database, userId: number): Promise<{ name: 
 }
 
 /**
- * The body's fields (a form or a JSON object) on top of TRAINING_DEFAULTS, checked as spec 2.9's
+ * The body's fields (a form or a JSON object) on top of TRAINING_DEFAULTS, checked as a
  * complete configuration (its required options, one of epochs or steps); nothing is saved. A
  * field sent as the mask keeps the value stored in the environment start would write to; an
  * admin-only option from anyone else is a problem.

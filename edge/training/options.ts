@@ -1,14 +1,15 @@
 import { webhookLimitProblems } from "../webhooks/targets";
 
 /*
- * Training forms (spec 2.9, 4.2): the `--` options of validate and start, checked field by field.
+ * Training forms (POST /api/training/validate and /start): their `--` options, checked field by
+ * field.
  * Pure functions: the routes parse the multipart form into an option map and call these.
  */
 
 export type OptionMap = Record<string, string | number | boolean | null>;
 
 /**
- * Required of a training form (spec 2.9's inline run: the form is the whole configuration), with
+ * Required of a training form (an inline run: the form is the whole configuration), with
  * one of --num_train_epochs and --max_train_steps.
  */
 export const INLINE_REQUIRED = [
@@ -89,7 +90,7 @@ export function typedOptions(raw: Record<string, string>): { options: OptionMap;
 
 /**
  * Checks a complete option map; `inline`: the map is a whole configuration on its own (a training
- * form), so spec 2.9's required options must all be there. Also settles spec 2.9's rule that of
+ * form), so INLINE_REQUIRED must all be there. Also settles the rule that of
  * --num_train_epochs and --max_train_steps the one not used is 0 (returns the map with that
  * applied). Each problem names its field; both of epochs and steps set names both.
  */
@@ -149,7 +150,7 @@ function webhookTargetCount(value: unknown): number {
   }
 }
 
-/** `--webhook_config`: a JSON array of webhook objects (spec 2.9). */
+/** `--webhook_config`: a JSON array of webhook objects (each a receiver of the job's lifecycle events). */
 export function checkWebhookConfig(text: string): FieldProblem[] {
   const field = "--webhook_config";
   let parsed: unknown;

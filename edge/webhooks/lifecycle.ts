@@ -1,7 +1,7 @@
 import { MAX_WEBHOOK_TARGETS, MIN_REPORTING_INTERVAL_SECONDS } from "./targets";
 
 /*
- * Outbound webhooks (spec 6.2): what a job's `--webhook_config` receivers are sent. Lifecycle
+ * Outbound webhooks: what a job's `--webhook_config` receivers are sent. Lifecycle
  * moments go out as they happen; progress at most once per `--webhook_reporting_interval`
  * seconds (default 30). Bodies are JSON: {type, job_id, timestamp, data}.
  */

@@ -7,13 +7,13 @@ import { endpoint } from "./endpoint";
 
 /** Settings: limits, approval rules, cloud and provider settings, rates, metrics, audit. Part of `endpoints` (./endpoints.ts); each with its route's own schemas. */
 export const settingsEndpoints = {
-  // ---- queue limits and approval rules (spec 2.3)
+  // ---- queue limits and approval rules
   concurrency: endpoint({ method: "GET", path: "/api/queue/concurrency", response: ConcurrencySettings }),
   concurrencyUpdate: endpoint({ method: "POST", path: "/api/queue/concurrency", body: ConcurrencyUpdate, response: ConcurrencySettings }),
   approvalRules: endpoint({ method: "GET", path: "/api/queue/approval-rules", response: ApprovalRules }),
   approvalRulesUpdate: endpoint({ method: "PUT", path: "/api/queue/approval-rules", body: ApprovalRulesUpdate, response: ApprovalRules }),
 
-  // ---- cloud settings, rates and providers (spec 1, 2.8)
+  // ---- cloud settings, rates and providers
   cloudSettings: endpoint({ method: "GET", path: "/api/cloud/settings", response: CloudSettings }),
   cloudSettingsUpdate: endpoint({ method: "PUT", path: "/api/cloud/settings", body: CloudSettingsUpdate, response: CloudSettings }),
   cloudRates: endpoint({ method: "GET", path: "/api/cloud/rates", response: HardwareRates }),
@@ -28,7 +28,7 @@ export const settingsEndpoints = {
     response: ProviderSettings,
   }),
 
-  // ---- metrics export (spec 2.12)
+  // ---- metrics export
   metricsConfig: endpoint({ method: "GET", path: "/api/cloud/metrics/config", response: MetricsConfig }),
   metricsConfigUpdate: endpoint({ method: "PUT", path: "/api/cloud/metrics/config", body: MetricsConfigUpdate, response: MetricsConfig }),
   metricsTemplate: endpoint({

@@ -2,12 +2,12 @@ import { z } from "@hono/zod-openapi";
 import { Timestamp } from "./common";
 
 /*
- * Cloud training (spec 1 "Cloud data flow", 2.8, 4.6): the cloud settings, the hardware rates, a
+ * Cloud training (README "Cloud training"): the cloud settings, the hardware rates, a
  * submission, the packaging summary and cost estimate shown before anything is uploaded, and the
  * cloud job record.
  */
 
-/** The options whose value is a command the trainer runs (spec 2.9). */
+/** The options whose value is a command line the trainer's scripts run (checkpoint, upload, external validation). */
 export const SCRIPT_OPTIONS = ["--post_checkpoint_script", "--post_upload_script", "--validation_external_script"] as const;
 
 /** A program a cloud job's script option may run: an absolute path inside the trainer's image or a bare name, `*` as a wildcard. */
@@ -18,7 +18,7 @@ const ScriptProgram = z
   .regex(/^(\/[^\s]*|[A-Za-z0-9_.+*-]+)$/, "must be an absolute path (like /src/hooks/notify.sh, * allowed) or a bare program name")
   .refine((path) => !path.split("/").some((part) => part === "." || part === ".."), "must not contain . or .. segments");
 
-/** Spec 1: the upload consent setting of the Cloud tab. */
+/** The upload consent setting of the Cloud tab: ask for the summary's confirmation, allow without it, or never upload. */
 export const CONSENT_MODES = ["ask", "allow", "never"] as const;
 export const SPENDING_PERIODS = ["day", "week", "month"] as const;
 
@@ -132,7 +132,7 @@ export const CloudSettingsUpdate = z
   .openapi("CloudSettingsUpdate", { example: { consent_mode: "allow", spending_limit_usd: 200, spending_period: "month" } });
 export type CloudSettingsUpdate = z.infer<typeof CloudSettingsUpdate>;
 
-/** USD per second of each hardware type (spec 1: the provider bills per second). */
+/** USD per second of each hardware type (the provider bills per second). */
 export const HardwareRates = z
   .record(z.string().regex(/^[a-z0-9][a-z0-9._-]{0,63}$/i), z.number().min(0).max(100))
   .openapi("HardwareRates", { example: { "gpu-a100-large": 0.0014, "gpu-l40s": 0.000975 } });
@@ -153,7 +153,7 @@ export const Destination = z
     z.strictObject({ type: z.literal("hub"), repo_id: z.string().regex(/^[\w.-]+\/[\w.-]+$/, "must be owner/name") }),
     z.strictObject({ type: z.literal("s3"), prefix: z.string().max(256).optional() }),
   ])
-  .openapi("ResultDestination", { description: "Where the trained model is delivered (spec 1 result destinations)" });
+  .openapi("ResultDestination", { description: "Where the trained model is delivered" });
 export type Destination = z.infer<typeof Destination>;
 
 export const CloudSubmit = z

@@ -4,7 +4,7 @@ import { BooleanQuery, Timestamp } from "./common";
 /** Names that would collide with the fixed paths under /api/configs/. */
 export const RESERVED_ENVIRONMENT_NAMES = ["examples", "environments"] as const;
 
-// An environment's name becomes a directory (spec 2.9), so it can never hold a path separator,
+// An environment's name becomes a directory on the box, so it can never hold a path separator,
 // be "." or "..", or start with a dot or dash.
 export const EnvironmentName = z
   .string()
@@ -27,12 +27,12 @@ export const ConfigOptions = z
   })
   .openapi("ConfigOptions", {
     description:
-      "Training options by name, each prefixed with `--` (spec 2.9). Secret-looking values read back as `********`: under a key naming a key, token, secret, password, passphrase, credential, auth, cookie, signature or a webhook's URL, at any depth, also inside JSON such as `--webhook_config`; and the user info (`user:pass@`) and secret-looking query parameters of any URL. Sending back what was shown keeps the stored value. `--trainer_command` may be set only by an admin.",
+      "Training options by name, each prefixed with `--`. Secret-looking values read back as `********`: under a key naming a key, token, secret, password, passphrase, credential, auth, cookie, signature or a webhook's URL, at any depth, also inside JSON such as `--webhook_config`; and the user info (`user:pass@`) and secret-looking query parameters of any URL. Sending back what was shown keeps the stored value. `--trainer_command` may be set only by an admin.",
     example: { "--model_family": "flux", "--learning_rate": 0.0001, "--lora_rank": 16, "--validation_preview": false },
   });
 export type ConfigOptions = z.infer<typeof ConfigOptions>;
 
-/** One entry of the dataloader file `multidatabackend.json` (spec 2.9). */
+/** One entry of the dataloader file `multidatabackend.json`, SimpleTuner's dataset list. */
 export const DataloaderDataset = z
   .object({
     id: z.string().openapi({ description: "Dataset identifier", example: "portraits-flux-images" }),
@@ -109,7 +109,7 @@ export const EnvironmentUpdate = z
     }),
     dataloader: z.array(DataloaderDataset).max(64).optional().openapi({
       description:
-        "Replaces the whole dataloader (multidatabackend.json, spec 2.9). Ids are unique; `instance_data_dir` is an uploaded dataset, `datasets/<path>` (an absolute path on the box only from an admin); `cache_dir_vae` and `cache_dir` are paths inside the job's directory. Other SimpleTuner dataset options are kept as they are",
+        "Replaces the whole dataloader (multidatabackend.json). Ids are unique; `instance_data_dir` is an uploaded dataset, `datasets/<path>` (an absolute path on the box only from an admin); `cache_dir_vae` and `cache_dir` are paths inside the job's directory. Other SimpleTuner dataset options are kept as they are",
     }),
   })
   .openapi("EnvironmentUpdate", {

@@ -4,7 +4,10 @@ import { CursorQuery, NextCursor } from "./common";
 /** Largest event the edge stores, as JSON (a validation image as a data URI fits well within it); the runner fits events to it. */
 export const MAX_EVENT_BYTES = 512 * 1024;
 
-/** One event as a trainer reported it: at least a `type`; the spec 6.3 fields for validation images. */
+/**
+ * One event as a trainer reported it: at least a `type`; a validation image's event carries
+ * `images`, each `{src: data URI, mime_type}`.
+ */
 export const TrainerEvent = z
   .object({ type: z.string().min(1).max(100) })
   .catchall(z.unknown())

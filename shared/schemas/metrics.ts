@@ -1,10 +1,10 @@
 import { z } from "@hono/zod-openapi";
 
-/** Spec 2.12: the metric categories, in the order the exposition lists them. */
+/** The metric categories, in the order the exposition lists them. */
 export const METRIC_CATEGORIES = ["jobs", "http", "rate_limits", "approvals", "audit", "health", "circuit_breakers", "provider"] as const;
 export type MetricCategory = (typeof METRIC_CATEGORIES)[number];
 
-/** Spec 2.12: the configuration templates and the categories each one selects. */
+/** The configuration templates and the categories each one selects. */
 export const METRIC_TEMPLATES = {
   minimal: ["jobs"],
   standard: ["jobs", "http", "health"],

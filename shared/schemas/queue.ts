@@ -28,11 +28,11 @@ export const WAIT_REASONS = [
 ] as const;
 export const WaitReason = z.enum(WAIT_REASONS).openapi({
   description:
-    "Why a job waits: a limit (global_limit, user_limit, team_limit, local_job_limit, local_gpu_limit), capacity (gpus_busy, workers_busy, reserved for a job starving ahead of it), a job that cannot fit as configured (insufficient_gpus, no_local_box, no_matching_worker, trainer_unavailable: no box that could take it can run its trainer, e.g. SimpleTuner is not installed there), spending_limit (a cloud job's estimate would pass the cloud spending limit of this period), awaiting_approval, local_paused (a running local job was cancelled: local jobs wait for POST /api/queue/process, spec 3), or not_scheduled_yet (submitted a moment ago).",
+    "Why a job waits: a limit (global_limit, user_limit, team_limit, local_job_limit, local_gpu_limit), capacity (gpus_busy, workers_busy, reserved for a job starving ahead of it), a job that cannot fit as configured (insufficient_gpus, no_local_box, no_matching_worker, trainer_unavailable: no box that could take it can run its trainer, e.g. SimpleTuner is not installed there), spending_limit (a cloud job's estimate would pass the cloud spending limit of this period), awaiting_approval, local_paused (a running local job was cancelled: local jobs wait for POST /api/queue/process), or not_scheduled_yet (submitted a moment ago).",
 });
 export type WaitReason = z.infer<typeof WaitReason>;
 
-/** Spec 2.3 plus the scheduler's own settings; all persisted. */
+/** The concurrency limits, fair share and approval settings plus the scheduler's own settings; all persisted. */
 export const ConcurrencySettings = z
   .object({
     max_concurrent: z.number().int().min(0).max(10_000).openapi({ description: "Running cloud jobs, global" }),

@@ -18,7 +18,7 @@ export const TrainingCommandAnswer = z
 
 export const TrainingStatusQuery = z.object({ job_id: z.string().max(200).optional() });
 
-/** GET /api/training/status: the high-level state of one job (spec 4.2). */
+/** GET /api/training/status: the high-level state of one job. */
 export const TrainingStatus = z
   .object({
     state: z.string().openapi({ description: "idle (nothing running or queued), running, queued, or the job's final status" }),

@@ -15,8 +15,8 @@ export const Password = z
 export const TeamId = z
   .string()
   .regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/, "1 to 64 letters, digits, '.', '_' or '-'")
-  .openapi({ description: "Team for fair share (spec 2.3)", example: "vision" });
-export const LevelName = z.enum(LEVELS).openapi({ description: "User level (spec 2.2)" });
+  .openapi({ description: "Team, for fair share between teams", example: "vision" });
+export const LevelName = z.enum(LEVELS).openapi({ description: "User level: viewer, researcher, lead or admin" });
 
 export const User = z
   .object({
@@ -25,7 +25,7 @@ export const User = z
     email: z.string(),
     levels: z.array(LevelName),
     level: LevelName.nullable().openapi({ description: "The highest level held; it decides permissions" }),
-    priority: z.number().int().openapi({ description: "Queue priority given by the level (spec 2.2)" }),
+    priority: z.number().int().openapi({ description: "Queue priority given by the level (viewer 0, researcher 10, lead 20, admin 30)" }),
     team_id: z.string().nullable().openapi({ description: "The team whose fair-share limit the user's jobs count against" }),
     created_at: Timestamp,
   })

@@ -1,6 +1,6 @@
 import type { Migration } from "./migration";
 
-/** v3 (spec 2.1): local jobs and their GPU allocation. */
+/** v3: local jobs and their GPU allocation. */
 export const v3: Migration = {
   version: 3,
   name: "queue_gpu_allocation",

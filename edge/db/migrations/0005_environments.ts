@@ -1,6 +1,6 @@
 import type { Migration } from "./migration";
 
-/** v5 (spec 2.9, 4.3): training environments - an option map and a dataloader per name. */
+/** v5: training environments - an option map and a dataloader per name. */
 export const v5: Migration = {
   version: 5,
   name: "environments",

@@ -1,7 +1,7 @@
 import type { Migration } from "./migration";
 
 /**
- * v10: per-provider settings (spec 2.8), one JSON document per provider, edited by admins; and
+ * v10: per-provider settings, one JSON document per provider, edited by admins; and
  * the provider webhooks received (POST /api/webhooks/{provider}), kept for the cloud job tracker,
  * unique per provider and webhook-id so a provider's retry is recorded once.
  */

@@ -2,7 +2,7 @@ import type { Migration } from "./migration";
 
 /**
  * v11: per-job credentials for the S3-compatible storage endpoint. The access key id is the job's
- * upload token (spec 5.7); the secret signs SigV4 requests, so it is kept as given (a hash could
+ * upload token; the secret signs SigV4 requests, so it is kept as given (a hash could
  * not verify an HMAC). Valid while the job is active and the row is not revoked.
  */
 export const v11: Migration = {

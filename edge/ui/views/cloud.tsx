@@ -62,7 +62,7 @@ function cloudUpdate(before: Cloud, d: Draft): z.input<typeof CloudSettingsUpdat
   });
 }
 
-/** Spec 1's Cloud and Publishing tabs: consent, the spending limit, the scripts cloud jobs may run, and where results go. */
+/** The cloud and publishing settings: consent, the spending limit, the scripts cloud jobs may run, and where results go. */
 function CloudSettingsForm() {
   const loaded = useLoad(() => call(endpoints.cloudSettings, {}), []);
   const [saved, setSaved] = useState<string | null>(null);
@@ -273,7 +273,7 @@ function RatesForm() {
   );
 }
 
-/** The session remembers one confirmation of turning certificate checks off (spec 2.8). */
+/** The session remembers one confirmation of turning a provider's certificate checks off (`confirm_insecure`). */
 const INSECURE_CONFIRMED = "training-service.ssl-verify-off-confirmed";
 
 function insecureConfirmed(): boolean {
@@ -383,7 +383,7 @@ function providerDraft(s: Provider): Draft {
   };
 }
 
-/** One provider's spec 2.8 settings (and what its cloud jobs run on). */
+/** One provider's settings: endpoint, token, webhooks, network and timeout (and what its cloud jobs run on). */
 function ProviderSettingsForm({ provider }: { provider: string }) {
   const loaded = useLoad(() => call(endpoints.providerSettings, { params: { provider } }), [provider]);
   const [settings, setSettings] = useState<Provider | undefined>(undefined);

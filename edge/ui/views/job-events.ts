@@ -23,8 +23,8 @@ const PREVIEW_SOURCE = /^data:image\/(?:png|gif|jpeg);base64,[A-Za-z0-9+/]*={0,2
 
 /**
  * The image source a trainer's event may have rendered: only a base64 PNG, GIF or JPEG data URI
- * (spec 6.3); anything else (`javascript:`, `data:text/html`, an SVG, a remote URL) is null and
- * not rendered at all.
+ * (a trainer's validation preview); anything else (`javascript:`, `data:text/html`, an SVG, a
+ * remote URL) is null and not rendered at all.
  *
  * @example
  * safeImageSrc("data:image/png;base64,iVBORw0KGgo="); // the same string

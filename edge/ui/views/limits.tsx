@@ -12,7 +12,7 @@ import { changedOnly, CheckBox, numberOrNull, numberText, SavedNote, TextInput, 
 type Limits = z.output<typeof ConcurrencySettings>;
 type Rules = z.output<typeof ApprovalRules>;
 
-/** The concurrency limits (spec 2.3): every field, saved together; only changed fields are sent. */
+/** The concurrency limits (README "Scheduling"): every field, saved together; only changed fields are sent. */
 function ConcurrencyForm() {
   const loaded = useLoad(() => call(endpoints.concurrency, {}), []);
   const [saved, setSaved] = useState<string | null>(null);

@@ -13,7 +13,7 @@ import { useAction, useLoad } from "../components/use-load";
 import type { ViewProps } from "../view-props";
 import { SavedNote } from "./settings-form";
 
-/** What each category exports (spec 2.12), shown beside its checkbox. */
+/** What each category exports, shown beside its checkbox. */
 const CATEGORY_HINTS: Record<MetricCategory, string> = {
   jobs: "job counts by status, active jobs, cost, average duration",
   http: "requests, errors and latency per endpoint",
