@@ -39,7 +39,7 @@ const methodNotAllowed = () => new S3Error("MethodNotAllowed", "The specified me
 /** What each scope's operations are given. */
 type CallOf = { service: ServiceCall; bucket: BucketCall; object: ObjectCall };
 
-export const OPERATIONS: { [S in Scope]: Table<CallOf[S]> } = {
+const OPERATIONS: { [S in Scope]: Table<CallOf[S]> } = {
   service: {
     rules: [{ operation: "ListBuckets", method: "GET", run: listBuckets }],
     unmatched: methodNotAllowed,
