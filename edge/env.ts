@@ -1,4 +1,4 @@
-import type { Bucket } from "./datasets/bucket";
+import type { StorageBucket } from "./storage/bucket";
 import type { DurableObjectBindings } from "./durable-objects";
 
 /** A service binding, as far as this code uses one (workerd's Fetcher, or Miniflare's in Node). */
@@ -36,7 +36,7 @@ export interface Env extends DurableObjectBindings {
   SERVICE_LOG_FORMAT?: string;
   SERVICE_PUBLIC_URL?: string;
   /** R2: uploaded datasets (and, later, storage endpoint objects and archives). */
-  STORAGE: Bucket;
+  STORAGE: StorageBucket;
   /** Local default only: when the host process started (ISO 8601), for uptime. */
   SERVICE_STARTED_AT?: string;
   /** Local default only: this start's secret the client front sends with every request (edge/middleware/front-only.ts). */

@@ -1,6 +1,6 @@
 import { Unzip, UnzipInflate } from "fflate";
 import { ApiError } from "../errors";
-import type { Bucket } from "./bucket";
+import type { StorageBucket } from "../storage/bucket";
 import type { DatasetWrite, Reservation } from "./quota";
 import { ALLOWED_EXTENSIONS, checkName, checkPath, contentTypeOf, DATASETS_PREFIX, hasAllowedExtension, keyOf } from "./paths";
 
@@ -57,7 +57,7 @@ async function within<T>(reservation: Reservation, write: (written: Set<string>)
 
 /** A folder is a marker object `<path>/` (as S3 consoles make them), so an empty one is listed. */
 export async function createFolder(
-  bucket: Bucket,
+  bucket: StorageBucket,
   parentPath: string,
   folderName: string,
   mayWrite: WriteCheck,
@@ -104,7 +104,7 @@ function checkFileName(label: string, name: string): void {
 }
 
 async function store(
-  bucket: Bucket,
+  bucket: StorageBucket,
   target: string[],
   files: { segments: string[]; bytes: Uint8Array }[],
   written: Set<string>,
@@ -127,7 +127,7 @@ async function store(
 
 /** Plain files into `target_path`; all names are checked first. */
 export async function uploadFiles(
-  bucket: Bucket,
+  bucket: StorageBucket,
   targetPath: string,
   files: Incoming[],
   mayWrite: WriteCheck,
@@ -165,7 +165,7 @@ const S_IFLNK = 0o120000;
  * zip become folders; macOS metadata (__MACOSX/, .DS_Store) is skipped.
  */
 export async function uploadZip(
-  bucket: Bucket,
+  bucket: StorageBucket,
   targetPath: string,
   zip: Uint8Array,
   mayWrite: WriteCheck,
@@ -282,7 +282,7 @@ function scanZip(zip: Uint8Array, refuse: (entry: string, message: string) => Ap
  * storing each one as soon as it is complete: only one entry's bytes are held at a time.
  */
 async function extractInto(
-  bucket: Bucket,
+  bucket: StorageBucket,
   target: string[],
   zip: Uint8Array,
   wanted: Map<string, string[]>,
@@ -352,7 +352,7 @@ function externalAttributes(zip: Uint8Array): Map<string, number> | null {
 }
 
 /** Every page of a listing (R2 returns at most 1,000 keys at a time). */
-async function* listPages(bucket: Bucket, prefix: string, delimiter?: string) {
+async function* listPages(bucket: StorageBucket, prefix: string, delimiter?: string) {
   let cursor: string | undefined;
   do {
     const page = await bucket.list({ prefix, delimiter, cursor, include: ["customMetadata"] });
@@ -391,7 +391,7 @@ export interface DatasetEntry {
  * const page = await listDatasets(bucket, "portraits", { limit: 500, after: null }); // then { after: page.next }
  */
 export async function listDatasets(
-  bucket: Bucket,
+  bucket: StorageBucket,
   path: string,
   page: { limit: number; after: string | null },
 ): Promise<{ path: string; folders: string[]; files: DatasetEntry[]; next: string | null }> {
@@ -448,7 +448,7 @@ export async function listDatasets(
  * await deleteDataset(bucket, "portraits/edits", mayWrite, (deleted) => releaseDeleted(db, deleted));
  */
 export async function deleteDataset(
-  bucket: Bucket,
+  bucket: StorageBucket,
   path: string,
   mayWrite: WriteCheck,
   release: (deleted: DatasetWrite[]) => Promise<void>,
@@ -478,7 +478,7 @@ export async function deleteDataset(
 
 /** Every file under a dataset path, recursively, with size and SHA-256: what a runner caches. */
 export async function datasetManifest(
-  bucket: Bucket,
+  bucket: StorageBucket,
   path: string,
 ): Promise<{ path: string; files: { path: string; size: number; sha256: string | null }[] }> {
   const segments = targetSegments("path", path, false);

@@ -1,6 +1,6 @@
 import type { Database } from "../db/client";
 import { ApiError } from "../errors";
-import type { Bucket } from "./bucket";
+import type { StorageBucket } from "../storage/bucket";
 import { DATASETS_PREFIX } from "./paths";
 
 /*
@@ -27,7 +27,7 @@ export interface FolderWriter {
  * @example
  * await authorizeFolderWrite(db, bucket, ["portraits", "edits"], { userId: 7, ownerScope: 7 });
  */
-export async function authorizeFolderWrite(db: Database, bucket: Bucket, segments: string[], writer: FolderWriter): Promise<void> {
+export async function authorizeFolderWrite(db: Database, bucket: StorageBucket, segments: string[], writer: FolderWriter): Promise<void> {
   const top = segments[0];
   if (top === undefined) {
     if (writer.ownerScope === null) return;
@@ -108,7 +108,7 @@ export async function folderRecords(
   );
 }
 
-async function folderExists(bucket: Bucket, name: string): Promise<boolean> {
+async function folderExists(bucket: StorageBucket, name: string): Promise<boolean> {
   return (await bucket.list({ prefix: `${DATASETS_PREFIX}${name}/`, limit: 1 })).objects.length > 0;
 }
 
@@ -122,7 +122,7 @@ async function sharingOf(db: Database, name: string): Promise<FolderSharing | nu
  * Whether other users' cloud submissions may package top-level folder `name` (404 when there is
  * no such folder). A folder from before owners, never set by an admin, is nobody's and not shared.
  */
-export async function getFolderSharing(db: Database, bucket: Bucket, name: string): Promise<FolderSharing> {
+export async function getFolderSharing(db: Database, bucket: StorageBucket, name: string): Promise<FolderSharing> {
   const sharing = await sharingOf(db, name);
   if (sharing) return sharing;
   if (!(await folderExists(bucket, name)))
@@ -140,7 +140,7 @@ export async function getFolderSharing(db: Database, bucket: Bucket, name: strin
  */
 export async function setFolderSharing(
   db: Database,
-  bucket: Bucket,
+  bucket: StorageBucket,
   name: string,
   allowCloud: boolean,
   by: { userId: number; admin: boolean },

@@ -2,7 +2,7 @@ import type { Database } from "../db/client";
 import { ApiError } from "../errors";
 import { getSetting } from "../settings";
 import type { DatasetQuota } from "../../shared/schemas/datasets";
-import type { Bucket } from "./bucket";
+import type { StorageBucket } from "../storage/bucket";
 import { DATASETS_PREFIX } from "./paths";
 
 /*
@@ -99,7 +99,7 @@ async function refusal(db: Database, ownerId: number, quota: DatasetQuota, addin
  */
 export async function reserveDatasetWrites(
   db: Database,
-  bucket: Bucket,
+  bucket: StorageBucket,
   quota: DatasetQuota,
   writes: DatasetWrite[],
 ): Promise<Reservation> {

@@ -8,7 +8,6 @@ import { claimWatcher, MAX_WATCHERS_PER_JOB, MAX_WATCHERS_PER_USER } from "./wat
 import type { DeliveryPage, HubEvent, RetryDetail } from "./hub-types";
 import type { WebhookDelivery } from "../../shared/schemas/deliveries";
 import { getSetting } from "../settings";
-import type { StorageBucket } from "../storage/endpoint";
 import { abortEndedUploads } from "../storage/sweep";
 import { RETRY_DELAYS_SECONDS, sendWebhook, signingSecret } from "../webhooks/delivery";
 import { lifecycleOf, webhookConfig, type WebhookConfig } from "../webhooks/lifecycle";
@@ -109,7 +108,7 @@ export class EventsHub extends DurableObject<Env> {
       this.watchers.drop(w);
     }
     // Its storage credentials died with it: nobody can finish its open multipart uploads.
-    await abortEndedUploads(this.db(), this.env.STORAGE as unknown as StorageBucket, jobId).catch(() => {});
+    await abortEndedUploads(this.db(), this.env.STORAGE, jobId).catch(() => {});
     const config = await this.webhooks(jobId);
     const data = { status, error_message: detail.error_message ?? null, last_progress: this.lastSeenProgress };
     await this.enqueue(jobId, config, [{ type: `job.${status}`, data }]);

@@ -9,7 +9,8 @@ import { getSetting } from "../settings";
 import { assertJobCanRun, issueStorageCredentials, runnerStorageCredentials, type IssuedCredentials } from "../storage/credentials";
 import { StorageCredentials, StorageQuota, StorageQuotaUpdate } from "../../shared/schemas/storage";
 import { WorkerJobParam } from "../../shared/schemas/workers";
-import { handleStorage, isSigned, STORAGE_PREFIX, storagePattern, type StorageBucket, type StorageUser } from "../storage/endpoint";
+import type { StorageUser } from "../storage/access";
+import { handleStorage, isSigned, STORAGE_PREFIX, storagePattern } from "../storage/endpoint";
 import { S3Error, s3CodeForStatus } from "../storage/errors";
 import { s3ErrorResponse } from "../storage/xml";
 import type { Context, MiddlewareHandler } from "hono";
@@ -148,7 +149,7 @@ const s3 = async (c: Context<AppEnv>) => {
     const principal = await identify(c).catch(() => null);
     if (principal) user = { username: principal.user.username, ownerId: ownerScope(principal.user) };
   }
-  return handleStorage(c.req.raw, c.get("db"), c.env.STORAGE as unknown as StorageBucket, c.get("requestId"), user);
+  return handleStorage(c.req.raw, c.get("db"), c.env.STORAGE, c.get("requestId"), user);
 };
 storageRoutes.all(STORAGE_PREFIX, s3);
 storageRoutes.all(`${STORAGE_PREFIX}/*`, s3);

@@ -15,7 +15,6 @@ import { cloudJobOf } from "../cloud/cloud-job-types";
 import { unpolledCloudJobs } from "../cloud/record";
 import { applyEffects } from "../jobs/lifecycle/effects";
 import { sweepSilentWorkers } from "../jobs/lifecycle/sweep-offline";
-import type { StorageBucket } from "../storage/endpoint";
 import { abortEndedUploads } from "../storage/sweep";
 import { forgetOldEvents } from "../jobs/event-retention";
 import { admitJobs, assignedWorker } from "../jobs/lifecycle/admit";
@@ -133,12 +132,9 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
       const interval = (await getSetting(db, "cloud")).poll_interval_seconds;
       for (const jobId of await unpolledCloudJobs(db, Math.max(30, 3 * interval))) await cloudJobOf(this.env, jobId).poke(jobId);
     };
-    await Promise.all([
-      abortEndedUploads(db, this.env.STORAGE as unknown as StorageBucket),
-      forgetOldWebhooks(db),
-      forgetOldEvents(db),
-      pokeCloudJobs(),
-    ]).catch((error: unknown) => this.log.warning("sweep failed", { error: String(error) }));
+    await Promise.all([abortEndedUploads(db, this.env.STORAGE), forgetOldWebhooks(db), forgetOldEvents(db), pokeCloudJobs()]).catch(
+      (error: unknown) => this.log.warning("sweep failed", { error: String(error) }),
+    );
   }
 
   /**
