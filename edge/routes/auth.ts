@@ -26,7 +26,7 @@ import { loginFailureLimit, usernameDigest } from "../middleware/failure-limits"
 import { ApiError } from "../errors";
 import { createRouter } from "../router";
 import { json, jsonBody } from "./openapi";
-import { getSetting, setSetting } from "../settings";
+import { getSetting, setSetting } from "../settings-store";
 import { clearSessionCookie, setSessionCookie } from "./session-cookie";
 
 export const auth = createRouter();

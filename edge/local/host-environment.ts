@@ -1,7 +1,7 @@
 import { accessSync, constants, statSync } from "node:fs";
 import { readOutboundVariables } from "../cloud/outbound";
 import { LOG_LEVELS, type LogLevel } from "../config";
-import { readRateLimitSettings } from "../ratelimit/settings";
+import { readRateLimitSettings } from "../ratelimit/rate-limit-variables";
 import { MAX_CA_BUNDLE_BYTES, type OutboundDefaults } from "./provider-outbound";
 import { StartupError, type StackOptions } from "./stack";
 import { readRunnerConfigFile, RunnerConfigError } from "../../runner/config";
