@@ -27,7 +27,7 @@ import { ApiError } from "../errors";
 import { createRouter } from "../router";
 import { json, jsonBody } from "./openapi";
 import { getSetting, setSetting } from "../settings-store";
-import { clearSessionCookie, setSessionCookie } from "./session-cookie";
+import { clearSessionCookie, setSessionCookie } from "../auth/session-cookie";
 
 export const auth = createRouter();
 
