@@ -16,6 +16,12 @@ const embedAssets: Plugin = {
       : null,
 };
 
+// The API document's prose (edge/routes/api-docs/*.md) as text, as the Worker bundler's `.md` loader embeds it.
+const embedMarkdown: Plugin = {
+  name: "embed-markdown",
+  transform: (code, id) => (id.endsWith(".md") ? { code: `export default ${JSON.stringify(code)};`, map: null } : null),
+};
+
 // The dashboard, built as the Worker bundler builds it (edge/local/bundle.ts).
 const embedDashboard: Plugin = {
   name: "embed-dashboard",
@@ -24,7 +30,7 @@ const embedDashboard: Plugin = {
 };
 
 export default defineConfig({
-  plugins: [embedAssets, embedDashboard],
+  plugins: [embedAssets, embedMarkdown, embedDashboard],
   test: {
     include: ["test/**/*.test.ts"],
     pool: "forks",

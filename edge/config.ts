@@ -1,6 +1,6 @@
 import type { Env, ServiceBinding } from "./env";
 import { ApiError } from "./errors";
-import { readRateLimitSettings, type RateLimitSettings } from "./ratelimit/settings";
+import { readRateLimitSettings, type RateLimitSettings } from "./ratelimit/rate-limit-variables";
 
 export const LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];

@@ -23,7 +23,7 @@ import type { Env } from "../edge/env";
 import { createLogger } from "../edge/log";
 import { providerDefaults } from "../edge/providers/settings";
 import { forwardProviderRequest, NO_OUTBOUND_DEFAULTS, type OutboundDefaults } from "../edge/local/provider-outbound";
-import { readOutboundDefaults } from "../edge/local/settings";
+import { readOutboundDefaults } from "../edge/local/host-environment";
 import { openMigratedDb, type MigratedDb } from "./helpers/migrated-db";
 import { selfSignedCert } from "./helpers/tls";
 

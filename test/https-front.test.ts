@@ -7,7 +7,7 @@ import { rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Agent, request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { readTlsFiles } from "../edge/local/settings";
+import { readTlsFiles } from "../edge/local/host-environment";
 import { startStack, StartupError } from "../edge/local/stack";
 import { startTestStack, tempDataDir, type TestStack } from "./helpers/stack";
 import { selfSignedCert } from "./helpers/tls";

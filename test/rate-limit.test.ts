@@ -7,7 +7,7 @@ import type { Config } from "../edge/config";
 import type { Logger } from "../edge/log";
 import { rateLimit } from "../edge/middleware/rate-limit";
 import { clientAddress, fromGenuineLoopback, resolveClient } from "../edge/ratelimit/client-ip";
-import { readRateLimitSettings } from "../edge/ratelimit/settings";
+import { readRateLimitSettings } from "../edge/ratelimit/rate-limit-variables";
 import { setUpAdmin, startTestStack, type Reply, type TestStack } from "./helpers/stack";
 
 const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms));
@@ -158,7 +158,7 @@ describe("client address (edge/ratelimit/client-ip.ts)", () => {
   });
 });
 
-describe("rate-limit settings (edge/ratelimit/settings.ts)", () => {
+describe("rate-limit settings (edge/ratelimit/rate-limit-variables.ts)", () => {
   it("defaults to 100 per 60 s, loopback trusted, loopback uncounted only in development", () => {
     const development = readRateLimitSettings({}, "development");
     expect(development).toMatchObject({

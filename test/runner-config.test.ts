@@ -10,7 +10,7 @@ import { loadRunnerConfig, RunnerConfigError } from "../runner/config";
 import { boxPolicy } from "../runner/agent";
 import { findProgram, sandboxArgv } from "../runner/sandbox";
 import { scriptAllowed } from "../runner/scripts";
-import { readConfigFromEnvironment } from "../edge/local/settings";
+import { readConfigFromEnvironment } from "../edge/local/host-environment";
 import { prerequisite } from "./helpers/prerequisites";
 
 const dir = mkdtempSync(join(tmpdir(), "runner-config-"));

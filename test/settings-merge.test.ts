@@ -1,6 +1,6 @@
-// Stored settings over their defaults (edge/settings.ts): a pure function.
+// Stored settings over their defaults (edge/settings-store.ts): a pure function.
 import { describe, expect, it } from "vitest";
-import { mergeSetting, parseSetting } from "../edge/settings";
+import { mergeSetting, parseSetting } from "../edge/settings-store";
 import { CLOUD_SETTINGS_DEFAULTS } from "../shared/schemas/cloud";
 
 describe("mergeSetting", () => {

@@ -19,7 +19,7 @@ import { committedSpending } from "../scheduler/store";
 import { hostedClient } from "./registry";
 import { publicBase } from "./settings";
 import { trainerInput, webhookUrl } from "./trainer-input";
-import { getSetting } from "../settings";
+import { getSetting } from "../settings-store";
 import { isEndStatus, ProviderError, queueStatusOf, UnknownStatusError, type ProviderJob } from "./types";
 
 /*

@@ -2,7 +2,7 @@ import type { CloudSettings, CloudSettingsUpdate, HardwareRates } from "../../sh
 import { DEFAULT_HARDWARE_RATES } from "../../shared/schemas/cloud";
 import type { Database } from "../db/client";
 import { ApiError } from "../errors";
-import { getSetting, mergeSetting, setSetting } from "../settings";
+import { getSetting, mergeSetting, setSetting } from "../settings-store";
 
 /*
  * The Cloud tab's settings (consent, spending limit, public URL, polling, publishing: read with

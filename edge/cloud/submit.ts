@@ -8,7 +8,7 @@ import { ApiError, notFound } from "../errors";
 import { getProviderSettings, type StoredProviderSettings } from "../providers/settings";
 import { committedSpending } from "../scheduler/store";
 import type { NewJob, SchedulerApi, SubmitOutcome, Submitter } from "../scheduler/types";
-import { getSetting } from "../settings";
+import { getSetting } from "../settings-store";
 import { costOf, expectedSeconds, periodStart, spendingCheck } from "./cost";
 import { MAX_ARCHIVE_BYTES, MAX_ARCHIVE_LABEL, planPackage, type PackageBucket } from "./package";
 import { checkDatasetConsent } from "./package-consent";

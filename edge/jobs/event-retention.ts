@@ -1,5 +1,5 @@
 import type { Database } from "../db/client";
-import { getSetting } from "../settings";
+import { getSetting } from "../settings-store";
 
 /** How many jobs' logs one sweep deletes (each at most a job's cap and its reserve); the next sweep takes the rest. */
 const JOBS_PER_SWEEP = 20;

@@ -1,7 +1,7 @@
 import type { z } from "@hono/zod-openapi";
 import { MAX_EVENT_BYTES, type EventBatch, type EventLimits } from "../../shared/schemas/events";
 import type { InStatement, Row } from "@libsql/client/web";
-import { parseSetting } from "../settings";
+import { parseSetting } from "../settings-store";
 import { admitEvents, byteLength, type Admission, type LogUsage } from "./event-bounds";
 import type { Database } from "../db/client";
 import { ApiError, notFound } from "../errors";

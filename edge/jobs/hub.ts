@@ -7,7 +7,7 @@ import { LiveWatchers, sseStream, tooManyWatchers } from "./live-watchers";
 import { claimWatcher, MAX_WATCHERS_PER_JOB, MAX_WATCHERS_PER_USER } from "./watchers";
 import type { DeliveryPage, HubEvent, RetryDetail } from "./hub-types";
 import type { WebhookDelivery } from "../../shared/schemas/deliveries";
-import { getSetting } from "../settings";
+import { getSetting } from "../settings-store";
 import { abortEndedUploads } from "../storage/sweep";
 import { RETRY_DELAYS_SECONDS, sendWebhook, signingSecret } from "../webhooks/delivery";
 import { lifecycleOf, webhookConfig, type WebhookConfig } from "../webhooks/lifecycle";

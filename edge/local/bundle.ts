@@ -39,6 +39,8 @@ export const WORKER_BUILD: esbuild.BuildOptions = {
   conditions: ["workerd", "worker", "browser"],
   external: ["cloudflare:*", "node:*"],
   plugins: [embedAssets, embedDashboard],
+  // The API document's prose (edge/routes/api-docs/*.md), embedded as text.
+  loader: { ".md": "text" },
   logLevel: "silent",
 };
 

@@ -1,5 +1,5 @@
 // `npm start`: the whole service on this machine, configured by environment variables.
-import { readConfigFromEnvironment } from "./settings";
+import { readConfigFromEnvironment } from "./host-environment";
 import { StartupError, startStack } from "./stack";
 
 async function main(): Promise<void> {

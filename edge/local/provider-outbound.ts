@@ -51,7 +51,7 @@ function guardedLookup(resolve: Resolver): LookupFunction {
   };
 }
 
-/** The host's defaults for provider calls, from its environment (edge/local/settings.ts reads them). */
+/** The host's defaults for provider calls, from its environment (edge/local/host-environment.ts reads them). */
 export interface OutboundDefaults {
   /** HTTPS_PROXY: the proxy for https:// providers (null: none). */
   httpsProxy: string | null;

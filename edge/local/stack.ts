@@ -14,7 +14,7 @@ import { createLogger, type Logger } from "../log";
 import { bundleWorker } from "./bundle";
 import { startClientFront, type AnswerHeaders, type ClientFront } from "./client-front";
 import { rateRuleFor, uncountedRateLimitHeaders } from "../../shared/rate-rules";
-import { readRateLimitSettings, type RateLimitSettings } from "../ratelimit/settings";
+import { readRateLimitSettings, type RateLimitSettings } from "../ratelimit/rate-limit-variables";
 import { randomBytes } from "node:crypto";
 import { createHranaServer, serveHranaOverHttp } from "./hrana";
 import { startLocalRunner } from "./local-runner";

@@ -7,7 +7,7 @@ import type { MetricFamily, Sample } from "./exposition";
 import { FAMILIES } from "./families";
 import { PROVIDERS } from "../../shared/providers";
 import { breakerStates, breakerStateValue } from "../cloud/breaker";
-import { getSetting } from "../settings";
+import { getSetting } from "../settings-store";
 import { committedFrom, committedSpendingStatement } from "../scheduler/store";
 
 /** Where the figures live: the database, the collector DO, and when the service started. */

@@ -7,7 +7,7 @@ import type { AppEnv, Principal } from "../app-env";
 import { findApiKeyUser } from "../auth/api-keys";
 import { constantTimeEqual } from "../auth/crypto";
 import { findSessionUser } from "../auth/sessions";
-import { readSessionCookie } from "../routes/session-cookie";
+import { readSessionCookie } from "../auth/session-cookie";
 import { ApiError } from "../errors";
 import { countWorkerTokenFailure } from "./failure-limits";
 import { findWorkerByToken } from "../workers/workers";

@@ -1,7 +1,7 @@
 import type { MiddlewareHandler } from "hono";
 import { secureHeaders } from "hono/secure-headers";
 import type { AppEnv } from "../app-env";
-import { SWAGGER_INIT_SCRIPT } from "../routes/docs";
+import { SWAGGER_INIT_SCRIPT } from "../docs-pages";
 
 /*
  * Standard security headers (hono/secure-headers: nosniff, frame and opener isolation,

@@ -26,8 +26,8 @@ import { loginFailureLimit, usernameDigest } from "../middleware/failure-limits"
 import { ApiError } from "../errors";
 import { createRouter } from "../router";
 import { json, jsonBody } from "./openapi";
-import { getSetting, setSetting } from "../settings";
-import { clearSessionCookie, setSessionCookie } from "./session-cookie";
+import { getSetting, setSetting } from "../settings-store";
+import { clearSessionCookie, setSessionCookie } from "../auth/session-cookie";
 
 export const auth = createRouter();
 

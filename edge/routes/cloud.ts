@@ -8,7 +8,7 @@ import { auditLater, changedFields } from "../audit/trail";
 import { readCloudJob } from "../cloud/record";
 import type { PackageBucket } from "../cloud/package";
 import { getRates, setRates, updateCloudSettings } from "../cloud/settings";
-import { getSetting } from "../settings";
+import { getSetting } from "../settings-store";
 import { submitCloudJob } from "../cloud/submit";
 import { ApiError } from "../errors";
 import { applyEffects } from "../jobs/lifecycle/effects";

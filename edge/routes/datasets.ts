@@ -18,7 +18,7 @@ import { datasetQuota, releaseDeleted, reserveDatasetWrites } from "../datasets/
 import { ApiError } from "../errors";
 import { principalOf } from "../middleware/authorize";
 import { continueFilters, decodeCursor, encodeCursor } from "../paging";
-import { getSetting } from "../settings";
+import { getSetting } from "../settings-store";
 import { createRouter } from "../router";
 import { patchSetting } from "./setting-patch";
 import { auditLater } from "../audit/trail";

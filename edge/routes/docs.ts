@@ -6,6 +6,7 @@ import pkg from "../../package.json";
 import { ROUTE_ACCESS } from "../../shared/permissions";
 import { ErrorBody } from "../../shared/schemas/common";
 import type { AppEnv } from "../app-env";
+import { REDOC_PAGE, SWAGGER_PAGE } from "../docs-pages";
 import { notFound } from "../errors";
 import { createRouter } from "../router";
 import { levelsTable, withAccess, type OpenApiDocument } from "./openapi-access";
@@ -17,20 +18,6 @@ const ASSETS: Record<string, { body: string; type: string }> = {
   "swagger-ui-bundle.js": { body: swaggerJs, type: "text/javascript; charset=utf-8" },
   "redoc.standalone.js": { body: redocJs, type: "text/javascript; charset=utf-8" },
 };
-
-/** The Swagger page's one inline script: its hash is what the page's CSP allows (edge/middleware/security-headers.ts). */
-export const SWAGGER_INIT_SCRIPT = `window.ui = SwaggerUIBundle({ url: "/openapi.json", dom_id: "#swagger-ui", withCredentials: true });`;
-
-const SWAGGER_PAGE = `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Training service API</title>
-<link rel="stylesheet" href="/docs/assets/swagger-ui.css"></head>
-<body><div id="swagger-ui"></div><script src="/docs/assets/swagger-ui-bundle.js"></script>
-<script>${SWAGGER_INIT_SCRIPT}</script>
-</body></html>`;
-
-const REDOC_PAGE = `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Training service API</title></head>
-<body><redoc spec-url="/openapi.json"></redoc><script src="/docs/assets/redoc.standalone.js"></script></body></html>`;
 
 const OPENAPI_CONFIG = {
   openapi: "3.1.0",

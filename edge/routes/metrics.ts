@@ -17,7 +17,7 @@ import { EXPOSITION_CONTENT_TYPE, renderExposition } from "../metrics/exposition
 import { gatherMetrics } from "../metrics/gather";
 import { trackedClientWindowMs } from "../metrics/tally";
 import { createRouter } from "../router";
-import { getSetting, setSetting } from "../settings";
+import { getSetting, setSetting } from "../settings-store";
 import { error, json, jsonBody } from "./openapi";
 
 /** Metrics export: the Prometheus scrape, its configuration, templates and preview (admin). */

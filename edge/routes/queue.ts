@@ -45,7 +45,7 @@ import { continueFilters, decodeCursor, encodeCursor } from "../paging";
 import { json } from "./openapi";
 import type { WaitInfo } from "../scheduler/types";
 import { schedulerOf } from "../scheduler/stub";
-import { getSetting, setSetting } from "../settings";
+import { getSetting, setSetting } from "../settings-store";
 
 export const queue = createRouter();
 

@@ -2,7 +2,7 @@ import type { Context } from "hono";
 import type { AppEnv } from "../app-env";
 import { auditLater, type AuditEventType } from "../audit/trail";
 import { principalOf } from "../middleware/authorize";
-import { getSetting, mergeSetting, setSetting, type SettingKey, type SettingValue } from "../settings";
+import { getSetting, mergeSetting, setSetting, type SettingKey, type SettingValue } from "../settings-store";
 
 /**
  * An admin's change to one flat setting (a quota, the event limits): the fields sent replace

@@ -5,7 +5,7 @@ import { identify, principalOf, workerOf } from "../middleware/authorize";
 import { createRouter } from "../router";
 import { patchSetting } from "./setting-patch";
 import { schedulerOf } from "../scheduler/stub";
-import { getSetting } from "../settings";
+import { getSetting } from "../settings-store";
 import { assertJobCanRun, issueStorageCredentials, runnerStorageCredentials, type IssuedCredentials } from "../storage/credentials";
 import { StorageCredentials, StorageQuota, StorageQuotaUpdate } from "../../shared/schemas/storage";
 import { WorkerJobParam } from "../../shared/schemas/workers";

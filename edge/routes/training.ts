@@ -1,6 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { EVENT_LIMITS_DEFAULTS, EventLimits, EventLimitsUpdate, EventPage, EventsQuery, StreamQuery } from "../../shared/schemas/events";
-import { getSetting } from "../settings";
+import { getSetting } from "../settings-store";
 import { JobRef, TrainingCommandAnswer, TrainingStatus, TrainingStatusQuery } from "../../shared/schemas/training";
 import { DeliveriesQuery, DeliveryList } from "../../shared/schemas/deliveries";
 import { TERMINAL_STATUSES } from "../../shared/schemas/queue";

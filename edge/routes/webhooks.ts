@@ -1,6 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { createRouter } from "../router";
-import { getSetting, setSetting } from "../settings";
+import { getSetting, setSetting } from "../settings-store";
 import { signingSecret } from "../webhooks/delivery";
 import { error, json } from "./openapi";
 

@@ -21,7 +21,7 @@ import { principalOf, workerOf } from "../middleware/authorize";
 import { createRouter } from "../router";
 import { error, json } from "./openapi";
 import { schedulerOf } from "../scheduler/stub";
-import { getSetting } from "../settings";
+import { getSetting } from "../settings-store";
 import { EventBatch, EventBatchStored } from "../../shared/schemas/events";
 import { appendEvents } from "../jobs/events";
 import { hubOf } from "../jobs/hub-types";

@@ -1,7 +1,7 @@
 import { DurableObject } from "cloudflare:workers";
 import { jobTrainer } from "../../shared/trainers";
 import { readConfig } from "../config";
-import { getSetting, setSetting } from "../settings";
+import { getSetting, setSetting } from "../settings-store";
 import { openDatabase, type Database } from "../db/client";
 import type { Env } from "../env";
 import { createLogger, type Logger } from "../log";

@@ -1,7 +1,7 @@
 import type { InStatement } from "@libsql/client/web";
 import type { ApprovalRules, ConcurrencySettings } from "../../shared/schemas/queue";
 import type { Database } from "../db/client";
-import { parseSetting } from "../settings";
+import { parseSetting } from "../settings-store";
 import type { BatchPart } from "../jobs/lifecycle/batch";
 import type { EnvironmentConfig } from "../queue/submit";
 import type { BoxTrainers, PendingJob, PlanInput, RunningJob, WorkerView } from "./plan";

@@ -1,5 +1,5 @@
 import type { Database } from "../db/client";
-import { getSetting } from "../settings";
+import { getSetting } from "../settings-store";
 import type { StorageQuota } from "../../shared/schemas/storage";
 import { S3Error } from "./errors";
 

@@ -5,7 +5,7 @@ import { createEnvironment, updateEnvironment } from "../environments/environmen
 import { inlineEnvironmentName } from "../environments/names";
 import type { Actor } from "../environments/ownership";
 import { ApiError } from "../errors";
-import { getSetting } from "../settings";
+import { getSetting } from "../settings-store";
 import { webhookConfig } from "../webhooks/lifecycle";
 import { refusedTarget } from "../webhooks/targets";
 import { checkOptions, TRAINING_DEFAULTS, typedOptions, type FieldProblem, type OptionMap } from "./options";

@@ -1,6 +1,6 @@
 import { Webhook } from "standardwebhooks";
 import type { Database } from "../db/client";
-import { getSetting } from "../settings";
+import { getSetting } from "../settings-store";
 import { refusedTarget } from "./targets";
 
 /*

@@ -11,12 +11,12 @@ import { CLOUD_SETTINGS_DEFAULTS, DEFAULT_HARDWARE_RATES, type CloudSettings, ty
 /** Service settings stored in libSQL, JSON-encoded, with their defaults. */
 export const SETTING_DEFAULTS = {
   registration_enabled: false,
-  /** Spec 2.3 limits and the scheduler's settings (POST /api/queue/concurrency). */
+  /** The queue's concurrency limits and the scheduler's settings (POST /api/queue/concurrency). */
   concurrency: CONCURRENCY_DEFAULTS as ConcurrencySettings,
   /** When a submission needs an admin's approval (PUT /api/queue/approval-rules). */
   approval_rules: APPROVAL_DEFAULTS as ApprovalRules,
   /**
-   * Set when a running local job is cancelled (spec 3): pending local jobs are then not started
+   * Set when a running local job is cancelled: pending local jobs are then not started
    * automatically until POST /api/queue/process or a restart clears it.
    */
   local_queue_paused: false as boolean,
@@ -24,7 +24,7 @@ export const SETTING_DEFAULTS = {
   webhooks: { allow_private_targets: false } as { allow_private_targets: boolean },
   /** The service's Standard Webhooks signing secret (whsec_...), made on first use. */
   webhook_signing_secret: "" as string,
-  /** Prometheus export (spec 2.12): off by default; the standard template's categories. */
+  /** Prometheus export: off by default; the standard template's categories. */
   metrics: { prometheus_enabled: false, prometheus_categories: [...METRIC_TEMPLATES.standard] } as MetricsConfig,
   /** What one job may keep on the storage endpoint (PUT /api/admin/storage-quota). */
   storage_quota: STORAGE_QUOTA_DEFAULTS as StorageQuota,

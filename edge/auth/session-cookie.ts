@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import type { AppEnv } from "../app-env";
-import { SESSION_COOKIE } from "../auth/sessions";
+import { SESSION_COOKIE } from "./sessions";
 
 // HTTPS when the request came over it, or when SERVICE_PUBLIC_URL says the service is reached
 // over it (a TLS-terminating proxy in front of npm start). X-Forwarded-Proto is not consulted:

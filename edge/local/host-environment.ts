@@ -1,7 +1,7 @@
 import { accessSync, constants, statSync } from "node:fs";
 import { readOutboundVariables } from "../cloud/outbound";
 import { LOG_LEVELS, type LogLevel } from "../config";
-import { readRateLimitSettings } from "../ratelimit/settings";
+import { readRateLimitSettings } from "../ratelimit/rate-limit-variables";
 import { MAX_CA_BUNDLE_BYTES, type OutboundDefaults } from "./provider-outbound";
 import { StartupError, type StackOptions } from "./stack";
 import { readRunnerConfigFile, RunnerConfigError } from "../../runner/config";
@@ -82,7 +82,7 @@ export function readOutboundDefaults(env: NodeJS.ProcessEnv): OutboundDefaults {
 }
 
 /**
- * SERVICE_SSL_CERT and SERVICE_SSL_KEY (spec 4.7): both PEM files, and the client front serves
+ * SERVICE_SSL_CERT and SERVICE_SSL_KEY (README "Configuration"): both PEM files, and the client front serves
  * HTTPS; neither, and it serves HTTP; one alone is a mistake.
  */
 export function readTlsFiles(env: NodeJS.ProcessEnv): { certFile: string; keyFile: string } | undefined {
