@@ -17,7 +17,7 @@ import { budgetVerdict, BUDGET_EVENT_SEQ, BUDGET_EVENT_TYPE } from "./budget";
 import { parseTraining } from "./providers/replicate";
 import { committedSpending } from "../scheduler/store";
 import { hostedClient } from "./registry";
-import { publicBase } from "./settings";
+import { publicBase } from "./cloud-settings";
 import { trainerInput, webhookUrl } from "./trainer-input";
 import { getSetting } from "../settings";
 import { isEndStatus, ProviderError, queueStatusOf, UnknownStatusError, type ProviderJob } from "./types";

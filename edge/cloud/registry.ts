@@ -3,7 +3,7 @@ import type { Database } from "../db/client";
 import type { Env } from "../env";
 import { ApiError, notFound } from "../errors";
 import type { Logger } from "../log";
-import { getProviderSettings, outboundSettingsProblems, type StoredProviderSettings } from "../providers/settings";
+import { getProviderSettings, outboundSettingsProblems, type StoredProviderSettings } from "./provider-settings";
 import { providerFetch } from "./outbound";
 import { managedRefusal } from "./providers/managed";
 import { ReplicateProvider } from "./providers/replicate";

@@ -20,8 +20,8 @@ import {
   parsePayload,
   recordWebhook,
   signatureRefusal,
-} from "../providers/intake";
-import { getProviderSettings, publicSettings, requireProvider, updateProviderSettings } from "../providers/settings";
+} from "../cloud/webhook-intake";
+import { getProviderSettings, publicSettings, requireProvider, updateProviderSettings } from "../cloud/provider-settings";
 import { createRouter } from "../router";
 import { checkProviders, forgetProviderCheck, publicMessage } from "../cloud/provider-checks";
 import { jobOfProviderRun } from "../cloud/record";

@@ -2,7 +2,7 @@ import { Webhook } from "standardwebhooks";
 import { ipInRanges, parseRange } from "../../shared/ip";
 import type { Database } from "../db/client";
 import { ApiError } from "../errors";
-import type { StoredProviderSettings } from "./settings";
+import type { StoredProviderSettings } from "./provider-settings";
 
 /*
  * Provider webhook intake (POST /api/webhooks/{provider}): authenticate the sender (address

@@ -6,7 +6,7 @@ import type { Database } from "../db/client";
 import { providerSettings } from "../db/schema";
 import { ApiError, notFound } from "../errors";
 import { UPLOAD_TOKEN_PREFIX } from "../storage/credentials";
-import { secretNameProblem } from "../cloud/secrets";
+import { secretNameProblem } from "./secrets";
 import { PROVIDER_PRIVATE_HINT as PRIVATE_HINT, refusedHost } from "../webhooks/targets";
 
 /** A provider's settings as stored (spec 2.8), the write-only webhook secret included. */
