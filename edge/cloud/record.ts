@@ -1,9 +1,104 @@
+import { and, eq, inArray } from "drizzle-orm";
 import type { CloudJob, Destination, PackageSummary } from "../../shared/schemas/cloud";
 import type { Database } from "../db/client";
+import { cloudJobs, queueEntries } from "../db/schema";
 import { ApiError } from "../errors";
 import { checkCanReadJob } from "../jobs/access";
 import { expectedEnd } from "../scheduler/estimate";
 import { billedSecondsNow, costOf } from "./cost";
+import { parsePhase, PhaseTransitionError, phasesBefore, type CloudPhase } from "./phase";
+
+/** A cloud_jobs row as drizzle reads it. */
+type CloudJobRow = typeof cloudJobs.$inferSelect;
+
+/**
+ * A cloud job as its Durable Object works with it: its cloud_jobs row, typed and checked once
+ * (the phase one of CLOUD_PHASES, cost_final a boolean), with what it needs of its queue entry.
+ */
+export interface CloudJobRecord extends Omit<CloudJobRow, "phase" | "costFinal"> {
+  phase: CloudPhase;
+  /** The provider's figure is final (the job ended there): billed seconds and cost no longer grow. */
+  costFinal: boolean;
+  /** The queue entry's status: anything but running means the job was cancelled or ended. */
+  queueStatus: string;
+  userId: number | null;
+  configSnapshot: string | null;
+  dataloaderSnapshot: string | null;
+  /** The approved estimate (USD); null in a row that has none, when the rate times the expected run time stands for it. */
+  estimatedCost: number | null;
+}
+
+/** The fields of a cloud job its Durable Object writes, phase apart (moveCloudJob changes it). */
+export type CloudJobFields = Partial<Omit<CloudJobRow, "jobId" | "phase" | "costFinal" | "createdAt" | "updatedAt">> & {
+  costFinal?: boolean;
+};
+
+/**
+ * A cloud job with its queue entry's status, snapshots and estimate; null for an unknown job.
+ *
+ * @example
+ * const job = await readCloudJobRecord(db, "cloud-1a2b3c4d5e6f"); // job?.phase === "running"
+ */
+export async function readCloudJobRecord(db: Database, jobId: string): Promise<CloudJobRecord | null> {
+  const rows = await db
+    .select({
+      job: cloudJobs,
+      queueStatus: queueEntries.status,
+      userId: queueEntries.userId,
+      configSnapshot: queueEntries.configSnapshot,
+      dataloaderSnapshot: queueEntries.dataloaderSnapshot,
+      estimatedCost: queueEntries.estimatedCost,
+    })
+    .from(cloudJobs)
+    .innerJoin(queueEntries, eq(queueEntries.jobId, cloudJobs.jobId))
+    .where(eq(cloudJobs.jobId, jobId));
+  const row = rows[0];
+  if (!row) return null;
+  const { job, ...entry } = row;
+  return {
+    ...job,
+    ...entry,
+    phase: parsePhase(job.phase),
+    costFinal: Number(job.costFinal) === 1,
+    estimatedCost: entry.estimatedCost ?? null,
+  };
+}
+
+const written = ({ costFinal, ...fields }: CloudJobFields) => ({
+  ...fields,
+  ...(costFinal === undefined ? {} : { costFinal: costFinal ? 1 : 0 }),
+  updatedAt: new Date().toISOString(),
+});
+
+/**
+ * Writes fields of a cloud job, never its phase (moveCloudJob does).
+ *
+ * @example
+ * await patchCloudJob(db, "cloud-1a2b3c4d5e6f", { uploadedBytes: 1024 });
+ */
+export async function patchCloudJob(db: Database, jobId: string, fields: CloudJobFields): Promise<void> {
+  await db.update(cloudJobs).set(written(fields)).where(eq(cloudJobs.jobId, jobId));
+}
+
+/**
+ * Moves a cloud job to phase `to`, with other fields in the same statement, only from a phase
+ * the transition table (edge/cloud/phase.ts) allows; any other throws PhaseTransitionError and
+ * writes nothing. False for an unknown job.
+ *
+ * @example
+ * await moveCloudJob(db, "cloud-1a2b3c4d5e6f", "running", { providerStatus: "processing" });
+ */
+export async function moveCloudJob(db: Database, jobId: string, to: CloudPhase, fields: CloudJobFields = {}): Promise<boolean> {
+  const moved = await db
+    .update(cloudJobs)
+    .set({ ...written(fields), phase: to })
+    .where(and(eq(cloudJobs.jobId, jobId), inArray(cloudJobs.phase, phasesBefore(to))))
+    .returning({ jobId: cloudJobs.jobId });
+  if (moved.length) return true;
+  const now = await db.select({ phase: cloudJobs.phase }).from(cloudJobs).where(eq(cloudJobs.jobId, jobId));
+  if (!now[0]) return false;
+  throw new PhaseTransitionError(jobId, parsePhase(now[0].phase), to);
+}
 
 /**
  * A cloud job as GET /api/cloud/jobs/{job_id} shows it: its queue status, where it is at its
