@@ -1,3 +1,5 @@
+import { CLOUD_PHASES } from "../../shared/schemas/cloud";
+
 /*
  * Where a cloud job is at its provider (cloud_jobs.phase), apart from its queue status. Every
  * change of phase is written by moveCloudJob (edge/cloud/record.ts), which refuses one this
@@ -23,8 +25,7 @@
  * `finished` is terminal: only the archive's removal at the provider is left.
  */
 
-/** A cloud job's phases, in the order a job moves through them. */
-export const CLOUD_PHASES = ["queued", "uploading", "submitting", "submitted", "running", "finished"] as const;
+export { CLOUD_PHASES };
 
 export type CloudPhase = (typeof CLOUD_PHASES)[number];
 

@@ -110,50 +110,58 @@ export async function moveCloudJob(db: Database, jobId: string, to: CloudPhase, 
  * const job = await readCloudJob(db, "cloud-1a2b3c4d5e6f", ownerScope(user));
  */
 export async function readCloudJob(db: Database, jobId: string, scope: number | null, now = Date.now()): Promise<CloudJob> {
-  const result = await db.$client.execute({
-    sql: `SELECT q.job_id, q.user_id, q.status, q.queued_at, q.started_at, q.completed_at, q.estimated_cost, q.error_message, c.*
-          FROM queue_entries q LEFT JOIN cloud_jobs c ON c.job_id = q.job_id WHERE q.job_id = ?`,
-    args: [jobId],
-  });
-  const row = result.rows[0] as Record<string, unknown> | undefined;
-  checkCanReadJob(row, jobId, scope);
-  if (row!.provider === null || row!.provider === undefined)
-    throw new ApiError(404, "not_a_cloud_job", `Job ${jobId} is not a cloud job (GET /api/queue/position/${jobId} shows it)`);
-  const r = row!;
-  const text = (v: unknown) => (v === null || v === undefined ? null : String(v));
-  const final = Number(r.cost_final) === 1;
-  const startedAt = text(r.provider_started_at);
+  const rows = await db
+    .select({
+      job: cloudJobs,
+      userId: queueEntries.userId,
+      status: queueEntries.status,
+      queuedAt: queueEntries.queuedAt,
+      startedAt: queueEntries.startedAt,
+      completedAt: queueEntries.completedAt,
+      estimatedCost: queueEntries.estimatedCost,
+      errorMessage: queueEntries.errorMessage,
+    })
+    .from(queueEntries)
+    .leftJoin(cloudJobs, eq(cloudJobs.jobId, queueEntries.jobId))
+    .where(eq(queueEntries.jobId, jobId));
+  const row = rows[0];
+  checkCanReadJob(row && { user_id: row.userId }, jobId, scope);
+  const { job, ...entry } = row!;
+  if (!job) throw new ApiError(404, "not_a_cloud_job", `Job ${jobId} is not a cloud job (GET /api/queue/position/${jobId} shows it)`);
+  const final = Number(job.costFinal) === 1;
+  const phase = parsePhase(job.phase);
+  const startedAt = job.providerStartedAt;
   const seconds = final
-    ? Number(r.billed_seconds ?? 0)
-    : billedSecondsNow({ startedAt, completedAt: text(r.provider_completed_at), billedSeconds: null }, now);
-  const archive = Number(r.archive_bytes ?? 0);
-  const uploaded = Number(r.uploaded_bytes ?? 0);
+    ? (job.billedSeconds ?? 0)
+    : billedSecondsNow({ startedAt, completedAt: job.providerCompletedAt, billedSeconds: null }, now);
+  const archive = job.archiveBytes;
+  const uploaded = job.uploadedBytes;
   return {
-    job_id: String(r.job_id),
-    provider: String(r.provider),
-    provider_job_id: text(r.provider_job_id),
-    status: String(r.status) as CloudJob["status"],
-    phase: String(r.phase),
-    provider_status: text(r.provider_status),
-    upload_progress: archive === 0 ? (r.phase === "queued" ? 0 : 1) : Math.min(1, uploaded / archive),
+    job_id: job.jobId,
+    provider: job.provider,
+    provider_job_id: job.providerJobId,
+    status: entry.status as CloudJob["status"],
+    phase,
+    provider_status: job.providerStatus,
+    upload_progress: archive === 0 ? (phase === "queued" ? 0 : 1) : Math.min(1, uploaded / archive),
     uploaded_bytes: uploaded,
     archive_bytes: archive,
-    hardware: String(r.hardware),
-    rate_usd_per_second: Number(r.rate_usd_per_second),
-    estimated_cost: Number(r.estimated_cost ?? 0),
-    cost_usd: final ? Number(r.cost_usd ?? 0) : costOf(Number(r.rate_usd_per_second), seconds),
+    hardware: job.hardware,
+    rate_usd_per_second: job.rateUsdPerSecond,
+    estimated_cost: entry.estimatedCost ?? 0,
+    cost_usd: final ? job.costUsd : costOf(job.rateUsdPerSecond, seconds),
     cost_final: final,
     billed_seconds: startedAt || final ? seconds : null,
-    destination: JSON.parse(String(r.destination)) as Destination,
-    summary: JSON.parse(String(r.summary)) as PackageSummary,
-    queued_at: String(r.queued_at),
-    started_at: text(r.started_at),
-    completed_at: text(r.completed_at),
+    destination: JSON.parse(job.destination) as Destination,
+    summary: JSON.parse(job.summary) as PackageSummary,
+    queued_at: entry.queuedAt,
+    started_at: entry.startedAt,
+    completed_at: entry.completedAt,
     provider_started_at: startedAt,
-    provider_completed_at: text(r.provider_completed_at),
-    error_message: text(r.error_message),
-    archive_deleted: r.archive_deleted_at !== null && r.archive_deleted_at !== undefined,
-    output: r.output ? (JSON.parse(String(r.output)) as unknown) : null,
+    provider_completed_at: job.providerCompletedAt,
+    error_message: entry.errorMessage,
+    archive_deleted: job.archiveDeletedAt !== null,
+    output: job.output ? (JSON.parse(job.output) as unknown) : null,
   };
 }
 
