@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Database } from "../edge/db/client";
 import { MAX_PAGE_BYTES, readEvents } from "../edge/jobs/events";
-import { forgetOldWebhooks, recordWebhook } from "../edge/providers/intake";
+import { forgetOldWebhooks, recordWebhook } from "../edge/cloud/webhook-intake";
 import { endedJobUploads } from "../edge/storage/uploads";
 import { openMigratedDb, type MigratedDb } from "./helpers/migrated-db";
 

@@ -21,7 +21,7 @@ import { ProviderError } from "../edge/cloud/types";
 import type { Database } from "../edge/db/client";
 import type { Env } from "../edge/env";
 import { createLogger } from "../edge/log";
-import { providerDefaults } from "../edge/providers/settings";
+import { providerDefaults } from "../edge/cloud/provider-settings";
 import { forwardProviderRequest, NO_OUTBOUND_DEFAULTS, type OutboundDefaults } from "../edge/local/provider-outbound";
 import { readOutboundDefaults } from "../edge/local/host-environment";
 import { openMigratedDb, type MigratedDb } from "./helpers/migrated-db";

@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Database } from "../edge/db/client";
-import { listWebhooks, summariseStoredWebhooks } from "../edge/providers/intake";
+import { listWebhooks, summariseStoredWebhooks } from "../edge/cloud/webhook-intake";
 import { openMigratedDb } from "./helpers/migrated-db";
 import { setUpAdmin, startTestStack, type TestStack } from "./helpers/stack";
 

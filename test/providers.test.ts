@@ -1,4 +1,4 @@
-import { MAX_WEBHOOK_BYTES } from "../edge/providers/intake";
+import { MAX_WEBHOOK_BYTES } from "../edge/cloud/webhook-intake";
 // Provider settings and provider webhook intake over real HTTP: the public list, admins'
 // settings with every field checked, the address allowlist (IPv4 and IPv6 ranges) and Standard
 // Webhooks signatures, both refusals audited, and each webhook recorded once per webhook-id.

@@ -2,7 +2,15 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { parseModelRef, parseTraining, ReplicateProvider, retryAfterMs, type ReplicateOptions } from "../edge/cloud/providers/replicate";
+import {
+  parseModelRef,
+  parseTraining,
+  REPLICATE_WEBHOOKS,
+  ReplicateProvider,
+  retryAfterMs,
+  type ReplicateOptions,
+} from "../edge/cloud/providers/replicate";
+import { webhookReader } from "../edge/cloud/registry";
 import { ProviderError, UnknownStatusError } from "../edge/cloud/types";
 import { closeServer } from "./fakes/fake-object-store";
 import { startFakeReplicate, type FakeReplicate } from "./fakes/fake-replicate";
@@ -521,5 +529,22 @@ describe("retryAfterMs", () => {
     [null, null],
   ] as const)("reads %j as %j ms", (header, ms) => {
     expect(retryAfterMs(header, now)).toBe(ms);
+  });
+});
+
+describe("Replicate's webhook payloads", () => {
+  it("name the training they are about, and read as the training they carry", () => {
+    const payload = { id: "t1", status: "processing", logs: "step 1\n", metrics: { predict_time: 2.5 } };
+    expect(REPLICATE_WEBHOOKS.runId(payload)).toBe("t1");
+    expect(REPLICATE_WEBHOOKS.job(payload)).toEqual(parseTraining(payload));
+    for (const other of [{ id: 7 }, {}, null, "t1", []]) expect(REPLICATE_WEBHOOKS.runId(other)).toBeNull();
+    expect(() => REPLICATE_WEBHOOKS.job({ id: "t1", status: "paused" })).toThrow(UnknownStatusError);
+  });
+
+  it("are read by the hosted provider's reader; worker orchestration, the managed service and unknown names have none", () => {
+    expect(webhookReader("replicate")).toBe(REPLICATE_WEBHOOKS);
+    expect(webhookReader("workers")).toBeNull();
+    expect(webhookReader("managed")).toBeNull();
+    expect(webhookReader("nope")).toBeNull();
   });
 });

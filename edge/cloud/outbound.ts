@@ -2,7 +2,7 @@ import type { Database } from "../db/client";
 import type { Env } from "../env";
 import { ApiError } from "../errors";
 import type { Logger } from "../log";
-import { DEFAULT_HTTP_TIMEOUT_S, type StoredProviderSettings } from "../providers/settings";
+import { DEFAULT_HTTP_TIMEOUT_S, type StoredProviderSettings } from "./provider-settings";
 import { BREAKER, breakerAdmit, breakerRecord } from "./breaker";
 import { ProviderError, type OutboundFetch } from "./types";
 

@@ -1,9 +1,104 @@
+import { and, eq, inArray } from "drizzle-orm";
 import type { CloudJob, Destination, PackageSummary } from "../../shared/schemas/cloud";
 import type { Database } from "../db/client";
+import { cloudJobs, queueEntries } from "../db/schema";
 import { ApiError } from "../errors";
 import { checkCanReadJob } from "../jobs/access";
 import { expectedEnd } from "../scheduler/estimate";
 import { billedSecondsNow, costOf } from "./cost";
+import { parsePhase, PhaseTransitionError, phasesBefore, type CloudPhase } from "./phase";
+
+/** A cloud_jobs row as drizzle reads it. */
+type CloudJobRow = typeof cloudJobs.$inferSelect;
+
+/**
+ * A cloud job as its Durable Object works with it: its cloud_jobs row, typed and checked once
+ * (the phase one of CLOUD_PHASES, cost_final a boolean), with what it needs of its queue entry.
+ */
+export interface CloudJobRecord extends Omit<CloudJobRow, "phase" | "costFinal"> {
+  phase: CloudPhase;
+  /** The provider's figure is final (the job ended there): billed seconds and cost no longer grow. */
+  costFinal: boolean;
+  /** The queue entry's status: anything but running means the job was cancelled or ended. */
+  queueStatus: string;
+  userId: number | null;
+  configSnapshot: string | null;
+  dataloaderSnapshot: string | null;
+  /** The approved estimate (USD); null in a row that has none, when the rate times the expected run time stands for it. */
+  estimatedCost: number | null;
+}
+
+/** The fields of a cloud job its Durable Object writes, phase apart (moveCloudJob changes it). */
+export type CloudJobFields = Partial<Omit<CloudJobRow, "jobId" | "phase" | "costFinal" | "createdAt" | "updatedAt">> & {
+  costFinal?: boolean;
+};
+
+/**
+ * A cloud job with its queue entry's status, snapshots and estimate; null for an unknown job.
+ *
+ * @example
+ * const job = await readCloudJobRecord(db, "cloud-1a2b3c4d5e6f"); // job?.phase === "running"
+ */
+export async function readCloudJobRecord(db: Database, jobId: string): Promise<CloudJobRecord | null> {
+  const rows = await db
+    .select({
+      job: cloudJobs,
+      queueStatus: queueEntries.status,
+      userId: queueEntries.userId,
+      configSnapshot: queueEntries.configSnapshot,
+      dataloaderSnapshot: queueEntries.dataloaderSnapshot,
+      estimatedCost: queueEntries.estimatedCost,
+    })
+    .from(cloudJobs)
+    .innerJoin(queueEntries, eq(queueEntries.jobId, cloudJobs.jobId))
+    .where(eq(cloudJobs.jobId, jobId));
+  const row = rows[0];
+  if (!row) return null;
+  const { job, ...entry } = row;
+  return {
+    ...job,
+    ...entry,
+    phase: parsePhase(job.phase),
+    costFinal: Number(job.costFinal) === 1,
+    estimatedCost: entry.estimatedCost ?? null,
+  };
+}
+
+const written = ({ costFinal, ...fields }: CloudJobFields) => ({
+  ...fields,
+  ...(costFinal === undefined ? {} : { costFinal: costFinal ? 1 : 0 }),
+  updatedAt: new Date().toISOString(),
+});
+
+/**
+ * Writes fields of a cloud job, never its phase (moveCloudJob does).
+ *
+ * @example
+ * await patchCloudJob(db, "cloud-1a2b3c4d5e6f", { uploadedBytes: 1024 });
+ */
+export async function patchCloudJob(db: Database, jobId: string, fields: CloudJobFields): Promise<void> {
+  await db.update(cloudJobs).set(written(fields)).where(eq(cloudJobs.jobId, jobId));
+}
+
+/**
+ * Moves a cloud job to phase `to`, with other fields in the same statement, only from a phase
+ * the transition table (edge/cloud/phase.ts) allows; any other throws PhaseTransitionError and
+ * writes nothing. False for an unknown job.
+ *
+ * @example
+ * await moveCloudJob(db, "cloud-1a2b3c4d5e6f", "running", { providerStatus: "processing" });
+ */
+export async function moveCloudJob(db: Database, jobId: string, to: CloudPhase, fields: CloudJobFields = {}): Promise<boolean> {
+  const moved = await db
+    .update(cloudJobs)
+    .set({ ...written(fields), phase: to })
+    .where(and(eq(cloudJobs.jobId, jobId), inArray(cloudJobs.phase, phasesBefore(to))))
+    .returning({ jobId: cloudJobs.jobId });
+  if (moved.length) return true;
+  const now = await db.select({ phase: cloudJobs.phase }).from(cloudJobs).where(eq(cloudJobs.jobId, jobId));
+  if (!now[0]) return false;
+  throw new PhaseTransitionError(jobId, parsePhase(now[0].phase), to);
+}
 
 /**
  * A cloud job as GET /api/cloud/jobs/{job_id} shows it: its queue status, where it is at its
@@ -15,50 +110,58 @@ import { billedSecondsNow, costOf } from "./cost";
  * const job = await readCloudJob(db, "cloud-1a2b3c4d5e6f", ownerScope(user));
  */
 export async function readCloudJob(db: Database, jobId: string, scope: number | null, now = Date.now()): Promise<CloudJob> {
-  const result = await db.$client.execute({
-    sql: `SELECT q.job_id, q.user_id, q.status, q.queued_at, q.started_at, q.completed_at, q.estimated_cost, q.error_message, c.*
-          FROM queue_entries q LEFT JOIN cloud_jobs c ON c.job_id = q.job_id WHERE q.job_id = ?`,
-    args: [jobId],
-  });
-  const row = result.rows[0] as Record<string, unknown> | undefined;
-  checkCanReadJob(row, jobId, scope);
-  if (row!.provider === null || row!.provider === undefined)
-    throw new ApiError(404, "not_a_cloud_job", `Job ${jobId} is not a cloud job (GET /api/queue/position/${jobId} shows it)`);
-  const r = row!;
-  const text = (v: unknown) => (v === null || v === undefined ? null : String(v));
-  const final = Number(r.cost_final) === 1;
-  const startedAt = text(r.provider_started_at);
+  const rows = await db
+    .select({
+      job: cloudJobs,
+      userId: queueEntries.userId,
+      status: queueEntries.status,
+      queuedAt: queueEntries.queuedAt,
+      startedAt: queueEntries.startedAt,
+      completedAt: queueEntries.completedAt,
+      estimatedCost: queueEntries.estimatedCost,
+      errorMessage: queueEntries.errorMessage,
+    })
+    .from(queueEntries)
+    .leftJoin(cloudJobs, eq(cloudJobs.jobId, queueEntries.jobId))
+    .where(eq(queueEntries.jobId, jobId));
+  const row = rows[0];
+  checkCanReadJob(row && { user_id: row.userId }, jobId, scope);
+  const { job, ...entry } = row!;
+  if (!job) throw new ApiError(404, "not_a_cloud_job", `Job ${jobId} is not a cloud job (GET /api/queue/position/${jobId} shows it)`);
+  const final = Number(job.costFinal) === 1;
+  const phase = parsePhase(job.phase);
+  const startedAt = job.providerStartedAt;
   const seconds = final
-    ? Number(r.billed_seconds ?? 0)
-    : billedSecondsNow({ startedAt, completedAt: text(r.provider_completed_at), billedSeconds: null }, now);
-  const archive = Number(r.archive_bytes ?? 0);
-  const uploaded = Number(r.uploaded_bytes ?? 0);
+    ? (job.billedSeconds ?? 0)
+    : billedSecondsNow({ startedAt, completedAt: job.providerCompletedAt, billedSeconds: null }, now);
+  const archive = job.archiveBytes;
+  const uploaded = job.uploadedBytes;
   return {
-    job_id: String(r.job_id),
-    provider: String(r.provider),
-    provider_job_id: text(r.provider_job_id),
-    status: String(r.status) as CloudJob["status"],
-    phase: String(r.phase),
-    provider_status: text(r.provider_status),
-    upload_progress: archive === 0 ? (r.phase === "queued" ? 0 : 1) : Math.min(1, uploaded / archive),
+    job_id: job.jobId,
+    provider: job.provider,
+    provider_job_id: job.providerJobId,
+    status: entry.status as CloudJob["status"],
+    phase,
+    provider_status: job.providerStatus,
+    upload_progress: archive === 0 ? (phase === "queued" ? 0 : 1) : Math.min(1, uploaded / archive),
     uploaded_bytes: uploaded,
     archive_bytes: archive,
-    hardware: String(r.hardware),
-    rate_usd_per_second: Number(r.rate_usd_per_second),
-    estimated_cost: Number(r.estimated_cost ?? 0),
-    cost_usd: final ? Number(r.cost_usd ?? 0) : costOf(Number(r.rate_usd_per_second), seconds),
+    hardware: job.hardware,
+    rate_usd_per_second: job.rateUsdPerSecond,
+    estimated_cost: entry.estimatedCost ?? 0,
+    cost_usd: final ? job.costUsd : costOf(job.rateUsdPerSecond, seconds),
     cost_final: final,
     billed_seconds: startedAt || final ? seconds : null,
-    destination: JSON.parse(String(r.destination)) as Destination,
-    summary: JSON.parse(String(r.summary)) as PackageSummary,
-    queued_at: String(r.queued_at),
-    started_at: text(r.started_at),
-    completed_at: text(r.completed_at),
+    destination: JSON.parse(job.destination) as Destination,
+    summary: JSON.parse(job.summary) as PackageSummary,
+    queued_at: entry.queuedAt,
+    started_at: entry.startedAt,
+    completed_at: entry.completedAt,
     provider_started_at: startedAt,
-    provider_completed_at: text(r.provider_completed_at),
-    error_message: text(r.error_message),
-    archive_deleted: r.archive_deleted_at !== null && r.archive_deleted_at !== undefined,
-    output: r.output ? (JSON.parse(String(r.output)) as unknown) : null,
+    provider_completed_at: job.providerCompletedAt,
+    error_message: entry.errorMessage,
+    archive_deleted: job.archiveDeletedAt !== null,
+    output: job.output ? (JSON.parse(job.output) as unknown) : null,
   };
 }
 

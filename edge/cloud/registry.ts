@@ -3,13 +3,13 @@ import type { Database } from "../db/client";
 import type { Env } from "../env";
 import { ApiError, notFound } from "../errors";
 import type { Logger } from "../log";
-import { getProviderSettings, outboundSettingsProblems, type StoredProviderSettings } from "../providers/settings";
+import { getProviderSettings, outboundSettingsProblems, type StoredProviderSettings } from "./provider-settings";
 import { providerFetch } from "./outbound";
 import { managedRefusal } from "./providers/managed";
-import { ReplicateProvider } from "./providers/replicate";
+import { REPLICATE_WEBHOOKS, ReplicateProvider } from "./providers/replicate";
 import { WorkersProvider } from "./providers/workers";
 import { resolveSecret } from "./secrets";
-import type { CloudProvider } from "./types";
+import type { CloudProvider, WebhookReader } from "./types";
 
 /** What building a provider client needs: the Worker's bindings (secrets, outbound), the database and a log. */
 export interface ProviderContext {
@@ -73,4 +73,16 @@ export async function providerClient(ctx: ProviderContext, name: string): Promis
   if (known.kind === "managed") throw managedRefusal();
   if (known.kind === "workers") return new WorkersProvider(ctx.db);
   return (await hostedClient(ctx, name)).client;
+}
+
+/**
+ * How the named provider's webhook payloads are read (the hosted provider's own parser); null
+ * for an unknown provider and for one whose deliveries concern no cloud job (worker
+ * orchestration, the managed service).
+ *
+ * @example
+ * webhookReader("replicate")?.job(payload).status; // "processing"
+ */
+export function webhookReader(name: string): WebhookReader | null {
+  return findProvider(name)?.kind === "hosted" ? REPLICATE_WEBHOOKS : null;
 }

@@ -5,7 +5,7 @@ import { findProvider } from "../../shared/providers";
 import { SCRIPT_OPTIONS, type CloudSettings, type CloudSubmit, type CostEstimate, type PackageSummary } from "../../shared/schemas/cloud";
 import type { Config } from "../config";
 import { ApiError, notFound } from "../errors";
-import { getProviderSettings, type StoredProviderSettings } from "../providers/settings";
+import { getProviderSettings, type StoredProviderSettings } from "./provider-settings";
 import { committedSpending } from "../scheduler/store";
 import type { NewJob, SchedulerApi, SubmitOutcome, Submitter } from "../scheduler/types";
 import { getSetting } from "../settings-store";
@@ -14,7 +14,7 @@ import { MAX_ARCHIVE_BYTES, MAX_ARCHIVE_LABEL, planPackage, type PackageBucket }
 import { checkDatasetConsent } from "./package-consent";
 import { managedRefusal } from "./providers/managed";
 import { hostedClient, type ProviderContext } from "./registry";
-import { getRates, publicBase } from "./settings";
+import { getRates, publicBase } from "./cloud-settings";
 import { unscopedDestination, webhookUrl } from "./trainer-input";
 
 /*

@@ -1,9 +1,9 @@
 import type { CloudSettings, Destination } from "../../shared/schemas/cloud";
 import type { Database } from "../db/client";
 import { ApiError } from "../errors";
-import type { StoredProviderSettings } from "../providers/settings";
+import type { StoredProviderSettings } from "./provider-settings";
 import { issueStorageCredentials } from "../storage/credentials";
-import { publicBase } from "./settings";
+import { publicBase } from "./cloud-settings";
 
 /*
  * The training input a cloud job is created with (spec 1 "Cloud data flow" step 4): the trainer's

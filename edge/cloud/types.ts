@@ -86,6 +86,17 @@ export interface FileHostingProvider extends CloudProvider {
   webhook_secret(): Promise<string>;
 }
 
+/**
+ * How a provider's webhook payloads are read: the provider's own parser, which needs no client
+ * (nothing is fetched), so a delivery is applied whatever state the provider's token is in.
+ */
+export interface WebhookReader {
+  /** The provider's id of the run the payload is about (Replicate: the training id), or null when it names none. */
+  runId(payload: unknown): string | null;
+  /** The payload as the provider's view of its job; throws ProviderError (UnknownStatusError for a status the client does not know). */
+  job(payload: unknown): ProviderJob;
+}
+
 /** What a ProviderError knows beyond its status. */
 export interface ProviderErrorDetails {
   /** The provider asked to be called again no sooner than this (Retry-After, or an open circuit breaker). */

@@ -4,7 +4,7 @@ import type { AppEnv } from "../app-env";
 import { MAX_UPLOAD_BYTES } from "../datasets/datasets";
 import { ApiError } from "../errors";
 import { MAX_EVENT_BYTES } from "../../shared/schemas/events";
-import { MAX_WEBHOOK_BYTES } from "../providers/intake";
+import { MAX_WEBHOOK_BYTES } from "../cloud/webhook-intake";
 
 /** The cap on a request body where no route below says otherwise: JSON documents and forms. */
 export const DEFAULT_BODY_LIMIT_BYTES = 1024 * 1024;
@@ -19,7 +19,7 @@ const ROUTE_LIMITS: { path: RegExp; maxBytes: number }[] = [
   { path: /^\/api\/datasets\/upload(\/zip)?$/, maxBytes: MAX_UPLOAD_BYTES },
   // A runner's event batch: up to 200 events (runner/events.ts) of at most MAX_EVENT_BYTES each.
   { path: /^\/api\/workers\/jobs\/[^/]+\/events$/, maxBytes: 200 * MAX_EVENT_BYTES },
-  // A provider's webhook: the whole training, its cumulative logs included (providers/intake.ts).
+  // A provider's webhook: the whole training, its cumulative logs included (cloud/webhook-intake.ts).
   { path: /^\/api\/webhooks\/[^/]+$/, maxBytes: MAX_WEBHOOK_BYTES },
 ];
 const OWN_LIMITS = /^\/api\/cloud\/storage(\/|$)/;

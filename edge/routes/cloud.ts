@@ -7,7 +7,7 @@ import type { AppEnv } from "../app-env";
 import { auditLater, changedFields } from "../audit/trail";
 import { readCloudJob } from "../cloud/record";
 import type { PackageBucket } from "../cloud/package";
-import { getRates, setRates, updateCloudSettings } from "../cloud/settings";
+import { getRates, setRates, updateCloudSettings } from "../cloud/cloud-settings";
 import { getSetting } from "../settings-store";
 import { submitCloudJob } from "../cloud/submit";
 import { ApiError } from "../errors";

@@ -20,11 +20,12 @@ import {
   parsePayload,
   recordWebhook,
   signatureRefusal,
-} from "../providers/intake";
-import { getProviderSettings, publicSettings, requireProvider, updateProviderSettings } from "../providers/settings";
+} from "../cloud/webhook-intake";
+import { getProviderSettings, publicSettings, requireProvider, updateProviderSettings } from "../cloud/provider-settings";
 import { createRouter } from "../router";
 import { checkProviders, forgetProviderCheck, publicMessage } from "../cloud/provider-checks";
 import { jobOfProviderRun } from "../cloud/record";
+import { webhookReader } from "../cloud/registry";
 import { cloudJobOf } from "../cloud/cloud-job-types";
 import { error, json, jsonBody } from "./openapi";
 
@@ -210,7 +211,7 @@ providersRoutes.openapi(
     });
     c.get("log").info("provider webhook received", { provider, id: receipt.id, duplicate: receipt.duplicate });
     // A status update about one of our cloud jobs moves it along now (polling would, later); a repeat changes nothing.
-    const runId = typeof payload.id === "string" ? payload.id : null;
+    const runId = webhookReader(provider)?.runId(payload) ?? null;
     const jobId = !receipt.duplicate && runId ? await jobOfProviderRun(db, provider, runId) : null;
     if (jobId)
       c.executionCtx.waitUntil(

@@ -23,8 +23,7 @@ import { error, json } from "./openapi";
 import { schedulerOf } from "../scheduler/stub";
 import { getSetting } from "../settings-store";
 import { EventBatch, EventBatchStored } from "../../shared/schemas/events";
-import { appendEvents } from "../jobs/events";
-import { hubOf } from "../jobs/hub-types";
+import { recordEvents } from "../jobs/record-events";
 import { ackCommands, openCommands } from "../jobs/commands";
 import { applyEffects } from "../jobs/lifecycle/effects";
 import { finishJob } from "../jobs/lifecycle/finish";
@@ -272,13 +271,8 @@ workersRoutes.openapi(
   }),
   async (c) => {
     const jobId = c.req.valid("param").job_id;
-    const { stored, added, nextIndex, dropped } = await appendEvents(c.get("db"), workerOf(c).id, jobId, c.req.valid("json"));
-    // Watchers see them as soon as they are stored; a hub that cannot be reached only delays
-    // them until the watcher reconnects (the log has them).
-    if (stored.length)
-      await hubOf(c.env, jobId)
-        .publish(jobId, stored)
-        .catch((e: unknown) => c.get("log").warning("events hub unreachable", { job_id: jobId, error: String(e) }));
+    const ctx = { env: c.env, db: c.get("db"), log: c.get("log") };
+    const { added, nextIndex, dropped } = await recordEvents(ctx, workerOf(c).id, jobId, c.req.valid("json"));
     return c.json({ stored: added, next_index: nextIndex, dropped }, 200);
   },
 );

@@ -10,7 +10,7 @@ import type { NewJob, PassResult, PreviewOutcome, SchedulerApi, SubmitOutcome, S
 import type { LocalSubmit } from "../../shared/schemas/queue";
 import { ApiError } from "../errors";
 import { prepareLocalJob, type EnvironmentConfig } from "../queue/submit";
-import { forgetOldWebhooks } from "../providers/intake";
+import { forgetOldWebhooks } from "../cloud/webhook-intake";
 import { cloudJobOf } from "../cloud/cloud-job-types";
 import { unpolledCloudJobs } from "../cloud/record";
 import { applyEffects } from "../jobs/lifecycle/effects";

@@ -82,7 +82,7 @@ export function refusedResolution(host: string, addresses: { address: string }[]
 /**
  * Why a URL's host may not be called unless private targets are allowed (a local name, a
  * trailing dot, a loopback, private or reserved address), or null. `hint` says who can allow
- * them; the provider settings reuse this with their own (edge/providers/settings.ts).
+ * them; the provider settings reuse this with their own (edge/cloud/provider-settings.ts).
  *
  * @example
  * refusedHost("169.254.169.254"); // "169.254.169.254 is a loopback, private or reserved address; ..."

@@ -226,13 +226,19 @@ export const CloudSubmitAnswer = z
   })
   .openapi("CloudSubmitAnswer");
 
+/** A cloud job's phases at its provider, in order (the changes allowed between them: edge/cloud/phase.ts). */
+export const CLOUD_PHASES = ["queued", "uploading", "submitting", "submitted", "running", "finished"] as const;
+
 export const CloudJob = z
   .object({
     job_id: z.string(),
     provider: z.string(),
     provider_job_id: z.string().nullable(),
     status: z.enum(["pending", "running", "blocked", "completed", "failed", "cancelled"]),
-    phase: z.string().openapi({ description: "queued, packaging, uploading, submitted, running, finished, failed" }),
+    phase: z.enum(CLOUD_PHASES).openapi({
+      description:
+        "Where the job is at its provider: queued, uploading (its archive), submitting (the training create sent), submitted, running, finished (ended there; `status` says how)",
+    }),
     provider_status: z.string().nullable(),
     upload_progress: z
       .number()

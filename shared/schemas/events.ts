@@ -4,6 +4,9 @@ import { CursorQuery, NextCursor } from "./common";
 /** Largest event the edge stores, as JSON (a validation image as a data URI fits well within it); the runner fits events to it. */
 export const MAX_EVENT_BYTES = 512 * 1024;
 
+/** The most characters of a log line's `message`: a runner's trainer output and a cloud provider's log lines are cut alike. */
+export const MAX_LOG_LINE_CHARS = 4000;
+
 /**
  * One event as a trainer reported it: at least a `type`; a validation image's event carries
  * `images`, each `{src: data URI, mime_type}`.

@@ -1,7 +1,7 @@
 import { z } from "@hono/zod-openapi";
 import { Timestamp } from "./common";
 
-/** A CIDR range or a single address, IPv4 or IPv6 (checked on save: edge/providers/settings.ts). */
+/** A CIDR range or a single address, IPv4 or IPv6 (checked on save: edge/cloud/provider-settings.ts). */
 const AddressEntry = z.string().min(1).max(64).openapi({ example: "203.0.113.0/24" });
 
 /** The `{provider}` of a provider's paths. */

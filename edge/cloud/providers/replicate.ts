@@ -10,6 +10,7 @@ import {
   type ProviderJob,
   type ProviderStatus,
   type RunSpec,
+  type WebhookReader,
 } from "../types";
 
 /*
@@ -372,6 +373,20 @@ export function parseTraining(body: unknown): ProviderJob {
     error: t.error === null || t.error === undefined ? null : typeof t.error === "string" ? t.error : JSON.stringify(t.error),
   };
 }
+
+/**
+ * Replicate's webhook payloads: each is the whole training, as its API answers it.
+ *
+ * @example
+ * REPLICATE_WEBHOOKS.runId({ id: "t1", status: "processing" }); // "t1"
+ */
+export const REPLICATE_WEBHOOKS: WebhookReader = {
+  runId: (payload) => {
+    const id = typeof payload === "object" && payload !== null ? (payload as { id?: unknown }).id : undefined;
+    return typeof id === "string" ? id : null;
+  },
+  job: parseTraining,
+};
 
 /**
  * Splits a Replicate model reference; throws a ProviderError naming the setting when it is not "owner/name:version".

@@ -52,7 +52,7 @@ export async function setRates(db: Database, rates: HardwareRates): Promise<Hard
 }
 
 /**
- * The public address providers and cloud jobs reach this service at (spec 4.7): the Public URL
+ * The public address providers and cloud jobs reach this service at: the Public URL
  * setting, else SERVICE_PUBLIC_URL; null when neither is set (then webhooks are off and jobs poll).
  *
  * @example

@@ -6,10 +6,10 @@ import type { Database } from "../db/client";
 import { providerSettings } from "../db/schema";
 import { ApiError, notFound } from "../errors";
 import { UPLOAD_TOKEN_PREFIX } from "../storage/credentials";
-import { secretNameProblem } from "../cloud/secrets";
+import { secretNameProblem } from "./secrets";
 import { PROVIDER_PRIVATE_HINT as PRIVATE_HINT, refusedHost } from "../webhooks/targets";
 
-/** A provider's settings as stored (spec 2.8), the write-only webhook secret included. */
+/** A provider's settings as stored (PUT /api/cloud/providers/{provider}), the write-only webhook secret included. */
 export interface StoredProviderSettings {
   webhook_allowed_ips: string[];
   ssl_verify: boolean;
@@ -19,7 +19,7 @@ export interface StoredProviderSettings {
   s3_endpoint_enabled: boolean;
   s3_public_url: string | null;
   s3_output_path: string;
-  /** Credentials configured manually for the storage endpoint (spec 1): then the provider's jobs use these instead of fresh ones. */
+  /** Credentials configured manually for the storage endpoint: then the provider's jobs use these instead of fresh ones. */
   s3_access_key_id: string | null;
   s3_secret_access_key: string | null;
   webhook_secret: string | null;
@@ -45,7 +45,7 @@ export interface StoredProviderSettings {
 /** Replicate's API root. */
 export const DEFAULT_API_BASE_URL = "https://api.replicate.com";
 
-/** Spec 8: outbound calls time out after 30 s unless SERVICE_HTTP_TIMEOUT says otherwise. */
+/** Outbound calls time out after 30 s unless SERVICE_HTTP_TIMEOUT says otherwise. */
 export const DEFAULT_HTTP_TIMEOUT_S = 30;
 
 export function providerDefaults(): StoredProviderSettings {

@@ -2,7 +2,7 @@ import { Webhook } from "standardwebhooks";
 import { ipInRanges, parseRange } from "../../shared/ip";
 import type { Database } from "../db/client";
 import { ApiError } from "../errors";
-import type { StoredProviderSettings } from "./settings";
+import type { StoredProviderSettings } from "./provider-settings";
 
 /*
  * Provider webhook intake (POST /api/webhooks/{provider}): authenticate the sender (address
@@ -29,7 +29,7 @@ export const WEBHOOK_RETENTION_DAYS = 30;
 
 export type Refusal = { status: 403 | 401; reason: "address_not_allowed" | "bad_signature" | "webhook_secret_not_set"; detail: string };
 
-/** Null when the address may post, else why not (spec 7: outside a configured allowlist is 403). */
+/** Null when the address may post, else why not (outside a configured allowlist: 403). */
 export function addressRefusal(settings: StoredProviderSettings, provider: string, clientIp: string): Refusal | null {
   if (!settings.webhook_allowed_ips.length) return null;
   const ranges = settings.webhook_allowed_ips.map(parseRange);
