@@ -8,7 +8,7 @@ import { writeBatch } from "../edge/jobs/lifecycle/batch";
 import { submitJobs } from "../edge/jobs/lifecycle/submit";
 import { requeueOrFail } from "../edge/jobs/lifecycle/requeue-or-fail";
 import { loadCapacity, loadEntries, loadRecentRuns, localBoxStatus, needsRecentRuns, planInput } from "../edge/scheduler/store";
-import type { NewJob } from "../edge/scheduler/types";
+import type { NewJob } from "../edge/jobs/job";
 import { openMigratedDb, type MigratedDb } from "./helpers/migrated-db";
 
 const admissionStatements = (...args: Parameters<typeof admitJobs>) => admitJobs(...args).statements;

@@ -2,7 +2,7 @@ import type { CloudJob, Destination, PackageSummary } from "../../shared/schemas
 import type { Database } from "../db/client";
 import { ApiError } from "../errors";
 import { checkCanReadJob } from "../jobs/access";
-import { expectedEnd } from "../scheduler/estimate";
+import { expectedEnd } from "../jobs/estimate";
 import { billedSecondsNow, costOf } from "./cost";
 
 /**
