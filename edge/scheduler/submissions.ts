@@ -1,11 +1,10 @@
 import { jobTrainer } from "../../shared/trainers";
-import type { LocalSubmit } from "../../shared/schemas/queue";
+import type { ApprovalRules, LocalSubmit } from "../../shared/schemas/queue";
 import { ApiError } from "../errors";
 import type { NewJob, SubmitOutcome, Submitter } from "../jobs/job";
 import type { NewSubmission } from "../jobs/lifecycle/submit";
 import { prepareLocalJob, type EnvironmentConfig } from "../jobs/prepare";
 import { maxRuntimeMinutes } from "../jobs/runtime";
-import type { ApprovalRules } from "../../shared/schemas/queue";
 import type { Plan, PendingJob, Waiting } from "./plan";
 
 /*
