@@ -3,7 +3,7 @@ import type { LocalSubmit } from "../../shared/schemas/queue";
 import { readConfig } from "../config";
 import { openDatabase, type Database } from "../db/client";
 import type { Env } from "../env";
-import { endAtStart, type ExpectedEnd, type RecentRuns } from "../jobs/estimate";
+import { endAtStart, type ExpectedEnd } from "../jobs/estimate";
 import type { NewJob, PreviewOutcome, SubmitOutcome, Submitter, WaitInfo } from "../jobs/job";
 import { admitJobs, assignedWorker, type Admitted } from "../jobs/lifecycle/admit";
 import { writeBatch } from "../jobs/lifecycle/batch";
@@ -14,10 +14,11 @@ import { prepareLocalJob, type EnvironmentConfig } from "../jobs/prepare";
 import { maxRuntimeMinutes } from "../jobs/runtime";
 import { createLogger, type Logger } from "../log";
 import { setSetting } from "../settings";
+import { ActiveEntries } from "./active";
 import { CapacityCache } from "./cache";
 import { sweepLeftovers } from "./housekeeping";
 import { planPass, type Admission, type PendingJob, type Plan, type Waiting } from "./plan";
-import { loadActive, loadCapacity, loadEntries, loadRecentRuns, localBoxStatus, needsRecentRuns, planInput, withRecentRuns } from "./store";
+import { loadCapacity, localBoxStatus, planInput, withRecentRuns } from "./store";
 import type { ActiveEntry, CapacityWithRules } from "./store";
 import {
   CANDIDATE_ID_BASE,
@@ -36,25 +37,11 @@ import type { PassResult, SchedulerApi } from "./types";
 /** Milliseconds between background passes. */
 export const PASS_INTERVAL_MS = 5_000;
 /**
- * The active entries are kept in memory between passes and re-read in full at least this often.
- * Changes made elsewhere (cancel, approval, priority) are named by the route that made them and
- * re-read at once; the full re-read bounds how long anything unnamed can go unseen. A stale
- * entry can only make the Scheduler under-use capacity, never double-book it: admissions are
- * conditional on the entry still being pending, and only this object allocates.
- */
-export const FULL_RELOAD_MS = 30_000;
-/**
  * A submission waits this long for others to join its group (group commit, like PostgreSQL's
  * commit_delay): under load, groups grow and each costs one plan and one write batch, so
  * sustained submits gain far more than the wait costs one submission.
  */
 export const GROUP_WAIT_MS = 4;
-/**
- * Recent completed runs (a waiting job's run time when it has no max runtime) are kept this long:
- * they change only as jobs complete, and a median over the last five hardly moves with one more.
- */
-export const RECENT_RUNS_MS = 60_000;
-
 /**
  * The only place capacity is handed out: every admission (a pending job to running, with its GPUs
  * or worker) happens in a pass of this single object, one at a time. A pass runs on a 5 s alarm
@@ -67,11 +54,10 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
   // without this chain two could plan over the same free GPUs.
   private chain: Promise<unknown> = Promise.resolve();
   private lastPlan: { at: number; waiting: Map<number, WaitInfo> } | null = null;
-  private active: { entries: Map<number, ActiveEntry>; loadedAt: number } | null = null;
+  private readonly active = new ActiveEntries();
   private readonly log: Logger;
   private submissions: (Submission & { resolve: (o: SubmitOutcome) => void; reject: (e: unknown) => void })[] = [];
   private readonly cache = new CapacityCache();
-  private recent: { runs: RecentRuns; at: number } | null = null;
   private armed = false;
   /** When this object (the edge) started: a worker's silence counts from here at the earliest (sweep-offline.ts). */
   private readonly startedAt = Date.now();
@@ -130,30 +116,9 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
   async pass(trigger: string, changed: string[] = [], rereadAll = false): Promise<PassResult> {
     await this.arm();
     return this.exclusive(() => {
-      if (rereadAll) this.active = null;
+      if (rereadAll) this.active.drop();
       return this.runPass(trigger, changed);
     });
-  }
-
-  /** The active entries, brought up to date: in full when stale, else only the named ones. */
-  private async entries(db: Database, changed: string[]): Promise<Map<number, ActiveEntry>> {
-    // A run that ended is a recent run: waiting jobs' run times are read afresh with it.
-    const ended = (ids: Iterable<number>) => {
-      for (const id of ids) if (this.active?.entries.get(id)?.status === "running") this.recent = null;
-    };
-    if (this.active === null || Date.now() - this.active.loadedAt > FULL_RELOAD_MS) {
-      const loadedAt = Date.now();
-      const entries = new Map((await loadActive(db)).map((e) => [e.job.id, e]));
-      if (this.active) ended([...this.active.entries.keys()].filter((id) => !entries.has(id)));
-      this.active = { entries, loadedAt };
-      return entries;
-    }
-    const { active, inactiveIds } = await loadEntries(db, changed);
-    const entries = this.active.entries;
-    ended(inactiveIds);
-    for (const id of inactiveIds) entries.delete(id);
-    for (const e of active) entries.set(e.job.id, e);
-    return entries;
   }
 
   /**
@@ -168,7 +133,7 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
       await this.exclusive(async () => {
         if (this.lastPlan !== null) return;
         const db = this.db();
-        const [capacity, entries] = await Promise.all([loadCapacity(db), this.entries(db, [])]);
+        const [capacity, entries] = await Promise.all([loadCapacity(db), this.active.read(db, [])]);
         this.cache.keep(capacity);
         const { plan, pending } = await this.planWith(db, new Date(), capacity, entries, []);
         this.remember(plan.waiting, new Map(), pending);
@@ -199,7 +164,7 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
   async preview(user: Submitter, body: LocalSubmit): Promise<PreviewOutcome> {
     return this.exclusive(async () => {
       const db = this.db();
-      const [{ capacity, configs }, entries] = await Promise.all([this.cache.read(db, [body.config_name]), this.entries(db, [])]);
+      const [{ capacity, configs }, entries] = await Promise.all([this.cache.read(db, [body.config_name]), this.active.read(db, [])]);
       let job: NewJob;
       try {
         job = prepareLocalJob(user, body, configs.get(body.config_name) ?? null, capacity.approvalRules);
@@ -237,7 +202,7 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     try {
       const db = this.db();
       const names = group.flatMap((s) => ("body" in s ? [s.body.config_name] : []));
-      const [{ capacity, configs }, entries] = await Promise.all([this.cache.read(db, names), this.entries(db, [])]);
+      const [{ capacity, configs }, entries] = await Promise.all([this.cache.read(db, names), this.active.read(db, [])]);
       const { outcomes } = await this.decide(db, new Date(), capacity, entries, "submit", group, configs);
       group.forEach((s, i) => s.resolve(outcomes[i]!));
     } catch (error) {
@@ -261,7 +226,7 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
       void applyEffects({ env: this.env, db, log: this.log, actor: null, origin: "scheduler", trigger: "offline sweep" }, offline);
     const [capacity, entries] = await Promise.all([
       offline.workers.length ? loadCapacity(db) : before,
-      this.entries(db, [...changed, ...offline.jobs.map((j) => j.jobId)]),
+      this.active.read(db, [...changed, ...offline.jobs.map((j) => j.jobId)]),
     ]);
     this.cache.keep(capacity, now.getTime());
     const { started, waiting } = await this.decide(db, now, capacity, entries, trigger);
@@ -328,7 +293,7 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     jobs: (NewJob | null)[],
   ): Promise<{ plan: Plan; pending: PendingJob[] }> {
     const candidates = candidatesOf(jobs, now.getTime());
-    const recent = await this.recentRuns(db, entries, candidates);
+    const recent = await this.active.recentRuns(db, entries, candidates);
     const input = planInput(entries.values(), capacity, now.getTime(), recent);
     const estimated = candidates.map((c) => withRecentRuns(c, facts(jobs[c.id - CANDIDATE_ID_BASE]!), recent));
     const pending = candidates.length ? [...input.pending, ...estimated] : input.pending;
@@ -394,17 +359,6 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
       }
     });
     return realIds;
-  }
-
-  /**
-   * Recent completed runs, for waiting local jobs without a max runtime (and none read when no
-   * such job waits): kept RECENT_RUNS_MS.
-   */
-  private async recentRuns(db: Database, entries: Map<number, ActiveEntry>, candidates: PendingJob[]): Promise<RecentRuns> {
-    if (!needsRecentRuns(entries.values(), candidates)) return new Map();
-    const at = Date.now();
-    if (this.recent === null || at - this.recent.at > RECENT_RUNS_MS) this.recent = { runs: await loadRecentRuns(db, new Date(at)), at };
-    return this.recent.runs;
   }
 
   /** Keeps the pass's waiting jobs for `waitInfo`; `realIds` maps new submissions' placeholder ids to their stored ids. */
