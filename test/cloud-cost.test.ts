@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { billedSecondsNow, costOf, expectedSeconds, MAX_RUNTIME_MINUTES, periodStart, spendingCheck } from "../edge/cloud/cost";
+import { billedSecondsNow, costOf, expectedSeconds, periodStart, spendingCheck } from "../edge/cloud/cost";
+import { MAX_RUNTIME_MINUTES } from "../edge/jobs/runtime";
 import { ApiError } from "../edge/errors";
 
 // Cloud cost arithmetic: run-time estimates, per-second billing, spending periods and the limit.

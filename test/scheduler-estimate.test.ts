@@ -12,7 +12,7 @@ import {
   recentRuns,
   runKey,
   type ProgressRate,
-} from "../edge/scheduler/estimate";
+} from "../edge/jobs/estimate";
 
 const start = Date.parse("2026-11-23T09:00:00Z");
 const MIN = 60_000;

@@ -2,7 +2,8 @@
 // directly. test/queue.test.ts drives the same code through HTTP and the Scheduler DO.
 import { describe, expect, it } from "vitest";
 import { globMatch, matchesLabels } from "../shared/labels";
-import { effectivePriority, planPass, type PendingJob, type WorkerView } from "../edge/scheduler/plan";
+import { effectivePriority } from "../edge/jobs/priority";
+import { planPass, type PendingJob, type WorkerView } from "../edge/scheduler/plan";
 import { MIN, NOW, ids, job, limits, local, plan, running, worker as workerOf } from "./helpers/plan";
 
 describe("ordering", () => {

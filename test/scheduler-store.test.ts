@@ -7,8 +7,16 @@ import { admitJobs } from "../edge/jobs/lifecycle/admit";
 import { writeBatch } from "../edge/jobs/lifecycle/batch";
 import { submitJobs } from "../edge/jobs/lifecycle/submit";
 import { requeueOrFail } from "../edge/jobs/lifecycle/requeue-or-fail";
-import { loadCapacity, loadEntries, loadRecentRuns, localBoxStatus, needsRecentRuns, planInput } from "../edge/scheduler/store";
-import type { NewJob } from "../edge/scheduler/types";
+import {
+  loadCapacity,
+  loadEntries,
+  loadRecentRuns,
+  localBoxStatus,
+  needsRecentRuns,
+  planInput,
+  readForSubmissions,
+} from "../edge/scheduler/store";
+import type { NewJob } from "../edge/jobs/job";
 import { openMigratedDb, type MigratedDb } from "./helpers/migrated-db";
 
 const admissionStatements = (...args: Parameters<typeof admitJobs>) => admitJobs(...args).statements;
@@ -334,5 +342,91 @@ describe("expected ends and run times (issue 17)", () => {
     expect(running.expectedEndAt).toBe(Date.parse(ago(-20)));
     expect(needsRecentRuns(active)).toBe(true);
     expect(needsRecentRuns(active.filter((e) => e.job.jobId !== "est-recent"))).toBe(false);
+  });
+});
+
+describe("a cloud job's record", () => {
+  const cloudJob = (jobId: string): NewJob => ({
+    ...newJob(jobId),
+    jobType: "cloud",
+    numProcesses: 0,
+    target: "auto",
+    estimatedCost: 5.04,
+    provider: "replicate",
+    cloudSeconds: 3600,
+    cloud: {
+      provider: "replicate",
+      hardware: "gpu-a40-large",
+      ratePerSecond: 0.0014,
+      expectedSeconds: 3600,
+      destination: { type: "storage" },
+      summary: { files: 1 },
+      archiveBytes: 10,
+    },
+  });
+  const count = async (table: string, jobId: string) =>
+    Number((await client.execute({ sql: `SELECT count(*) AS n FROM ${table} WHERE job_id = ?`, args: [jobId] })).rows[0]!.n);
+
+  it("is stored in the same write batch as the job, and not at all when the batch fails", async () => {
+    const stamp = "2026-08-08T00:00:00.000Z";
+    await writeBatch(db, [submitJobs([{ job: cloudJob("cloud-record-1"), to: "pending" }], 7, stamp)]);
+    const row = (await client.execute("SELECT * FROM cloud_jobs WHERE job_id = 'cloud-record-1'")).rows[0]!;
+    expect([
+      row.provider,
+      row.hardware,
+      row.rate_usd_per_second,
+      row.expected_seconds,
+      row.destination,
+      row.summary,
+      row.archive_bytes,
+    ]).toEqual(["replicate", "gpu-a40-large", 0.0014, 3600, '{"type":"storage"}', '{"files":1}', 10]);
+    expect([row.created_at, row.updated_at]).toEqual([stamp, stamp]);
+    // A batch that fails after the job's insert (here: its record exists already) stores neither.
+    const again = cloudJob("cloud-record-2");
+    await client.execute(
+      "INSERT INTO cloud_jobs (job_id, provider, hardware, rate_usd_per_second, expected_seconds, destination, summary, archive_bytes, created_at, updated_at) VALUES ('cloud-record-2', 'replicate', 'h', 0, 0, '{}', '{}', 0, 'x', 'x')",
+    );
+    await expect(writeBatch(db, [submitJobs([{ job: again, to: "pending" }], 7, stamp)])).rejects.toThrow();
+    expect(await count("queue_entries", "cloud-record-2")).toBe(0);
+    expect(await count("cloud_jobs", "cloud-record-2")).toBe(1);
+  });
+});
+
+describe("the capacity version", () => {
+  const version = async () => (await readForSubmissions(db, false, [])).version;
+  const moves = async (statement: string) => {
+    const before = await version();
+    await client.execute(statement);
+    return (await version()) - before;
+  };
+
+  it("moves in the same statement as any change of limits, rules, environments or workers, and not otherwise", async () => {
+    expect((await loadCapacity(db)).version).toBe(await version());
+    const now = "'2026-09-09T00:00:00Z'";
+    // Limits, approval rules, the local queue's pause, the cloud settings.
+    expect(
+      await moves(`INSERT INTO settings (key, value, updated_at) VALUES ('approval_rules', '{"local_gpu_threshold":2}', ${now})`),
+    ).toBe(1);
+    expect(await moves(`UPDATE settings SET value = '{"local_gpu_threshold":3}' WHERE key = 'approval_rules'`)).toBe(1);
+    expect(await moves(`UPDATE settings SET updated_at = ${now} WHERE key = 'approval_rules'`)).toBe(0);
+    expect(await moves(`DELETE FROM settings WHERE key = 'approval_rules'`)).toBe(1);
+    expect(await moves(`INSERT INTO settings (key, value, updated_at) VALUES ('webhook_signing_secret', 's', ${now})`)).toBe(0);
+    // Environments: created, their options or dataloader changed, renamed, deleted.
+    expect(await moves(`INSERT INTO environments (name, created_at, updated_at) VALUES ('versioned', ${now}, ${now})`)).toBe(1);
+    expect(await moves(`UPDATE environments SET config = '{"--num_processes":1}' WHERE name = 'versioned'`)).toBe(1);
+    expect(await moves(`UPDATE environments SET description = 'x' WHERE name = 'versioned'`)).toBe(0);
+    expect(await moves(`DELETE FROM environments WHERE name = 'versioned'`)).toBe(1);
+    // Workers: registered, their status, labels or GPUs changed, removed; a heartbeat alone is no change.
+    expect(
+      await moves(
+        "INSERT INTO workers (name, role, status, token_prefix, token_hash, created_at) VALUES ('versioned', 'remote', 'connecting', 'stw_v', 'h', '2026-01-01')",
+      ),
+    ).toBe(1);
+    expect(await moves(`UPDATE workers SET last_heartbeat = ${now} WHERE name = 'versioned'`)).toBe(0);
+    expect(await moves(`UPDATE workers SET status = 'draining', last_heartbeat = ${now} WHERE name = 'versioned'`)).toBe(1);
+    expect(await moves(`UPDATE workers SET labels = '{"gpu":"a100"}' WHERE name = 'versioned'`)).toBe(1);
+    expect(await moves(`DELETE FROM workers WHERE name = 'versioned'`)).toBe(1);
+    // Jobs come and go without it: the Scheduler reads them itself.
+    expect(await moves("UPDATE queue_entries SET priority = 11 WHERE id = 1999")).toBe(0);
   });
 });

@@ -1,4 +1,5 @@
 import { ApiError } from "../errors";
+import { RUNTIME_OPTION, runtimeMinutes } from "../jobs/runtime";
 
 /*
  * Cloud cost arithmetic (spec 1 "Other cloud rules"): the provider bills per second of hardware
@@ -7,46 +8,9 @@ import { ApiError } from "../errors";
  * reads the rates, settings and jobs.
  */
 
-/** Spec 2.9's run-time option, in minutes: at most a week. */
-export const MAX_RUNTIME_MINUTES = 10_080;
-/** The environment option that caps a job's run time. */
-export const RUNTIME_OPTION = "--max_runtime_minutes";
-
 /** A count of ten-thousandths of a dollar: costs are compared and rounded there, away from binary fractions. */
 const toUnits = (usd: number) => Math.round(Number((usd * 10_000).toPrecision(12)));
 const fromUnits = (units: number) => units / 10_000;
-
-/** Minutes from a run-time value (a number or a numeric string); undefined when unset, "invalid" when not a whole number from 1 to 10080. */
-function readMinutes(raw: unknown): number | undefined | "invalid" {
-  // A form sends an unset option as "" (spec 2.9: options travel as form fields).
-  if (raw === undefined || raw === null || raw === "") return undefined;
-  const value = typeof raw === "string" && /^\s*\d+\s*$/.test(raw) ? Number(raw) : raw;
-  if (typeof value !== "number" || !Number.isInteger(value) || value < 1 || value > MAX_RUNTIME_MINUTES) return "invalid";
-  return value;
-}
-
-function runtimeMinutes(raw: unknown, where: string): number | undefined {
-  const value = readMinutes(raw);
-  if (value === "invalid") {
-    const message = `must be a whole number of minutes from 1 to ${MAX_RUNTIME_MINUTES}, not ${JSON.stringify(raw)}`;
-    throw new ApiError(422, "invalid_option", `${where} ${message}`, [{ path: where, message }]);
-  }
-  return value;
-}
-
-/**
- * A `--max_runtime_minutes` value read as submission reads it, without refusing: its minutes, or
- * null when unset or invalid (a local job's environment is not checked for it at submit, and an
- * estimate must never fail a request).
- *
- * @example
- * maxRuntimeMinutes("90"); // 90
- * maxRuntimeMinutes("soon"); // null
- */
-export function maxRuntimeMinutes(raw: unknown): number | null {
-  const value = readMinutes(raw);
-  return value === undefined || value === "invalid" ? null : value;
-}
 
 /**
  * The run time an estimate assumes, in seconds: the environment's `--max_runtime_minutes` (a

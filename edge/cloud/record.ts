@@ -4,7 +4,7 @@ import type { Database } from "../db/client";
 import { cloudJobs, queueEntries } from "../db/schema";
 import { ApiError } from "../errors";
 import { checkCanReadJob } from "../jobs/access";
-import { expectedEnd } from "../scheduler/estimate";
+import { expectedEnd } from "../jobs/estimate";
 import { billedSecondsNow, costOf } from "./cost";
 import { parsePhase, PhaseTransitionError, phasesBefore, type CloudPhase } from "./phase";
 

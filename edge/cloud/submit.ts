@@ -1,4 +1,3 @@
-import { adminOnlyOptionsIn } from "../../shared/admin-options";
 import { globMatch } from "../../shared/labels";
 import { splitCommand } from "../../shared/placeholders";
 import { findProvider } from "../../shared/providers";
@@ -7,7 +6,9 @@ import type { Config } from "../config";
 import { ApiError, notFound } from "../errors";
 import { getProviderSettings, type StoredProviderSettings } from "./provider-settings";
 import { committedSpending } from "../scheduler/store";
-import type { NewJob, SchedulerApi, SubmitOutcome, Submitter } from "../scheduler/types";
+import type { SubmitOutcome, Submitter } from "../jobs/job";
+import { prepareCloudJob, readEnvironment, submittedEnvironment } from "../jobs/prepare";
+import type { SchedulerApi } from "../scheduler/types";
 import { getSetting } from "../settings-store";
 import { costOf, expectedSeconds, periodStart, spendingCheck } from "./cost";
 import { MAX_ARCHIVE_BYTES, MAX_ARCHIVE_LABEL, planPackage, type PackageBucket } from "./package";
@@ -55,27 +56,6 @@ const EMPTY_SUMMARY: PackageSummary = {
   archive_limit_bytes: MAX_ARCHIVE_BYTES,
   excluded: [],
 };
-
-async function readEnvironment(ctx: ProviderContext, name: string): Promise<{ config: Record<string, unknown>; dataloader: unknown[] }> {
-  const result = await ctx.db.$client.execute({ sql: "SELECT config, dataloader FROM environments WHERE name = ?", args: [name] });
-  const row = result.rows[0];
-  if (!row) throw notFound(`Environment ${name}`);
-  return {
-    config: JSON.parse(String(row.config ?? "{}")) as Record<string, unknown>,
-    dataloader: JSON.parse(String(row.dataloader ?? "[]")) as unknown[],
-  };
-}
-
-function refuseAdminOptions(user: Submitter, name: string, config: Record<string, unknown>): void {
-  const refused = user.level === "admin" ? [] : adminOnlyOptionsIn(config);
-  if (refused.length)
-    throw new ApiError(
-      422,
-      "admin_only_option",
-      `Environment ${JSON.stringify(name)} sets ${refused.join(", ")}, which only an admin may run; ask its owner to remove it or an admin to submit it`,
-      refused.map((option) => ({ path: `environment.config.${option}`, message: "admin only" })),
-    );
-}
 
 /** Spent this period plus running jobs' estimates, with the limit's figures for the estimate. */
 async function spending(ctx: ProviderContext, limit: number | null, period: "day" | "week" | "month", now: Date) {
@@ -222,8 +202,7 @@ export async function submitCloudJob(ctx: SubmitContext, user: Submitter, body: 
       { path: "provider", message: "unknown" },
     ]);
   if (known.kind === "managed") throw managedRefusal();
-  const environment = await readEnvironment(ctx, body.config_name);
-  refuseAdminOptions(user, body.config_name, environment.config);
+  const environment = submittedEnvironment(user, body.config_name, await readEnvironment(ctx.db, body.config_name));
   if (known.kind === "workers") return submitToWorkers(ctx, user, body);
 
   const now = new Date();
@@ -322,57 +301,24 @@ export async function submitCloudJob(ctx: SubmitContext, user: Submitter, body: 
     );
   await checkDestinationOwner(ctx, body.provider, stored);
 
-  const jobId = `cloud-${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`;
-  const threshold = rules.cloud_cost_threshold;
-  const job: NewJob = {
-    jobId,
-    userId: user.id,
-    teamId: user.team_id,
-    priority: user.priority,
-    configName: body.config_name,
-    jobType: "cloud",
-    numProcesses: 0,
-    target: "auto",
-    workerLabels: null,
-    deviceIds: null,
-    anyGpu: false,
-    estimatedCost,
-    metadata: body.metadata ?? null,
-    approvalRule:
-      threshold !== null && estimatedCost >= threshold
-        ? `estimated at $${estimatedCost.toFixed(2)}; $${threshold.toFixed(2)} or more needs approval`
-        : null,
-    configSnapshot: environment.config,
-    dataloaderSnapshot: environment.dataloader,
+  const cloudRecord = {
     provider: body.provider,
-    cloudSeconds: seconds,
+    hardware: stored.hardware,
+    ratePerSecond: rate,
+    expectedSeconds: seconds,
+    destination: body.destination,
+    summary: plan.summary,
+    archiveBytes: plan.summary.archive_bytes,
   };
-  const stamp = now.toISOString();
-  // The cloud record first: a job the Scheduler starts always finds it. Should the submission then
-  // fail, the record is removed; one left by a crash belongs to no queue entry and is never read.
-  await ctx.db.$client.execute({
-    sql: `INSERT INTO cloud_jobs (job_id, provider, hardware, rate_usd_per_second, expected_seconds, destination, summary, archive_bytes, created_at, updated_at)
-          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-    args: [
-      jobId,
-      body.provider,
-      stored.hardware,
-      rate,
-      seconds,
-      JSON.stringify(body.destination),
-      JSON.stringify(plan.summary),
-      plan.summary.archive_bytes,
-      stamp,
-      stamp,
-    ],
-  });
-  let outcome: SubmitOutcome;
-  try {
-    outcome = await ctx.scheduler.submitJob(job);
-  } catch (error) {
-    await ctx.db.$client.execute({ sql: "DELETE FROM cloud_jobs WHERE job_id = ?", args: [jobId] }).catch(() => {});
-    throw error;
-  }
+  // The cloud record is stored in the Scheduler's write batch with the job: a job it starts always finds it.
+  const job = prepareCloudJob(
+    user,
+    { configName: body.config_name, metadata: body.metadata, estimatedCost, cloud: cloudRecord },
+    environment,
+    rules,
+  );
+  const { jobId } = job;
+  const outcome: SubmitOutcome = await ctx.scheduler.submitJob(job);
   ctx.log.info("cloud job submitted", { job_id: jobId, provider: body.provider, estimated_cost: estimatedCost, status: outcome.status });
   if (outcome.status === "blocked") return answer("blocked", `awaiting an admin's approval: ${job.approvalRule}`, jobId);
   if (outcome.status === "running") return answer("running", "admitted: packaging and uploading to the provider now", jobId);

@@ -177,6 +177,12 @@ export const settings = sqliteTable("settings", {
   updatedAt: text("updated_at").notNull(),
 });
 
+/** One row: bumped by triggers whenever limits, rules, environments or workers change (migration 0021). */
+export const capacityVersion = sqliteTable("capacity_version", {
+  id: integer("id").primaryKey(),
+  version: integer("version").notNull(),
+});
+
 export const environments = sqliteTable("environments", {
   id: integer("id").primaryKey({ autoIncrement: true }),
   name: text("name").notNull().unique(),

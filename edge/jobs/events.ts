@@ -5,7 +5,7 @@ import { parseSetting } from "../settings-store";
 import { admitEvents, byteLength, type Admission, type LogUsage } from "./event-bounds";
 import type { Database } from "../db/client";
 import { ApiError, notFound } from "../errors";
-import { advanceRate, expectedEnd, parseRate, progressPoint, type ProgressPoint } from "../scheduler/estimate";
+import { advanceRate, expectedEnd, parseRate, progressPoint, type ProgressPoint } from "./estimate";
 import { checkCanReadJob } from "./access";
 import type { HubEvent } from "./hub-types";
 
@@ -397,7 +397,7 @@ function lastProgress(batch: z.infer<typeof EventBatch>, at: number): { seq: num
 /**
  * The write that moves a running job's step rate and expected end by one progress point, or
  * null when nothing moves: the job is not running in the batch's attempt (a late batch of an
- * attempt that was retried), or the point says nothing new (edge/scheduler/estimate.ts). The
+ * attempt that was retried), or the point says nothing new (edge/jobs/estimate.ts). The
  * write holds only while the entry is as read (same attempt, same rate), so a batch racing
  * another or a retry changes nothing.
  */

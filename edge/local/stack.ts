@@ -22,7 +22,7 @@ import { startEnvironmentAtBoot } from "./start-environment";
 import { deliverGuarded, outboundAnswer } from "./webhook-outbound";
 import { forwardProviderRequest, NO_OUTBOUND_DEFAULTS, type OutboundDefaults } from "./provider-outbound";
 import { answerSecretRequest } from "./secret-host";
-import type { SubmitOutcome } from "../scheduler/types";
+import type { SubmitOutcome } from "../jobs/job";
 import type { Runner } from "../../runner/agent";
 
 /** The Worker's compatibility date: at most the bundled workerd's (STACK.md). */

@@ -1,6 +1,6 @@
 import type { Client } from "@libsql/client/web";
 import { LocalSubmit } from "../../shared/schemas/queue";
-import type { SubmitOutcome } from "../scheduler/types";
+import type { SubmitOutcome } from "../jobs/job";
 import { checkOptions, type OptionMap } from "../training/options";
 
 /**

@@ -1,6 +1,6 @@
 import type { LocalSubmitResult } from "../../shared/schemas/queue";
 import { ApiError } from "../errors";
-import type { PreviewOutcome, SubmitOutcome } from "../scheduler/types";
+import type { PreviewOutcome, SubmitOutcome } from "../jobs/job";
 
 /**
  * The Scheduler's decision on a submission as the API answers it (spec 2.6): the same for

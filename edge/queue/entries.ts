@@ -12,9 +12,9 @@ import type { Database } from "../db/client";
 import { queueEntries, users, workers } from "../db/schema";
 import { ApiError, notFound } from "../errors";
 import type { QueueKey, QueueOrder } from "../paging";
-import type { WaitInfo } from "../scheduler/types";
-import { effectivePriority } from "../scheduler/plan";
-import { maxRuntimeMinutes, RUNTIME_OPTION } from "../cloud/cost";
+import type { WaitInfo } from "../jobs/job";
+import { effectivePriority } from "../jobs/priority";
+import { maxRuntimeMinutes, RUNTIME_OPTION } from "../jobs/runtime";
 
 export type EntryRow = typeof queueEntries.$inferSelect & { workerName: string | null; owner: string | null };
 
@@ -27,7 +27,7 @@ export function snapshotRuntime(row: Pick<EntryRow, "configSnapshot">): unknown 
 
 /**
  * How long a waiting entry is expected to run, in minutes to the hundredth, and how that was
- * estimated: as the Scheduler's last plan estimated it (edge/scheduler/estimate.ts), else, for one
+ * estimated: as the Scheduler's last plan estimated it (edge/jobs/estimate.ts), else, for one
  * submitted since, its own --max_runtime_minutes (recent runs wait for the next pass).
  */
 function expectedMinutes(row: EntryRow, info: WaitInfo | undefined): Pick<QueueEntry, "expected_minutes" | "expected_minutes_method"> {

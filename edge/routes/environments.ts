@@ -26,7 +26,6 @@ import {
 } from "../environments/environments";
 import { EXAMPLE_ENVIRONMENTS } from "../environments/examples";
 import { principalOf } from "../middleware/authorize";
-import { schedulerOf } from "../scheduler/stub";
 import { createRouter } from "../router";
 import { json, jsonBody } from "./openapi";
 
@@ -131,8 +130,6 @@ environments.openapi(
   async (c) => {
     const { name } = c.req.valid("param");
     const env = await updateEnvironment(c.get("db"), name, c.req.valid("json"), principalOf(c).user);
-    // The Scheduler keeps environments' GPU options briefly for submissions: the next must see these.
-    await schedulerOf(c.env).forget();
     c.get("log").info("environment updated", { environment: env.name, was: name, by: principalOf(c).user.id });
     return c.json(env, 200);
   },
@@ -171,7 +168,6 @@ environments.openapi(
   async (c) => {
     const { name } = c.req.valid("param");
     const dataloader = await regenerateDataloader(c.get("db"), name, principalOf(c).user);
-    await schedulerOf(c.env).forget(); // the next submission's snapshot must carry it
     c.get("log").info("environment dataloader regenerated", { environment: name, by: principalOf(c).user.id });
     return c.json({ success: true as const, dataloader }, 200);
   },
@@ -217,7 +213,6 @@ environments.openapi(
   async (c) => {
     const { name } = c.req.valid("param");
     await deleteEnvironment(c.get("db"), name, principalOf(c).user);
-    await schedulerOf(c.env).forget();
     c.get("log").info("environment deleted", { environment: name, by: principalOf(c).user.id });
     return c.json({ success: true as const, deleted: name }, 200);
   },

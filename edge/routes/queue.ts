@@ -43,7 +43,7 @@ import { effectsOf } from "./effects-context";
 import { createRouter } from "../router";
 import { continueFilters, decodeCursor, encodeCursor } from "../paging";
 import { json } from "./openapi";
-import type { WaitInfo } from "../scheduler/types";
+import type { WaitInfo } from "../jobs/job";
 import { schedulerOf } from "../scheduler/stub";
 import { getSetting, setSetting } from "../settings-store";
 
@@ -422,7 +422,6 @@ queue.openapi(
     const previous = await getSetting(db, "approval_rules");
     const next = { ...previous, ...c.req.valid("json") };
     await setSetting(db, "approval_rules", next);
-    await schedulerOf(c.env).forget();
     auditLater(c, { event_type: "approval_rules_changed", target: "approval_rules", details: { changed: changedFields(previous, next) } });
     return c.json(next, 200);
   },

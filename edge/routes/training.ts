@@ -413,9 +413,6 @@ training.openapi(
     }
     const user = principalOf(c).user;
     const environment = await saveActiveConfiguration(c.get("db"), p, user);
-    // The job's snapshot is read by the Scheduler, which may hold this environment from a
-    // submission moments ago: it must read what was just saved.
-    await schedulerOf(c.env).forget();
     const body = LocalSubmit.parse({ config_name: environment, metadata: { source: "training/start", active_tab: p.activeTab } });
     const answer = submitAnswer(
       await schedulerOf(c.env).submit({ id: user.id, team_id: user.team_id, priority: user.priority, level: user.level }, body),

@@ -212,7 +212,6 @@ workersRoutes.openapi(
       ackCommands(c.get("db"), worker.id, body.acked_commands ?? []),
     ]);
     if (cameBack || status === "IDLE") await schedulerOf(c.env).pass(cameBack ? "worker back online" : "worker idle");
-    else if (status === "draining" && worker.status !== "draining") await schedulerOf(c.env).forget();
     return c.json(await answer(c, worker.id, status), 200);
   },
 );

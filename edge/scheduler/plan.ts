@@ -1,6 +1,10 @@
 import { matchesLabels } from "../../shared/labels";
 import type { ConcurrencySettings, DURATION_METHODS, WaitReason } from "../../shared/schemas/queue";
+import { effectivePriority } from "../jobs/priority";
+import type { Admission } from "../jobs/job";
 import { Reservations, type Hold } from "./reservations";
+
+export type { Admission };
 
 /*
  * One scheduler pass as a pure function: given what runs, what waits and what capacity exists,
@@ -26,11 +30,6 @@ import { Reservations, type Hold } from "./reservations";
 
 type DurationMethod = (typeof DURATION_METHODS)[number];
 
-/** Priority added per full `starvation_threshold_minutes` waited, up to the cap. */
-export const STARVATION_BOOST_PER_THRESHOLD = 10;
-/** At most one level's worth from viewer to admin: a long-waiting job ties the top and, older, wins. */
-export const STARVATION_BOOST_CAP = 30;
-
 export interface PendingJob {
   id: number;
   jobId: string;
@@ -50,7 +49,7 @@ export interface PendingJob {
   estimatedCost?: number;
   /**
    * How long it is expected to run once started, in ms (its --max_runtime_minutes, else the recent
-   * runs of its environment on as many GPUs: edge/scheduler/estimate.ts); null or absent: unknown.
+   * runs of its environment on as many GPUs: edge/jobs/estimate.ts); null or absent: unknown.
    */
   expectedMs?: number | null;
   /** How expectedMs was estimated, for people reading the queue; the planner does not look at it. */
@@ -110,16 +109,6 @@ export interface PlanInput {
   cloudBudget?: { limitUsd: number; committedUsd: number } | null;
 }
 
-export interface Admission {
-  id: number;
-  jobId: string;
-  /** Local box devices given to the job ([] for a CPU job); null when not on the local box. */
-  gpus: number[] | null;
-  workerId: number | null;
-  /** When it is expected to end, from its expected run time (what backfilling it relied on); null or absent: unknown. */
-  expectedEndAt?: number | null;
-}
-
 export interface Waiting {
   id: number;
   jobId: string;
@@ -138,18 +127,6 @@ export interface Waiting {
 export interface Plan {
   admitted: Admission[];
   waiting: Waiting[];
-}
-
-/** The priority a job is scheduled by at `now`. */
-export function effectivePriority(
-  job: Pick<PendingJob, "priority" | "priorityOverride" | "queuedAt">,
-  now: number,
-  thresholdMinutes: number,
-): number {
-  const base = job.priorityOverride ?? job.priority;
-  if (thresholdMinutes <= 0) return base;
-  const thresholds = Math.floor((now - job.queuedAt) / (thresholdMinutes * 60_000));
-  return base + Math.min(STARVATION_BOOST_CAP, Math.max(0, thresholds) * STARVATION_BOOST_PER_THRESHOLD);
 }
 
 const list = (xs: number[]) => `[${xs.join(", ")}]`;

@@ -3,10 +3,11 @@ import type { ApprovalRules, ConcurrencySettings } from "../../shared/schemas/qu
 import type { Database } from "../db/client";
 import { parseSetting } from "../settings-store";
 import type { BatchPart } from "../jobs/lifecycle/batch";
-import type { EnvironmentConfig } from "../queue/submit";
+import { environmentFrom, type EnvironmentConfig } from "../jobs/prepare";
 import type { BoxTrainers, PendingJob, PlanInput, RunningJob, WorkerView } from "./plan";
-import { maxRuntimeMinutes, periodStart } from "../cloud/cost";
-import { expectedDuration, recentRuns, type RecentRuns } from "./estimate";
+import { periodStart } from "../cloud/cost";
+import { maxRuntimeMinutes } from "../jobs/runtime";
+import { expectedDuration, recentRuns, type RecentRuns } from "../jobs/estimate";
 import { jobTrainer } from "../../shared/trainers";
 import type { TrainerAvailability } from "../../shared/schemas/workers";
 import type { z } from "@hono/zod-openapi";
@@ -121,6 +122,8 @@ export interface Capacity {
   cloudBudget: { limitUsd: number; committedUsd: number } | null;
   /** Running entries' expected ends (epoch ms) by id, as stored now: progress batches move them without telling the Scheduler. */
   expectedEnds: Map<number, number>;
+  /** The capacity version this was read at (capacity_version): unchanged, the limits, rules and workers are too. */
+  version: number;
 }
 
 /**
@@ -135,8 +138,14 @@ function capacityStatements(now = new Date()): InStatement[] {
     committedSpendingStatement(now),
     // Only local and worker jobs: the planner reserves GPUs and workers, never cloud capacity.
     "SELECT id, expected_end_at FROM queue_entries WHERE job_type = 'local' AND status = 'running' AND expected_end_at IS NOT NULL",
+    VERSION_STATEMENT,
   ];
 }
+
+/** The capacity version: moved by the database in the same statement as any change of what `capacityStatements` reads but the spending and ends (migration 0021). */
+const VERSION_STATEMENT = "SELECT version FROM capacity_version WHERE id = 1";
+
+const versionFrom = (rows: Row[]) => Number(rows[0]?.version ?? 0);
 
 type Row = Record<string, unknown>;
 
@@ -156,6 +165,7 @@ function capacityFrom(
   workerRows: Row[],
   spendingRows: Row[],
   endRows: Row[],
+  versionRows: Row[],
 ): Capacity & { approvalRules: ApprovalRules } {
   const stored = (key: string) => {
     const row = settingRows.find((r) => r.key === key);
@@ -200,6 +210,7 @@ function capacityFrom(
         trainers: w.trainers?.available ?? null,
       })),
     expectedEnds,
+    version: versionFrom(versionRows),
   };
 }
 
@@ -208,7 +219,7 @@ export type CapacityWithRules = Capacity & { approvalRules: ApprovalRules };
 /** Limits and workers, read fresh on every pass (a handful of rows, one round trip). */
 export async function loadCapacity(db: Database): Promise<CapacityWithRules> {
   const reads = (await db.$client.batch(capacityStatements(), "read")).map((r) => r.rows as unknown as Row[]);
-  return capacityFrom(reads[0]!, reads[1]!, reads[2]!, reads[3]!);
+  return capacityFrom(reads[0]!, reads[1]!, reads[2]!, reads[3]!, reads[4]!);
 }
 
 const NO_RUNS: RecentRuns = new Map();
@@ -280,7 +291,7 @@ export function needsRecentRuns(entries: Iterable<ActiveEntry>, candidates: Pend
 export const RECENT_RUNS_DAYS = 30;
 
 /**
- * Completed local runs of the last RECENT_RUNS_DAYS, newest first, as edge/scheduler/estimate.ts
+ * Completed local runs of the last RECENT_RUNS_DAYS, newest first, as edge/jobs/estimate.ts
  * recentRuns reads them: one query on the completed-entries index, at most 1,000 rows.
  *
  * @example
@@ -354,28 +365,27 @@ export function localBoxStatus(localWorkerId: number | null): BatchPart<void> {
 }
 
 /**
- * What a group of submissions reads, in one read batch: the capacity (unless `withCapacity` is
- * false: the caller holds a recent one) and the named environments' option maps and dataloaders.
- * An environment that does not exist is absent from the map.
+ * What a group of submissions reads, in one read batch: the capacity version, the capacity
+ * (unless `withCapacity` is false: the caller holds one it may still use at that version) and the
+ * named environments' option maps and dataloaders. An environment that does not exist is absent
+ * from the map.
  *
  * @example
- * const { capacity, environments } = await readForSubmissions(db, true, ["sdxl"]);
+ * const { capacity, version, environments } = await readForSubmissions(db, true, ["sdxl"]);
  */
 export async function readForSubmissions(
   db: Database,
   withCapacity: boolean,
   environmentNames: string[],
-): Promise<{ capacity: CapacityWithRules | null; environments: Map<string, EnvironmentConfig> }> {
-  const statements: InStatement[] = withCapacity ? capacityStatements() : [];
+): Promise<{ capacity: CapacityWithRules | null; version: number; environments: Map<string, EnvironmentConfig> }> {
+  const statements: InStatement[] = withCapacity ? capacityStatements() : [VERSION_STATEMENT];
   if (environmentNames.length) {
     const names = environmentNames.map(() => "?").join(", ");
     statements.push({ sql: `SELECT name, config, dataloader FROM environments WHERE name IN (${names})`, args: environmentNames });
   }
-  const reads = statements.length ? (await db.$client.batch(statements, "read")).map((r) => r.rows as unknown as Row[]) : [];
+  const reads = (await db.$client.batch(statements, "read")).map((r) => r.rows as unknown as Row[]);
   const environments = new Map<string, EnvironmentConfig>();
-  for (const row of environmentNames.length ? reads.at(-1)! : []) {
-    const config = JSON.parse(String(row.config ?? "{}")) as Record<string, unknown>;
-    environments.set(String(row.name), { config, dataloader: JSON.parse(String(row.dataloader ?? "[]")) as unknown[] });
-  }
-  return { capacity: withCapacity ? capacityFrom(reads[0]!, reads[1]!, reads[2]!, reads[3]!) : null, environments };
+  for (const row of environmentNames.length ? reads.at(-1)! : []) environments.set(String(row.name), environmentFrom(row));
+  const capacity = withCapacity ? capacityFrom(reads[0]!, reads[1]!, reads[2]!, reads[3]!, reads[4]!) : null;
+  return { capacity, version: capacity?.version ?? versionFrom(reads[0]!), environments };
 }

@@ -99,9 +99,9 @@ export const ApprovalRulesUpdate = ApprovalRules.partial()
 
 const Labels = z.record(z.string().min(1).max(64), z.string().max(256));
 
-/** How a running job's expected end was estimated (edge/scheduler/estimate.ts). */
+/** How a running job's expected end was estimated (edge/jobs/estimate.ts). */
 export const END_METHODS = ["progress", "max_runtime", "cost_cap", "recent_runs"] as const;
-/** How a waiting job's expected run time was estimated (edge/scheduler/estimate.ts). */
+/** How a waiting job's expected run time was estimated (edge/jobs/estimate.ts). */
 export const DURATION_METHODS = ["max_runtime", "recent_runs"] as const;
 
 export const QueueEntry = z

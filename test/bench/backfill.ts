@@ -10,7 +10,7 @@
 // --max_train_steps; a run takes its steps times its environment's step time, +-5 % from run to
 // run (BENCH_JITTER). A pass runs after every arrival and every completion, and a minute after each
 // start, when the job's first progress report arrives (the service's 5-s timer pass sees it then).
-// The planner learns run times only as the service does (edge/scheduler/estimate.ts):
+// The planner learns run times only as the service does (edge/jobs/estimate.ts):
 //   - a running job's expected end is what its plan expected when it started (below) until its
 //     first progress report, then what its progress gives (its true end; off by up to +-50 % in
 //     the second workload);

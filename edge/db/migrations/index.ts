@@ -18,10 +18,33 @@ import { v17 } from "./0017_worker_trainers";
 import { v18 } from "./0018_job_attempts";
 import { v19 } from "./0019_event_and_dataset_usage";
 import { v20 } from "./0020_dataset_cloud_sharing";
+import { v21 } from "./0021_capacity_version";
 import type { Migration } from "./migration";
 
 export type { Migration } from "./migration";
 
 /** Every schema version, in order. Append; never edit one that has shipped. */
-export const MIGRATIONS: readonly Migration[] = [v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11, v12, v13, v14, v15, v16, v17, v18, v19, v20];
+export const MIGRATIONS: readonly Migration[] = [
+  v1,
+  v2,
+  v3,
+  v4,
+  v5,
+  v6,
+  v7,
+  v8,
+  v9,
+  v10,
+  v11,
+  v12,
+  v13,
+  v14,
+  v15,
+  v16,
+  v17,
+  v18,
+  v19,
+  v20,
+  v21,
+];
 export const LATEST_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;

@@ -1,6 +1,6 @@
 import type { InStatement } from "@libsql/client/web";
-import type { ExpectedEnd } from "../../scheduler/estimate";
-import type { Admission } from "../../scheduler/plan";
+import type { ExpectedEnd } from "../estimate";
+import type { Admission } from "../job";
 import type { BatchPart } from "./batch";
 import type { Change } from "./effects";
 
@@ -32,7 +32,7 @@ export function assignedWorker(admission: Pick<Admission, "gpus" | "workerId">, 
  * admissions travel as one JSON argument), then one statement per remote worker taken. One
  * statement rather than one per job: a 500-job pass is otherwise 500 round trips' worth of work
  * in the batch. RETURNING names the jobs that really started, and only those are reported.
- * `ends`: each job's expected end from its start (edge/scheduler/estimate.ts endAtStart), by
+ * `ends`: each job's expected end from its start (edge/jobs/estimate.ts endAtStart), by
  * stored id; a job without one starts with none.
  *
  * @example

@@ -3,7 +3,7 @@ import { recordAudit } from "../../audit/trail";
 import type { Database } from "../../db/client";
 import type { Env } from "../../env";
 import type { Logger } from "../../log";
-import { schedulerOf } from "../../scheduler/stub";
+import { objectNamed } from "../../durable-object-names";
 import { channelOf } from "../../workers/channel-types";
 import { hubOf } from "../hub-types";
 import { cloudJobOf } from "../../cloud/cloud-job-types";
@@ -97,7 +97,8 @@ export async function applyEffects(ctx: EffectsContext, change: Change): Promise
 
   if (ctx.origin !== "scheduler" && change.jobs.length) {
     work.push(
-      schedulerOf(env as Env)
+      // The one Scheduler ("main"), through its binding: the lifecycle imports none of its code.
+      objectNamed(env.SCHEDULER, "main")
         .pass(
           ctx.trigger,
           change.jobs.map((j) => j.jobId),

@@ -1,7 +1,7 @@
 import type { InStatement } from "@libsql/client/web";
-import { endAtStart, type ExpectedEnd } from "../../scheduler/estimate";
-import type { Admission } from "../../scheduler/plan";
-import type { NewJob } from "../../scheduler/types";
+import { endAtStart, type ExpectedEnd } from "../estimate";
+import type { Admission } from "../job";
+import type { CloudRecord, NewJob } from "../job";
 import { assignedWorker, workerBusyStatement } from "./admit";
 import type { BatchPart } from "./batch";
 import type { Change } from "./effects";
@@ -26,7 +26,7 @@ export interface Submitted {
 
 /**
  * Inserts the submissions in order (their ids follow arrival): each with its approval request when
- * blocked, and its remote worker marked busy when it starts on one.
+ * blocked, its remote worker marked busy when it starts on one, and a cloud job's record.
  *
  * @example
  * const [submitted] = await writeBatch(db, [submitJobs([{ job, to: "pending" }], localWorkerId, stamp)]);
@@ -45,6 +45,7 @@ export function submitJobs(submissions: NewSubmission[], localWorkerId: number |
     statements.push(insertStatement(s.job, s.to, stamp, running?.gpus ?? null, running?.workerId ?? null, end));
     if (s.to === "blocked") statements.push(...approvalStatements(s.job, stamp));
     if (s.to === "running" && s.admission.workerId !== null) statements.push(workerBusyStatement(s.admission.workerId, s.job.jobId));
+    if (s.job.cloud) statements.push(cloudRecordStatement(s.job.jobId, s.job.cloud, stamp));
     jobs.push({
       jobId: s.job.jobId,
       from: null,
@@ -110,7 +111,7 @@ function insertStatement(
 
 /**
  * A new job's expected end if it starts at `startedAt`: from its cloud run-time allowance or its
- * snapshot's --max_runtime_minutes, else the end its admission expected (edge/scheduler/estimate.ts endAtStart).
+ * snapshot's --max_runtime_minutes, else the end its admission expected (edge/jobs/estimate.ts endAtStart).
  *
  * @example
  * startEnd(job, Date.now()); // { at: ..., method: "max_runtime" } | null
@@ -121,6 +122,26 @@ export function startEnd(job: NewJob, startedAt: number, admission: Pick<Admissi
     startedAt,
     admission,
   );
+}
+
+// A cloud job's record, in the same write batch as its entry: a job stored is never without one.
+function cloudRecordStatement(jobId: string, cloud: CloudRecord, stamp: string): InStatement {
+  return {
+    sql: `INSERT INTO cloud_jobs (job_id, provider, hardware, rate_usd_per_second, expected_seconds, destination, summary, archive_bytes, created_at, updated_at)
+          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    args: [
+      jobId,
+      cloud.provider,
+      cloud.hardware,
+      cloud.ratePerSecond,
+      cloud.expectedSeconds,
+      JSON.stringify(cloud.destination),
+      JSON.stringify(cloud.summary),
+      cloud.archiveBytes,
+      stamp,
+      stamp,
+    ],
+  };
 }
 
 // The request row, then its id on the entry; in the same write batch as the insert.

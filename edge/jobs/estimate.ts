@@ -1,5 +1,5 @@
 import type { DURATION_METHODS, END_METHODS } from "../../shared/schemas/queue";
-import { maxRuntimeMinutes } from "../cloud/cost";
+import { maxRuntimeMinutes } from "./runtime";
 
 /*
  * How long jobs are expected to take, for the planner's backfill and for people reading the

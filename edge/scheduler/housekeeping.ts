@@ -1,0 +1,33 @@
+import { cloudJobOf } from "../cloud/cloud-job-types";
+import { unpolledCloudJobs } from "../cloud/record";
+import type { Database } from "../db/client";
+import type { Env } from "../env";
+import { forgetOldEvents } from "../jobs/event-retention";
+import type { Logger } from "../log";
+import { forgetOldWebhooks } from "../cloud/webhook-intake";
+import { getSetting } from "../settings-store";
+import { abortEndedUploads } from "../storage/sweep";
+
+/*
+ * What the Scheduler's alarm does besides its pass: nothing here hands out capacity, it only
+ * keeps the database and the cloud jobs in order on the same 5 s beat.
+ */
+
+/**
+ * What must not pile up: uploads that ended jobs left open, provider webhooks and ended jobs'
+ * events past retention; and what must not be forgotten: a running cloud job not polled for three
+ * poll intervals (its object's alarm lost) is handed back to its object. A failure is logged; the
+ * next alarm tries again.
+ *
+ * @example
+ * await sweepLeftovers(env, db, log);
+ */
+export async function sweepLeftovers(env: Env, db: Database, log: Logger): Promise<void> {
+  const pokeCloudJobs = async () => {
+    const interval = (await getSetting(db, "cloud")).poll_interval_seconds;
+    for (const jobId of await unpolledCloudJobs(db, Math.max(30, 3 * interval))) await cloudJobOf(env, jobId).poke(jobId);
+  };
+  await Promise.all([abortEndedUploads(db, env.STORAGE), forgetOldWebhooks(db), forgetOldEvents(db), pokeCloudJobs()]).catch(
+    (error: unknown) => log.warning("sweep failed", { error: String(error) }),
+  );
+}
