@@ -17,7 +17,7 @@ export const DEFAULT_BODY_LIMIT_BYTES = 1024 * 1024;
 const ROUTE_LIMITS: { path: RegExp; maxBytes: number }[] = [
   // Dataset files and zips (spec 4.4).
   { path: /^\/api\/datasets\/upload(\/zip)?$/, maxBytes: MAX_UPLOAD_BYTES },
-  // A runner's event batch: up to 200 events (runner/events.ts) of at most MAX_EVENT_BYTES each.
+  // A runner's event batch: up to 200 events (runner/agent/events.ts) of at most MAX_EVENT_BYTES each.
   { path: /^\/api\/workers\/jobs\/[^/]+\/events$/, maxBytes: 200 * MAX_EVENT_BYTES },
   // A provider's webhook: the whole training, its cumulative logs included (providers/intake.ts).
   { path: /^\/api\/webhooks\/[^/]+$/, maxBytes: MAX_WEBHOOK_BYTES },

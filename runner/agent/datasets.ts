@@ -3,8 +3,8 @@ import { createReadStream, createWriteStream, mkdirSync, renameSync, rmSync, sym
 import { dirname, join, relative, resolve } from "node:path";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import type { ServiceClient } from "../shared/client/client";
-import { endpoints } from "../shared/client/endpoints";
+import type { ServiceClient } from "../../shared/client/client";
+import { endpoints } from "../../shared/client/endpoints";
 
 /*
  * The runner's dataset cache (`<work-dir>/cache/datasets/<path>/`): a job's datasets are brought

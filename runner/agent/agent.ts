@@ -9,12 +9,12 @@ import {
   type HeartbeatBody,
   type RegisterBody,
 } from "./edge-client";
-import type { ServiceClient } from "../shared/client/client";
-import { ServiceError } from "../shared/client/client";
-import { endpoints } from "../shared/client/endpoints";
+import type { ServiceClient } from "../../shared/client/client";
+import { ServiceError } from "../../shared/client/client";
+import { endpoints } from "../../shared/client/endpoints";
 import { detectGpus } from "./gpus";
 import { hostStats } from "./host";
-import { placeholderValues, type ScriptKind } from "../shared/placeholders";
+import { placeholderValues, type ScriptKind } from "../../shared/placeholders";
 import { WakeChannel } from "./channel";
 import { runScript } from "./scripts";
 import { startCallback, type Callback } from "./callback";
@@ -29,7 +29,7 @@ import { findProgram, hiddenBy, RUNNER_INSTALL } from "./sandbox";
 import { probeSimpleTuner } from "./simpletuner";
 import { TrainerEvents, type TrainerEvent } from "./trainer-events";
 import { fitReport, refusalReport, reportLines, shortenedReport } from "./report";
-import type { TrainerAvailability } from "../shared/schemas/workers";
+import type { TrainerAvailability } from "../../shared/schemas/workers";
 
 /*
  * The runner agent on a GPU box: registers the box's inventory with the edge, heartbeats, and
@@ -38,7 +38,7 @@ import type { TrainerAvailability } from "../shared/schemas/workers";
  * (cancelled, or given away while this box was offline) is stopped; a job that ends is reported.
  */
 
-/** The runner's configuration (runner/config.ts), how to log, and the nvidia-smi to ask. */
+/** The runner's configuration (runner/agent/config.ts), how to log, and the nvidia-smi to ask. */
 export type RunnerOptions = RunnerConfig & { nvidiaSmi?: string; log: (line: string) => void };
 
 /**

@@ -1,8 +1,8 @@
 import { spawn } from "node:child_process";
 import { existsSync, realpathSync } from "node:fs";
 import { isAbsolute, relative, resolve } from "node:path";
-import { fillPlaceholders, splitCommand, type ScriptKind } from "../shared/placeholders";
-import { globMatch } from "../shared/labels";
+import { fillPlaceholders, splitCommand, type ScriptKind } from "../../shared/placeholders";
+import { globMatch } from "../../shared/labels";
 import { findProgram, sandboxArgv, type SandboxSpec } from "./sandbox";
 
 /*

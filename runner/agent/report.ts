@@ -1,5 +1,5 @@
-import { FINISH_LIMITS } from "../shared/schemas/workers";
-import { plainText } from "../shared/terminal-text";
+import { FINISH_LIMITS } from "../../shared/schemas/workers";
+import { plainText } from "../../shared/terminal-text";
 import type { FinishBody } from "./edge-client";
 
 /*
