@@ -7,7 +7,7 @@ import { homedir, tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { loadRunnerConfig, RunnerConfigError } from "../runner/agent/config";
-import { boxPolicy } from "../runner/agent/agent";
+import { boxPolicy } from "../runner/agent/box-policy";
 import { findProgram, sandboxArgv } from "../runner/agent/sandbox";
 import { scriptAllowed } from "../runner/agent/scripts";
 import { readConfigFromEnvironment } from "../edge/local/settings";
