@@ -253,7 +253,7 @@ function openSignalFile(launch: Launch): SignalFile {
 
 /** Options of RunningJob.stop. */
 export interface StopOptions {
-  /** A requested stop (spec 4.2): ask first with SIGINT, as Ctrl-C would. */
+  /** A requested stop (POST /api/training/stop): ask first with SIGINT, as Ctrl-C would. */
   ask?: boolean;
   /** Told of each signal as it is sent. */
   onSignal?: (signal: "SIGINT" | "SIGTERM" | "SIGKILL") => void;
