@@ -3,7 +3,7 @@
  * the box's (simpletuner, demo, or one its runner config declares); none means SimpleTuner, the
  * default; a raw `--trainer_command` names none. The Scheduler gives a job only to a box whose
  * runner said it can run that trainer (edge/scheduler/plan.ts); the runner launches it
- * (runner/job.ts).
+ * (runner/agent/job.ts).
  */
 
 /** The trainer that runs when an environment names none. */

@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PNG } from "pngjs";
 import { afterAll, describe, expect, it } from "vitest";
-import { SignalFile } from "../runner/signal-file";
+import { SignalFile } from "../runner/agent/signal-file";
 import { previewSteps } from "../shared/preview";
 
 const dirs: string[] = [];

@@ -1,11 +1,11 @@
-// A job's ways out of its sandbox (runner/egress.ts) and its callback (runner/callback.ts), as
+// A job's ways out of its sandbox (runner/agent/egress.ts) and its callback (runner/agent/callback.ts), as
 // pure functions and as real servers: the callback takes only its own secret path; the proxy
 // lets through only allowed names, never to loopback or link-local addresses.
 import { request } from "node:http";
 import { createServer, type AddressInfo } from "node:net";
 import { afterAll, describe, expect, it } from "vitest";
-import { startCallback } from "../runner/callback";
-import { forbiddenAddress, hostAllowed, startJobNetwork } from "../runner/egress";
+import { startCallback } from "../runner/agent/callback";
+import { forbiddenAddress, hostAllowed, startJobNetwork } from "../runner/agent/egress";
 
 describe("the egress rules", () => {
   it("allows a host by its exact name or below a *. pattern, case and trailing dot aside", () => {

@@ -52,7 +52,7 @@ describe("placeholders", () => {
 });
 
 describe("webhookToEvent", async () => {
-  const { webhookToEvent } = await import("../runner/callback");
+  const { webhookToEvent } = await import("../runner/agent/callback");
   it("keeps a type, uses SimpleTuner's message_type, and wraps anything else", () => {
     expect(webhookToEvent({ type: "a.b", x: 1 })).toEqual({ type: "a.b", x: 1 });
     expect(webhookToEvent({ message_type: "train_status", state: {} })).toEqual({

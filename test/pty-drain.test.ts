@@ -1,6 +1,6 @@
 import * as pty from "node-pty";
 import { describe, expect, it } from "vitest";
-import { keepOutputUntilRead } from "../runner/pty-drain";
+import { keepOutputUntilRead } from "../runner/agent/pty-drain";
 
 // A trainer that prints its last events and exits at once, read by a runner too busy to keep up.
 const PRINT_THEN_EXIT = "process.stdout.write('x'.repeat(300000) + '\\nEND\\n')";
@@ -24,7 +24,7 @@ function run(): Promise<{ received: string; bytes: number }> {
   return new Promise((resolve) => child.onExit(() => resolve({ received, bytes: received.length })));
 }
 
-describe("a trainer's last output (runner/pty-drain.ts)", () => {
+describe("a trainer's last output (runner/agent/pty-drain.ts)", () => {
   it("reaches the runner in full before the exit, even when the runner reads slowly", async () => {
     const { received, bytes } = await run();
     expect(received.endsWith("END\r\n")).toBe(true);

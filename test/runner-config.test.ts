@@ -1,4 +1,4 @@
-// The runner's one configuration (runner/config.ts): the config file, flags, environment and
+// The runner's one configuration (runner/agent/config.ts): the config file, flags, environment and
 // defaults; a mistake stops the runner with one line naming the field. Also the pure pieces of
 // the sandbox: bubblewrap's argv and which scripts a box declares.
 import { execFile } from "node:child_process";
@@ -6,10 +6,10 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { homedir, tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { loadRunnerConfig, RunnerConfigError } from "../runner/config";
-import { boxPolicy } from "../runner/agent";
-import { findProgram, sandboxArgv } from "../runner/sandbox";
-import { scriptAllowed } from "../runner/scripts";
+import { loadRunnerConfig, RunnerConfigError } from "../runner/agent/config";
+import { boxPolicy } from "../runner/agent/box-policy";
+import { findProgram, sandboxArgv } from "../runner/agent/sandbox";
+import { scriptAllowed } from "../runner/agent/scripts";
 import { readConfigFromEnvironment } from "../edge/local/host-environment";
 import { prerequisite } from "./helpers/prerequisites";
 
@@ -27,7 +27,7 @@ function runner(args: string[], env: Record<string, string> = {}): Promise<{ cod
   return new Promise((done) => {
     execFile(
       process.execPath,
-      ["--import", "tsx", "runner/main.ts", "start", ...args],
+      ["--import", "tsx", "runner/agent/main.ts", "start", ...args],
       { env: { ...process.env, RUNNER_TOKEN: "stw_test", ...env }, timeout: 30_000 },
       (error, _stdout, stderr) => done({ code: error ? ((error as { code?: number }).code ?? null) : 0, stderr }),
     );

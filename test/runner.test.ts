@@ -10,9 +10,9 @@ import WebSocket from "ws";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Webhook } from "standardwebhooks";
-import { parseGpuCsv } from "../runner/gpus";
-import { PLAIN_BOX, planLaunch } from "../runner/job";
-import { findProgram } from "../runner/sandbox";
+import { parseGpuCsv } from "../runner/agent/gpus";
+import { PLAIN_BOX, planLaunch } from "../runner/agent/job";
+import { findProgram } from "../runner/agent/sandbox";
 import { sseEvents, type SseEvent } from "./helpers/sse";
 import { spawnRunner, stopRunner } from "./helpers/runner-process";
 import { setUpAdmin, startTestStack, type TestStack } from "./helpers/stack";
@@ -927,7 +927,7 @@ describe("a runner killed mid-job", () => {
 
 describe("a remote worker started as npm run runner starts it", () => {
   it("builds to plain JavaScript, registers with labels, and runs a job sent to it by label glob", async () => {
-    execFileSync(process.execPath, ["runner/build.mjs"]);
+    execFileSync(process.execPath, ["runner/agent/build.mjs"]);
     const created = await t.call("POST", "/api/admin/workers", { json: { name: "remote-a100" }, auth: auth() });
     const remoteDir = mkdtempSync(join(tmpdir(), "runner-remote-"));
     let output = "";

@@ -11,7 +11,7 @@ import { createServer, type AddressInfo, type Server } from "node:net";
 import { networkInterfaces, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { findProgram } from "../runner/sandbox";
+import { findProgram } from "../runner/agent/sandbox";
 import { startRemoteRunner, stopRunners } from "./helpers/runner-process";
 import { setUpAdmin, startTestStack, type TestStack } from "./helpers/stack";
 import { until as waitUntil } from "./helpers/wait";
@@ -83,7 +83,7 @@ const ended = (jobId: string) =>
 const events = async (jobId: string) =>
   (await t.call("GET", `/api/training/events?job_id=${jobId}`, { auth: auth() })).body.events as any[];
 
-/** A remote runner (runner/main.ts) with its own config file, taking jobs labelled box=<name>. */
+/** A remote runner (runner/agent/main.ts) with its own config file, taking jobs labelled box=<name>. */
 async function startRemote(name: string, config: Record<string, unknown>) {
   const runner = await startRemoteRunner(t, auth(), name, config, host);
   tokens[name] = runner.token;

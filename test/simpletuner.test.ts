@@ -15,7 +15,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { PNG } from "pngjs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { findProgram } from "../runner/sandbox";
+import { findProgram } from "../runner/agent/sandbox";
 import { spawnRunner, startRemoteRunner, stopRunners, type RunnerProcess } from "./helpers/runner-process";
 import { fakeSimpleTuner, removeFakeSimpleTuners } from "./helpers/simpletuner";
 import { setUpAdmin, startTestStack, type TestStack } from "./helpers/stack";

@@ -1,11 +1,11 @@
 // What the runner makes of what real SimpleTuner sends: the recordings of real runs
 // (test/fixtures/simpletuner/, SimpleTuner 4.8.0's raw webhooks) through TrainerEvents, the pure
-// translation every trainer's events pass (runner/trainer-events.ts). The same recordings go
+// translation every trainer's events pass (runner/agent/trainer-events.ts). The same recordings go
 // through a real runner and edge in test/simpletuner.test.ts.
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { mediaItems, TrainerEvents, type TrainerEvent } from "../runner/trainer-events";
-import { lineToEvent } from "../runner/events";
+import { mediaItems, TrainerEvents, type TrainerEvent } from "../runner/agent/trainer-events";
+import { lineToEvent } from "../runner/agent/events";
 
 const recording = (name: string) =>
   readFileSync(`test/fixtures/simpletuner/${name}`, "utf8")

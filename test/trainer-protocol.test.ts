@@ -7,10 +7,10 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { stoppedOutcome } from "../runner/agent";
+import { stoppedOutcome } from "../runner/agent/report";
 import { SignalWatcher } from "../runner/demo-trainer/signals";
-import { PLAIN_BOX, planLaunch, signalFilePath } from "../runner/job";
-import { readCounters, SignalFile } from "../runner/signal-file";
+import { PLAIN_BOX, planLaunch, signalFilePath } from "../runner/agent/job";
+import { readCounters, SignalFile } from "../runner/agent/signal-file";
 import { SIGNAL_FILE_ENV } from "../shared/trainer-commands";
 
 const dirs: string[] = [];

@@ -4,7 +4,7 @@ import { LOG_LEVELS, type LogLevel } from "../config";
 import { readRateLimitSettings } from "../ratelimit/rate-limit-variables";
 import { MAX_CA_BUNDLE_BYTES, type OutboundDefaults } from "./provider-outbound";
 import { StartupError, type StackOptions } from "./stack";
-import { readRunnerConfigFile, RunnerConfigError } from "../../runner/config";
+import { readRunnerConfigFile, RunnerConfigError } from "../../runner/agent/config";
 
 /** Environment variables handed to the Worker as they are (the Worker validates them). */
 export const WORKER_VARIABLES = [

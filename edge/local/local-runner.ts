@@ -1,6 +1,6 @@
 import type { Client } from "@libsql/client/web";
-import { Runner } from "../../runner/agent";
-import { loadRunnerConfig } from "../../runner/config";
+import { Runner } from "../../runner/agent/agent";
+import { loadRunnerConfig } from "../../runner/agent/config";
 import { ServiceError } from "../../shared/client/client";
 import { newWorkerToken } from "../workers/workers";
 
@@ -11,7 +11,7 @@ export const LOCAL_RUNNER_NAME = "local-box";
  * `npm start`'s runner for this machine (ARCHITECTURE "One command each", step 4): the worker
  * `local-box` gets a new token on every start (written straight into the database, kept only in
  * this process's memory), and a runner registers this machine's GPUs as the local box (none is
- * fine: CPU jobs still run). Its settings are the runner's own (runner/config.ts) from the
+ * fine: CPU jobs still run). Its settings are the runner's own (runner/agent/config.ts) from the
  * config file `runnerConfig` (RUNNER_CONFIG); job directories go to its work_dir (default
  * ./.runner), never under the data directory, which its sandbox hides.
  */

@@ -23,7 +23,7 @@ import { deliverGuarded, outboundAnswer } from "./webhook-outbound";
 import { forwardProviderRequest, NO_OUTBOUND_DEFAULTS, type OutboundDefaults } from "./provider-outbound";
 import { answerSecretRequest } from "./secret-host";
 import type { SubmitOutcome } from "../jobs/job";
-import type { Runner } from "../../runner/agent";
+import type { Runner } from "../../runner/agent/agent";
 
 /** The Worker's compatibility date: at most the bundled workerd's (STACK.md). */
 export const COMPATIBILITY_DATE = "2026-04-26";
@@ -44,7 +44,7 @@ export interface StackOptions {
   output?: (line: string) => void;
   /** Start this machine's runner as the local GPU box (npm start: yes; tests: only when asked). */
   localRunner?: boolean;
-  /** The local runner's config file (RUNNER_CONFIG) and the environment its settings read (runner/config.ts). */
+  /** The local runner's config file (RUNNER_CONFIG) and the environment its settings read (runner/agent/config.ts). */
   runnerConfig?: string;
   runnerEnv?: Record<string, string | undefined>;
   /** `npm start -- --env <name>`: validate that environment and start training it once up. */

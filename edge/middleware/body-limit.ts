@@ -17,7 +17,7 @@ export const DEFAULT_BODY_LIMIT_BYTES = 1024 * 1024;
 const ROUTE_LIMITS: { path: RegExp; maxBytes: number }[] = [
   // Dataset files and zips (POST /api/datasets/upload and /upload/zip).
   { path: /^\/api\/datasets\/upload(\/zip)?$/, maxBytes: MAX_UPLOAD_BYTES },
-  // A runner's event batch: up to 200 events (runner/events.ts) of at most MAX_EVENT_BYTES each.
+  // A runner's event batch: up to 200 events (runner/agent/events.ts) of at most MAX_EVENT_BYTES each.
   { path: /^\/api\/workers\/jobs\/[^/]+\/events$/, maxBytes: 200 * MAX_EVENT_BYTES },
   // A provider's webhook: the whole training, its cumulative logs included (cloud/webhook-intake.ts).
   { path: /^\/api\/webhooks\/[^/]+$/, maxBytes: MAX_WEBHOOK_BYTES },

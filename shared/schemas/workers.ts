@@ -163,7 +163,7 @@ export const Assignment = z
   })
   .openapi("Assignment");
 
-/** The bounds of a finish report (JobFinish); the runner fits its reports to them (runner/report.ts). */
+/** The bounds of a finish report (JobFinish); the runner fits its reports to them (runner/agent/report.ts). */
 export const FINISH_LIMITS = { error: 2000, line: 1000, lines: 50 } as const;
 
 export const JobFinish = z

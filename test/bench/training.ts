@@ -8,7 +8,7 @@
 //  2. Command latency: POST /api/training/validation/run -> the trainer sees the request in its
 //     signal file. Target: p50 < 100 ms.
 //  3. Runner idle memory (RSS) of a separate runner process started as `npm run runner` starts
-//     it (built to plain JavaScript, see runner/build.mjs). Target: < 80 MB.
+//     it (built to plain JavaScript, see runner/agent/build.mjs). Target: < 80 MB.
 // Settings: BENCH_SECONDS (5 per rate), BENCH_COMMANDS (20).
 import { execFileSync, spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -173,7 +173,7 @@ try {
   // --- 3. runner idle memory -----------------------------------------------------------------
   const created = (await (await stack.post("/api/admin/workers", { name: "idle-runner" })).json()) as { token: string };
   // As `npm run runner` starts it: built, then plain node.
-  execFileSync(process.execPath, ["runner/build.mjs"]);
+  execFileSync(process.execPath, ["runner/agent/build.mjs"]);
   const runner = spawn(
     process.execPath,
     ["--enable-source-maps", ".build/runner/main.mjs", "start", "--url", stack.base, "--work-dir", join(runnerDir, "idle")],

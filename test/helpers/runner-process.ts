@@ -3,7 +3,7 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Credentials, TestStack } from "./stack";
 
-/** A runner started as its own process (runner/main.ts), and everything it has printed so far. */
+/** A runner started as its own process (runner/agent/main.ts), and everything it has printed so far. */
 export interface RunnerProcess {
   child: ChildProcess;
   output: string;
@@ -26,7 +26,7 @@ export function spawnRunner(
 ): RunnerProcess {
   const child = spawn(
     process.execPath,
-    ["--import", "tsx", "runner/main.ts", "start", "--url", base, ...args, "--poll-ms", "60000", "--stop-grace-seconds", "2"],
+    ["--import", "tsx", "runner/agent/main.ts", "start", "--url", base, ...args, "--poll-ms", "60000", "--stop-grace-seconds", "2"],
     { env: { ...process.env, RUNNER_TOKEN: token, ...options.env }, stdio: ["ignore", "pipe", "pipe"] },
   );
   const runner: RunnerProcess = { child, output: "" };

@@ -12,7 +12,7 @@ import type { AddressInfo } from "node:net";
  *
  * The URL holds a secret of the job's own (its path), so no other process on the box - another
  * job's trainer above all - can post into this job: anything else is 404. Sandboxed with a network
- * of its own, the trainer reaches it only through its gateway's socket (runner/egress.ts); else it
+ * of its own, the trainer reaches it only through its gateway's socket (runner/agent/egress.ts); else it
  * listens on loopback.
  */
 

@@ -1,4 +1,4 @@
-// The first program in a sandbox with a network namespace of its own (runner/sandbox.ts), where
+// The first program in a sandbox with a network namespace of its own (runner/agent/sandbox.ts), where
 // nothing but loopback exists: it listens on 127.0.0.1:<port> for each of the job's gateway
 // sockets and hands every connection to it (the runner's callback, the job's egress proxy, the
 // edge), then runs the trainer as its child and ends as the trainer ends - with its exit code, or

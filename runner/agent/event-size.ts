@@ -1,5 +1,5 @@
 import { PNG } from "pngjs";
-import { MAX_EVENT_BYTES } from "../shared/schemas/events";
+import { MAX_EVENT_BYTES } from "../../shared/schemas/events";
 import type { TrainerEvent } from "./trainer-events";
 
 /*

@@ -1,5 +1,5 @@
 import { closeSync, constants, fstatSync, futimesSync, lstatSync, openSync, readSync, renameSync, rmSync, writeSync } from "node:fs";
-import { SIGNAL_COUNTERS, type SignalCounters, type SignalledCommand } from "../shared/trainer-commands";
+import { SIGNAL_COUNTERS, type SignalCounters, type SignalledCommand } from "../../shared/trainer-commands";
 
 /*
  * Commands in (README "The trainer protocol"): SimpleTuner's own signal file. Its train.py stats

@@ -1,6 +1,7 @@
-import { FINISH_LIMITS } from "../shared/schemas/workers";
-import { plainText } from "../shared/terminal-text";
+import { FINISH_LIMITS } from "../../shared/schemas/workers";
+import { plainText } from "../../shared/terminal-text";
 import type { FinishBody } from "./edge-client";
+import type { TrainerEvents } from "./trainer-events";
 
 /*
  * The report a runner sends when a job has ended on its box (POST /api/workers/jobs/{id}/finish),
@@ -78,4 +79,54 @@ export function reportLines(traceback: string | null, printed: string[]): string
     .map((l) => plainText(l).trimEnd())
     .filter(Boolean);
   return (lines?.length ? lines : printed.map(plainText)).slice(-FINISH_LIMITS.lines);
+}
+
+/**
+ * Exit codes and signals of a trainer that ended because it was told to: 130, 137 and 143 are how
+ * a process (Python on KeyboardInterrupt, a wrapper such as bwrap or a shell) reports SIGINT,
+ * SIGKILL and SIGTERM.
+ */
+const STOP_EXIT_CODES = new Set([0, 130, 137, 143]);
+const STOP_SIGNALS = new Set([2, 9, 15]);
+
+/**
+ * How a job ends after a requested stop (POST /api/training/stop): completed - the run ended as
+ * its user asked - when the trainer exited cleanly or of the signals the runner sent it; failed
+ * when it exited with an error of its own (it crashed while stopping: a final save failed).
+ */
+export function stoppedOutcome(exitCode: number | null, signal: number | null): "completed" | "failed" {
+  return (signal !== null && STOP_SIGNALS.has(signal)) || (exitCode !== null && STOP_EXIT_CODES.has(exitCode)) ? "completed" : "failed";
+}
+
+/**
+ * The report of a trainer that ended on its own or as asked. A requested stop ends completed
+ * when the trainer exited cleanly or of the runner's signals; otherwise a run is completed only
+ * when the trainer exited 0 without saying it failed or was interrupted (SimpleTuner exits 0 after
+ * an interrupt nobody asked for). A failure names the error the trainer reported, with the end of
+ * its traceback, else its last lines.
+ */
+export function endReport(
+  job: { stopAsked: boolean; events: Pick<TrainerEvents, "end" | "error"> },
+  exitCode: number | null,
+  signal: number | null,
+  lastLines: string[],
+): FinishBody {
+  const said = job.events.end;
+  const completed = job.stopAsked
+    ? stoppedOutcome(exitCode, signal) === "completed"
+    : exitCode === 0 && said !== "failed" && said !== "interrupted";
+  if (completed) return { status: "completed", exit_code: exitCode };
+  const error = job.events.error;
+  const why = error
+    ? `${error.title}${error.message ? `: ${error.message}` : ""}`
+    : signal
+      ? `the trainer was killed by signal ${signal}${job.stopAsked ? " while stopping" : ""}`
+      : job.stopAsked
+        ? `the trainer failed while stopping (exit code ${exitCode})`
+        : said === "interrupted"
+          ? `the trainer was interrupted without a stop request (exit code ${exitCode})`
+          : said === "failed"
+            ? `the trainer reported that training failed (exit code ${exitCode})`
+            : undefined;
+  return { status: "failed", exit_code: exitCode, error: why, last_lines: reportLines(error?.traceback ?? null, lastLines).slice(-20) };
 }

@@ -10,8 +10,8 @@ import { fileURLToPath } from "node:url";
  * runner config) and its user's home, files as well as folders; the runner's own installation
  * (its checkout and Node) visible wherever it lives; only the job's own /dev/nvidia* devices; its
  * own PID and IPC namespaces and, unless the box shares the network, its own network namespace
- * with loopback alone, reached from outside only through the job's gateway (runner/egress.ts) by
- * way of the bridge inside (runner/sandbox-bridge.mjs); no capabilities; killed with the runner.
+ * with loopback alone, reached from outside only through the job's gateway (runner/agent/egress.ts) by
+ * way of the bridge inside (runner/agent/sandbox-bridge.mjs); no capabilities; killed with the runner.
  */
 
 export interface SandboxSpec {
@@ -56,7 +56,7 @@ function installRoot(): string {
 /** The runner's own installation: its checkout, and the Node it runs on (the built-in trainers and the bridge run on both). */
 export const RUNNER_INSTALL = [installRoot(), dirname(dirname(process.execPath))];
 
-/** The bridge a sandbox with a network of its own runs first (runner/sandbox-bridge.mjs; built beside the bundle). */
+/** The bridge a sandbox with a network of its own runs first (runner/agent/sandbox-bridge.mjs; built beside the bundle). */
 const BRIDGE = fileURLToPath(new URL("./sandbox-bridge.mjs", import.meta.url));
 
 /** The /dev/nvidia* nodes for these GPUs that exist on this box, with the driver's shared ones. */
@@ -209,7 +209,7 @@ export function descendants(pid: number): number[] {
   return out;
 }
 
-/** True when `pid` is the sandbox's own: bubblewrap (its init is one too) or the network bridge (runner/sandbox-bridge.mjs), never the trainer. */
+/** True when `pid` is the sandbox's own: bubblewrap (its init is one too) or the network bridge (runner/agent/sandbox-bridge.mjs), never the trainer. */
 export function isSandboxProcess(pid: number): boolean {
   try {
     return ["bwrap", "sandbox-bridge"].includes(readFileSync(`/proc/${pid}/comm`, "utf8").trim());

@@ -3,8 +3,10 @@ import { createReadStream, createWriteStream, mkdirSync, renameSync, rmSync, sym
 import { dirname, join, relative, resolve } from "node:path";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import type { ServiceClient } from "../shared/client/client";
-import { endpoints } from "../shared/client/endpoints";
+import type { ServiceClient } from "../../shared/client/client";
+import { endpoints } from "../../shared/client/endpoints";
+import type { Assignment } from "./edge-client";
+import type { EventShipper } from "./events";
 
 /*
  * The runner's dataset cache (`<work-dir>/cache/datasets/<path>/`): a job's datasets are brought
@@ -113,4 +115,56 @@ export function datasetView(dir: string, dataset: Pick<Materialised, "localDir" 
     symlinkSync(target, link);
   }
   return dir;
+}
+
+/**
+ * The job's dataloader with each `datasets/...` folder brought into the cache and a view of it
+ * made for this attempt (datasetView), the entry pointed at the view; null when the environment
+ * has no datasets. A dataset not uploaded yet is reported (dataset.missing) and left as it is: a
+ * trainer that needs it will say so. `cacheDirs` gets the cache folders the views link into
+ * (read-only in the sandbox).
+ *
+ * @example
+ * const cacheDirs: string[] = [];
+ * const dataloader = await prepareDatasets(edge, workDir, job, jobDir, shipper, cacheDirs); // null: no datasets
+ */
+export async function prepareDatasets(
+  edge: ServiceClient,
+  workDir: string,
+  job: Pick<Assignment, "job_id" | "dataloader">,
+  jobDir: string,
+  shipper: Pick<EventShipper, "push">,
+  cacheDirs: string[],
+): Promise<Record<string, unknown>[] | null> {
+  if (!job.dataloader?.length) return null;
+  const out: Record<string, unknown>[] = [];
+  const views = new Map<string, string>();
+  rmSync(join(jobDir, "datasets"), { recursive: true, force: true });
+  for (const entry of job.dataloader) {
+    const dir = entry.instance_data_dir;
+    if (typeof dir !== "string" || !dir.startsWith("datasets/")) {
+      out.push(entry);
+      continue;
+    }
+    let view = views.get(dir);
+    if (!view) {
+      const got = await materialise(edge, join(workDir, "cache"), job.job_id, dir);
+      if (!got) {
+        shipper.push({ type: "dataset.missing", title: `Dataset ${dir} has no files`, data: { path: dir } });
+        out.push(entry);
+        continue;
+      }
+      view = datasetView(join(jobDir, "datasets", `${views.size}-${got.path.split("/").pop()}`), got);
+      views.set(dir, view);
+      cacheDirs.push(got.localDir);
+      const { names: _names, ...summary } = got;
+      shipper.push({
+        type: "dataset.ready",
+        title: `Dataset ${dir}: ${got.files} file(s), ${got.downloaded} downloaded, ${got.reused} from the cache`,
+        data: { ...summary, view },
+      });
+    }
+    out.push({ ...entry, instance_data_dir: view });
+  }
+  return out;
 }

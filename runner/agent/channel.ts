@@ -1,6 +1,6 @@
 import WebSocket from "ws";
-import type { ServiceClient } from "../shared/client/client";
-import { endpoints } from "../shared/client/endpoints";
+import type { ServiceClient } from "../../shared/client/client";
+import { endpoints } from "../../shared/client/endpoints";
 
 /**
  * The runner's end of the worker channel (GET /api/workers/channel): a WebSocket on which the

@@ -1,12 +1,14 @@
 import { spawn } from "node:child_process";
 import { existsSync, realpathSync } from "node:fs";
 import { isAbsolute, relative, resolve } from "node:path";
-import { fillPlaceholders, splitCommand, type ScriptKind } from "../shared/placeholders";
-import { globMatch } from "../shared/labels";
+import { fillPlaceholders, splitCommand, type ScriptKind } from "../../shared/placeholders";
+import { globMatch } from "../../shared/labels";
+import type { TrainerKind } from "./job";
 import { findProgram, sandboxArgv, type SandboxSpec } from "./sandbox";
+import type { TrainerEvent } from "./trainer-events";
 
 /*
- * The scripts an environment names (spec 2.9): --post_checkpoint_script after each checkpoint,
+ * The scripts an environment names: --post_checkpoint_script after each checkpoint,
  * --validation_external_script for each validation with --validation_method external-script.
  * Run by the runner beside the trainer (never blocking it), with the placeholders filled into
  * argv and no shell, in the job's sandbox. Only programs the box's runner config declares
@@ -125,4 +127,60 @@ export function runScript(
       resolve();
     });
   });
+}
+
+interface ScriptRun {
+  kind: ScriptKind;
+  command: string;
+  event: { localCheckpointPath?: string; remoteCheckpointPath?: string; globalStep?: number };
+}
+
+/**
+ * The scripts an event calls for, if the environment names them, run by the runner for
+ * every trainer: --post_checkpoint_script after each checkpoint.saved; --validation_external_script
+ * at each validation.started with --validation_method external-script (`{local_checkpoint_path}`:
+ * the newest checkpoint); --post_upload_script after each upload.completed. For SimpleTuner the
+ * post-upload script runs when SimpleTuner itself would run it: after each publication to its hub
+ * (`--push_to_hub`), else after each checkpoint and once the final model is saved.
+ */
+export function scriptsFor(
+  config: Record<string, unknown>,
+  event: TrainerEvent,
+  kind: TrainerKind,
+  outputDir: string,
+  newestCheckpoint: string,
+): ScriptRun[] {
+  const data = (event.data ?? {}) as { path?: unknown; step?: unknown; local_path?: unknown; remote_path?: unknown };
+  const step = typeof data.step === "number" ? data.step : undefined;
+  const text = (name: string) => (typeof config[name] === "string" && (config[name] as string).trim() ? (config[name] as string) : null);
+  const runs: ScriptRun[] = [];
+  const postCheckpoint = text("--post_checkpoint_script");
+  const postUpload = text("--post_upload_script");
+  const external = text("--validation_external_script");
+  const checkpointPath = typeof data.path === "string" ? data.path : "";
+  if (event.type === "checkpoint.saved" && postCheckpoint)
+    runs.push({ kind: "post_checkpoint", command: postCheckpoint, event: { localCheckpointPath: checkpointPath, globalStep: step } });
+  if (postUpload) {
+    const hub = kind === "simpletuner" && (config["--push_to_hub"] === true || config["--push_to_hub"] === "true");
+    const hubModel = text("--hub_model_id");
+    if (event.type === "upload.completed")
+      runs.push({
+        kind: "post_upload",
+        command: postUpload,
+        event: {
+          localCheckpointPath: typeof data.local_path === "string" ? data.local_path : kind === "simpletuner" ? outputDir : "",
+          remoteCheckpointPath:
+            typeof data.remote_path === "string" ? data.remote_path : hub && hubModel ? `https://huggingface.co/${hubModel}` : "",
+          globalStep: step,
+        },
+      });
+    else if (kind === "simpletuner" && !hub && event.type === "checkpoint.saved")
+      runs.push({ kind: "post_upload", command: postUpload, event: { localCheckpointPath: checkpointPath, globalStep: step } });
+    else if (kind === "simpletuner" && !hub && event.type === "model.saved")
+      runs.push({ kind: "post_upload", command: postUpload, event: { localCheckpointPath: outputDir, globalStep: step } });
+  }
+  const method = String(config["--validation_method"] ?? "").replace(/_/g, "-");
+  if (event.type === "validation.started" && method === "external-script" && external)
+    runs.push({ kind: "validation", command: external, event: { localCheckpointPath: newestCheckpoint, globalStep: step } });
+  return runs;
 }

@@ -4,13 +4,13 @@ import { connect, createServer, type Server, type Socket } from "node:net";
 import { lookup } from "node:dns/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ipInRanges, isLoopbackHost, LOOPBACK_RANGES, parseRange } from "../shared/ip";
+import { ipInRanges, isLoopbackHost, LOOPBACK_RANGES, parseRange } from "../../shared/ip";
 
 /*
- * A sandboxed job's only ways out of its network namespace (runner/sandbox.ts): Unix sockets in a
- * folder of its own, which the bridge inside the sandbox (runner/sandbox-bridge.mjs) serves on
+ * A sandboxed job's only ways out of its network namespace (runner/agent/sandbox.ts): Unix sockets in a
+ * folder of its own, which the bridge inside the sandbox (runner/agent/sandbox-bridge.mjs) serves on
  * loopback ports there.
- *   - the runner's callback for the job (runner/callback.ts), behind its per-job secret;
+ *   - the runner's callback for the job (runner/agent/callback.ts), behind its per-job secret;
  *   - the edge, when it is on this box's loopback (a local `npm start`): its storage endpoint;
  *   - an HTTP proxy (CONNECT, and plain http:// requests) to the hosts the box's operator allows
  *     by name (`allow_hosts`: a model hub), and the edge's own host when it is remote. Never to a

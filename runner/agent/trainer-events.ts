@@ -53,7 +53,7 @@ function imageType(base64: string): string {
 }
 
 /**
- * A trainer's images as spec 6.3 has them, `{src: data URI, mime_type}`: SimpleTuner's raw
+ * A trainer's images as job events carry them, `{src: data URI, mime_type}`: SimpleTuner's raw
  * webhooks carry bare base64 strings; items already in that shape are kept; anything else goes.
  *
  * @example

@@ -5,7 +5,11 @@
 import * as esbuild from "esbuild";
 
 await esbuild.build({
-  entryPoints: { main: "runner/main.ts", "demo-trainer": "runner/demo-trainer/main.ts", "sandbox-bridge": "runner/sandbox-bridge.mjs" },
+  entryPoints: {
+    main: "runner/agent/main.ts",
+    "demo-trainer": "runner/demo-trainer/main.ts",
+    "sandbox-bridge": "runner/agent/sandbox-bridge.mjs",
+  },
   outdir: ".build/runner",
   outExtension: { ".js": ".mjs" },
   bundle: true,

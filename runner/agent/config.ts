@@ -3,14 +3,14 @@ import { isAbsolute, resolve } from "node:path";
 import { execFileSync } from "node:child_process";
 import { homedir } from "node:os";
 import { z } from "zod";
-import { isLoopbackHost } from "../shared/ip";
+import { isLoopbackHost } from "../../shared/ip";
 import { hostSecrets } from "./sandbox";
 
 /*
  * The runner's settings, in one place: the box's config file (RUNNER_CONFIG or --config), the
  * command-line flags, the environment, and the defaults. The file is what the box's operator
  * declares: which trainers and scripts this box runs, and how they are sandboxed. A job's
- * environment can only pick among them. Used by `runner start` (runner/main.ts) and by
+ * environment can only pick among them. Used by `runner start` (runner/agent/main.ts) and by
  * `npm start`'s local runner (edge/local/local-runner.ts) alike.
  */
 
@@ -67,7 +67,7 @@ export const RunnerConfigFile = z.strictObject({
 });
 export type RunnerConfigFile = z.infer<typeof RunnerConfigFile>;
 
-/** The runner's command-line flags as parseArgs gives them (runner/main.ts); npm start's local runner passes the same. */
+/** The runner's command-line flags as parseArgs gives them (runner/agent/main.ts); npm start's local runner passes the same. */
 export interface RunnerFlags {
   url?: string;
   token?: string;
@@ -79,7 +79,7 @@ export interface RunnerFlags {
   "stop-grace-seconds"?: string;
 }
 
-/** The runner's whole configuration, resolved: what runner/agent.ts runs with. */
+/** The runner's whole configuration, resolved: what runner/agent/agent.ts runs with. */
 export interface RunnerConfig {
   url: string;
   token: string;
@@ -104,7 +104,7 @@ export interface RunnerConfig {
   allowHosts: string[];
   /** Variables handed on to trainers and scripts as they are (pass_env), with their values. */
   passEnv: Record<string, string>;
-  /** SimpleTuner's installation as the config file names it (runner/simpletuner.ts checks it at start); null: none. */
+  /** SimpleTuner's installation as the config file names it (runner/agent/simpletuner.ts checks it at start); null: none. */
   simpletuner: string | null;
   /** PATH for trainers and scripts: the runner's own. */
   path: string;

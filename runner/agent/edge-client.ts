@@ -1,14 +1,14 @@
 import type { z } from "zod";
-import { ServiceClient } from "../shared/client/client";
+import { ServiceClient } from "../../shared/client/client";
 import type {
   Assignment as AssignmentSchema,
   HeartbeatAnswer as HeartbeatAnswerSchema,
   JobFinish,
   WorkerHeartbeat,
   WorkerRegister,
-} from "../shared/schemas/workers";
-import type { EventBatch } from "../shared/schemas/events";
-import { version } from "../package.json";
+} from "../../shared/schemas/workers";
+import type { EventBatch } from "../../shared/schemas/events";
+import { version } from "../../package.json";
 
 /*
  * The runner's side of the worker API: every call goes through the shared typed client

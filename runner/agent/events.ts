@@ -1,8 +1,8 @@
 import { appendFileSync, mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { refusedForGood, type EventBatchBody } from "./edge-client";
-import { ServiceError, type ServiceClient } from "../shared/client/client";
-import { endpoints } from "../shared/client/endpoints";
+import { ServiceError, type ServiceClient } from "../../shared/client/client";
+import { endpoints } from "../../shared/client/endpoints";
 import { fitEvent } from "./event-size";
 
 // Terminal colour and cursor sequences, which trainers under a PTY like to print.

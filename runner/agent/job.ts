@@ -3,8 +3,8 @@ import { isAbsolute, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as pty from "node-pty";
 import type { Assignment } from "./edge-client";
-import { fillPlaceholders } from "../shared/placeholders";
-import { SIGNAL_FILE_ENV, type SignalCounters, type SignalledCommand } from "../shared/trainer-commands";
+import { fillPlaceholders } from "../../shared/placeholders";
+import { SIGNAL_FILE_ENV, type SignalCounters, type SignalledCommand } from "../../shared/trainer-commands";
 import type { JobNetwork } from "./egress";
 import { descendants, findProgram, isSandboxProcess, sandboxArgv, type SandboxSpec } from "./sandbox";
 import { SignalFile } from "./signal-file";
@@ -28,7 +28,7 @@ const RUNNER_OPTIONS = new Set(["--trainer", "--trainer_command", "--num_process
 export type TrainerKind = "simpletuner" | "demo" | "declared" | "raw";
 // Built (npm run runner: .build/runner/demo-trainer.mjs beside this bundle) or from source (tests).
 const BUILT_DEMO_TRAINER = fileURLToPath(new URL("./demo-trainer.mjs", import.meta.url));
-const DEMO_TRAINER = fileURLToPath(new URL("./demo-trainer/main.ts", import.meta.url));
+const DEMO_TRAINER = fileURLToPath(new URL("../demo-trainer/main.ts", import.meta.url));
 const KEEP_LINES = 50;
 
 export interface Launch {
@@ -71,11 +71,11 @@ export interface BoxPolicy {
   hide: string[];
   /** What stays visible in the sandbox wherever it lives: the runner's installation and the box's declared ones (agent.ts declaredInstallations). */
   visible: string[];
-  /** isolated: every sandbox gets a network of its own, reaching out only through the job's gateway (runner/egress.ts). */
+  /** isolated: every sandbox gets a network of its own, reaching out only through the job's gateway (runner/agent/egress.ts). */
   network: "isolated" | "host";
   /** The hosts the job's proxy lets sandboxed programs reach. */
   allowHosts: string[];
-  /** SimpleTuner's installation on this box, as checked at start (runner/simpletuner.ts). */
+  /** SimpleTuner's installation on this box, as checked at start (runner/agent/simpletuner.ts). */
   simpletuner: SimpleTunerStatus;
   path: string;
   passEnv: Record<string, string>;
@@ -253,7 +253,7 @@ function openSignalFile(launch: Launch): SignalFile {
 
 /** Options of RunningJob.stop. */
 export interface StopOptions {
-  /** A requested stop (spec 4.2): ask first with SIGINT, as Ctrl-C would. */
+  /** A requested stop (POST /api/training/stop): ask first with SIGINT, as Ctrl-C would. */
   ask?: boolean;
   /** Told of each signal as it is sent. */
   onSignal?: (signal: "SIGINT" | "SIGTERM" | "SIGKILL") => void;
