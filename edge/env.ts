@@ -1,4 +1,4 @@
-import type { StorageBucket } from "./storage/bucket";
+import type { StorageBucket } from "./bucket";
 import type { DurableObjectBindings } from "./durable-objects";
 
 /** A service binding, as far as this code uses one (workerd's Fetcher, or Miniflare's in Node). */

@@ -14,7 +14,13 @@ describe("the import graph between edge/ rooms", () => {
 
   it("finds an import up the layering, rooms no layer names, rooms importing each other and cycles", () => {
     const layers = [["routes/"], ["scheduler/"], ["jobs/"], ["db/", "env.ts"]];
-    const imports = [edge("routes/", "jobs/"), edge("jobs/", "scheduler/"), edge("scheduler/", "jobs/"), edge("db/", "env.ts"), edge("jobs/", "cloud/")];
+    const imports = [
+      edge("routes/", "jobs/"),
+      edge("jobs/", "scheduler/"),
+      edge("scheduler/", "jobs/"),
+      edge("db/", "env.ts"),
+      edge("jobs/", "cloud/"),
+    ];
     const { upward, unplaced } = checkLayers(imports, layers);
     expect(upward).toEqual([edge("jobs/", "scheduler/")]);
     expect(unplaced).toEqual(["cloud/"]);
@@ -23,9 +29,15 @@ describe("the import graph between edge/ rooms", () => {
   });
 
   it("reads the layers from the README's block", () => {
-    const layers = readmeLayers("x\n<!-- layers -->\n1. `index.ts`, `local/`: the entries\n2. `routes/` (thin)\n<!-- /layers -->\n");
-    expect(layers).toEqual([["index.ts", "local/"], ["routes/"]]);
-    expect(() => readmeLayers("no block")).toThrow(/layers/);
+    const rooms = new Set(["index.ts", "local/", "routes/", "jobs/"]);
+    const readme =
+      "x\n<!-- layers -->\n1. `index.ts`, `local/`: the entries (`main.ts`)\n2. `routes/` (thin),\n   and `jobs/`\n<!-- /layers -->\n";
+    expect(readmeLayers(readme, rooms)).toEqual([
+      ["index.ts", "local/"],
+      ["routes/", "jobs/"],
+    ]);
+    expect(() => readmeLayers("no block", rooms)).toThrow(/layers/);
+    expect(() => readmeLayers("<!-- layers -->\n1. `jobs/`\n2. `jobs/`\n<!-- /layers -->", rooms)).toThrow(/twice/);
   });
 
   it("keeps every edge/ room in the README's layering, with no import up it and no cycle", () => {

@@ -4,7 +4,7 @@
  * while it runs, its billed cost so far is held against the smaller of that approved estimate and
  * what is left of the limit for it (the limit less what everything else has committed: ended
  * jobs' costs this period and other running jobs' estimates or costs, as
- * edge/scheduler/store.ts committedSpendingStatement counts them). Reaching it, the job is
+ * edge/cloud/spending.ts committedSpendingStatement counts them). Reaching it, the job is
  * cancelled at its provider, with the `cloud.budget_exceeded` event and the reason as its end.
  * Pure: the cloud job (edge/cloud/cloud-job.ts) reads the figures.
  */

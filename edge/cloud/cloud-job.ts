@@ -13,9 +13,9 @@ import { moveCloudJob, patchCloudJob, readCloudJobRecord, recordProviderStart, t
 import { PhaseTransitionError, type CloudPhase } from "./phase";
 import { providerLogEvents } from "./provider-logs";
 import { archiveStream, planPackage, type PackageBucket } from "./package";
-import type { CloudJobApi } from "./cloud-job-types";
+import type { CloudJobApi } from "../jobs/objects";
 import { budgetVerdict, BUDGET_EVENT_SEQ, BUDGET_EVENT_TYPE } from "./budget";
-import { committedSpending } from "../scheduler/store";
+import { committedSpending } from "./spending";
 import { hostedClient, webhookReader } from "./registry";
 import { publicBase } from "./cloud-settings";
 import { trainerInput, webhookUrl } from "./trainer-input";

@@ -5,10 +5,10 @@ import { SCRIPT_OPTIONS, type CloudSettings, type CloudSubmit, type CostEstimate
 import type { Config } from "../config";
 import { ApiError, notFound } from "../errors";
 import { getProviderSettings, type StoredProviderSettings } from "./provider-settings";
-import { committedSpending } from "../scheduler/store";
+import { committedSpending } from "./spending";
 import type { SubmitOutcome, Submitter } from "../jobs/job";
 import { prepareCloudJob, readEnvironment, submittedEnvironment } from "../jobs/prepare";
-import type { SchedulerApi } from "../scheduler/types";
+import type { SchedulerApi } from "../jobs/objects";
 import { getSetting } from "../settings-store";
 import { costOf, expectedSeconds, periodStart, spendingCheck } from "./cost";
 import { MAX_ARCHIVE_BYTES, MAX_ARCHIVE_LABEL, planPackage, type PackageBucket } from "./package";

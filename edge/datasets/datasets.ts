@@ -1,6 +1,6 @@
 import { Unzip, UnzipInflate } from "fflate";
 import { ApiError } from "../errors";
-import type { StorageBucket } from "../storage/bucket";
+import type { StorageBucket } from "../bucket";
 import type { DatasetWrite, Reservation } from "./quota";
 import { ALLOWED_EXTENSIONS, checkName, checkPath, contentTypeOf, DATASETS_PREFIX, hasAllowedExtension, keyOf } from "./paths";
 

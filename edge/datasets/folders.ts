@@ -1,6 +1,6 @@
 import type { Database } from "../db/client";
 import { ApiError } from "../errors";
-import type { StorageBucket } from "../storage/bucket";
+import type { StorageBucket } from "../bucket";
 import { DATASETS_PREFIX } from "./paths";
 
 /*

@@ -2,7 +2,7 @@ import type { Database } from "../db/client";
 import { ApiError } from "../errors";
 import { getSetting } from "../settings-store";
 import type { DatasetQuota } from "../../shared/schemas/datasets";
-import type { StorageBucket } from "../storage/bucket";
+import type { StorageBucket } from "../bucket";
 import { DATASETS_PREFIX } from "./paths";
 
 /*

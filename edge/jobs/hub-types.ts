@@ -1,6 +1,6 @@
 import type { WebhookDelivery } from "../../shared/schemas/deliveries";
 import type { Env } from "../env";
-import { objectNamed, type NamedNamespace } from "../durable-object-names";
+import { objectNamed } from "../durable-object-names";
 
 /** An event as watchers receive it: the trainer's fields plus its index and time. */
 export interface HubEvent {
@@ -32,9 +32,7 @@ export interface EventsHubApi {
   fetch(request: Request): Promise<Response>;
 }
 
-export type EventsHubNamespace = NamedNamespace<EventsHubApi>;
-
 /** The hub of one job. */
 export function hubOf(env: Env, jobId: string): EventsHubApi {
-  return objectNamed(env.EVENTS_HUB, jobId);
+  return objectNamed<EventsHubApi>(env.EVENTS_HUB, jobId);
 }

@@ -1,5 +1,5 @@
 import type { Env } from "../env";
-import { objectNamed, type NamedNamespace } from "../durable-object-names";
+import { objectNamed } from "../durable-object-names";
 
 /*
  * What the MetricsCollector Durable Object offers over RPC, apart from its class, so that code
@@ -32,8 +32,6 @@ export interface MetricsApi {
   snapshot(clientWindowMs: number): Promise<HttpSnapshot>;
 }
 
-export type MetricsNamespace = NamedNamespace<MetricsApi>;
-
 /**
  * The one collector instance.
  *
@@ -41,5 +39,5 @@ export type MetricsNamespace = NamedNamespace<MetricsApi>;
  * const totals = await collectorOf(c.env).snapshot(60_000);
  */
 export function collectorOf(env: Pick<Env, "METRICS">): MetricsApi {
-  return objectNamed(env.METRICS, "main");
+  return objectNamed<MetricsApi>(env.METRICS, "main");
 }

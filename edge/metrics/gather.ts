@@ -8,7 +8,7 @@ import { FAMILIES } from "./families";
 import { PROVIDERS } from "../../shared/providers";
 import { breakerStates, breakerStateValue } from "../cloud/breaker";
 import { getSetting } from "../settings-store";
-import { committedFrom, committedSpendingStatement } from "../scheduler/store";
+import { committedFrom, committedSpendingStatement } from "../cloud/spending";
 
 /** Where the figures live: the database, the collector DO, and when the service started. */
 export interface MetricsSources {

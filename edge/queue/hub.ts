@@ -4,7 +4,7 @@ import { openDatabase, type Database } from "../db/client";
 import type { Env } from "../env";
 import { LiveWatchers, sseStream, tooManyWatchers, type LeasedWatcher } from "../jobs/live-watchers";
 import { claimWatcher, MAX_WATCHERS_PER_USER } from "../jobs/watchers";
-import type { QueueChange } from "./hub-types";
+import type { QueueChange } from "../jobs/objects";
 
 /*
  * The queue hub: one Durable Object (named "main") that tells every watcher of the queue, as

@@ -1,5 +1,5 @@
 import type { Env } from "../env";
-import { objectNamed, type NamedNamespace } from "../durable-object-names";
+import { objectNamed } from "../durable-object-names";
 
 /** The answer of RateLimiter.hit: the window's verdict on one request. */
 export interface RateVerdict {
@@ -23,8 +23,6 @@ export interface RateLimiterApi {
   forget(rule: string): Promise<void>;
 }
 
-export type RateLimiterNamespace = NamedNamespace<RateLimiterApi>;
-
 /**
  * The limiter of one client address.
  *
@@ -32,5 +30,5 @@ export type RateLimiterNamespace = NamedNamespace<RateLimiterApi>;
  * const verdict = await limiterOf(c.env, "203.0.113.7").hit("login", 5, 60_000);
  */
 export function limiterOf(env: Pick<Env, "RATE_LIMITER">, clientIp: string): RateLimiterApi {
-  return objectNamed(env.RATE_LIMITER, clientIp);
+  return objectNamed<RateLimiterApi>(env.RATE_LIMITER, clientIp);
 }

@@ -15,7 +15,7 @@ import { applyEffects } from "../jobs/lifecycle/effects";
 import { cancelJob } from "../jobs/lifecycle/cancel";
 import { principalOf } from "../middleware/authorize";
 import { createRouter } from "../router";
-import { schedulerOf } from "../scheduler/stub";
+import { schedulerOf } from "../jobs/objects";
 import { effectsOf } from "./effects-context";
 import { error, json, jsonBody } from "./openapi";
 

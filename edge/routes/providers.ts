@@ -26,7 +26,7 @@ import { createRouter } from "../router";
 import { checkProviders, forgetProviderCheck, publicMessage } from "../cloud/provider-checks";
 import { jobOfProviderRun } from "../cloud/record";
 import { webhookReader } from "../cloud/registry";
-import { cloudJobOf } from "../cloud/cloud-job-types";
+import { cloudJobOf } from "../jobs/objects";
 import { error, json, jsonBody } from "./openapi";
 
 /** Hosted providers: the public list, admins' settings (spec 2.8), and webhook intake. */

@@ -30,7 +30,7 @@ import { auditLater, changedFields } from "../audit/trail";
 import { principalOf } from "../middleware/authorize";
 import { getEntry, listEntries, toQueueEntry, userEntries, userIdNamed, visibleEntry, type EntryRow } from "../queue/entries";
 import { readQueueHistory } from "../queue/history";
-import { queueHubOf } from "../queue/hub-types";
+import { queueHubOf, schedulerOf } from "../jobs/objects";
 import { queueStats } from "../queue/stats";
 import { submitAnswer } from "../queue/answer";
 import { applyEffects } from "../jobs/lifecycle/effects";
@@ -44,7 +44,6 @@ import { createRouter } from "../router";
 import { continueFilters, decodeCursor, encodeCursor } from "../paging";
 import { json } from "./openapi";
 import type { WaitInfo } from "../jobs/job";
-import { schedulerOf } from "../scheduler/stub";
 import { getSetting, setSetting } from "../settings-store";
 
 export const queue = createRouter();

@@ -4,7 +4,7 @@ import { JobIdParam } from "../../shared/schemas/queue";
 import { identify, principalOf, workerOf } from "../middleware/authorize";
 import { createRouter } from "../router";
 import { patchSetting } from "./setting-patch";
-import { schedulerOf } from "../scheduler/stub";
+import { schedulerOf } from "../jobs/objects";
 import { getSetting } from "../settings-store";
 import { assertJobCanRun, issueStorageCredentials, runnerStorageCredentials, type IssuedCredentials } from "../storage/credentials";
 import { StorageCredentials, StorageQuota, StorageQuotaUpdate } from "../../shared/schemas/storage";

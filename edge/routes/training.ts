@@ -22,7 +22,7 @@ import { applyEffects } from "../jobs/lifecycle/effects";
 import { cancelJob } from "../jobs/lifecycle/cancel";
 import { effectsOf } from "./effects-context";
 import { principalOf } from "../middleware/authorize";
-import { schedulerOf } from "../scheduler/stub";
+import { schedulerOf } from "../jobs/objects";
 import { wakeWorker } from "../workers/wake";
 import { LocalSubmit, LocalSubmitResult } from "../../shared/schemas/queue";
 import { submitAnswer } from "../queue/answer";

@@ -1,4 +1,4 @@
-import { cloudJobOf } from "../cloud/cloud-job-types";
+import { cloudJobOf } from "../jobs/objects";
 import { unpolledCloudJobs } from "../cloud/record";
 import type { Database } from "../db/client";
 import type { Env } from "../env";

@@ -32,7 +32,7 @@ import {
   type Sorted,
   type Submission,
 } from "./submissions";
-import type { PassResult, SchedulerApi } from "./types";
+import type { PassResult, SchedulerApi } from "../jobs/objects";
 
 /** Milliseconds between background passes. */
 export const PASS_INTERVAL_MS = 5_000;

@@ -1,4 +1,4 @@
-import { fixedLengthStream, type StorageBucket, type StoredObject } from "./bucket";
+import { fixedLengthStream, type StorageBucket, type StoredObject } from "../bucket";
 import { S3Error } from "./errors";
 import { quote } from "./responses";
 

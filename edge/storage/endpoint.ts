@@ -1,6 +1,6 @@
 import type { Database } from "../db/client";
 import { accessOf, assertMayUse, bucketRoot, payloadOf, type StorageUser } from "./access";
-import { objectKey, type StorageBucket } from "./bucket";
+import { objectKey, type StorageBucket } from "../bucket";
 import { S3Error } from "./errors";
 import { refuseUnsupported, runOperation } from "./operations";
 import { s3ErrorResponse } from "./xml";

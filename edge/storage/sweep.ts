@@ -1,5 +1,5 @@
 import type { Database } from "../db/client";
-import { objectKey, type StorageBucket } from "./bucket";
+import { objectKey, type StorageBucket } from "../bucket";
 import { endedJobUploads, forgetUpload } from "./uploads";
 
 /** How many open uploads one sweep aborts (the next sweep takes the rest). */

@@ -2,7 +2,7 @@ import { awsChunkedDecoder, awsChunkedOptions, isAwsChunked } from "./chunked";
 import { checksumAlgorithmOfHeader, checksumTap, createChecksum, toBase64, type ChecksumAlgorithm } from "./checksums";
 import { S3Error } from "./errors";
 import { largeChunks } from "./large-chunks";
-import { fixedLengthStream } from "./bucket";
+import { fixedLengthStream } from "../bucket";
 import { payloadSha256Verifier, type chunkSigner } from "./sigv4";
 
 /*

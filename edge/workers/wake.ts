@@ -1,6 +1,6 @@
 import type { Context } from "hono";
 import type { AppEnv } from "../app-env";
-import { channelOf } from "./channel-types";
+import { channelOf } from "../jobs/objects";
 
 /**
  * Tells a worker's runner to ask for work now (an assignment or a command is waiting). A wake-up

@@ -55,16 +55,37 @@ export function roomImports(root = ROOT): RoomImport[] {
 }
 
 /**
- * The layering written in the README between `<!-- layers -->` and `<!-- /layers -->`: one list item
- * per layer, top first, naming its rooms in backquotes (`routes/`, `env.ts`).
+ * The layering written in the README between `<!-- layers -->` and `<!-- /layers -->`: one numbered
+ * list item per layer, top first (an item may run over several lines), naming its rooms in
+ * backquotes (`routes/`, `env.ts`). Other names in backquotes (a file inside a room) are not rooms:
+ * only the names in `rooms` count, and a room named in two layers is an error.
  */
-export function readmeLayers(readme = readFileSync(join(ROOT, "README.md"), "utf8")): string[][] {
+export function readmeLayers(readme = readFileSync(join(ROOT, "README.md"), "utf8"), rooms = edgeRooms()): string[][] {
   const block = /<!-- layers -->([\s\S]*?)<!-- \/layers -->/.exec(readme);
   if (!block) throw new Error("README.md has no <!-- layers --> ... <!-- /layers --> block");
-  return block[1]!
-    .split("\n")
-    .filter((line) => /^\s*\d+\.\s/.test(line))
-    .map((line) => [...line.matchAll(/`([^`]+)`/g)].map((m) => m[1]!).filter((name) => /^[\w.-]+(\/|\.ts)$/.test(name)));
+  const items: string[] = [];
+  for (const line of block[1]!.split("\n")) {
+    if (/^\s*\d+\.\s/.test(line)) items.push(line);
+    else if (items.length && line.trim()) items[items.length - 1] += " " + line.trim();
+  }
+  const seen = new Set<string>();
+  return items.map((item) =>
+    [...item.matchAll(/`([^`]+)`/g)]
+      .map((m) => m[1]!)
+      .filter((name) => rooms.has(name))
+      .filter((room) => {
+        if (seen.has(room)) throw new Error(`README.md's layers name ${room} twice`);
+        return seen.add(room);
+      }),
+  );
+}
+
+/** The rooms of edge/: its folders (`jobs/`) and the source files at its top (`env.ts`). */
+export function edgeRooms(root = ROOT): Set<string> {
+  const entries = readdirSync(join(root, "edge"), { withFileTypes: true });
+  return new Set(
+    entries.flatMap((e) => (e.isDirectory() ? [`${e.name}/`] : /\.tsx?$/.test(e.name) && !e.name.endsWith(".d.ts") ? [e.name] : [])),
+  );
 }
 
 /** Imports that go from a room to one in a layer above it (a smaller index), and rooms the layering does not name. */

@@ -3,11 +3,8 @@ import { recordAudit } from "../../audit/trail";
 import type { Database } from "../../db/client";
 import type { Env } from "../../env";
 import type { Logger } from "../../log";
-import { objectNamed } from "../../durable-object-names";
-import { channelOf } from "../../workers/channel-types";
+import { channelOf, cloudJobOf, queueHubOf, schedulerOf } from "../objects";
 import { hubOf } from "../hub-types";
-import { cloudJobOf } from "../../cloud/cloud-job-types";
-import { queueHubOf } from "../../queue/hub-types";
 
 /*
  * The effects of a job transition, applied in one place (ARCHITECTURE "Job lifecycle"). A
@@ -97,8 +94,8 @@ export async function applyEffects(ctx: EffectsContext, change: Change): Promise
 
   if (ctx.origin !== "scheduler" && change.jobs.length) {
     work.push(
-      // The one Scheduler ("main"), through its binding: the lifecycle imports none of its code.
-      objectNamed(env.SCHEDULER, "main")
+      // The one Scheduler, through the interface in ../objects.ts: the lifecycle imports none of its code.
+      schedulerOf(env)
         .pass(
           ctx.trigger,
           change.jobs.map((j) => j.jobId),

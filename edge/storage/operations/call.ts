@@ -1,6 +1,6 @@
 import type { Database } from "../../db/client";
 import type { Access } from "../access";
-import type { StorageBucket } from "../bucket";
+import type { StorageBucket } from "../../bucket";
 import type { Payload } from "../upload-body";
 
 /** What every S3 operation is given: the request, the database, and who calls. */

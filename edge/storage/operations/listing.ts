@@ -1,4 +1,4 @@
-import type { ObjectListing } from "../bucket";
+import type { ObjectListing } from "../../bucket";
 import { S3Error } from "../errors";
 import { quote, xml } from "../responses";
 import { listUploads } from "../uploads";

@@ -1,4 +1,4 @@
-import type { ObjectMetadata } from "../bucket";
+import type { ObjectMetadata } from "../../bucket";
 import { downloadHeaders } from "../download-headers";
 import { objectHeaders, parseRange, rangedBody } from "../download";
 import { S3Error } from "../errors";
