@@ -38,7 +38,7 @@ function callerSource(file: string): { file: string; line: number | null; functi
 }
 
 /**
- * A structured logger after spec 8: JSON lines (timestamp, level, logger, message,
+ * A structured logger: JSON lines (timestamp, level, logger, message,
  * correlation_id, source, extra) or plain text, filtered by SERVICE_LOG_LEVEL.
  *
  * @example

@@ -24,7 +24,7 @@ export interface BreakerRow {
   failuresTotal: number;
 }
 
-/** The gauge values of service_circuit_breaker_state (spec 2.12). */
+/** The gauge values of service_circuit_breaker_state. */
 export const breakerStateValue = { closed: 0, half_open: 1, open: 2 } as const;
 
 const CLOSED: BreakerRow = { state: "closed", consecutiveFailures: 0, halfOpenSuccesses: 0, openedAt: null, failuresTotal: 0 };
@@ -181,7 +181,7 @@ export async function breakerRecord(db: Database, provider: string, ok: boolean,
 }
 
 /**
- * Every provider's breaker that has been used, for the metrics (spec 2.12 circuit_breakers).
+ * Every provider's breaker that has been used, for the metrics (circuit_breakers).
  *
  * @example
  * for (const b of await breakerStates(db)) gauge.set({ provider: b.provider }, breakerStateValue[b.state]);

@@ -2,7 +2,7 @@ import { ApiError } from "../errors";
 import { RUNTIME_OPTION, runtimeMinutes } from "../jobs/runtime";
 
 /*
- * Cloud cost arithmetic (spec 1 "Other cloud rules"): the provider bills per second of hardware
+ * Cloud cost arithmetic (README "Cloud training"): the provider bills per second of hardware
  * time, an estimate is shown before each submission, and a spending limit per period caps what
  * is committed (finished jobs' costs plus running and waiting jobs' estimates). Pure: the caller
  * reads the rates, settings and jobs.

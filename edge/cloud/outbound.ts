@@ -66,7 +66,7 @@ export function readOutboundVariables(env: Pick<Env, "SERVICE_HTTP_TIMEOUT" | "C
 
 /**
  * A provider call's timeout in seconds: its http_timeout, unless that is the default (30) and
- * SERVICE_HTTP_TIMEOUT sets another (spec 8).
+ * SERVICE_HTTP_TIMEOUT sets another.
  *
  * @example
  * effectiveTimeoutSeconds({ http_timeout: 30 }, { httpTimeout: 5, resetSeconds: 60 }); // 5

@@ -4,8 +4,8 @@ import { checkPath, DATASETS_PREFIX, keyOf } from "../datasets/paths";
 import { ApiError } from "../errors";
 
 /*
- * Packaging a cloud job's local datasets (spec 1 "Cloud data flow" steps 1-2, "Other cloud
- * rules"): the dataloader's `type: local` datasets are listed in R2, files that must never leave
+ * Packaging a cloud job's local datasets (README "Cloud training"), the first steps of a cloud
+ * submission: the dataloader's `type: local` datasets are listed in R2, files that must never leave
  * the service (.env, .git, credentials, keys) are left out, and the archive is described exactly
  * (files, bytes, the zip's size) before a single byte is read, so the user confirms what will be
  * uploaded and the 100 MB cap is enforced without building anything. The zip itself is then
@@ -17,7 +17,7 @@ import { ApiError } from "../errors";
  */
 
 /**
- * Spec 8: the largest archive a cloud submission may upload, 100 MB as Replicate counts it (decimal
+ * The largest archive a cloud submission may upload, 100 MB as Replicate counts it (decimal
  * megabytes: 100 * 1000 * 1000 bytes, not 100 MiB). Replicate's docs on input files
  * (replicate.com/docs/topics/predictions/input-files): an uploaded file "will work for files up
  * to 100MB"; larger inputs must be hosted elsewhere and passed as a URL.
@@ -41,7 +41,7 @@ export interface PackagePlan {
   summary: PackageSummary;
   /** R2 key -> path inside the zip, sorted by path; `size` is what the listing said, checked again while streaming. */
   entries: { key: string; path: string; size: number }[];
-  /** config.json: the serialised option map (spec 1 step 1). */
+  /** config.json: the serialised option map. */
   config: Uint8Array;
   /** multidatabackend.json, its local datasets' instance_data_dir rewritten to their path in the archive. */
   dataloader: Uint8Array;
@@ -51,7 +51,7 @@ const CONFIG_NAME = "config.json";
 const DATALOADER_NAME = "multidatabackend.json";
 
 /*
- * What never leaves the service (spec 1: .env, .git, credentials and keys). The names follow the
+ * What never leaves the service (.env, .git, credentials and keys). The names follow the
  * well-known lists of files that hold secrets: gitrob's file signatures
  * (github.com/michenriksen/gitrob, filesignatures.json: .netrc, .pgpass, .s3cfg, .dockercfg, .boto,
  * .htpasswd, credentials.json, the Google service-account key `<project>-<12 hex>.json`, *_rsa,
@@ -134,7 +134,7 @@ const DATA_SUFFIX = /\.(txt|csv|jsonl|json)$/;
 const IMAGE_SUFFIX = /\.(png|jpe?g|webp|bmp|gif|tiff?)$/;
 
 /**
- * Why a file is never packaged (spec 1: .env, .git, credentials and keys), or null. Checks every
+ * Why a file is never packaged (.env, .git, credentials and keys), or null. Checks every
  * folder on the path and the file's name, case-insensitively.
  *
  * @example

@@ -2,7 +2,7 @@ import type { Env } from "../env";
 import { ApiError } from "../errors";
 
 /*
- * Secrets by name (spec 5.9), from the first source that has them, in the spec's order:
+ * Secrets by name, from the first source that has them, in this order (README "Cloud training"):
  * environment variables, file-based secrets, a cloud secrets manager, a vault. Deployed, the
  * environment is the Worker's own bindings (`wrangler secret put`); locally, the host process's
  * environment and secret files follow them (the SECRETS_HOST binding, edge/local/secret-host.ts),
@@ -54,7 +54,7 @@ type SecretsManagerFactory = (env: Env) => SecretSource | null;
 const secretsManagers: SecretsManagerFactory[] = [];
 
 /**
- * The cloud secrets manager slot (spec 5.9, third in order): none ships. A deployment that keeps
+ * The cloud secrets manager slot (third in order): none ships. A deployment that keeps
  * secrets in one (AWS Secrets Manager, GCP Secret Manager, ...) registers a factory at module
  * load, in the Worker's entry; it gets the Worker's bindings and returns a source named
  * "secrets_manager" (or null where it is not configured). Consulted after the environment and
@@ -128,7 +128,7 @@ function vaultSource(env: Env): SecretSource | null {
 }
 
 /**
- * The sources this deployment has, in spec order: the Worker's environment, the host's
+ * The sources this deployment has, in order: the Worker's environment, the host's
  * environment and files (local only), registered secrets managers, Vault (when configured).
  *
  * @example

@@ -19,8 +19,8 @@ import { getRates, publicBase } from "./cloud-settings";
 import { unscopedDestination, webhookUrl } from "./trainer-input";
 
 /*
- * POST /api/cloud/jobs/submit (spec 1 "Cloud data flow" steps 1-2, and the rules before any
- * upload): the configuration serialised, local datasets planned into an archive with the
+ * POST /api/cloud/jobs/submit (README "Cloud training": the first steps of a cloud job, and the
+ * rules before any upload): the configuration serialised, local datasets planned into an archive with the
  * exclusions, the summary and cost estimate, then the checks in the order a user can fix them -
  * consent setting, provider configured (training model and destination), destination (storage
  * only), script options (only programs an admin allows), run time (not below the environment's),
@@ -64,7 +64,7 @@ async function spending(ctx: ProviderContext, limit: number | null, period: "day
   return { limit_usd: limit, period, period_start: periodStart(period, now).toISOString(), committed_usd: costOf(1, committed) };
 }
 
-/** The checks on the storage destination (spec 1 result destinations): enabled and reachable, with the fix named. */
+/** The checks on the storage destination (the only result destination of a cloud job): enabled and reachable, with the fix named. */
 function checkDestination(ctx: SubmitContext, provider: string, cloud: CloudSettings, stored: StoredProviderSettings): void {
   const unavailable = (detail: string) => new ApiError(422, "destination_unavailable", detail, [{ path: "destination", message: detail }]);
   if (!stored.s3_endpoint_enabled)
@@ -78,9 +78,10 @@ function checkDestination(ctx: SubmitContext, provider: string, cloud: CloudSett
 }
 
 /**
- * Script options (spec 2.9) on a cloud submission: each command's program (its first word) must be
- * one an admin allows in the cloud settings' allowed_scripts, as a GPU box runs only the scripts
- * its runner config declares; 422 script_not_allowed naming the option otherwise, whoever submits.
+ * Script options (--post_checkpoint_script, --post_upload_script, --validation_external_script)
+ * on a cloud submission: each command's program (its first word) must be one an admin allows in
+ * the cloud settings' allowed_scripts, as a GPU box runs only the scripts its runner config
+ * declares; 422 script_not_allowed naming the option otherwise, whoever submits.
  */
 /** What would make a shell run more than one program, or another one: operators, substitutions, redirections, line breaks. */
 const SHELL_SYNTAX = /[;&|`$()<>\n\r]/;

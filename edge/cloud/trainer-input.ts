@@ -6,8 +6,8 @@ import { issueStorageCredentials } from "../storage/credentials";
 import { publicBase } from "./cloud-settings";
 
 /*
- * The training input a cloud job is created with (spec 1 "Cloud data flow" step 4): the trainer's
- * input contract. The hosted provider keeps a training's input for good and shows it, unredacted,
+ * The training input a cloud job is created with, after its archive is uploaded: the trainer's
+ * input contract (README "Cloud training"). The hosted provider keeps a training's input for good and shows it, unredacted,
  * to everyone in the organisation; only inputs the trainer declares as Cog `Secret` are redacted
  * once sent to it. So every value here is a flat input of a Cog type (Cog has no map input), and
  * the only secrets are the storage destination's per-job keys, as Secret inputs: they work only
@@ -112,7 +112,7 @@ export async function trainerInput(source: TrainerInputSource): Promise<TrainerI
     result_s3_prefix: "",
     result_s3_region: "auto",
     result_s3_access_key_id: issued.access_key_id,
-    // Null when the provider's pair is configured manually (spec 1): the job gets that pair's secret.
+    // Null when the provider's pair is configured manually: the job gets that pair's secret.
     result_s3_secret_access_key: issued.secret_access_key ?? settings.s3_secret_access_key ?? "",
   };
 }

@@ -1,6 +1,6 @@
 /*
- * The cloud path's shared shapes (ARCHITECTURE "Cloud path"): the provider client interface of
- * spec 1 and the outbound call it makes every request through. Types only, so the Worker, the
+ * The cloud path's shared shapes (ARCHITECTURE "Cloud path"): the cloud provider client interface
+ * and the outbound call it makes every request through. Types only, so the Worker, the
  * local host and the tests can all name them.
  */
 
@@ -61,8 +61,8 @@ export interface CredentialCheck {
 }
 
 /**
- * The provider client of spec 1. Names are the spec's (snake_case), so a reader can hold them
- * against it. Every call goes through an OutboundFetch (timeout, circuit breaker, TLS and proxy
+ * The cloud provider client. Its names are snake_case (provider_name, run_job, get_job_status),
+ * like the API's fields. Every call goes through an OutboundFetch (timeout, circuit breaker, TLS and proxy
  * settings); a failure throws ProviderError.
  */
 export interface CloudProvider {
@@ -77,7 +77,7 @@ export interface CloudProvider {
   get_job_status(job_id: string): Promise<ProviderJob>;
 }
 
-/** A provider with file hosting (the hosted provider): archives go there, not through the service (spec 1 step 3). */
+/** A provider with file hosting (the hosted provider): archives go there, not through the service. */
 export interface FileHostingProvider extends CloudProvider {
   /** Streams `body` (exactly `size` bytes) to the provider; `onProgress` gets the bytes sent so far. */
   upload_file(name: string, body: ReadableStream<Uint8Array>, size: number, onProgress?: (sent: number) => void): Promise<ProviderFile>;
@@ -155,7 +155,7 @@ export class UnknownStatusError extends ProviderError {
  */
 export type OutboundFetch = (input: string, init?: RequestInit) => Promise<Response>;
 
-/** The queue status a provider status maps to (spec 3 statuses). */
+/** The queue status a provider status maps to. */
 export function queueStatusOf(status: ProviderStatus): "running" | "completed" | "failed" | "cancelled" {
   switch (status) {
     case "starting":

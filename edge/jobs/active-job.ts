@@ -1,8 +1,8 @@
 import type { Database } from "../db/client";
 
 /*
- * "The active job": the job a training request is about when it names none (spec 4.2 speaks of
- * "the active job" for stop, validation/run, checkpoint/run, checkpoints, status and events).
+ * "The active job": the job a training request is about when it names none (stop, validation/run,
+ * checkpoint/run, checkpoints, status and events act on "the active job").
  * It is always among the jobs the caller may read (`scope`: shared/levels.ts ownerScope, null
  * for leads and admins, who read anyone's) and it is the running job started last when there is
  * one. When nothing runs, the three uses need different answers, because each asks something

@@ -4,20 +4,20 @@ import { ApiError, notFound } from "../errors";
 import { findActiveJob, type ActiveJob } from "./active-job";
 
 /*
- * Training control (spec 4.2) over the queue: which job a command is about, a job's status with
+ * Training control over the queue: which job a command is about, a job's status with
  * its startup stage and progress, and its checkpoints (cancelling is a lifecycle transition:
  * edge/jobs/lifecycle/cancel.ts). Domain logic only; edge/routes/training.ts is the HTTP side.
  */
 
-/** 400 `no_active_job`: nothing runs that a command could reach (spec 4.2, 7). */
+/** 400 `no_active_job`: nothing runs that a command could reach. */
 function noActiveJob(scope: number | null): ApiError {
   return new ApiError(400, "no_active_job", scope === null ? "No job is running" : "You have no running job; name one with job_id");
 }
 
 /**
  * The job a control request is about: the one named, or else the caller's active job for
- * control (edge/jobs/active-job.ts; `scope` null: anyone's). 400 when there is none, as the spec
- * says for validation/run.
+ * control (edge/jobs/active-job.ts; `scope` null: anyone's). 400 when there is none (validation/run
+ * included).
  *
  * @example
  * const job = await jobToControl(db, undefined, ownerScope(user)); // { jobId, userId, status: "running" }

@@ -3,7 +3,7 @@ import { ApiError } from "../errors";
 import type { PreviewOutcome, SubmitOutcome } from "../jobs/job";
 
 /**
- * The Scheduler's decision on a submission as the API answers it (spec 2.6): the same for
+ * The Scheduler's decision on a submission as the API answers it: the same for
  * POST /api/queue/submit and POST /api/training/start. With `dryRun` (a PreviewOutcome) it says
  * what would happen now: no job id, and a message that starts "would". An invalid submission is
  * thrown as its 4xx either way.

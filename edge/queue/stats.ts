@@ -54,7 +54,7 @@ export async function localView(db: Database): Promise<LocalView> {
   };
 }
 
-/** Spec 2.4: cloud counts from the queue, local counts from the allocator's view. */
+/** Queue statistics: cloud counts from the queue, local counts from the allocator's view. */
 export async function queueStats(db: Database, limits: ConcurrencySettings, now = new Date()) {
   const weekAgo = new Date(now.getTime() - 7 * 86_400_000).toISOString();
   const [byStatus, byUser, cloud, wait] = await db.$client.batch(

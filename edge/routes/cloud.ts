@@ -19,7 +19,7 @@ import { schedulerOf } from "../jobs/objects";
 import { effectsOf } from "./effects-context";
 import { error, json, jsonBody } from "./openapi";
 
-/** Cloud training (spec 1, 4.6): submit, follow and cancel cloud jobs; the Cloud tab's settings and the hardware rates. */
+/** Cloud training (README "Cloud training"): submit, follow and cancel cloud jobs; the Cloud tab's settings and the hardware rates. */
 export const cloudRoutes = createRouter();
 
 const tags = ["Cloud"];
@@ -131,7 +131,7 @@ cloudRoutes.openapi(
     method: "post",
     path: "/api/cloud/jobs/{job_id}/resume",
     tags,
-    summary: "Resuming a cloud run is not supported (spec 1): always refused, with what to do instead",
+    summary: "Resuming a cloud run is not supported: always refused, with what to do instead",
     description:
       "An interrupted, failed or cancelled cloud run cannot be resumed at the provider; submit the environment again (POST /api/cloud/jobs/submit), which starts from the beginning. Answers 409 `resume_unsupported` (404 for an unknown job).",
     request: { params: JobIdParam },

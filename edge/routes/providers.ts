@@ -29,7 +29,7 @@ import { webhookReader } from "../cloud/registry";
 import { cloudJobOf } from "../jobs/objects";
 import { error, json, jsonBody } from "./openapi";
 
-/** Hosted providers: the public list, admins' settings (spec 2.8), and webhook intake. */
+/** Hosted providers: the public list, admins' settings, and webhook intake. */
 export const providersRoutes = createRouter();
 
 const tags = ["Providers"];
@@ -90,7 +90,7 @@ providersRoutes.openapi(
     tags,
     summary: "A provider's settings (admin; secrets never shown)",
     description:
-      "The spec 2.8 fields. Write-only secrets are shown as `webhook_secret_set` and `s3_secret_access_key_set`; a password in `proxy_url` as `***`. `credentials` is the last credential check in full (at most 5 minutes old), with the provider's own words where it failed: the public list and the health check say only whether it is valid.",
+      "The provider settings fields. Write-only secrets are shown as `webhook_secret_set` and `s3_secret_access_key_set`; a password in `proxy_url` as `***`. `credentials` is the last credential check in full (at most 5 minutes old), with the provider's own words where it failed: the public list and the health check say only whether it is valid.",
     request: { params: ProviderParam },
     responses: { 200: json(ProviderSettings, "Settings"), ...errors },
   }),
@@ -119,7 +119,7 @@ providersRoutes.openapi(
     tags,
     summary: "Change a provider's settings (admin)",
     description:
-      "Any subset of the spec 2.8 fields; omitted fields keep their values and null restores the default. Saved at once. `webhook_allowed_ips` entries are CIDR ranges or single addresses (IPv4 or IPv6), each checked: one bad entry refuses the whole update. Turning `ssl_verify` off needs `confirm_insecure: true`. `api_base_url` and `proxy_url` are refused (422, saying why) when their host is a local name or a loopback, private, link-local, metadata or reserved address, and `api_base_url` when it is not https, unless `allow_private_targets` is true (in the same request or before). `api_token_secret` names only a secret of this provider: starting with its name in capitals and _, with TOKEN in it (`REPLICATE_API_TOKEN`). A change forgets the last credential check.",
+      "Any subset of the provider settings fields; omitted fields keep their values and null restores the default. Saved at once. `webhook_allowed_ips` entries are CIDR ranges or single addresses (IPv4 or IPv6), each checked: one bad entry refuses the whole update. Turning `ssl_verify` off needs `confirm_insecure: true`. `api_base_url` and `proxy_url` are refused (422, saying why) when their host is a local name or a loopback, private, link-local, metadata or reserved address, and `api_base_url` when it is not https, unless `allow_private_targets` is true (in the same request or before). `api_token_secret` names only a secret of this provider: starting with its name in capitals and _, with TOKEN in it (`REPLICATE_API_TOKEN`). A change forgets the last credential check.",
     request: { params: ProviderParam, ...jsonBody(ProviderSettingsUpdate) },
     responses: { 200: json(ProviderSettings, "The settings now in force"), ...errors },
   }),

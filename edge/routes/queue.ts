@@ -126,9 +126,9 @@ queue.openapi(
     method: "get",
     path: "/api/queue/stats",
     tags,
-    summary: "Queue statistics (spec 2.4)",
+    summary: "Queue statistics",
     description:
-      "Pending and running cloud jobs, the mean wait of the last 7 days, counts by status and per user id, the limits in force, and the local box's devices with the job holding each (spec 2.4). Counts only: nothing private of other users' jobs.",
+      "Pending and running cloud jobs, the mean wait of the last 7 days, counts by status and per user id, the limits in force, and the local box's devices with the job holding each. Counts only: nothing private of other users' jobs.",
     responses: { 200: json(QueueStats, "Statistics"), 401: errors[401] },
   }),
   async (c) => {
@@ -177,8 +177,8 @@ queue.openapi(
     method: "get",
     path: "/api/queue/me",
     tags,
-    summary: "The caller's jobs and best position (spec 2.5)",
-    description: "Your pending, running and blocked jobs, with your best position in the queue (spec 2.5).",
+    summary: "The caller's jobs and best position",
+    description: "Your pending, running and blocked jobs, with your best position in the queue.",
     responses: { 200: json(MyQueue, "Your queue"), 401: errors[401] },
   }),
   async (c) => {
@@ -250,7 +250,7 @@ queue.openapi(
     method: "post",
     path: "/api/queue/submit",
     tags,
-    summary: "Submit a local job (spec 2.6)",
+    summary: "Submit a local job",
     description: [
       "GPU requirements come from the environment: `--num_processes` (0 = a CPU job) and `--accelerate_visible_devices` (preferred devices, ignored with any_gpu). The Scheduler decides in one step: running (with allocated_gpus or a worker), queued (with queue_position and wait_reason), rejected (no_wait and no capacity; nothing is stored), or blocked (an approval rule caught it).",
       '`dry_run: true` answers what this submission would do now, with `dry_run: true`, `job_id: null` and a message starting "would", and stores nothing: no job, no approval request, no event, no GPU taken, no other job\'s admission changed. An invalid submission answers the same 404 or 422 as a real one.',
@@ -362,7 +362,7 @@ queue.openapi(
     method: "get",
     path: "/api/queue/concurrency",
     tags,
-    summary: "Limits and scheduler settings (spec 2.3)",
+    summary: "Limits and scheduler settings",
     description:
       "`max_concurrent`, `user_max_concurrent`, `team_max_concurrent` with `enable_fair_share` (cloud jobs); `local_job_max_concurrent`, `local_gpu_max_concurrent` (the local box); `starvation_threshold_minutes`, `worker_heartbeat_timeout_seconds` (the Scheduler).",
     responses: { 200: json(ConcurrencySettings, "Settings"), 401: errors[401] },
@@ -433,12 +433,12 @@ queue.openapi(
     tags,
     summary: "Run a scheduler pass now (admin)",
     description:
-      "The Scheduler passes every 5 s and on every change anyway; this also resumes the local queue held after a running local job was cancelled (spec 3).",
+      "The Scheduler passes every 5 s and on every change anyway; this also resumes the local queue held after a running local job was cancelled.",
     responses: { 200: json(ProcessResult, "What the pass started"), 401: errors[401], 403: errors[403] },
   }),
   async (c) => {
     // A manual pass re-reads every active entry, whatever changed behind the Scheduler's back,
-    // and lifts the hold a cancelled running local job put on the local queue (spec 3).
+    // and lifts the hold a cancelled running local job put on the local queue.
     await setSetting(c.get("db"), "local_queue_paused", false);
     const result = await nudge(c, "manual", [], true);
     return c.json({ success: true as const, started: result.started, waiting: result.waiting }, 200);

@@ -42,9 +42,9 @@ training.openapi(
     method: "get",
     path: "/api/training/events",
     tags,
-    summary: "A job's events from since_index on (spec 4.2, 6.1)",
+    summary: "A job's events from since_index on",
     description:
-      "Events in order with dense indexes from 0: what the trainer reported (training.progress, checkpoint.saved, validation.image with the spec 6.3 fields, ...) and its other output lines as `log` events. Poll with since_index = the previous answer's next_index, or with cursor = its next_cursor (it keeps the job; null once the job has ended and its last event was sent). Without job_id: the running job started last, else the job started last (among the jobs the caller may read); with none started yet, `{job_id: null, status: null, events: [], next_index: 0, next_cursor: null}`. A job's events are for its owner, leads and admins: others get 403 `not_your_job`.",
+      "Events in order with dense indexes from 0: what the trainer reported (training.progress, checkpoint.saved, validation.image with its `images`, ...) and its other output lines as `log` events. Poll with since_index = the previous answer's next_index, or with cursor = its next_cursor (it keeps the job; null once the job has ended and its last event was sent). Without job_id: the running job started last, else the job started last (among the jobs the caller may read); with none started yet, `{job_id: null, status: null, events: [], next_index: 0, next_cursor: null}`. A job's events are for its owner, leads and admins: others get 403 `not_your_job`.",
     request: { query: EventsQuery },
     responses: {
       200: json(EventPage, "Events"),
@@ -77,7 +77,7 @@ training.openapi(
     method: "get",
     path: "/api/training/events/stream",
     tags,
-    summary: "A job's events live: server-sent events, or a WebSocket (spec 4.2, 6.1)",
+    summary: "A job's events live: server-sent events, or a WebSocket",
     description:
       "The same events as /api/training/events, first from since_index (default 0) and then as they arrive. With `Upgrade: websocket`, each event is a JSON text message. Otherwise server-sent events: `id` is the event index and `data` the event as JSON (read them with EventSource's onmessage); a reconnecting client sends `Last-Event-ID` and resumes right after it. When the job ends, an `end` event (WebSocket: a message with type end) carries its status and the stream closes; for an ended job the log is replayed and then it closes. Keep-alive comments every 15 s. Without job_id: the running job started last, else the job started last (among the jobs the caller may read); with none started yet the stream opens anyway and waits (SSE: keep-alive comments) for the caller's next job to start, then carries its events as above, or ends after wait_seconds (SSE: a comment saying so; WebSocket: close 1000 with that reason). A waiting stream counts as one of the user's live streams.",
     request: { query: StreamQuery },
@@ -154,7 +154,7 @@ function commandRoute(path: string, command: TrainerCommand, summary: string, me
       path,
       tags,
       summary,
-      description: `${message}. 400 when there is no running job to act on (spec 4.2); 409 when the named job is not running.`,
+      description: `${message}. 400 when there is no running job to act on; 409 when the named job is not running.`,
       request: { body: optionalJobBody },
       responses: {
         200: json(TrainingCommandAnswer, "Queued for the trainer"),
@@ -201,7 +201,7 @@ training.openapi(
     tags,
     summary: "Cancel a job in any state (form field job_id)",
     description:
-      "A pending or blocked job simply ends cancelled. A running one ends cancelled at once, its GPUs are released and its runner kills the trainer's whole process tree at once (SIGKILL; no checkpoint: use stop to keep the work). Spec 3: after a running local job is cancelled, pending local jobs are NOT started automatically (they wait with reason local_paused) until POST /api/queue/process or a restart.",
+      "A pending or blocked job simply ends cancelled. A running one ends cancelled at once, its GPUs are released and its runner kills the trainer's whole process tree at once (SIGKILL; no checkpoint: use stop to keep the work). After a running local job is cancelled, pending local jobs are NOT started automatically (they wait with reason local_paused) until POST /api/queue/process or a restart.",
     request: { body: { required: true, content: optionalJobBody.content } },
     responses: {
       200: json(TrainingCommandAnswer, "Cancelled"),
@@ -233,7 +233,7 @@ training.openapi(
     method: "get",
     path: "/api/training/status",
     tags,
-    summary: "High-level state, active job id and startup stage (spec 4.2)",
+    summary: "High-level state, active job id and startup stage",
     description:
       "For job_id, or else the running job started last, else the job queued first, among the jobs the caller may read (researchers and viewers: their own). state idle with nulls when there is none. While it runs, `expected_end_at` estimates when it ends and `expected_end_method` says how (as on its queue entry). Another user's job: 403 `not_your_job` (leads and admins read any).",
     request: { query: TrainingStatusQuery },
@@ -291,7 +291,7 @@ training.openapi(
     method: "post",
     path: "/api/training/checkpoints",
     tags,
-    summary: "The checkpoints in the job's output directory (spec 4.2)",
+    summary: "The checkpoints in the job's output directory",
     description:
       "From the trainer's checkpoint.saved events: every checkpoint written and not since removed by rolling retention, oldest first. For job_id, or else the caller's running job started last (a lead's or admin's: anyone's). Another user's job: 403 `not_your_job`.",
     request: { body: optionalJobBody },
@@ -316,7 +316,7 @@ training.openapi(
 // ---- validate and start ----------------------------------------------------------------------
 
 const TrainingForm = z.record(z.string(), z.unknown()).openapi("TrainingForm", {
-  description: 'Every option as a field named with its "--" prefix (spec 2.9), plus __active_tab__',
+  description: 'Every option as a field named with its "--" prefix, plus __active_tab__',
   example: { "--max_train_steps": "2000", "--learning_rate": "0.0001", "--validation_preview": "true", __active_tab__: "model" },
 });
 const trainingBody = {
@@ -357,7 +357,7 @@ training.openapi(
     method: "post",
     path: "/api/training/validate",
     tags,
-    summary: "Check a training configuration field by field (spec 4.2)",
+    summary: "Check a training configuration field by field",
     description: `The form is the whole configuration: its options on top of the defaults (${DEFAULTS_TEXT}), never merged with an environment's, so the verdict depends on the form alone. Required: ${INLINE_REQUIRED.join(", ")} and one of --max_train_steps or --num_train_epochs (the other is set to 0; both set is a problem on each). A field sent as ******** stands for the secret stored at that place in the environment start would write to. Always 200: valid with message 'Configuration Valid', or the problems per field. Nothing is saved.`,
     request: { body: trainingBody },
     responses: {
@@ -390,7 +390,7 @@ training.openapi(
     method: "post",
     path: "/api/training/start",
     tags,
-    summary: "Save the configuration and start training (spec 4.2)",
+    summary: "Save the configuration and start training",
     description: `Validates as /api/training/validate (422 invalid_configuration with the problems per field as errors[].path form.<field>; nothing saved, nothing queued), writes the form on top of the defaults (${DEFAULTS_TEXT}) as your active configuration, replacing the environment's options (your active environment; with none active, your own environment "inline-run-<your user id>", created when needed), and submits the job through the Scheduler like POST /api/queue/submit: running at once where capacity exists, else queued.`,
     request: { body: trainingBody },
     responses: {

@@ -222,7 +222,7 @@ workersRoutes.openapi(
     tags,
     summary: "A runner reports that a job has ended (worker token)",
     description:
-      "completed when the trainer exited 0, failed otherwise (with the exit code and the last lines, kept as error_message). Only a running job of this worker changes; its GPUs are released and the queue is processed at once (spec 3).",
+      "completed when the trainer exited 0, failed otherwise (with the exit code and the last lines, kept as error_message). Only a running job of this worker changes; its GPUs are released and the queue is processed at once.",
     request: {
       params: WorkerJobParam,
       body: { required: true, content: { "application/json": { schema: JobFinish } } },

@@ -96,7 +96,7 @@ export interface PlanInput {
   running: RunningJob[];
   /** The local GPU box's device indices, or null when none is registered and online. */
   localDevices: number[] | null;
-  /** True while local-box admissions are held (spec 3: after a running local job is cancelled). */
+  /** True while local-box admissions are held (after a running local job is cancelled, until POST /api/queue/process or a restart). */
   localPaused?: boolean;
   /** The trainers the local box can run; null or absent: its runner did not say (it takes any job). */
   localTrainers?: BoxTrainers | null;
@@ -250,7 +250,7 @@ export function planPass(input: PlanInput): Plan {
       return {
         ok: false,
         reason: "local_paused",
-        message: "a running local job was cancelled; local jobs wait until POST /api/queue/process (or a restart) starts them (spec 3)",
+        message: "a running local job was cancelled; local jobs wait until POST /api/queue/process (or a restart) starts them",
       };
     if (localJobs >= limits.local_job_max_concurrent)
       return {

@@ -110,7 +110,7 @@ export async function loadEntries(db: Database, jobIds: string[]): Promise<{ act
 
 export interface Capacity {
   limits: ConcurrencySettings;
-  /** Local-box admissions held after a running local job was cancelled (spec 3). */
+  /** Local-box admissions held after a running local job was cancelled, until POST /api/queue/process or a restart. */
   localPaused: boolean;
   localWorkerId: number | null;
   localDevices: number[] | null;

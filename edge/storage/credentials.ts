@@ -3,7 +3,7 @@ import { randomToken } from "../auth/crypto";
 import { ApiError, notFound } from "../errors";
 
 /*
- * Per-job credentials for the storage endpoint (spec 5.7). The access key id is the job's upload
+ * Per-job credentials for the storage endpoint. The access key id is the job's upload
  * token; with its secret a job signs S3 requests (SigV4) for its own directory only, and only
  * while the job is active: completion, failure or cancellation ends them without a write, since
  * every check reads the job's status. Issuing again rotates: the earlier pair stops working.
@@ -23,13 +23,13 @@ export interface IssuedCredentials {
   access_key_id: string;
   /** Null when the provider's credentials were configured manually: the job gets them from the server, never the caller. */
   secret_access_key: string | null;
-  /** "job": fresh ones for this job; "provider": the provider's manually configured pair (spec 1). */
+  /** "job": fresh ones for this job; "provider": the provider's manually configured pair. */
   source: "job" | "provider";
   /** The provider's s3_public_url, when it set one: what the job is told to upload to. */
   public_url: string | null;
 }
 
-// A job's provider settings (spec 2.8) as SQL sees them: a job without a provider (local GPUs,
+// A job's provider settings as SQL sees them: a job without a provider (local GPUs,
 // remote workers) may always use the endpoint; a provider's job only when s3_endpoint_enabled.
 const ENABLED = `(q.provider IS NULL OR json_extract(ps.settings, '$.s3_endpoint_enabled') = 1)`;
 const MANUAL_KEY = `json_extract(ps.settings, '$.s3_access_key_id')`;
@@ -39,7 +39,7 @@ const JOB_WITH_SETTINGS = "queue_entries q LEFT JOIN provider_settings ps ON ps.
  * Credentials for an active job, in one batch: 404 unknown job, 403 someone else's (`ownerId`
  * set), 409 not active or its provider's storage endpoint off; nothing changes on any refusal.
  * Fresh ones (the previous revoked) unless the job's provider has credentials configured
- * manually: then those are the job's (spec 1), and only their key id is returned. Either way the
+ * manually: then those are the job's, and only their key id is returned. Either way the
  * job's directory is fixed at the first issue: the provider's s3_output_path then (else
  * DEFAULT_OUTPUT_ROOT), so a later change of the setting never moves a job's files.
  */

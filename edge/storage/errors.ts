@@ -31,7 +31,7 @@ export const S3_ERROR_STATUS = {
   MissingContentLength: 411,
   InvalidRange: 416,
   MethodNotAllowed: 405,
-  // S3 itself answers SlowDown with 503; the rate limiter's refusals are 429 (spec 8). S3 clients
+  // S3 itself answers SlowDown with 503; the rate limiter's refusals are 429. S3 clients
   // go by the code: boto3, the AWS CLI and the SDKs back off and retry a SlowDown.
   SlowDown: 429,
   InternalError: 500,

@@ -1,7 +1,7 @@
 import { ApiError } from "../../errors";
 
 /*
- * The managed service of spec 1: listed so users know it is coming, never usable. Whatever would
+ * The managed cloud service: listed so users know it is coming, never usable. Whatever would
  * run a job on it answers managedRefusal() instead.
  */
 

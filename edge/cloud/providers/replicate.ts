@@ -14,7 +14,7 @@ import {
 } from "../types";
 
 /*
- * The hosted provider's client (spec 1, REFERENCE "Hosted provider (Replicate) API"): Replicate's
+ * The hosted provider's client (REFERENCE "Hosted provider (Replicate) API"): Replicate's
  * HTTP API for files, trainings, the account and the webhook secret. Worker code: fetch and Web
  * streams only. Every request goes through the OutboundFetch it is given (timeout, breaker, TLS,
  * proxy); every failure is a ProviderError whose message never holds the token.
@@ -79,7 +79,7 @@ export const WEBHOOK_EVENTS = ["start", "completed"] as const;
 const DETAIL_CHARS = 300;
 
 /**
- * The hosted provider (Replicate) as a spec 1 provider client with file hosting.
+ * The hosted provider (Replicate) as a cloud provider client with file hosting.
  *
  * @example
  * const replicate = new ReplicateProvider({ baseUrl: "https://api.replicate.com", token, model: "acme/trainer:0a1b", destination: "acme/models", fetch });

@@ -3,7 +3,7 @@ import type { CloudProvider, CredentialCheck, ProviderJob, ProviderStatus, RunSp
 import { ProviderError } from "../types";
 
 /*
- * Worker orchestration (spec 1): "cloud" jobs that run on this service's own GPU workers. A
+ * Worker orchestration: "cloud" jobs that run on this service's own GPU workers. A
  * submission to it becomes a worker-targeted job of the ordinary queue (edge/cloud/submit.ts), so
  * there is nothing to upload and nothing billed; this client reads those jobs back in the
  * provider interface's terms, for the provider listing and health.

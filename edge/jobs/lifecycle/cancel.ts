@@ -18,7 +18,7 @@ export interface CancelRequest {
  * status it starts from, read and changed in the same write transaction; a blocked job's approval
  * request is withdrawn; a running job keeps its worker on the entry (its runner is woken to end
  * the trainer) and its GPUs are free at once, since allocations live on running entries. A
- * cancelled running job of the local box holds the local queue (spec 3: pending local jobs are
+ * cancelled running job of the local box holds the local queue (pending local jobs are
  * not started automatically until POST /api/queue/process or a restart).
  *
  * @example
