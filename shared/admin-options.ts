@@ -1,5 +1,5 @@
 /*
- * Options no level below admin may set (ARCHITECTURE "Trust model"): each one makes the runner
+ * Options no level below admin may set (README "Security in short"): each one makes the runner
  * execute something the box's operator did not declare. The edge refuses them from anyone else
  * when an environment is saved, on the training forms and at submit; the runner runs a raw
  * command only where its own config allows it.

@@ -1,5 +1,5 @@
 /*
- * Secret-looking options are never shown back unasked (ARCHITECTURE "Trust model"): every
+ * Secret-looking options are never shown back unasked (README "Security in short"): every
  * response and export carries MASK in their place, for every level. A key is secret-looking when
  * one of its words names a secret (isSecretKey), at any depth, including inside an option whose
  * value is a string holding JSON (`--webhook_config`). A URL anywhere in a value loses its user

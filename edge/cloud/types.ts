@@ -1,5 +1,5 @@
 /*
- * The cloud path's shared shapes (ARCHITECTURE "Cloud path"): the cloud provider client interface
+ * The cloud path's shared shapes (README "Cloud training"): the cloud provider client interface
  * and the outbound call it makes every request through. Types only, so the Worker, the
  * local host and the tests can all name them.
  */

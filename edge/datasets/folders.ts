@@ -4,7 +4,7 @@ import type { StorageBucket } from "../bucket";
 import { DATASETS_PREFIX } from "./paths";
 
 /*
- * Who may change files in a dataset folder (ARCHITECTURE "Trust model"). Each top-level folder
+ * Who may change files in a dataset folder (README "Security in short"). Each top-level folder
  * (the first segment under datasets/) records its creator, the first user to create it or write
  * into it; only the creator, leads and admins change files anywhere under it. Reading stays open
  * to every level. A top-level folder that was already in R2 before folders had creators has no

@@ -5,7 +5,7 @@ import { environments } from "../db/schema";
 import { ApiError, notFound } from "../errors";
 
 /*
- * Environments have owners (ARCHITECTURE "Trust model"): `created_by`. Changing one (update,
+ * Environments have owners (README "Security in short"): `created_by`. Changing one (update,
  * rename, dataloader, delete, activate) is for its owner, leads and admins. Each change is one
  * statement conditional on that (shared/levels.ts ownerScope); when it changes nothing, this
  * module says why.

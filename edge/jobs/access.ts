@@ -2,7 +2,7 @@ import type { Database } from "../db/client";
 import { ApiError, notFound } from "../errors";
 
 /*
- * Who reads what (ARCHITECTURE "Trust model"): a job's events, status details, checkpoints,
+ * Who reads what (README "Security in short"): a job's events, status details, checkpoints,
  * webhook deliveries and configuration are for its owner, leads and admins. Everyone else gets
  * 403 `not_your_job` for a job that exists (the queue listing already shows every job's id and
  * owner, so hiding existence behind a 404 would protect nothing) and sees only the queue's public

@@ -10,7 +10,7 @@ import { checkCanReadJob } from "./access";
 import type { HubEvent } from "./hub-types";
 
 /*
- * Each job's event log in libSQL (ARCHITECTURE "Events"). The runner sends its trainer's events
+ * Each job's event log in libSQL. The runner sends its trainer's events
  * in batches numbered by (attempt, seq); each batch is stored by one write batch that gives its
  * events the next dense indexes of the job, and skips events already stored, so a batch the
  * runner resends after a lost answer changes nothing.

@@ -14,7 +14,7 @@ import { lifecycleOf, webhookConfig, type WebhookConfig } from "../webhooks/life
 
 /*
  * The events hub: one Durable Object per job that pushes the job's events live to every
- * watcher, as server-sent events or over a WebSocket (ARCHITECTURE "Events"). libSQL holds the
+ * watcher, as server-sent events or over a WebSocket. libSQL holds the
  * log; the hub only fans out. A watcher first gets the log from its starting index, then what
  * arrives live: it subscribes before reading, holds live events back while the log is replayed,
  * and then sends only those past the replay, so nothing is missed or sent twice.

@@ -8,7 +8,7 @@ import { newWorkerToken } from "../workers/workers";
 export const LOCAL_RUNNER_NAME = "local-box";
 
 /**
- * `npm start`'s runner for this machine (ARCHITECTURE "One command each", step 4): the worker
+ * `npm start`'s runner for this machine (README "Quick start"): the worker
  * `local-box` gets a new token on every start (written straight into the database, kept only in
  * this process's memory), and a runner registers this machine's GPUs as the local box (none is
  * fine: CPU jobs still run). Its settings are the runner's own (runner/agent/config.ts) from the

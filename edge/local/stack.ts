@@ -25,7 +25,7 @@ import { answerSecretRequest } from "./secret-host";
 import type { SubmitOutcome } from "../jobs/job";
 import type { Runner } from "../../runner/agent/agent";
 
-/** The Worker's compatibility date: at most the bundled workerd's (STACK.md). */
+/** The Worker's compatibility date: at most the bundled workerd's. */
 export const COMPATIBILITY_DATE = "2026-04-26";
 
 /** A start-up failure the user can fix; printed as one line, without a stack trace. */

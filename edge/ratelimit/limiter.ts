@@ -24,7 +24,7 @@ interface RuleState {
 }
 
 /*
- * The rate limiter of one client address (ARCHITECTURE "Where each decision lives"): one exact
+ * The rate limiter of one client address: one exact
  * sliding window per rule. A Durable Object handles one event at a time and `hit` decides and
  * records without awaiting anything, so concurrent requests of one client can never both take
  * the last slot.

@@ -11,7 +11,7 @@ export interface WindowVerdict {
 
 /**
  * An exact sliding window, "at most `limit` requests in any `windowMs`": the times of the last
- * `limit` admitted requests, in a ring (REFERENCE "Rate limiting"). A request is admitted iff
+ * `limit` admitted requests, in a ring. A request is admitted iff
  * fewer than `limit` of them are less than `windowMs` old, i.e. the ring is not full yet or its
  * oldest entry is at least `windowMs` old; it is then recorded over that oldest entry. Refused
  * requests are not recorded. Counters and token buckets approximate this and can admit more at a

@@ -1,6 +1,6 @@
 /*
  * How objects of the storage endpoint are served so that none can run as the service's own
- * origin (ARCHITECTURE "Trust model"). A job writes whatever bytes it likes, HTML, SVG or
+ * origin (README "Security in short"). A job writes whatever bytes it likes, HTML, SVG or
  * JavaScript included, and an admin reads them with their session on this origin: the browser
  * must neither sniff nor render them as a page with that session's rights.
  */

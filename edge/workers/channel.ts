@@ -4,7 +4,7 @@ import type { Env } from "../env";
 /*
  * The worker channel: one Durable Object per worker holding its runner's WebSocket, so the edge
  * can tell the runner "ask for work now" the moment a job is assigned to it or a command for its
- * trainer is waiting (ARCHITECTURE "Runner <-> edge": no polling delay). It carries no state of
+ * trainer is waiting (no polling delay). It carries no state of
  * its own: the runner then fetches assignments and commands as always, so a lost wake-up only
  * costs the runner's next regular ask. Hibernatable sockets: an idle channel costs nothing.
  */

@@ -14,7 +14,7 @@ import {
 } from "../types";
 
 /*
- * The hosted provider's client (REFERENCE "Hosted provider (Replicate) API"): Replicate's
+ * The hosted provider's client (Replicate's HTTP API: https://replicate.com/docs/reference/http): Replicate's
  * HTTP API for files, trainings, the account and the webhook secret. Worker code: fetch and Web
  * streams only. Every request goes through the OutboundFetch it is given (timeout, breaker, TLS,
  * proxy); every failure is a ProviderError whose message never holds the token.

@@ -1,7 +1,7 @@
 import type { Migration } from "./migration";
 
 /**
- * v7: each job's event log (ARCHITECTURE "Events"): what its trainer reported, in order, with a
+ * v7: each job's event log: what its trainer reported, in order, with a
  * dense index per job that polling (`since_index`) and stream resumption (`Last-Event-ID`) use.
  * (attempt, seq) is the runner's own numbering, so a batch sent twice is stored once.
  */

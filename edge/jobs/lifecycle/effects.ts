@@ -7,7 +7,7 @@ import { channelOf, cloudJobOf, queueHubOf, schedulerOf } from "../objects";
 import { hubOf } from "../hub-types";
 
 /*
- * The effects of a job transition, applied in one place (ARCHITECTURE "Job lifecycle"). A
+ * The effects of a job transition, applied in one place. A
  * transition (edge/jobs/lifecycle/<name>.ts) is one conditional statement or batch and returns
  * what it changed; `applyEffects` derives everything that must follow from that change alone:
  * a scheduler pass when capacity was freed or a job became pending, a wake-up for each runner

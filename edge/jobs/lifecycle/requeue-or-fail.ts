@@ -2,7 +2,7 @@ import type { InStatement } from "@libsql/client/web";
 import type { JobChange } from "./effects";
 
 /*
- * THE "retry or fail" rule (ARCHITECTURE "Runner <-> edge"): a running job whose trainer
+ * THE "retry or fail" rule: a running job whose trainer
  * died with its runner goes back to pending with attempt + 1, its GPUs and worker freed (the
  * allocations live on running entries), or fails once it has had max_attempts. Used by a runner's
  * `interrupted` report (finish.ts), the offline sweep (sweep-offline.ts) and worker removal
