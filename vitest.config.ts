@@ -27,6 +27,8 @@ export default defineConfig({
   plugins: [embedAssets, embedDashboard],
   test: {
     include: ["test/**/*.test.ts"],
+    // Stops whatever a file's tests started and did not stop (test/helpers/cleanup.ts).
+    setupFiles: ["test/helpers/setup.ts"],
     pool: "forks",
     // Each integration file starts its own stack (workerd + libSQL); two at a time suits 2 cores.
     maxWorkers: 2,

@@ -16,6 +16,7 @@ import { holdWriteLock, processesUnder, watchTrainers } from "./helpers/faults";
 import { tcpProxy } from "./helpers/tcp-proxy";
 import { until } from "./helpers/wait";
 import { freePort } from "./helpers/ports";
+import { endWhenDone } from "./helpers/cleanup";
 
 const dirs: string[] = [];
 const temp = (name: string) => {
@@ -255,10 +256,18 @@ describe("stopping npm start", () => {
     const port = await freePort();
     const dataDir = tempDataDir();
     dirs.push(dataDir);
-    const service = spawn(process.execPath, ["--import", "tsx", "edge/local/main.ts"], {
-      env: { ...process.env, SERVICE_HOST: "127.0.0.1", SERVICE_PORT: String(port), SERVICE_DATA_DIR: dataDir, SERVICE_LOCAL_RUNNER: "0" },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
+    const service = endWhenDone(
+      spawn(process.execPath, ["--import", "tsx", "edge/local/main.ts"], {
+        env: {
+          ...process.env,
+          SERVICE_HOST: "127.0.0.1",
+          SERVICE_PORT: String(port),
+          SERVICE_DATA_DIR: dataDir,
+          SERVICE_LOCAL_RUNNER: "0",
+        },
+        stdio: ["ignore", "pipe", "pipe"],
+      }),
+    );
     let output = "";
     service.stdout!.on("data", (d: Buffer) => (output += d.toString()));
     service.stderr!.on("data", (d: Buffer) => (output += d.toString()));

@@ -6,6 +6,7 @@ import { createServer, type AddressInfo, type Server } from "node:net";
 import { describe, expect, it } from "vitest";
 import { tempDataDir } from "./helpers/stack";
 import { freePort } from "./helpers/ports";
+import { endWhenDone } from "./helpers/cleanup";
 
 /** A runner config (RUNNER_CONFIG) whose work_dir is a fresh temp dir, not ./.runner. */
 function runnerConfig(): { RUNNER_CONFIG: string; workDir: string } {
@@ -17,10 +18,12 @@ function runnerConfig(): { RUNNER_CONFIG: string; workDir: string } {
 /** Runs `npm start` (or, for exact stderr, its command without npm) with these variables; job directories go to a temp dir unless RUNNER_CONFIG says otherwise. */
 function start(env: Record<string, string>, viaNpm = false) {
   const [command, args] = viaNpm ? ["npm", ["start", "--silent"]] : [process.execPath, ["--import", "tsx", "edge/local/main.ts"]];
-  const child = spawn(command, args as string[], {
-    env: { ...process.env, RUNNER_CONFIG: runnerConfig().RUNNER_CONFIG, ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  const child = endWhenDone(
+    spawn(command, args as string[], {
+      env: { ...process.env, RUNNER_CONFIG: runnerConfig().RUNNER_CONFIG, ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    }),
+  );
   let stderr = "";
   let stdout = "";
   child.stderr.on("data", (chunk) => (stderr += chunk));
@@ -203,10 +206,12 @@ describe("npm start", () => {
     first.child.kill("SIGTERM");
     expect(await first.exited).toBe(0);
 
-    const withEnv = spawn(process.execPath, ["--import", "tsx", "edge/local/main.ts", "--env", "demo"], {
-      env: { ...process.env, ...settings },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
+    const withEnv = endWhenDone(
+      spawn(process.execPath, ["--import", "tsx", "edge/local/main.ts", "--env", "demo"], {
+        env: { ...process.env, ...settings },
+        stdio: ["ignore", "pipe", "pipe"],
+      }),
+    );
     let out = "";
     withEnv.stdout.on("data", (d) => (out += d));
     const exited = new Promise((r) => withEnv.once("exit", r));
@@ -228,10 +233,12 @@ describe("npm start", () => {
     withEnv.kill("SIGTERM");
     await exited;
 
-    const broken = spawn(process.execPath, ["--import", "tsx", "edge/local/main.ts", "--env", "broken"], {
-      env: { ...process.env, ...settings },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
+    const broken = endWhenDone(
+      spawn(process.execPath, ["--import", "tsx", "edge/local/main.ts", "--env", "broken"], {
+        env: { ...process.env, ...settings },
+        stdio: ["ignore", "pipe", "pipe"],
+      }),
+    );
     let said = "";
     broken.stdout.on("data", (d) => (said += d));
     const brokenExited = new Promise((r) => broken.once("exit", r));

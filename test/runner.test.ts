@@ -18,6 +18,7 @@ import { spawnRunner, stopRunner } from "./helpers/runner-process";
 import { setUpAdmin, startTestStack, type TestStack } from "./helpers/stack";
 import { until as waitUntil } from "./helpers/wait";
 import { prerequisite } from "./helpers/prerequisites";
+import { endWhenDone } from "./helpers/cleanup";
 
 let t: TestStack;
 let admin: { key: string; cookie: string };
@@ -931,31 +932,33 @@ describe("a remote worker started as npm run runner starts it", () => {
     const created = await t.call("POST", "/api/admin/workers", { json: { name: "remote-a100" }, auth: auth() });
     const remoteDir = mkdtempSync(join(tmpdir(), "runner-remote-"));
     let output = "";
-    const remote = spawn(
-      process.execPath,
-      [
-        ".build/runner/main.mjs",
-        "start",
-        "--url",
-        t.base,
-        "--label",
-        "gpu=a100-80gb",
-        "--label",
-        "zone=eu",
-        "--work-dir",
-        remoteDir,
-        "--poll-ms",
-        "60000",
-      ],
-      {
-        env: {
-          ...process.env,
-          RUNNER_TOKEN: created.body.token,
-          PATH: `${resolve("test/fakes")}:${process.env.PATH}`,
-          FAKE_NVIDIA_GPUS: "1",
+    const remote = endWhenDone(
+      spawn(
+        process.execPath,
+        [
+          ".build/runner/main.mjs",
+          "start",
+          "--url",
+          t.base,
+          "--label",
+          "gpu=a100-80gb",
+          "--label",
+          "zone=eu",
+          "--work-dir",
+          remoteDir,
+          "--poll-ms",
+          "60000",
+        ],
+        {
+          env: {
+            ...process.env,
+            RUNNER_TOKEN: created.body.token,
+            PATH: `${resolve("test/fakes")}:${process.env.PATH}`,
+            FAKE_NVIDIA_GPUS: "1",
+          },
+          stdio: ["ignore", "pipe", "pipe"],
         },
-        stdio: ["ignore", "pipe", "pipe"],
-      },
+      ),
     );
     remote.stdout!.on("data", (d: Buffer) => (output += d.toString()));
     remote.stderr!.on("data", (d: Buffer) => (output += d.toString()));

@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startStack, type Stack, type StackOptions } from "../../edge/local/stack";
+import { stopWhenDone, tracked } from "./cleanup";
 
 export interface Reply<T = any> {
   status: number;
@@ -37,26 +38,39 @@ export interface TestStack {
   stop(options?: { keepData?: boolean }): Promise<void>;
 }
 
+/**
+ * Worker variables every test stack gets (more `bindings` override them): production timers
+ * shortened, so tests wait on their conditions instead of the production periods.
+ */
+export const TEST_TIMERS: Record<string, string> = {};
+
 /** A fresh data directory under the system temp dir. */
 export const tempDataDir = () => mkdtempSync(join(tmpdir(), "training-service-test-"));
 
-/** Starts the real local stack (workerd, libSQL, R2) on a free loopback port; `bindings`: more Worker variables; `more`: other stack options (e.g. the local runner). */
+/**
+ * Starts the real local stack (workerd, libSQL, R2) on a free loopback port; `bindings`: more
+ * Worker variables; `more`: other stack options (e.g. the local runner). It is stopped at the end
+ * of the file if the test has not stopped it (test/helpers/cleanup.ts), whatever the outcome.
+ */
 export async function startTestStack(
   dataDir = tempDataDir(),
   bindings?: Record<string, string>,
   more: Partial<StackOptions> = {},
 ): Promise<TestStack> {
   const lines: string[] = [];
-  const stack = await startStack({
-    dataDir,
-    host: "127.0.0.1",
-    port: 0,
-    logFormat: "json",
-    logLevel: "DEBUG",
-    output: (line) => lines.push(line),
-    bindings,
-    ...more,
-  });
+  const stack = await tracked(
+    startStack({
+      dataDir,
+      host: "127.0.0.1",
+      port: 0,
+      logFormat: "json",
+      logLevel: "DEBUG",
+      output: (line) => lines.push(line),
+      bindings: { ...TEST_TIMERS, ...bindings },
+      ...more,
+    }),
+  );
+  const stopStack = stopWhenDone(() => stack.stop());
   const base = stack.url.origin;
   return {
     stack,
@@ -87,7 +101,7 @@ export async function startTestStack(
       return { status: response.status, headers: response.headers, body, text };
     },
     async stop({ keepData = false } = {}) {
-      await stack.stop();
+      await stopStack();
       if (!keepData) rmSync(dataDir, { recursive: true, force: true });
     },
   };
