@@ -27,6 +27,8 @@ export default defineConfig({
   plugins: [embedAssets, embedDashboard],
   test: {
     include: ["test/**/*.test.ts"],
+    // Bundles the Worker once for every stack the run starts (test/helpers/stack.ts).
+    globalSetup: ["test/helpers/global-setup.ts"],
     // Stops whatever a file's tests started and did not stop (test/helpers/cleanup.ts).
     setupFiles: ["test/helpers/setup.ts"],
     pool: "forks",

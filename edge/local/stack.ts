@@ -57,6 +57,8 @@ export interface StackOptions {
   secretsEnv?: Record<string, string | undefined>;
   /** SERVICE_SSL_CERT and SERVICE_SSL_KEY: PEM files; the client front then serves HTTPS. */
   tls?: { certFile: string; keyFile: string };
+  /** The bundled Worker's source (edge/local/bundle.ts); bundled at start when not given (a test run bundles it once for all its stacks). */
+  workerScript?: string;
   /** SERVICE_ALLOWED_HOSTS: more host names the front answers to (besides IP addresses, localhost, this machine's name, the bind address and the public URL's). */
   allowedHosts?: string[];
 }
@@ -171,7 +173,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     const secretsEnv = options.secretsEnv ?? process.env;
     const mf = new Miniflare({
       modules: true,
-      script: await bundleWorker(),
+      script: options.workerScript ?? (await bundleWorker()),
       scriptPath: "index.js",
       compatibilityDate: COMPATIBILITY_DATE,
       compatibilityFlags: ["nodejs_compat"],

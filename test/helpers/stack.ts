@@ -1,7 +1,8 @@
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startStack, type Stack, type StackOptions } from "../../edge/local/stack";
+import { inject } from "vitest";
 import { stopWhenDone, tracked } from "./cleanup";
 
 export interface Reply<T = any> {
@@ -44,6 +45,13 @@ export interface TestStack {
  */
 export const TEST_TIMERS: Record<string, string> = {};
 
+let workerScript: string | undefined;
+/** The Worker bundled once for the run (test/helpers/global-setup.ts), read once per file; bundled by each start without it. */
+function bundledWorker(): string | undefined {
+  const file = inject("workerBundle");
+  return file ? (workerScript ??= readFileSync(file, "utf8")) : undefined;
+}
+
 /** A fresh data directory under the system temp dir. */
 export const tempDataDir = () => mkdtempSync(join(tmpdir(), "training-service-test-"));
 
@@ -67,6 +75,7 @@ export async function startTestStack(
       logLevel: "DEBUG",
       output: (line) => lines.push(line),
       bindings: { ...TEST_TIMERS, ...bindings },
+      workerScript: bundledWorker(),
       ...more,
     }),
   );
