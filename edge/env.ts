@@ -54,6 +54,8 @@ export interface Env extends DurableObjectBindings {
   SETUP_TOKEN?: string;
   /** Seconds: the timeout of provider calls whose http_timeout is the default 30 (spec 8). */
   SERVICE_HTTP_TIMEOUT?: string;
+  /** Seconds between the keep-alives of live streams, which also renew their watchers' leases (default 15; tests shorten it). */
+  LIVE_KEEPALIVE_SECONDS?: string;
   /** Seconds an open circuit breaker waits before letting calls try again (default 60; tests shorten it). */
   CIRCUIT_BREAKER_RESET_SECONDS?: string;
   /** HashiCorp Vault (spec 5.9, the last secret source): its address, token and KV v2 path (default secret/data/training-service). */

@@ -43,7 +43,10 @@ export interface TestStack {
  * Worker variables every test stack gets (more `bindings` override them): production timers
  * shortened, so tests wait on their conditions instead of the production periods.
  */
-export const TEST_TIMERS: Record<string, string> = {};
+export const TEST_TIMERS: Record<string, string> = {
+  // Live streams' keep-alive (15 s): a closed stream's place is freed within two of them.
+  LIVE_KEEPALIVE_SECONDS: "1",
+};
 
 let workerScript: string | undefined;
 /** The Worker bundled once for the run (test/helpers/global-setup.ts), read once per file; bundled by each start without it. */
