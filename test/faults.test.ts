@@ -104,7 +104,7 @@ describe("a runner cut off from the edge past the heartbeat timeout", () => {
       await until("box a to train", () => processesUnder(join(workDirs.a, "jobs", job.job_id) + "/").length > 0);
       await box("b", t.base);
       const watch = watchTrainers(job.job_id, workDirs);
-      await new Promise((r) => setTimeout(r, 1000));
+      await until("the watch to see box a's trainer", () => watch.seen.a);
       proxy.cut();
       // Box a fences: its trainer is gone before the edge may run the job elsewhere (8 s).
       await until("box a to stop its trainer", () => processesUnder(join(workDirs.a, "jobs", job.job_id) + "/").length === 0, {
@@ -173,7 +173,14 @@ describe("the edge away", () => {
         async () => ((await t.call("GET", `/api/training/status?job_id=${job.job_id}`, { auth })).body.progress?.step ?? 0) > 5,
       );
       await t.stop({ keepData: true });
-      await new Promise((r) => setTimeout(r, 10_000));
+      // Away past the heartbeat timeout: the runner has fenced, stopping its trainer.
+      await until(
+        "the runner to stop its trainer",
+        () => /the edge has not been reached for \d+ s .* stopping the trainer/.test(runner.output),
+        {
+          timeoutMs: 20_000,
+        },
+      );
       t = await startTestStack(dataDir, undefined, { port });
       const done = await until(
         "the job to end",
