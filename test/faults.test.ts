@@ -263,18 +263,17 @@ describe("stopping npm start", () => {
     const port = await freePort();
     const dataDir = tempDataDir();
     dirs.push(dataDir);
-    const service = endWhenDone(
-      spawn(process.execPath, ["--import", "tsx", "edge/local/main.ts"], {
-        env: {
-          ...process.env,
-          SERVICE_HOST: "127.0.0.1",
-          SERVICE_PORT: String(port),
-          SERVICE_DATA_DIR: dataDir,
-          SERVICE_LOCAL_RUNNER: "0",
-        },
-        stdio: ["ignore", "pipe", "pipe"],
-      }),
-    );
+    const service = spawn(process.execPath, ["--import", "tsx", "edge/local/main.ts"], {
+      env: {
+        ...process.env,
+        SERVICE_HOST: "127.0.0.1",
+        SERVICE_PORT: String(port),
+        SERVICE_DATA_DIR: dataDir,
+        SERVICE_LOCAL_RUNNER: "0",
+      },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    endWhenDone(service);
     let output = "";
     service.stdout!.on("data", (d: Buffer) => (output += d.toString()));
     service.stderr!.on("data", (d: Buffer) => (output += d.toString()));

@@ -79,20 +79,19 @@ describe("start-up mistakes", () => {
   it("npm start with a certificate file that is not there prints one line naming it and exits 1", async () => {
     const missing = join(tls.dir, "missing-cert.pem");
     const dataDir = tempDataDir();
-    const child = endWhenDone(
-      spawn(process.execPath, ["--import", "tsx", "edge/local/main.ts"], {
-        env: {
-          ...process.env,
-          SERVICE_HOST: "127.0.0.1",
-          SERVICE_PORT: "0",
-          SERVICE_DATA_DIR: dataDir,
-          SERVICE_LOCAL_RUNNER: "0",
-          SERVICE_SSL_CERT: missing,
-          SERVICE_SSL_KEY: tls.keyFile,
-        },
-        stdio: ["ignore", "pipe", "pipe"],
-      }),
-    );
+    const child = spawn(process.execPath, ["--import", "tsx", "edge/local/main.ts"], {
+      env: {
+        ...process.env,
+        SERVICE_HOST: "127.0.0.1",
+        SERVICE_PORT: "0",
+        SERVICE_DATA_DIR: dataDir,
+        SERVICE_LOCAL_RUNNER: "0",
+        SERVICE_SSL_CERT: missing,
+        SERVICE_SSL_KEY: tls.keyFile,
+      },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    endWhenDone(child);
     let stderr = "";
     child.stderr.on("data", (chunk) => (stderr += chunk));
     const code = await new Promise<number | null>((done) => child.on("exit", done));

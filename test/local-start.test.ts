@@ -18,12 +18,11 @@ function runnerConfig(): { RUNNER_CONFIG: string; workDir: string } {
 /** Runs `npm start` (or, for exact stderr, its command without npm) with these variables; job directories go to a temp dir unless RUNNER_CONFIG says otherwise. */
 function start(env: Record<string, string>, viaNpm = false) {
   const [command, args] = viaNpm ? ["npm", ["start", "--silent"]] : [process.execPath, ["--import", "tsx", "edge/local/main.ts"]];
-  const child = endWhenDone(
-    spawn(command, args as string[], {
-      env: { ...process.env, RUNNER_CONFIG: runnerConfig().RUNNER_CONFIG, ...env },
-      stdio: ["ignore", "pipe", "pipe"],
-    }),
-  );
+  const child = spawn(command, args as string[], {
+    env: { ...process.env, RUNNER_CONFIG: runnerConfig().RUNNER_CONFIG, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  endWhenDone(child);
   let stderr = "";
   let stdout = "";
   child.stderr.on("data", (chunk) => (stderr += chunk));
@@ -206,12 +205,11 @@ describe("npm start", () => {
     first.child.kill("SIGTERM");
     expect(await first.exited).toBe(0);
 
-    const withEnv = endWhenDone(
-      spawn(process.execPath, ["--import", "tsx", "edge/local/main.ts", "--env", "demo"], {
-        env: { ...process.env, ...settings },
-        stdio: ["ignore", "pipe", "pipe"],
-      }),
-    );
+    const withEnv = spawn(process.execPath, ["--import", "tsx", "edge/local/main.ts", "--env", "demo"], {
+      env: { ...process.env, ...settings },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    endWhenDone(withEnv);
     let out = "";
     withEnv.stdout.on("data", (d) => (out += d));
     const exited = new Promise((r) => withEnv.once("exit", r));
@@ -233,12 +231,11 @@ describe("npm start", () => {
     withEnv.kill("SIGTERM");
     await exited;
 
-    const broken = endWhenDone(
-      spawn(process.execPath, ["--import", "tsx", "edge/local/main.ts", "--env", "broken"], {
-        env: { ...process.env, ...settings },
-        stdio: ["ignore", "pipe", "pipe"],
-      }),
-    );
+    const broken = spawn(process.execPath, ["--import", "tsx", "edge/local/main.ts", "--env", "broken"], {
+      env: { ...process.env, ...settings },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    endWhenDone(broken);
     let said = "";
     broken.stdout.on("data", (d) => (said += d));
     const brokenExited = new Promise((r) => broken.once("exit", r));

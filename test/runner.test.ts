@@ -932,34 +932,33 @@ describe("a remote worker started as npm run runner starts it", () => {
     const created = await t.call("POST", "/api/admin/workers", { json: { name: "remote-a100" }, auth: auth() });
     const remoteDir = mkdtempSync(join(tmpdir(), "runner-remote-"));
     let output = "";
-    const remote = endWhenDone(
-      spawn(
-        process.execPath,
-        [
-          ".build/runner/main.mjs",
-          "start",
-          "--url",
-          t.base,
-          "--label",
-          "gpu=a100-80gb",
-          "--label",
-          "zone=eu",
-          "--work-dir",
-          remoteDir,
-          "--poll-ms",
-          "60000",
-        ],
-        {
-          env: {
-            ...process.env,
-            RUNNER_TOKEN: created.body.token,
-            PATH: `${resolve("test/fakes")}:${process.env.PATH}`,
-            FAKE_NVIDIA_GPUS: "1",
-          },
-          stdio: ["ignore", "pipe", "pipe"],
+    const remote = spawn(
+      process.execPath,
+      [
+        ".build/runner/main.mjs",
+        "start",
+        "--url",
+        t.base,
+        "--label",
+        "gpu=a100-80gb",
+        "--label",
+        "zone=eu",
+        "--work-dir",
+        remoteDir,
+        "--poll-ms",
+        "60000",
+      ],
+      {
+        env: {
+          ...process.env,
+          RUNNER_TOKEN: created.body.token,
+          PATH: `${resolve("test/fakes")}:${process.env.PATH}`,
+          FAKE_NVIDIA_GPUS: "1",
         },
-      ),
+        stdio: ["ignore", "pipe", "pipe"],
+      },
     );
+    endWhenDone(remote);
     remote.stdout!.on("data", (d: Buffer) => (output += d.toString()));
     remote.stderr!.on("data", (d: Buffer) => (output += d.toString()));
     try {
