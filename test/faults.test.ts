@@ -43,12 +43,14 @@ async function demoEnv(t: TestStack, key: string, name: string, steps: number, s
 
 describe("another process holding the database's write lock", () => {
   it("answers writes 503 database_busy with Retry-After while it lasts, changing nothing, and works again at once after", async () => {
-    const t = await startTestStack();
+    // A write waits 3 s for the lock (5 s by default) and the lock is held 5 s: one asked at once
+    // is refused, one asked when that is answered gets the lock.
+    const t = await startTestStack(undefined, undefined, { databaseBusyWaitMs: 3_000 });
     try {
       const admin = await setUpAdmin(t);
       const auth = { key: admin.key };
       const create = (name: string) => t.call("POST", "/api/configs/environments", { json: { name }, auth });
-      const lock = holdWriteLock(join(t.dataDir, "service.db"), 7_000);
+      const lock = holdWriteLock(join(t.dataDir, "service.db"), 5_000);
       await lock.locked;
       const during = create("during-lock");
       // Reads and the liveness check are served meanwhile: the wait for the lock blocks nothing.
