@@ -33,7 +33,15 @@ export default defineConfig({
   plugins: [embedAssets, embedMarkdown, embedDashboard],
   test: {
     include: ["test/**/*.test.ts"],
+    // Bundles the Worker once for every stack the run starts (test/helpers/stack.ts).
+    globalSetup: ["test/helpers/global-setup.ts"],
+    // Stops whatever a file's tests started and did not stop (test/helpers/cleanup.ts).
+    setupFiles: ["test/helpers/setup.ts"],
     pool: "forks",
+    // The files of a worker share its imported modules (miniflare, the edge and the runner are
+    // imported once per worker, not once per file: seconds a file on 2 cores). A file's own
+    // state is still its own, and what it started is stopped at its end (test/helpers/setup.ts).
+    isolate: false,
     // Each integration file starts its own stack (workerd + libSQL); two at a time suits 2 cores.
     maxWorkers: 2,
     testTimeout: 30_000,

@@ -21,7 +21,12 @@ export interface Config {
   metricsScrapeToken: string | undefined;
   /** SETUP_TOKEN: creating the first admin from beyond loopback needs it (unset: impossible). */
   setupToken: string | undefined;
+  /** LIVE_KEEPALIVE_SECONDS: how often live streams get a keep-alive and their watchers' leases are renewed. */
+  keepAliveMs: number;
 }
+
+/** How often live streams get a keep-alive and their watchers' leases are renewed, unless LIVE_KEEPALIVE_SECONDS says otherwise. */
+export const KEEPALIVE_MS = 15_000;
 
 const isolateStartedAt = Date.now();
 const cache = new WeakMap<Env, Config>();
@@ -45,9 +50,20 @@ export function readConfig(env: Env): Config {
     rateLimit: readRateLimitSettings(env, environment),
     metricsScrapeToken: env.METRICS_SCRAPE_TOKEN || undefined,
     setupToken: env.SETUP_TOKEN || undefined,
+    keepAliveMs: positiveSeconds(env, "LIVE_KEEPALIVE_SECONDS", KEEPALIVE_MS / 1000) * 1000,
   };
   cache.set(env, config);
   return config;
+}
+
+/** A variable of positive seconds (fractions allowed), `fallback` when unset. */
+function positiveSeconds(env: Env, name: "LIVE_KEEPALIVE_SECONDS", fallback: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  const seconds = Number(raw);
+  if (!Number.isFinite(seconds) || seconds <= 0)
+    throw new ApiError(500, "misconfigured", `${name} must be a positive number of seconds, not ${JSON.stringify(raw)}`);
+  return seconds;
 }
 
 /** Secrets the service needs in this configuration, by name, and whether each is set. */

@@ -54,6 +54,8 @@ export interface Env extends DurableObjectBindings {
   SETUP_TOKEN?: string;
   /** Seconds: the timeout of provider calls whose http_timeout is left at the default 30. */
   SERVICE_HTTP_TIMEOUT?: string;
+  /** Seconds between the keep-alives of live streams, which also renew their watchers' leases (default 15; tests shorten it). */
+  LIVE_KEEPALIVE_SECONDS?: string;
   /** Seconds an open circuit breaker waits before letting calls try again (default 60; tests shorten it). */
   CIRCUIT_BREAKER_RESET_SECONDS?: string;
   /** HashiCorp Vault (the last secret source, README "Cloud training"): its address, token and KV v2 path (default secret/data/training-service). */

@@ -1,11 +1,13 @@
 // Live event watchers are bounded over real HTTP (issue 12): at most 10 streams per user over
 // all jobs and 20 per job (429 too_many_watchers, and the streams already open keep going); a
-// closed stream frees its place once the hub notices its reader gone (two keep-alives, 30 s). The writer behind server-sent events gives up a reader that
+// closed stream frees its place once the hub notices its reader gone (two keep-alives: 30 s in
+// production, 2 s under the test stack's LIVE_KEEPALIVE_SECONDS). The writer behind server-sent events gives up a reader that
 // falls too far behind instead of buffering for it.
 import { get } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { boundedWriter } from "../edge/jobs/bounded-writer";
 import { createUserWithKey, setUpAdmin, startTestStack, type TestStack } from "./helpers/stack";
+import { until } from "./helpers/wait";
 
 let t: TestStack;
 let admin: { key: string; cookie: string };
@@ -31,10 +33,6 @@ function watch(key: string, jobId = job): Promise<{ status: number; body: any; s
     );
     request.on("error", (error) => (request.destroyed ? undefined : reject(error)));
   });
-}
-async function eventually(check: () => Promise<boolean>): Promise<void> {
-  for (const deadline = Date.now() + 50_000; !(await check()); await new Promise((r) => setTimeout(r, 100)))
-    if (Date.now() > deadline) throw new Error("timed out");
 }
 
 beforeAll(async () => {
@@ -67,7 +65,7 @@ describe("live watchers", () => {
     const other = await watch(admin.key);
     expect(other.status).toBe(200);
     streams[0]!.stop();
-    await eventually(async () => {
+    await until("the closed stream's place to be freed", async () => {
       const again = await watch(viewer.key);
       if (again.status === 200) streams.push(again);
       return again.status === 200;

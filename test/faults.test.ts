@@ -16,6 +16,7 @@ import { holdWriteLock, processesUnder, watchTrainers } from "./helpers/faults";
 import { tcpProxy } from "./helpers/tcp-proxy";
 import { until } from "./helpers/wait";
 import { freePort } from "./helpers/ports";
+import { endWhenDone } from "./helpers/cleanup";
 
 const dirs: string[] = [];
 const temp = (name: string) => {
@@ -42,12 +43,14 @@ async function demoEnv(t: TestStack, key: string, name: string, steps: number, s
 
 describe("another process holding the database's write lock", () => {
   it("answers writes 503 database_busy with Retry-After while it lasts, changing nothing, and works again at once after", async () => {
-    const t = await startTestStack();
+    // A write waits 3 s for the lock (5 s by default) and the lock is held 5 s: one asked at once
+    // is refused, one asked when that is answered gets the lock.
+    const t = await startTestStack(undefined, undefined, { databaseBusyWaitMs: 3_000 });
     try {
       const admin = await setUpAdmin(t);
       const auth = { key: admin.key };
       const create = (name: string) => t.call("POST", "/api/configs/environments", { json: { name }, auth });
-      const lock = holdWriteLock(join(t.dataDir, "service.db"), 7_000);
+      const lock = holdWriteLock(join(t.dataDir, "service.db"), 5_000);
       await lock.locked;
       const during = create("during-lock");
       // Reads and the liveness check are served meanwhile: the wait for the lock blocks nothing.
@@ -103,7 +106,7 @@ describe("a runner cut off from the edge past the heartbeat timeout", () => {
       await until("box a to train", () => processesUnder(join(workDirs.a, "jobs", job.job_id) + "/").length > 0);
       await box("b", t.base);
       const watch = watchTrainers(job.job_id, workDirs);
-      await new Promise((r) => setTimeout(r, 1000));
+      await until("the watch to see box a's trainer", () => watch.seen.a);
       proxy.cut();
       // Box a fences: its trainer is gone before the edge may run the job elsewhere (8 s).
       await until("box a to stop its trainer", () => processesUnder(join(workDirs.a, "jobs", job.job_id) + "/").length === 0, {
@@ -172,7 +175,14 @@ describe("the edge away", () => {
         async () => ((await t.call("GET", `/api/training/status?job_id=${job.job_id}`, { auth })).body.progress?.step ?? 0) > 5,
       );
       await t.stop({ keepData: true });
-      await new Promise((r) => setTimeout(r, 10_000));
+      // Away past the heartbeat timeout: the runner has fenced, stopping its trainer.
+      await until(
+        "the runner to stop its trainer",
+        () => /the edge has not been reached for \d+ s .* stopping the trainer/.test(runner.output),
+        {
+          timeoutMs: 20_000,
+        },
+      );
       t = await startTestStack(dataDir, undefined, { port });
       const done = await until(
         "the job to end",
@@ -256,9 +266,16 @@ describe("stopping npm start", () => {
     const dataDir = tempDataDir();
     dirs.push(dataDir);
     const service = spawn(process.execPath, ["--import", "tsx", "edge/local/main.ts"], {
-      env: { ...process.env, SERVICE_HOST: "127.0.0.1", SERVICE_PORT: String(port), SERVICE_DATA_DIR: dataDir, SERVICE_LOCAL_RUNNER: "0" },
+      env: {
+        ...process.env,
+        SERVICE_HOST: "127.0.0.1",
+        SERVICE_PORT: String(port),
+        SERVICE_DATA_DIR: dataDir,
+        SERVICE_LOCAL_RUNNER: "0",
+      },
       stdio: ["ignore", "pipe", "pipe"],
     });
+    endWhenDone(service);
     let output = "";
     service.stdout!.on("data", (d: Buffer) => (output += d.toString()));
     service.stderr!.on("data", (d: Buffer) => (output += d.toString()));

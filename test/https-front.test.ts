@@ -11,6 +11,7 @@ import { readTlsFiles } from "../edge/local/host-environment";
 import { startStack, StartupError } from "../edge/local/stack";
 import { startTestStack, tempDataDir, type TestStack } from "./helpers/stack";
 import { selfSignedCert } from "./helpers/tls";
+import { endWhenDone } from "./helpers/cleanup";
 
 const tls = selfSignedCert();
 afterAll(() => rmSync(tls.dir, { recursive: true, force: true }));
@@ -90,6 +91,7 @@ describe("start-up mistakes", () => {
       },
       stdio: ["ignore", "pipe", "pipe"],
     });
+    endWhenDone(child);
     let stderr = "";
     child.stderr.on("data", (chunk) => (stderr += chunk));
     const code = await new Promise<number | null>((done) => child.on("exit", done));

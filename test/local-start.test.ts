@@ -6,6 +6,7 @@ import { createServer, type AddressInfo, type Server } from "node:net";
 import { describe, expect, it } from "vitest";
 import { tempDataDir } from "./helpers/stack";
 import { freePort } from "./helpers/ports";
+import { endWhenDone } from "./helpers/cleanup";
 
 /** A runner config (RUNNER_CONFIG) whose work_dir is a fresh temp dir, not ./.runner. */
 function runnerConfig(): { RUNNER_CONFIG: string; workDir: string } {
@@ -21,6 +22,7 @@ function start(env: Record<string, string>, viaNpm = false) {
     env: { ...process.env, RUNNER_CONFIG: runnerConfig().RUNNER_CONFIG, ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
+  endWhenDone(child);
   let stderr = "";
   let stdout = "";
   child.stderr.on("data", (chunk) => (stderr += chunk));
@@ -207,6 +209,7 @@ describe("npm start", () => {
       env: { ...process.env, ...settings },
       stdio: ["ignore", "pipe", "pipe"],
     });
+    endWhenDone(withEnv);
     let out = "";
     withEnv.stdout.on("data", (d) => (out += d));
     const exited = new Promise((r) => withEnv.once("exit", r));
@@ -232,6 +235,7 @@ describe("npm start", () => {
       env: { ...process.env, ...settings },
       stdio: ["ignore", "pipe", "pipe"],
     });
+    endWhenDone(broken);
     let said = "";
     broken.stdout.on("data", (d) => (said += d));
     const brokenExited = new Promise((r) => broken.once("exit", r));

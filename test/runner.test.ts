@@ -18,6 +18,7 @@ import { spawnRunner, stopRunner } from "./helpers/runner-process";
 import { setUpAdmin, startTestStack, type TestStack } from "./helpers/stack";
 import { until as waitUntil } from "./helpers/wait";
 import { prerequisite } from "./helpers/prerequisites";
+import { endWhenDone } from "./helpers/cleanup";
 
 let t: TestStack;
 let admin: { key: string; cookie: string };
@@ -957,6 +958,7 @@ describe("a remote worker started as npm run runner starts it", () => {
         stdio: ["ignore", "pipe", "pipe"],
       },
     );
+    endWhenDone(remote);
     remote.stdout!.on("data", (d: Buffer) => (output += d.toString()));
     remote.stderr!.on("data", (d: Buffer) => (output += d.toString()));
     try {

@@ -42,7 +42,10 @@ interface Watcher {
 export const MAX_UNREAD_BYTES = 4 * 1024 * 1024;
 
 export class EventsHub extends DurableObject<Env> {
-  private readonly watchers = new LiveWatchers<Watcher>(() => this.db());
+  private readonly watchers = new LiveWatchers<Watcher>(
+    () => this.db(),
+    () => readConfig(this.env).keepAliveMs,
+  );
   /** Watchers whose lease is being taken (fetch awaits libSQL before adding them). */
   private connecting = 0;
   private database: Database | null = null;
@@ -273,7 +276,12 @@ export class EventsHub extends DurableObject<Env> {
       response = new Response(null, { status: 101, webSocket: pair[0] });
     } else {
       // A reader that falls MAX_UNREAD_BYTES behind is given up rather than buffered for.
-      const stream = sseStream(MAX_UNREAD_BYTES, "reconnect with Last-Event-ID", () => this.watchers.drop(watcher));
+      const stream = sseStream(
+        MAX_UNREAD_BYTES,
+        "reconnect with Last-Event-ID",
+        () => this.watchers.drop(watcher),
+        readConfig(this.env).keepAliveMs,
+      );
       watcher = {
         id,
         next: since,

@@ -1,3 +1,4 @@
+import { KEEPALIVE_MS } from "../config";
 import type { Database } from "../db/client";
 import { boundedWriter, type BoundedWriter } from "./bounded-writer";
 import { releaseWatcher, renewWatchers } from "./watchers";
@@ -8,9 +9,6 @@ import { releaseWatcher, renewWatchers } from "./watchers";
  * while any watcher is connected and released when one goes; and a server-sent events stream per
  * watcher that gives up a reader that falls too far behind or stops reading.
  */
-
-/** How often watchers get a keep-alive and their leases are renewed. */
-export const KEEPALIVE_MS = 15_000;
 
 /** A connected watcher: its lease id and its keep-alive. */
 export interface LeasedWatcher {
@@ -29,7 +27,10 @@ export class LiveWatchers<W extends LeasedWatcher> implements Iterable<W> {
   private readonly watchers = new Set<W>();
   private keepalive: ReturnType<typeof setInterval> | null = null;
 
-  constructor(private readonly db: () => Database) {}
+  constructor(
+    private readonly db: () => Database,
+    private readonly keepAliveMs: () => number = () => KEEPALIVE_MS,
+  ) {}
 
   get size(): number {
     return this.watchers.size;
@@ -51,7 +52,7 @@ export class LiveWatchers<W extends LeasedWatcher> implements Iterable<W> {
         this.db(),
         [...this.watchers].map((w) => w.id),
       ).catch(() => {});
-    }, KEEPALIVE_MS);
+    }, this.keepAliveMs());
   }
 
   drop(watcher: W): void {
@@ -77,13 +78,13 @@ export interface SseStream {
 
 /**
  * A server-sent events stream whose reader is given up (`gone`, then the stream aborted) when it
- * falls `maxUnread` bytes behind (`slowReason` tells it what to do) or stops reading; `gone` also
- * runs when the client disconnects.
+ * falls `maxUnread` bytes behind (`slowReason` tells it what to do) or stops reading (nothing taken
+ * for two keep-alives of `keepAliveMs`); `gone` also runs when the client disconnects.
  *
  * @example
  * const stream = sseStream(1024 * 1024, "reconnect and reload", () => this.watchers.drop(watcher));
  */
-export function sseStream(maxUnread: number, slowReason: string, gone: () => void): SseStream {
+export function sseStream(maxUnread: number, slowReason: string, gone: () => void, keepAliveMs = KEEPALIVE_MS): SseStream {
   const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>();
   const writer = boundedWriter(writable, maxUnread, () => {
     gone();
@@ -97,7 +98,7 @@ export function sseStream(maxUnread: number, slowReason: string, gone: () => voi
     writer,
     send,
     ping: () => {
-      if (writer.stalledFor() > 2 * KEEPALIVE_MS) {
+      if (writer.stalledFor() > 2 * keepAliveMs) {
         gone();
         void writer.abort("the client stopped reading");
       } else send(": keep-alive\n\n");

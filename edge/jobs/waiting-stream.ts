@@ -1,3 +1,4 @@
+import { KEEPALIVE_MS } from "../config";
 import type { Database } from "../db/client";
 import { ApiError } from "../errors";
 import { findActiveJob } from "./active-job";
@@ -17,7 +18,6 @@ import { claimWatcher, MAX_WATCHERS_PER_USER, releaseWatcher, renewWatchers } fr
  */
 
 const POLL_MS = 1000;
-const KEEPALIVE_MS = 15_000;
 /** The job_id of a waiting stream's lease: it watches no job yet. */
 const WAITING = "(waiting for a job)";
 const encoder = new TextEncoder();
@@ -43,6 +43,8 @@ export interface WaitingStream {
   scope: number | null;
   websocket: boolean;
   waitMs: number;
+  /** The keep-alive period (LIVE_KEEPALIVE_SECONDS; default 15 s). */
+  keepAliveMs?: number;
   /** Opens the job's events hub stream, as the route does for a job named or found. */
   open(jobId: string): Promise<Response>;
 }
@@ -68,14 +70,15 @@ export async function waitForJob(w: WaitingStream): Promise<Response> {
 /** Polls until the caller's job has started (its id), the time is up or `gone()` (null). */
 async function jobStarted(w: WaitingStream, lease: string, gone: () => boolean, keepAlive: () => void): Promise<string | null> {
   const deadline = Date.now() + w.waitMs;
-  let nextKeepAlive = Date.now() + KEEPALIVE_MS;
+  const keepAliveMs = w.keepAliveMs ?? KEEPALIVE_MS;
+  let nextKeepAlive = Date.now() + keepAliveMs;
   while (!gone()) {
     const job = await findActiveJob(w.db, w.scope, "events").catch(() => null);
     if (job) return job.jobId;
     const now = Date.now();
     if (now >= deadline) return null;
     if (now >= nextKeepAlive) {
-      nextKeepAlive = now + KEEPALIVE_MS;
+      nextKeepAlive = now + keepAliveMs;
       keepAlive();
       void renewWatchers(w.db, [lease]).catch(() => {});
     }

@@ -57,6 +57,10 @@ export interface StackOptions {
   secretsEnv?: Record<string, string | undefined>;
   /** SERVICE_SSL_CERT and SERVICE_SSL_KEY: PEM files; the client front then serves HTTPS. */
   tls?: { certFile: string; keyFile: string };
+  /** How long a write that meets another process's lock on the database is tried again before it is answered 503 database_busy (default 5 s). */
+  databaseBusyWaitMs?: number;
+  /** The bundled Worker's source (edge/local/bundle.ts); bundled at start when not given (a test run bundles it once for all its stacks). */
+  workerScript?: string;
   /** SERVICE_ALLOWED_HOSTS: more host names the front answers to (besides IP addresses, localhost, this machine's name, the bind address and the public URL's). */
   allowedHosts?: string[];
 }
@@ -149,7 +153,10 @@ export async function startStack(options: StackOptions): Promise<Stack> {
   const tls = options.tls ? readTls(options.tls) : undefined;
   await ensurePortFree(host, port);
 
-  const hrana = createHranaServer(join(dataDir, "service.db"), { logger: (message) => log.warning(message) });
+  const hrana = createHranaServer(join(dataDir, "service.db"), {
+    busyWaitMs: options.databaseBusyWaitMs,
+    logger: (message) => log.warning(message),
+  });
   let closeBridge = async () => {};
   try {
     const migrator = createClient({ url: "http://libsql.internal", fetch: (request: Request) => hrana.handle(request) });
@@ -171,7 +178,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     const secretsEnv = options.secretsEnv ?? process.env;
     const mf = new Miniflare({
       modules: true,
-      script: await bundleWorker(),
+      script: options.workerScript ?? (await bundleWorker()),
       scriptPath: "index.js",
       compatibilityDate: COMPATIBILITY_DATE,
       compatibilityFlags: ["nodejs_compat"],

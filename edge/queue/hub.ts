@@ -28,7 +28,10 @@ interface Watcher extends LeasedWatcher {
 }
 
 export class QueueHub extends DurableObject<Env> {
-  private readonly watchers = new LiveWatchers<Watcher>(() => this.db());
+  private readonly watchers = new LiveWatchers<Watcher>(
+    () => this.db(),
+    () => readConfig(this.env).keepAliveMs,
+  );
   private database: Database | null = null;
 
   private db(): Database {
@@ -51,7 +54,7 @@ export class QueueHub extends DurableObject<Env> {
       return tooManyWatchers(
         `You already have ${MAX_WATCHERS_PER_USER} live event streams, the most one user has: close one, or reload GET /api/queue`,
       );
-    const stream = sseStream(MAX_UNREAD_BYTES, "reconnect and reload", () => this.watchers.drop(watcher));
+    const stream = sseStream(MAX_UNREAD_BYTES, "reconnect and reload", () => this.watchers.drop(watcher), readConfig(this.env).keepAliveMs);
     const watcher: Watcher = { id, send: (text) => void stream.send(text), ping: stream.ping };
     stream.send(`retry: 2000\n\nevent: ready\ndata: ${JSON.stringify({ at: new Date().toISOString() })}\n\n`);
     this.watchers.add(watcher);

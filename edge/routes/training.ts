@@ -6,6 +6,7 @@ import { DeliveriesQuery, DeliveryList } from "../../shared/schemas/deliveries";
 import { TERMINAL_STATUSES } from "../../shared/schemas/queue";
 import { continueFilters, decodeCursor, encodeCursor } from "../paging";
 import { ApiError } from "../errors";
+import { readConfig } from "../config";
 import { hasEventsFrom, noJobYetPage, readEvents } from "../jobs/events";
 import { findActiveJob } from "../jobs/active-job";
 import { waitForJob } from "../jobs/waiting-stream";
@@ -117,7 +118,9 @@ training.openapi(
       target.searchParams.set("user_id", String(userId)); // the hub counts each user's watchers
       return hubOf(c.env, id).fetch(new Request(target, { headers: websocket ? { upgrade: "websocket" } : {} }));
     };
-    if (jobId === undefined) return (await waitForJob({ db, userId, scope, websocket, waitMs: q.wait_seconds * 1000, open })) as never;
+    const keepAliveMs = readConfig(c.env).keepAliveMs;
+    if (jobId === undefined)
+      return (await waitForJob({ db, userId, scope, websocket, waitMs: q.wait_seconds * 1000, keepAliveMs, open })) as never;
     return (await open(jobId)) as never;
   },
 );

@@ -3,6 +3,7 @@ import { dirname, join } from "node:path";
 import { createClient } from "@libsql/client/web";
 import { applyMigrations } from "../../edge/db/migrate";
 import { createHranaServer } from "../../edge/local/hrana";
+import { stopWhenDone } from "./cleanup";
 import { tempDataDir } from "./stack";
 
 export interface MigratedDb {
@@ -13,19 +14,22 @@ export interface MigratedDb {
   close(): void;
 }
 
-/** A fresh database file with every migration applied, reached as the Worker reaches it. */
+/** A fresh database file with every migration applied, reached as the Worker reaches it; closed at the end of the file if the test has not closed it. */
 export async function openMigratedDb(): Promise<MigratedDb> {
   const path = join(tempDataDir(), "service.db");
   const server = createHranaServer(path);
   const client = createClient({ url: "http://libsql.internal", fetch: (request: Request) => server.handle(request) });
+  const closeOnce = stopWhenDone(() => {
+    client.close();
+    server.close();
+    rmSync(dirname(path), { recursive: true, force: true });
+  });
   await applyMigrations(client);
   return {
     client,
     path,
     close() {
-      client.close();
-      server.close();
-      rmSync(dirname(path), { recursive: true, force: true });
+      void closeOnce();
     },
   };
 }

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { endWhenDone } from "./cleanup";
 import type { Credentials, TestStack } from "./stack";
 
 /** A runner started as its own process (runner/agent/main.ts), and everything it has printed so far. */
@@ -12,7 +13,8 @@ export interface RunnerProcess {
 /**
  * Starts `runner start` against a test stack, as an operator would: the token in RUNNER_TOKEN,
  * work asked for rarely (the edge wakes it), a short stop grace; `args` adds its own flags
- * (--local, --config, --label, --work-dir ...). `onOutput` also gets each chunk it prints.
+ * (--local, --config, --label, --work-dir ...). `onOutput` also gets each chunk it prints. It is
+ * stopped at the end of the file if the test has not stopped it (test/helpers/cleanup.ts).
  *
  * @example
  * const runner = spawnRunner(t.base, token, ["--config", file, "--label", "box=a"]);
@@ -29,6 +31,8 @@ export function spawnRunner(
     ["--import", "tsx", "runner/agent/main.ts", "start", "--url", base, ...args, "--poll-ms", "60000", "--stop-grace-seconds", "2"],
     { env: { ...process.env, RUNNER_TOKEN: token, ...options.env }, stdio: ["ignore", "pipe", "pipe"] },
   );
+  // A runner the test did not stop (it failed first) is stopped at the end of the file.
+  endWhenDone(child);
   const runner: RunnerProcess = { child, output: "" };
   const collect = (d: Buffer) => {
     runner.output += d.toString();

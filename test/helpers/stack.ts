@@ -1,7 +1,9 @@
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startStack, type Stack, type StackOptions } from "../../edge/local/stack";
+import { inject } from "vitest";
+import { stopWhenDone, tracked } from "./cleanup";
 
 export interface Reply<T = any> {
   status: number;
@@ -37,26 +39,50 @@ export interface TestStack {
   stop(options?: { keepData?: boolean }): Promise<void>;
 }
 
+/**
+ * Worker variables every test stack gets (more `bindings` override them): production timers
+ * shortened, so tests wait on their conditions instead of the production periods.
+ */
+export const TEST_TIMERS: Record<string, string> = {
+  // Live streams' keep-alive (15 s): a closed stream's place is freed within two of them.
+  LIVE_KEEPALIVE_SECONDS: "1",
+};
+
+let workerScript: string | undefined;
+/** The Worker bundled once for the run (test/helpers/global-setup.ts), read once per file; bundled by each start without it. */
+function bundledWorker(): string | undefined {
+  const file = inject("workerBundle");
+  return file ? (workerScript ??= readFileSync(file, "utf8")) : undefined;
+}
+
 /** A fresh data directory under the system temp dir. */
 export const tempDataDir = () => mkdtempSync(join(tmpdir(), "training-service-test-"));
 
-/** Starts the real local stack (workerd, libSQL, R2) on a free loopback port; `bindings`: more Worker variables; `more`: other stack options (e.g. the local runner). */
+/**
+ * Starts the real local stack (workerd, libSQL, R2) on a free loopback port; `bindings`: more
+ * Worker variables; `more`: other stack options (e.g. the local runner). It is stopped at the end
+ * of the file if the test has not stopped it (test/helpers/cleanup.ts), whatever the outcome.
+ */
 export async function startTestStack(
   dataDir = tempDataDir(),
   bindings?: Record<string, string>,
   more: Partial<StackOptions> = {},
 ): Promise<TestStack> {
   const lines: string[] = [];
-  const stack = await startStack({
-    dataDir,
-    host: "127.0.0.1",
-    port: 0,
-    logFormat: "json",
-    logLevel: "DEBUG",
-    output: (line) => lines.push(line),
-    bindings,
-    ...more,
-  });
+  const stack = await tracked(
+    startStack({
+      dataDir,
+      host: "127.0.0.1",
+      port: 0,
+      logFormat: "json",
+      logLevel: "DEBUG",
+      output: (line) => lines.push(line),
+      bindings: { ...TEST_TIMERS, ...bindings },
+      workerScript: bundledWorker(),
+      ...more,
+    }),
+  );
+  const stopStack = stopWhenDone(() => stack.stop());
   const base = stack.url.origin;
   return {
     stack,
@@ -87,7 +113,7 @@ export async function startTestStack(
       return { status: response.status, headers: response.headers, body, text };
     },
     async stop({ keepData = false } = {}) {
-      await stack.stop();
+      await stopStack();
       if (!keepData) rmSync(dataDir, { recursive: true, force: true });
     },
   };
