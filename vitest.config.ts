@@ -6,7 +6,7 @@ import { DASHBOARD_MODULE, dashboardModuleSource } from "./edge/local/ui-build";
 const require = createRequire(import.meta.url);
 
 // The same `asset:` imports the Worker bundler embeds (edge/local/bundle.ts), for tests that
-// import the app directly (the route inventory in test/openapi.test.ts).
+// import the app directly (the route inventory in test/api/openapi.test.ts).
 const embedAssets: Plugin = {
   name: "embed-assets",
   resolveId: (id) => (id.startsWith("asset:") ? "\0" + id : null),

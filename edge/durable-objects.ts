@@ -3,7 +3,7 @@ import type { DurableObjectBinding } from "./durable-object-names";
  * Every Durable Object of the Worker, declared once: its binding, its class and the migration
  * that created it. The Worker's bindings (edge/env.ts) and the local stack's Miniflare
  * (edge/local/stack.ts) read this; edge/index.ts exports the classes and wrangler.toml, a static
- * file wrangler reads, repeats the bindings and migrations: test/durable-objects.test.ts holds
+ * file wrangler reads, repeats the bindings and migrations: test/local/durable-objects.test.ts holds
  * both to this list. A new Durable Object: its class exported from edge/index.ts, an entry here,
  * and in wrangler.toml a binding and a new [[migrations]] tag.
  * Imports no room's code (each object's RPC interface is typed where its accessor is written), so

@@ -1,7 +1,7 @@
 import { createApp } from "./app";
 import type { Env } from "./env";
 
-// The Durable Object classes of edge/durable-objects.ts, exactly (test/durable-objects.test.ts).
+// The Durable Object classes of edge/durable-objects.ts, exactly (test/local/durable-objects.test.ts).
 export { Scheduler } from "./scheduler/scheduler";
 export { EventsHub } from "./jobs/hub";
 export { WorkerChannel } from "./workers/channel";

@@ -2,7 +2,7 @@ import { integer, primaryKey, real, sqliteTable, text } from "drizzle-orm/sqlite
 
 /*
  * The drizzle view of the schema built by ./migrations. The migrations are the source of truth;
- * this file must describe what they create (test/migrations.test.ts compares the two).
+ * this file must describe what they create (test/local/migrations.test.ts compares the two).
  * Timestamps are ISO 8601 UTC text.
  */
 

@@ -23,7 +23,7 @@ const WAITING = "(waiting for a job)";
 const encoder = new TextEncoder();
 
 // workerd's WebSocket API, declared for what is used here: the app is also type-checked
-// without workerd's types (test/openapi.test.ts builds it under Node).
+// without workerd's types (test/api/openapi.test.ts builds it under Node).
 interface EdgeSocket {
   accept(): void;
   send(data: string | ArrayBuffer): void;

@@ -5,7 +5,7 @@ import type { z } from "zod";
  * schemas its route validates with (shared/schemas). `response: "raw"` marks an answer that is
  * not one JSON body (a file, an event stream, a WebSocket); the client hands back the Response.
  *
- * test/api-client.test.ts checks each endpoint against the app's route table: same method and
+ * test/api/api-client.test.ts checks each endpoint against the app's route table: same method and
  * path, and the identical schema objects, so a client can never speak a shape the route does not.
  */
 export interface Endpoint {

@@ -1,4 +1,4 @@
-// Faults injected from outside the service, for test/faults.test.ts and `npm run bench:faults`:
+// Faults injected from outside the service, for test/local/faults.test.ts and `npm run bench:faults`:
 // another process holding the database's write lock, and a watch on which boxes run a job's trainer.
 import { spawn } from "node:child_process";
 import { readdirSync, readFileSync, readlinkSync } from "node:fs";

@@ -1,0 +1,23 @@
+// The Worker's variables read by edge/config.ts that tests shorten: a production default when
+// unset, the value given otherwise, and a clear 500 naming a bad one.
+import { describe, expect, it } from "vitest";
+import { KEEPALIVE_MS, readConfig } from "../../edge/config";
+import type { Env } from "../../edge/env";
+
+const env = (vars: Partial<Env> = {}) => ({ LIBSQL_URL: "http://libsql.internal", ...vars }) as Env;
+
+describe("LIVE_KEEPALIVE_SECONDS", () => {
+  it("is 15 s unless set, and may be a fraction of a second", () => {
+    expect(KEEPALIVE_MS).toBe(15_000);
+    expect(readConfig(env()).keepAliveMs).toBe(15_000);
+    expect(readConfig(env({ LIVE_KEEPALIVE_SECONDS: "2" })).keepAliveMs).toBe(2_000);
+    expect(readConfig(env({ LIVE_KEEPALIVE_SECONDS: "0.5" })).keepAliveMs).toBe(500);
+  });
+
+  it("refuses what is not a positive number, naming the variable", () => {
+    for (const bad of ["0", "-1", "soon", "Infinity"])
+      expect(() => readConfig(env({ LIVE_KEEPALIVE_SECONDS: bad }))).toThrow(
+        `LIVE_KEEPALIVE_SECONDS must be a positive number of seconds, not ${JSON.stringify(bad)}`,
+      );
+  });
+});
