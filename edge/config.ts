@@ -23,10 +23,14 @@ export interface Config {
   setupToken: string | undefined;
   /** LIVE_KEEPALIVE_SECONDS: how often live streams get a keep-alive and their watchers' leases are renewed. */
   keepAliveMs: number;
+  /** SCHEDULER_PASS_SECONDS: the Scheduler's background pass interval (it also passes on every change). */
+  passIntervalMs: number;
 }
 
 /** How often live streams get a keep-alive and their watchers' leases are renewed, unless LIVE_KEEPALIVE_SECONDS says otherwise. */
 export const KEEPALIVE_MS = 15_000;
+/** The Scheduler's background pass (and its housekeeping) interval, unless SCHEDULER_PASS_SECONDS says otherwise. */
+export const PASS_INTERVAL_MS = 5_000;
 
 const isolateStartedAt = Date.now();
 const cache = new WeakMap<Env, Config>();
@@ -51,13 +55,14 @@ export function readConfig(env: Env): Config {
     metricsScrapeToken: env.METRICS_SCRAPE_TOKEN || undefined,
     setupToken: env.SETUP_TOKEN || undefined,
     keepAliveMs: positiveSeconds(env, "LIVE_KEEPALIVE_SECONDS", KEEPALIVE_MS / 1000) * 1000,
+    passIntervalMs: positiveSeconds(env, "SCHEDULER_PASS_SECONDS", PASS_INTERVAL_MS / 1000) * 1000,
   };
   cache.set(env, config);
   return config;
 }
 
 /** A variable of positive seconds (fractions allowed), `fallback` when unset. */
-function positiveSeconds(env: Env, name: "LIVE_KEEPALIVE_SECONDS", fallback: number): number {
+function positiveSeconds(env: Env, name: "LIVE_KEEPALIVE_SECONDS" | "SCHEDULER_PASS_SECONDS", fallback: number): number {
   const raw = env[name];
   if (raw === undefined || raw === "") return fallback;
   const seconds = Number(raw);

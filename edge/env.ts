@@ -55,6 +55,8 @@ export interface Env extends DurableObjectBindings {
   /** Seconds: the timeout of provider calls whose http_timeout is left at the default 30. */
   SERVICE_HTTP_TIMEOUT?: string;
   /** Seconds between the keep-alives of live streams, which also renew their watchers' leases (default 15; tests shorten it). */
+  /** Seconds between the Scheduler's background passes (default 5; tests shorten it). */
+  SCHEDULER_PASS_SECONDS?: string;
   LIVE_KEEPALIVE_SECONDS?: string;
   /** Seconds an open circuit breaker waits before letting calls try again (default 60; tests shorten it). */
   CIRCUIT_BREAKER_RESET_SECONDS?: string;

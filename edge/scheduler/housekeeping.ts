@@ -10,7 +10,7 @@ import { abortEndedUploads } from "../storage/sweep";
 
 /*
  * What the Scheduler's alarm does besides its pass: nothing here hands out capacity, it only
- * keeps the database and the cloud jobs in order on the same 5 s beat.
+ * keeps the database and the cloud jobs in order on the same beat (5 s; SCHEDULER_PASS_SECONDS).
  */
 
 /**

@@ -34,8 +34,6 @@ import {
 } from "./submissions";
 import type { PassResult, SchedulerApi } from "../jobs/objects";
 
-/** Milliseconds between background passes. */
-export const PASS_INTERVAL_MS = 5_000;
 /**
  * A submission waits this long for others to join its group (group commit, like PostgreSQL's
  * commit_delay): under load, groups grow and each costs one plan and one write batch, so
@@ -44,7 +42,7 @@ export const PASS_INTERVAL_MS = 5_000;
 export const GROUP_WAIT_MS = 4;
 /**
  * The only place capacity is handed out: every admission (a pending job to running, with its GPUs
- * or worker) happens in a pass of this single object, one at a time. A pass runs on a 5 s alarm
+ * or worker) happens in a pass of this single object, one at a time. A pass runs on a 5 s alarm (SCHEDULER_PASS_SECONDS)
  * and at once whenever something may have freed or added capacity (routes call `pass`).
  * State lives in libSQL; this object keeps the last pass's positions and wait reasons, the
  * active entries, and what submissions read (CapacityCache, checked against the capacity version).
@@ -83,7 +81,7 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
   /** Makes sure the background alarm is set (once per instance: the alarm re-arms itself). */
   private async arm(): Promise<void> {
     if (this.armed) return;
-    if ((await this.ctx.storage.getAlarm()) === null) await this.ctx.storage.setAlarm(Date.now() + PASS_INTERVAL_MS);
+    if ((await this.ctx.storage.getAlarm()) === null) await this.ctx.storage.setAlarm(Date.now() + readConfig(this.env).passIntervalMs);
     this.armed = true;
   }
 
@@ -92,7 +90,7 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
       await this.pass("timer");
       await sweepLeftovers(this.env, this.db(), this.log);
     } finally {
-      await this.ctx.storage.setAlarm(Date.now() + PASS_INTERVAL_MS);
+      await this.ctx.storage.setAlarm(Date.now() + readConfig(this.env).passIntervalMs);
     }
   }
 

@@ -1,7 +1,7 @@
 // The Worker's variables read by edge/config.ts that tests shorten: a production default when
 // unset, the value given otherwise, and a clear 500 naming a bad one.
 import { describe, expect, it } from "vitest";
-import { KEEPALIVE_MS, readConfig } from "../../edge/config";
+import { KEEPALIVE_MS, PASS_INTERVAL_MS, readConfig } from "../../edge/config";
 import type { Env } from "../../edge/env";
 
 const env = (vars: Partial<Env> = {}) => ({ LIBSQL_URL: "http://libsql.internal", ...vars }) as Env;
@@ -18,6 +18,21 @@ describe("LIVE_KEEPALIVE_SECONDS", () => {
     for (const bad of ["0", "-1", "soon", "Infinity"])
       expect(() => readConfig(env({ LIVE_KEEPALIVE_SECONDS: bad }))).toThrow(
         `LIVE_KEEPALIVE_SECONDS must be a positive number of seconds, not ${JSON.stringify(bad)}`,
+      );
+  });
+});
+
+describe("SCHEDULER_PASS_SECONDS", () => {
+  it("is 5 s unless set", () => {
+    expect(PASS_INTERVAL_MS).toBe(5_000);
+    expect(readConfig(env()).passIntervalMs).toBe(5_000);
+    expect(readConfig(env({ SCHEDULER_PASS_SECONDS: "1" })).passIntervalMs).toBe(1_000);
+  });
+
+  it("refuses what is not a positive number, naming the variable", () => {
+    for (const bad of ["0", "-5", "often"])
+      expect(() => readConfig(env({ SCHEDULER_PASS_SECONDS: bad }))).toThrow(
+        `SCHEDULER_PASS_SECONDS must be a positive number of seconds, not ${JSON.stringify(bad)}`,
       );
   });
 });

@@ -46,6 +46,9 @@ export interface TestStack {
 export const TEST_TIMERS: Record<string, string> = {
   // Live streams' keep-alive (15 s): a closed stream's place is freed within two of them.
   LIVE_KEEPALIVE_SECONDS: "1",
+  // The Scheduler's background pass (5 s): what waits on a timer pass (a starvation reservation, a
+  // sweep) is seen within a second.
+  SCHEDULER_PASS_SECONDS: "1",
 };
 
 let workerScript: string | undefined;
