@@ -85,12 +85,17 @@ function bypassesProxy(hostname: string, noProxy: string[]): boolean {
   });
 }
 
-// A dispatcher keeps its connections open for reuse; one per distinct (proxy, CA, verify).
+// A dispatcher keeps its connections open for reuse; one per distinct (proxy, CA, verify, resolver).
 const dispatchers = new Map<string, Dispatcher>();
 const MAX_DISPATCHERS = 16;
+/** Each resolver a guarded dispatcher was made with, numbered: one made with another resolver is never reused. */
+const resolverIds = new WeakMap<Resolver, number>();
+let resolversSeen = 0;
 
 function dispatcherFor(proxy: string | null, ca: Buffer | null, verify: boolean, guard: Resolver | null): Dispatcher {
-  const key = JSON.stringify([proxy, ca ? createHash("sha256").update(ca).digest("hex") : null, verify, guard !== null]);
+  if (guard && !resolverIds.has(guard)) resolverIds.set(guard, ++resolversSeen);
+  const guardId = guard ? resolverIds.get(guard)! : null;
+  const key = JSON.stringify([proxy, ca ? createHash("sha256").update(ca).digest("hex") : null, verify, guardId]);
   const known = dispatchers.get(key);
   if (known) return known;
   const tls = { ...(ca ? { ca } : {}), rejectUnauthorized: verify };
