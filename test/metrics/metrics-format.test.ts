@@ -77,7 +77,7 @@ describe("renderExposition", () => {
     );
   });
 
-  it.skipIf(!promtool)("is parsed by promtool with escaped values and nothing to report (skipped: promtool is not installed)", () => {
+  it.skipIf(!promtool)("is parsed by promtool with escaped values and nothing to report", () => {
     const text = renderExposition([
       {
         name: "weird_labels_total",

@@ -326,24 +326,21 @@ describe("figures", () => {
   });
 
   const promtool = prerequisite("promtool (Debian package prometheus)", spawnSync("promtool", ["--version"]).status === 0);
-  it.skipIf(!promtool)(
-    "passes promtool check metrics with only the two findings the published names cause (skipped: promtool is not installed)",
-    async () => {
-      expect((await t.call("POST", "/api/cloud/metrics/config/templates/full", { auth: asAdmin })).status).toBe(200);
-      const scraped = await scrape();
-      expect(scraped.status).toBe(200);
-      const result = spawnSync("promtool", ["check", "metrics"], { input: scraped.text, encoding: "utf8" });
-      const findings = `${result.stdout}${result.stderr}`.trim().split("\n").sort();
-      console.log(`promtool check metrics (exit ${result.status}):\n${findings.join("\n")}`);
-      expect(findings).toEqual([
-        'service_cost_usd_total non-counter metrics should not have "_total" suffix',
-        "service_health_database_latency_ms metric names should not contain abbreviated units",
-        "service_http_request_latency_ms_avg metric names should not contain abbreviated units",
-        'service_jobs_total non-counter metrics should not have "_total" suffix',
-      ]);
-      expect(result.status).toBe(3);
-    },
-  );
+  it.skipIf(!promtool)("passes promtool check metrics with only the two findings the published names cause", async () => {
+    expect((await t.call("POST", "/api/cloud/metrics/config/templates/full", { auth: asAdmin })).status).toBe(200);
+    const scraped = await scrape();
+    expect(scraped.status).toBe(200);
+    const result = spawnSync("promtool", ["check", "metrics"], { input: scraped.text, encoding: "utf8" });
+    const findings = `${result.stdout}${result.stderr}`.trim().split("\n").sort();
+    console.log(`promtool check metrics (exit ${result.status}):\n${findings.join("\n")}`);
+    expect(findings).toEqual([
+      'service_cost_usd_total non-counter metrics should not have "_total" suffix',
+      "service_health_database_latency_ms metric names should not contain abbreviated units",
+      "service_http_request_latency_ms_avg metric names should not contain abbreviated units",
+      'service_jobs_total non-counter metrics should not have "_total" suffix',
+    ]);
+    expect(result.status).toBe(3);
+  });
 });
 
 describe("after a restart", () => {
