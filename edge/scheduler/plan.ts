@@ -1,7 +1,7 @@
 import { matchesLabels } from "../../shared/labels";
 import type { ConcurrencySettings, DURATION_METHODS, WaitReason } from "../../shared/schemas/queue";
 import { effectivePriority } from "../jobs/priority";
-import type { Admission } from "../jobs/job";
+import type { Admission, Placement } from "../jobs/job";
 import { Reservations, type Hold } from "./reservations";
 
 export type { Admission };
@@ -30,7 +30,7 @@ export type { Admission };
 
 type DurationMethod = (typeof DURATION_METHODS)[number];
 
-export interface PendingJob {
+export interface PendingJob extends Placement {
   id: number;
   jobId: string;
   userId: number | null;
@@ -39,12 +39,6 @@ export interface PendingJob {
   priorityOverride: number | null;
   /** Epoch ms. */
   queuedAt: number;
-  jobType: "local" | "cloud";
-  numProcesses: number;
-  target: "auto" | "worker" | "local";
-  workerLabels: Record<string, string> | null;
-  deviceIds: number[] | null;
-  anyGpu: boolean;
   /** USD a cloud job is estimated to cost (0 for local jobs): what it takes from the spending limit. */
   estimatedCost?: number;
   /**
