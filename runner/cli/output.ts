@@ -10,6 +10,17 @@ export type Format = (typeof FORMATS)[number];
 /** A mistake in how the command was called: exit code 2, like commander's own. */
 export class UsageError extends Error {}
 
+/** A followed job that ended otherwise than completed: exit code 1, its status in the JSON error's code (`job_failed`). */
+export class JobNotCompleted extends Error {
+  constructor(
+    readonly jobId: string,
+    readonly status: string,
+    reason: string | null,
+  ) {
+    super(`job ${jobId} ended: ${status}${reason ? `: ${reason}` : ""}`);
+  }
+}
+
 /** Exit codes (README "Command line"): 0 success, 1 the service refused or failed, 2 usage. */
 export const EXIT = { ok: 0, service: 1, usage: 2 } as const;
 
@@ -118,7 +129,10 @@ export function reportError(error: unknown, out: Output): number {
     const body =
       error instanceof ServiceError
         ? { status: error.status, code: error.code, detail: error.detail, ...(error.fields ? { errors: error.fields } : {}) }
-        : { code: usage ? "usage" : "error", detail: (error as Error)?.message ?? String(error) };
+        : {
+            code: usage ? "usage" : error instanceof JobNotCompleted ? `job_${error.status}` : "error",
+            detail: (error as Error)?.message ?? String(error),
+          };
     out.stderr.write(JSON.stringify({ error: body }) + "\n");
     return code;
   }

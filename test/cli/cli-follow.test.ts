@@ -1,9 +1,12 @@
 // `jobs logs --follow`'s reconnecting reader against a fake fetch (a cut stream, a silent one, an
-// unreachable service, a refusal), and how events are rendered as lines: pure functions.
+// unreachable service, a refusal), how events are rendered as lines, and how --since and --tail
+// are read: pure functions.
 import { describe, expect, it } from "vitest";
 import { ServiceClient, ServiceError } from "../../shared/client/client";
 import { eventLine, eventText } from "../../shared/event-line";
 import { backoffMs, followEvents } from "../../runner/cli/follow";
+import { parseSince, parseTail } from "../../runner/cli/log-window";
+import { UsageError } from "../../runner/cli/output";
 
 const event = (index: number, type = "log") => ({ index, timestamp: "2026-01-02T03:04:05.000Z", type, message: `line ${index}` });
 const sse = (index: number) => `id: ${index}\ndata: ${JSON.stringify(event(index))}\n\n`;
@@ -171,5 +174,25 @@ describe("event lines", () => {
     const clock = [local.getHours(), local.getMinutes(), local.getSeconds()].map((n) => String(n).padStart(2, "0")).join(":");
     expect(eventLine({ index: 0, timestamp: at, type: "log", message: "hello" })).toBe(`${clock} log hello`);
     expect(eventLine({ index: 0, timestamp: "not a time", type: "training.started", data: {} })).toBe("--:--:-- training.started");
+  });
+});
+
+describe("--since and --tail values", () => {
+  const now = Date.parse("2026-01-02T03:04:05.000Z");
+  it("reads a bare number as an event index and a number with s, m, h or d as that long before now", () => {
+    expect(parseSince("0", now)).toEqual({ index: 0 });
+    expect(parseSince("550", now)).toEqual({ index: 550 });
+    expect(parseSince("30s", now)).toEqual({ after: now - 30_000 });
+    expect(parseSince("10m", now)).toEqual({ after: now - 600_000 });
+    expect(parseSince("2h", now)).toEqual({ after: now - 7_200_000 });
+    expect(parseSince("1d", now)).toEqual({ after: now - 86_400_000 });
+    expect(parseTail("0")).toBe(0);
+    expect(parseTail("20")).toBe(20);
+  });
+
+  it("refuses anything else as a usage error", () => {
+    for (const value of ["", "-1", "1.5", "10x", "1h30m", "h", " 5", "99999999999999999999"])
+      expect(() => parseSince(value, now), value).toThrow(UsageError);
+    for (const value of ["", "-1", "2.5", "3s", "abc"]) expect(() => parseTail(value), value).toThrow(UsageError);
   });
 });

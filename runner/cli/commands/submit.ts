@@ -7,7 +7,8 @@ import type { CloudSubmit, CloudSubmitAnswer } from "../../../shared/schemas/clo
 import type { LocalSubmitResult } from "../../../shared/schemas/queue";
 import { cli } from "../context";
 import { bytes, duration, gpuList, usd } from "../format-job";
-import { UsageError, type Output } from "../output";
+import { EventPrinter, printFollowed } from "../event-printer";
+import { JobNotCompleted, UsageError, type Output } from "../output";
 
 const TARGETS = ["auto", "worker", "local"] as const;
 
@@ -20,6 +21,7 @@ interface SubmitOptions {
   meta?: Record<string, string>;
   cloud?: string;
   yes?: boolean;
+  follow?: boolean;
 }
 
 /**
@@ -49,18 +51,26 @@ export function addSubmit(program: Command): void {
     .option("--meta <key=value>", "metadata stored with the job, as strings (repeatable): --meta run_name=lr-sweep-3", keyValue)
     .option("--cloud <provider>", "train on a cloud provider (replicate), or queue for remote workers (workers)")
     .option("--yes", "with --cloud: confirm the upload without asking (review it first with --dry-run)")
+    .option("-f, --follow", "then print the job's events live until it ends, as `jobs logs --follow`; exit 0 only if it completed")
     .addHelpText(
       "after",
       `
 Exit code 1 when the job is rejected (--no-wait and no room now); the reason is on stderr.
 
+With --follow, what was submitted is said on stderr and stdout carries the job's events (JSON lines
+with --format json), a job waiting in the queue or for approval included, until it ends. Exit 0
+when it ends completed; 1 when it fails or is cancelled (the end and the job's error on stderr), or
+when the submission is rejected. Ctrl-C stops following; the job goes on (\`jobs cancel <id>\`).
+
 Examples:
   $ jobs submit demo
+  $ jobs submit demo --follow && echo trained
   $ jobs submit flux-lora --target worker --label gpu=a100* --meta run_name=lr-3e-4
   $ jobs submit flux-lora --dry-run
   $ jobs submit faces --cloud replicate --dry-run && jobs submit faces --cloud replicate --yes`,
     )
     .action(async (config: string, options: SubmitOptions, command: Command) => {
+      if (options.follow && options.dryRun) throw new UsageError("--follow cannot go with --dry-run: a dry run starts no job to follow");
       const metadata = options.meta ? { metadata: options.meta } : {};
       const labels = options.label ? { worker_labels: options.label } : {};
       if (options.cloud !== undefined) {
@@ -72,7 +82,12 @@ Examples:
         ].filter((flag) => flag !== null);
         if (localOnly.length) throw new UsageError(`${localOnly.join(", ")} cannot go with --cloud (they choose local GPUs or workers)`);
         const { out, client } = cli(command);
-        return submitCloud(out, client, { config_name: config, provider: options.cloud, ...metadata }, options);
+        const answer = await submitCloud(out, client, { config_name: config, provider: options.cloud, ...metadata }, options);
+        if (!answer) return;
+        const said = `${answer.job_id} ${answer.status}: ${answer.message}`;
+        if (!options.follow) return out.json ? out.printJson(answer) : out.line(said);
+        out.note(said);
+        return followToEnd(out, client, answer.job_id!);
       }
       const { out, client } = cli(command);
       const answer = await client.call(endpoints.queueSubmit, {
@@ -89,12 +104,36 @@ Examples:
       // An older service ignores dry_run and queues the job: say so rather than print it as a dry run.
       if (options.dryRun && !answer.dry_run)
         throw new Error(`this service does not support --dry-run and queued the job: cancel it with \`jobs cancel ${answer.job_id}\``);
-      if (out.json) out.printJson(answer);
+      if (out.json && !options.follow) out.printJson(answer);
       // A rejection is the command's failure: its reason goes to stderr, as main reports errors.
       if (answer.status === "rejected") throw new Error(answer.dry_run ? `dry run: would be ${answer.message}` : answer.message);
+      if (options.follow) {
+        out.note(describeLocal(answer));
+        return followToEnd(out, client, answer.job_id!);
+      }
       if (!out.json) out.line(describeLocal(answer));
       if (answer.dry_run && !out.json) out.note("Dry run: nothing was queued.");
     });
+}
+
+/**
+ * Prints a submitted job's events until it ends: returns when it completed, else throws its end
+ * (with the job's error message when it has one) for exit code 1.
+ */
+async function followToEnd(out: Output, client: ServiceClient, jobId: string): Promise<void> {
+  const status = await printFollowed(new EventPrinter(out), client, jobId, 0);
+  if (status === "completed") return out.note(`job ${jobId} ended: completed`);
+  throw new JobNotCompleted(jobId, status, await errorMessageOf(client, jobId));
+}
+
+/** The job's error message, or null when it has none or it cannot be read now (the end is reported all the same). */
+async function errorMessageOf(client: ServiceClient, jobId: string): Promise<string | null> {
+  try {
+    const job = await client.call(endpoints.queueJob, { params: { job_id: jobId } });
+    return "error_message" in job ? job.error_message : null;
+  } catch {
+    return null;
+  }
 }
 
 /** One line on what happened to a local or worker submission (or, in a dry run, what would). */
@@ -128,17 +167,27 @@ export function describeLocal(a: z.output<typeof LocalSubmitResult>): string {
 type CloudAnswer = z.output<typeof CloudSubmitAnswer>;
 
 /**
- * A cloud submission. With consent "ask" the service refuses an upload nobody confirmed
- * (consent_required): the CLI then shows the dry run's summary and estimate, asks on a terminal
- * (or takes --yes), and resubmits confirming exactly that summary. With "allow" it goes at once.
+ * A cloud submission's answer (null for a dry run, which it prints). With consent "ask" the
+ * service refuses an upload nobody confirmed (consent_required): the CLI then shows the dry run's
+ * summary and estimate, asks on a terminal (or takes --yes), and resubmits confirming exactly that
+ * summary. With "allow" it goes at once.
  */
-async function submitCloud(out: Output, client: ServiceClient, body: z.input<typeof CloudSubmit>, options: SubmitOptions): Promise<void> {
+async function submitCloud(
+  out: Output,
+  client: ServiceClient,
+  body: z.input<typeof CloudSubmit>,
+  options: SubmitOptions,
+): Promise<CloudAnswer | null> {
   const provider = body.provider!;
   if (options.dryRun) {
     const dry = await client.call(endpoints.cloudSubmit, { body: { ...body, dry_run: true } });
-    if (out.json) return out.printJson(dry);
+    if (out.json) {
+      out.printJson(dry);
+      return null;
+    }
     for (const line of summaryLines(dry)) out.line(line);
-    return out.note("Dry run: nothing was uploaded or queued.");
+    out.note("Dry run: nothing was uploaded or queued.");
+    return null;
   }
   let answer: CloudAnswer;
   try {
@@ -159,8 +208,7 @@ async function submitCloud(out: Output, client: ServiceClient, body: z.input<typ
     }
     answer = await client.call(endpoints.cloudSubmit, { body: { ...body, confirm_summary: dry.summary.summary_id } });
   }
-  if (out.json) return out.printJson(answer);
-  out.line(`${answer.job_id} ${answer.status}: ${answer.message}`);
+  return answer;
 }
 
 /** The package summary and cost estimate of a cloud dry run, for people. */
