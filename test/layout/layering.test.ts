@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { checkLayers, mutualPairs, readmeLayers, roomCycles, roomImports, roomOf, type RoomImport } from "../tools/import-graph";
 
 // The README's code map gives edge/'s rooms in layers, top first; a room imports only from its own
-// layer or one below (type-only imports count: they tie the rooms together just the same).
+// layer or any layer below it (type-only imports count: they tie the rooms together just the same).
 
 const edge = (from: string, to: string): RoomImport => ({ from, to, file: `edge/${from}x.ts`, specifier: `../${to}` });
 
