@@ -1,10 +1,14 @@
 import { Command, CommanderError, Option } from "commander";
 import { version } from "../../package.json";
+import { addApprovals } from "./commands/approvals";
 import { addCancel } from "./commands/cancel";
 import { addCompletion } from "./commands/completion";
+import { addGpus } from "./commands/gpus";
 import { addList } from "./commands/list";
 import { addLogin } from "./commands/login";
 import { addLogs } from "./commands/logs";
+import { addOpen } from "./commands/open";
+import { addPriority } from "./commands/priority";
 import { addStatus } from "./commands/status";
 import { addSubmit } from "./commands/submit";
 import { addWhoami } from "./commands/whoami";
@@ -29,6 +33,10 @@ export function buildProgram(): Command {
   addStatus(program);
   addCancel(program);
   addLogs(program);
+  addApprovals(program);
+  addPriority(program);
+  addGpus(program);
+  addOpen(program);
   addLogin(program);
   addWhoami(program);
   addCompletion(program);

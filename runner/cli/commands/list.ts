@@ -1,7 +1,11 @@
 import { InvalidArgumentError, Option, type Command } from "commander";
+import type { ServiceClient } from "../../../shared/client/client";
 import { endpoints } from "../../../shared/client/endpoints";
+import { readEventStream } from "../../../shared/client/event-stream";
 import { ACTIVE_STATUSES } from "../../../shared/schemas/queue";
+import { terminalJson } from "../../../shared/terminal-text";
 import { cli } from "../context";
+import type { Output } from "../output";
 import { fieldValue, parseFields, selectFields } from "../fields";
 import { age, cell, gpusCell } from "../format-job";
 import { allEntries } from "../queue-pages";
@@ -13,6 +17,7 @@ interface ListOptions {
   completed?: boolean;
   user?: string;
   fields?: string;
+  watch?: boolean;
 }
 
 /** A page size the API takes (1 to 1000), checked before any call. */
@@ -36,61 +41,97 @@ export function addList(program: Command): void {
     .option("--completed", "also list completed, failed and cancelled jobs")
     .option("--user <name>", "only this user's jobs")
     .option("-o, --fields <fields>", "comma-separated fields to show: any queue entry field, or metadata.<key> (any depth)")
+    .option("-w, --watch", "print the list again whenever jobs change (the queue's change stream); Ctrl-C ends it")
     .addHelpText(
       "after",
       `
 Columns: JOB ID, USER, STATUS, PRIO (effective priority), POS (queue position), GPUS (held, or wanted),
 CONFIG, WAIT (why it waits), AGE (since it was queued). Other users' jobs show only public fields ("-").
+With --watch, each new list follows a blank line (on a terminal it replaces the screen); with
+--format json, each list is one line of JSON.
 
 Examples:
   $ jobs list --status pending
+  $ jobs list --watch
   $ jobs list --all -o job_id,status,metadata.run_name --format json`,
     )
     .action(async (options: ListOptions, command: Command) => {
       // Field names are checked before any call, so a typo costs no request.
       const fields = options.fields === undefined ? null : parseFields(options.fields);
       const { out, client } = cli(command);
-      const query = {
-        limit: options.limit,
-        ...(options.status ? { status: options.status } : {}),
-        ...(options.completed ? { include_completed: true } : {}),
-        ...(options.user ? { user: options.user } : {}),
-      };
-      let entries;
-      let total: number;
-      if (options.all) {
-        entries = await allEntries(client, query);
-        total = entries.length;
-      } else {
-        const page = await client.call(endpoints.queueList, { query });
-        entries = page.jobs;
-        total = page.total;
-      }
-
-      if (out.json) return out.printJson(fields ? entries.map((entry) => selectFields(entry, fields)) : entries);
-      if (entries.length === 0) return out.note("No jobs.");
-      if (fields) {
-        out.table(
-          fields.map((field) => field.toUpperCase()),
-          entries.map((entry) => fields.map((field) => cell(fieldValue(entry, field)))),
-        );
-      } else {
-        const now = new Date();
-        out.table(
-          DEFAULT_HEADERS,
-          entries.map((e) => [
-            e.job_id,
-            cell(e.owner),
-            e.status,
-            String(e.effective_priority),
-            cell(e.position),
-            gpusCell(e),
-            cell(fieldValue(e, "config_name")),
-            cell(e.wait_reason),
-            age(e.queued_at, now),
-          ]),
-        );
-      }
-      if (total > entries.length) out.note(`Showing ${entries.length} of ${total} jobs: add --all for every page.`);
+      const show = () => showQueue(client, out, options, fields);
+      if (options.watch) return watchQueue(client, out, show);
+      await show();
     });
+}
+
+/** One list of the queue, as the options ask. */
+async function showQueue(client: ServiceClient, out: Output, options: ListOptions, fields: string[] | null): Promise<void> {
+  const query = {
+    limit: options.limit,
+    ...(options.status ? { status: options.status } : {}),
+    ...(options.completed ? { include_completed: true } : {}),
+    ...(options.user ? { user: options.user } : {}),
+  };
+  let entries;
+  let total: number;
+  if (options.all) {
+    entries = await allEntries(client, query);
+    total = entries.length;
+  } else {
+    const page = await client.call(endpoints.queueList, { query });
+    entries = page.jobs;
+    total = page.total;
+  }
+
+  if (out.json) {
+    const value = fields ? entries.map((entry) => selectFields(entry, fields)) : entries;
+    return options.watch ? out.line(terminalJson(value)) : out.printJson(value);
+  }
+  if (entries.length === 0) return out.note("No jobs.");
+  if (fields) {
+    out.table(
+      fields.map((field) => field.toUpperCase()),
+      entries.map((entry) => fields.map((field) => cell(fieldValue(entry, field)))),
+    );
+  } else {
+    const now = new Date();
+    out.table(
+      DEFAULT_HEADERS,
+      entries.map((e) => [
+        e.job_id,
+        cell(e.owner),
+        e.status,
+        String(e.effective_priority),
+        cell(e.position),
+        gpusCell(e),
+        cell(fieldValue(e, "config_name")),
+        cell(e.wait_reason),
+        age(e.queued_at, now),
+      ]),
+    );
+  }
+  if (total > entries.length) out.note(`Showing ${entries.length} of ${total} jobs: add --all for every page.`);
+}
+
+const CLEAR_SCREEN = "\u001b[H\u001b[2J";
+
+/**
+ * Shows the queue, then again after every change the queue's change stream announces; when the
+ * stream ends (a restart, a dropped connection) it reconnects and shows the queue again, since
+ * changes are not replayed. Runs until the process is interrupted.
+ */
+async function watchQueue(client: ServiceClient, out: Output, show: () => Promise<void>): Promise<never> {
+  let first = true;
+  const refresh = async () => {
+    if (!first && !out.json) out.line(out.columns === null ? "" : CLEAR_SCREEN);
+    first = false;
+    await show();
+  };
+  for (;;) {
+    const response: Response = await client.call(endpoints.queueChanges, {}, { timeoutMs: null });
+    // Shown once the stream is open, so no change between the list and the subscription is missed.
+    for await (const message of readEventStream(response)) if (message.event === "ready" || message.event === "change") await refresh();
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+  }
 }
