@@ -57,7 +57,17 @@ export function programSpec(program: Command): ProgramSpec {
       name: command.name(),
       description: command.summary() || command.description(),
       options: [...own, ...inherited],
-      argChoices: command.name() === "help" ? help.visibleCommands(program).map((c) => c.name()) : (firstArgument?.argChoices ?? []),
+      // `help` and a command with subcommands (`env`) take a command's name first.
+      argChoices:
+        command.name() === "help"
+          ? help.visibleCommands(program).map((c) => c.name())
+          : command.commands.length
+            ? command
+                .createHelp()
+                .visibleCommands(command)
+                .map((c) => c.name())
+                .filter((name) => name !== "help")
+            : (firstArgument?.argChoices ?? []),
     };
   });
   return { options: globals, commands };

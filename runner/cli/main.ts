@@ -3,6 +3,7 @@ import { version } from "../../package.json";
 import { addApprovals } from "./commands/approvals";
 import { addCancel } from "./commands/cancel";
 import { addCompletion } from "./commands/completion";
+import { addEnv } from "./commands/env";
 import { addGpus } from "./commands/gpus";
 import { addList } from "./commands/list";
 import { addLogin } from "./commands/login";
@@ -37,6 +38,7 @@ export function buildProgram(): Command {
   addPriority(program);
   addGpus(program);
   addOpen(program);
+  addEnv(program);
   addLogin(program);
   addWhoami(program);
   addCompletion(program);
