@@ -28,7 +28,14 @@ export function roomOf(edgeRelativePath: string): string {
   return rest.length ? `${first}/` : first!;
 }
 
-function sourceFiles(dir: string): string[] {
+/** The relative module specifiers a file names (imports, `import type`, re-exports and dynamic imports alike). */
+export function relativeSpecifiers(file: string): string[] {
+  const { importedFiles } = ts.preProcessFile(readFileSync(file, "utf8"), true, true);
+  return importedFiles.map((i) => i.fileName).filter((specifier) => specifier.startsWith("."));
+}
+
+/** The source files (.ts, .tsx) under `dir`. */
+export function sourceFiles(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
     const path = join(dir, entry.name);
     if (entry.isDirectory()) return entry.name === "node_modules" ? [] : sourceFiles(path);
@@ -41,9 +48,7 @@ export function roomImports(root = ROOT): RoomImport[] {
   const edge = join(root, "edge");
   const found: RoomImport[] = [];
   for (const file of sourceFiles(edge)) {
-    const { importedFiles } = ts.preProcessFile(readFileSync(file, "utf8"), true, true);
-    for (const { fileName: specifier } of importedFiles) {
-      if (!specifier.startsWith(".")) continue;
+    for (const specifier of relativeSpecifiers(file)) {
       const target = relative(edge, normalize(join(dirname(file), specifier)));
       if (target.startsWith("..")) continue; // shared/ or the repository root
       const from = roomOf(relative(edge, file));
