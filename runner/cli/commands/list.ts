@@ -128,10 +128,29 @@ async function watchQueue(client: ServiceClient, out: Output, show: () => Promis
     first = false;
     await show();
   };
+  // Changes that arrive while the list is being read coalesce into one more read (a burst of 500
+  // submissions is a few lists, not 500); a failed read ends the command as before.
+  let running: Promise<void> | null = null;
+  let again = false;
+  const state: { failed: { error: unknown } | null } = { failed: null };
+  const request = () => {
+    if (state.failed) throw state.failed.error;
+    if (running) return void (again = true);
+    running = (async () => {
+      do {
+        again = false;
+        await refresh();
+      } while (again);
+    })()
+      .catch((error: unknown) => void (state.failed = { error }))
+      .finally(() => (running = null));
+  };
   for (;;) {
     const response: Response = await client.call(endpoints.queueChanges, {}, { timeoutMs: null });
     // Shown once the stream is open, so no change between the list and the subscription is missed.
-    for await (const message of readEventStream(response)) if (message.event === "ready" || message.event === "change") await refresh();
+    for await (const message of readEventStream(response)) if (message.event === "ready" || message.event === "change") request();
+    await running;
+    if (state.failed) throw state.failed.error;
     await new Promise((resolve) => setTimeout(resolve, 1000));
   }
 }
