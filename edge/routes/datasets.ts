@@ -26,6 +26,8 @@ import {
   DATASET_QUOTA_DEFAULTS,
   DatasetCloudSharing,
   DatasetCloudSharingUpdate,
+  DatasetDeleted,
+  DatasetDeleteQuery,
   DatasetFolderParam,
   DatasetListing,
   DatasetListingQuery,
@@ -194,12 +196,9 @@ datasetsRoutes.openapi(
     summary: "Delete a dataset file, or a folder with everything under it",
     description:
       "`path` relative to the datasets root (not the root itself). Only the folder's owner, leads and admins (else 403 `folder_not_yours`); what is deleted is given back to the owner's dataset quota. A job that already fetched the files keeps its cached copy.",
-    request: { query: z.object({ path: z.string().min(1).max(1024) }) },
+    request: { query: DatasetDeleteQuery },
     responses: {
-      200: json(
-        z.object({ success: z.literal(true), path: z.string(), deleted_files: z.number().int(), deleted_bytes: z.number().int() }),
-        "Deleted",
-      ),
+      200: json(DatasetDeleted, "Deleted"),
       401: error("No valid credential"),
       403: error("Below researcher, or another user's folder (folder_not_yours)"),
       404: error("Nothing at that path"),

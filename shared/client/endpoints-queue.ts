@@ -1,7 +1,12 @@
 import {
   ConfigListQuery,
+  DataloaderRegenerated,
   Environment,
+  EnvironmentActivated,
   EnvironmentCreate,
+  EnvironmentDeleted,
+  EnvironmentExport,
+  EnvironmentUpdate,
   EnvironmentList,
   EnvironmentParams,
   EnvironmentReadQuery,
@@ -41,4 +46,32 @@ export const queueEndpoints = {
   }),
   configExamples: endpoint({ method: "GET", path: "/api/configs/examples", response: ExampleList }),
   configCreate: endpoint({ method: "POST", path: "/api/configs/environments", body: EnvironmentCreate, response: Environment }),
+  configUpdate: endpoint({
+    method: "PUT",
+    path: "/api/configs/{name}",
+    params: EnvironmentParams,
+    body: EnvironmentUpdate,
+    response: Environment,
+  }),
+  configDelete: endpoint({ method: "DELETE", path: "/api/configs/{name}", params: EnvironmentParams, response: EnvironmentDeleted }),
+  configActivate: endpoint({
+    method: "POST",
+    path: "/api/configs/{name}/activate",
+    params: EnvironmentParams,
+    response: EnvironmentActivated,
+  }),
+  configDataloader: endpoint({
+    method: "POST",
+    path: "/api/configs/{name}/dataloader",
+    params: EnvironmentParams,
+    response: DataloaderRegenerated,
+  }),
+  /** The environment as `<name>.json` serves it (an attachment). */
+  configExport: endpoint({
+    method: "GET",
+    path: "/api/configs/{name}/export",
+    params: EnvironmentParams,
+    query: EnvironmentReadQuery,
+    response: EnvironmentExport,
+  }),
 } as const;

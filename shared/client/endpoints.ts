@@ -28,6 +28,7 @@ import {
 } from "../schemas/workers";
 import { endpoint } from "./endpoint";
 import { adminEndpoints } from "./endpoints-admin";
+import { datasetEndpoints } from "./endpoints-datasets";
 import { queueEndpoints } from "./endpoints-queue";
 import { settingsEndpoints } from "./endpoints-settings";
 import { trainingEndpoints } from "./endpoints-training";
@@ -99,6 +100,7 @@ export const endpoints = {
   ...trainingEndpoints,
   ...adminEndpoints,
   ...settingsEndpoints,
+  ...datasetEndpoints,
 } as const;
 
 export type Endpoints = typeof endpoints;

@@ -87,3 +87,9 @@ export const DatasetCloudSharingUpdate = z
       .openapi({ description: "true: other users' cloud submissions may package the folder; false: only its owner's and admins'" }),
   })
   .openapi("DatasetCloudSharingUpdate", { example: { allow_cloud: true } });
+
+export const DatasetDeleteQuery = z.object({ path: z.string().min(1).max(1024) });
+
+export const DatasetDeleted = z
+  .object({ success: z.literal(true), path: z.string(), deleted_files: z.number().int(), deleted_bytes: z.number().int() })
+  .openapi("DatasetDeleted");

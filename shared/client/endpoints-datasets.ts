@@ -1,0 +1,13 @@
+import { DatasetDeleted, DatasetDeleteQuery, DatasetListing, DatasetListingQuery, DatasetQuota } from "../schemas/datasets";
+import { endpoint } from "./endpoint";
+
+/**
+ * Datasets: the listing, deletion and the quota. Part of `endpoints` (./endpoints.ts); each with its
+ * route's own schemas. Uploads are multipart forms (POST /api/datasets/upload, /upload/zip): a client
+ * sends them with client.url(...) and its own form, so it can report progress.
+ */
+export const datasetEndpoints = {
+  datasetList: endpoint({ method: "GET", path: "/api/datasets", query: DatasetListingQuery, response: DatasetListing }),
+  datasetDelete: endpoint({ method: "DELETE", path: "/api/datasets", query: DatasetDeleteQuery, response: DatasetDeleted }),
+  datasetQuota: endpoint({ method: "GET", path: "/api/admin/dataset-quota", response: DatasetQuota }),
+} as const;
