@@ -9,6 +9,7 @@ import { environments } from "./routes/environments";
 import { health } from "./routes/health";
 import { queue } from "./routes/queue";
 import { system } from "./routes/system";
+import { runsRoutes } from "./routes/runs";
 import { users } from "./routes/users";
 import { workersRoutes } from "./routes/workers";
 import { training } from "./routes/training";
@@ -53,6 +54,7 @@ export function createApp() {
   app.route("/", system);
   app.route("/", workersRoutes);
   app.route("/", training);
+  app.route("/", runsRoutes);
   app.route("/", webhooksRoutes);
   app.route("/", datasetsRoutes);
   app.route("/", metricsRoutes);

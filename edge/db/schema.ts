@@ -317,3 +317,37 @@ export const providerState = sqliteTable("provider_state", {
   validatedAt: text("validated_at"),
   validationLatencyMs: real("validation_latency_ms"),
 });
+
+/** Runs whose series and images were kept before retention deleted their events (migration v22). */
+export const keptRuns = sqliteTable("kept_runs", {
+  jobId: text("job_id").primaryKey(),
+  keptAt: text("kept_at").notNull(),
+});
+
+/** A kept run's metric series, one row per step (migration v22). */
+export const runPoints = sqliteTable(
+  "run_points",
+  {
+    jobId: text("job_id").notNull(),
+    step: real("step").notNull(),
+    seconds: real("seconds").notNull(),
+    loss: real("loss"),
+    lr: real("lr"),
+    stepTime: real("step_time"),
+  },
+  (t) => [primaryKey({ columns: [t.jobId, t.step] })],
+);
+
+/** A kept run's validation images, in order (migration v22). */
+export const runImages = sqliteTable(
+  "run_images",
+  {
+    jobId: text("job_id").notNull(),
+    n: integer("n").notNull(),
+    step: real("step"),
+    prompt: text("prompt"),
+    mimeType: text("mime_type").notNull(),
+    src: text("src").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.jobId, t.n] })],
+);

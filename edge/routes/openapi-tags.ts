@@ -16,6 +16,7 @@ import metrics from "./api-docs/metrics.md";
 import overview from "./api-docs/overview.md";
 import providers from "./api-docs/providers.md";
 import queue from "./api-docs/queue.md";
+import runs from "./api-docs/runs.md";
 import storage from "./api-docs/storage.md";
 import system from "./api-docs/system.md";
 import training from "./api-docs/training.md";
@@ -49,6 +50,7 @@ export const TAGS: { name: string; description: string }[] = [
   { name: "Datasets", description: prose(datasets) },
   { name: "Queue", description: prose(queue) },
   { name: "Training", description: prose(training) },
+  { name: "Runs", description: prose(runs) },
   { name: "Webhooks", description: prose(webhooks) },
   { name: "Workers", description: prose(workers) },
   { name: "Storage", description: prose(storage) },

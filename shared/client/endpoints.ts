@@ -32,6 +32,7 @@ import { datasetEndpoints } from "./endpoints-datasets";
 import { queueEndpoints } from "./endpoints-queue";
 import { settingsEndpoints } from "./endpoints-settings";
 import { trainingEndpoints } from "./endpoints-training";
+import { runEndpoints } from "./endpoints-runs";
 
 /**
  * The operations the CLI, the runner and the dashboard call, each with its route's own schemas.
@@ -98,6 +99,7 @@ export const endpoints = {
   // ---- more, by area (the dashboard's): queue administration, training control, administration, settings
   ...queueEndpoints,
   ...trainingEndpoints,
+  ...runEndpoints,
   ...adminEndpoints,
   ...settingsEndpoints,
   ...datasetEndpoints,

@@ -19,6 +19,7 @@ import { v18 } from "./0018_job_attempts";
 import { v19 } from "./0019_event_and_dataset_usage";
 import { v20 } from "./0020_dataset_cloud_sharing";
 import { v21 } from "./0021_capacity_version";
+import { v22 } from "./0022_kept_runs";
 import type { Migration } from "./migration";
 
 export type { Migration } from "./migration";
@@ -46,5 +47,6 @@ export const MIGRATIONS: readonly Migration[] = [
   v19,
   v20,
   v21,
+  v22,
 ];
 export const LATEST_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
