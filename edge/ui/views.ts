@@ -2,11 +2,13 @@ import type { FunctionComponent } from "preact";
 import type { Level } from "../../shared/levels";
 import { AuditView } from "./views/audit";
 import { CloudView } from "./views/cloud";
+import { CompareView } from "./views/compare";
 import { JobView } from "./views/job";
 import { KeysView } from "./views/keys";
 import { LimitsView } from "./views/limits";
 import { MetricsView } from "./views/metrics";
 import { QueueView } from "./views/queue";
+import { RunsView } from "./views/runs";
 import { SubmitView } from "./views/submit";
 import { SystemView } from "./views/system";
 import { UsersView } from "./views/users";
@@ -31,6 +33,8 @@ export const VIEWS: ViewEntry[] = [
   { name: "queue", title: "Queue", level: "viewer", component: QueueView, nav: true, group: "work" },
   { name: "submit", title: "Submit a job", level: "researcher", component: SubmitView, nav: true, group: "work" },
   { name: "jobs", title: "Job", level: "viewer", component: JobView, nav: false, group: "work" },
+  { name: "runs", title: "Runs", level: "viewer", component: RunsView, nav: true, group: "work" },
+  { name: "compare", title: "Compare runs", level: "viewer", component: CompareView, nav: false, group: "work" },
   { name: "system", title: "GPUs and workers", level: "viewer", component: SystemView, nav: true, group: "work" },
   { name: "keys", title: "API keys", level: "viewer", component: KeysView, nav: true, group: "work" },
   { name: "users", title: "Users", level: "admin", component: UsersView, nav: true, group: "admin" },
