@@ -110,5 +110,5 @@ export const RunImageParams = RunParams.extend({
     .number()
     .int()
     .min(0)
-    .openapi({ param: { name: "n", in: "path" }, example: 0 }),
+    .openapi({ param: { name: "n", in: "path", required: true }, example: 0 }),
 });

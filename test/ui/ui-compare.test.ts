@@ -181,7 +181,13 @@ describe.skipIf(!HAS_CHROMIUM)("runs and compare in a browser", () => {
     expect(await loss.locator(".u-legend").textContent()).toContain(`${runB} (lr-high)`);
     // By time, and smoothed: the plot follows.
     await page.getByRole("radio", { name: "By time" }).check();
-    await loss.locator(".u-legend").waitFor();
+    await until("both loss series by time", async () => {
+      const text = (await loss.locator(".u-legend").textContent()) ?? "";
+      const summary = (await loss.locator(".plot-summary").textContent()) ?? "";
+      return (
+        text.includes("Seconds since start") && summary.includes(`${runA} (lr-low) 0.9088`) && summary.includes(`${runB} (lr-high) 0.9088`)
+      );
+    });
     // The slider from the keyboard: End is its strongest smoothing.
     await page.getByRole("slider", { name: /Smoothing/ }).focus();
     await page.keyboard.press("End");

@@ -91,7 +91,11 @@ export function Plot({ title, data, series, x, y, height = 240, stepped = false 
       ? "no data yet"
       : series
           .map((s, i) => {
-            const value = data[i + 1]?.[last];
+            // The series' latest value: on a shared x axis (runs compared by time) its last x may be another's.
+            const column = data[i + 1] ?? [];
+            let at = last;
+            while (at > 0 && (column[at] === null || column[at] === undefined)) at--;
+            const value = column[at];
             return `${s.label} ${value === null || value === undefined ? "-" : Number(value.toPrecision(4))}`;
           })
           .join(", ");
