@@ -242,6 +242,17 @@ describe.skipIf(!HAS_CHROMIUM)("runs and compare in a browser", () => {
     expect(problems).toEqual([]);
   }, 90_000);
 
+  it("filters #/runs by environment, kept in the address", async () => {
+    const { page, problems } = await open(rita.cookie, "#/runs");
+    await page.getByRole("link", { name: runB }).waitFor();
+    await page.getByLabel("Environment").fill("lr-low");
+    await page.getByRole("button", { name: "Filter" }).click();
+    await until("only lr-low's run", async () => (await page.locator("table.runs-table tbody tr").count()) === 1);
+    expect(await page.locator("table.runs-table tbody th").allTextContents()).toEqual([runA]);
+    expect(new URL(page.url()).hash).toBe("#/runs?environment=lr-low");
+    expect(problems).toEqual([]);
+  }, 60_000);
+
   it("shows a prompt with markup as text in the gallery", async () => {
     const { page, problems } = await open(rita.cookie, `#/compare?jobs=${demoRun}`);
     const prompt = page.locator("table.gallery tbody th").first();
