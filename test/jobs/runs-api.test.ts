@@ -186,6 +186,11 @@ describe("runs over HTTP", () => {
       expect((await body(`/api/runs?environment=st-a`, key)).runs).toEqual([]);
     }
     expect((await get(`/api/runs/${runA}/series`)).status).toBe(401);
+    // A lead and an admin read it.
+    for (const key of [lena.key, admin.key]) {
+      expect(await body(`/api/runs/${runA}/series`, key)).toEqual(before);
+      expect((await imageBytes(`/api/runs/${runA}/images/0`, key)).status).toBe(200);
+    }
     expect((await imageBytes(`/api/runs/${runA}/images/0`, olga.key)).status).toBe(403);
     // Nothing changed for the owner.
     expect(await body(`/api/runs/${runA}/series`, rita.key)).toEqual(before);
