@@ -95,6 +95,8 @@ export const ROUTE_ACCESS: Record<string, Access> = {
   "GET /api/training/webhooks": { level: "viewer" },
   "GET /api/training/config": { level: "viewer" },
   "GET /api/datasets": { level: "viewer" },
+  "GET /api/datasets/file": { level: "viewer" },
+  "GET /api/datasets/usage": { level: "viewer" },
   "POST /api/datasets/folders": { level: "researcher" },
   "POST /api/datasets/upload": { level: "researcher" },
   "POST /api/datasets/upload/zip": { level: "researcher" },
