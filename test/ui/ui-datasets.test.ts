@@ -10,6 +10,7 @@ import { deflateSync } from "node:zlib";
 import { zipSync } from "fflate";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { BATCH_LIMITS, planBatches } from "../../edge/ui/views/dataset-upload";
 import { HAS_CHROMIUM, launchBrowser, openDashboard, screenshot, seriousA11yViolations, type DashboardPage } from "../helpers/browser";
 import { createUserWithKey, setUpAdmin, startTestStack, type TestStack } from "../helpers/stack";
 
@@ -76,6 +77,46 @@ async function open(cookie: string, hash: string): Promise<DashboardPage> {
 }
 const percent = (page: Page) => page.getByTestId("upload-percent");
 const thumbs = (page: Page) => page.getByRole("list", { name: "Images" }).getByRole("listitem");
+
+describe("the datasets view's upload batches", () => {
+  const file = (name: string, size = 1) => new File([new Uint8Array(size)], name);
+  it("groups files by folder under the target, sends a zip alone and drops system clutter", () => {
+    const batches = planBatches("portraits", [
+      { file: file("a.png"), dir: "shots" },
+      { file: file("a.txt"), dir: "shots" },
+      { file: file("b.png"), dir: "shots/close" },
+      { file: file("more.zip", 5), dir: "" },
+      { file: file(".DS_Store"), dir: "shots" },
+      { file: file("._a.png"), dir: "shots" },
+      { file: file("c.png"), dir: "" },
+    ]);
+    expect(batches.map((b) => [b.kind, b.target, b.files.map((f) => f.name), b.bytes])).toEqual([
+      ["files", "portraits/shots", ["a.png", "a.txt"], 2],
+      ["files", "portraits/shots/close", ["b.png"], 1],
+      ["zip", "portraits", ["more.zip"], 5],
+      ["files", "portraits", ["c.png"], 1],
+    ]);
+    expect(planBatches("", [{ file: file("a.png"), dir: "new" }])[0]!.target).toBe("new");
+  });
+
+  it("starts a new batch past the file or byte limit, and sends a file larger than the byte limit alone", () => {
+    const many = Array.from({ length: BATCH_LIMITS.files + 1 }, (_, i) => ({ file: file(`${i}.png`), dir: "" }));
+    expect(planBatches("x", many).map((b) => b.files.length)).toEqual([BATCH_LIMITS.files, 1]);
+    const sized = planBatches(
+      "x",
+      [
+        { file: file("a.png", 6), dir: "" },
+        { file: file("b.png", 6), dir: "" },
+        { file: file("c.png", 20), dir: "" },
+      ],
+      {
+        files: 10,
+        bytes: 10,
+      },
+    );
+    expect(sized.map((b) => b.files.map((f) => f.name))).toEqual([["a.png"], ["b.png"], ["c.png"]]);
+  });
+});
 
 describe.skipIf(!HAS_CHROMIUM)("the datasets view", () => {
   beforeAll(async () => {
@@ -192,6 +233,36 @@ describe.skipIf(!HAS_CHROMIUM)("the datasets view", () => {
     await expect.poll(() => percent(page).innerText()).toBe("100%, done");
     expect(await names("portraits")).toEqual(expect.arrayContaining(["late-1.png", "late-1.txt"]));
     expect(await page.getByRole("alert").count()).toBe(0);
+    expect(problems).toEqual([]);
+    await close();
+  });
+
+  it("uploads files dropped onto the page, and pages a folder of more entries than a page holds", { timeout: 60_000 }, async () => {
+    const { page, problems, close } = await open(rita.cookie, "#/datasets/portraits");
+    await page.getByText(/^rita's datasets/).waitFor();
+    const transfer = await page.evaluateHandle(() => {
+      const data = new DataTransfer();
+      data.items.add(new File(["dropped caption"], "dropped.txt", { type: "text/plain" }));
+      data.items.add(new File([new Uint8Array([0x89, 0x50, 0x4e, 0x47])], "dropped.png", { type: "image/png" }));
+      return data;
+    });
+    await page.getByTestId("drop-zone").dispatchEvent("drop", { dataTransfer: transfer });
+    await expect.poll(() => percent(page).innerText()).toBe("100%, done");
+    expect(await names("portraits")).toEqual(expect.arrayContaining(["dropped.png", "dropped.txt"]));
+
+    // 101 files: the first page shows 100, the next the last one.
+    const form = new FormData();
+    form.set("target_path", "many");
+    for (let i = 0; i < 101; i++) form.append("files[]", new Blob([`caption ${i}`]), `${String(i).padStart(3, "0")}.txt`);
+    expect((await t.call("POST", "/api/datasets/upload", { body: form, auth: { key: rita.key } })).status).toBe(201);
+    await page.goto(`${t.base}/#/datasets/many`);
+    const rows = page.getByRole("table").getByRole("rowheader");
+    await expect.poll(() => rows.count()).toBe(100);
+    await page.getByRole("button", { name: "Next page" }).click();
+    await expect.poll(() => rows.allInnerTexts()).toEqual(["100.txt"]);
+    await page.getByText("Page 2").waitFor();
+    await page.getByRole("button", { name: "First page" }).click();
+    await expect.poll(() => rows.count()).toBe(100);
     expect(problems).toEqual([]);
     await close();
   });

@@ -1,5 +1,5 @@
-import { refusal } from "../../../shared/client/client";
-import { ServiceError } from "../api";
+// The client module itself, not ../api: this one has no page to run in and is tested in Node.
+import { refusal, ServiceError } from "../../../shared/client/client";
 
 /*
  * Uploads for the datasets view: what was dropped or chosen (a folder keeps its relative paths),
