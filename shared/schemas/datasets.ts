@@ -113,6 +113,11 @@ export const DatasetDeleted = z
 /** One dataset file to read (GET /api/datasets/file). */
 export const DatasetFileQuery = z.object({
   path: z.string().min(1).max(1024).openapi({ description: "The file, relative to the datasets root", example: "portraits/001.png" }),
+  v: z
+    .string()
+    .max(64)
+    .optional()
+    .openapi({ description: "Ignored by the service: a client puts the file's SHA-256 here so its cache follows the content" }),
 });
 
 /** The longest caption a listing carries (longer sidecars are cut there). */
@@ -129,12 +134,9 @@ export const DatasetUsageQuery = z.object({
 export const DatasetUsage = z
   .object({
     folder: z.string().nullable().openapi({ description: "The top-level folder of `path`; null at the root", example: "portraits" }),
-    owner: z
-      .string()
-      .nullable()
-      .openapi({
-        description: "Whose quota the folder counts against (its creator); null for nobody's (a folder from before owners, or none yet)",
-      }),
+    owner: z.string().nullable().openapi({
+      description: "Whose quota the folder counts against (its creator); null for nobody's (a folder from before owners, or none yet)",
+    }),
     used_bytes: z.number().int(),
     used_files: z.number().int(),
     max_bytes: z.number().int(),

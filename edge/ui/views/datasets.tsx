@@ -1,4 +1,4 @@
-import { useRef, useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import type { z } from "zod";
 import type { DatasetListing, DatasetUsage } from "../../../shared/schemas/datasets";
 import { asServiceError, call, endpoints, type ServiceError } from "../api";
@@ -45,7 +45,9 @@ export function formatBytes(bytes: number): string {
   return `${unit === 0 ? value : value.toFixed(1)} ${units[unit]}`;
 }
 
-const fileUrl = (path: string) => `/api/datasets/file?path=${encodeURIComponent(path)}`;
+/** A file's address; `sha256` keys the browser's cache to its content, so a replaced file is fetched anew. */
+const fileUrl = (path: string, sha256?: string | null) =>
+  `/api/datasets/file?path=${encodeURIComponent(path)}${sha256 ? `&v=${sha256.slice(0, 16)}` : ""}`;
 const joinPath = (...parts: string[]) => parts.filter(Boolean).join("/");
 
 /** Where the page is: each folder up to here a link, the last one the current place. */
@@ -156,6 +158,35 @@ function UploadPanel({ path, onStored }: { path: string; onStored: () => Promise
     setNote(batches.length ? "" : "Nothing to upload: no files were found in what was dropped.");
     if (batches.length) uploads.add(batches);
   };
+  // Anything dropped anywhere on the page lands here (not only on the dashed area); the latest
+  // `start` is called, so a drop after paging or a reload uses this render's folder and reload.
+  const latestStart = useRef(start);
+  latestStart.current = start;
+  useEffect(() => {
+    const carriesFiles = (event: DragEvent) => event.dataTransfer?.types.includes("Files") ?? false;
+    const dragOver = (event: DragEvent) => {
+      if (!carriesFiles(event)) return;
+      event.preventDefault();
+      setOver(true);
+    };
+    const dragLeave = (event: DragEvent) => {
+      if (event.relatedTarget === null) setOver(false);
+    };
+    const drop = (event: DragEvent) => {
+      if (!carriesFiles(event)) return;
+      event.preventDefault();
+      setOver(false);
+      void pickedFromDrop(event.dataTransfer!).then((picked) => latestStart.current(picked));
+    };
+    document.addEventListener("dragover", dragOver);
+    document.addEventListener("dragleave", dragLeave);
+    document.addEventListener("drop", drop);
+    return () => {
+      document.removeEventListener("dragover", dragOver);
+      document.removeEventListener("dragleave", dragLeave);
+      document.removeEventListener("drop", drop);
+    };
+  }, []);
   const total = uploads.batches.reduce((n, b) => n + b.batch.bytes, 0);
   const sent = uploads.batches.reduce((n, b) => n + (b.state === "done" ? b.batch.bytes : b.sent), 0);
   const percent = total ? Math.floor((sent / total) * 100) : 0;
@@ -163,23 +194,10 @@ function UploadPanel({ path, onStored }: { path: string; onStored: () => Promise
   const busy = uploads.batches.some((b) => b.state === "sending" || b.state === "waiting");
   return (
     <Panel title="Upload">
-      <div
-        class={`drop-zone${over ? " drop-over" : ""}`}
-        data-testid="drop-zone"
-        onDragOver={(event) => {
-          event.preventDefault();
-          setOver(true);
-        }}
-        onDragLeave={() => setOver(false)}
-        onDrop={(event) => {
-          event.preventDefault();
-          setOver(false);
-          if (event.dataTransfer) void pickedFromDrop(event.dataTransfer).then(start);
-        }}
-      >
+      <div class={`drop-zone${over ? " drop-over" : ""}`}>
         <p>
-          Drop a folder, images with their <code>.txt</code> captions, or a <code>.zip</code> here, or choose them. They go into{" "}
-          <strong>{path || "the datasets root"}</strong>; a folder keeps its own folders.
+          Drop a folder, images with their <code>.txt</code> captions, or a <code>.zip</code> anywhere on this page, or choose them. They go
+          into <strong>{path || "the datasets root"}</strong>; a folder keeps its own folders.
         </p>
         <div class="row">
           <Field label="Choose files or a zip">
@@ -269,8 +287,8 @@ function Thumbnail({
     <li class="thumb">
       <figure>
         {file.size <= THUMBNAIL_MAX_BYTES ? (
-          <a href={fileUrl(full)} target="_blank" rel="noopener">
-            <img src={fileUrl(full)} alt={file.name} loading="lazy" decoding="async" />
+          <a href={fileUrl(full, file.sha256)} target="_blank" rel="noopener">
+            <img src={fileUrl(full, file.sha256)} alt={file.name} loading="lazy" decoding="async" />
           </a>
         ) : (
           <a href={fileUrl(full)} target="_blank" rel="noopener" class="thumb-large">
