@@ -184,6 +184,9 @@ describe.skipIf(!HAS_CHROMIUM)("the datasets view", () => {
 
       expect(await seriousA11yViolations(page)).toEqual([]);
       await screenshot(page, "datasets");
+      await page.setViewportSize({ width: 390, height: 800 });
+      await expect.poll(() => page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
+      await screenshot(page, "datasets-phone");
       expect(problems).toEqual([]);
       await close();
     },
