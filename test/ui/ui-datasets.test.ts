@@ -332,6 +332,16 @@ describe.skipIf(!HAS_CHROMIUM)("the datasets view", () => {
     });
     expect(forced).toEqual([403, 403]);
     expect(await names("portraits/shots")).toEqual(before);
+    // A folder whose name is markup: a link and a breadcrumb showing it as written.
+    const form = new FormData();
+    form.set("parent_path", "portraits");
+    form.set("folder_name", "<img src=x onerror=alert(3)>");
+    expect((await t.call("POST", "/api/datasets/folders", { body: form, auth: { key: rita.key } })).status).toBe(201);
+    await page.goto(`${t.base}/#/datasets/portraits`);
+    await page.getByRole("link", { name: "<img src=x onerror=alert(3)>/" }).click();
+    await page.getByRole("navigation", { name: "Breadcrumb" }).getByText("<img src=x onerror=alert(3)>", { exact: true }).waitFor();
+    await page.getByText("This folder is empty.").waitFor();
+    expect(await page.locator(".page img").count()).toBe(0);
     // At the root sam may still make a folder of his own.
     await page.goto(`${t.base}/#/datasets`);
     await page.getByRole("button", { name: "Create folder" }).waitFor();
