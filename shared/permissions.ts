@@ -100,6 +100,8 @@ export const ROUTE_ACCESS: Record<string, Access> = {
   "GET /api/runs/{job_id}/validations": { level: "viewer" },
   "GET /api/runs/{job_id}/images/{n}": { level: "viewer" },
   "GET /api/datasets": { level: "viewer" },
+  "GET /api/datasets/file": { level: "viewer" },
+  "GET /api/datasets/usage": { level: "viewer" },
   "POST /api/datasets/folders": { level: "researcher" },
   "POST /api/datasets/upload": { level: "researcher" },
   "POST /api/datasets/upload/zip": { level: "researcher" },

@@ -14,6 +14,9 @@ import {
 } from "../datasets/datasets";
 import { authorizeFolderWrite, getFolderSharing, setFolderSharing } from "../datasets/folders";
 import { checkName } from "../datasets/paths";
+import { readDatasetFile, withCaptions } from "../datasets/file-read";
+import { folderUsage } from "../datasets/usage";
+import { attachmentDisposition, SAFE_OBJECT_HEADERS } from "../storage/download-headers";
 import { datasetQuota, releaseDeleted, reserveDatasetWrites } from "../datasets/quota";
 import { ApiError } from "../errors";
 import { principalOf } from "../middleware/authorize";
@@ -28,11 +31,14 @@ import {
   DatasetCloudSharingUpdate,
   DatasetDeleted,
   DatasetDeleteQuery,
+  DatasetFileQuery,
   DatasetFolderParam,
   DatasetListing,
   DatasetListingQuery,
   DatasetQuota,
   DatasetQuotaUpdate,
+  DatasetUsage,
+  DatasetUsageQuery,
 } from "../../shared/schemas/datasets";
 import { error, json } from "./openapi";
 
@@ -170,7 +176,7 @@ datasetsRoutes.openapi(
     tags,
     summary: "List the folders and files directly under a dataset path, a page at a time",
     description:
-      "`path` relative to the datasets root (empty: the root). Folders and files together in key order, at most `limit` per page (default 500, at most 1000); `next_cursor` continues the walk (it keeps its path), null on the last page. Files with their size, SHA-256 and upload time. Reading is open to every level.",
+      "`path` relative to the datasets root (empty: the root). Folders and files together in key order, at most `limit` per page (default 500, at most 1000); `next_cursor` continues the walk (it keeps its path), null on the last page. Files with their size, SHA-256 and upload time; with `captions=true` each image also carries its `.txt` sidecar's text (`caption`, null when none), for a page of thumbnails. Reading is open to every level.",
     request: { query: DatasetListingQuery },
     responses: {
       200: json(DatasetListing, "A page of the listing"),
@@ -184,7 +190,74 @@ datasetsRoutes.openapi(
     const path = at ? continueFilters({ path: at.path }, { path: query.path }).path : (query.path ?? "");
     const page = await listDatasets(c.env.STORAGE, path, { limit: query.limit, after: at?.after ?? null });
     const next_cursor = page.next === null ? null : encodeCursor("datasets", { path: page.path, after: page.next });
-    return c.json({ path: page.path, folders: page.folders, files: page.files, next_cursor }, 200);
+    const files = query.captions === "true" ? await withCaptions(c.env.STORAGE, page.path, page.files) : page.files;
+    return c.json({ path: page.path, folders: page.folders, files, next_cursor }, 200);
+  },
+);
+
+datasetsRoutes.openapi(
+  createRoute({
+    method: "get",
+    path: "/api/datasets/file",
+    tags,
+    summary: "Read one dataset file (a thumbnail, a caption)",
+    description:
+      "`path` relative to the datasets root. Open to every level, as the listing is. Served by its name's extension, never by its bytes: PNG, JPEG, WebP, GIF and BMP images as their image type and captions and metadata (.txt, .csv, .jsonl) as `text/plain; charset=utf-8`, both inline; anything else (TIFF, a file stored before the upload rules) as `application/octet-stream` with `Content-Disposition: attachment`. Every answer carries `X-Content-Type-Options: nosniff` and `Content-Security-Policy: sandbox; default-src 'none'`, so no stored file runs as a page of this origin; `ETag` is the file's SHA-256 when it has one.",
+    request: { query: DatasetFileQuery },
+    responses: {
+      200: { description: "The file's bytes" },
+      304: { description: "The copy the client holds (If-None-Match) is current" },
+      401: error("No valid credential"),
+      404: error("No file at that path (a folder is none)"),
+      422: error("A bad path (.., a leading /, a backslash, a control character)"),
+    },
+  }),
+  async (c) => {
+    const file = await readDatasetFile(c.env.STORAGE, c.req.valid("query").path);
+    const headers: Record<string, string> = {
+      ...SAFE_OBJECT_HEADERS,
+      "content-type": file.contentType,
+      "content-length": String(file.size),
+      "cache-control": "private, max-age=300",
+      "content-disposition": file.inline
+        ? `inline; ${attachmentDisposition(file.path).slice("attachment; ".length)}`
+        : attachmentDisposition(file.path),
+    };
+    if (file.sha256) {
+      headers.etag = `"${file.sha256}"`;
+      if (c.req.header("if-none-match") === headers.etag) {
+        await file.body.cancel();
+        delete headers["content-length"];
+        return c.body(null, 304, headers) as never;
+      }
+    }
+    return c.body(file.body, 200, headers) as never;
+  },
+);
+
+datasetsRoutes.openapi(
+  createRoute({
+    method: "get",
+    path: "/api/datasets/usage",
+    tags,
+    summary: "The dataset quota use of a folder's owner, and whether you may change files there",
+    description:
+      "`path` (empty: the datasets root) names a top-level folder through its first segment: its owner (the folder's creator; null for nobody's), what all their folders hold against the quota in force, and `may_write`: whether the caller may upload into or delete under it (its owner, leads and admins; a folder that does not exist yet, any researcher). At the root: the caller's own use. Open to every level, as the listing is.",
+    request: { query: DatasetUsageQuery },
+    responses: {
+      200: json(DatasetUsage, "The owner's use and the caller's right to write"),
+      401: error("No valid credential"),
+      422: error("A bad path"),
+    },
+  }),
+  async (c) => {
+    const { user } = principalOf(c);
+    const usage = await folderUsage(c.get("db"), c.env.STORAGE, c.req.valid("query").path ?? "", {
+      userId: user.id,
+      username: user.username,
+      level: user.level,
+    });
+    return c.json(usage, 200);
   },
 );
 

@@ -3,6 +3,7 @@ import type { Level } from "../../shared/levels";
 import { AuditView } from "./views/audit";
 import { CloudView } from "./views/cloud";
 import { CompareView } from "./views/compare";
+import { DatasetsView } from "./views/datasets";
 import { JobView } from "./views/job";
 import { KeysView } from "./views/keys";
 import { LimitsView } from "./views/limits";
@@ -35,6 +36,7 @@ export const VIEWS: ViewEntry[] = [
   { name: "jobs", title: "Job", level: "viewer", component: JobView, nav: false, group: "work" },
   { name: "runs", title: "Runs", level: "viewer", component: RunsView, nav: true, group: "work" },
   { name: "compare", title: "Compare runs", level: "viewer", component: CompareView, nav: false, group: "work" },
+  { name: "datasets", title: "Datasets", level: "viewer", component: DatasetsView, nav: true, group: "work" },
   { name: "system", title: "GPUs and workers", level: "viewer", component: SystemView, nav: true, group: "work" },
   { name: "keys", title: "API keys", level: "viewer", component: KeysView, nav: true, group: "work" },
   { name: "users", title: "Users", level: "admin", component: UsersView, nav: true, group: "admin" },

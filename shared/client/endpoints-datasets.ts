@@ -1,4 +1,13 @@
-import { DatasetDeleted, DatasetDeleteQuery, DatasetListing, DatasetListingQuery, DatasetQuota } from "../schemas/datasets";
+import {
+  DatasetDeleted,
+  DatasetDeleteQuery,
+  DatasetFileQuery,
+  DatasetListing,
+  DatasetListingQuery,
+  DatasetQuota,
+  DatasetUsage,
+  DatasetUsageQuery,
+} from "../schemas/datasets";
 import { endpoint } from "./endpoint";
 
 /**
@@ -9,5 +18,7 @@ import { endpoint } from "./endpoint";
 export const datasetEndpoints = {
   datasetList: endpoint({ method: "GET", path: "/api/datasets", query: DatasetListingQuery, response: DatasetListing }),
   datasetDelete: endpoint({ method: "DELETE", path: "/api/datasets", query: DatasetDeleteQuery, response: DatasetDeleted }),
+  datasetFile: endpoint({ method: "GET", path: "/api/datasets/file", query: DatasetFileQuery, response: "raw" }),
+  datasetUsage: endpoint({ method: "GET", path: "/api/datasets/usage", query: DatasetUsageQuery, response: DatasetUsage }),
   datasetQuota: endpoint({ method: "GET", path: "/api/admin/dataset-quota", response: DatasetQuota }),
 } as const;

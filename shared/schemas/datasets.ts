@@ -43,13 +43,29 @@ export const DatasetListingQuery = z.object({
     .default(DEFAULT_DATASET_PAGE)
     .openapi({ description: `Entries (folders and files together) per page, 1 to ${MAX_DATASET_PAGE}` }),
   cursor: CursorQuery,
+  captions: z.enum(["true", "false"]).optional().openapi({
+    description:
+      "`true`: each image on the page also carries `caption`, the text of its `.txt` sidecar of the same stem (SimpleTuner's `textfile` caption strategy), at most 2,000 characters; null when it has none",
+  }),
 });
 
 export const DatasetListing = z
   .object({
     path: z.string(),
     folders: z.array(z.string()),
-    files: z.array(z.object({ name: z.string(), size: z.number().int(), sha256: z.string().nullable(), uploaded: z.string() })),
+    files: z.array(
+      z.object({
+        name: z.string(),
+        size: z.number().int(),
+        sha256: z.string().nullable(),
+        uploaded: z.string(),
+        caption: z
+          .string()
+          .nullable()
+          .optional()
+          .openapi({ description: "With `captions=true`, on images only: the sidecar's text, or null" }),
+      }),
+    ),
     next_cursor: NextCursor,
   })
   .openapi("DatasetListing");
@@ -93,3 +109,42 @@ export const DatasetDeleteQuery = z.object({ path: z.string().min(1).max(1024) }
 export const DatasetDeleted = z
   .object({ success: z.literal(true), path: z.string(), deleted_files: z.number().int(), deleted_bytes: z.number().int() })
   .openapi("DatasetDeleted");
+
+/** One dataset file to read (GET /api/datasets/file). */
+export const DatasetFileQuery = z.object({
+  path: z.string().min(1).max(1024).openapi({ description: "The file, relative to the datasets root", example: "portraits/001.png" }),
+  v: z
+    .string()
+    .max(64)
+    .optional()
+    .openapi({ description: "Ignored by the service: a client puts the file's SHA-256 here so its cache follows the content" }),
+});
+
+/** The longest caption a listing carries (longer sidecars are cut there). */
+export const MAX_LISTED_CAPTION = 2000;
+
+export const DatasetUsageQuery = z.object({
+  path: z
+    .string()
+    .max(1024)
+    .optional()
+    .openapi({ description: "A dataset path; its top-level folder's owner is counted. Empty or absent: the caller's own" }),
+});
+
+export const DatasetUsage = z
+  .object({
+    folder: z.string().nullable().openapi({ description: "The top-level folder of `path`; null at the root", example: "portraits" }),
+    owner: z.string().nullable().openapi({
+      description: "Whose quota the folder counts against (its creator); null for nobody's (a folder from before owners, or none yet)",
+    }),
+    used_bytes: z.number().int(),
+    used_files: z.number().int(),
+    max_bytes: z.number().int(),
+    max_files: z.number().int(),
+    may_write: z.boolean().openapi({
+      description:
+        "Whether the caller may change files here (upload, delete): the folder's owner, leads and admins; at the root, leads and admins (a researcher's upload into the root makes a folder of their own)",
+    }),
+  })
+  .openapi("DatasetUsage");
+export type DatasetUsage = z.infer<typeof DatasetUsage>;
