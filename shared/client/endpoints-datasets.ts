@@ -1,4 +1,4 @@
-import { DatasetDeleted, DatasetDeleteQuery, DatasetListing, DatasetListingQuery, DatasetQuota } from "../schemas/datasets";
+import { DatasetDeleted, DatasetDeleteQuery, DatasetListing, DatasetListingQuery, DatasetQuota, DatasetUpload } from "../schemas/datasets";
 import { endpoint } from "./endpoint";
 
 /**
@@ -9,5 +9,9 @@ import { endpoint } from "./endpoint";
 export const datasetEndpoints = {
   datasetList: endpoint({ method: "GET", path: "/api/datasets", query: DatasetListingQuery, response: DatasetListing }),
   datasetDelete: endpoint({ method: "DELETE", path: "/api/datasets", query: DatasetDeleteQuery, response: DatasetDeleted }),
+  /** Multipart (files[] and target_path): send the form yourself to client.url(...) with client.authHeaders(). */
+  datasetUpload: endpoint({ method: "POST", path: "/api/datasets/upload", response: DatasetUpload }),
+  /** Multipart (file and target_path), as datasetUpload. */
+  datasetUploadZip: endpoint({ method: "POST", path: "/api/datasets/upload/zip", response: DatasetUpload }),
   datasetQuota: endpoint({ method: "GET", path: "/api/admin/dataset-quota", response: DatasetQuota }),
 } as const;

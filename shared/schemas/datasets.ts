@@ -93,3 +93,9 @@ export const DatasetDeleteQuery = z.object({ path: z.string().min(1).max(1024) }
 export const DatasetDeleted = z
   .object({ success: z.literal(true), path: z.string(), deleted_files: z.number().int(), deleted_bytes: z.number().int() })
   .openapi("DatasetDeleted");
+
+const StoredDatasetFile = z.object({ name: z.string(), path: z.string(), size: z.number().int(), sha256: z.string() });
+/** POST /api/datasets/upload and /upload/zip: what was stored (the zip's skipped entries by name). */
+export const DatasetUpload = z
+  .object({ success: z.literal(true), target_path: z.string(), files: z.array(StoredDatasetFile), skipped: z.array(z.string()) })
+  .openapi("DatasetUpload");
