@@ -22,9 +22,10 @@ export function addEnvEdit(env: Command): void {
       "after",
       `
 Values are read as \`jobs env show\` prints them: 16, 0.0001, true, false and null as JSON,
-"16" (quoted) as the string 16, anything else as text. The whole option map is sent back (PUT
-/api/configs/{name}); secrets the API masks (********) keep their stored values. Only the
-environment's owner, a lead or an admin may change it.
+"16" (quoted) as the string 16, anything else as text; a value starting with -- goes as
+--key=value. The whole option map is sent back (PUT /api/configs/{name}); secrets the API
+masks (********) keep their stored values. Only the environment's owner, a lead or an admin
+may change it.
 
 Examples:
   $ jobs env set faces --learning_rate 0.0002 --lora_rank 32 --push_to_hub false
