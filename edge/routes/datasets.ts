@@ -39,6 +39,7 @@ import {
   DatasetQuotaUpdate,
   DatasetUsage,
   DatasetUsageQuery,
+  DatasetUpload,
 } from "../../shared/schemas/datasets";
 import { error, json } from "./openapi";
 
@@ -46,10 +47,6 @@ import { error, json } from "./openapi";
 export const datasetsRoutes = createRouter();
 
 const tags = ["Datasets"];
-const StoredFile = z.object({ name: z.string(), path: z.string(), size: z.number().int(), sha256: z.string() });
-const UploadResult = z
-  .object({ success: z.literal(true), target_path: z.string(), files: z.array(StoredFile), skipped: z.array(z.string()) })
-  .openapi("DatasetUpload");
 const formOf = (fields: Record<string, z.ZodType>) => ({
   required: true,
   content: { "multipart/form-data": { schema: z.object(fields) } },
@@ -135,7 +132,7 @@ datasetsRoutes.openapi(
         "files[]": z.any().openapi({ type: "array", items: { type: "string", format: "binary" } }),
       }),
     },
-    responses: { 201: json(UploadResult, "Stored"), ...uploadErrors },
+    responses: { 201: json(DatasetUpload, "Stored"), ...uploadErrors },
   }),
   async (c) => {
     const f = await form(c);
@@ -156,7 +153,7 @@ datasetsRoutes.openapi(
     summary: "Upload a zip; it is extracted into target_path on the server",
     description: `The zip's folders are kept under target_path. Refused with nothing written, naming the entry: a path leaving target_path (zip-slip), a symbolic link, a file type that is not allowed. At most ${MAX_UPLOAD_BYTES} bytes uploaded and 1 GiB extracted.`,
     request: { body: formOf({ target_path: z.string().optional(), file: z.any().openapi({ type: "string", format: "binary" }) }) },
-    responses: { 201: json(UploadResult, "Extracted"), ...uploadErrors },
+    responses: { 201: json(DatasetUpload, "Extracted"), ...uploadErrors },
   }),
   async (c) => {
     const f = await form(c);

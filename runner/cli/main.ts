@@ -2,7 +2,9 @@ import { Command, CommanderError, Option } from "commander";
 import { version } from "../../package.json";
 import { addApprovals } from "./commands/approvals";
 import { addCancel } from "./commands/cancel";
+import { addComplete } from "./commands/complete";
 import { addCompletion } from "./commands/completion";
+import { addDatasets } from "./commands/datasets";
 import { addEnv } from "./commands/env";
 import { addGpus } from "./commands/gpus";
 import { addList } from "./commands/list";
@@ -39,9 +41,11 @@ export function buildProgram(): Command {
   addGpus(program);
   addOpen(program);
   addEnv(program);
+  addDatasets(program);
   addLogin(program);
   addWhoami(program);
   addCompletion(program);
+  addComplete(program);
   // Every command (and the program) exits through main, not process.exit, with our exit codes.
   const exitOverride = (command: Command) => {
     command.exitOverride();

@@ -5,6 +5,7 @@ import {
   DatasetListing,
   DatasetListingQuery,
   DatasetQuota,
+  DatasetUpload,
   DatasetUsage,
   DatasetUsageQuery,
 } from "../schemas/datasets";
@@ -20,5 +21,9 @@ export const datasetEndpoints = {
   datasetDelete: endpoint({ method: "DELETE", path: "/api/datasets", query: DatasetDeleteQuery, response: DatasetDeleted }),
   datasetFile: endpoint({ method: "GET", path: "/api/datasets/file", query: DatasetFileQuery, response: "raw" }),
   datasetUsage: endpoint({ method: "GET", path: "/api/datasets/usage", query: DatasetUsageQuery, response: DatasetUsage }),
+  /** Multipart (files[] and target_path): send the form yourself to client.url(...) with client.authHeaders(). */
+  datasetUpload: endpoint({ method: "POST", path: "/api/datasets/upload", response: DatasetUpload }),
+  /** Multipart (file and target_path), as datasetUpload. */
+  datasetUploadZip: endpoint({ method: "POST", path: "/api/datasets/upload/zip", response: DatasetUpload }),
   datasetQuota: endpoint({ method: "GET", path: "/api/admin/dataset-quota", response: DatasetQuota }),
 } as const;

@@ -148,3 +148,8 @@ export const DatasetUsage = z
   })
   .openapi("DatasetUsage");
 export type DatasetUsage = z.infer<typeof DatasetUsage>;
+const StoredDatasetFile = z.object({ name: z.string(), path: z.string(), size: z.number().int(), sha256: z.string() });
+/** POST /api/datasets/upload and /upload/zip: what was stored (the zip's skipped entries by name). */
+export const DatasetUpload = z
+  .object({ success: z.literal(true), target_path: z.string(), files: z.array(StoredDatasetFile), skipped: z.array(z.string()) })
+  .openapi("DatasetUpload");

@@ -116,6 +116,6 @@ describe("jobs env completion", () => {
         .split("\n")
         .filter(Boolean);
     expect(complete(["jobs", "en"])).toEqual(["env"]);
-    expect(complete(["jobs", "env", ""])).toEqual(["list", "show"]);
+    expect(complete(["jobs", "env", ""])).toEqual(["list", "show", "set", "export", "import"]);
   });
 });

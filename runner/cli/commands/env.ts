@@ -3,10 +3,13 @@ import { endpoints } from "../../../shared/client/endpoints";
 import type { Environment } from "../../../shared/schemas/environments";
 import { cli } from "../context";
 import { age, cell } from "../format-job";
+import { addEnvEdit } from "./env-edit";
 
 /** `jobs env`: the environments a submission can name, listed and shown as the API returns them. */
 export function addEnv(program: Command): void {
-  const env = program.command("env").description("List and show environments (the options and dataloader a job runs with).");
+  const env = program
+    .command("env")
+    .description("List, show, change, export and import environments (the options and dataloader a job runs with).");
 
   env
     .command("list")
@@ -44,6 +47,8 @@ export function addEnv(program: Command): void {
       if (out.json) return out.printJson(environment);
       for (const line of describe(environment)) out.line(line);
     });
+
+  addEnvEdit(env);
 }
 
 /** The text `env show` prints: a header of fields, a blank line, then one `--key value` line per option. */

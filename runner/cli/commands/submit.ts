@@ -111,8 +111,12 @@ Examples:
         out.note(describeLocal(answer));
         return followToEnd(out, client, answer.job_id!);
       }
+      if (answer.dry_run) {
+        if (!out.json) out.table(["PLAN", ""], localPlan(answer));
+        if (!out.json) out.note("Dry run: nothing was queued.");
+        return;
+      }
       if (!out.json) out.line(describeLocal(answer));
-      if (answer.dry_run && !out.json) out.note("Dry run: nothing was queued.");
     });
 }
 
@@ -136,22 +140,11 @@ async function errorMessageOf(client: ServiceClient, jobId: string): Promise<str
   }
 }
 
-/** One line on what happened to a local or worker submission (or, in a dry run, what would). */
+/** One line on what happened to a local or worker submission. */
 export function describeLocal(a: z.output<typeof LocalSubmitResult>): string {
   const reason = (message: string) => message.replace(/^(queued|rejected \(no_wait\)):\s*/, "");
   const where = a.worker_id !== null ? `worker ${a.worker_id}` : a.allocated_gpus?.length ? `GPUs ${gpuList(a.allocated_gpus)}` : "the CPU";
   const waits = a.wait_reason ? `${a.wait_reason}: ${reason(a.message)}` : reason(a.message);
-  if (a.dry_run) {
-    const what =
-      a.status === "running"
-        ? `would run on ${where}`
-        : a.status === "queued"
-          ? `would queue at position ${a.queue_position ?? "-"} (${waits})`
-          : a.status === "blocked"
-            ? `would wait for approval (${a.message})`
-            : `would be rejected (${waits})`;
-    return `dry run: ${what}`;
-  }
   switch (a.status) {
     case "running":
       return `${a.job_id} running on ${where}`;
@@ -165,6 +158,47 @@ export function describeLocal(a: z.output<typeof LocalSubmitResult>): string {
 }
 
 type CloudAnswer = z.output<typeof CloudSubmitAnswer>;
+
+/*
+ * The plan of a dry run, a row per question a user asks before submitting, each answered from
+ * the API's answer only. A dry run's answer carries no expected start or run time for a local
+ * or worker job (and no queue position for a cloud one): those rows say so rather than guess.
+ */
+const NOT_GIVEN = "- (not in the service's dry-run answer)";
+
+/** The plan rows of a local or worker dry run. */
+export function localPlan(a: z.output<typeof LocalSubmitResult>): string[][] {
+  const where = a.worker_id !== null ? `worker ${a.worker_id}` : a.allocated_gpus?.length ? `GPUs ${gpuList(a.allocated_gpus)}` : null;
+  const outcome = {
+    running: "would start now",
+    queued: "would wait in the queue",
+    blocked: "would wait for an admin's approval",
+    rejected: "would be refused (--no-wait)",
+  }[a.status];
+  return [
+    ["where", where ?? (a.status === "running" ? "the CPU" : "- (decided when admitted)")],
+    ["outcome", outcome],
+    ["position", a.queue_position === null ? "-" : String(a.queue_position)],
+    ["why", a.status === "running" ? "-" : a.wait_reason ? `${a.wait_reason}: ${a.message}` : a.message],
+    ["start", a.status === "running" ? "now" : NOT_GIVEN],
+    ["run time", NOT_GIVEN],
+    ["cost", "- (local: not billed)"],
+  ];
+}
+
+/** The plan rows of a cloud dry run. */
+function cloudPlan(provider: string, a: CloudAnswer): string[][] {
+  const e = a.estimate;
+  return [
+    ["where", `${provider} (${e.hardware})`],
+    ["outcome", a.message],
+    ["position", NOT_GIVEN],
+    ["why", "-"],
+    ["start", NOT_GIVEN],
+    ["run time", `${duration(e.expected_seconds)} (the estimate's run time)`],
+    ["cost", `about ${usd(e.estimated_cost_usd)} at ${usd(e.rate_usd_per_second)}/s`],
+  ];
+}
 
 /**
  * A cloud submission's answer (null for a dry run, which it prints). With consent "ask" the
@@ -186,6 +220,8 @@ async function submitCloud(
       return null;
     }
     for (const line of summaryLines(dry)) out.line(line);
+    out.line();
+    out.table(["PLAN", ""], cloudPlan(provider, dry));
     out.note("Dry run: nothing was uploaded or queued.");
     return null;
   }
