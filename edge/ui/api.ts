@@ -7,6 +7,11 @@ export { endpoints, ServiceError };
 /**
  * The dashboard's one client: the shared typed client on this page's origin. The browser sends
  * the session cookie itself (same origin), and its Origin header satisfies the CSRF rule.
+ *
+ * `endpoints` is typed by shared/client/endpoints.ts, schemas and all, but the dashboard's build
+ * (edge/local/ui-build.ts) loads that file as a table of method, path and answer kind only: no zod
+ * in the script, and the answers of this origin are taken as they come, unparsed (the API checks
+ * what it is sent; the CLI and the runner parse what they get).
  */
 export const client = new ServiceClient({ baseUrl: `${location.origin}/`, timeoutMs: 30_000 });
 

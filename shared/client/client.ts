@@ -48,7 +48,9 @@ export interface CallOptions {
 /**
  * A typed client of the service, for the CLI, the runner and the dashboard: every call names an
  * endpoint of shared/client/endpoints.ts, sends what its schemas take and parses the answer with
- * its response schema. Runs wherever fetch does (Node 20, workerd, browsers).
+ * its response schema. Runs wherever fetch does (Node 20, workerd, browsers), and imports no zod
+ * itself: the schemas come with the endpoints, so the dashboard's build, whose endpoints carry none
+ * (`response: "json"`), takes its answers as they come.
  *
  * @example
  * const client = new ServiceClient({ baseUrl: "http://127.0.0.1:8787", apiKey: "st_..." });
@@ -93,8 +95,8 @@ export class ServiceClient {
   }
 
   /**
-   * Calls an endpoint: the parsed answer, or the Response of a raw endpoint (status checked, body
-   * unread). Throws ServiceError for anything but a 2xx.
+   * Calls an endpoint: the parsed answer (unparsed for a `"json"` endpoint), or the Response of a
+   * raw endpoint (status checked, body unread). Throws ServiceError for anything but a 2xx.
    */
   async call<E extends Endpoint>(endpoint: E, input: EndpointInput<E>, options: CallOptions = {}): Promise<EndpointOutput<E>> {
     const url = this.url(endpoint, input);
@@ -129,6 +131,7 @@ export class ServiceClient {
     } catch (error) {
       throw new ServiceError(response.status, "unexpected_answer", `${where} answered something that is not JSON (${String(error)})`);
     }
+    if (endpoint.response === "json") return answer as EndpointOutput<E>;
     const parsed = endpoint.response.safeParse(answer);
     if (parsed.success) return parsed.data as EndpointOutput<E>;
     const issue = parsed.error.issues[0];

@@ -4,6 +4,9 @@ import type { z } from "zod";
  * One operation of the API as a client calls it: its method and OpenAPI path, and the very zod
  * schemas its route validates with (shared/schemas). `response: "raw"` marks an answer that is
  * not one JSON body (a file, an event stream, a WebSocket); the client hands back the Response.
+ * `response: "json"` marks a JSON answer taken as it comes, unparsed: only the dashboard's build
+ * has those (edge/local/ui-build.ts gives it this table without the schemas, and the dashboard
+ * trusts its own origin's answers); the CLI and the runner parse every answer with its schema.
  *
  * test/api/api-client.test.ts checks each endpoint against the app's route table: same method and
  * path, and the identical schema objects, so a client can never speak a shape the route does not.
@@ -14,7 +17,14 @@ export interface Endpoint {
   params?: z.ZodType;
   query?: z.ZodType;
   body?: z.ZodType;
-  response: z.ZodType | "raw";
+  response: z.ZodType | "raw" | "json";
+}
+
+/** An endpoint as the dashboard's build carries it: no schemas, only what a call needs. */
+export interface WireEndpoint {
+  method: Endpoint["method"];
+  path: string;
+  response: "raw" | "json";
 }
 
 /** Declares an endpoint, keeping its literal types. */
@@ -28,5 +38,9 @@ export type EndpointInput<E extends Endpoint> = (E extends { params: infer P ext
   (E extends { query: infer Q extends z.ZodType } ? { query?: QueryInput<Q> } : unknown) &
   (E extends { body: infer B extends z.ZodType } ? { body: z.input<B> } : unknown);
 
-/** What a call of `E` answers: the parsed body, or the Response itself for a raw endpoint. */
-export type EndpointOutput<E extends Endpoint> = E["response"] extends z.ZodType ? z.output<E["response"]> : Response;
+/** What a call of `E` answers: the parsed body, the body as it came (`"json"`), or the Response itself for a raw endpoint. */
+export type EndpointOutput<E extends Endpoint> = E["response"] extends z.ZodType
+  ? z.output<E["response"]>
+  : E["response"] extends "json"
+    ? unknown
+    : Response;

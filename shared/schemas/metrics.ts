@@ -1,23 +1,9 @@
 import { z } from "@hono/zod-openapi";
+import { METRIC_CATEGORIES, METRIC_TEMPLATE_NAMES, METRIC_TEMPLATES, type MetricTemplate } from "../metric-categories";
 
-/** The metric categories, in the order the exposition lists them. */
-export const METRIC_CATEGORIES = ["jobs", "http", "rate_limits", "approvals", "audit", "health", "circuit_breakers", "provider"] as const;
-export type MetricCategory = (typeof METRIC_CATEGORIES)[number];
-
-/** The configuration templates and the categories each one selects. */
-export const METRIC_TEMPLATES = {
-  minimal: ["jobs"],
-  standard: ["jobs", "http", "health"],
-  security: ["jobs", "http", "rate_limits", "audit", "approvals"],
-  full: METRIC_CATEGORIES,
-} as const satisfies Record<string, readonly MetricCategory[]>;
-export type MetricTemplate = keyof typeof METRIC_TEMPLATES;
-export const METRIC_TEMPLATE_NAMES = Object.keys(METRIC_TEMPLATES) as MetricTemplate[];
-
-/** Categories without duplicates, in METRIC_CATEGORIES order: the form they are stored and rendered in. */
-export function canonicalCategories(categories: readonly MetricCategory[]): MetricCategory[] {
-  return METRIC_CATEGORIES.filter((category) => categories.includes(category));
-}
+// The categories and templates are plain constants in shared/metric-categories.ts (the dashboard reads them without zod).
+export { canonicalCategories, METRIC_CATEGORIES, METRIC_TEMPLATE_NAMES, METRIC_TEMPLATES } from "../metric-categories";
+export type { MetricCategory, MetricTemplate } from "../metric-categories";
 
 export const MetricCategoryName = z
   .enum(METRIC_CATEGORIES, {

@@ -5,7 +5,7 @@ import {
   METRIC_TEMPLATES,
   type MetricCategory,
   type MetricTemplate,
-} from "../../../shared/schemas/metrics";
+} from "../../../shared/metric-categories";
 import { asServiceError, call, endpoints, type ServiceError } from "../api";
 import { ErrorNote } from "../components/error-note";
 import { Page, Panel } from "../components/page";
