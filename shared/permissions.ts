@@ -94,6 +94,7 @@ export const ROUTE_ACCESS: Record<string, Access> = {
   "GET /api/training/status": { level: "viewer" },
   "GET /api/training/webhooks": { level: "viewer" },
   "GET /api/training/config": { level: "viewer" },
+  "GET /api/training/options": { level: "viewer" },
   "GET /api/datasets": { level: "viewer" },
   "POST /api/datasets/folders": { level: "researcher" },
   "POST /api/datasets/upload": { level: "researcher" },

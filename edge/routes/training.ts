@@ -30,6 +30,8 @@ import { submitAnswer } from "../queue/answer";
 import { readFields } from "./body";
 import { prepareTraining, saveActiveConfiguration } from "../training/forms";
 import { INLINE_REQUIRED, TRAINING_DEFAULTS } from "../training/options";
+import { OPTION_CATALOGUE } from "../training/option-catalogue";
+import { OptionCatalogue } from "../../shared/schemas/option-catalogue";
 import { createRouter } from "../router";
 import { patchSetting } from "./setting-patch";
 import { error, json } from "./openapi";
@@ -386,6 +388,20 @@ training.openapi(
       200,
     );
   },
+);
+
+training.openapi(
+  createRoute({
+    method: "get",
+    path: "/api/training/options",
+    tags,
+    summary: "The catalogue of training options the service knows",
+    description:
+      "Each option's name, type (`string`, `integer`, `number`, `boolean`, `choice`, `json`), default (the service's where it fills one in, else SimpleTuner's; null: none), allowed values of a `choice`, minimum and maximum, help text, and whether it is required on a training form, admin-only or secret-looking (read back as `********`). " +
+      "The dashboard's environment form and the `jobs` CLI are built from it. It describes; what refuses a value is the rules of `POST /api/training/validate`, which every environment save applies too. Any other `--` option is allowed and passed to the trainer as it is.",
+    responses: { 200: json(OptionCatalogue, "The catalogue"), 401: error("No valid credential") },
+  }),
+  (c) => c.json({ options: [...OPTION_CATALOGUE] }, 200),
 );
 
 training.openapi(

@@ -12,6 +12,7 @@ import {
   EnvironmentReadQuery,
   ExampleList,
 } from "../schemas/environments";
+import { OptionCatalogue } from "../schemas/option-catalogue";
 import { JobActionResult, JobIdParam, PriorityUpdate, QueueHistory, QueueHistoryQuery, RejectQuery } from "../schemas/queue";
 import { endpoint } from "./endpoint";
 
@@ -74,4 +75,6 @@ export const queueEndpoints = {
     query: EnvironmentReadQuery,
     response: EnvironmentExport,
   }),
+  /** The training options the service knows (types, defaults, allowed values, help), for the environment form and the CLI. */
+  trainingOptions: endpoint({ method: "GET", path: "/api/training/options", response: OptionCatalogue }),
 } as const;
