@@ -80,7 +80,7 @@ function conditioningProblems(dataloader: DataloaderDataset[]): { path: string; 
       else if (target.dataset_type !== "conditioning")
         problems.push({
           path: `body.dataloader.${i}.conditioning_data`,
-          message: `${JSON.stringify(id)} is a ${target.dataset_type} dataset, not a conditioning one`,
+          message: `${JSON.stringify(id)} is not a conditioning dataset (its dataset_type is ${target.dataset_type})`,
         });
     }
   });

@@ -124,6 +124,28 @@ describe("GET /api/training/options and saving an environment (over HTTP)", () =
     expect(saved.body.config["--conditioning_multidataset_sampling"]).toBe("combined");
   });
 
+  it("refuses a dataloader whose conditioning pair names nothing or a dataset that is not a conditioning one, saving nothing", async () => {
+    const before = (await t.call("GET", "/api/configs/lr-check", { auth: researcher })).body.dataloader;
+    const image = { id: "edits", type: "local", dataset_type: "image", instance_data_dir: "datasets/edits" };
+    const reference = { id: "refs", type: "local", dataset_type: "conditioning", instance_data_dir: "datasets/refs" };
+    const refused = await t.call("PUT", "/api/configs/lr-check", {
+      json: { dataloader: [{ ...image, conditioning_data: ["nothing", "edits"] }, reference] },
+      auth: researcher,
+    });
+    expect(refused.status).toBe(422);
+    expect(refused.body.code).toBe("invalid_dataloader");
+    expect(refused.body.errors).toEqual([
+      { path: "body.dataloader.0.conditioning_data", message: 'no dataset has the id "nothing"' },
+      { path: "body.dataloader.0.conditioning_data", message: '"edits" is not a conditioning dataset (its dataset_type is image)' },
+      { path: "body.dataloader.1.dataset_type", message: "a conditioning dataset no image dataset names in its conditioning_data" },
+    ]);
+    expect((await t.call("GET", "/api/configs/lr-check", { auth: researcher })).body.dataloader).toEqual(before);
+    const paired = [{ ...image, conditioning_data: ["refs"], conditioning_type: "reference_strict" }, reference];
+    const saved = await t.call("PUT", "/api/configs/lr-check", { json: { dataloader: paired }, auth: researcher });
+    expect(saved.status, saved.text).toBe(200);
+    expect(saved.body.dataloader).toEqual(paired);
+  });
+
   it("refuses another researcher's forced save with 403 and leaves the environment as it was", async () => {
     const before = (await t.call("GET", "/api/configs/lr-check", { auth: researcher })).body;
     const forced = await t.call("PUT", "/api/configs/lr-check", {
