@@ -88,6 +88,7 @@ describe.skipIf(!HAS_CHROMIUM)("the dashboard in a browser", { timeout: 60_000 }
     expect(await page.getByRole("navigation", { name: "Main" }).getByRole("link").allTextContents()).toEqual([
       "Queue",
       "Submit a job",
+      "Environments",
       "GPUs and workers",
       "API keys",
       "Users",
@@ -112,6 +113,7 @@ describe.skipIf(!HAS_CHROMIUM)("the dashboard in a browser", { timeout: 60_000 }
     await page.getByRole("heading", { name: "Queue", level: 1 }).waitFor();
     expect(await page.getByRole("navigation", { name: "Main" }).getByRole("link").allTextContents()).toEqual([
       "Queue",
+      "Environments",
       "GPUs and workers",
       "API keys",
     ]);
