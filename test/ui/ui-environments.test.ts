@@ -54,6 +54,13 @@ describe.skipIf(!HAS_CHROMIUM)("the environments view in a browser", () => {
       expect(page.url()).toContain("#/environments/portraits");
       expect((await read("portraits")).owner).toBe("ada");
 
+      const details = page.getByRole("region", { name: "Details" });
+      await details.getByLabel("Description").fill("Portrait LoRA, first try");
+      await details.getByLabel("Tags").fill("flux, portraits");
+      await details.getByRole("button", { name: "Save details" }).click();
+      await expect.poll(async () => (await read("portraits")).tags).toEqual(["flux", "portraits"]);
+      expect((await read("portraits")).description).toBe("Portrait LoRA, first try");
+
       // Options by type: a number typed, a choice from its allowed values, a boolean.
       await expect.poll(() => option("--learning_rate").getAttribute("placeholder")).toBe("0.0001");
       await option("--learning_rate").fill("0.0002");
