@@ -1,7 +1,14 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { EVENT_LIMITS_DEFAULTS, EventLimits, EventLimitsUpdate, EventPage, EventsQuery, StreamQuery } from "../../shared/schemas/events";
 import { getSetting } from "../settings-store";
-import { JobRef, TrainingCommandAnswer, TrainingStatus, TrainingStatusQuery } from "../../shared/schemas/training";
+import {
+  JobRef,
+  TrainingCommandAnswer,
+  TrainingForm,
+  TrainingStatus,
+  TrainingStatusQuery,
+  ValidationResult,
+} from "../../shared/schemas/training";
 import { DeliveriesQuery, DeliveryList } from "../../shared/schemas/deliveries";
 import { TERMINAL_STATUSES } from "../../shared/schemas/queue";
 import { continueFilters, decodeCursor, encodeCursor } from "../paging";
@@ -320,10 +327,6 @@ training.openapi(
 
 // ---- validate and start ----------------------------------------------------------------------
 
-const TrainingForm = z.record(z.string(), z.unknown()).openapi("TrainingForm", {
-  description: 'Every option as a field named with its "--" prefix, plus __active_tab__',
-  example: { "--max_train_steps": "2000", "--learning_rate": "0.0001", "--validation_preview": "true", __active_tab__: "model" },
-});
 const trainingBody = {
   required: true,
   content: {
@@ -332,22 +335,6 @@ const trainingBody = {
     "application/json": { schema: TrainingForm },
   },
 };
-const FieldProblems = z.array(z.object({ field: z.string(), message: z.string() }));
-const ValidationResult = z
-  .object({
-    valid: z.boolean(),
-    message: z.string().openapi({ example: "Configuration Valid" }),
-    errors: FieldProblems,
-    environment: z.string().openapi({
-      description:
-        "The environment start would write this configuration to and run: your active one, else your own inline-run-<user id> (created by start when needed). Its options play no part in the verdict, except the values that masked (`********`) form fields stand for",
-    }),
-    active_tab: z.string().nullable(),
-    options: z
-      .record(z.string(), z.unknown())
-      .openapi({ description: "The options start would use (the form on top of the defaults), secret-looking values masked" }),
-  })
-  .openapi("TrainingValidation");
 const StartResult = LocalSubmitResult.extend({
   environment: z.string().openapi({ description: "The environment the job runs (your active one, or your inline-run-<user id>)" }),
 }).openapi("TrainingStart");

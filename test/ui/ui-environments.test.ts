@@ -75,6 +75,22 @@ describe.skipIf(!HAS_CHROMIUM)("the environments view in a browser", () => {
           "--validation_preview": true,
         });
 
+      // The whole map checked as a training run would take it: what is missing, beside its field; nothing saved.
+      await page.getByRole("button", { name: "Check as a training run" }).click();
+      await page
+        .getByRole("status")
+        .getByText(/option\(s\) need attention/)
+        .waitFor();
+      await errorOf("opt---output_dir")
+        .getByText(/^required/)
+        .waitFor();
+      await errorOf("opt---max_train_steps").getByText("set --max_train_steps or --num_train_epochs (a positive number)").waitFor();
+      expect((await read("portraits")).config).toEqual({
+        "--learning_rate": 0.0002,
+        "--lr_scheduler": "cosine",
+        "--validation_preview": true,
+      });
+
       // Checked as typed (the type), then refused by the API's rules on save: each beside its field.
       await option("--train_batch_size").fill("two");
       await errorOf("opt---train_batch_size").getByText('must be a whole number, not "two"').waitFor();

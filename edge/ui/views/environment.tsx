@@ -2,6 +2,7 @@ import { useEffect, useState } from "preact/hooks";
 import type { z } from "zod";
 import type { Environment } from "../../../shared/schemas/environments";
 import type { CatalogueOption } from "../../../shared/schemas/option-catalogue";
+import { MASK } from "../../../shared/secrets-mask";
 import { call, endpoints } from "../api";
 import { ConfirmButton } from "../components/controls";
 import { ErrorNote } from "../components/error-note";
@@ -176,18 +177,36 @@ function OptionsForm({
   const [rows, setRows] = useState<Row[]>(() => rowsOf(env.config, catalogue));
   const [adding, setAdding] = useState({ name: "", value: "" });
   const [addError, setAddError] = useState<string | null>(null);
-  const save = useAction(() => {
+  const configOf = () => {
     const config: Record<string, Value> = {};
     for (const row of rows) {
       const value = toValue(row);
       if (value !== undefined) config[row.name] = value;
     }
-    return call(endpoints.configUpdate, { params: { name: env.name }, body: { config } });
-  }, onSaved);
-  const apiErrors = fieldErrors(save.error, "body.config.");
+    return config;
+  };
+  const save = useAction(() => call(endpoints.configUpdate, { params: { name: env.name }, body: { config: configOf() } }), onSaved);
+  // The whole map as a training run would take it (required options, one of epochs or steps):
+  // POST /api/training/validate, which saves nothing. A masked secret stands for a value stored
+  // in the caller's active environment there, not this one, so its verdict is left out.
+  const [verdict, setVerdict] = useState<{ valid: boolean; problems: Record<string, string> } | null>(null);
+  const validate = useAction(
+    () => {
+      const config = configOf();
+      return call(endpoints.trainingValidate, { body: config }).then((answer) => ({ answer, config }));
+    },
+    ({ answer, config }) => {
+      const problems: Record<string, string> = {};
+      for (const p of answer.errors)
+        if (config[p.field] !== MASK) problems[p.field] = problems[p.field] ? `${problems[p.field]}; ${p.message}` : p.message;
+      setVerdict({ valid: Object.keys(problems).length === 0, problems });
+    },
+  );
+  const apiErrors = { ...verdict?.problems, ...fieldErrors(save.error, "body.config.") };
   const set = (name: string, text: string) => {
     setRows(rows.map((r) => (r.name === name ? { ...r, text } : r)));
     save.clear();
+    setVerdict(null);
   };
   const add = () => {
     const name = adding.name.trim();
@@ -295,13 +314,37 @@ function OptionsForm({
             </button>
           </div>
         ) : null}
-        {editable ? (
-          <div class="row">
+        <div class="row">
+          {editable ? (
             <button type="submit" class="primary" disabled={save.busy}>
               Save options
             </button>
+          ) : null}
+          {can("researcher") ? (
+            <button type="button" onClick={() => void validate.run()} disabled={validate.busy}>
+              Check as a training run
+            </button>
+          ) : null}
+        </div>
+        {verdict ? (
+          <div role="status">
+            {verdict.valid ? (
+              <p>Valid as a whole configuration (POST /api/training/validate); nothing was saved.</p>
+            ) : (
+              <>
+                <p>As a training run, {Object.keys(verdict.problems).length} option(s) need attention (each is marked beside its field):</p>
+                <ul>
+                  {Object.entries(verdict.problems).map(([field, message]) => (
+                    <li key={field}>
+                      <code>{field}</code>: {message}
+                    </li>
+                  ))}
+                </ul>
+              </>
+            )}
           </div>
         ) : null}
+        <ErrorNote error={validate.error} />
         <ErrorNote error={save.error} />
       </form>
     </Panel>
