@@ -89,8 +89,23 @@ async function unmatchedNames(edit: string, reference: string): Promise<{ edit: 
 export function DataloaderEditor({ env, editable, onSaved }: { env: Env; editable: boolean; onSaved: () => unknown }) {
   const [datasets, setDatasets] = useState<Dataset[]>(env.dataloader);
   const [matches, setMatches] = useState<string[] | null>(null);
-  const save = useAction(() => call(endpoints.configUpdate, { params: { name: env.name }, body: { dataloader: datasets } }), onSaved);
-  const regenerate = useAction(() => call(endpoints.configDataloader, { params: { name: env.name } }), onSaved);
+  // The editor keeps what it sent (that is what was saved); "Dataloader saved" says so until the next change.
+  const [saved, setSaved] = useState(false);
+  const save = useAction(
+    () => call(endpoints.configUpdate, { params: { name: env.name }, body: { dataloader: datasets } }),
+    async () => {
+      setSaved(true);
+      await onSaved();
+    },
+  );
+  const regenerate = useAction(
+    () => call(endpoints.configDataloader, { params: { name: env.name } }),
+    async (answer) => {
+      setDatasets(answer.dataloader);
+      setSaved(true);
+      await onSaved();
+    },
+  );
   const check = useAction(async () => {
     const lines: string[] = [];
     for (const image of datasets) {
@@ -113,6 +128,7 @@ export function DataloaderEditor({ env, editable, onSaved }: { env: Env; editabl
   const update = (i: number, next: Dataset) => {
     setDatasets(datasets.map((d, j) => (j === i ? next : d)));
     save.clear();
+    setSaved(false);
   };
   return (
     <Panel title="Dataloader" id="env-dataloader">
@@ -222,6 +238,7 @@ export function DataloaderEditor({ env, editable, onSaved }: { env: Env; editabl
             </button>
           </div>
         ) : null}
+        {saved ? <p role="status">Dataloader saved.</p> : null}
         <div class="row">
           <button type="button" onClick={() => void check.run()} disabled={check.busy}>
             Match edit and reference file names

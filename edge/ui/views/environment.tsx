@@ -1,4 +1,4 @@
-import { useEffect, useState } from "preact/hooks";
+import { useState } from "preact/hooks";
 import type { z } from "zod";
 import type { Environment } from "../../../shared/schemas/environments";
 import type { CatalogueOption } from "../../../shared/schemas/option-catalogue";
@@ -44,10 +44,8 @@ export function EnvironmentPage({ name }: { name: string }) {
             editable={editable}
             onSaved={(saved) => (saved.name !== name ? navigate(href("environments", saved.name)) : env.reload())}
           />
-          {catalogue.data ? (
-            <OptionsForm key={data.updated_at} env={data} catalogue={catalogue.data.options} editable={editable} onSaved={env.reload} />
-          ) : null}
-          <DataloaderEditor key={`dl-${data.updated_at}`} env={data} editable={editable} onSaved={env.reload} />
+          {catalogue.data ? <OptionsForm env={data} catalogue={catalogue.data.options} editable={editable} onSaved={env.reload} /> : null}
+          <DataloaderEditor env={data} editable={editable} onSaved={env.reload} />
           {/* Runs of this environment: a later merge mounts <EnvironmentRuns name={name} /> here. */}
           <Actions env={data} editable={editable} onChanged={env.reload} />
         </>
@@ -59,7 +57,7 @@ export function EnvironmentPage({ name }: { name: string }) {
 /** Name, description and tags. */
 function Details({ env, editable, onSaved }: { env: Env; editable: boolean; onSaved: (env: Env) => unknown }) {
   const [form, setForm] = useState({ name: env.name, description: env.description ?? "", tags: env.tags.join(", ") });
-  useEffect(() => setForm({ name: env.name, description: env.description ?? "", tags: env.tags.join(", ") }), [env.updated_at]);
+  const [saved, setSaved] = useState(false);
   const save = useAction(
     () =>
       call(endpoints.configUpdate, {
@@ -73,9 +71,16 @@ function Details({ env, editable, onSaved }: { env: Env; editable: boolean; onSa
             .filter(Boolean),
         },
       }),
-    onSaved,
+    async (env) => {
+      setSaved(true);
+      await onSaved(env);
+    },
   );
   const errors = fieldErrors(save.error, "body.");
+  const edit = (patch: Partial<typeof form>) => {
+    setForm({ ...form, ...patch });
+    setSaved(false);
+  };
   return (
     <Panel title="Details" id="env-details">
       <form
@@ -87,13 +92,13 @@ function Details({ env, editable, onSaved }: { env: Env; editable: boolean; onSa
       >
         <fieldset disabled={!editable} class="stack plain">
           <Field label="Name" hint={errors.name ?? "Renaming keeps the dataloader's paths."}>
-            <input required value={form.name} onInput={(e) => setForm({ ...form, name: e.currentTarget.value })} />
+            <input required value={form.name} onInput={(e) => edit({ name: e.currentTarget.value })} />
           </Field>
           <Field label="Description" hint={errors.description}>
-            <textarea rows={2} value={form.description} onInput={(e) => setForm({ ...form, description: e.currentTarget.value })} />
+            <textarea rows={2} value={form.description} onInput={(e) => edit({ description: e.currentTarget.value })} />
           </Field>
           <Field label="Tags" hint={errors.tags ?? "Separated by commas."}>
-            <input value={form.tags} onInput={(e) => setForm({ ...form, tags: e.currentTarget.value })} />
+            <input value={form.tags} onInput={(e) => edit({ tags: e.currentTarget.value })} />
           </Field>
           {editable ? (
             <div class="row">
@@ -103,6 +108,7 @@ function Details({ env, editable, onSaved }: { env: Env; editable: boolean; onSa
             </div>
           ) : null}
         </fieldset>
+        {saved ? <p role="status">Details saved.</p> : null}
         <ErrorNote error={save.error} />
       </form>
     </Panel>
@@ -185,7 +191,15 @@ function OptionsForm({
     }
     return config;
   };
-  const save = useAction(() => call(endpoints.configUpdate, { params: { name: env.name }, body: { config: configOf() } }), onSaved);
+  // The form keeps what it sent (that is what was saved); "Options saved" says so until the next change.
+  const [saved, setSaved] = useState(false);
+  const save = useAction(
+    () => call(endpoints.configUpdate, { params: { name: env.name }, body: { config: configOf() } }),
+    async () => {
+      setSaved(true);
+      await onSaved();
+    },
+  );
   // The whole map as a training run would take it (required options, one of epochs or steps):
   // POST /api/training/validate, which saves nothing. A masked secret stands for a value stored
   // in the caller's active environment there, not this one, so its verdict is left out.
@@ -206,6 +220,7 @@ function OptionsForm({
   const set = (name: string, text: string) => {
     setRows(rows.map((r) => (r.name === name ? { ...r, text } : r)));
     save.clear();
+    setSaved(false);
     setVerdict(null);
   };
   const add = () => {
@@ -326,6 +341,7 @@ function OptionsForm({
             </button>
           ) : null}
         </div>
+        {saved ? <p role="status">Options saved.</p> : null}
         {verdict ? (
           <div role="status">
             {verdict.valid ? (

@@ -17,7 +17,7 @@ type Exported = z.output<typeof EnvironmentExport>;
 
 /** `#/environments` lists them; `#/environments/<name>` is one environment's page. */
 export function EnvironmentsView({ args }: ViewProps) {
-  if (args[0]) return <EnvironmentPage name={args[0]} />;
+  if (args[0]) return <EnvironmentPage key={args[0]} name={args[0]} />;
   return <EnvironmentList />;
 }
 
