@@ -71,9 +71,9 @@ function Details({ env, editable, onSaved }: { env: Env; editable: boolean; onSa
             .filter(Boolean),
         },
       }),
-    async (env) => {
+    async (updated) => {
       setSaved(true);
-      await onSaved(env);
+      await onSaved(updated);
     },
   );
   const errors = fieldErrors(save.error, "body.");
