@@ -23,9 +23,7 @@ export const CatalogueOption = z
   .openapi("CatalogueOption");
 export type CatalogueOption = z.infer<typeof CatalogueOption>;
 
-export const OptionCatalogue = z
-  .object({ options: z.array(CatalogueOption) })
-  .openapi("OptionCatalogue", {
-    description: "The training options the service knows; any other `--` option is allowed and passed on as it is",
-  });
+export const OptionCatalogue = z.object({ options: z.array(CatalogueOption) }).openapi("OptionCatalogue", {
+  description: "The training options the service knows; any other `--` option is allowed and passed on as it is",
+});
 export type OptionCatalogue = z.infer<typeof OptionCatalogue>;
