@@ -151,6 +151,22 @@ describe.skipIf(!HAS_CHROMIUM)("the environments view in a browser", () => {
     },
   );
 
+  it("creates an environment from a shipped example, its options in the form", { timeout: 60_000 }, async () => {
+    const { page } = dash;
+    await page.goto(`${t.base}/#/environments`);
+    const create = page.getByRole("region", { name: "Create an environment" });
+    await create.getByLabel("Name").fill("demo-copy");
+    await create.getByLabel("Start from").selectOption("demo");
+    await create.getByRole("button", { name: "Create" }).click();
+    await page.getByRole("heading", { level: 1, name: "Environment demo-copy" }).waitFor();
+    await expect.poll(() => option("--trainer").inputValue()).toBe("demo");
+    expect(await option("--max_train_steps").inputValue()).toBe("50");
+    const stored = await read("demo-copy");
+    expect(stored.config["--trainer"]).toBe("demo");
+    await page.goto(`${t.base}/#/environments/portraits`);
+    await page.getByRole("heading", { level: 1, name: "Environment portraits" }).waitFor();
+  });
+
   it("exports the environment as a file and imports it under another name", { timeout: 60_000 }, async () => {
     const { page } = dash;
     const [download] = await Promise.all([page.waitForEvent("download"), page.getByRole("button", { name: "Export (download)" }).click()]);
