@@ -120,13 +120,15 @@ export function checkOptions(input: OptionMap, inline: boolean): { options: Opti
   else if (steps > 0) options["--num_train_epochs"] = 0;
   else options["--max_train_steps"] = 0;
   problems.push(...optionValueProblems(options));
+  if (options["--validation_method"] === "external-script" && !has("--validation_external_script"))
+    problems.push({ field: "--validation_external_script", message: "required with --validation_method external-script" });
   return { options, problems };
 }
 
 /**
  * The rules on each option's value alone (not on what a whole configuration must hold): signs and
- * minimums, the learning rate, resolutions, checkpoint names, relative paths, webhooks, the
- * external validation script. checkOptions applies them, and so does every environment save.
+ * minimums, the learning rate, resolutions, checkpoint names, relative paths, webhooks.
+ * checkOptions applies them, and so does every environment save.
  *
  * @example
  * optionValueProblems({ "--learning_rate": 2 }); // [{ field: "--learning_rate", message: "must be between 0 and 1 (for example 0.0001)" }]
@@ -160,15 +162,14 @@ export function optionValueProblems(options: OptionMap): FieldProblem[] {
   }
   if (has("--webhook_config")) problems.push(...checkWebhookConfig(String(options["--webhook_config"])));
   problems.push(...webhookLimitProblems(webhookTargetCount(options["--webhook_config"]), options["--webhook_reporting_interval"]));
-  if (options["--validation_method"] === "external-script" && !has("--validation_external_script"))
-    problems.push({ field: "--validation_external_script", message: "required with --validation_method external-script" });
   return problems;
 }
 
 /**
  * An option map as an environment stores it (JSON: numbers and booleans may also come as text,
  * as a form sends them) checked by the rules of a training form, without what only a whole
- * configuration must hold (required options, one of epochs or steps). Unknown options pass.
+ * configuration must hold (required options, one of epochs or steps, the external validation
+ * script its method needs). Unknown options pass.
  *
  * @example
  * savedOptionProblems({ "--learning_rate": "fast", "--my_option": 3 }); // [{ field: "--learning_rate", message: 'must be a number, not "fast"' }]
