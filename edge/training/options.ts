@@ -221,10 +221,14 @@ export function checkWebhookConfig(text: string): FieldProblem[] {
   if (!Array.isArray(parsed)) return [{ field, message: "must be a JSON array of webhook objects" }];
   const problems: FieldProblem[] = [];
   parsed.forEach((hook, i) => {
-    const h = hook as { webhook_type?: unknown; callback_url?: unknown; ssl_no_verify?: unknown };
+    const h = hook as { webhook_type?: unknown; callback_url?: unknown; webhook_url?: unknown; ssl_no_verify?: unknown };
     if (!h || typeof h !== "object") return problems.push({ field, message: `entry ${i} must be an object` });
-    if (typeof h.callback_url !== "string" || !/^https?:\/\//.test(h.callback_url))
-      problems.push({ field, message: `entry ${i}: callback_url must be an http(s) URL` });
+    // A discord entry names its address webhook_url, any other callback_url (SimpleTuner's
+    // simpletuner/helpers/webhooks/config.py, check_discord_webhook_config and check_raw_webhook_config).
+    const address = h.webhook_type === "discord" ? "webhook_url" : "callback_url";
+    const url = h[address];
+    if (typeof url !== "string" || !/^https?:\/\//.test(url))
+      problems.push({ field, message: `entry ${i}: ${address} must be an http(s) URL` });
     if (h.webhook_type !== undefined && typeof h.webhook_type !== "string")
       problems.push({ field, message: `entry ${i}: webhook_type must be a string such as "raw"` });
     if (h.ssl_no_verify !== undefined && typeof h.ssl_no_verify !== "boolean")

@@ -55,6 +55,11 @@ describe("the option catalogue (pure)", () => {
     expect(
       savedOptionProblems({ "--learning_rate": "0.0002", "--seed": 7, "--dataloader_prefetch": "true", "--custom": "anything" }),
     ).toEqual([]);
+    const discord = (entry: object) => savedOptionProblems({ "--webhook_config": JSON.stringify([entry]) });
+    expect(discord({ webhook_type: "discord", webhook_url: "https://discord.com/api/webhooks/1/x" })).toEqual([]);
+    expect(discord({ webhook_type: "discord", callback_url: "https://a.example/h" })).toEqual([
+      { field: "--webhook_config", message: "entry 0: webhook_url must be an http(s) URL" },
+    ]);
     expect(savedOptionProblems({ "--seed": 1.5, "--train_batch_size": true })).toEqual([
       { field: "--seed", message: "must be a whole number, not 1.5" },
       { field: "--train_batch_size", message: "must be a whole number, not true" },
