@@ -99,6 +99,7 @@ export const ROUTE_ACCESS: Record<string, Access> = {
   "GET /api/runs/{job_id}/series": { level: "viewer" },
   "GET /api/runs/{job_id}/validations": { level: "viewer" },
   "GET /api/runs/{job_id}/images/{n}": { level: "viewer" },
+  "GET /api/training/options": { level: "viewer" },
   "GET /api/datasets": { level: "viewer" },
   "GET /api/datasets/file": { level: "viewer" },
   "GET /api/datasets/usage": { level: "viewer" },

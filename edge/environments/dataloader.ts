@@ -63,10 +63,42 @@ export async function regenerateDataloader(db: Database, name: string, actor: Ac
 const insidePath = (path: string) => path !== "" && !path.startsWith("/") && !path.includes("\\") && !path.split("/").includes("..");
 
 /**
+ * Conditioning pairs: each id an entry names in `conditioning_data` is a conditioning dataset of
+ * the same dataloader, and each conditioning dataset is named by one (SimpleTuner pairs them that
+ * way and refuses an orphan when it starts).
+ */
+function conditioningProblems(dataloader: DataloaderDataset[]): { path: string; message: string }[] {
+  const problems: { path: string; message: string }[] = [];
+  const byId = new Map(dataloader.map((entry) => [entry.id, entry]));
+  const named = new Set<string>();
+  dataloader.forEach((entry, i) => {
+    for (const id of entry.conditioning_data ?? []) {
+      named.add(id);
+      const target = byId.get(id);
+      if (!target)
+        problems.push({ path: `body.dataloader.${i}.conditioning_data`, message: `no dataset has the id ${JSON.stringify(id)}` });
+      else if (target.dataset_type !== "conditioning")
+        problems.push({
+          path: `body.dataloader.${i}.conditioning_data`,
+          message: `${JSON.stringify(id)} is not a conditioning dataset (its dataset_type is ${target.dataset_type})`,
+        });
+    }
+  });
+  dataloader.forEach((entry, i) => {
+    if (entry.dataset_type === "conditioning" && !named.has(entry.id))
+      problems.push({
+        path: `body.dataloader.${i}.dataset_type`,
+        message: "a conditioning dataset no image dataset names in its conditioning_data",
+      });
+  });
+  return problems;
+}
+
+/**
  * Checks a dataloader an environment is given (PUT /api/configs/{name}): unique ids, each
  * `instance_data_dir` an uploaded dataset (`datasets/<path>`) or, from an admin only, an absolute
  * path on the box (what a trainer there may read is the box's operator's to decide), and the cache
- * folders inside the job's directory (a trainer writes there). 422 naming each entry's field.
+ * folders inside the job's directory (a trainer writes there), and conditioning pairs. 422 naming each entry's field.
  *
  * @example
  * checkDataloader([{ id: "cats", type: "local", dataset_type: "image", instance_data_dir: "datasets/cats" }], actor);
@@ -96,6 +128,7 @@ export function checkDataloader(dataloader: DataloaderDataset[], actor: Actor): 
         problems.push({ path: at(field), message: "must be a relative path inside the job's directory (no leading /, no ..)" });
     }
   });
+  problems.push(...conditioningProblems(dataloader));
   if (problems.length)
     throw new ApiError(
       422,

@@ -76,6 +76,24 @@ function assertMaySet(config: ConfigOptions, actor: Actor, pathPrefix: string): 
   }
 }
 
+/**
+ * The rules an option map must pass to be saved: edge/training/options.ts `savedOptionProblems`
+ * (the training form's rules). Passed in by the caller, because the training room imports this one.
+ */
+export type OptionRules = (config: ConfigOptions) => { field: string; message: string }[];
+
+/** 422 `invalid_option` naming each option whose value `rules` refuse. */
+function assertValidOptions(config: ConfigOptions, rules: OptionRules): void {
+  const problems = rules(config);
+  if (problems.length)
+    throw new ApiError(
+      422,
+      "invalid_option",
+      `${problems.length === 1 ? "An option is" : `${problems.length} options are`} refused: ${problems.map((p) => `${p.field} ${p.message}`).join("; ")}`,
+      problems.map((p) => ({ path: `body.config.${p.field}`, message: p.message })),
+    );
+}
+
 const missing = (name: string) => notFound(`Environment ${JSON.stringify(name)}`);
 const taken = (name: string) => conflict(`An environment named ${JSON.stringify(name)} already exists; choose another name`);
 
@@ -197,12 +215,19 @@ export async function listEnvironments(db: Database, userId: number): Promise<En
  * the model columns follow its `--model_*` and `--lora_type` options; `name` renames (409 when
  * taken). The dataloader keeps its paths across a rename: regenerate it to follow the new name.
  * Only the owner, a lead or an admin may (else 403 `not_owner`); admin-only options only from an
- * admin (else 422). An option or dataloader value sent as the mask keeps its stored value.
+ * admin (else 422), and each option's value as `optionRules` allow (else 422 `invalid_option`).
+ * An option or dataloader value sent as the mask keeps its stored value.
  *
  * @example
- * await updateEnvironment(db, "portraits", { name: "portraits-v2", config: { "--learning_rate": 0.0001 } }, { id: 7, level: "researcher" });
+ * await updateEnvironment(db, "portraits", { name: "portraits-v2", config: { "--learning_rate": 0.0001 } }, { id: 7, level: "researcher" }, savedOptionProblems);
  */
-export async function updateEnvironment(db: Database, name: string, changes: EnvironmentUpdate, actor: Actor): Promise<Environment> {
+export async function updateEnvironment(
+  db: Database,
+  name: string,
+  changes: EnvironmentUpdate,
+  actor: Actor,
+  optionRules: OptionRules,
+): Promise<Environment> {
   if (changes.name !== undefined) {
     assertEnvironmentName(changes.name);
     assertNotOthersInlineName(changes.name, actor.id);
@@ -215,6 +240,7 @@ export async function updateEnvironment(db: Database, name: string, changes: Env
     if (changes.config !== undefined) {
       changes = { ...changes, config: keepSecrets(changes.config, stored.config, "body.config.") };
       assertMaySet(changes.config!, actor, "body.config.");
+      assertValidOptions(changes.config!, optionRules);
     }
     if (changes.dataloader !== undefined) {
       changes = { ...changes, dataloader: keepSecrets(changes.dataloader, stored.dataloader, "body.dataloader") };

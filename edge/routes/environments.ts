@@ -26,6 +26,7 @@ import {
 } from "../environments/environments";
 import { EXAMPLE_ENVIRONMENTS } from "../environments/examples";
 import { principalOf } from "../middleware/authorize";
+import { savedOptionProblems } from "../training/options";
 import { createRouter } from "../router";
 import { json, jsonBody } from "./openapi";
 
@@ -129,7 +130,7 @@ environments.openapi(
   }),
   async (c) => {
     const { name } = c.req.valid("param");
-    const env = await updateEnvironment(c.get("db"), name, c.req.valid("json"), principalOf(c).user);
+    const env = await updateEnvironment(c.get("db"), name, c.req.valid("json"), principalOf(c).user, savedOptionProblems);
     c.get("log").info("environment updated", { environment: env.name, was: name, by: principalOf(c).user.id });
     return c.json(env, 200);
   },

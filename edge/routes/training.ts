@@ -1,7 +1,14 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { EVENT_LIMITS_DEFAULTS, EventLimits, EventLimitsUpdate, EventPage, EventsQuery, StreamQuery } from "../../shared/schemas/events";
 import { getSetting } from "../settings-store";
-import { JobRef, TrainingCommandAnswer, TrainingStatus, TrainingStatusQuery } from "../../shared/schemas/training";
+import {
+  JobRef,
+  TrainingCommandAnswer,
+  TrainingForm,
+  TrainingStatus,
+  TrainingStatusQuery,
+  ValidationResult,
+} from "../../shared/schemas/training";
 import { DeliveriesQuery, DeliveryList } from "../../shared/schemas/deliveries";
 import { TERMINAL_STATUSES } from "../../shared/schemas/queue";
 import { continueFilters, decodeCursor, encodeCursor } from "../paging";
@@ -30,6 +37,8 @@ import { submitAnswer } from "../queue/answer";
 import { readFields } from "./body";
 import { prepareTraining, saveActiveConfiguration } from "../training/forms";
 import { INLINE_REQUIRED, TRAINING_DEFAULTS } from "../training/options";
+import { OPTION_CATALOGUE } from "../training/option-catalogue";
+import { OptionCatalogue } from "../../shared/schemas/option-catalogue";
 import { createRouter } from "../router";
 import { patchSetting } from "./setting-patch";
 import { error, json } from "./openapi";
@@ -318,10 +327,6 @@ training.openapi(
 
 // ---- validate and start ----------------------------------------------------------------------
 
-const TrainingForm = z.record(z.string(), z.unknown()).openapi("TrainingForm", {
-  description: 'Every option as a field named with its "--" prefix, plus __active_tab__',
-  example: { "--max_train_steps": "2000", "--learning_rate": "0.0001", "--validation_preview": "true", __active_tab__: "model" },
-});
 const trainingBody = {
   required: true,
   content: {
@@ -330,22 +335,6 @@ const trainingBody = {
     "application/json": { schema: TrainingForm },
   },
 };
-const FieldProblems = z.array(z.object({ field: z.string(), message: z.string() }));
-const ValidationResult = z
-  .object({
-    valid: z.boolean(),
-    message: z.string().openapi({ example: "Configuration Valid" }),
-    errors: FieldProblems,
-    environment: z.string().openapi({
-      description:
-        "The environment start would write this configuration to and run: your active one, else your own inline-run-<user id> (created by start when needed). Its options play no part in the verdict, except the values that masked (`********`) form fields stand for",
-    }),
-    active_tab: z.string().nullable(),
-    options: z
-      .record(z.string(), z.unknown())
-      .openapi({ description: "The options start would use (the form on top of the defaults), secret-looking values masked" }),
-  })
-  .openapi("TrainingValidation");
 const StartResult = LocalSubmitResult.extend({
   environment: z.string().openapi({ description: "The environment the job runs (your active one, or your inline-run-<user id>)" }),
 }).openapi("TrainingStart");
@@ -386,6 +375,20 @@ training.openapi(
       200,
     );
   },
+);
+
+training.openapi(
+  createRoute({
+    method: "get",
+    path: "/api/training/options",
+    tags,
+    summary: "The catalogue of training options the service knows",
+    description:
+      "Each option's name, type (`string`, `integer`, `number`, `boolean`, `choice`, `json`), default (the service's where it fills one in, else SimpleTuner's; null: none), allowed values of a `choice`, minimum and maximum, help text, and whether it is required on a training form, admin-only or secret-looking (read back as `********`). " +
+      "The dashboard's environment form and the `jobs` CLI are built from it. It describes; what refuses a value is the rules of `POST /api/training/validate`, which every environment save applies too. Any other `--` option is allowed and passed to the trainer as it is.",
+    responses: { 200: json(OptionCatalogue, "The catalogue"), 401: error("No valid credential") },
+  }),
+  (c) => c.json({ options: [...OPTION_CATALOGUE] }, 200),
 );
 
 training.openapi(

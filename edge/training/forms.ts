@@ -8,7 +8,7 @@ import { ApiError } from "../errors";
 import { getSetting } from "../settings-store";
 import { webhookConfig } from "../webhooks/lifecycle";
 import { refusedTarget } from "../webhooks/targets";
-import { checkOptions, TRAINING_DEFAULTS, typedOptions, type FieldProblem, type OptionMap } from "./options";
+import { checkOptions, savedOptionProblems, TRAINING_DEFAULTS, typedOptions, type FieldProblem, type OptionMap } from "./options";
 
 /*
  * validate and start (POST /api/training/validate and /start): the form is the whole
@@ -110,7 +110,7 @@ export async function prepareTraining(db: Database, body: Record<string, unknown
 export async function saveActiveConfiguration(db: Database, prepared: Prepared, actor: Actor): Promise<string> {
   const name = prepared.environment;
   if (prepared.exists) {
-    await updateEnvironment(db, name, { config: prepared.options }, actor);
+    await updateEnvironment(db, name, { config: prepared.options }, actor, savedOptionProblems);
     return name;
   }
   try {
@@ -123,6 +123,6 @@ export async function saveActiveConfiguration(db: Database, prepared: Prepared, 
     // Created meanwhile by a start running beside this one: it is written below all the same.
     if (!(error instanceof ApiError) || error.status !== 409) throw error;
   }
-  await updateEnvironment(db, name, { config: prepared.options }, actor);
+  await updateEnvironment(db, name, { config: prepared.options }, actor, savedOptionProblems);
   return name;
 }

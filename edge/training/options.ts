@@ -37,6 +37,11 @@ export interface FieldProblem {
   message: string;
 }
 
+const BOTH_EPOCHS_AND_STEPS: readonly FieldProblem[] = [
+  { field: "--num_train_epochs", message: "set either --num_train_epochs or --max_train_steps; the other must be 0" },
+  { field: "--max_train_steps", message: "set either --max_train_steps or --num_train_epochs; the other must be 0" },
+];
+
 /** Form values are strings; these options are numbers (whole or not) and booleans. */
 const WHOLE = new Set([
   "--train_batch_size",
@@ -58,7 +63,14 @@ const WHOLE = new Set([
 ]);
 const NUMBER = new Set(["--learning_rate", "--lora_dropout", "--validation_guidance"]);
 const BOOLEAN = new Set(["--validation_preview", "--push_checkpoints_to_hub", "--validation_external_background", "--dataloader_prefetch"]);
-const MINIMUM: Record<string, number> = {
+/** The type each option checked here must have: the option catalogue (./option-catalogue.ts) is held to it. */
+export const CHECKED_TYPES: Readonly<Record<string, "integer" | "number" | "boolean">> = Object.fromEntries([
+  ...[...WHOLE].map((name) => [name, "integer" as const]),
+  ...[...NUMBER].map((name) => [name, "number" as const]),
+  ...[...BOOLEAN].map((name) => [name, "boolean" as const]),
+]);
+/** The least value of an option beyond "not negative". */
+export const MINIMUM: Readonly<Record<string, number>> = {
   "--train_batch_size": 1,
   "--gradient_accumulation_steps": 1,
   "--validation_num_inference_steps": 1,
@@ -102,13 +114,28 @@ export function checkOptions(input: OptionMap, inline: boolean): { options: Opti
   if (inline) for (const f of INLINE_REQUIRED) if (!has(f)) problems.push({ field: f, message: required });
   const steps = Number(options["--max_train_steps"] ?? 0);
   const epochs = Number(options["--num_train_epochs"] ?? 0);
-  if (steps > 0 && epochs > 0) {
-    problems.push({ field: "--num_train_epochs", message: "set either --num_train_epochs or --max_train_steps; the other must be 0" });
-    problems.push({ field: "--max_train_steps", message: "set either --max_train_steps or --num_train_epochs; the other must be 0" });
-  } else if (steps <= 0 && epochs <= 0)
+  if (steps > 0 && epochs > 0) problems.push(...BOTH_EPOCHS_AND_STEPS);
+  else if (steps <= 0 && epochs <= 0)
     problems.push({ field: "--max_train_steps", message: "set --max_train_steps or --num_train_epochs (a positive number)" });
   else if (steps > 0) options["--num_train_epochs"] = 0;
   else options["--max_train_steps"] = 0;
+  problems.push(...optionValueProblems(options));
+  if (options["--validation_method"] === "external-script" && !has("--validation_external_script"))
+    problems.push({ field: "--validation_external_script", message: "required with --validation_method external-script" });
+  return { options, problems };
+}
+
+/**
+ * The rules on each option's value alone (not on what a whole configuration must hold): signs and
+ * minimums, the learning rate, resolutions, checkpoint names, relative paths, webhooks.
+ * checkOptions applies them, and so does every environment save.
+ *
+ * @example
+ * optionValueProblems({ "--learning_rate": 2 }); // [{ field: "--learning_rate", message: "must be between 0 and 1 (for example 0.0001)" }]
+ */
+export function optionValueProblems(options: OptionMap): FieldProblem[] {
+  const problems: FieldProblem[] = [];
+  const has = (f: string) => options[f] !== undefined && options[f] !== null && options[f] !== "";
   for (const [field, value] of Object.entries(options)) {
     if (!field.startsWith("--")) problems.push({ field, message: 'option names start with "--"' });
     if (typeof value === "number") {
@@ -135,9 +162,41 @@ export function checkOptions(input: OptionMap, inline: boolean): { options: Opti
   }
   if (has("--webhook_config")) problems.push(...checkWebhookConfig(String(options["--webhook_config"])));
   problems.push(...webhookLimitProblems(webhookTargetCount(options["--webhook_config"]), options["--webhook_reporting_interval"]));
-  if (options["--validation_method"] === "external-script" && !has("--validation_external_script"))
-    problems.push({ field: "--validation_external_script", message: "required with --validation_method external-script" });
-  return { options, problems };
+  return problems;
+}
+
+/**
+ * An option map as an environment stores it (JSON: numbers and booleans may also come as text,
+ * as a form sends them) checked by the rules of a training form, without what only a whole
+ * configuration must hold (required options, one of epochs or steps, the external validation
+ * script its method needs). Unknown options pass.
+ *
+ * @example
+ * savedOptionProblems({ "--learning_rate": "fast", "--my_option": 3 }); // [{ field: "--learning_rate", message: 'must be a number, not "fast"' }]
+ */
+export function savedOptionProblems(config: OptionMap): FieldProblem[] {
+  const problems: FieldProblem[] = [];
+  const text: Record<string, string> = {};
+  const typed: OptionMap = {};
+  for (const [field, value] of Object.entries(config)) {
+    const kind = CHECKED_TYPES[field];
+    if (value === null || kind === undefined) typed[field] = value;
+    else if (typeof value === "string") text[field] = value;
+    else if (kind === "boolean" ? typeof value !== "boolean" : typeof value !== "number")
+      problems.push({
+        field,
+        message: `must be ${kind === "boolean" ? "true or false" : `a ${kind === "integer" ? "whole number" : "number"}`}, not ${JSON.stringify(value)}`,
+      });
+    else if (kind === "integer" && !Number.isInteger(value)) problems.push({ field, message: `must be a whole number, not ${value}` });
+    else typed[field] = value;
+  }
+  const fromText = typedOptions(text);
+  problems.push(...fromText.problems);
+  const options = { ...typed, ...fromText.options };
+  if (Number(options["--max_train_steps"] ?? 0) > 0 && Number(options["--num_train_epochs"] ?? 0) > 0)
+    problems.push(...BOTH_EPOCHS_AND_STEPS);
+  problems.push(...optionValueProblems(options));
+  return problems;
 }
 
 /** How many entries a --webhook_config value names (0 when it is not a JSON array). */
@@ -162,10 +221,14 @@ export function checkWebhookConfig(text: string): FieldProblem[] {
   if (!Array.isArray(parsed)) return [{ field, message: "must be a JSON array of webhook objects" }];
   const problems: FieldProblem[] = [];
   parsed.forEach((hook, i) => {
-    const h = hook as { webhook_type?: unknown; callback_url?: unknown; ssl_no_verify?: unknown };
+    const h = hook as { webhook_type?: unknown; callback_url?: unknown; webhook_url?: unknown; ssl_no_verify?: unknown };
     if (!h || typeof h !== "object") return problems.push({ field, message: `entry ${i} must be an object` });
-    if (typeof h.callback_url !== "string" || !/^https?:\/\//.test(h.callback_url))
-      problems.push({ field, message: `entry ${i}: callback_url must be an http(s) URL` });
+    // A discord entry names its address webhook_url, any other callback_url (SimpleTuner's
+    // simpletuner/helpers/webhooks/config.py, check_discord_webhook_config and check_raw_webhook_config).
+    const address = h.webhook_type === "discord" ? "webhook_url" : "callback_url";
+    const url = h[address];
+    if (typeof url !== "string" || !/^https?:\/\//.test(url))
+      problems.push({ field, message: `entry ${i}: ${address} must be an http(s) URL` });
     if (h.webhook_type !== undefined && typeof h.webhook_type !== "string")
       problems.push({ field, message: `entry ${i}: webhook_type must be a string such as "raw"` });
     if (h.ssl_no_verify !== undefined && typeof h.ssl_no_verify !== "boolean")

@@ -4,6 +4,7 @@ import { AuditView } from "./views/audit";
 import { CloudView } from "./views/cloud";
 import { CompareView } from "./views/compare";
 import { DatasetsView } from "./views/datasets";
+import { EnvironmentsView } from "./views/environments";
 import { JobView } from "./views/job";
 import { KeysView } from "./views/keys";
 import { LimitsView } from "./views/limits";
@@ -34,9 +35,10 @@ export const VIEWS: ViewEntry[] = [
   { name: "queue", title: "Queue", level: "viewer", component: QueueView, nav: true, group: "work" },
   { name: "submit", title: "Submit a job", level: "researcher", component: SubmitView, nav: true, group: "work" },
   { name: "jobs", title: "Job", level: "viewer", component: JobView, nav: false, group: "work" },
+  { name: "environments", title: "Environments", level: "viewer", component: EnvironmentsView, nav: true, group: "work" },
+  { name: "datasets", title: "Datasets", level: "viewer", component: DatasetsView, nav: true, group: "work" },
   { name: "runs", title: "Runs", level: "viewer", component: RunsView, nav: true, group: "work" },
   { name: "compare", title: "Compare runs", level: "viewer", component: CompareView, nav: false, group: "work" },
-  { name: "datasets", title: "Datasets", level: "viewer", component: DatasetsView, nav: true, group: "work" },
   { name: "system", title: "GPUs and workers", level: "viewer", component: SystemView, nav: true, group: "work" },
   { name: "keys", title: "API keys", level: "viewer", component: KeysView, nav: true, group: "work" },
   { name: "users", title: "Users", level: "admin", component: UsersView, nav: true, group: "admin" },

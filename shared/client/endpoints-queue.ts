@@ -12,6 +12,8 @@ import {
   EnvironmentReadQuery,
   ExampleList,
 } from "../schemas/environments";
+import { OptionCatalogue } from "../schemas/option-catalogue";
+import { TrainingForm, ValidationResult } from "../schemas/training";
 import { JobActionResult, JobIdParam, PriorityUpdate, QueueHistory, QueueHistoryQuery, RejectQuery } from "../schemas/queue";
 import { endpoint } from "./endpoint";
 
@@ -74,4 +76,8 @@ export const queueEndpoints = {
     query: EnvironmentReadQuery,
     response: EnvironmentExport,
   }),
+  /** The training options the service knows (types, defaults, allowed values, help), for the environment form and the CLI. */
+  trainingOptions: endpoint({ method: "GET", path: "/api/training/options", response: OptionCatalogue }),
+  /** A whole configuration checked field by field as a training form (JSON body: the options); nothing is saved. */
+  trainingValidate: endpoint({ method: "POST", path: "/api/training/validate", body: TrainingForm, response: ValidationResult }),
 } as const;

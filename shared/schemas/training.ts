@@ -52,3 +52,26 @@ export const TrainingStatus = z
     expected_end_method: QueueEntry.shape.expected_end_method,
   })
   .openapi("TrainingStatus");
+
+// ---- validate and start (POST /api/training/validate and /start) ----
+
+export const TrainingForm = z.record(z.string(), z.unknown()).openapi("TrainingForm", {
+  description: 'Every option as a field named with its "--" prefix, plus __active_tab__',
+  example: { "--max_train_steps": "2000", "--learning_rate": "0.0001", "--validation_preview": "true", __active_tab__: "model" },
+});
+const FieldProblems = z.array(z.object({ field: z.string(), message: z.string() }));
+export const ValidationResult = z
+  .object({
+    valid: z.boolean(),
+    message: z.string().openapi({ example: "Configuration Valid" }),
+    errors: FieldProblems,
+    environment: z.string().openapi({
+      description:
+        "The environment start would write this configuration to and run: your active one, else your own inline-run-<user id> (created by start when needed). Its options play no part in the verdict, except the values that masked (`********`) form fields stand for",
+    }),
+    active_tab: z.string().nullable(),
+    options: z
+      .record(z.string(), z.unknown())
+      .openapi({ description: "The options start would use (the form on top of the defaults), secret-looking values masked" }),
+  })
+  .openapi("TrainingValidation");

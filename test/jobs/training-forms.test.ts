@@ -143,7 +143,7 @@ describe("validate", () => {
     await environment(bob, "bob-steps", { "--model_family": "sdxl", "--max_train_steps": 500, "--learning_rate": 0.5 });
     await activate(bob, "bob-steps");
     await judge("bob-steps");
-    await environment(bob, "bob-epochs", { "--num_train_epochs": 9, "--output_dir": "/absolute" });
+    await environment(bob, "bob-epochs", { "--num_train_epochs": 9, "--output_dir": "elsewhere", "--lora_rank": 64 });
     await activate(bob, "bob-epochs");
     await judge("bob-epochs");
     // Deleting it leaves nothing active again.

@@ -201,7 +201,8 @@ describe("npm start", () => {
       });
     await put("demo", { ...config, "--demo_step_ms": 10 });
     await post("/api/configs/environments", { name: "broken" }, auth);
-    await put("broken", { "--trainer": "demo", "--max_train_steps": 0, "--learning_rate": 5 });
+    // What a whole configuration needs (an environment may be saved without it): each is listed at start.
+    await put("broken", { "--trainer": "demo", "--max_train_steps": 0, "--validation_method": "external-script" });
     first.child.kill("SIGTERM");
     expect(await first.exited).toBe(0);
 
@@ -241,7 +242,7 @@ describe("npm start", () => {
     const brokenExited = new Promise((r) => broken.once("exit", r));
     await expect.poll(() => said, { timeout: 30_000, interval: 200 }).toContain("--env broken: not valid, nothing started");
     expect(said).toContain("--env broken: --max_train_steps: set --max_train_steps or --num_train_epochs (a positive number)");
-    expect(said).toContain("--env broken: --learning_rate: must be between 0 and 1 (for example 0.0001)");
+    expect(said).toContain("--env broken: --validation_external_script: required with --validation_method external-script");
     broken.kill("SIGTERM");
     await brokenExited;
   }, 120_000); // three starts of the whole stack

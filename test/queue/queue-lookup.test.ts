@@ -61,7 +61,7 @@ beforeAll(async () => {
   viewer = await createUserWithKey(t, { cookie: admin.cookie }, "viewer");
   await env("one-gpu", { "--num_processes": 1 });
   await env("two-gpu", { "--num_processes": 2 });
-  await env("broken", { "--num_processes": "lots" });
+  await env("broken", { "--accelerate_visible_devices": "lots" });
   const created = await t.call("POST", "/api/admin/workers", { json: { name: "box" }, auth: as(admin) });
   expect(created.status).toBe(201);
   boxToken = created.body.token;
@@ -172,7 +172,7 @@ describe("POST /api/queue/submit with dry_run", () => {
     });
     expect((await submit(researcher, { config_name: "broken", dry_run: true })).body).toMatchObject({
       code: "invalid_environment",
-      detail: '--num_processes must be a whole number from 0 to 64, not "lots"',
+      detail: '--accelerate_visible_devices must list device indices like "0,1", not "lots"',
     });
     const notBoolean = await submit(researcher, { config_name: "one-gpu", dry_run: "yes" });
     expect(notBoolean.status).toBe(422);

@@ -269,7 +269,7 @@ describe("with a registered local box of 4 GPUs", () => {
   });
 
   it("decides a burst of submissions together, each with its own answer; refused and rejected ones store nothing", async () => {
-    await env("broken", { "--num_processes": "lots" });
+    await env("broken", { "--accelerate_visible_devices": "lots" });
     // The race above left every GPU taken, so the burst's GPU jobs wait (or, with no_wait, are rejected).
     await limits({ local_job_max_concurrent: 100 });
     const before = (await list()).length;

@@ -468,7 +468,7 @@ describe("outbound webhooks", () => {
         "--demo_step_ms": 10,
         "--checkpointing_steps": 3,
         "--webhook_config": hooks,
-        "--webhook_reporting_interval": 0,
+        "--webhook_reporting_interval": 5, // the shortest an environment may be saved with (delivery clamps to it)
       });
       // Private targets are refused by default: at validation, and at delivery.
       const inline = {

@@ -198,7 +198,7 @@ describe("SimpleTuner through the service", () => {
       "--num_processes": 0,
       "--standin_replay": "lora-run",
       "--webhook_config": JSON.stringify([{ webhook_type: "raw", callback_url: receiverUrl }]),
-      "--webhook_reporting_interval": 0,
+      "--webhook_reporting_interval": 5, // the shortest an environment may be saved with (delivery clamps to it)
     });
     const job = await submit("tiny", main);
     const finished = await ended(job.job_id);

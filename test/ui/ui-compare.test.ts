@@ -253,6 +253,21 @@ describe.skipIf(!HAS_CHROMIUM)("runs and compare in a browser", () => {
     expect(problems).toEqual([]);
   }, 60_000);
 
+  it("lists an environment's runs on its page, with final loss, and links to compare them", async () => {
+    const listed = await t.call("GET", "/api/runs?environment=lr-high", { auth: { key: rita.key } });
+    expect(listed.status).toBe(200);
+    const run = listed.body.runs.find((r: { job_id: string }) => r.job_id === runB);
+    expect(run.final_loss).toBeTypeOf("number");
+    const { page, problems } = await open(rita.cookie, "#/environments/lr-high");
+    const section = page.getByRole("region", { name: "Runs of lr-high" });
+    await section.getByRole("link", { name: runB }).waitFor({ timeout: 30_000 });
+    expect(await section.locator("table.runs-table tbody th").allTextContents()).toEqual([runB]);
+    const row = section.locator("table.runs-table tbody tr").first();
+    expect(await row.textContent()).toContain(String(Number(run.final_loss.toPrecision(4))));
+    expect(await seriousA11yViolations(page)).toEqual([]);
+    expect(problems).toEqual([]);
+  }, 60_000);
+
   it("shows a prompt with markup as text in the gallery", async () => {
     const { page, problems } = await open(rita.cookie, `#/compare?jobs=${demoRun}`);
     const prompt = page.locator("table.gallery tbody th").first();

@@ -88,8 +88,9 @@ describe.skipIf(!HAS_CHROMIUM)("the dashboard in a browser", { timeout: 60_000 }
     expect(await page.getByRole("navigation", { name: "Main" }).getByRole("link").allTextContents()).toEqual([
       "Queue",
       "Submit a job",
-      "Runs",
+      "Environments",
       "Datasets",
+      "Runs",
       "GPUs and workers",
       "API keys",
       "Users",
@@ -114,8 +115,9 @@ describe.skipIf(!HAS_CHROMIUM)("the dashboard in a browser", { timeout: 60_000 }
     await page.getByRole("heading", { name: "Queue", level: 1 }).waitFor();
     expect(await page.getByRole("navigation", { name: "Main" }).getByRole("link").allTextContents()).toEqual([
       "Queue",
-      "Runs",
+      "Environments",
       "Datasets",
+      "Runs",
       "GPUs and workers",
       "API keys",
     ]);
