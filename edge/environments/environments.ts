@@ -13,7 +13,7 @@ import type {
 import { keepMaskedSecrets, maskSecrets, MaskWithoutValue } from "../../shared/secrets-mask";
 import type { Database } from "../db/client";
 import { isUniqueViolation } from "../db/errors";
-import { environments } from "../db/schema";
+import { environments, queueEntries } from "../db/schema";
 import { ApiError, conflict, notFound } from "../errors";
 import { isActiveFor } from "./activate";
 import { checkDataloader, starterDataloader } from "./dataloader";
@@ -206,7 +206,33 @@ export async function listEnvironments(db: Database, userId: number): Promise<En
     })
     .from(environments)
     .orderBy(asc(environments.name));
-  return rows.map((row: (typeof rows)[number]) => ({ ...row, active: Number(row.active) === 1 }));
+  const lastRuns = await lastRunByEnvironment(db);
+  return rows.map((row: (typeof rows)[number]) => ({ ...row, active: Number(row.active) === 1, last_run: lastRuns.get(row.name) ?? null }));
+}
+
+/**
+ * The newest job submitted with each environment name (one grouped read of the queue; SQLite
+ * takes a grouped row's other columns from the row that gave max(id)). Jobs record the name they
+ * were submitted with, so a renamed environment's earlier runs stay under the old name. What it
+ * carries is what the queue listing shows everyone (id, status, times).
+ */
+async function lastRunByEnvironment(db: Database): Promise<Map<string, NonNullable<EnvironmentSummary["last_run"]>>> {
+  const rows = await db
+    .select({
+      name: queueEntries.configName,
+      newest: sql<number>`max(${queueEntries.id})`,
+      job_id: queueEntries.jobId,
+      status: queueEntries.status,
+      queued_at: queueEntries.queuedAt,
+      started_at: queueEntries.startedAt,
+      completed_at: queueEntries.completedAt,
+    })
+    .from(queueEntries)
+    .where(sql`${queueEntries.configName} IS NOT NULL`)
+    .groupBy(queueEntries.configName);
+  const byName = new Map<string, NonNullable<EnvironmentSummary["last_run"]>>();
+  for (const { name, newest: _newest, ...run } of rows) if (name) byName.set(name, run);
+  return byName;
 }
 
 /**

@@ -163,6 +163,16 @@ export const EnvironmentSummary = z
     owner: z.string().nullable(),
     created_at: Timestamp,
     updated_at: Timestamp,
+    last_run: z
+      .object({
+        job_id: z.string(),
+        status: z.string(),
+        queued_at: z.string(),
+        started_at: z.string().nullable(),
+        completed_at: z.string().nullable(),
+      })
+      .nullable()
+      .openapi({ description: "The newest job submitted with this environment's name (null: none yet)" }),
   })
   .openapi("EnvironmentSummary");
 export type EnvironmentSummary = z.infer<typeof EnvironmentSummary>;

@@ -48,13 +48,30 @@ describe("jobs env list", () => {
   it("lists each environment with its owner, model and tags; --format json prints the API's answer", async () => {
     const text = await as(bob, ["env", "list"]);
     expect(text.code, text.stderr).toBe(0);
-    expect(cells(lines(text)[0]!)).toEqual(["NAME", "OWNER", "MODEL", "TYPE", "TAGS", "UPDATED"]);
+    expect(cells(lines(text)[0]!)).toEqual(["NAME", "OWNER", "MODEL", "TYPE", "TAGS", "LAST RUN", "UPDATED"]);
     const faces = lines(text).find((line) => line.startsWith("faces "));
-    expect(cells(faces!).slice(0, 5)).toEqual(["faces", "alice", "flux", "lora", "flux,portraits"]);
+    expect(cells(faces!).slice(0, 6)).toEqual(["faces", "alice", "flux", "lora", "flux,portraits", "-"]);
 
     const json = await as(bob, ["env", "list", "--format", "json"]);
     expect(json.code, json.stderr).toBe(0);
     expect(json.json()).toEqual(await http("GET", "/api/configs", bob));
+  });
+});
+
+describe("an environment's last run", () => {
+  it("is the newest job submitted with its name, in the API's list and in `env list`; another environment's jobs do not count", async () => {
+    await http("POST", "/api/configs/environments", alice, { name: "demo-runs", from_example: "demo" });
+    const first = await http("POST", "/api/queue/submit", alice, { config_name: "demo-runs" });
+    const second = await http("POST", "/api/queue/submit", bob, { config_name: "demo-runs" });
+    expect(second.job_id).not.toBe(first.job_id);
+    const listed = (await http("GET", "/api/configs", bob)).environments as { name: string; last_run: { job_id: string } | null }[];
+    expect(listed.find((e) => e.name === "demo-runs")!.last_run!.job_id).toBe(second.job_id);
+    expect(listed.find((e) => e.name === "faces")!.last_run).toBeNull();
+
+    const text = await as(alice, ["env", "list"]);
+    expect(text.code, text.stderr).toBe(0);
+    const row = lines(text).find((line) => line.startsWith("demo-runs "));
+    expect(cells(row!)[5]).toMatch(new RegExp(`^${second.job_id} [a-z_]+$`));
   });
 });
 

@@ -39,6 +39,7 @@ function EnvironmentList() {
               <th scope="col">Owner</th>
               <th scope="col">Model</th>
               <th scope="col">Tags</th>
+              <th scope="col">Last run</th>
               <th scope="col">Changed</th>
             </tr>
           </thead>
@@ -58,6 +59,16 @@ function EnvironmentList() {
                       {tag}
                     </span>
                   ))}
+                </td>
+                <td>
+                  {env.last_run ? (
+                    <>
+                      <a href={href("jobs", env.last_run.job_id)}>{env.last_run.job_id}</a> {env.last_run.status},{" "}
+                      {formatTime(env.last_run.completed_at ?? env.last_run.started_at ?? env.last_run.queued_at)}
+                    </>
+                  ) : (
+                    "-"
+                  )}
                 </td>
                 <td>{formatTime(env.updated_at)}</td>
               </tr>

@@ -21,13 +21,14 @@ export function addEnv(program: Command): void {
       if (out.json) return out.printJson(answer);
       if (!answer.environments.length) return out.note("No environments yet.");
       out.table(
-        ["NAME", "OWNER", "MODEL", "TYPE", "TAGS", "UPDATED"],
+        ["NAME", "OWNER", "MODEL", "TYPE", "TAGS", "LAST RUN", "UPDATED"],
         answer.environments.map((e) => [
           e.active ? `${e.name} *` : e.name,
           cell(e.owner),
           cell(e.model_family),
           cell(e.model_type),
           e.tags.length ? e.tags.join(",") : "-",
+          e.last_run ? `${e.last_run.job_id} ${e.last_run.status}` : "-",
           age(e.updated_at),
         ]),
       );
