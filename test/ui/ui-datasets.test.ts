@@ -192,6 +192,49 @@ describe.skipIf(!HAS_CHROMIUM)("the datasets view", () => {
     },
   );
 
+  it("shows the upload's progress as it goes, not only at its end (upload throttled to 256 KiB/s)", { timeout: 90_000 }, async () => {
+    const { page, problems, close } = await open(rita.cookie, "#/datasets/portraits");
+    await page
+      .getByText("This folder is empty.")
+      .or(page.getByRole("link", { name: "shots/" }))
+      .first()
+      .waitFor();
+    // Chromium's own network emulation slows the XMLHttpRequest's body, so its upload events
+    // arrive while it is being sent; every percentage the page shows is recorded as it changes.
+    const cdp = await page.context().newCDPSession(page);
+    await cdp.send("Network.enable");
+    await cdp.send("Network.emulateNetworkConditions", {
+      offline: false,
+      latency: 0,
+      downloadThroughput: -1,
+      uploadThroughput: 256 * 1024,
+    });
+    await page.evaluate(() => {
+      const seen: string[] = [];
+      (window as unknown as { seen: string[] }).seen = seen;
+      new MutationObserver(() => {
+        const text = document.querySelector("[data-testid=upload-percent]")?.textContent ?? "";
+        if (text && seen[seen.length - 1] !== text) seen.push(text);
+      }).observe(document.body, { subtree: true, childList: true, characterData: true });
+    });
+    const big = Buffer.concat([png(16, [1, 2, 3]), Buffer.alloc(1536 * 1024, 7)]);
+    await page.getByLabel("Choose files or a zip").setInputFiles({ name: "large.png", mimeType: "image/png", buffer: big });
+    await expect.poll(() => percent(page).innerText(), { timeout: 60_000 }).toBe("100%, done");
+    const seen = await page.evaluate(() => (window as unknown as { seen: string[] }).seen);
+    const values = seen.map((text) => Number(/^(\d+)%/.exec(text)?.[1]));
+    expect(
+      values.some((v) => v > 0 && v < 100),
+      seen.join(" | "),
+    ).toBe(true);
+    expect(values).toEqual([...values].sort((a, b) => a - b));
+    expect(seen[seen.length - 1]).toBe("100%, done");
+    const stored = (await listing("portraits")).files.find((f) => f.name === "large.png") as { size?: number } | undefined;
+    expect(stored?.size).toBe(big.length);
+    await cdp.send("Network.emulateNetworkConditions", { offline: false, latency: 0, downloadThroughput: -1, uploadThroughput: -1 });
+    expect(problems).toEqual([]);
+    await close();
+  });
+
   it("extracts a chosen zip into the folder", { timeout: 60_000 }, async () => {
     const { page, problems, close } = await open(rita.cookie, "#/datasets/portraits");
     const zip = zipSync({ "zipped/a.png": png(8, [10, 10, 10]), "zipped/a.txt": new TextEncoder().encode("from a zip") });
