@@ -1,5 +1,6 @@
 import type { LocalSubmitResult } from "../../shared/schemas/queue";
 import { ApiError } from "../errors";
+import { AWAITING_APPROVAL_BASIS, UNKNOWN_RUN_BASIS } from "../jobs/estimate";
 import type { PreviewOutcome, SubmitOutcome } from "../jobs/job";
 
 /**
@@ -11,7 +12,7 @@ import type { PreviewOutcome, SubmitOutcome } from "../jobs/job";
  * @example
  * submitAnswer({ status: "running", gpus: [0, 1], workerId: null }, true).message; // "would run on GPUs [0, 1]"
  */
-export function submitAnswer(outcome: SubmitOutcome | PreviewOutcome, dryRun = false): LocalSubmitResult {
+export function submitAnswer(outcome: SubmitOutcome | PreviewOutcome, dryRun = false, now = Date.now()): LocalSubmitResult {
   if (outcome.status === "invalid") throw new ApiError(outcome.httpStatus, outcome.code, outcome.message, outcome.errors);
   const would = (stored: string, preview: string) => (dryRun ? `would ${preview}` : stored);
   const base = {
@@ -22,7 +23,21 @@ export function submitAnswer(outcome: SubmitOutcome | PreviewOutcome, dryRun = f
     worker_id: null,
     queue_position: null,
     wait_reason: null,
+    expected_start_at: null,
+    expected_start_basis: null,
+    expected_run_seconds: null,
+    expected_run_basis: null,
   };
+  // The estimates are a dry run's: a stored job's are in the listing after the next pass.
+  const estimate = (start: { at: number | null; basis: string }, run: { ms: number; basis: string } | null) =>
+    dryRun
+      ? {
+          expected_start_at: start.at === null ? null : new Date(start.at).toISOString(),
+          expected_start_basis: start.basis,
+          expected_run_seconds: run === null ? null : Math.round(run.ms / 1000),
+          expected_run_basis: run === null ? UNKNOWN_RUN_BASIS : run.basis,
+        }
+      : {};
   switch (outcome.status) {
     case "running": {
       const { gpus, workerId } = outcome;
@@ -31,11 +46,20 @@ export function submitAnswer(outcome: SubmitOutcome | PreviewOutcome, dryRun = f
         workerId !== null
           ? would(`dispatched to worker ${workerId}`, `be dispatched to worker ${workerId}`)
           : would(`running on ${devices}`, `run on ${devices}`);
-      return { ...base, status: "running", allocated_gpus: gpus, worker_id: workerId, message };
+      return {
+        ...base,
+        ...estimate({ at: now, basis: "at once: it fits now" }, null),
+        ...(dryRun ? { expected_run_seconds: null, expected_run_basis: null } : {}),
+        status: "running",
+        allocated_gpus: gpus,
+        worker_id: workerId,
+        message,
+      };
     }
     case "queued":
       return {
         ...base,
+        ...("start" in outcome ? estimate(outcome.start, outcome.expected) : {}),
         status: "queued",
         queue_position: outcome.position,
         wait_reason: outcome.reason,
@@ -44,6 +68,7 @@ export function submitAnswer(outcome: SubmitOutcome | PreviewOutcome, dryRun = f
     case "blocked":
       return {
         ...base,
+        ...(dryRun ? { expected_start_basis: AWAITING_APPROVAL_BASIS } : {}),
         status: "blocked",
         wait_reason: "awaiting_approval",
         message: "rule" in outcome ? `would wait for an admin's approval: ${outcome.rule}` : outcome.message,

@@ -213,6 +213,7 @@ queue.openapi(
   }),
   async (c) => {
     const [job] = await present(c, [await getEntry(c.get("db"), c.req.valid("param").job_id)]);
+    const shown = visibleEntry(job!, ownerScope(principalOf(c).user));
     return c.json(
       {
         job_id: job!.job_id,
@@ -222,6 +223,8 @@ queue.openapi(
         wait_reason: job!.wait_reason,
         wait_message: job!.wait_message,
         effective_priority: job!.effective_priority,
+        expected_start_at: job!.expected_start_at,
+        expected_start_basis: "expected_start_basis" in shown ? shown.expected_start_basis : null,
       },
       200,
     );
