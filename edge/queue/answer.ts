@@ -12,7 +12,7 @@ import type { PreviewOutcome, SubmitOutcome } from "../jobs/job";
  * @example
  * submitAnswer({ status: "running", gpus: [0, 1], workerId: null }, true).message; // "would run on GPUs [0, 1]"
  */
-export function submitAnswer(outcome: SubmitOutcome | PreviewOutcome, dryRun = false, now = Date.now()): LocalSubmitResult {
+export function submitAnswer(outcome: SubmitOutcome | PreviewOutcome, dryRun = false): LocalSubmitResult {
   if (outcome.status === "invalid") throw new ApiError(outcome.httpStatus, outcome.code, outcome.message, outcome.errors);
   const would = (stored: string, preview: string) => (dryRun ? `would ${preview}` : stored);
   const base = {
@@ -46,15 +46,7 @@ export function submitAnswer(outcome: SubmitOutcome | PreviewOutcome, dryRun = f
         workerId !== null
           ? would(`dispatched to worker ${workerId}`, `be dispatched to worker ${workerId}`)
           : would(`running on ${devices}`, `run on ${devices}`);
-      return {
-        ...base,
-        ...estimate({ at: now, basis: "at once: it fits now" }, null),
-        ...(dryRun ? { expected_run_seconds: null, expected_run_basis: null } : {}),
-        status: "running",
-        allocated_gpus: gpus,
-        worker_id: workerId,
-        message,
-      };
+      return { ...base, status: "running", allocated_gpus: gpus, worker_id: workerId, message };
     }
     case "queued":
       return {

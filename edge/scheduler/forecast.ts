@@ -97,11 +97,15 @@ export function expectedStarts(input: PlanInput, plan: Plan): Map<number, Expect
   }
   const lastReason = new Map(ordered.map((w) => [w.id, w]));
 
-  for (let step = 0; left.length && step < MAX_STEPS; step++) {
+  let beyond = false;
+  for (let step = 0; left.length; step++) {
     const ends = running.flatMap((r) => (r.end === null ? [] : [r.end]));
     if (!ends.length) break;
     const t = Math.max(now, Math.min(...ends));
-    if (t > now + FORECAST_HORIZON_MS) break;
+    if (t > now + FORECAST_HORIZON_MS || step >= MAX_STEPS) {
+      beyond = true;
+      break;
+    }
     const ended = running.filter((r) => r.end !== null && r.end <= t);
     for (const r of ended) {
       running.splice(running.indexOf(r), 1);
@@ -139,7 +143,7 @@ export function expectedStarts(input: PlanInput, plan: Plan): Map<number, Expect
   const endless = running.filter((r) => r.end === null);
   for (const job of left) {
     const w = lastReason.get(job.id)!;
-    starts.set(job.id, { at: null, basis: unknownBasis(w.reason, w.message, endless) });
+    starts.set(job.id, { at: null, basis: unknownBasis(w.reason, w.message, endless, beyond) });
   }
   return starts;
 }
@@ -165,7 +169,7 @@ function afterEnds(ended: SimRunning[], t: number): string {
   return `after ${who} ${ended.length === 1 ? "ends" : "end"} (expected ${isoMinute(t)})`;
 }
 
-function unknownBasis(reason: WaitReason, message: string, endless: SimRunning[]): string {
+function unknownBasis(reason: WaitReason, message: string, endless: SimRunning[], beyond: boolean): string {
   if (reason === "local_paused") return "unknown: local jobs are paused until POST /api/queue/process (or a restart)";
   if (reason === "no_local_box") return "unknown: no local GPU box is registered and online";
   if (reason === "spending_limit") return `unknown: ${message}`;
@@ -174,5 +178,6 @@ function unknownBasis(reason: WaitReason, message: string, endless: SimRunning[]
     return `unknown: no run-time estimate for ${names(ahead)} ahead of it (set --max_runtime_minutes, or let its environment complete a run on as many GPUs)`;
   const running = endless.map((r) => r.label);
   if (running.length) return `unknown: ${names(running)} ${running.length === 1 ? "runs" : "run"} with no expected end`;
-  return `unknown: not expected to start within ${FORECAST_HORIZON_MS / 86_400_000} days`;
+  if (beyond) return `unknown: not expected to start within ${FORECAST_HORIZON_MS / 86_400_000} days`;
+  return `unknown: no job is expected to end that would let it start (${reason}: ${message})`;
 }

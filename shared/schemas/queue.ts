@@ -344,7 +344,7 @@ export const LocalSubmitResult = z
     message: z.string(),
     expected_start_at: Timestamp.nullable().openapi({
       description:
-        "Dry run only: when it would be expected to start (now when it would run at once), as the queue listing estimates it; null when unknown, and on a real submission (GET /api/queue/jobs/{job_id} has it after the next pass)",
+        "Dry run of a job that would wait: when it would be expected to start, as the queue listing estimates it; null when unknown (see expected_start_basis), when it would start at once (status running), and on a real submission (GET /api/queue/jobs/{job_id} has it after the next pass)",
     }),
     expected_start_basis: z
       .string()
