@@ -23,10 +23,6 @@ export function submitAnswer(outcome: SubmitOutcome | PreviewOutcome, dryRun = f
     worker_id: null,
     queue_position: null,
     wait_reason: null,
-    expected_start_at: null,
-    expected_start_basis: null,
-    expected_run_seconds: null,
-    expected_run_basis: null,
   };
   // The estimates are a dry run's: a stored job's are in the listing after the next pass.
   const estimate = (start: { at: number | null; basis: string }, run: { ms: number; basis: string } | null) =>

@@ -23,7 +23,7 @@ export interface ExpectedStart {
 /** How far ahead the simulation looks: beyond this a start is "unknown". */
 export const FORECAST_HORIZON_MS = 30 * 24 * 3_600_000;
 /** At most this many waiting jobs (in scheduling order) are simulated; the rest are "unknown". */
-export const FORECAST_MAX_JOBS = 500;
+export const FORECAST_MAX_JOBS = 200;
 /** At most this many simulated passes. */
 const MAX_STEPS = 2_000;
 

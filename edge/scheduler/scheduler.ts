@@ -181,7 +181,7 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
         candidate?.expectedMs != null
           ? { ms: candidate.expectedMs, basis: candidate.expectedBasis ?? candidate.expectedMethod ?? "" }
           : null;
-      const start = starts.get(CANDIDATE_ID_BASE) ?? { at: null, basis: "unknown: not simulated" };
+      const start = starts?.get(CANDIDATE_ID_BASE) ?? { at: null, basis: "unknown: not simulated" };
       return { status: "queued", position: place.position, reason: place.reason, message: place.message, start, expected };
     });
   }
@@ -257,7 +257,9 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     // 2. Prepare: each submission made a job, or answered at once when it is invalid.
     const { jobs, outcomes } = prepareSubmissions(submissions, configs, capacity.approvalRules);
     // 3. Plan: the stored pending entries and the new jobs, in one plan.
-    const { plan, pending, starts } = await this.planWith(db, now, capacity, entries, jobs);
+    // A submission group keeps the last pass's expected starts: the simulation costs a plan per
+    // expected end, and the next timer pass (within 5 s) refreshes them.
+    const { plan, pending, starts } = await this.planWith(db, now, capacity, entries, jobs, trigger !== "submit");
     // 4. Sort the new jobs by the plan: stored running, pending or blocked, or answered rejected.
     const sorted = sortSubmissions(plan, jobs, submissions, outcomes);
     // 5. Write: the new jobs, then the stored ones admitted, then the local box's status; one batch.
@@ -296,7 +298,8 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     capacity: CapacityWithRules,
     entries: Map<number, ActiveEntry>,
     jobs: (NewJob | null)[],
-  ): Promise<{ plan: Plan; pending: PendingJob[]; starts: Map<number, ExpectedStart> }> {
+    forecast = true,
+  ): Promise<{ plan: Plan; pending: PendingJob[]; starts: Map<number, ExpectedStart> | null }> {
     const candidates = candidatesOf(jobs, now.getTime());
     const recent = await this.active.recentRuns(db, entries, candidates);
     const input = planInput(entries.values(), capacity, now.getTime(), recent);
@@ -304,7 +307,7 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     const pending = candidates.length ? [...input.pending, ...estimated] : input.pending;
     const plan = planPass({ ...input, pending });
     // Each waiting job's expected start: this plan run forward (forecast.ts).
-    return { plan, pending, starts: expectedStarts({ ...input, pending }, plan) };
+    return { plan, pending, starts: forecast ? expectedStarts({ ...input, pending }, plan) : null };
   }
 
   /**
@@ -369,14 +372,21 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
   }
 
   /** Keeps the pass's waiting jobs for `waitInfo`; `realIds` maps new submissions' placeholder ids to their stored ids. */
-  private remember(waiting: Waiting[], realIds: Map<number, number>, pending: PendingJob[], starts: Map<number, ExpectedStart>): void {
+  private remember(
+    waiting: Waiting[],
+    realIds: Map<number, number>,
+    pending: PendingJob[],
+    starts: Map<number, ExpectedStart> | null,
+  ): void {
     const kept = new Map<number, WaitInfo>();
+    const previous = this.lastPlan?.waiting;
     // Each waiting job's expected run time as this plan used it (the listing shows it as is).
     const jobs = new Map(pending.map((j) => [j.id, j]));
     for (const w of waiting) {
       const id = isNew(w) ? realIds.get(w.id) : w.id;
       const { expectedMs = null, expectedMethod = null, expectedBasis = null } = jobs.get(w.id) ?? {};
-      const start = starts.get(w.id);
+      // Without a new forecast, a stored job keeps the last one (a new one waits for the next pass).
+      const start = starts ? starts.get(w.id) : isNew(w) ? undefined : previous?.get(w.id)?.start;
       if (id !== undefined)
         kept.set(id, {
           ...w,

@@ -342,21 +342,24 @@ export const LocalSubmitResult = z
     queue_position: z.number().int().nullable(),
     wait_reason: WaitReason.nullable(),
     message: z.string(),
-    expected_start_at: Timestamp.nullable().openapi({
+    expected_start_at: Timestamp.nullable().optional().openapi({
       description:
-        "Dry run of a job that would wait: when it would be expected to start, as the queue listing estimates it; null when unknown (see expected_start_basis), when it would start at once (status running), and on a real submission (GET /api/queue/jobs/{job_id} has it after the next pass)",
+        "Dry run of a job that would wait: when it would be expected to start, as the queue listing estimates it; null when unknown (see expected_start_basis), and absent when it would start at once (status running) and on a real submission (GET /api/queue/jobs/{job_id} has it after the next pass)",
     }),
     expected_start_basis: z
       .string()
       .nullable()
+      .optional()
       .openapi({ description: "Dry run only: how expected_start_at was estimated, or `unknown: ...` with the reason" }),
     expected_run_seconds: z
       .number()
       .nullable()
+      .optional()
       .openapi({ description: "Dry run only: how long it would be expected to run, in seconds; null when unknown" }),
     expected_run_basis: z
       .string()
       .nullable()
+      .optional()
       .openapi({ description: "Dry run only: how expected_run_seconds was estimated, or `unknown: ...`" }),
   })
   .openapi("LocalSubmitResult", {
