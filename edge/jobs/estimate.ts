@@ -49,7 +49,24 @@ export interface ExpectedEnd {
 export interface ExpectedDuration {
   ms: number;
   method: DurationMethod;
+  /** How it was estimated, in words, for people reading the queue. */
+  basis: string;
 }
+
+/**
+ * The words for a run time that is a job's --max_runtime_minutes.
+ *
+ * @example
+ * maxRuntimeBasis(90); // "its --max_runtime_minutes (90)"
+ */
+export const maxRuntimeBasis = (minutes: number) => `its --max_runtime_minutes (${minutes})`;
+
+/** The expected start of a job that waits for an admin's approval, in words. */
+export const AWAITING_APPROVAL_BASIS = "unknown: waits for an admin's approval";
+
+/** Why a waiting job's run time is unknown, in words. */
+export const UNKNOWN_RUN_BASIS =
+  "unknown: no --max_runtime_minutes, and no completed run of its environment on as many GPUs in the last 30 days";
 
 /** What a running job's end is estimated from. */
 export interface RunningFacts {
@@ -269,11 +286,24 @@ function median(values: readonly number[]): number {
  */
 export function expectedDuration(job: WaitingFacts, recent: RecentRuns): ExpectedDuration | null {
   const minutes = maxRuntimeMinutes(job.maxRuntime);
-  if (minutes !== null) return { ms: minutes * 60_000, method: "max_runtime" };
+  if (minutes !== null) return { ms: minutes * 60_000, method: "max_runtime", basis: maxRuntimeBasis(minutes) };
   if (job.jobType !== "local" || job.configName === null) return null;
   const runs = recent.get(runKey(job.configName, job.numProcesses));
   if (!runs?.length) return null;
   const steps = trainSteps(job.steps);
   const perStep = runs.flatMap((r) => (r.steps === null ? [] : [r.ms / r.steps]));
-  return { ms: steps !== null && perStep.length ? steps * median(perStep) : median(runs.map((r) => r.ms)), method: "recent_runs" };
+  const of = `the last ${runs.length === 1 ? "completed run" : `${runs.length} completed runs`} of ${job.configName} on ${job.numProcesses} GPU(s)`;
+  if (steps !== null && perStep.length) {
+    const each = median(perStep);
+    return {
+      ms: steps * each,
+      method: "recent_runs",
+      basis: `its ${steps} steps × ${(each / 1000).toPrecision(3)} s per step, the ${perStep.length === 1 ? "time" : "median time"} per step of ${of}`,
+    };
+  }
+  return {
+    ms: median(runs.map((r) => r.ms)),
+    method: "recent_runs",
+    basis: `the ${runs.length === 1 ? "run time" : "median run time"} of ${of}`,
+  };
 }

@@ -83,7 +83,9 @@ export interface WaitInfo {
   /** Epoch ms a job holding a reservation is expected to start (null: no start promised); absent without one. */
   expectedStartAt?: number | null;
   /** How long it is expected to run once started, as the plan estimated it; absent when unknown. */
-  expected?: { ms: number; method: (typeof DURATION_METHODS)[number] };
+  expected?: { ms: number; method: (typeof DURATION_METHODS)[number]; basis: string };
+  /** When it is expected to start (epoch ms; null: unknown) and how that was estimated (edge/scheduler/forecast.ts). */
+  start?: { at: number | null; basis: string };
 }
 
 /** What a submission is answered. */
@@ -101,6 +103,13 @@ export type SubmitOutcome =
  */
 export type PreviewOutcome =
   | { status: "running"; gpus: number[] | null; workerId: number | null }
-  | { status: "queued"; position: number; reason: WaitReason; message: string }
+  | {
+      status: "queued";
+      position: number;
+      reason: WaitReason;
+      message: string;
+      start: { at: number | null; basis: string };
+      expected: { ms: number; basis: string } | null;
+    }
   | { status: "blocked"; rule: string }
   | Extract<SubmitOutcome, { status: "rejected" | "invalid" }>;

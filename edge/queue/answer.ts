@@ -1,5 +1,6 @@
 import type { LocalSubmitResult } from "../../shared/schemas/queue";
 import { ApiError } from "../errors";
+import { AWAITING_APPROVAL_BASIS, UNKNOWN_RUN_BASIS } from "../jobs/estimate";
 import type { PreviewOutcome, SubmitOutcome } from "../jobs/job";
 
 /**
@@ -23,6 +24,16 @@ export function submitAnswer(outcome: SubmitOutcome | PreviewOutcome, dryRun = f
     queue_position: null,
     wait_reason: null,
   };
+  // The estimates are a dry run's: a stored job's are in the listing after the next pass.
+  const estimate = (start: { at: number | null; basis: string }, run: { ms: number; basis: string } | null) =>
+    dryRun
+      ? {
+          expected_start_at: start.at === null ? null : new Date(start.at).toISOString(),
+          expected_start_basis: start.basis,
+          expected_run_seconds: run === null ? null : Math.round(run.ms / 1000),
+          expected_run_basis: run === null ? UNKNOWN_RUN_BASIS : run.basis,
+        }
+      : {};
   switch (outcome.status) {
     case "running": {
       const { gpus, workerId } = outcome;
@@ -36,6 +47,7 @@ export function submitAnswer(outcome: SubmitOutcome | PreviewOutcome, dryRun = f
     case "queued":
       return {
         ...base,
+        ...("start" in outcome ? estimate(outcome.start, outcome.expected) : {}),
         status: "queued",
         queue_position: outcome.position,
         wait_reason: outcome.reason,
@@ -44,6 +56,7 @@ export function submitAnswer(outcome: SubmitOutcome | PreviewOutcome, dryRun = f
     case "blocked":
       return {
         ...base,
+        ...(dryRun ? { expected_start_basis: AWAITING_APPROVAL_BASIS } : {}),
         status: "blocked",
         wait_reason: "awaiting_approval",
         message: "rule" in outcome ? `would wait for an admin's approval: ${outcome.rule}` : outcome.message,

@@ -15,6 +15,7 @@ import type { QueueKey, QueueOrder } from "../paging";
 import type { WaitInfo } from "../jobs/job";
 import { effectivePriority } from "../jobs/priority";
 import { maxRuntimeMinutes, RUNTIME_OPTION } from "../jobs/runtime";
+import { AWAITING_APPROVAL_BASIS, maxRuntimeBasis, UNKNOWN_RUN_BASIS } from "../jobs/estimate";
 
 export type EntryRow = typeof queueEntries.$inferSelect & { workerName: string | null; owner: string | null };
 
@@ -39,6 +40,34 @@ function expectedMinutes(row: EntryRow, info: WaitInfo | undefined): Pick<QueueE
   return estimate
     ? { expected_minutes: Math.round(estimate.ms / 600) / 100, expected_minutes_method: estimate.method }
     : { expected_minutes: null, expected_minutes_method: null };
+}
+
+/**
+ * When a waiting entry is expected to start and how long it is expected to run, each with how it
+ * was estimated in words: from the Scheduler's last plan run forward (edge/scheduler/forecast.ts).
+ * A blocked entry waits for an approval; one submitted since the last pass waits for the next.
+ */
+function expectedStart(
+  row: EntryRow,
+  info: WaitInfo | undefined,
+): Pick<QueueEntry, "expected_start_at" | "expected_start_basis" | "expected_run_seconds" | "expected_run_basis"> {
+  const none = { expected_start_at: null, expected_start_basis: null, expected_run_seconds: null, expected_run_basis: null };
+  if (row.status !== "pending" && row.status !== "blocked") return none;
+  const minutes = maxRuntimeMinutes(snapshotRuntime(row));
+  const run = info?.expected ?? (minutes === null ? null : { ms: minutes * 60_000, basis: maxRuntimeBasis(minutes) });
+  const runs = {
+    expected_run_seconds: run === null ? null : Math.round(run.ms / 1000),
+    expected_run_basis:
+      run?.basis ??
+      (row.status === "blocked" || !info ? "unknown until the scheduler places it (then from recent runs, if any)" : UNKNOWN_RUN_BASIS),
+  };
+  if (row.status === "blocked") return { ...runs, expected_start_at: null, expected_start_basis: AWAITING_APPROVAL_BASIS };
+  const start = info?.start;
+  return {
+    ...runs,
+    expected_start_at: typeof start?.at === "number" ? new Date(start.at).toISOString() : null,
+    expected_start_basis: start?.basis ?? "unknown until the next scheduler pass (within 5 s)",
+  };
 }
 
 /** A running entry's stored expected end and its method; none for any other status. */
@@ -85,7 +114,6 @@ export function toQueueEntry(row: EntryRow, wait: Map<number, WaitInfo>, starvat
     position: info?.position ?? null,
     wait_reason: reason,
     wait_message: message,
-    expected_start_at: typeof info?.expectedStartAt === "number" ? new Date(info.expectedStartAt).toISOString() : null,
     queued_at: row.queuedAt,
     started_at: row.startedAt,
     completed_at: row.completedAt,
@@ -107,6 +135,7 @@ export function toQueueEntry(row: EntryRow, wait: Map<number, WaitInfo>, starvat
     worker_name: row.workerName,
     ...expectedEnd(row),
     ...expectedMinutes(row, info),
+    ...expectedStart(row, info),
   };
 }
 

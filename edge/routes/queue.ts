@@ -80,11 +80,11 @@ queue.openapi(
     tags,
     summary: "List queue entries, a page at a time",
     description: [
-      "Your own jobs in full; other users' jobs with only the public fields (id, job_id, user_id, owner, status, priority, effective_priority, position, wait_reason, wait_message, queued_at). Leads and admins see every job in full.",
+      "Your own jobs in full; other users' jobs with only the public fields (id, job_id, user_id, owner, status, priority, effective_priority, position, wait_reason, wait_message, expected_start_at, queued_at). Leads and admins see every job in full.",
       "Pages: at most `limit` entries; `next_cursor` (null on the last page) passed as `cursor` gives the next page, with the first page's filters and order (send none, or the same).",
       "`order=scheduling` (default): running, pending, blocked, then ended entries; each group by priority (override, else the level's; highest first), queued_at, id. Pending entries within a page are shown in their live Scheduler order: `position` (1 = next) is the scheduling order, starvation boost included. A job whose status or priority changes while you page may move behind your cursor (skipped) or ahead of it (listed again).",
       "`order=submitted`: by id, oldest first. A walk lists every entry that matches the filter throughout exactly once, however many jobs are submitted meanwhile (they come last): use it to go through the whole queue.",
-      "Estimates, on full entries only: a running job's `expected_end_at` with `expected_end_method`, a pending job's `expected_minutes` with `expected_minutes_method` (what each method means is on the fields). They are estimates: a job may end before or after.",
+      "Estimates, on full entries only: a running job's `expected_end_at` with `expected_end_method`, a pending job's `expected_minutes` with `expected_minutes_method`, `expected_run_seconds` with `expected_run_basis`, and `expected_start_basis` (what each means is on the fields). `expected_start_at`, when a waiting job is expected to start (the last pass's plan run forward in time), is public. They are estimates: a job may start or end before or after.",
       "`user=<username>`: only that user's entries (404 `no_such_user` when nobody has that name); `total` counts them. Anyone may filter: another user's entries still show only the public fields to researchers and viewers.",
     ].join("\n\n"),
     request: { query: QueueListQuery },
@@ -207,12 +207,13 @@ queue.openapi(
     tags,
     summary: "A job's live place in the queue and why it waits",
     description:
-      "The job's live `position` among pending jobs (1 = next), how many wait ahead of it, its effective priority and `wait_reason` with a message. Any job's position is readable; nothing private of it is shown.",
+      "The job's live `position` among pending jobs (1 = next), how many wait ahead of it, its effective priority, `wait_reason` with a message, and `expected_start_at` (when it is expected to start; null when unknown). `expected_start_basis` says how that was estimated, for your own job (leads and admins: any job); null otherwise. Any job's position is readable; nothing private of it is shown.",
     request: { params: JobIdParam },
     responses: { 200: json(Position, "Position"), 401: errors[401], 404: errors[404] },
   }),
   async (c) => {
     const [job] = await present(c, [await getEntry(c.get("db"), c.req.valid("param").job_id)]);
+    const shown = visibleEntry(job!, ownerScope(principalOf(c).user));
     return c.json(
       {
         job_id: job!.job_id,
@@ -222,6 +223,8 @@ queue.openapi(
         wait_reason: job!.wait_reason,
         wait_message: job!.wait_message,
         effective_priority: job!.effective_priority,
+        expected_start_at: job!.expected_start_at,
+        expected_start_basis: "expected_start_basis" in shown ? shown.expected_start_basis : null,
       },
       200,
     );
@@ -235,7 +238,7 @@ queue.openapi(
     tags,
     summary: "One queue entry, with its live place and why it waits",
     description:
-      "The entry exactly as GET /api/queue lists it, with its live `position` and `wait_reason` while pending: your own job in full; another user's job with only the public fields (id, job_id, user_id, owner, status, priority, effective_priority, position, wait_reason, wait_message, queued_at). Leads and admins see any job in full. An unknown job_id is 404 `not_found`.",
+      "The entry exactly as GET /api/queue lists it, with its live `position` and `wait_reason` while pending: your own job in full; another user's job with only the public fields (id, job_id, user_id, owner, status, priority, effective_priority, position, wait_reason, wait_message, expected_start_at, queued_at). Leads and admins see any job in full. An unknown job_id is 404 `not_found`.",
     request: { params: JobIdParam },
     responses: { 200: json(QueueJob, "The entry"), 401: errors[401], 404: errors[404], 422: errors[422] },
   }),
@@ -253,7 +256,7 @@ queue.openapi(
     summary: "Submit a local job",
     description: [
       "GPU requirements come from the environment: `--num_processes` (0 = a CPU job) and `--accelerate_visible_devices` (preferred devices, ignored with any_gpu). The Scheduler decides in one step: running (with allocated_gpus or a worker), queued (with queue_position and wait_reason), rejected (no_wait and no capacity; nothing is stored), or blocked (an approval rule caught it).",
-      '`dry_run: true` answers what this submission would do now, with `dry_run: true`, `job_id: null` and a message starting "would", and stores nothing: no job, no approval request, no event, no GPU taken, no other job\'s admission changed. An invalid submission answers the same 404 or 422 as a real one.',
+      '`dry_run: true` answers what this submission would do now, with `dry_run: true`, `job_id: null` and a message starting "would", and stores nothing: no job, no approval request, no event, no GPU taken, no other job\'s admission changed. A job that would wait also gets `expected_start_at` with `expected_start_basis` (when it would be expected to start, after the jobs ahead of it, or unknown and why) and `expected_run_seconds` with `expected_run_basis`. An invalid submission answers the same 404 or 422 as a real one.',
     ].join("\n\n"),
     request: { body: { required: true, content: { "application/json": { schema: LocalSubmit } } } },
     responses: {

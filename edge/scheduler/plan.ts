@@ -48,12 +48,16 @@ export interface PendingJob extends Placement {
   expectedMs?: number | null;
   /** How expectedMs was estimated, for people reading the queue; the planner does not look at it. */
   expectedMethod?: DurationMethod | null;
+  /** How expectedMs was estimated, in words (edge/jobs/estimate.ts expectedDuration); for people only. */
+  expectedBasis?: string | null;
   /** The trainer it runs (shared/trainers.ts): only a box that can run it takes it; null or absent: any box. */
   trainer?: string | null;
 }
 
 export interface RunningJob {
   id: number;
+  /** Its job id, for the words of an expected start ("after local-ab12 ends"); the planner does not look at it. */
+  jobId?: string;
   userId: number | null;
   teamId: string | null;
   jobType: "local" | "cloud";

@@ -17,6 +17,7 @@ import { setSetting } from "../settings-store";
 import { ActiveEntries } from "./active";
 import { CapacityCache } from "./cache";
 import { sweepLeftovers } from "./housekeeping";
+import { expectedStarts, type ExpectedStart } from "./forecast";
 import { planPass, type Admission, type PendingJob, type Plan, type Waiting } from "./plan";
 import { loadCapacity, localBoxStatus, planInput, withRecentRuns } from "./store";
 import type { ActiveEntry, CapacityWithRules } from "./store";
@@ -133,8 +134,8 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
         const db = this.db();
         const [capacity, entries] = await Promise.all([loadCapacity(db), this.active.read(db, [])]);
         this.cache.keep(capacity);
-        const { plan, pending } = await this.planWith(db, new Date(), capacity, entries, []);
-        this.remember(plan.waiting, new Map(), pending);
+        const { plan, pending, starts } = await this.planWith(db, new Date(), capacity, entries, []);
+        this.remember(plan.waiting, new Map(), pending, starts);
       });
     return [...(this.lastPlan?.waiting.values() ?? [])];
   }
@@ -170,12 +171,18 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
         return invalidOutcome(error);
       }
       if (job.approvalRule !== null) return { status: "blocked", rule: job.approvalRule };
-      const { plan } = await this.planWith(db, new Date(), capacity, entries, [job]);
+      const { plan, pending, starts } = await this.planWith(db, new Date(), capacity, entries, [job]);
       const admission = plan.admitted.find((a) => a.id === CANDIDATE_ID_BASE);
       if (admission) return { status: "running", gpus: admission.gpus, workerId: admission.workerId };
       const place = plan.waiting.find((w) => w.id === CANDIDATE_ID_BASE)!;
       if (body.no_wait) return { status: "rejected", reason: place.reason, message: place.message };
-      return { status: "queued", position: place.position, reason: place.reason, message: place.message };
+      const candidate = pending.find((p) => p.id === CANDIDATE_ID_BASE);
+      const expected =
+        candidate?.expectedMs != null
+          ? { ms: candidate.expectedMs, basis: candidate.expectedBasis ?? candidate.expectedMethod ?? "" }
+          : null;
+      const start = starts?.get(CANDIDATE_ID_BASE) ?? { at: null, basis: "unknown: not simulated" };
+      return { status: "queued", position: place.position, reason: place.reason, message: place.message, start, expected };
     });
   }
 
@@ -250,7 +257,9 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     // 2. Prepare: each submission made a job, or answered at once when it is invalid.
     const { jobs, outcomes } = prepareSubmissions(submissions, configs, capacity.approvalRules);
     // 3. Plan: the stored pending entries and the new jobs, in one plan.
-    const { plan, pending } = await this.planWith(db, now, capacity, entries, jobs);
+    // A submission group keeps the last pass's expected starts: the simulation costs a plan per
+    // expected end, and the next timer pass (within 5 s) refreshes them.
+    const { plan, pending, starts } = await this.planWith(db, now, capacity, entries, jobs, trigger !== "submit");
     // 4. Sort the new jobs by the plan: stored running, pending or blocked, or answered rejected.
     const sorted = sortSubmissions(plan, jobs, submissions, outcomes);
     // 5. Write: the new jobs, then the stored ones admitted, then the local box's status; one batch.
@@ -269,7 +278,7 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     // 6. Remember what the batch really did: the entries, the waiting jobs' places, the answers.
     const realIds = this.rememberSubmitted(entries, sorted, submitted, capacity, now.getTime(), outcomes);
     rememberAdmitted(entries, stored, admitted, ends, capacity.localWorkerId);
-    this.remember(sorted.waiting, realIds, pending);
+    this.remember(sorted.waiting, realIds, pending, starts);
     // 7. Effects, inside the pass: wakes the runners given jobs, and asks for no further pass.
     const effects = { env: this.env, db, log: this.log, actor: null, origin: "scheduler", trigger } as const;
     void applyEffects(effects, { jobs: [...submitted.change.jobs, ...admitted.change.jobs] });
@@ -289,13 +298,16 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     capacity: CapacityWithRules,
     entries: Map<number, ActiveEntry>,
     jobs: (NewJob | null)[],
-  ): Promise<{ plan: Plan; pending: PendingJob[] }> {
+    forecast = true,
+  ): Promise<{ plan: Plan; pending: PendingJob[]; starts: Map<number, ExpectedStart> | null }> {
     const candidates = candidatesOf(jobs, now.getTime());
     const recent = await this.active.recentRuns(db, entries, candidates);
     const input = planInput(entries.values(), capacity, now.getTime(), recent);
     const estimated = candidates.map((c) => withRecentRuns(c, facts(jobs[c.id - CANDIDATE_ID_BASE]!), recent));
     const pending = candidates.length ? [...input.pending, ...estimated] : input.pending;
-    return { plan: planPass({ ...input, pending }), pending };
+    const plan = planPass({ ...input, pending });
+    // Each waiting job's expected start: this plan run forward (forecast.ts).
+    return { plan, pending, starts: forecast ? expectedStarts({ ...input, pending }, plan) : null };
   }
 
   /**
@@ -360,18 +372,29 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
   }
 
   /** Keeps the pass's waiting jobs for `waitInfo`; `realIds` maps new submissions' placeholder ids to their stored ids. */
-  private remember(waiting: Waiting[], realIds: Map<number, number>, pending: PendingJob[]): void {
+  private remember(
+    waiting: Waiting[],
+    realIds: Map<number, number>,
+    pending: PendingJob[],
+    starts: Map<number, ExpectedStart> | null,
+  ): void {
     const kept = new Map<number, WaitInfo>();
+    const previous = this.lastPlan?.waiting;
     // Each waiting job's expected run time as this plan used it (the listing shows it as is).
     const jobs = new Map(pending.map((j) => [j.id, j]));
     for (const w of waiting) {
       const id = isNew(w) ? realIds.get(w.id) : w.id;
-      const { expectedMs = null, expectedMethod = null } = jobs.get(w.id) ?? {};
+      const { expectedMs = null, expectedMethod = null, expectedBasis = null } = jobs.get(w.id) ?? {};
+      // Without a new forecast, a stored job keeps the last one (a new one waits for the next pass).
+      const start = starts ? starts.get(w.id) : isNew(w) ? undefined : previous?.get(w.id)?.start;
       if (id !== undefined)
         kept.set(id, {
           ...w,
           id,
-          ...(expectedMs !== null && expectedMethod !== null ? { expected: { ms: expectedMs, method: expectedMethod } } : {}),
+          ...(expectedMs !== null && expectedMethod !== null
+            ? { expected: { ms: expectedMs, method: expectedMethod, basis: expectedBasis ?? expectedMethod } }
+            : {}),
+          ...(start ? { start } : {}),
         });
     }
     this.lastPlan = { at: Date.now(), waiting: kept };

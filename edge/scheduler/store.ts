@@ -7,7 +7,7 @@ import { environmentFrom, type EnvironmentConfig } from "../jobs/prepare";
 import type { BoxTrainers, PendingJob, PlanInput, RunningJob, WorkerView } from "./plan";
 import { committedFrom, committedSpendingStatement } from "../cloud/spending";
 import { maxRuntimeMinutes } from "../jobs/runtime";
-import { expectedDuration, recentRuns, type RecentRuns } from "../jobs/estimate";
+import { expectedDuration, maxRuntimeBasis, recentRuns, type RecentRuns } from "../jobs/estimate";
 import { jobTrainer } from "../../shared/trainers";
 import type { TrainerAvailability } from "../../shared/schemas/workers";
 import type { z } from "@hono/zod-openapi";
@@ -77,6 +77,7 @@ function toActive(r: Record<string, unknown>): ActiveEntry {
       estimatedCost: Number(r.estimated_cost ?? 0),
       expectedMs: minutes === null ? null : minutes * 60_000,
       expectedMethod: minutes === null ? null : "max_runtime",
+      expectedBasis: minutes === null ? null : maxRuntimeBasis(minutes),
       trainer: r.job_type === "local" ? jobTrainer({ "--trainer": r.trainer, "--trainer_command": r.trainer_command }) : null,
     },
     status: r.status === "running" ? "running" : "pending",
@@ -238,6 +239,7 @@ export function planInput(entries: Iterable<ActiveEntry>, capacity: Capacity, no
       if (e.workerId !== null) busyWorkers.add(e.workerId);
       running.push({
         id: e.job.id,
+        jobId: e.job.jobId,
         userId: e.job.userId,
         teamId: e.job.teamId,
         jobType: e.job.jobType,
@@ -277,7 +279,7 @@ export function withRecentRuns(
   if (job.expectedMs != null || recent.size === 0) return job;
   const facts = { jobType: job.jobType, configName, numProcesses: job.numProcesses, maxRuntime: null, steps: trainSteps };
   const estimate = expectedDuration(facts, recent);
-  return estimate ? { ...job, expectedMs: estimate.ms, expectedMethod: estimate.method } : job;
+  return estimate ? { ...job, expectedMs: estimate.ms, expectedMethod: estimate.method, expectedBasis: estimate.basis } : job;
 }
 
 /** Whether some waiting entry or new candidate is a local job without a max runtime, so its run time needs recent runs. */

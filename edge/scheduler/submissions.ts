@@ -1,3 +1,4 @@
+import { maxRuntimeBasis } from "../jobs/estimate";
 import { jobTrainer } from "../../shared/trainers";
 import type { ApprovalRules, LocalSubmit } from "../../shared/schemas/queue";
 import { ApiError } from "../errors";
@@ -57,6 +58,7 @@ export function candidateOf(job: NewJob, id: number, queuedAt: number): PendingJ
     estimatedCost: job.estimatedCost,
     expectedMs: minutes === null ? null : minutes * 60_000,
     expectedMethod: minutes === null ? null : "max_runtime",
+    expectedBasis: minutes === null ? null : maxRuntimeBasis(minutes),
     trainer: job.jobType === "local" ? jobTrainer(job.configSnapshot) : null,
   };
 }

@@ -73,6 +73,64 @@ export function expectedRunText(entry: Partial<Pick<QueueEntry, "expected_minute
 }
 
 /**
+ * A waiting job's expected run time in words from expected_run_seconds and its basis.
+ *
+ * @example
+ * runTimeText({ expected_run_seconds: 5400, expected_run_basis: "its --max_runtime_minutes (90)" }); // "1h 30m: its --max_runtime_minutes (90)"
+ */
+export function runTimeText(entry: Partial<Pick<QueueEntry, "expected_run_seconds" | "expected_run_basis">>): string | null {
+  const basis = entry.expected_run_basis ?? null;
+  if (entry.expected_run_seconds === null || entry.expected_run_seconds === undefined) return basis;
+  return `${duration(entry.expected_run_seconds)}${basis ? `: ${basis}` : ""}`;
+}
+
+/**
+ * How far ahead a time is, in one unit: "in 25m", "in 3h"; "now" when it is due or past.
+ *
+ * @example
+ * untilText("2026-01-01T02:30:00Z", new Date("2026-01-01T00:00:00Z")); // "in 2h"
+ */
+export function untilText(at: string, now: Date = new Date()): string {
+  const ms = Date.parse(at) - now.getTime();
+  if (Number.isNaN(ms)) return "-";
+  if (ms <= 0) return "now";
+  return `in ${age(now.toISOString(), new Date(at))}`;
+}
+
+/**
+ * The START cell of `jobs list`: when a waiting job is expected to start ("in 25m"), "unknown" when
+ * the service cannot say, "-" for other jobs (or another user's job the API shows nothing of).
+ *
+ * @example
+ * startCell({ status: "pending", expected_start_at: null, expected_start_basis: "unknown: ..." }); // "unknown"
+ */
+export function startCell(
+  entry: Partial<Pick<QueueEntry, "status" | "expected_start_at" | "expected_start_basis">>,
+  now: Date = new Date(),
+): string {
+  if (entry.status !== "pending" && entry.status !== "blocked") return "-";
+  if (entry.expected_start_at) return untilText(entry.expected_start_at, now);
+  return entry.status === "blocked" || entry.expected_start_basis !== undefined ? "unknown" : "-";
+}
+
+/**
+ * A waiting job's expected start with how it was estimated, as `jobs status` shows it; null when
+ * the API gives neither.
+ *
+ * @example
+ * expectedStartText({ expected_start_at: "2026-11-23T10:00:00.000Z", expected_start_basis: "after local-1 ends (expected 2026-11-23T10:00Z)" });
+ * // "2026-11-23T10:00:00.000Z (in 20m): after local-1 ends (expected 2026-11-23T10:00Z)"
+ */
+export function expectedStartText(
+  entry: Partial<Pick<QueueEntry, "expected_start_at" | "expected_start_basis">>,
+  now: Date = new Date(),
+): string | null {
+  const basis = entry.expected_start_basis ?? null;
+  if (entry.expected_start_at) return `${entry.expected_start_at} (${untilText(entry.expected_start_at, now)})${basis ? `: ${basis}` : ""}`;
+  return basis;
+}
+
+/**
  * Why a job waits, in one phrase: its reason code and the Scheduler's message.
  *
  * @example

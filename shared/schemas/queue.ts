@@ -160,7 +160,20 @@ export const QueueEntry = z
     }),
     expected_start_at: Timestamp.nullable().openapi({
       description:
-        "While pending with a reservation (it waited past starvation_threshold_minutes): when it is expected to start, from the running jobs' expected ends (backfill keeps that time); null otherwise, or while no start can be promised (a job it waits for has no expected end, or is past it)",
+        "While pending: when the job is expected to start, from the scheduler's last pass run forward in time (the running jobs' expected ends, the jobs ahead of it with their expected run times, the limits and reservations; see expected_start_basis). An estimate: it moves as jobs report progress, end early or late, or others are submitted ahead. null when unknown (expected_start_basis says why) or not pending",
+    }),
+    expected_start_basis: z.string().nullable().openapi({
+      description:
+        "How expected_start_at was estimated, in words: e.g. `after local-ab12 ends (expected 2026-11-27T14:20Z)`; or `unknown: ...` with the reason (a job ahead has no run-time estimate, a running job has no expected end, no box can ever fit it, local jobs are paused); for a blocked job `unknown: waits for an admin's approval`. null unless pending or blocked. Shown in full entries only (it names other jobs)",
+      example: "after local-ab12cd34ef56 ends (expected 2026-11-27T14:20Z)",
+    }),
+    expected_run_seconds: z.number().nullable().openapi({
+      description:
+        "While pending or blocked: how long the job is expected to run once started, in seconds (expected_minutes × 60): its --max_runtime_minutes, else its --max_train_steps × the time per step of its environment's recent runs on as many GPUs (else their run time); null when unknown",
+    }),
+    expected_run_basis: z.string().nullable().openapi({
+      description:
+        "How expected_run_seconds was estimated, in words: `its --max_runtime_minutes (90)`, `its 1000 steps × 1.20 s per step, the median time per step of the last 3 completed runs of sdxl on 2 GPU(s)`, or `unknown: ...`; null unless pending or blocked",
     }),
   })
   .openapi("QueueEntry");
@@ -257,6 +270,13 @@ export const Position = z
     wait_reason: WaitReason.nullable(),
     wait_message: z.string().nullable(),
     effective_priority: z.number().int(),
+    expected_start_at: Timestamp.nullable().openapi({
+      description: "As in the queue listing: when it is expected to start; null when unknown or not pending",
+    }),
+    expected_start_basis: z
+      .string()
+      .nullable()
+      .openapi({ description: "How expected_start_at was estimated (as in the listing); null unless you may read the job in full" }),
   })
   .openapi("Position");
 
@@ -322,6 +342,25 @@ export const LocalSubmitResult = z
     queue_position: z.number().int().nullable(),
     wait_reason: WaitReason.nullable(),
     message: z.string(),
+    expected_start_at: Timestamp.nullable().optional().openapi({
+      description:
+        "Dry run of a job that would wait: when it would be expected to start, as the queue listing estimates it; null when unknown (see expected_start_basis), and absent when it would start at once (status running) and on a real submission (GET /api/queue/jobs/{job_id} has it after the next pass)",
+    }),
+    expected_start_basis: z
+      .string()
+      .nullable()
+      .optional()
+      .openapi({ description: "Dry run only: how expected_start_at was estimated, or `unknown: ...` with the reason" }),
+    expected_run_seconds: z
+      .number()
+      .nullable()
+      .optional()
+      .openapi({ description: "Dry run only: how long it would be expected to run, in seconds; null when unknown" }),
+    expected_run_basis: z
+      .string()
+      .nullable()
+      .optional()
+      .openapi({ description: "Dry run only: how expected_run_seconds was estimated, or `unknown: ...`" }),
   })
   .openapi("LocalSubmitResult", {
     example: {

@@ -79,7 +79,7 @@ describe("jobs submit --dry-run (local)", () => {
       ["position", "-"],
       ["why", "-"],
       ["start", "now"],
-      ["run time", NOT_GIVEN],
+      ["run time", "-"],
       ["cost", "- (local: not billed)"],
     ]);
     const json = await as(alice, ["submit", "one-gpu", "--target", "local", "--dry-run", "--format", "json"]);
@@ -100,8 +100,12 @@ describe("jobs submit --dry-run (local)", () => {
         ["outcome", "would wait in the queue"],
         ["position", String(api.queue_position)],
         ["why", `local_job_limit: ${api.message}`],
-        ["start", NOT_GIVEN],
-        ["run time", NOT_GIVEN],
+        // Nothing runs, so nothing expected to end can lift the limit: unknown, and why.
+        [
+          "start",
+          "unknown: no job is expected to end that would let it start (local_job_limit: 0 of 0 local jobs are running (local_job_max_concurrent))",
+        ],
+        ["run time", "unknown: no --max_runtime_minutes, and no completed run of its environment on as many GPUs in the last 30 days"],
         ["cost", "- (local: not billed)"],
       ]);
       // --no-wait: the dry run says it would be refused, exit 1, still nothing stored.
@@ -121,10 +125,11 @@ describe("jobs submit --dry-run (local)", () => {
       expect(run.code, run.stderr).toBe(0);
       const api = await http("POST", "/api/queue/submit", alice, { config_name: "two-gpu", target: "local", dry_run: true });
       expect(api.status).toBe("blocked");
-      expect(plan(run).slice(1, 4)).toEqual([
+      expect(plan(run).slice(1, 5)).toEqual([
         ["outcome", "would wait for an admin's approval"],
         ["position", api.queue_position === null ? "-" : String(api.queue_position)],
         ["why", api.wait_reason ? `${api.wait_reason}: ${api.message}` : api.message],
+        ["start", "unknown: waits for an admin's approval"],
       ]);
     } finally {
       await gpuRule(null);

@@ -352,7 +352,7 @@ describe("jobs list", () => {
     const run = await as(alice, ["list"]);
     expect(run.code, run.stderr).toBe(0);
     const [header, ...rows] = lines(run);
-    expect(cells(header!)).toEqual(["JOB ID", "USER", "STATUS", "PRIO", "POS", "GPUS", "CONFIG", "WAIT", "AGE"]);
+    expect(cells(header!)).toEqual(["JOB ID", "USER", "STATUS", "PRIO", "POS", "GPUS", "CONFIG", "WAIT", "START", "AGE"]);
     const api = await entries();
     expect(rows.map((row) => cells(row)[0])).toEqual(api.map((e) => e.job_id));
     const first = api.find((e) => e.job_id === mine[0])!;
@@ -365,6 +365,7 @@ describe("jobs list", () => {
       "cpu",
       "cpu",
       "local_job_limit",
+      first.expected_start_at ? expect.stringMatching(/^(now|in \d+[smhd])$/) : "unknown",
       expect.stringMatching(/^\d+[sm]$/),
     ]);
     // Bob's job as Alice sees it: the public fields only, the rest "-".
@@ -377,6 +378,7 @@ describe("jobs list", () => {
       "-",
       "-",
       "awaiting_approval",
+      "unknown",
       expect.stringMatching(/^\d+[sm]$/),
     ]);
     expect(run.stderr).toBe("");

@@ -113,6 +113,11 @@ describe("POST /api/queue/submit with dry_run", () => {
       queue_position: 2,
       wait_reason: "gpus_busy",
       message: "would queue at position 2: needs 1 GPU(s) of [0, 1]; free now: []",
+      // The job on both GPUs has no --max_runtime_minutes and no progress: no end to expect.
+      expected_start_at: null,
+      expected_start_basis: expect.stringMatching(/^unknown: local-[0-9a-f]{12} runs with no expected end$/),
+      expected_run_seconds: null,
+      expected_run_basis: "unknown: no --max_runtime_minutes, and no completed run of its environment on as many GPUs in the last 30 days",
     });
     // An admin's job would go first (higher priority), yet the waiting job keeps its place.
     const ahead = await submit(admin, { config_name: "one-gpu", target: "local", dry_run: true });
@@ -153,6 +158,7 @@ describe("POST /api/queue/submit with dry_run", () => {
       queue_position: null,
       wait_reason: "awaiting_approval",
       message: "would wait for an admin's approval: asks for 1 GPUs; more than 0 needs approval",
+      expected_start_basis: "unknown: waits for an admin's approval",
     });
     expect(await snapshot()).toEqual(before);
     expect((await t.call("PUT", "/api/queue/approval-rules", { json: { local_gpu_threshold: null }, auth: as(admin) })).status).toBe(200);

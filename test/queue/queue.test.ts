@@ -117,6 +117,9 @@ describe("with a registered local box of 4 GPUs", () => {
       wait_reason: "local_job_limit",
       wait_message: "1 of 1 local jobs are running (local_job_max_concurrent)",
       effective_priority: 10,
+      // The running job has no expected end, so the start is unknown; a viewer is not told how it was estimated.
+      expected_start_at: null,
+      expected_start_basis: null,
     });
     // Raising the limit is a scheduling event: the waiting job starts without waiting for the tick.
     expect((await limits({ local_job_max_concurrent: 8 })).body.local_job_max_concurrent).toBe(8);

@@ -84,7 +84,7 @@ describe("backfill on an 8-GPU box", () => {
     // Past the threshold, a pass gives it a reservation for when the 4-GPU job is expected to end.
     const reserved = await until("the 8-GPU job's reservation", async () => {
       const e = await entry(eight.job_id);
-      return typeof e.expected_start_at === "string" && e;
+      return typeof e.expected_start_at === "string" && e.wait_message?.includes("reserved (") && e;
     });
     expect(reserved.wait_message).toContain("reserved (waited past the starvation threshold): GPUs [0, 1, 2, 3, 4, 5, 6, 7] from ");
     const expectedStart = ms(reserved.expected_start_at);

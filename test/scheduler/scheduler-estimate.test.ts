@@ -180,15 +180,27 @@ describe("expectedDuration", () => {
 
   it("takes --max_runtime_minutes first", () => {
     const recent = recentRuns([run("sdxl", 2, 10)]);
-    expect(expectedDuration({ ...waiting, maxRuntime: "30" }, recent)).toEqual({ ms: 30 * MIN, method: "max_runtime" });
+    expect(expectedDuration({ ...waiting, maxRuntime: "30" }, recent)).toEqual({
+      ms: 30 * MIN,
+      method: "max_runtime",
+      basis: "its --max_runtime_minutes (30)",
+    });
   });
 
   it("else the median of the last 5 completed runs of the same environment on as many GPUs", () => {
     // Newest first, as the query orders them; the sixth (oldest) is not counted.
     const rows = [10, 50, 20, 40, 30, 1000].map((m, i) => run("sdxl", 2, m, i * 100));
     expect(recentRuns(rows).get(runKey("sdxl", 2))).toEqual([10, 50, 20, 40, 30].map((m) => ({ ms: m * MIN, steps: null })));
-    expect(expectedDuration(waiting, recentRuns(rows))).toEqual({ ms: 30 * MIN, method: "recent_runs" });
-    expect(expectedDuration(waiting, recentRuns(rows.slice(0, 2)))).toEqual({ ms: 30 * MIN, method: "recent_runs" });
+    expect(expectedDuration(waiting, recentRuns(rows))).toEqual({
+      ms: 30 * MIN,
+      method: "recent_runs",
+      basis: "the median run time of the last 5 completed runs of sdxl on 2 GPU(s)",
+    });
+    expect(expectedDuration(waiting, recentRuns(rows.slice(0, 2)))).toEqual({
+      ms: 30 * MIN,
+      method: "recent_runs",
+      basis: "the median run time of the last 2 completed runs of sdxl on 2 GPU(s)",
+    });
   });
 
   it("takes its own --max_train_steps times the runs' median time per step when both have steps", () => {
@@ -198,15 +210,25 @@ describe("expectedDuration", () => {
       { ...run("sdxl", 2, 22, 30), steps: "2000" },
       { ...run("sdxl", 2, 5.5, 60), steps: 500 },
     ];
-    expect(expectedDuration({ ...waiting, steps: 3000 }, recentRuns(rows))).toEqual({ ms: 3000 * 0.66 * 1000, method: "recent_runs" });
-    expect(expectedDuration({ ...waiting, steps: "3000" }, recentRuns(rows))).toEqual({ ms: 3000 * 0.66 * 1000, method: "recent_runs" });
+    const perStep = {
+      ms: 3000 * 0.66 * 1000,
+      method: "recent_runs",
+      basis: "its 3000 steps × 0.660 s per step, the median time per step of the last 3 completed runs of sdxl on 2 GPU(s)",
+    };
+    expect(expectedDuration({ ...waiting, steps: 3000 }, recentRuns(rows))).toEqual(perStep);
+    expect(expectedDuration({ ...waiting, steps: "3000" }, recentRuns(rows))).toEqual(perStep);
     // Without steps of its own (an epoch-based run) or a usable count, the runs' median time.
     for (const steps of [undefined, 0, -5, 2.5, "many", null])
-      expect(expectedDuration({ ...waiting, steps }, recentRuns(rows))).toEqual({ ms: 10 * MIN, method: "recent_runs" });
+      expect(expectedDuration({ ...waiting, steps }, recentRuns(rows))).toEqual({
+        ms: 10 * MIN,
+        method: "recent_runs",
+        basis: "the median run time of the last 3 completed runs of sdxl on 2 GPU(s)",
+      });
     // Runs without steps: their median time, whatever its own steps.
     expect(expectedDuration({ ...waiting, steps: 3000 }, recentRuns([run("sdxl", 2, 10)]))).toEqual({
       ms: 10 * MIN,
       method: "recent_runs",
+      basis: "the run time of the last completed run of sdxl on 2 GPU(s)",
     });
   });
 
@@ -217,7 +239,11 @@ describe("expectedDuration", () => {
       { config_name: "sdxl", num_processes: 2, started_at: null, completed_at: null },
     ]);
     expect(expectedDuration(waiting, recent)).toBeNull();
-    expect(expectedDuration({ ...waiting, numProcesses: 1 }, recent)).toEqual({ ms: 10 * MIN, method: "recent_runs" });
+    expect(expectedDuration({ ...waiting, numProcesses: 1 }, recent)).toEqual({
+      ms: 10 * MIN,
+      method: "recent_runs",
+      basis: "the run time of the last completed run of sdxl on 1 GPU(s)",
+    });
   });
 
   it("is unknown for a cloud job without a max runtime", () => {

@@ -27,6 +27,22 @@ export function formatDuration(seconds: number | null | undefined): string {
   return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
 }
 
+/**
+ * How far ahead an ISO time is, for an expected start: "in 25 min", "in 1 h 5 min"; "any moment"
+ * when it is due or past; "-" when absent.
+ *
+ * @example
+ * formatFromNow(new Date(Date.now() + 1_500_000).toISOString()); // "in 25 min"
+ */
+export function formatFromNow(value: string | null | undefined, now = Date.now()): string {
+  const at = value ? Date.parse(value) : NaN;
+  if (Number.isNaN(at)) return "-";
+  const s = Math.round((at - now) / 1000);
+  if (s <= 30) return "any moment";
+  if (s < 3600) return `in ${Math.max(1, Math.round(s / 60))} min`;
+  return `in ${Math.floor(s / 3600)} h ${Math.round((s % 3600) / 60)} min`;
+}
+
 /** US dollars, with cents (or four decimals under a cent). */
 export function formatUsd(value: number | null | undefined): string {
   if (value === null || value === undefined) return "-";

@@ -5,7 +5,7 @@ import type { QueueJob } from "../../../shared/schemas/queue";
 import { plainText } from "../../../shared/terminal-text";
 import { call, endpoints } from "../api";
 import { ErrorNote } from "../components/error-note";
-import { formatDuration, formatTime, formatUsd } from "../components/format";
+import { formatDuration, formatFromNow, formatTime, formatUsd } from "../components/format";
 import { Page, Panel } from "../components/page";
 import { Plot } from "../components/plot";
 import { useAction, useLoad } from "../components/use-load";
@@ -121,10 +121,22 @@ function Summary({ job, status, version }: { job: Job; status: string; version: 
           {formatTime(full.expected_end_at)} <span class="muted">(estimated from {full.expected_end_method.replaceAll("_", " ")})</span>
         </Term>
       ) : null}
-      {full?.expected_minutes != null && full.expected_minutes_method ? (
+      {job.status === "pending" || job.status === "blocked" ? (
+        <Term label="Expected start">
+          {job.expected_start_at ? (
+            <>
+              {formatFromNow(job.expected_start_at)} <span class="muted">({formatTime(job.expected_start_at)})</span>
+            </>
+          ) : (
+            "unknown"
+          )}
+          {full?.expected_start_basis ? <div class="muted">{full.expected_start_basis}</div> : null}
+        </Term>
+      ) : null}
+      {full && (job.status === "pending" || job.status === "blocked") && full.expected_run_basis ? (
         <Term label="Expected run">
-          about {formatDuration(full.expected_minutes * 60)}{" "}
-          <span class="muted">(estimated from {full.expected_minutes_method.replaceAll("_", " ")})</span>
+          {full.expected_run_seconds != null ? <>about {formatDuration(full.expected_run_seconds)} </> : null}
+          <span class="muted">({full.expected_run_basis})</span>
         </Term>
       ) : null}
       {full?.job_type === "cloud" ? <CloudTerms jobId={job.job_id} version={version} /> : null}

@@ -5,7 +5,7 @@ import { call, endpoints } from "../api";
 import { ErrorNote } from "../components/error-note";
 import { Field } from "../components/field";
 import { useLiveText, useQueueChanges, type LiveState } from "../components/live";
-import { formatClock, formatDuration, formatTime } from "../components/format";
+import { formatClock, formatDuration, formatFromNow, formatTime } from "../components/format";
 import { Page, Panel } from "../components/page";
 import { PageSizeField, useCursorPages } from "../components/paging";
 import { Plot } from "../components/plot";
@@ -233,6 +233,7 @@ function JobsPanel({ filters, changes, live }: { filters: Filters; changes: numb
                     <th scope="col">Status</th>
                     <th scope="col">Priority</th>
                     <th scope="col">Position and why it waits</th>
+                    <th scope="col">Expected start</th>
                     <th scope="col">GPUs or worker</th>
                     <th scope="col">Submitted</th>
                     <th scope="col">Actions</th>
@@ -309,6 +310,22 @@ function waitText(job: Job): string {
   return job.position === null ? why || "-" : `#${job.position}${why ? `: ${why}` : ""}`;
 }
 
+/**
+ * When a waiting job is expected to start, relative to now, with how that was estimated as text
+ * beneath (and as its tooltip); "unknown" with the reason. Another user's job shows the time only.
+ */
+function ExpectedStart({ job }: { job: Job }) {
+  if (job.status !== "pending" && job.status !== "blocked") return <span class="muted">-</span>;
+  const basis = isFull(job) ? job.expected_start_basis : null;
+  const when = job.expected_start_at ? formatFromNow(job.expected_start_at) : "unknown";
+  return (
+    <span title={basis ?? undefined}>
+      {job.expected_start_at ? <time dateTime={job.expected_start_at}>{when}</time> : when}
+      {basis ? <div class="muted queue-basis">{basis.replace(/^unknown: /, "")}</div> : null}
+    </span>
+  );
+}
+
 function placeText(job: Job): string {
   if (!isFull(job)) return "-";
   if (job.worker_name) return `worker ${job.worker_name}`;
@@ -363,6 +380,9 @@ function JobRow({ job, reload }: { job: Job; reload: () => Promise<void> }) {
         {job.effective_priority !== job.priority ? <span class="muted"> (level {job.priority})</span> : null}
       </td>
       <td>{waitText(job)}</td>
+      <td>
+        <ExpectedStart job={job} />
+      </td>
       <td>
         {placeText(job)}
         {full?.expected_end_at ? <div class="muted">ends ~{formatClock(full.expected_end_at)}</div> : null}

@@ -7,7 +7,7 @@ import { terminalJson } from "../../../shared/terminal-text";
 import { cli } from "../context";
 import type { Output } from "../output";
 import { fieldValue, parseFields, selectFields } from "../fields";
-import { age, cell, gpusCell } from "../format-job";
+import { age, cell, gpusCell, startCell } from "../format-job";
 import { allEntries } from "../queue-pages";
 
 interface ListOptions {
@@ -28,7 +28,7 @@ export function pageSize(value: string): number {
   return n;
 }
 
-const DEFAULT_HEADERS = ["JOB ID", "USER", "STATUS", "PRIO", "POS", "GPUS", "CONFIG", "WAIT", "AGE"];
+const DEFAULT_HEADERS = ["JOB ID", "USER", "STATUS", "PRIO", "POS", "GPUS", "CONFIG", "WAIT", "START", "AGE"];
 
 /** `jobs list`: the queue as a table sized to the terminal, or JSON; -o picks the fields. */
 export function addList(program: Command): void {
@@ -46,7 +46,8 @@ export function addList(program: Command): void {
       "after",
       `
 Columns: JOB ID, USER, STATUS, PRIO (effective priority), POS (queue position), GPUS (held, or wanted),
-CONFIG, WAIT (why it waits), AGE (since it was queued). Other users' jobs show only public fields ("-").
+CONFIG, WAIT (why it waits), START (when a waiting job is expected to start, "unknown" when the
+service cannot say: \`jobs status <id>\` says why), AGE (since it was queued). Other users' jobs show only public fields ("-").
 With --watch, each new list follows a blank line (on a terminal it replaces the screen); with
 --format json, each list is one line of JSON.
 
@@ -107,6 +108,7 @@ async function showQueue(client: ServiceClient, out: Output, options: ListOption
         gpusCell(e),
         cell(fieldValue(e, "config_name")),
         cell(e.wait_reason),
+        startCell(e, now),
         age(e.queued_at, now),
       ]),
     );

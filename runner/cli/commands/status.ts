@@ -7,7 +7,7 @@ import type { MyQueue, QueueEntry, QueueJob } from "../../../shared/schemas/queu
 import type { TrainingStatus } from "../../../shared/schemas/training";
 import { showControls, stripColour } from "../../../shared/terminal-text";
 import { cli } from "../context";
-import { age, bytes, expectedEndText, expectedRunText, gpuList, usd, waitText } from "../format-job";
+import { age, bytes, expectedEndText, expectedRunText, expectedStartText, gpuList, runTimeText, usd, waitText } from "../format-job";
 import type { Output } from "../output";
 
 type Job = z.output<typeof QueueJob>;
@@ -73,9 +73,12 @@ function details(out: Output, job: Job, training: z.output<typeof TrainingStatus
     job.effective_priority === job.priority ? String(job.priority) : `${job.effective_priority} (base ${job.priority})`,
   ]);
   if (job.status === "pending") rows.push(["Position", job.position === null ? "-" : String(job.position)], ["Waiting", waitText(job)]);
-  const expectedRun = job.status === "pending" ? expectedRunText(full) : null;
-  if (expectedRun) rows.push(["Expected run", expectedRun]);
   if (job.status === "blocked") rows.push(["Waiting", waitText(job)]);
+  const waits = job.status === "pending" || job.status === "blocked";
+  const expectedStart = waits ? expectedStartText(full) : null;
+  if (expectedStart) rows.push(["Expected start", expectedStart]);
+  const expectedRun = waits ? (full.expected_run_basis ? runTimeText(full) : expectedRunText(full)) : null;
+  if (expectedRun) rows.push(["Expected run", expectedRun]);
   if (full.allocated_gpus?.length) rows.push(["GPUs", gpuList(full.allocated_gpus)]);
   else if (full.num_processes !== undefined && full.job_type === "local")
     rows.push(["GPUs", full.num_processes === 0 ? "none (CPU)" : `${full.num_processes} wanted`]);

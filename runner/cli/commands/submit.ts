@@ -6,7 +6,7 @@ import { endpoints } from "../../../shared/client/endpoints";
 import type { CloudSubmit, CloudSubmitAnswer } from "../../../shared/schemas/cloud";
 import type { LocalSubmitResult } from "../../../shared/schemas/queue";
 import { cli } from "../context";
-import { bytes, duration, gpuList, usd } from "../format-job";
+import { bytes, duration, expectedStartText, gpuList, runTimeText, usd } from "../format-job";
 import { EventPrinter, printFollowed } from "../event-printer";
 import { JobNotCompleted, UsageError, type Output } from "../output";
 
@@ -161,8 +161,8 @@ type CloudAnswer = z.output<typeof CloudSubmitAnswer>;
 
 /*
  * The plan of a dry run, a row per question a user asks before submitting, each answered from
- * the API's answer only. A dry run's answer carries no expected start or run time for a local
- * or worker job (and no queue position for a cloud one): those rows say so rather than guess.
+ * the API's answer only. A cloud dry run's answer carries no queue position or expected start:
+ * those rows say so rather than guess.
  */
 const NOT_GIVEN = "- (not in the service's dry-run answer)";
 
@@ -180,8 +180,8 @@ export function localPlan(a: z.output<typeof LocalSubmitResult>): string[][] {
     ["outcome", outcome],
     ["position", a.queue_position === null ? "-" : String(a.queue_position)],
     ["why", a.status === "running" ? "-" : a.wait_reason ? `${a.wait_reason}: ${a.message}` : a.message],
-    ["start", a.status === "running" ? "now" : NOT_GIVEN],
-    ["run time", NOT_GIVEN],
+    ["start", a.status === "running" ? "now" : (expectedStartText(a) ?? "-")],
+    ["run time", runTimeText(a) ?? "-"],
     ["cost", "- (local: not billed)"],
   ];
 }
