@@ -107,7 +107,12 @@ export const SystemWorkerList = z.object({ workers: z.array(SystemWorker) }).ope
 
 export const GpuParam = z.object({
   id: z.coerce.number().int().positive().openapi({ description: "The worker's id", example: 1 }),
-  index: z.coerce.number().int().min(0).max(255).openapi({ description: "The GPU's index on that worker", example: 1 }),
+  // A string checked by pattern: a coerced number accepting 0 would be documented as nullable (and optional).
+  index: z
+    .string()
+    .regex(/^(0|[1-9][0-9]?|1[0-9]{2}|2[0-4][0-9]|25[0-5])$/, "a GPU index is a whole number from 0 to 255")
+    .transform(Number)
+    .openapi({ description: "The GPU's index on that worker, 0 to 255", example: "1" }),
 });
 
 export const GpuHealthQuery = z.object({
