@@ -224,6 +224,11 @@ describe("a worker's heartbeat", () => {
       auth: { bearer },
     });
     expect(reg.status).toBe(200);
+    const job = await t.call("POST", "/api/queue/submit", {
+      json: { config_name: "long", target: "worker", worker_labels: { pool: "x" } },
+      auth: as(researcher),
+    });
+    expect(job.body).toMatchObject({ status: "running", worker_id: other.body.id });
     const before = (await gpu(1)).quarantine;
     const sample = {
       index: 1,
@@ -238,8 +243,10 @@ describe("a worker's heartbeat", () => {
     };
     const beat = await t.call("POST", "/api/workers/heartbeat", { json: { gpu_health: [sample] }, auth: { bearer } });
     expect(beat.status).toBe(200);
-    // Quarantined in this very answer, on its own worker only.
+    // Quarantined in this very answer, on its own worker only; the job is no longer its to run.
     expect(beat.body.quarantined_gpus).toEqual([1]);
+    expect(beat.body.assignments).toEqual([]);
+    expect(await entry(job.body.job_id)).toMatchObject({ status: "pending", attempt: 2, worker_id: null });
     const mine = ((await t.call("GET", "/api/system/workers", { auth: as(researcher) })).body.workers as any[]).find(
       (w) => w.id === other.body.id,
     );
