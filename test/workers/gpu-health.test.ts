@@ -154,6 +154,8 @@ describe("GPU health", () => {
     );
     expect(audit).toMatchObject({ actor: null, details: { reason: "2 uncorrected ECC errors (volatile)", requeued: [held.job_id] } });
 
+    const status = (await t.call("GET", "/api/system/status?include_allocation=true", { auth: as(researcher) })).body;
+    expect(status.gpu_allocation).toMatchObject({ allocated_gpus: [0], available_gpus: [] });
     // A new job never gets GPU 1: it waits for GPU 0.
     const waiting = await submit("short");
     expect(waiting).toMatchObject({ status: "queued", allocated_gpus: null });
