@@ -76,6 +76,8 @@ export const ROUTE_ACCESS: Record<string, Access> = {
   "POST /api/queue/cleanup": { level: "admin" },
   "GET /api/system/status": { level: "viewer" },
   "GET /api/system/workers": { level: "viewer" },
+  "GET /api/system/workers/{id}/gpus/{index}/health": { level: "viewer" },
+  "POST /api/system/workers/{id}/gpus/{index}/clear": { level: "admin" },
 
   "GET /api/admin/workers": { level: "admin" },
   "POST /api/admin/workers": { level: "admin" },

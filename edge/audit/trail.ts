@@ -21,6 +21,8 @@ export const AUDIT_EVENT_TYPES = [
   "api_key_revoked",
   "worker_removed",
   "worker_token_rotated",
+  "gpu_quarantined",
+  "gpu_cleared",
   "job_approved",
   "job_rejected",
   "job_cancelled",

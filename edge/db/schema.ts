@@ -117,6 +117,7 @@ export const workers = sqliteTable("workers", {
   idleSince: text("idle_since"),
   trainers: text("trainers"),
   runningTrainers: text("running_trainers"),
+  xidReadable: integer("xid_readable"),
 });
 
 export const levels = sqliteTable("levels", {
@@ -350,4 +351,41 @@ export const runImages = sqliteTable(
     src: text("src").notNull(),
   },
   (t) => [primaryKey({ columns: [t.jobId, t.n] })],
+);
+
+/** One GPU's latest health sample in each minute, kept 24 h (migration v23). */
+export const gpuHealth = sqliteTable(
+  "gpu_health",
+  {
+    workerId: integer("worker_id").notNull(),
+    gpuIndex: integer("gpu_index").notNull(),
+    minute: text("minute").notNull(),
+    sampledAt: text("sampled_at").notNull(),
+    utilization: real("utilization"),
+    memoryUsedMb: real("memory_used_mb"),
+    memoryTotalMb: real("memory_total_mb"),
+    temperatureC: real("temperature_c"),
+    eccUncorrected: integer("ecc_uncorrected"),
+    retiredPagesPending: integer("retired_pages_pending"),
+    probeError: text("probe_error"),
+    xids: text("xids"),
+    fault: text("fault"),
+  },
+  (t) => [primaryKey({ columns: [t.workerId, t.gpuIndex, t.minute] })],
+);
+
+/** GPUs out of allocation until an admin clears them (migration v23). */
+export const gpuQuarantines = sqliteTable(
+  "gpu_quarantines",
+  {
+    workerId: integer("worker_id").notNull(),
+    gpuIndex: integer("gpu_index").notNull(),
+    reason: text("reason").notNull(),
+    since: text("since").notNull(),
+    clearedAt: text("cleared_at"),
+    clearedBy: text("cleared_by"),
+    acceptedEcc: integer("accepted_ecc"),
+    acceptedRetired: integer("accepted_retired"),
+  },
+  (t) => [primaryKey({ columns: [t.workerId, t.gpuIndex] })],
 );

@@ -23,7 +23,9 @@ export interface LocalView {
 export async function localView(db: Database): Promise<LocalView> {
   const [box, running, pending] = await db.$client.batch(
     [
-      "SELECT id, name, status, gpus, host_stats FROM workers WHERE role = 'local'",
+      `SELECT id, name, status, gpus, host_stats,
+         (SELECT json_group_array(gpu_index) FROM gpu_quarantines q WHERE q.worker_id = workers.id AND q.cleared_at IS NULL) AS quarantined
+       FROM workers WHERE role = 'local'`,
       "SELECT q.job_id, q.allocated_gpus FROM queue_entries q JOIN workers w ON w.id = q.worker_id AND w.role = 'local' WHERE q.status = 'running'",
       "SELECT count(*) AS n FROM queue_entries WHERE status = 'pending' AND job_type = 'local'",
     ],
@@ -31,6 +33,7 @@ export async function localView(db: Database): Promise<LocalView> {
   );
   const row = box!.rows[0];
   const gpus = row ? (JSON.parse(String(row.gpus)) as LocalView["inventory"]) : [];
+  const quarantined = row?.quarantined ? (JSON.parse(String(row.quarantined)) as number[]) : [];
   const holder = new Map<number, string>();
   for (const r of running!.rows)
     for (const index of JSON.parse(String(r.allocated_gpus ?? "[]")) as number[]) holder.set(index, String(r.job_id));
@@ -46,7 +49,8 @@ export async function localView(db: Database): Promise<LocalView> {
     inventory: gpus,
     devices,
     allocated: [...holder.keys()].sort((a, b) => a - b),
-    available: devices.filter((d) => !d.allocated).map((d) => d.index),
+    // A quarantined GPU is not available, though free (README "GPU health").
+    available: devices.filter((d) => !d.allocated && !quarantined.includes(d.index)).map((d) => d.index),
     runningJobs: running!.rows.length,
     pendingJobs: Number(pending!.rows[0]!.n),
     hostStats: row?.host_stats ? (JSON.parse(String(row.host_stats)) as LocalView["hostStats"]) : null,

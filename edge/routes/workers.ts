@@ -43,6 +43,7 @@ import {
 } from "../workers/workers";
 import type { Context } from "hono";
 import { checkDatasetPath, datasetsOfAssignedJob } from "../workers/dataset-access";
+import { quarantinedGpus, recordGpuHealth } from "../workers/gpu-health";
 
 export const workersRoutes = createRouter();
 
@@ -148,10 +149,11 @@ workersRoutes.openapi(
 
 async function answer(c: Context<AppEnv>, workerId: number, status: z.infer<typeof HeartbeatAnswer>["status"]) {
   const db = c.get("db");
-  const [limits, assignments, commands] = await Promise.all([
+  const [limits, assignments, commands, quarantined] = await Promise.all([
     getSetting(db, "concurrency"),
     assignmentsOf(db, workerId),
     openCommands(db, workerId),
+    quarantinedGpus(db, workerId),
   ]);
   return {
     worker_id: workerId,
@@ -160,6 +162,7 @@ async function answer(c: Context<AppEnv>, workerId: number, status: z.infer<type
     heartbeat_timeout_seconds: limits.worker_heartbeat_timeout_seconds,
     assignments,
     commands,
+    quarantined_gpus: quarantined,
   };
 }
 
@@ -194,7 +197,7 @@ workersRoutes.openapi(
     tags,
     summary: "A runner says it is alive (worker token)",
     description:
-      "Send at least every heartbeat_interval_seconds. Silence past heartbeat_timeout_seconds takes the worker offline and its running jobs back to the queue. The answer lists the jobs assigned to this worker.",
+      "Send at least every heartbeat_interval_seconds. Silence past heartbeat_timeout_seconds takes the worker offline and its running jobs back to the queue. The answer lists the jobs assigned to this worker. `gpu_health` is stored (one sample per GPU per minute, 24 h) and a GPU with a fatal fault is quarantined in this same request: its jobs go back to the queue (so this answer no longer assigns them), and `quarantined_gpus` lists the GPUs no job may use until an admin clears them.",
     request: { body: { required: true, content: { "application/json": { schema: WorkerHeartbeat } } } },
     responses: {
       200: json(HeartbeatAnswer, "Alive"),
@@ -210,6 +213,15 @@ workersRoutes.openapi(
       heartbeat(c.get("db"), worker, body),
       ackCommands(c.get("db"), worker.id, body.acked_commands ?? []),
     ]);
+    if (body.gpu_health || body.xid_readable !== undefined) {
+      const health = await recordGpuHealth(c.get("db"), worker.id, body.gpu_health ?? [], body.xid_readable, new Date());
+      for (const gpu of health.quarantined)
+        c.get("log").warning("GPU quarantined", { worker_id: worker.id, worker: worker.name, gpu: gpu.index, reason: gpu.reason });
+      if (health.quarantined.length) {
+        await applyEffects(effectsOf(c, "GPU quarantined"), health);
+        if (!health.jobs.length) await schedulerOf(c.env).pass("GPU quarantined");
+      }
+    }
     if (cameBack || status === "IDLE") await schedulerOf(c.env).pass(cameBack ? "worker back online" : "worker idle");
     return c.json(await answer(c, worker.id, status), 200);
   },

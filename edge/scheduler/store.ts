@@ -128,14 +128,17 @@ export interface Capacity {
 }
 
 /**
- * The reads a plan's capacity is made of: the settings it needs, the workers not offline, the
+ * The reads a plan's capacity is made of: the settings it needs, the workers not offline (less
+ * their quarantined GPUs: README "GPU health"), the
  * cloud spending committed, and the running jobs' expected ends (a few rows, through the
  * status index).
  */
 function capacityStatements(now = new Date()): InStatement[] {
   return [
     "SELECT key, value FROM settings WHERE key IN ('concurrency', 'approval_rules', 'local_queue_paused', 'cloud')",
-    "SELECT id, role, status, labels, gpus, idle_since, registered_at, created_at, trainers FROM workers WHERE status != 'offline'",
+    `SELECT id, role, status, labels, gpus, idle_since, registered_at, created_at, trainers,
+       (SELECT json_group_array(gpu_index) FROM gpu_quarantines q WHERE q.worker_id = workers.id AND q.cleared_at IS NULL) AS quarantined
+     FROM workers WHERE status != 'offline'`,
     committedSpendingStatement(now),
     // Only local and worker jobs: the planner reserves GPUs and workers, never cloud capacity.
     "SELECT id, expected_end_at FROM queue_entries WHERE job_type = 'local' AND status = 'running' AND expected_end_at IS NOT NULL",
@@ -172,15 +175,18 @@ function capacityFrom(
     const row = settingRows.find((r) => r.key === key);
     return row ? String(row.value) : null;
   };
-  const workerList = workerRows.map((w) => ({
-    id: Number(w.id),
-    role: String(w.role),
-    status: String(w.status),
-    labels: String(w.labels),
-    gpus: String(w.gpus),
-    idleSince: String(w.idle_since ?? w.registered_at ?? w.created_at),
-    trainers: boxTrainers(w.trainers),
-  }));
+  const workerList = workerRows.map((w) => {
+    const out = new Set(parseJson<number[]>(w.quarantined === undefined || w.quarantined === null ? null : String(w.quarantined), []));
+    return {
+      id: Number(w.id),
+      role: String(w.role),
+      status: String(w.status),
+      labels: String(w.labels),
+      gpus: parseJson<{ index: number }[]>(String(w.gpus), []).filter((g) => !out.has(g.index)),
+      idleSince: String(w.idle_since ?? w.registered_at ?? w.created_at),
+      trainers: boxTrainers(w.trainers),
+    };
+  });
   const expectedEnds = new Map<number, number>();
   for (const r of endRows) {
     const at = timeOf(r.expected_end_at);
@@ -198,14 +204,14 @@ function capacityFrom(
     approvalRules: parseSetting("approval_rules", stored("approval_rules")),
     localPaused: parseSetting("local_queue_paused", stored("local_queue_paused")),
     localWorkerId: localBox?.id ?? null,
-    localDevices: localOnline ? parseJson<{ index: number }[]>(localBox.gpus, []).map((g) => g.index) : null,
+    localDevices: localOnline ? localBox.gpus.map((g) => g.index) : null,
     localTrainers: localBox?.trainers ?? null,
     remote: workerList
       .filter((w) => w.role !== "local" && w.status !== "connecting" && w.status !== "draining")
       .map((w) => ({
         id: w.id,
         labels: parseJson<Record<string, string>>(w.labels, {}),
-        gpuCount: parseJson<unknown[]>(w.gpus, []).length,
+        gpuCount: w.gpus.length,
         statusIdle: w.status === "IDLE",
         idleSince: Date.parse(w.idleSince),
         trainers: w.trainers?.available ?? null,

@@ -1,6 +1,7 @@
 import type { z } from "@hono/zod-openapi";
 import type { SystemWorker } from "../../shared/schemas/system";
 import type { Database } from "../db/client";
+import { gpuStates } from "./gpu-health";
 
 type PublicWorker = z.infer<typeof SystemWorker>;
 
@@ -19,20 +20,23 @@ function holders(gpus: { index: number }[], running: { jobId: string; devices: n
 
 /**
  * Every worker as any logged-in user may see it: name, role, labels, status, last heartbeat, GPUs
- * and the job holding each, and the trainers it can run (whether SimpleTuner is installed there). Only columns chosen here leave: never the token's prefix or hash,
+ * and the job holding each with its latest health and quarantine, and the trainers it can run (whether SimpleTuner is installed there). Only columns chosen here leave: never the token's prefix or hash,
  * nor the host's name or figures.
  *
  * @example
  * const workers = await publicWorkers(db); // [{ name: "gpu-box-1", gpus: [{ index: 0, job_id: "local-..." }], ... }]
  */
 export async function publicWorkers(db: Database): Promise<PublicWorker[]> {
-  const [boxes, running] = await db.$client.batch(
-    [
-      "SELECT id, name, role, status, labels, gpus, last_heartbeat, registered_at, trainers FROM workers ORDER BY role = 'remote', name, id",
-      "SELECT worker_id, job_id, allocated_gpus FROM queue_entries WHERE status = 'running' AND worker_id IS NOT NULL ORDER BY started_at, id",
-    ],
-    "read",
-  );
+  const [[boxes, running], states] = await Promise.all([
+    db.$client.batch(
+      [
+        "SELECT id, name, role, status, labels, gpus, last_heartbeat, registered_at, trainers, xid_readable FROM workers ORDER BY role = 'remote', name, id",
+        "SELECT worker_id, job_id, allocated_gpus FROM queue_entries WHERE status = 'running' AND worker_id IS NOT NULL ORDER BY started_at, id",
+      ],
+      "read",
+    ),
+    gpuStates(db),
+  ]);
   const byWorker = new Map<number, { jobId: string; devices: number[] | null }[]>();
   for (const r of running!.rows) {
     const jobs = byWorker.get(Number(r.worker_id)) ?? [];
@@ -50,9 +54,17 @@ export async function publicWorkers(db: Database): Promise<PublicWorker[]> {
       status: String(row.status) as PublicWorker["status"],
       labels: JSON.parse(String(row.labels ?? "{}")) as Record<string, string>,
       last_seen: row.last_heartbeat ? String(row.last_heartbeat) : row.registered_at ? String(row.registered_at) : null,
-      gpus: inventory.map((g) => ({ index: g.index, name: g.name, memory_mb: g.memory_mb, job_id: held.get(g.index) ?? null })),
+      gpus: inventory.map((g) => ({
+        index: g.index,
+        name: g.name,
+        memory_mb: g.memory_mb,
+        job_id: held.get(g.index) ?? null,
+        quarantine: states.quarantines.get(`${Number(row.id)}/${g.index}`) ?? null,
+        health: states.latest.get(`${Number(row.id)}/${g.index}`) ?? null,
+      })),
       running_jobs: jobs.map((j) => j.jobId),
       trainers: row.trainers ? (JSON.parse(String(row.trainers)) as PublicWorker["trainers"]) : null,
+      xid_readable: row.xid_readable === null || row.xid_readable === undefined ? null : Number(row.xid_readable) === 1,
     };
   });
 }

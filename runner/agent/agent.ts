@@ -8,6 +8,7 @@ import type { RunnerConfig } from "./config";
 import { edgeClient, type Assignment, type HeartbeatAnswer, type HeartbeatBody, type RegisterBody } from "./edge-client";
 import { replayOutbox } from "./events";
 import { detectGpus } from "./gpus";
+import { readGpuHealth, XidWatch } from "./gpu-health";
 import { hostStats } from "./host";
 import type { BoxPolicy } from "./job";
 import { JobSupervisor, type SupervisorHost } from "./job-supervisor";
@@ -24,7 +25,7 @@ import { probeSimpleTuner } from "./simpletuner";
  */
 
 /** The runner's configuration (runner/agent/config.ts), how to log, and the nvidia-smi to ask. */
-export type RunnerOptions = RunnerConfig & { nvidiaSmi?: string; log: (line: string) => void };
+export type RunnerOptions = RunnerConfig & { nvidiaSmi?: string; dmesg?: string; log: (line: string) => void };
 
 export class Runner {
   private readonly edge: ServiceClient;
@@ -48,6 +49,12 @@ export class Runner {
   private wakeAgain = false;
   private channel: WakeChannel | null = null;
   private gpuIndices: number[] = [];
+  /** GPUs the edge has quarantined: a job given the whole box (a remote worker's) does not use them. */
+  private quarantined: number[] = [];
+  /** Each GPU's PCI address as nvidia-smi last gave it, to match a lost GPU's error and the kernel's Xid lines. */
+  private readonly busIds = new Map<number, string>();
+  private readonly xids: XidWatch;
+  private xidReadableSaid: boolean | undefined;
   private readonly box: BoxPolicy;
   /** When the last heartbeat (or registration) that the edge answered was sent: the edge has heard from this box since. */
   private lastContact = Date.now();
@@ -61,6 +68,7 @@ export class Runner {
     this.edge = edgeClient(options.url, options.token);
     this.box = boxPolicy(options, options.log);
     this.reports = new PendingReports(this.edge, options.workDir, options.log);
+    this.xids = new XidWatch(options.dmesg);
   }
 
   /** Registers, settles what a previous run left behind, and starts the loop. */
@@ -191,7 +199,8 @@ export class Runner {
       await this.reports.flush();
       const acks = this.acks;
       const running = [...this.jobs].map(([job_id, job]) => ({ job_id, attempt: job.attempt }));
-      const heartbeat: HeartbeatBody = { host_stats: await hostStats(), acked_commands: acks, running };
+      const [host_stats, gpu_health] = await Promise.all([hostStats(), this.gpuHealth()]);
+      const heartbeat: HeartbeatBody = { host_stats, acked_commands: acks, running, ...gpu_health };
       const sent = Date.now();
       // Answered well within a fence period, or counted as not answered.
       const timeoutMs = Math.round(Math.max(1000, Math.min(10_000, this.fenceAfterMs() / 3)));
@@ -199,6 +208,7 @@ export class Runner {
       this.heard(sent, answer);
       this.acks = this.acks.filter((id) => !acks.includes(id));
       for (const id of acks) this.handled.delete(id); // acknowledged: the edge will not send it again
+      this.quarantined = answer.quarantined_gpus;
       this.reconcile(answer.assignments);
       this.obey(answer.commands);
       for (const job of this.jobs.values()) job.listCheckpoints();
@@ -210,6 +220,19 @@ export class Runner {
       }
       this.options.log(`could not reach the edge: ${(error as Error).message}; retrying`);
     }
+  }
+
+  /** The GPUs' health for this heartbeat (nothing on a box without GPUs), and whether the kernel log is readable (said once in the log when not). */
+  private async gpuHealth(): Promise<Pick<HeartbeatBody, "gpu_health" | "xid_readable">> {
+    if (!this.gpuIndices.length) return {};
+    const samples = await readGpuHealth(this.options.nvidiaSmi ?? "nvidia-smi", this.gpuIndices, this.busIds, this.xids);
+    const readable = this.xids.readable ?? false;
+    if (readable !== this.xidReadableSaid && !readable)
+      this.options.log(
+        `the kernel log is not readable (${this.xids.detail}): Xid errors are not watched, health comes from nvidia-smi alone`,
+      );
+    this.xidReadableSaid = readable;
+    return { gpu_health: samples, xid_readable: readable };
   }
 
   private reconcile(assignments: Assignment[]): void {
@@ -273,7 +296,7 @@ export class Runner {
       edge: this.edge,
       options: this.options,
       box: this.box,
-      gpuIndices: this.gpuIndices,
+      gpuIndices: this.gpuIndices.filter((g) => !this.quarantined.includes(g)),
       stopping: () => this.stopping,
       gaveUp: () => this.gaveUp(),
       running: (supervisor) => void this.jobs.set(supervisor.jobId, supervisor),

@@ -1,5 +1,13 @@
 import { ApiKey, ApiKeyIdParam, ApiKeyList, RegistrationSetting } from "../schemas/auth";
-import { SystemStatus, SystemStatusQuery, SystemWorkerList } from "../schemas/system";
+import {
+  GpuCleared,
+  GpuHealthHistory,
+  GpuHealthQuery,
+  GpuParam,
+  SystemStatus,
+  SystemStatusQuery,
+  SystemWorkerList,
+} from "../schemas/system";
 import { User, UserCreate, UserList } from "../schemas/users";
 import { WorkerCreate, WorkerCreated, WorkerIdParam, WorkerList, WorkerRemoved } from "../schemas/workers";
 import { endpoint } from "./endpoint";
@@ -9,6 +17,14 @@ export const adminEndpoints = {
   // ---- GPUs and workers, as every user sees them
   systemStatus: endpoint({ method: "GET", path: "/api/system/status", query: SystemStatusQuery, response: SystemStatus }),
   systemWorkers: endpoint({ method: "GET", path: "/api/system/workers", response: SystemWorkerList }),
+  gpuHealth: endpoint({
+    method: "GET",
+    path: "/api/system/workers/{id}/gpus/{index}/health",
+    params: GpuParam,
+    query: GpuHealthQuery,
+    response: GpuHealthHistory,
+  }),
+  gpuClear: endpoint({ method: "POST", path: "/api/system/workers/{id}/gpus/{index}/clear", params: GpuParam, response: GpuCleared }),
 
   // ---- workers and their tokens (admin)
   workerList: endpoint({ method: "GET", path: "/api/admin/workers", response: WorkerList }),

@@ -79,6 +79,33 @@ export const WorkerRegister = z
     },
   });
 
+/** What one GPU's probe found at a heartbeat (the runner's nvidia-smi health query and the kernel log). */
+export const GpuHealthSample = z
+  .strictObject({
+    index: z.number().int().min(0).max(255),
+    utilization_percent: z.number().min(0).max(100).nullable().openapi({ description: "utilization.gpu; null: [N/A] or [Not Supported]" }),
+    memory_used_mb: z.number().min(0).nullable(),
+    memory_total_mb: z.number().min(0).nullable(),
+    temperature_c: z.number().min(-100).max(300).nullable(),
+    ecc_uncorrected_volatile: z
+      .number()
+      .int()
+      .min(0)
+      .nullable()
+      .openapi({ description: "ecc.errors.uncorrected.volatile.total since the driver loaded; null where ECC is off or not supported" }),
+    retired_pages_pending: z.boolean().nullable().openapi({ description: "retired_pages.pending (Yes/No); null: [N/A]" }),
+    probe_error: z.string().max(500).nullable().openapi({
+      description:
+        "The device probe failed for this GPU: nvidia-smi's own words (`GPU is lost`, `[GPU requires reset]`, `[Unknown Error]`, or the GPU missing from its answer); null: it answered",
+    }),
+    xids: z
+      .array(z.number().int().min(0).max(100000))
+      .max(64)
+      .default([])
+      .openapi({ description: "Xid codes the kernel log recorded for this GPU since the last heartbeat" }),
+  })
+  .openapi("GpuHealthSample");
+
 export const WorkerHeartbeat = z
   .strictObject({
     host_stats: HostStats.optional(),
@@ -95,6 +122,17 @@ export const WorkerHeartbeat = z
       .openapi({
         description:
           "The trainers alive on this box now, with the attempt each runs (one being stopped included): what the edge sees in GET /api/admin/workers as running_trainers",
+      }),
+    gpu_health: z.array(GpuHealthSample).max(64).optional().openapi({
+      description:
+        "Each GPU's health now. A GPU with a fatal fault (uncorrected ECC errors, pages pending retirement, a failed probe, a fatal Xid) is quarantined at once: its jobs go back to the queue and it is given to none until an admin clears it",
+    }),
+    xid_readable: z
+      .boolean()
+      .optional()
+      .openapi({
+        description:
+          "Whether the runner can read the kernel log for Xid errors (false: dmesg is not permitted; health comes from nvidia-smi alone)",
       }),
   })
   .openapi("WorkerHeartbeat");
@@ -202,6 +240,10 @@ export const HeartbeatAnswer = z
     commands: z
       .array(z.object({ id: z.number().int(), job_id: z.string(), command: z.enum(TRAINER_COMMANDS) }))
       .openapi({ description: "Commands for trainers of running jobs, oldest first, sent until acknowledged (acked_commands)" }),
+    quarantined_gpus: z
+      .array(z.number().int())
+      .default([])
+      .openapi({ description: "This box's GPUs out of allocation until an admin clears them: no job may use them" }),
   })
   .openapi("HeartbeatAnswer");
 

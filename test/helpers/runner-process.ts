@@ -13,7 +13,7 @@ export interface RunnerProcess {
 /**
  * Starts `runner start` against a test stack, as an operator would: the token in RUNNER_TOKEN,
  * work asked for rarely (the edge wakes it), a short stop grace; `args` adds its own flags
- * (--local, --config, --label, --work-dir ...). `onOutput` also gets each chunk it prints. It is
+ * (--local, --config, --label, --work-dir ...); `pollMs` makes it heartbeat more often. `onOutput` also gets each chunk it prints. It is
  * stopped at the end of the file if the test has not stopped it (test/helpers/cleanup.ts).
  *
  * @example
@@ -24,11 +24,23 @@ export function spawnRunner(
   base: string,
   token: string,
   args: string[],
-  options: { env?: NodeJS.ProcessEnv; onOutput?: (text: string) => void } = {},
+  options: { env?: NodeJS.ProcessEnv; onOutput?: (text: string) => void; pollMs?: number } = {},
 ): RunnerProcess {
   const child = spawn(
     process.execPath,
-    ["--import", "tsx", "runner/agent/main.ts", "start", "--url", base, ...args, "--poll-ms", "60000", "--stop-grace-seconds", "2"],
+    [
+      "--import",
+      "tsx",
+      "runner/agent/main.ts",
+      "start",
+      "--url",
+      base,
+      ...args,
+      "--poll-ms",
+      String(options.pollMs ?? 60_000),
+      "--stop-grace-seconds",
+      "2",
+    ],
     { env: { ...process.env, RUNNER_TOKEN: token, ...options.env }, stdio: ["ignore", "pipe", "pipe"] },
   );
   // A runner the test did not stop (it failed first) is stopped at the end of the file.

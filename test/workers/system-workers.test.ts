@@ -108,8 +108,10 @@ describe("GET /api/system/workers", () => {
         "running_jobs",
         "status",
         "trainers",
+        "xid_readable",
       ]);
-      for (const gpu of worker.gpus) expect(Object.keys(gpu).sort()).toEqual(["index", "job_id", "memory_mb", "name"]);
+      for (const gpu of worker.gpus)
+        expect(Object.keys(gpu).sort()).toEqual(["health", "index", "job_id", "memory_mb", "name", "quarantine"]);
     }
     expect(answer.text).not.toContain("stw_");
     expect(answer.text).not.toContain(boxToken.slice(0, 12));

@@ -5,8 +5,8 @@ import type { JobChange } from "./effects";
  * THE "retry or fail" rule: a running job whose trainer
  * died with its runner goes back to pending with attempt + 1, its GPUs and worker freed (the
  * allocations live on running entries), or fails once it has had max_attempts. Used by a runner's
- * `interrupted` report (finish.ts), the offline sweep (sweep-offline.ts) and worker removal
- * (remove-worker.ts). One statement either way, so a job cannot be retried and failed at once.
+ * `interrupted` report (finish.ts), the offline sweep (sweep-offline.ts), worker removal
+ * (remove-worker.ts) and a GPU's quarantine (edge/workers/gpu-health.ts). One statement either way, so a job cannot be retried and failed at once.
  * A retried job's expected end and step rate go with its attempt: the next one starts afresh.
  */
 
@@ -16,6 +16,8 @@ export type Interruption =
   | { jobId: string; workerId: number; why: string; tail?: string }
   /** The jobs of one worker that is going away. */
   | { workerId: number; what: "was removed" }
+  /** The jobs of one worker on these GPUs (a job without devices - a remote worker's - holds them all). */
+  | { workerId: number; gpus: number[]; what: string }
   /** The jobs of every offline worker. */
   | { offlineWorkers: true; what: "went offline" };
 
@@ -35,7 +37,13 @@ export function requeueOrFail(interruption: Interruption, now: string): InStatem
       ? ["job_id = ?4 AND worker_id = ?5", [interruption.jobId, interruption.workerId]]
       : "offlineWorkers" in interruption
         ? ["worker_id IN (SELECT id FROM workers WHERE status = 'offline')", []]
-        : ["worker_id = ?4", [interruption.workerId]];
+        : "gpus" in interruption
+          ? [
+              `worker_id = ?4 AND (allocated_gpus IS NULL OR EXISTS (SELECT 1 FROM json_each(queue_entries.allocated_gpus) g
+                 WHERE g.value IN (SELECT value FROM json_each(?5))))`,
+              [interruption.workerId, JSON.stringify(interruption.gpus)],
+            ]
+          : ["worker_id = ?4", [interruption.workerId]];
   const workerName = "COALESCE((SELECT name FROM workers w WHERE w.id = queue_entries.worker_id), '?')";
   const why = "why" in interruption ? "?2" : `'worker ' || ${workerName} || ' ' || ?2 || ' during attempt ' || attempt`;
   const outcome = `CASE WHEN ${RETRY} THEN '; retrying (attempt ' || (attempt + 1) || ' of ' || max_attempts || ')' ELSE '; no retries left' END`;

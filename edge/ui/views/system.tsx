@@ -8,33 +8,44 @@ import { Page, Panel } from "../components/page";
 import { useLoad } from "../components/use-load";
 import { href } from "../router";
 import type { ViewProps } from "../view-props";
+import { useState } from "preact/hooks";
+import { GpuHistory, HealthLine, QuarantineNote } from "./gpu-health";
 import { Labels, Trainers, WorkerStatus } from "./system-parts";
 import "./system.css";
+
+type WorkerGpu = z.output<typeof SystemWorker>["gpus"][number];
 
 interface Tile {
   index: number;
   name: string;
   memory: string;
   jobId: string | null;
+  /** Its health and quarantine, from GET /api/system/workers. */
+  gpu: WorkerGpu | undefined;
 }
 
 const gib = (mb: number) => `${Math.round((mb / 1024) * 10) / 10} GiB`;
 
 /**
- * One box's GPUs as a grid, one tile per device: its index, model and memory, and "free" or the
- * job holding it (a link). Held and free differ in words and pattern, not in colour alone.
+ * One box's GPUs as a grid, one tile per device: its index, model and memory, its latest health,
+ * and "free", the job holding it (a link) or its quarantine (an admin's button clears it). Held,
+ * free and quarantined differ in words and pattern, not in colour alone. _Health history_ opens
+ * one GPU's last 24 hours below the grid.
  */
-function GpuGrid({ box, tiles }: { box: string; tiles: Tile[] }) {
+function GpuGrid({ box, workerId, tiles, reload }: { box: string; workerId: number | null; tiles: Tile[]; reload: () => void }) {
+  const [shown, setShown] = useState<number | null>(null);
   if (!tiles.length) return <p class="muted">No GPUs registered: this box runs CPU jobs only.</p>;
   const held = tiles.filter((t) => t.jobId).length;
+  const out = tiles.filter((t) => t.gpu?.quarantine).length;
+  const kind = (t: Tile) => (t.gpu?.quarantine ? "gpu-quarantined" : t.jobId ? "gpu-held" : "gpu-free");
   return (
     <>
       <p>
-        {held} of {tiles.length} GPUs in use.
+        {held} of {tiles.length} GPUs in use{out ? `, ${out} quarantined` : ""}.
       </p>
       <ul class="gpu-grid" aria-label={`GPUs of ${box}`}>
         {tiles.map((tile) => (
-          <li key={tile.index} class={tile.jobId ? "gpu-tile gpu-held" : "gpu-tile gpu-free"}>
+          <li key={tile.index} class={`gpu-tile ${kind(tile)}`}>
             <span class="gpu-index">GPU {tile.index}</span>
             <span class="gpu-model">{tile.name}</span>
             <span class="muted">{tile.memory}</span>
@@ -42,18 +53,41 @@ function GpuGrid({ box, tiles }: { box: string; tiles: Tile[] }) {
               <span class="gpu-holder">
                 held by <a href={href("jobs", tile.jobId)}>{tile.jobId}</a>
               </span>
-            ) : (
+            ) : tile.gpu?.quarantine ? null : (
               <span class="gpu-holder">free</span>
             )}
+            <HealthLine health={tile.gpu?.health ?? null} />
+            {tile.gpu?.quarantine && workerId !== null ? (
+              <QuarantineNote workerId={workerId} index={tile.index} quarantine={tile.gpu.quarantine} cleared={reload} />
+            ) : null}
+            {workerId !== null ? (
+              <button
+                type="button"
+                aria-label={`${shown === tile.index ? "Hide health history" : "Health history"} of GPU ${tile.index}`}
+                aria-expanded={shown === tile.index}
+                onClick={() => setShown(shown === tile.index ? null : tile.index)}
+              >
+                {shown === tile.index ? "Hide health history" : "Health history"}
+              </button>
+            ) : null}
           </li>
         ))}
       </ul>
+      {shown !== null && workerId !== null ? <GpuHistory workerId={workerId} index={shown} box={box} /> : null}
     </>
   );
 }
 
 /** The local box: its devices from GET /api/system/status (the allocator's own view) and its host figures. */
-function LocalBox({ status, worker }: { status: z.output<typeof SystemStatus>; worker: z.output<typeof SystemWorker> | undefined }) {
+function LocalBox({
+  status,
+  worker,
+  reload,
+}: {
+  status: z.output<typeof SystemStatus>;
+  worker: z.output<typeof SystemWorker> | undefined;
+  reload: () => void;
+}) {
   const caps = status.gpu_inventory.capabilities;
   const devices = status.gpu_allocation?.devices ?? [];
   const title = caps.local_box ? `Local box: ${caps.local_box}` : "Local box";
@@ -73,7 +107,15 @@ function LocalBox({ status, worker }: { status: z.output<typeof SystemStatus>; w
           </div>
           <GpuGrid
             box={caps.local_box}
-            tiles={devices.map((d) => ({ index: d.index, name: d.name, memory: `${d.memory_gb} GiB`, jobId: d.job_id }))}
+            workerId={worker?.id ?? null}
+            reload={reload}
+            tiles={devices.map((d) => ({
+              index: d.index,
+              name: d.name,
+              memory: `${d.memory_gb} GiB`,
+              jobId: d.job_id,
+              gpu: worker?.gpus.find((g) => g.index === d.index),
+            }))}
           />
         </>
       ) : (
@@ -84,7 +126,7 @@ function LocalBox({ status, worker }: { status: z.output<typeof SystemStatus>; w
 }
 
 /** A remote worker: status, labels, last heartbeat, the trainers it runs and its GPU grid. */
-function RemoteWorker({ worker }: { worker: z.output<typeof SystemWorker> }) {
+function RemoteWorker({ worker, reload }: { worker: z.output<typeof SystemWorker>; reload: () => void }) {
   return (
     <Panel title={`Worker: ${worker.name}`} id={`worker-${worker.id}`}>
       <dl class="worker-facts">
@@ -105,15 +147,17 @@ function RemoteWorker({ worker }: { worker: z.output<typeof SystemWorker> }) {
       </dl>
       <GpuGrid
         box={worker.name}
-        tiles={worker.gpus.map((g) => ({ index: g.index, name: g.name, memory: gib(g.memory_mb), jobId: g.job_id }))}
+        workerId={worker.id}
+        reload={reload}
+        tiles={worker.gpus.map((g) => ({ index: g.index, name: g.name, memory: gib(g.memory_mb), jobId: g.job_id, gpu: g }))}
       />
     </Panel>
   );
 }
 
 /**
- * GPUs and workers: the GPU allocation per device on each box, and every remote worker with its
- * labels and status. Loaded again when jobs change status (they take and free GPUs when they start and end).
+ * GPUs and workers: the GPU allocation per device on each box with each GPU's health and
+ * quarantine, and every remote worker with its labels and status. Loaded again when jobs change status (they take and free GPUs when they start and end).
  */
 export function SystemView(_props: ViewProps) {
   const loaded = useLoad(
@@ -148,10 +192,10 @@ export function SystemView(_props: ViewProps) {
         )
       ) : (
         <>
-          <LocalBox status={data.status} worker={data.workers.find((w) => w.role === "local")} />
+          <LocalBox status={data.status} worker={data.workers.find((w) => w.role === "local")} reload={() => void loaded.reload()} />
           <h2 class="section-title">Remote workers</h2>
           {remote.length ? (
-            remote.map((w) => <RemoteWorker key={w.id} worker={w} />)
+            remote.map((w) => <RemoteWorker key={w.id} worker={w} reload={() => void loaded.reload()} />)
           ) : (
             <p class="muted">No remote workers. An admin adds them under Workers.</p>
           )}
