@@ -41,6 +41,9 @@ export const queueEntries = sqliteTable("queue_entries", {
   expectedEndAt: text("expected_end_at"),
   expectedEndMethod: text("expected_end_method"),
   progressRate: text("progress_rate"),
+  retryOf: text("retry_of"),
+  lineageId: text("lineage_id"),
+  resumeFrom: text("resume_from"),
 });
 
 export const approvalRequests = sqliteTable("approval_requests", {
@@ -350,4 +353,19 @@ export const runImages = sqliteTable(
     src: text("src").notNull(),
   },
   (t) => [primaryKey({ columns: [t.jobId, t.n] })],
+);
+
+/** Idempotency keys of submits: the first answer, replayed for 24 h (migration v23). */
+export const idempotencyKeys = sqliteTable(
+  "idempotency_keys",
+  {
+    userId: integer("user_id").notNull(),
+    key: text("key").notNull(),
+    route: text("route").notNull(),
+    requestHash: text("request_hash").notNull(),
+    status: integer("status"),
+    body: text("body"),
+    createdAt: text("created_at").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.userId, t.key] })],
 );

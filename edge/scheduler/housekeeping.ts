@@ -7,6 +7,7 @@ import type { Logger } from "../log";
 import { forgetOldWebhooks } from "../cloud/webhook-intake";
 import { getSetting } from "../settings-store";
 import { abortEndedUploads } from "../storage/sweep";
+import { forgetOldKeys } from "../queue/idempotency-keys";
 
 /*
  * What the Scheduler's alarm does besides its pass: nothing here hands out capacity, it only
@@ -15,7 +16,7 @@ import { abortEndedUploads } from "../storage/sweep";
 
 /**
  * What must not pile up: uploads that ended jobs left open, provider webhooks and ended jobs'
- * events past retention; and what must not be forgotten: a running cloud job not polled for three
+ * events past retention, idempotency keys past 24 h; and what must not be forgotten: a running cloud job not polled for three
  * poll intervals (its object's alarm lost) is handed back to its object. A failure is logged; the
  * next alarm tries again.
  *
@@ -27,7 +28,11 @@ export async function sweepLeftovers(env: Env, db: Database, log: Logger): Promi
     const interval = (await getSetting(db, "cloud")).poll_interval_seconds;
     for (const jobId of await unpolledCloudJobs(db, Math.max(30, 3 * interval))) await cloudJobOf(env, jobId).poke(jobId);
   };
-  await Promise.all([abortEndedUploads(db, env.STORAGE), forgetOldWebhooks(db), forgetOldEvents(db), pokeCloudJobs()]).catch(
-    (error: unknown) => log.warning("sweep failed", { error: String(error) }),
-  );
+  await Promise.all([
+    abortEndedUploads(db, env.STORAGE),
+    forgetOldWebhooks(db),
+    forgetOldEvents(db),
+    forgetOldKeys(db),
+    pokeCloudJobs(),
+  ]).catch((error: unknown) => log.warning("sweep failed", { error: String(error) }));
 }
