@@ -147,7 +147,7 @@ describe("jobs submit and its Idempotency-Key", () => {
     expect(seen[0]!.key).toMatch(/^[0-9a-f-]{36}$/);
     expect(seen[1]).toEqual({ path: "/api/queue/submit", key: seen[0]!.key, replayed: "true" });
     await http("POST", "/api/training/stop", rita, { job_id: added[0] }).catch(() => undefined);
-    await until("it to end", async () => ["completed", "failed", "cancelled"].includes((await jobOf(added[0])).status), {
+    await until("it to end", async () => ["completed", "failed", "cancelled"].includes((await jobOf(added[0]!)).status), {
       timeoutMs: 60_000,
     });
   }, 90_000);
