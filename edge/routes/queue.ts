@@ -237,7 +237,7 @@ queue.openapi(
     tags,
     summary: "One queue entry, with its live place and why it waits",
     description:
-      "The entry exactly as GET /api/queue lists it, with its live `position` and `wait_reason` while pending: your own job in full, with its `lineage` (the chain of retries it belongs to: its id, jobs, GPU-hours and cost); another user's job with only the public fields (id, job_id, user_id, owner, status, priority, effective_priority, position, wait_reason, wait_message, queued_at). Leads and admins see any job in full. An unknown job_id is 404 `not_found`.",
+      "The entry as GET /api/queue lists it, with its live `position` and `wait_reason` while pending: your own job in full, with its `lineage` (the chain of retries it belongs to: its id, jobs, GPU-hours and cost); another user's job with only the public fields (id, job_id, user_id, owner, status, priority, effective_priority, position, wait_reason, wait_message, queued_at). Leads and admins see any job in full. An unknown job_id is 404 `not_found`.",
     request: { params: JobIdParam },
     responses: { 200: json(QueueJob, "The entry"), 401: errors[401], 404: errors[404], 422: errors[422] },
   }),
