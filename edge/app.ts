@@ -26,6 +26,7 @@ import { storageConventions, storageRoutes } from "./routes/storage";
 import { uiRoutes } from "./routes/ui";
 import { websocketOrigin } from "./middleware/websocket-origin";
 import { frontOnly } from "./middleware/front-only";
+import { idempotentSubmits } from "./middleware/idempotency";
 
 /**
  * The whole HTTP API: context and authorisation for every request, then one router per area.
@@ -46,6 +47,7 @@ export function createApp() {
   app.use("*", rateLimit());
   app.use("*", authorize());
   app.use("*", requestBodyLimits());
+  app.use("*", idempotentSubmits());
   app.route("/", health);
   app.route("/", auth);
   app.route("/", users);

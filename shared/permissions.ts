@@ -65,6 +65,7 @@ export const ROUTE_ACCESS: Record<string, Access> = {
   "GET /api/queue/jobs/{job_id}": { level: "viewer" },
   "POST /api/queue/submit": { level: "researcher" },
   "POST /api/queue/{job_id}/cancel": { level: "researcher" },
+  "POST /api/queue/{job_id}/retry": { level: "researcher" },
   "POST /api/queue/{job_id}/priority": { level: "lead" },
   "POST /api/queue/{job_id}/approve": { level: "admin" },
   "POST /api/queue/{job_id}/reject": { level: "admin" },

@@ -26,6 +26,7 @@ export const AUDIT_EVENT_TYPES = [
   "job_approved",
   "job_rejected",
   "job_cancelled",
+  "job_retried",
   "priority_overridden",
   "limits_changed",
   "approval_rules_changed",

@@ -41,6 +41,9 @@ export const queueEntries = sqliteTable("queue_entries", {
   expectedEndAt: text("expected_end_at"),
   expectedEndMethod: text("expected_end_method"),
   progressRate: text("progress_rate"),
+  retryOf: text("retry_of"),
+  lineageId: text("lineage_id"),
+  resumeFrom: text("resume_from"),
 });
 
 export const approvalRequests = sqliteTable("approval_requests", {
@@ -388,4 +391,19 @@ export const gpuQuarantines = sqliteTable(
     acceptedRetired: integer("accepted_retired"),
   },
   (t) => [primaryKey({ columns: [t.workerId, t.gpuIndex] })],
+);
+
+/** Idempotency keys of submits: the first answer, replayed for 24 h (migration v24). */
+export const idempotencyKeys = sqliteTable(
+  "idempotency_keys",
+  {
+    userId: integer("user_id").notNull(),
+    key: text("key").notNull(),
+    route: text("route").notNull(),
+    requestHash: text("request_hash").notNull(),
+    status: integer("status"),
+    body: text("body"),
+    createdAt: text("created_at").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.userId, t.key] })],
 );

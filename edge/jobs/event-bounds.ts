@@ -35,6 +35,7 @@ export const LIFECYCLE_EVENT_TYPES: ReadonlySet<string> = new Set([
   "dataset.missing",
   "dataset.ready",
   "sandbox.off",
+  "resume.prepared",
   "command.undelivered",
   "events.gap",
   "events.dropped",

@@ -60,6 +60,15 @@ export interface NewJob extends Placement {
   cloudSeconds?: number;
   /** A cloud job's record, inserted with the job (edge/jobs/lifecycle/submit.ts); absent for others. */
   cloud?: CloudRecord;
+  /** A retry (POST /api/queue/{job_id}/retry): the job it continues, its lineage and the checkpoints it may resume from. */
+  retry?: { of: string; lineageId: string; resumeFrom: ResumePoint[] };
+}
+
+/** A checkpoint a retry may resume from: in `jobId`'s directory at `path` (relative to it), saved at `step`. */
+export interface ResumePoint {
+  job_id: string;
+  path: string;
+  step: number | null;
 }
 
 /** Where a pass starts a job: its local GPUs or its worker. */

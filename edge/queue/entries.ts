@@ -133,6 +133,7 @@ export function toQueueEntry(row: EntryRow, wait: Map<number, WaitInfo>, starvat
     any_gpu: row.anyGpu === 1,
     worker_id: row.workerId,
     worker_name: row.workerName,
+    retry_of: row.retryOf,
     ...expectedEnd(row),
     ...expectedMinutes(row, info),
     ...expectedStart(row, info),

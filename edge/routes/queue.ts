@@ -24,6 +24,7 @@ import {
   QueueListQuery,
   QueueStats,
   RejectQuery,
+  RetryResult,
 } from "../../shared/schemas/queue";
 import type { AppEnv } from "../app-env";
 import { auditLater, changedFields } from "../audit/trail";
@@ -39,6 +40,7 @@ import { cancelJob } from "../jobs/lifecycle/cancel";
 import { cleanupQueue } from "../jobs/lifecycle/cleanup";
 import { prioritiseJob } from "../jobs/lifecycle/prioritise";
 import { rejectJob } from "../jobs/lifecycle/reject";
+import { prepareRetry, readLineage } from "../jobs/lifecycle/retry";
 import { effectsOf } from "./effects-context";
 import { createRouter } from "../router";
 import { continueFilters, decodeCursor, encodeCursor } from "../paging";
@@ -238,13 +240,17 @@ queue.openapi(
     tags,
     summary: "One queue entry, with its live place and why it waits",
     description:
-      "The entry exactly as GET /api/queue lists it, with its live `position` and `wait_reason` while pending: your own job in full; another user's job with only the public fields (id, job_id, user_id, owner, status, priority, effective_priority, position, wait_reason, wait_message, expected_start_at, queued_at). Leads and admins see any job in full. An unknown job_id is 404 `not_found`.",
+      "The entry as GET /api/queue lists it, with its live `position` and `wait_reason` while pending: your own job in full, with its `lineage` (the chain of retries it belongs to: its id, jobs, GPU-hours and cost); another user's job with only the public fields (id, job_id, user_id, owner, status, priority, effective_priority, position, wait_reason, wait_message, expected_start_at, queued_at). Leads and admins see any job in full. An unknown job_id is 404 `not_found`.",
     request: { params: JobIdParam },
     responses: { 200: json(QueueJob, "The entry"), 401: errors[401], 404: errors[404], 422: errors[422] },
   }),
   async (c) => {
-    const [job] = await present(c, [await getEntry(c.get("db"), c.req.valid("param").job_id)]);
-    return c.json(visibleEntry(job!, ownerScope(principalOf(c).user)), 200);
+    const { job_id } = c.req.valid("param");
+    const [job] = await present(c, [await getEntry(c.get("db"), job_id)]);
+    const shown = visibleEntry(job!, ownerScope(principalOf(c).user));
+    if (!("job_type" in shown)) return c.json(shown, 200);
+    const lineage = await readLineage(c.get("db"), job_id);
+    return c.json(lineage ? { ...shown, lineage } : shown, 200);
   },
 );
 
@@ -302,6 +308,41 @@ queue.openapi(
       await cancelJob(c.get("db"), job_id, { ownerId: ownerScope(user), actorId: user.id, running: false }),
     );
     return c.json(await actionResult(c, job_id), 200);
+  },
+);
+
+queue.openapi(
+  createRoute({
+    method: "post",
+    path: "/api/queue/{job_id}/retry",
+    tags,
+    summary: "Retry a failed, cancelled or stopped job, continuing from its checkpoint",
+    description: [
+      "A new job linked to this one (`retry_of`, and the lineage they share) with the same configuration snapshot and placement (GPUs, target, worker labels), owned by the same user, resuming from the old job's newest intact checkpoint: one whose `checkpoint.saved` event was recorded, newest step first (`resume_from` in the answer). The runner copies that checkpoint from the old job's directory into the new job's output directory, or the next older one it still finds there, and starts the trainer with `--resume_from_checkpoint latest`; where it finds none (another box ran the old job, the checkpoint was removed) the job starts from step 0 and its log says so. Decided by the Scheduler as any submission: running, queued, or blocked by an approval rule, under the same limits. The lineage's GPU-hours and cost are on GET /api/queue/jobs/{job_id}.",
+      "The owner, leads and admins may retry (as for a cancel): another researcher gets 403 `not_your_job`, a viewer 403, with nothing queued. A job that is pending, blocked, running or completed without a stop answers 409 `job_not_retryable` naming its status; a cloud job 409 `resume_unsupported` (submit its environment again). A retry of another user's job is audited (`job_retried`). Takes an `Idempotency-Key` like the submit routes.",
+    ].join("\n\n"),
+    request: { params: JobIdParam },
+    responses: { 200: json(RetryResult, "The new job, decided"), ...errors },
+  }),
+  async (c) => {
+    const { job_id } = c.req.valid("param");
+    const { user } = principalOf(c);
+    const actor = { id: user.id, team_id: user.team_id, priority: user.priority, level: user.level };
+    const job = await prepareRetry(c.get("db"), job_id, { actor, ownerScope: ownerScope(user) });
+    const answer = submitAnswer(await schedulerOf(c.env).submitJob(job));
+    if (job.userId !== user.id)
+      auditLater(c, { event_type: "job_retried", target: job_id, details: { new_job_id: job.jobId, owner_id: job.userId } });
+    c.get("log").info("job retried", { job_id: answer.job_id, retry_of: job_id, outcome: answer.status, user_id: user.id });
+    const resume = job.retry!.resumeFrom[0];
+    return c.json(
+      {
+        ...answer,
+        retry_of: job_id,
+        lineage_id: job.retry!.lineageId,
+        resume_from: resume ? { job_id: resume.job_id, checkpoint: resume.path.split("/").pop()!, step: resume.step } : null,
+      },
+      200,
+    );
   },
 );
 

@@ -8,6 +8,7 @@ import { forgetOldWebhooks } from "../cloud/webhook-intake";
 import { getSetting } from "../settings-store";
 import { abortEndedUploads } from "../storage/sweep";
 import { forgetOldHealth } from "../workers/gpu-health";
+import { forgetOldKeys } from "../queue/idempotency-keys";
 
 /*
  * What the Scheduler's alarm does besides its pass: nothing here hands out capacity, it only
@@ -16,7 +17,7 @@ import { forgetOldHealth } from "../workers/gpu-health";
 
 /**
  * What must not pile up: uploads that ended jobs left open, provider webhooks, ended jobs'
- * events past retention and GPU health samples past 24 h; and what must not be forgotten: a running cloud job not polled for three
+ * events past retention, GPU health samples and idempotency keys past 24 h; and what must not be forgotten: a running cloud job not polled for three
  * poll intervals (its object's alarm lost) is handed back to its object. A failure is logged; the
  * next alarm tries again.
  *
@@ -28,7 +29,12 @@ export async function sweepLeftovers(env: Env, db: Database, log: Logger): Promi
     const interval = (await getSetting(db, "cloud")).poll_interval_seconds;
     for (const jobId of await unpolledCloudJobs(db, Math.max(30, 3 * interval))) await cloudJobOf(env, jobId).poke(jobId);
   };
-  await Promise.all([abortEndedUploads(db, env.STORAGE), forgetOldWebhooks(db), forgetOldEvents(db), forgetOldHealth(db), pokeCloudJobs()]).catch(
-    (error: unknown) => log.warning("sweep failed", { error: String(error) }),
-  );
+  await Promise.all([
+    abortEndedUploads(db, env.STORAGE),
+    forgetOldWebhooks(db),
+    forgetOldEvents(db),
+    forgetOldHealth(db),
+    forgetOldKeys(db),
+    pokeCloudJobs(),
+  ]).catch((error: unknown) => log.warning("sweep failed", { error: String(error) }));
 }

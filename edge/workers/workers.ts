@@ -161,7 +161,8 @@ export async function assignmentsOf(db: Database, workerId: number) {
   const rows = await db.$client.execute({
     // The configuration snapshotted at submit, never the live environment: editing or deleting
     // the environment afterwards cannot change what a submitted job runs.
-    sql: `SELECT q.job_id, q.config_name, q.allocated_gpus, q.num_processes, q.attempt, q.config_snapshot AS config, q.dataloader_snapshot AS dataloader
+    sql: `SELECT q.job_id, q.config_name, q.allocated_gpus, q.num_processes, q.attempt, q.config_snapshot AS config, q.dataloader_snapshot AS dataloader,
+            q.resume_from
           FROM queue_entries q
           WHERE q.worker_id = ? AND q.status = 'running' ORDER BY q.started_at, q.id`,
     args: [workerId],
@@ -174,6 +175,9 @@ export async function assignmentsOf(db: Database, workerId: number) {
     allocated_gpus: r.allocated_gpus === null ? null : (JSON.parse(String(r.allocated_gpus)) as number[]),
     num_processes: Number(r.num_processes),
     attempt: Number(r.attempt),
+    ...(r.resume_from === null || r.resume_from === undefined
+      ? {}
+      : { resume_from: JSON.parse(String(r.resume_from)) as { job_id: string; path: string; step: number | null }[] }),
   }));
 }
 

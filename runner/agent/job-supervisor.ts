@@ -1,5 +1,5 @@
 import { mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import type { ServiceClient } from "../../shared/client/client";
 import { endpoints } from "../../shared/client/endpoints";
 import { placeholderValues } from "../../shared/placeholders";
@@ -11,6 +11,7 @@ import { CALLBACK_PORT, startJobNetwork, type JobNetwork } from "./egress";
 import { EventShipper, lineToEvent, outboxPath } from "./events";
 import { LaunchError, planLaunch, startJob, type BoxPolicy, type Launch, type RunningJob } from "./job";
 import { endReport, fitReport } from "./report";
+import { prepareResume } from "./resume";
 import { runScript, scriptsFor } from "./scripts";
 import { TrainerEvents, type TrainerEvent } from "./trainer-events";
 
@@ -145,6 +146,29 @@ export class JobSupervisor {
       const datasets: string[] = [];
       const dataloader = await prepareDatasets(this.host.edge, options.workDir, job, jobDir, this.shipper, datasets);
       const config = { ...job.config };
+      const resumed = prepareResume(options.workDir, job, resolve(jobDir, String(config["--output_dir"] ?? "output")), config);
+      if (resumed)
+        this.shipper.push(
+          resumed.from
+            ? {
+                type: "resume.prepared",
+                level: "info",
+                title: `Resuming from ${resumed.from.checkpoint} of job ${resumed.from.job_id}`,
+                data: { ...resumed.from, missing: resumed.missing, resume_argument: "--resume_from_checkpoint=latest" },
+              }
+            : {
+                type: "resume.prepared",
+                level: "warning",
+                title: "No checkpoint of the retried job is on this box: starting from step 0",
+                data: {
+                  job_id: null,
+                  checkpoint: null,
+                  step: null,
+                  missing: resumed.missing,
+                  resume_argument: "--resume_from_checkpoint=latest",
+                },
+              },
+        );
       if (dataloader) {
         const file = join(jobDir, "service", "multidatabackend.json");
         writeFileSync(file, JSON.stringify(dataloader, null, 2));

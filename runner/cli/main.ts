@@ -12,6 +12,7 @@ import { addLogin } from "./commands/login";
 import { addLogs } from "./commands/logs";
 import { addOpen } from "./commands/open";
 import { addPriority } from "./commands/priority";
+import { addRetry } from "./commands/retry";
 import { addStatus } from "./commands/status";
 import { addSubmit } from "./commands/submit";
 import { addWhoami } from "./commands/whoami";
@@ -35,6 +36,7 @@ export function buildProgram(): Command {
   addList(program);
   addStatus(program);
   addCancel(program);
+  addRetry(program);
   addLogs(program);
   addApprovals(program);
   addPriority(program);

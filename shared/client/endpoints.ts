@@ -3,6 +3,7 @@ import { CloudJob, CloudSubmit, CloudSubmitAnswer } from "../schemas/cloud";
 import { EventBatch, EventBatchStored, EventPage, EventsQuery, StreamQuery } from "../schemas/events";
 import {
   JobActionResult,
+  RetryResult,
   JobIdParam,
   LocalSubmit,
   LocalSubmitResult,
@@ -55,6 +56,7 @@ export const endpoints = {
   queueStats: endpoint({ method: "GET", path: "/api/queue/stats", response: QueueStats }),
   queuePosition: endpoint({ method: "GET", path: "/api/queue/position/{job_id}", params: JobIdParam, response: Position }),
   queueCancel: endpoint({ method: "POST", path: "/api/queue/{job_id}/cancel", params: JobIdParam, response: JobActionResult }),
+  queueRetry: endpoint({ method: "POST", path: "/api/queue/{job_id}/retry", params: JobIdParam, response: RetryResult }),
 
   // ---- training
   trainingStatus: endpoint({ method: "GET", path: "/api/training/status", query: TrainingStatusQuery, response: TrainingStatus }),

@@ -104,6 +104,22 @@ export const END_METHODS = ["progress", "max_runtime", "cost_cap", "recent_runs"
 /** How a waiting job's expected run time was estimated (edge/jobs/estimate.ts). */
 export const DURATION_METHODS = ["max_runtime", "recent_runs"] as const;
 
+/** A job's chain of retries: the first job and every retry of it (or of a retry of it). */
+export const Lineage = z
+  .object({
+    id: z.string().openapi({ description: "The lineage's id: the job_id of its first job, shared by all its retries" }),
+    jobs: z.array(z.string()).openapi({ description: "Its jobs' ids, oldest first" }),
+    gpu_hours: z.number().openapi({
+      description:
+        "GPU-hours of all its jobs: each started job's GPUs (num_processes; 0 for a CPU job) times the time from its last attempt's start to its end (or now while running)",
+    }),
+    cost: z
+      .number()
+      .openapi({ description: "The cost of all its jobs in USD: cloud jobs' provider cost (local and worker jobs cost 0 here)" }),
+  })
+  .openapi("Lineage");
+export type Lineage = z.infer<typeof Lineage>;
+
 export const QueueEntry = z
   .object({
     id: z.number().int(),
@@ -174,6 +190,12 @@ export const QueueEntry = z
     expected_run_basis: z.string().nullable().openapi({
       description:
         "How expected_run_seconds was estimated, in words: `its --max_runtime_minutes (90)`, `its 1000 steps × 1.20 s per step, the median time per step of the last 3 completed runs of sdxl on 2 GPU(s)`, or `unknown: ...`; null unless pending or blocked",
+    }),
+    retry_of: z.string().nullable().optional().openapi({
+      description: "The job this one retries (POST /api/queue/{job_id}/retry); null for a submission",
+    }),
+    lineage: Lineage.optional().openapi({
+      description: "GET /api/queue/jobs/{job_id} only, for those who may read the job in full: the chain of retries it belongs to",
     }),
   })
   .openapi("QueueEntry");
@@ -379,6 +401,17 @@ export type LocalSubmitResult = z.infer<typeof LocalSubmitResult>;
 
 /** GET /api/queue/jobs/{job_id}: your own job in full; another user's with the public fields (leads and admins: any in full). */
 export const QueueJob = z.union([QueueEntry, PublicQueueEntry]).openapi("QueueJob");
+
+/** POST /api/queue/{job_id}/retry: the new job, decided as a submission is, with what it continues. */
+export const RetryResult = LocalSubmitResult.extend({
+  retry_of: z.string().openapi({ description: "The job retried" }),
+  lineage_id: z.string().openapi({ description: "The lineage both belong to (the job_id of its first job)" }),
+  resume_from: z.object({ job_id: z.string(), checkpoint: z.string(), step: z.number().nullable() }).nullable().openapi({
+    description:
+      "The newest intact checkpoint the new job resumes from (a checkpoint.saved event was recorded for it); the runner takes it, or the next older one it still finds on its disk; null: none recorded, it starts from step 0",
+  }),
+}).openapi("RetryResult");
+export type RetryResult = z.infer<typeof RetryResult>;
 
 export const JobActionResult = z.object({ success: z.literal(true), job: QueueEntry }).openapi("JobActionResult");
 

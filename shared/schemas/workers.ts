@@ -198,6 +198,13 @@ export const Assignment = z
     allocated_gpus: z.array(z.number().int()).nullable(),
     num_processes: z.number().int(),
     attempt: z.number().int(),
+    resume_from: z
+      .array(z.object({ job_id: z.string(), path: z.string(), step: z.number().nullable() }))
+      .optional()
+      .openapi({
+        description:
+          "A retry's checkpoints, newest first: each in an earlier job's directory (path relative to it). Unless the job has checkpoints of its own, the runner copies the first it finds into the job's output directory and starts the trainer with --resume_from_checkpoint latest",
+      }),
   })
   .openapi("Assignment");
 

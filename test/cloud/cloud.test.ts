@@ -236,6 +236,12 @@ describe("a cloud job from submission to its results", () => {
       expect(done.billed_seconds).toBeCloseTo(billed, 3);
       expect(done.cost_usd).toBeCloseTo(Math.round(billed * RATE * 10_000) / 10_000, 4);
       expect((await call("POST", `/api/cloud/jobs/${id}/cancel`, alice.key)).status).toBe(409);
+      // Its lineage's cost is the provider's bill; a retry cannot resume at the provider: refused, nothing queued.
+      expect((await call("GET", `/api/queue/jobs/${id}`, alice.key)).body.lineage.cost).toBeCloseTo(done.cost_usd, 4);
+      const before = (await call("GET", "/api/queue?include_completed=true&limit=1000", alice.key)).body.jobs.length;
+      const retried = await call("POST", `/api/queue/${id}/retry`, alice.key);
+      expect([retried.status, retried.body.code]).toEqual([409, "resume_unsupported"]);
+      expect((await call("GET", "/api/queue?include_completed=true&limit=1000", alice.key)).body.jobs.length).toBe(before);
     } finally {
       fake.setRunScript({ startingMs: 150, processingMs: 1200, logEveryMs: 200 });
     }

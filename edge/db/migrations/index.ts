@@ -21,6 +21,7 @@ import { v20 } from "./0020_dataset_cloud_sharing";
 import { v21 } from "./0021_capacity_version";
 import { v22 } from "./0022_kept_runs";
 import { v23 } from "./0023_gpu_health";
+import { v24 } from "./0024_retry_and_idempotency";
 import type { Migration } from "./migration";
 
 export type { Migration } from "./migration";
@@ -50,5 +51,6 @@ export const MIGRATIONS: readonly Migration[] = [
   v21,
   v22,
   v23,
+  v24,
 ];
 export const LATEST_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;

@@ -77,8 +77,8 @@ function insertStatement(
   return {
     sql: `INSERT INTO queue_entries (job_id, user_id, team_id, provider, config_name, priority, status, queued_at, started_at, estimated_cost,
             requires_approval, metadata, allocated_gpus, job_type, num_processes, target, worker_labels, device_ids, any_gpu, worker_id, updated_at,
-            config_snapshot, dataloader_snapshot, expected_end_at, expected_end_method)
-          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+            config_snapshot, dataloader_snapshot, expected_end_at, expected_end_method, retry_of, lineage_id, resume_from)
+          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
     args: [
       job.jobId,
       job.userId,
@@ -105,6 +105,9 @@ function insertStatement(
       JSON.stringify(job.dataloaderSnapshot),
       end === null ? null : new Date(end.at).toISOString(),
       end?.method ?? null,
+      job.retry?.of ?? null,
+      job.retry?.lineageId ?? null,
+      job.retry ? JSON.stringify(job.retry.resumeFrom) : null,
     ],
   };
 }

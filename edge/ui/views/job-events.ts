@@ -77,6 +77,8 @@ export interface TrainingState {
   checkpoints: SavedCheckpoint[];
   /** validation.started events seen (scheduled and on demand). */
   validations: number;
+  /** A stop was asked (training.stop_requested): a completed job was stopped, and may be retried. */
+  stopRequested: boolean;
 }
 
 export const EMPTY_TRAINING: TrainingState = {
@@ -92,6 +94,7 @@ export const EMPTY_TRAINING: TrainingState = {
   previews: [],
   checkpoints: [],
   validations: 0,
+  stopRequested: false,
 };
 
 const num = (value: unknown): number | null => (typeof value === "number" && Number.isFinite(value) ? value : null);
@@ -163,6 +166,7 @@ export function applyEvents(state: TrainingState, events: StreamEvent[]): Traini
       continue; // every step in the log would bury everything else; the progress bar shows it
     }
     if (event.type === "validation.started") s.validations++;
+    if (event.type === "training.stop_requested") s.stopRequested = true;
     if (event.type === "validation.image" || event.type === "validation.completed") s.previews.push(...previewsOf(event));
     if (event.type === "checkpoint.saved") {
       const removed = Array.isArray(data.removed) ? data.removed.filter((p): p is string => typeof p === "string") : [];

@@ -186,10 +186,25 @@ function Control({
   );
 }
 
-function Controls({ jobId, status, reload }: { jobId: string; status: string; reload: () => unknown }) {
+/** Whether a job may be retried (POST /api/queue/{job_id}/retry): failed, cancelled, or stopped (completed after a stop). */
+const retryable = (status: string, stopRequested: boolean) =>
+  status === "failed" || status === "cancelled" || (status === "completed" && stopRequested);
+
+function Controls({
+  jobId,
+  status,
+  stopRequested,
+  reload,
+}: {
+  jobId: string;
+  status: string;
+  stopRequested: boolean;
+  reload: () => unknown;
+}) {
   const running = status === "running";
-  // An ended job takes no command: no empty panel.
-  if (!running && !ACTIVE.includes(status)) return null;
+  const retry = retryable(status, stopRequested);
+  // An ended job takes no command but a retry: no empty panel.
+  if (!running && !ACTIVE.includes(status) && !retry) return null;
   return (
     <Panel title="Controls">
       <div class="job-controls">
@@ -213,8 +228,34 @@ function Controls({ jobId, status, reload }: { jobId: string; status: string; re
             after={reload}
           />
         ) : null}
+        {retry ? <RetryControl jobId={jobId} /> : null}
       </div>
     </Panel>
+  );
+}
+
+/** Retry: a new job from this one's newest checkpoint; its answer links to the new job's page. */
+function RetryControl({ jobId }: { jobId: string }) {
+  const [retried, setRetried] = useState<{ id: string; said: string } | null>(null);
+  const act = useAction(
+    () => call(endpoints.queueRetry, { params: { job_id: jobId } }, { headers: { "Idempotency-Key": crypto.randomUUID() } }),
+    (answer) => {
+      const from = answer.resume_from ? `from ${answer.resume_from.checkpoint}` : "from the start (no checkpoint recorded)";
+      setRetried({ id: answer.job_id ?? "", said: `${answer.status}, ${from}` });
+    },
+  );
+  return (
+    <div class="job-control">
+      <button type="button" disabled={act.busy || retried !== null} onClick={() => void act.run()}>
+        Retry
+      </button>
+      {retried ? (
+        <p class="muted" role="status">
+          Retried as <a href={href("jobs", retried.id)}>{retried.id}</a>: {retried.said}
+        </p>
+      ) : null}
+      <ErrorNote error={act.error} />
+    </div>
   );
 }
 
@@ -389,7 +430,9 @@ export function JobView({ args }: ViewProps) {
           </div>
         ) : null}
       </Panel>
-      {loaded && mayControl ? <Controls jobId={jobId} status={status} reload={() => setVersion((v) => v + 1)} /> : null}
+      {loaded && mayControl ? (
+        <Controls jobId={jobId} status={status} stopRequested={training.stopRequested} reload={() => setVersion((v) => v + 1)} />
+      ) : null}
       <Panel title="Training">
         {access.error ? (
           <ErrorNote error={access.error} />

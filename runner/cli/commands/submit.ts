@@ -6,6 +6,7 @@ import { endpoints } from "../../../shared/client/endpoints";
 import type { CloudSubmit, CloudSubmitAnswer } from "../../../shared/schemas/cloud";
 import type { LocalSubmitResult } from "../../../shared/schemas/queue";
 import { cli } from "../context";
+import { submitOnce } from "../submit-once";
 import { bytes, duration, expectedStartText, gpuList, runTimeText, usd } from "../format-job";
 import { EventPrinter, printFollowed } from "../event-printer";
 import { JobNotCompleted, UsageError, type Output } from "../output";
@@ -90,7 +91,7 @@ Examples:
         return followToEnd(out, client, answer.job_id!);
       }
       const { out, client } = cli(command);
-      const answer = await client.call(endpoints.queueSubmit, {
+      const answer = await submitOnce(client, endpoints.queueSubmit, {
         body: {
           config_name: config,
           no_wait: !options.wait,
@@ -124,7 +125,7 @@ Examples:
  * Prints a submitted job's events until it ends: returns when it completed, else throws its end
  * (with the job's error message when it has one) for exit code 1.
  */
-async function followToEnd(out: Output, client: ServiceClient, jobId: string): Promise<void> {
+export async function followToEnd(out: Output, client: ServiceClient, jobId: string): Promise<void> {
   const status = await printFollowed(new EventPrinter(out), client, jobId, 0);
   if (status === "completed") return out.note(`job ${jobId} ended: completed`);
   throw new JobNotCompleted(jobId, status, await errorMessageOf(client, jobId));
@@ -227,7 +228,7 @@ async function submitCloud(
   }
   let answer: CloudAnswer;
   try {
-    answer = await client.call(endpoints.cloudSubmit, { body });
+    answer = await submitOnce(client, endpoints.cloudSubmit, { body });
   } catch (error) {
     if (!(error instanceof ServiceError) || error.code !== "consent_required") throw error;
     const dry = await client.call(endpoints.cloudSubmit, { body: { ...body, dry_run: true } });
@@ -242,7 +243,7 @@ async function submitCloud(
     } else if (!out.json) {
       out.note(`Confirmed with --yes: uploading ${upload} to ${provider}, about ${usd(dry.estimate.estimated_cost_usd)}.`);
     }
-    answer = await client.call(endpoints.cloudSubmit, { body: { ...body, confirm_summary: dry.summary.summary_id } });
+    answer = await submitOnce(client, endpoints.cloudSubmit, { body: { ...body, confirm_summary: dry.summary.summary_id } });
   }
   return answer;
 }
