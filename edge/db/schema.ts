@@ -41,6 +41,9 @@ export const queueEntries = sqliteTable("queue_entries", {
   expectedEndAt: text("expected_end_at"),
   expectedEndMethod: text("expected_end_method"),
   progressRate: text("progress_rate"),
+  stallWatch: text("stall_watch"),
+  stalledSince: text("stalled_since"),
+  stallAction: text("stall_action"),
 });
 
 export const approvalRequests = sqliteTable("approval_requests", {
@@ -133,6 +136,7 @@ export const users = sqliteTable("users", {
   createdAt: text("created_at").notNull(),
   disabledAt: text("disabled_at"),
   teamId: text("team_id"),
+  stallPolicy: text("stall_policy"),
 });
 
 export const userLevels = sqliteTable(

@@ -85,6 +85,7 @@ export function toQueueEntry(row: EntryRow, wait: Map<number, WaitInfo>, starvat
     position: info?.position ?? null,
     wait_reason: reason,
     wait_message: message,
+    stalled_since: row.status === "running" ? row.stalledSince : null,
     expected_start_at: typeof info?.expectedStartAt === "number" ? new Date(info.expectedStartAt).toISOString() : null,
     queued_at: row.queuedAt,
     started_at: row.startedAt,
