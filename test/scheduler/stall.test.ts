@@ -1,0 +1,202 @@
+// Stall detection (issue 30, Build 2) over real HTTP: a remote worker runs jobs and posts their
+// steps and phases as a runner does; a job that stops stepping outside a validation or checkpoint
+// is marked stalled (a training.stalled event, stalled_since on the job and in the listing), its
+// owner's policy applies (fail, stop_and_requeue), and its next step clears the mark. Attackers: a
+// researcher cannot change the rules nor another user's policy, and another worker cannot post
+// steps for a job it does not run. The stall threshold is made small (2 s) for the test.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createUserWithKey, setUpAdmin, startTestStack, type TestStack } from "../helpers/stack";
+import { until } from "../helpers/wait";
+
+let t: TestStack;
+let admin: { key: string; cookie: string };
+let rita: { key: string; id: number };
+let oscar: { key: string; id: number };
+let box: { id: number; token: string };
+let other: { id: number; token: string };
+const gpus = [0, 1, 2, 3].map((index) => ({ index, name: "NVIDIA A100-SXM4-80GB", memory_mb: 81920 }));
+
+async function call(method: string, path: string, key: string, json?: unknown) {
+  const reply = await t.call(method, path, { auth: { key }, ...(json === undefined ? {} : { json }) });
+  if (reply.status >= 300) throw new Error(`${method} ${path}: ${reply.status} ${reply.text}`);
+  return reply.body;
+}
+
+async function worker(name: string, pool: string) {
+  const created = await call("POST", "/api/admin/workers", admin.key, { name });
+  const registered = await t.call("POST", "/api/workers/register", {
+    json: { role: "remote", labels: { pool }, gpus },
+    auth: { bearer: created.token },
+  });
+  expect(registered.status).toBe(200);
+  return { id: created.id as number, token: created.token as string };
+}
+
+/** A remote worker runs one job at a time: each job here gets a box of its own, in its own pool. */
+const boxes = new Map<string, { id: number; token: string }>();
+/** Submits as rita to the box of `pool` (made on first use); the job id, running there. */
+async function submit(pool = "a") {
+  if (!boxes.has(pool)) boxes.set(pool, await worker(`box-${pool}`, pool));
+  const answer = await call("POST", "/api/queue/submit", rita.key, { config_name: "plain", target: "worker", worker_labels: { pool } });
+  expect(answer.status).toBe("running");
+  return answer.job_id as string;
+}
+const job = (id: string, key = rita.key) => call("GET", `/api/queue/jobs/${id}`, key);
+const listed = async (id: string) => ((await call("GET", "/api/queue?limit=1000", rita.key)).jobs as any[]).find((j) => j.job_id === id);
+const events = async (id: string) => (await call("GET", `/api/training/events?job_id=${id}&since_index=0`, rita.key)).events as any[];
+const seqs = new Map<string, number>();
+const post = (as: { token: string }, id: string, list: Record<string, unknown>[], attempt = 1) =>
+  t.call("POST", `/api/workers/jobs/${id}/events`, {
+    json: {
+      attempt,
+      events: list.map((event) => {
+        const seq = seqs.get(`${id}#${attempt}`) ?? 0;
+        seqs.set(`${id}#${attempt}`, seq + 1);
+        return { seq, event };
+      }),
+    },
+    auth: { bearer: as.token },
+  });
+const step = (n: number) => ({ type: "training.progress", data: { step: n, total_steps: 100 } });
+const stalled = (id: string) =>
+  until(`job ${id} to be marked stalled`, async () => {
+    const shown = await job(id);
+    return shown.stalled_since !== null && shown;
+  });
+
+beforeAll(async () => {
+  t = await startTestStack();
+  admin = await setUpAdmin(t);
+  rita = await createUserWithKey(t, { cookie: admin.cookie }, "researcher", "rita");
+  oscar = await createUserWithKey(t, { cookie: admin.cookie }, "researcher", "oscar");
+  await call("POST", "/api/queue/concurrency", admin.key, { worker_heartbeat_timeout_seconds: 86_400, user_max_concurrent: 20 });
+  await call("POST", "/api/configs/environments", admin.key, { name: "plain" });
+  await call("PUT", "/api/configs/plain", admin.key, { config: { "--num_processes": 1 } });
+  expect(await call("PUT", "/api/admin/stall-detection", admin.key, { min_seconds: 2 })).toEqual({
+    min_seconds: 2,
+    factor: 5,
+    policy: "notify",
+  });
+  box = await worker("box-a", "a");
+  boxes.set("a", box);
+  other = await worker("other-box", "b");
+});
+afterAll(async () => {
+  await t?.stop();
+});
+
+describe("a job that stops stepping", () => {
+  it("is marked stalled with an event and stalled_since, and its next step clears the mark with an event", async () => {
+    const id = await submit();
+    await post(box, id, [step(1)]);
+    await post(box, id, [step(2)]);
+    const shown = await stalled(id);
+    const mark = (await events(id)).find((e) => e.type === "training.stalled");
+    expect(mark.data).toMatchObject({ last_step: 2, threshold_seconds: 2, policy: "notify", since: shown.stalled_since });
+    expect(mark.level).toBe("warning");
+    expect((await listed(id)).stalled_since).toBe(shown.stalled_since);
+    expect(shown.status).toBe("running");
+
+    // Another worker cannot post steps for it: refused, and the mark stays.
+    expect((await post(other, id, [step(3)])).status).toBe(404);
+    expect((await job(id)).stalled_since).toBe(shown.stalled_since);
+
+    expect((await post(box, id, [step(3)])).status).toBe(200);
+    expect((await job(id)).stalled_since).toBeNull();
+    const cleared = (await events(id)).find((e) => e.type === "training.stall_cleared");
+    expect(cleared.data).toEqual({ step: 3, stalled_since: shown.stalled_since });
+    await post(box, id, [step(100)]);
+    expect(
+      (await t.call("POST", `/api/workers/jobs/${id}/finish`, { json: { status: "completed", exit_code: 0 }, auth: { bearer: box.token } }))
+        .status,
+    ).toBe(200);
+  });
+
+  it("is not marked during a long validation or a checkpoint save that began before another job's last step", async () => {
+    const validating = await submit("v");
+    const saving = await submit("c");
+    const quiet = await submit("q");
+    await post(boxes.get("v")!, validating, [step(1), { type: "validation.started", data: { step: 1 } }]);
+    await post(boxes.get("c")!, saving, [step(1), { type: "checkpoint.started", data: { step: 1 } }]);
+    // Its last step comes after both phases began: once it is stalled, both have been quiet longer.
+    await post(boxes.get("q")!, quiet, [step(1)]);
+    await stalled(quiet);
+    expect((await job(validating)).stalled_since).toBeNull();
+    expect((await job(saving)).stalled_since).toBeNull();
+    expect((await events(validating)).some((e) => e.type === "training.stalled")).toBe(false);
+    for (const id of [validating, saving, quiet]) await call("POST", "/api/training/cancel", rita.key, { job_id: id });
+  });
+});
+
+describe("the owner's policy", () => {
+  it("fail ends the stalled job failed", async () => {
+    expect(await call("PUT", `/api/users/${rita.id}/stall-policy`, rita.key, { policy: "fail" })).toEqual({
+      user_id: rita.id,
+      policy: "fail",
+      effective: "fail",
+    });
+    const id = await submit("f");
+    await post(boxes.get("f")!, id, [step(1)]);
+    const failed = await until("the stalled job to fail", async () => {
+      const shown = await job(id);
+      return shown.status === "failed" && shown;
+    });
+    expect(failed.error_message).toMatch(/^Stalled: no training step since .* \(step 1; threshold 2 s\)$/);
+    expect((await events(id)).find((e) => e.type === "training.stalled").data.policy).toBe("fail");
+  });
+
+  it("stop_and_requeue asks the trainer to stop with a checkpoint, and the stop's end queues the job again", async () => {
+    await call("PUT", `/api/users/${rita.id}/stall-policy`, rita.key, { policy: "stop_and_requeue" });
+    const id = await submit("s");
+    const box = boxes.get("s")!;
+    await post(box, id, [step(1)]);
+    await stalled(id);
+    const heartbeat = await t.call("POST", "/api/workers/heartbeat", { json: {}, auth: { bearer: box.token } });
+    expect(heartbeat.body.commands).toContainEqual(expect.objectContaining({ job_id: id, command: "stop" }));
+    // The runner's stop ends the trainer as a graceful stop does: completed, which here means "queue it again".
+    const finished = await t.call("POST", `/api/workers/jobs/${id}/finish`, {
+      json: { status: "completed", exit_code: 0 },
+      auth: { bearer: box.token },
+    });
+    expect(finished.body).toEqual({ job_id: id, status: "pending" });
+    const again = await until("the job to run again", async () => {
+      const shown = await job(id);
+      return shown.status === "running" && shown;
+    });
+    expect(again).toMatchObject({ attempt: 2, stalled_since: null });
+    expect(again.error_message).toMatch(/^stalled: stopped with a checkpoint; retrying \(attempt 2 of 3\)/);
+    await call("PUT", `/api/users/${rita.id}/stall-policy`, rita.key, { policy: null });
+    await call("POST", "/api/training/cancel", rita.key, { job_id: id });
+  });
+});
+
+describe("attackers", () => {
+  it("a researcher cannot change the thresholds: 403, unchanged", async () => {
+    const before = await call("GET", "/api/admin/stall-detection", admin.key);
+    const refused = await t.call("PUT", "/api/admin/stall-detection", { auth: { key: rita.key }, json: { min_seconds: 86_400 } });
+    expect(refused.status).toBe(403);
+    expect(await call("GET", "/api/admin/stall-detection", admin.key)).toEqual(before);
+  });
+
+  it("a researcher cannot read or set another user's policy: 403, unchanged", async () => {
+    await call("PUT", `/api/users/${rita.id}/stall-policy`, rita.key, { policy: "notify" });
+    const set = await t.call("PUT", `/api/users/${rita.id}/stall-policy`, { auth: { key: oscar.key }, json: { policy: "fail" } });
+    expect(set.status).toBe(403);
+    expect((await t.call("GET", `/api/users/${rita.id}/stall-policy`, { auth: { key: oscar.key } })).status).toBe(403);
+    expect((await call("GET", `/api/users/${rita.id}/stall-policy`, rita.key)).policy).toBe("notify");
+    // An admin may set anyone's.
+    expect((await call("PUT", `/api/users/${oscar.id}/stall-policy`, admin.key, { policy: "fail" })).effective).toBe("fail");
+  });
+
+  it("bad values are refused with a 422 that names the field, and change nothing", async () => {
+    const before = await call("GET", "/api/admin/stall-detection", admin.key);
+    for (const body of [{ min_seconds: 0 }, { factor: "five" }, { policy: "explode" }, { nope: 1 }]) {
+      const reply = await t.call("PUT", "/api/admin/stall-detection", { auth: { key: admin.key }, json: body });
+      expect(reply.status).toBe(422);
+    }
+    expect(
+      (await t.call("PUT", `/api/users/${rita.id}/stall-policy`, { auth: { key: rita.key }, json: { policy: "<b>x</b>" } })).status,
+    ).toBe(422);
+    expect(await call("GET", "/api/admin/stall-detection", admin.key)).toEqual(before);
+  });
+});
