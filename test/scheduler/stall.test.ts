@@ -7,6 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createUserWithKey, setUpAdmin, startTestStack, type TestStack } from "../helpers/stack";
 import { until } from "../helpers/wait";
+import { jobs } from "../helpers/cli";
 
 let t: TestStack;
 let admin: { key: string; cookie: string };
@@ -96,6 +97,13 @@ describe("a job that stops stepping", () => {
     expect(mark.level).toBe("warning");
     expect((await listed(id)).stalled_since).toBe(shown.stalled_since);
     expect(shown.status).toBe("running");
+    // The CLI says so too.
+    const env = { SERVICE_URL: t.base, SERVICE_API_KEY: rita.key };
+    const status = await jobs(["status", id], { env });
+    expect(status.code).toBe(0);
+    expect(status.stdout).toContain(`running, STALLED: no training step since ${shown.stalled_since}`);
+    const list = await jobs(["list"], { env });
+    expect(list.stdout.split("\n").find((l) => l.startsWith(id))).toMatch(/running STALLED/);
 
     // Another worker cannot post steps for it: refused, and the mark stays.
     expect((await post(other, id, [step(3)])).status).toBe(404);
