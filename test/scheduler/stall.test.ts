@@ -1,15 +1,19 @@
 // Stall detection (issue 30, Build 2) over real HTTP: a remote worker runs jobs and posts their
 // steps and phases as a runner does; a job that stops stepping outside a validation or checkpoint
 // is marked stalled (a training.stalled event, stalled_since on the job and in the listing), its
-// owner's policy applies (fail, stop_and_requeue), and its next step clears the mark. Attackers: a
+// owner's policy applies (fail, stop_and_requeue), its webhooks hear of it, and its next step clears
+// the mark. Attackers: a
 // researcher cannot change the rules nor another user's policy, and another worker cannot post
 // steps for a job it does not run. The stall threshold is made small (2 s) for the test.
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createUserWithKey, setUpAdmin, startTestStack, type TestStack } from "../helpers/stack";
 import { until } from "../helpers/wait";
 import { jobs } from "../helpers/cli";
 
 let t: TestStack;
+let receiver: Server | undefined;
 let admin: { key: string; cookie: string };
 let rita: { key: string; id: number };
 let oscar: { key: string; id: number };
@@ -83,6 +87,7 @@ beforeAll(async () => {
   other = await worker("other-box", "b");
 });
 afterAll(async () => {
+  receiver?.close();
   await t?.stop();
 });
 
@@ -133,6 +138,45 @@ describe("a job that stops stepping", () => {
     expect((await job(saving)).stalled_since).toBeNull();
     expect((await events(validating)).some((e) => e.type === "training.stalled")).toBe(false);
     for (const id of [validating, saving, quiet]) await call("POST", "/api/training/cancel", rita.key, { job_id: id });
+  });
+});
+
+describe("its webhooks", () => {
+  it("send job.stalled and job.stall_cleared to the job's receivers", async () => {
+    const received: any[] = [];
+    receiver = createServer((req, res) => {
+      let body = "";
+      req.on("data", (chunk) => (body += chunk));
+      req.on("end", () => {
+        received.push(JSON.parse(body));
+        res.writeHead(204).end();
+      });
+    });
+    await new Promise<void>((r) => receiver!.listen(0, "127.0.0.1", r));
+    const hooks = JSON.stringify([
+      { webhook_type: "raw", callback_url: `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook` },
+    ]);
+    await call("PUT", "/api/admin/webhooks", admin.key, { allow_private_targets: true });
+    await call("POST", "/api/configs/environments", admin.key, { name: "hooked" });
+    await call("PUT", "/api/configs/hooked", admin.key, { config: { "--num_processes": 1, "--webhook_config": hooks } });
+    boxes.set("w", await worker("box-w", "w"));
+    const answer = await call("POST", "/api/queue/submit", rita.key, {
+      config_name: "hooked",
+      target: "worker",
+      worker_labels: { pool: "w" },
+    });
+    const id = answer.job_id as string;
+    await post(boxes.get("w")!, id, [step(1)]);
+    const shown = await stalled(id);
+    const message = await until("the job.stalled webhook", async () => received.find((m) => m.type === "job.stalled"));
+    expect(message).toMatchObject({
+      job_id: id,
+      data: { since: shown.stalled_since, last_step: 1, threshold_seconds: 2, policy: "notify" },
+    });
+    await post(boxes.get("w")!, id, [step(2)]);
+    const cleared = await until("the job.stall_cleared webhook", async () => received.find((m) => m.type === "job.stall_cleared"));
+    expect(cleared).toMatchObject({ job_id: id, data: { step: 2, stalled_since: shown.stalled_since } });
+    await call("POST", "/api/training/cancel", rita.key, { job_id: id });
   });
 });
 
