@@ -2,9 +2,8 @@
 // steps and phases as a runner does; a job that stops stepping outside a validation or checkpoint
 // is marked stalled (a training.stalled event, stalled_since on the job and in the listing), its
 // owner's policy applies (fail, stop_and_requeue), its webhooks hear of it, and its next step clears
-// the mark. Attackers: a
-// researcher cannot change the rules nor another user's policy, and another worker cannot post
-// steps for a job it does not run. The stall threshold is made small (2 s) for the test.
+// the mark; `jobs status` and `jobs list` show it. Attackers: a researcher cannot change the rules
+// nor another user's policy, and another worker cannot post steps for a job it does not run. The stall threshold is made small (2 s) for the test.
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
