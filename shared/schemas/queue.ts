@@ -210,7 +210,7 @@ export const QueueEntry = z
     }),
     stalled_since: Timestamp.nullable().openapi({
       description:
-        "While running and marked stalled: when its last training step came (no step since, outside a validation or checkpoint, for longer than the stall threshold: GET /api/admin/stall-detection); null otherwise. Cleared by its next step",
+        "While running and marked stalled: since when it has been quiet, its last training step or the end of a validation or checkpoint after it (no step since, outside a validation or checkpoint, for longer than the stall threshold: GET /api/admin/stall-detection); null otherwise. Cleared by its next step",
     }),
     expected_start_at: Timestamp.nullable().openapi({
       description:

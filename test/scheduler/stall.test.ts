@@ -251,3 +251,22 @@ describe("attackers", () => {
     expect(await call("GET", "/api/admin/stall-detection", admin.key)).toEqual(before);
   });
 });
+
+describe("a restart of the service", () => {
+  it("counts a job's quiet time from the service's start, not from a step before it went down", async () => {
+    await call("PUT", "/api/admin/stall-detection", admin.key, { min_seconds: 3600 });
+    const id = await submit("r");
+    await post(boxes.get("r")!, id, [step(1)]);
+    const dataDir = t.dataDir;
+    await t.stop({ keepData: true });
+    // Down for longer than the threshold set below: counted from the step, the job would be stalled at once.
+    await new Promise((r) => setTimeout(r, 2500));
+    const restartedAt = Date.now();
+    t = await startTestStack(dataDir);
+    await call("PUT", "/api/admin/stall-detection", admin.key, { min_seconds: 2 });
+    const shown = await stalled(id);
+    expect(Date.parse(shown.stalled_since)).toBeGreaterThanOrEqual(restartedAt);
+    const mark = (await events(id)).find((e) => e.type === "training.stalled");
+    expect(mark.data).toMatchObject({ last_step: 1, since: shown.stalled_since });
+  });
+});
