@@ -1,7 +1,14 @@
 import { eq } from "drizzle-orm";
 import type { Database } from "./db/client";
 import { settings } from "./db/schema";
-import { APPROVAL_DEFAULTS, CONCURRENCY_DEFAULTS, type ApprovalRules, type ConcurrencySettings } from "../shared/schemas/queue";
+import {
+  APPROVAL_DEFAULTS,
+  CONCURRENCY_DEFAULTS,
+  STALL_DEFAULTS,
+  type ApprovalRules,
+  type ConcurrencySettings,
+  type StallRules,
+} from "../shared/schemas/queue";
 import { METRIC_TEMPLATES, type MetricsConfig } from "../shared/schemas/metrics";
 import { STORAGE_QUOTA_DEFAULTS, type StorageQuota } from "../shared/schemas/storage";
 import { EVENT_LIMITS_DEFAULTS, type EventLimits } from "../shared/schemas/events";
@@ -32,6 +39,8 @@ export const SETTING_DEFAULTS = {
   event_limits: EVENT_LIMITS_DEFAULTS as EventLimits,
   /** What one user's dataset folders may hold (PUT /api/admin/dataset-quota). */
   dataset_quota: DATASET_QUOTA_DEFAULTS as DatasetQuota,
+  /** When a running job counts as stalled, and the default policy (PUT /api/admin/stall-detection). */
+  stall_detection: STALL_DEFAULTS as StallRules,
   /** Cloud training: consent, spending limit, public URL, polling, publishing (PUT /api/cloud/settings). */
   cloud: CLOUD_SETTINGS_DEFAULTS as CloudSettings,
   /** USD per second by hardware (PUT /api/cloud/rates). A table, not a record of fields: read whole by getRates (edge/cloud/settings.ts), never merged with the defaults. */

@@ -44,6 +44,8 @@ export const ROUTE_ACCESS: Record<string, Access> = {
   "GET /api/users/me": { level: "viewer" },
   "GET /api/users": { level: "admin" },
   "POST /api/users": { level: "admin" },
+  "GET /api/users/{user_id}/stall-policy": { level: "viewer" },
+  "PUT /api/users/{user_id}/stall-policy": { level: "viewer" },
 
   "POST /api/configs/environments": { level: "researcher" },
   "GET /api/configs/": { level: "viewer" },
@@ -142,6 +144,8 @@ export const ROUTE_ACCESS: Record<string, Access> = {
   "PUT /api/admin/storage-quota": { level: "admin" },
   "GET /api/admin/event-limits": { level: "admin" },
   "PUT /api/admin/event-limits": { level: "admin" },
+  "GET /api/admin/stall-detection": { level: "admin" },
+  "PUT /api/admin/stall-detection": { level: "admin" },
   "GET /api/admin/dataset-quota": { level: "admin" },
   "PUT /api/admin/dataset-quota": { level: "admin" },
 

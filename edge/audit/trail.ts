@@ -37,6 +37,8 @@ export const AUDIT_EVENT_TYPES = [
   "metrics_config_changed",
   "storage_quota_changed",
   "event_limits_changed",
+  "stall_detection_changed",
+  "stall_policy_changed",
   "dataset_quota_changed",
   "dataset_cloud_sharing_changed",
   "webhook_rejected",

@@ -44,6 +44,9 @@ export const queueEntries = sqliteTable("queue_entries", {
   retryOf: text("retry_of"),
   lineageId: text("lineage_id"),
   resumeFrom: text("resume_from"),
+  stallWatch: text("stall_watch"),
+  stalledSince: text("stalled_since"),
+  stallAction: text("stall_action"),
 });
 
 export const approvalRequests = sqliteTable("approval_requests", {
@@ -137,6 +140,7 @@ export const users = sqliteTable("users", {
   createdAt: text("created_at").notNull(),
   disabledAt: text("disabled_at"),
   teamId: text("team_id"),
+  stallPolicy: text("stall_policy"),
 });
 
 export const userLevels = sqliteTable(

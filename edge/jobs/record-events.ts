@@ -5,6 +5,7 @@ import type { Env } from "../env";
 import type { Logger } from "../log";
 import { appendEvents } from "./events";
 import { hubOf, type HubEvent } from "./hub-types";
+import { serviceSeq, watchEvents } from "./stall-watch";
 
 /** The most events one appendEvents call stores: a runner's batch is at most this long (EventBatch). */
 export const MAX_BATCH_EVENTS = 500;
@@ -13,6 +14,8 @@ export const MAX_BATCH_EVENTS = 500;
  * Stores events in a job's log (appendEvents, in batches of at most MAX_BATCH_EVENTS) and hands
  * those stored to the job's watchers. The one way a job's events are recorded: a runner's batch
  * (`workerId` its worker) and a cloud job's provider logs and notices (`workerId` null) alike.
+ * What they say of steps and phases moves the job's stall watch (stall-watch.ts); a new step that
+ * ends a stall is told by a `training.stall_cleared` event.
  * Watchers see events as soon as they are stored; a hub that cannot be reached only delays them
  * until the watcher reconnects (the log has them), so that is logged, not thrown.
  *
@@ -40,5 +43,15 @@ export async function recordEvents(
     result.dropped += dropped;
     at += MAX_BATCH_EVENTS;
   } while (at < batch.events.length);
+  const cleared = await watchEvents(ctx.db, jobId, batch.attempt, result.stored);
+  if (cleared) {
+    const now = Date.now();
+    const event = {
+      type: "training.stall_cleared",
+      title: `Training resumed at step ${cleared.step}`,
+      data: { step: cleared.step, stalled_since: cleared.since },
+    };
+    await recordEvents(ctx, null, jobId, { attempt: batch.attempt, events: [{ seq: serviceSeq(now), event }] });
+  }
   return result;
 }

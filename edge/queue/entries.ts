@@ -114,6 +114,7 @@ export function toQueueEntry(row: EntryRow, wait: Map<number, WaitInfo>, starvat
     position: info?.position ?? null,
     wait_reason: reason,
     wait_message: message,
+    stalled_since: row.status === "running" ? row.stalledSince : null,
     queued_at: row.queuedAt,
     started_at: row.startedAt,
     completed_at: row.completedAt,

@@ -10,7 +10,7 @@ import {
   ValidationResult,
 } from "../../shared/schemas/training";
 import { DeliveriesQuery, DeliveryList } from "../../shared/schemas/deliveries";
-import { TERMINAL_STATUSES } from "../../shared/schemas/queue";
+import { STALL_DEFAULTS, StallRules, StallRulesUpdate, TERMINAL_STATUSES } from "../../shared/schemas/queue";
 import { continueFilters, decodeCursor, encodeCursor } from "../paging";
 import { ApiError } from "../errors";
 import { readConfig } from "../config";
@@ -530,4 +530,35 @@ training.openapi(
     },
   }),
   async (c) => c.json(await patchSetting(c, "event_limits", c.req.valid("json"), "event_limits_changed", "event limits"), 200),
+);
+
+training.openapi(
+  createRoute({
+    method: "get",
+    path: "/api/admin/stall-detection",
+    tags,
+    summary: "When a running job counts as stalled, and the default policy (admin)",
+    description: `A running job that has reported a training step and then reports none for max(\`min_seconds\`, \`factor\` x its median time per step over its last 15 steps), while it is not in a validation or a checkpoint save, is marked stalled (defaults: ${STALL_DEFAULTS.min_seconds} s, ${STALL_DEFAULTS.factor}). \`policy\` applies to users who chose none (GET /api/users/{user_id}/stall-policy).`,
+    responses: { 200: json(StallRules, "The rules in force"), 401: error("No valid credential"), 403: error("Not an admin") },
+  }),
+  async (c) => c.json(await getSetting(c.get("db"), "stall_detection"), 200),
+);
+
+training.openapi(
+  createRoute({
+    method: "put",
+    path: "/api/admin/stall-detection",
+    tags,
+    summary: "Set when a running job counts as stalled, and the default policy (admin)",
+    description:
+      "Any fields; the others keep their value. Applies from the Scheduler's next beat (5 s) to jobs not yet marked. Audited as `stall_detection_changed`.",
+    request: { body: { required: true, content: { "application/json": { schema: StallRulesUpdate } } } },
+    responses: {
+      200: json(StallRules, "The rules now in force"),
+      401: error("No valid credential"),
+      403: error("Not an admin"),
+      422: error("min_seconds not a whole number from 1 to 604800, factor not from 1 to 1000, or not a policy"),
+    },
+  }),
+  async (c) => c.json(await patchSetting(c, "stall_detection", c.req.valid("json"), "stall_detection_changed", "stall detection"), 200),
 );

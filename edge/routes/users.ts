@@ -1,10 +1,12 @@
 import { createRoute } from "@hono/zod-openapi";
+import { UserIdParam, UserStallPolicy, UserStallPolicyUpdate } from "../../shared/schemas/queue";
+import { setUserStallPolicy, userStallPolicy } from "../jobs/stall-policy";
 import { Me, User, UserCreate, UserList } from "../../shared/schemas/users";
 import { auditLater } from "../audit/trail";
 import { createUser, listUsers } from "../auth/users";
 import { principalOf } from "../middleware/authorize";
 import { createRouter } from "../router";
-import { error } from "./openapi";
+import { error, json } from "./openapi";
 
 export const users = createRouter();
 
@@ -69,5 +71,49 @@ users.openapi(
       details: { username: user.username, levels: user.levels, via: "admin" },
     });
     return c.json(user, 201);
+  },
+);
+
+users.openapi(
+  createRoute({
+    method: "get",
+    path: "/api/users/{user_id}/stall-policy",
+    tags,
+    summary: "A user's policy for their stalled jobs",
+    description:
+      "`policy`: the user's own choice (null: none, the service's default applies); `effective`: what happens to their jobs when one is marked stalled (see StallPolicy and GET /api/admin/stall-detection). Your own; an admin anyone's (others: 403).",
+    request: { params: UserIdParam },
+    responses: {
+      200: json(UserStallPolicy, "The policy"),
+      401: error("No valid credential"),
+      403: error("Another user's, and not an admin"),
+      404: error("No such user"),
+    },
+  }),
+  async (c) => c.json(await userStallPolicy(c.get("db"), principalOf(c).user, c.req.valid("param").user_id), 200),
+);
+
+users.openapi(
+  createRoute({
+    method: "put",
+    path: "/api/users/{user_id}/stall-policy",
+    tags,
+    summary: "Set a user's policy for their stalled jobs",
+    description:
+      "`notify`, `stop_and_requeue` or `fail`; null goes back to the service's default. Applies to their jobs marked stalled from now on. Your own; an admin anyone's (others: 403, nothing changed). Audited as `stall_policy_changed`.",
+    request: { params: UserIdParam, body: { required: true, content: { "application/json": { schema: UserStallPolicyUpdate } } } },
+    responses: {
+      200: json(UserStallPolicy, "The policy now"),
+      401: error("No valid credential"),
+      403: error("Another user's, and not an admin"),
+      404: error("No such user"),
+      422: error("Not a policy"),
+    },
+  }),
+  async (c) => {
+    const userId = c.req.valid("param").user_id;
+    const answer = await setUserStallPolicy(c.get("db"), principalOf(c).user, userId, c.req.valid("json").policy);
+    auditLater(c, { event_type: "stall_policy_changed", target: `user:${userId}`, details: { policy: answer.policy } });
+    return c.json(answer, 200);
   },
 );

@@ -10,6 +10,7 @@ import { writeBatch } from "../jobs/lifecycle/batch";
 import { applyEffects } from "../jobs/lifecycle/effects";
 import { startEnd, submitJobs, type Submitted } from "../jobs/lifecycle/submit";
 import { sweepSilentWorkers } from "../jobs/lifecycle/sweep-offline";
+import { markStalledJobs } from "../jobs/lifecycle/stall";
 import { prepareLocalJob, type EnvironmentConfig } from "../jobs/prepare";
 import { maxRuntimeMinutes } from "../jobs/runtime";
 import { createLogger, type Logger } from "../log";
@@ -229,9 +230,12 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     // Not awaited: the failed jobs' end events and webhooks need not hold up this pass's admissions.
     if (offline.jobs.length)
       void applyEffects({ env: this.env, db, log: this.log, actor: null, origin: "scheduler", trigger: "offline sweep" }, offline);
+    const stalled = await markStalledJobs({ env: this.env, db, log: this.log }, now, this.startedAt);
+    if (stalled.jobs.length)
+      void applyEffects({ env: this.env, db, log: this.log, actor: null, origin: "scheduler", trigger: "stall policy" }, stalled);
     const [capacity, entries] = await Promise.all([
       offline.workers.length ? loadCapacity(db) : before,
-      this.active.read(db, [...changed, ...offline.jobs.map((j) => j.jobId)]),
+      this.active.read(db, [...changed, ...offline.jobs.map((j) => j.jobId), ...stalled.jobs.map((j) => j.jobId)]),
     ]);
     this.cache.keep(capacity, now.getTime());
     const { started, waiting } = await this.decide(db, now, capacity, entries, trigger);

@@ -71,6 +71,18 @@ export function lifecycleOf(event: { type: string; data?: unknown }): { type: st
       return { type: "job.checkpoint", data: { step: data.step ?? null, path: data.path ?? null } };
     case "validation.completed":
       return { type: "job.validation", data: { step: data.step ?? null } };
+    case "training.stalled":
+      return {
+        type: "job.stalled",
+        data: {
+          since: data.since ?? null,
+          last_step: data.last_step ?? null,
+          threshold_seconds: data.threshold_seconds ?? null,
+          policy: data.policy ?? null,
+        },
+      };
+    case "training.stall_cleared":
+      return { type: "job.stall_cleared", data: { step: data.step ?? null, stalled_since: data.stalled_since ?? null } };
     default:
       return null;
   }

@@ -279,7 +279,9 @@ export class TrainerEvents {
       return [{ type: "training.completed", title: "Training completed", data: { step, total_steps: this.total } }];
     if (key === "model_save" && status === "completed")
       return [{ type: "model.saved", title: str(raw.title) ?? "Model saved", data: { step } }];
-    // A checkpoint's save is told by the training.checkpoint that follows it, unless it failed.
+    // A save's start opens the checkpoint phase (no stall while it lasts); its end is told by the training.checkpoint that follows it, unless it failed.
+    if (key === "checkpoint_save" && status === "running")
+      return [{ type: "checkpoint.started", title: `Saving a checkpoint${step !== null ? ` at step ${step}` : ""}`, data: { step } }];
     if (key === "checkpoint_save" && status !== "failed") return [];
     // Startup phases: each change of phase or status, and progress within one every 10 percent.
     const progress = record(stage.progress);

@@ -50,6 +50,16 @@ export function gpusCell(entry: Partial<QueueEntry>): string {
 }
 
 /**
+ * A stalled job's status, as `jobs status` shows it; null when it is not marked stalled.
+ *
+ * @example
+ * stalledText({ status: "running", stalled_since: "2026-11-23T10:00:00.000Z" }); // "running, STALLED: no training step since 2026-11-23T10:00:00.000Z"
+ */
+export function stalledText(entry: { status: string; stalled_since?: string | null }): string | null {
+  return entry.stalled_since ? `${entry.status}, STALLED: no training step since ${entry.stalled_since}` : null;
+}
+
+/**
  * A running job's expected end and how it was estimated, as `jobs status` shows it; null when unknown.
  *
  * @example

@@ -2,7 +2,17 @@ import { AuditList, AuditQuery, AuditVerification } from "../schemas/audit";
 import { CloudSettings, CloudSettingsUpdate, HardwareRates } from "../schemas/cloud";
 import { MetricsConfig, MetricsConfigUpdate, MetricsPreviewQuery, MetricTemplateParam } from "../schemas/metrics";
 import { ProviderList, ProviderParam, ProviderSettings, ProviderSettingsUpdate } from "../schemas/providers";
-import { ApprovalRules, ApprovalRulesUpdate, ConcurrencySettings, ConcurrencyUpdate } from "../schemas/queue";
+import {
+  ApprovalRules,
+  ApprovalRulesUpdate,
+  ConcurrencySettings,
+  ConcurrencyUpdate,
+  StallRules,
+  StallRulesUpdate,
+  UserIdParam,
+  UserStallPolicy,
+  UserStallPolicyUpdate,
+} from "../schemas/queue";
 import { endpoint } from "./endpoint";
 
 /** Settings: limits, approval rules, cloud and provider settings, rates, metrics, audit. Part of `endpoints` (./endpoints.ts); each with its route's own schemas. */
@@ -12,6 +22,18 @@ export const settingsEndpoints = {
   concurrencyUpdate: endpoint({ method: "POST", path: "/api/queue/concurrency", body: ConcurrencyUpdate, response: ConcurrencySettings }),
   approvalRules: endpoint({ method: "GET", path: "/api/queue/approval-rules", response: ApprovalRules }),
   approvalRulesUpdate: endpoint({ method: "PUT", path: "/api/queue/approval-rules", body: ApprovalRulesUpdate, response: ApprovalRules }),
+
+  // ---- stall detection: the rules (admin) and each user's policy
+  stallDetection: endpoint({ method: "GET", path: "/api/admin/stall-detection", response: StallRules }),
+  stallDetectionUpdate: endpoint({ method: "PUT", path: "/api/admin/stall-detection", body: StallRulesUpdate, response: StallRules }),
+  userStallPolicy: endpoint({ method: "GET", path: "/api/users/{user_id}/stall-policy", params: UserIdParam, response: UserStallPolicy }),
+  userStallPolicyUpdate: endpoint({
+    method: "PUT",
+    path: "/api/users/{user_id}/stall-policy",
+    params: UserIdParam,
+    body: UserStallPolicyUpdate,
+    response: UserStallPolicy,
+  }),
 
   // ---- cloud settings, rates and providers
   cloudSettings: endpoint({ method: "GET", path: "/api/cloud/settings", response: CloudSettings }),

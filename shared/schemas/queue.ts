@@ -100,6 +100,56 @@ export const ApprovalRulesUpdate = ApprovalRules.partial()
 const Labels = z.record(z.string().min(1).max(64), z.string().max(256));
 
 /** How a running job's expected end was estimated (edge/jobs/estimate.ts). */
+/** What happens to a job marked stalled (edge/jobs/stall.ts). */
+export const STALL_POLICIES = ["notify", "stop_and_requeue", "fail"] as const;
+export const StallPolicy = z.enum(STALL_POLICIES).openapi("StallPolicy", {
+  description:
+    "notify: mark it stalled only (an event, its webhooks, the badge); stop_and_requeue: also ask its trainer to save a checkpoint and stop (as POST /api/training/stop), then queue it again to resume from that checkpoint (an attempt of its max_attempts); fail: also end it failed",
+});
+export type StallPolicy = z.infer<typeof StallPolicy>;
+
+export const StallRules = z
+  .object({
+    min_seconds: z
+      .number()
+      .int()
+      .min(1)
+      .max(7 * 86_400)
+      .openapi({
+        description: "The shortest time without a training step that marks a running job stalled, in seconds (default 600)",
+        example: 600,
+      }),
+    factor: z.number().min(1).max(1000).openapi({
+      description: "A job is stalled after max(min_seconds, factor x its median time per step) without a step (default 5)",
+      example: 5,
+    }),
+    policy: StallPolicy.openapi({ description: "The policy for users who chose none (default notify)" }),
+  })
+  .openapi("StallRules");
+export type StallRules = z.infer<typeof StallRules>;
+export const STALL_DEFAULTS: StallRules = { min_seconds: 600, factor: 5, policy: "notify" };
+export const StallRulesUpdate = StallRules.partial()
+  .strict()
+  .openapi("StallRulesUpdate", { example: { min_seconds: 900, policy: "stop_and_requeue" } });
+
+export const UserStallPolicy = z
+  .object({
+    user_id: z.number().int(),
+    policy: StallPolicy.nullable().openapi({ description: "The user's own choice; null: the service's default applies" }),
+    effective: StallPolicy.openapi({ description: "What applies to the user's stalled jobs now" }),
+  })
+  .openapi("UserStallPolicy");
+export const UserIdParam = z.object({
+  user_id: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .openapi({ param: { name: "user_id", in: "path" }, example: 7 }),
+});
+export const UserStallPolicyUpdate = z
+  .strictObject({ policy: StallPolicy.nullable().openapi({ description: "null: use the service's default" }) })
+  .openapi("UserStallPolicyUpdate", { example: { policy: "stop_and_requeue" } });
+
 export const END_METHODS = ["progress", "max_runtime", "cost_cap", "recent_runs"] as const;
 /** How a waiting job's expected run time was estimated (edge/jobs/estimate.ts). */
 export const DURATION_METHODS = ["max_runtime", "recent_runs"] as const;
@@ -173,6 +223,10 @@ export const QueueEntry = z
     expected_minutes_method: z.enum(DURATION_METHODS).nullable().openapi({
       description:
         "How expected_minutes was estimated: max_runtime (the environment's --max_runtime_minutes at submit) or recent_runs (from the last 5 completed runs of the same environment on as many GPUs within 30 days: the job's --max_train_steps times their median time per step when both have steps, else their median run time); null with expected_minutes",
+    }),
+    stalled_since: Timestamp.nullable().openapi({
+      description:
+        "While running and marked stalled: since when it has been quiet, its last training step or the end of a validation or checkpoint after it (no step since, outside a validation or checkpoint, for longer than the stall threshold: GET /api/admin/stall-detection); null otherwise. Cleared by its next step",
     }),
     expected_start_at: Timestamp.nullable().openapi({
       description:

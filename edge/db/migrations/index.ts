@@ -22,6 +22,7 @@ import { v21 } from "./0021_capacity_version";
 import { v22 } from "./0022_kept_runs";
 import { v23 } from "./0023_gpu_health";
 import { v24 } from "./0024_retry_and_idempotency";
+import { v25 } from "./0025_stall_watch";
 import type { Migration } from "./migration";
 
 export type { Migration } from "./migration";
@@ -52,5 +53,6 @@ export const MIGRATIONS: readonly Migration[] = [
   v22,
   v23,
   v24,
+  v25,
 ];
 export const LATEST_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;

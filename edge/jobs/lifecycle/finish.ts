@@ -37,13 +37,17 @@ export async function finishJob(
     report.status === "interrupted"
       ? requeueOrFail({ jobId, workerId, why, tail }, now)
       : {
+          // A stop a stall asked for (stall_action 'requeue') is not the end: the statement below queues it again.
           sql: `UPDATE queue_entries SET status = ?1, completed_at = ?2, updated_at = ?2, error_message = ?3
-                WHERE job_id = ?4 AND worker_id = ?5 AND status = 'running' RETURNING job_id, status, error_message`,
+                WHERE job_id = ?4 AND worker_id = ?5 AND status = 'running' AND stall_action IS NOT 'requeue'
+                RETURNING job_id, status, error_message`,
           args: [report.status, now, message, jobId, workerId],
         };
-  const [updated] = await db.$client.batch(
+  const stallRequeue = requeueOrFail({ jobId, workerId, why: "stalled: stopped with a checkpoint", stalled: true }, now);
+  const [updated, requeued] = await db.$client.batch(
     [
       entryUpdate,
+      stallRequeue,
       // Idle again at once when that was its last job, so the Scheduler can give it the next.
       {
         sql: `UPDATE workers SET status = 'IDLE', idle_since = ?2 WHERE id = ?1 AND status = 'busy'
@@ -53,6 +57,11 @@ export async function finishJob(
     ],
     "write",
   );
+  const stallRows = requeued!.rows as unknown as Record<string, unknown>[];
+  if (stallRows.length) {
+    const jobs = interruptedChanges(stallRows);
+    return { jobs, status: jobs[0]!.to as Outcome };
+  }
   const rows = updated!.rows as unknown as Record<string, unknown>[];
   if (!rows.length) {
     const conflict = (status: string) => new ApiError(409, "not_running", `Job ${jobId} is ${status}, not running; nothing was changed`);

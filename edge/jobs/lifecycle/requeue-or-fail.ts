@@ -12,8 +12,11 @@ import type { JobChange } from "./effects";
 
 /** Which running jobs were interrupted, and why (the start of their error_message). */
 export type Interruption =
-  /** A runner reported it: `why` is its own words, `tail` the trainer's last lines (appended). */
-  | { jobId: string; workerId: number; why: string; tail?: string }
+  /**
+   * A runner reported it: `why` is its own words, `tail` the trainer's last lines (appended).
+   * `stalled`: only if a stall asked its trainer to stop (stall_action 'requeue', lifecycle/stall.ts).
+   */
+  | { jobId: string; workerId: number; why: string; tail?: string; stalled?: true }
   /** The jobs of one worker that is going away. */
   | { workerId: number; what: "was removed" }
   /** The jobs of one worker on these GPUs (a job without devices - a remote worker's - holds them all). */
@@ -34,7 +37,10 @@ export function requeueOrFail(interruption: Interruption, now: string): InStatem
   // ?1 now, ?2 why (or what happened to the worker), ?3 the tail; the scope's own from ?4 on.
   const [scope, scopeArgs]: [string, (string | number)[]] =
     "jobId" in interruption
-      ? ["job_id = ?4 AND worker_id = ?5", [interruption.jobId, interruption.workerId]]
+      ? [
+          `job_id = ?4 AND worker_id = ?5${interruption.stalled ? " AND stall_action = 'requeue'" : ""}`,
+          [interruption.jobId, interruption.workerId],
+        ]
       : "offlineWorkers" in interruption
         ? ["worker_id IN (SELECT id FROM workers WHERE status = 'offline')", []]
         : "gpus" in interruption
@@ -61,6 +67,9 @@ export function requeueOrFail(interruption: Interruption, now: string): InStatem
             expected_end_at = CASE WHEN ${RETRY} THEN NULL ELSE expected_end_at END,
             expected_end_method = CASE WHEN ${RETRY} THEN NULL ELSE expected_end_method END,
             progress_rate = CASE WHEN ${RETRY} THEN NULL ELSE progress_rate END,
+            stall_watch = CASE WHEN ${RETRY} THEN NULL ELSE stall_watch END,
+            stalled_since = CASE WHEN ${RETRY} THEN NULL ELSE stalled_since END,
+            stall_action = NULL,
             updated_at = ?1
           WHERE status = 'running' AND ${scope}
           RETURNING job_id, status, attempt, max_attempts, error_message`,

@@ -79,6 +79,8 @@ export interface TrainingState {
   validations: number;
   /** A stop was asked (training.stop_requested): a completed job was stopped, and may be retried. */
   stopRequested: boolean;
+  /** From the events: when the job's last step came while it is marked stalled, null when not; undefined before any stall event. */
+  stalledSince?: string | null;
 }
 
 export const EMPTY_TRAINING: TrainingState = {
@@ -143,7 +145,10 @@ export function applyEvents(state: TrainingState, events: StreamEvent[]): Traini
     s.next = event.index + 1;
     const data = record(event.data);
     if (event.type === "training.progress" || event.type === "training.started") s.total = num(data.total_steps) ?? s.total;
+    if (event.type === "training.stalled") s.stalledSince = str(data.since) ?? event.timestamp;
+    if (event.type === "training.stall_cleared") s.stalledSince = null;
     if (event.type === "training.progress") {
+      if (s.stalledSince) s.stalledSince = null;
       const step = num(data.step);
       if (step === null) continue;
       // A retry resumes from a checkpoint: its steps replace the ones the failed attempt plotted.

@@ -83,12 +83,20 @@ function CloudTerms({ jobId, version }: { jobId: string; version: number }) {
   );
 }
 
-function Summary({ job, status, version }: { job: Job; status: string; version: number }) {
+function Summary({ job, status, version, stalledSince }: { job: Job; status: string; version: number; stalledSince?: string | null }) {
   const full = isFull(job) ? job : null;
+  // The events say it live; before any stall event, the job as loaded.
+  const stalled = status === "running" ? (stalledSince === undefined ? (full?.stalled_since ?? null) : stalledSince) : null;
   return (
     <dl class="job-terms">
       <Term label="Status">
         <span class={`badge status-${status}`}>{status}</span>
+        {stalled ? (
+          <span class="badge status-stalled" title={`No training step since ${stalled}`}>
+            {" "}
+            stalled since {formatTime(stalled)}
+          </span>
+        ) : null}
       </Term>
       <Term label="Owner">{job.owner ?? "-"}</Term>
       {full ? (
@@ -419,7 +427,7 @@ export function JobView({ args }: ViewProps) {
   return (
     <Page title={`Job ${jobId}`} actions={<a href={href("queue")}>Back to the queue</a>}>
       <Panel title="Summary">
-        {loaded ? <Summary job={loaded} status={status} version={version} /> : null}
+        {loaded ? <Summary job={loaded} status={status} version={version} stalledSince={training.stalledSince} /> : null}
         {job.loading && !loaded ? <p class="muted">Loading the job...</p> : null}
         <ErrorNote error={job.error} />
         {loaded && (status === "pending" || status === "blocked") ? <Waiting key={version} jobId={jobId} /> : null}

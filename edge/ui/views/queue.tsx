@@ -374,6 +374,11 @@ function JobRow({ job, reload }: { job: Job; reload: () => Promise<void> }) {
       <td>{job.owner ?? "-"}</td>
       <td>
         <span class={`badge status-${job.status}`}>{job.status}</span>
+        {"stalled_since" in job && job.stalled_since && job.status === "running" ? (
+          <span class="badge status-stalled" title={`No training step since ${job.stalled_since}`}>
+            stalled
+          </span>
+        ) : null}
       </td>
       <td>
         {job.effective_priority}

@@ -45,9 +45,10 @@ export function addList(program: Command): void {
     .addHelpText(
       "after",
       `
-Columns: JOB ID, USER, STATUS, PRIO (effective priority), POS (queue position), GPUS (held, or wanted),
-CONFIG, WAIT (why it waits), START (when a waiting job is expected to start, "unknown" when the
-service cannot say: \`jobs status <id>\` says why), AGE (since it was queued). Other users' jobs show only public fields ("-").
+Columns: JOB ID, USER, STATUS ("running STALLED": no training step past the stall threshold),
+PRIO (effective priority), POS (queue position), GPUS (held, or wanted), CONFIG, WAIT (why it waits),
+START (when a waiting job is expected to start, "unknown" when the service cannot say: \`jobs status <id>\`
+says why), AGE (since it was queued). Other users' jobs show only public fields ("-").
 With --watch, each new list follows a blank line (on a terminal it replaces the screen); with
 --format json, each list is one line of JSON.
 
@@ -102,7 +103,7 @@ async function showQueue(client: ServiceClient, out: Output, options: ListOption
       entries.map((e) => [
         e.job_id,
         cell(e.owner),
-        e.status,
+        "stalled_since" in e && e.stalled_since ? `${e.status} STALLED` : e.status,
         String(e.effective_priority),
         cell(e.position),
         gpusCell(e),

@@ -7,7 +7,18 @@ import type { MyQueue, QueueEntry, QueueJob } from "../../../shared/schemas/queu
 import type { TrainingStatus } from "../../../shared/schemas/training";
 import { showControls, stripColour } from "../../../shared/terminal-text";
 import { cli } from "../context";
-import { age, bytes, expectedEndText, expectedRunText, expectedStartText, gpuList, runTimeText, usd, waitText } from "../format-job";
+import {
+  age,
+  bytes,
+  expectedEndText,
+  expectedRunText,
+  expectedStartText,
+  gpuList,
+  stalledText,
+  runTimeText,
+  usd,
+  waitText,
+} from "../format-job";
 import type { Output } from "../output";
 
 type Job = z.output<typeof QueueJob>;
@@ -65,7 +76,7 @@ function details(out: Output, job: Job, training: z.output<typeof TrainingStatus
   const rows: [string, string][] = [
     ["Job", job.job_id],
     ["Owner", job.owner ?? "-"],
-    ["Status", job.status],
+    ["Status", stalledText(job) ?? job.status],
   ];
   if (full.config_name !== undefined) rows.push(["Config", full.config_name ?? "-"]);
   rows.push([
