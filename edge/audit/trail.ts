@@ -36,6 +36,10 @@ export const AUDIT_EVENT_TYPES = [
   "event_limits_changed",
   "dataset_quota_changed",
   "dataset_cloud_sharing_changed",
+  "gpu_prices_changed",
+  "budgets_changed",
+  "budget_warning",
+  "budget_exceeded",
   "webhook_rejected",
   "rate_limited",
 ] as const;

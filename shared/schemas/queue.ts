@@ -1,3 +1,4 @@
+import { BudgetStanding } from "./spend";
 import { z } from "@hono/zod-openapi";
 import { BooleanQuery, CursorQuery, NextCursor, Timestamp } from "./common";
 
@@ -322,6 +323,9 @@ export const LocalSubmitResult = z
     queue_position: z.number().int().nullable(),
     wait_reason: WaitReason.nullable(),
     message: z.string(),
+    budget: BudgetStanding.nullable().optional().openapi({
+      description: "The tightest budget of yours or your team's (absent when none is set): `warning` from 80 % used, `exceeded` at 100 %",
+    }),
   })
   .openapi("LocalSubmitResult", {
     example: {
