@@ -26,7 +26,7 @@ spendRoutes.openapi(
     tags,
     summary: "GPU-hours, cost and jobs grouped by user, team, environment or provider over a period",
     description:
-      "`since` (or `from`): `30d`, `12h`, `2w` before now or an ISO date or time, default 30d; `until` (or `to`): default now. Local and worker jobs priced at the GPU prices (`GET /api/admin/gpu-prices`), cloud jobs at what their provider billed. `format=csv` or `Accept: text/csv`: the same as CSV with a header row. Researchers: their own jobs only (`user` naming someone else: 403 `not_your_cost`); leads and admins: everyone's, or `user`'s. 422 `invalid_period` for a bound that is not a span or an ISO date, or an `until` not after `since`; 404 for an unknown `user`.",
+      "`since` (or `from`): `30d`, `12h`, `2w`, `90m` before now or an ISO date or time, default 30d; `until` (or `to`): default now. Local and worker jobs priced at the GPU prices (`GET /api/admin/gpu-prices`), cloud jobs at what their provider billed. `format=csv` or `Accept: text/csv`: the same as CSV with a header row. Researchers: their own jobs only (`user` naming someone else: 403 `not_your_cost`); leads and admins: everyone's, or `user`'s. 422 `invalid_period` for a bound that is not a span or an ISO date, or an `until` not after `since`; 404 for an unknown `user`.",
     request: { query: CostQuery },
     responses: {
       200: {

@@ -19,10 +19,10 @@ type Row = Record<string, unknown>;
 const text = (v: unknown) => (v === null || v === undefined ? null : String(v));
 
 const DAY = 86_400_000;
-const RELATIVE = /^(\d{1,5})([hdw])$/;
+const RELATIVE = /^(\d{1,6})([mhdw])$/;
 
 /**
- * A period bound: `30d`, `12h`, `2w` before `now`, or an ISO date or time. Anything else is
+ * A period bound: `30d`, `12h`, `2w`, `90m` before `now`, or an ISO date or time. Anything else is
  * refused (422 invalid_period) naming the parameter.
  *
  * @example
@@ -30,12 +30,15 @@ const RELATIVE = /^(\d{1,5})([hdw])$/;
  */
 export function periodBound(name: string, value: string, now: number): number {
   const relative = RELATIVE.exec(value);
-  if (relative) return now - Number(relative[1]) * { h: DAY / 24, d: DAY, w: 7 * DAY }[relative[2] as "h" | "d" | "w"];
+  if (relative) return now - Number(relative[1]) * { m: 60_000, h: 3_600_000, d: DAY, w: 7 * DAY }[relative[2] as "m" | "h" | "d" | "w"];
   const at = /^\d{4}-\d{2}-\d{2}(T[\d:.]+(Z|[+-]\d{2}:\d{2})?)?$/.test(value) ? Date.parse(value) : NaN;
   if (Number.isNaN(at))
-    throw new ApiError(422, "invalid_period", `${name} "${value}" is neither a span before now (30d, 12h, 2w) nor an ISO date or time`, [
-      { path: `query.${name}`, message: "not 30d, 12h, 2w or an ISO date" },
-    ]);
+    throw new ApiError(
+      422,
+      "invalid_period",
+      `${name} "${value}" is neither a span before now (30d, 12h, 2w, 90m) nor an ISO date or time`,
+      [{ path: `query.${name}`, message: "not 30d, 12h, 2w, 90m or an ISO date" }],
+    );
   return at;
 }
 

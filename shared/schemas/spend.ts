@@ -100,7 +100,7 @@ export const CostQuery = z
     since: z
       .string()
       .optional()
-      .openapi({ description: "`30d`, `12h`, `2w` before now, or an ISO date or time; default 30d. `from` is the same" }),
+      .openapi({ description: "`30d`, `12h`, `2w`, `90m` before now, or an ISO date or time; default 30d. `from` is the same" }),
     until: z.string().optional().openapi({ description: "An ISO date or time; default now. `to` is the same" }),
     from: z.string().optional(),
     to: z.string().optional(),
