@@ -4,19 +4,17 @@
 // every submission (a warning at 80 %, a block or an approval at 100 %).
 //
 // The jobs run through the real flow (submitted, given GPUs or a worker, finished by the box's
-// token); only their stored start and end are then rewritten (test-only, straight in the service's
-// libSQL file) to known durations, since the flow stamps the wall clock.
-import { join } from "node:path";
-import { createClient } from "@libsql/client";
+// token); only their stored start and end are then rewritten to known durations
+// (test/helpers/spend.ts setStoredDuration, test-only), since the flow stamps the wall clock.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { costCsv } from "../../shared/cost-csv";
 import { budgetState } from "../../edge/spend/budgets";
 import { jobSpend } from "../../edge/spend/pricing";
+import { finishJob, gpuInventory as gpus, registerBox, setStoredDuration } from "../helpers/spend";
 import { sessionCookie, setUpAdmin, startTestStack, type TestStack } from "../helpers/stack";
 
 const H100 = "NVIDIA H100 80GB HBM3";
 const A100 = "NVIDIA A100-SXM4-80GB";
-const gpus = (n: number, name: string) => Array.from({ length: n }, (_, index) => ({ index, name, memory_mb: 81920 }));
 
 describe("jobSpend", () => {
   const prices = { currency: "USD" as const, default_usd_per_gpu_hour: 1, workers: { rented: 3 }, gpu_models: { [H100]: 2 } };
@@ -82,37 +80,6 @@ describe("GET /api/cost and budgets", () => {
     return { key: key.body.key as string, id: created.body.id as number };
   }
 
-  async function worker(name: string, role: "local" | "remote", inventory: unknown[], labels: Record<string, string> = {}) {
-    const created = await t.call("POST", "/api/admin/workers", { json: { name }, auth: as(admin) });
-    const token = created.body.token as string;
-    const registered = await t.call("POST", "/api/workers/register", { json: { role, labels, gpus: inventory }, auth: { bearer: token } });
-    expect(registered.status, registered.text).toBe(200);
-    return token;
-  }
-
-  const finish = async (jobId: string, token: string) => {
-    const reply = await t.call("POST", `/api/workers/jobs/${jobId}/finish`, {
-      json: { status: "completed", exit_code: 0 },
-      auth: { bearer: token },
-    });
-    expect(reply.status, reply.text).toBe(200);
-  };
-
-  /** Test-only: the stored start and end of a finished job, set to `seconds` ending an hour ago. */
-  async function setDuration(jobId: string, seconds: number) {
-    const db = createClient({ url: `file:${join(t.dataDir, "service.db")}` });
-    try {
-      const end = Date.now() - 3_600_000;
-      const updated = await db.execute({
-        sql: "UPDATE queue_entries SET started_at = ?, completed_at = ? WHERE job_id = ? AND status = 'completed'",
-        args: [new Date(end - seconds * 1000).toISOString(), new Date(end).toISOString(), jobId],
-      });
-      expect(updated.rowsAffected).toBe(1);
-    } finally {
-      db.close();
-    }
-  }
-
   const submit = (who: { key: string }, body: Record<string, unknown>) =>
     t.call("POST", "/api/queue/submit", { json: { config_name: "train", ...body }, auth: as(who) });
 
@@ -132,8 +99,8 @@ describe("GET /api/cost and budgets", () => {
         (await t.call("PUT", `/api/configs/${name}`, { json: { config: { "--num_processes": processes } }, auth: as(admin) })).status,
       ).toBe(200);
     }
-    boxToken = await worker("gpu-box", "local", gpus(4, H100));
-    rentedToken = await worker("rented", "remote", gpus(2, A100), { pool: "rented" });
+    boxToken = await registerBox(t, admin.key, "gpu-box", "local", gpus(4, H100));
+    rentedToken = await registerBox(t, admin.key, "rented", "remote", gpus(2, A100), { pool: "rented" });
     await t.call("POST", "/api/queue/concurrency", { json: { local_job_max_concurrent: 4 }, auth: as(admin) });
 
     // ada: 1800 s on 2 local H100s, and 1800 s on the rented worker (its 2 GPUs); bob: 3600 s on 2 local H100s.
@@ -152,12 +119,12 @@ describe("GET /api/cost and budgets", () => {
     jobs.a1 = a1.body.job_id;
     jobs.b1 = b1.body.job_id;
     jobs.a2 = a2.body.job_id;
-    await finish(jobs.a1!, boxToken);
-    await finish(jobs.b1!, boxToken);
-    await finish(jobs.a2!, rentedToken);
-    await setDuration(jobs.a1!, 1800);
-    await setDuration(jobs.b1!, 3600);
-    await setDuration(jobs.a2!, 1800);
+    await finishJob(t, jobs.a1!, boxToken);
+    await finishJob(t, jobs.b1!, boxToken);
+    await finishJob(t, jobs.a2!, rentedToken);
+    await setStoredDuration(t, jobs.a1!, 1800);
+    await setStoredDuration(t, jobs.b1!, 3600);
+    await setStoredDuration(t, jobs.a2!, 1800);
 
     // The H100 model at $2, the rented box at $3 (its own price wins over its A100s' $9), $1 otherwise.
     const prices = await t.call("PUT", "/api/admin/gpu-prices", {
@@ -283,8 +250,8 @@ describe("GET /api/cost and budgets", () => {
     expect(warned.body.budget).toEqual({ scope: "user", name: "ada", period: "month", used: 5, limit: 6, state: "warning" });
     const entry = await until(async () => ((await get("/api/audit?event_type=budget_warning", admin)).body.entries as any[])[0]);
     expect(entry).toMatchObject({ actor: "ada", target: "user:ada", details: { used: 5, limit: 6, state: "warning" } });
-    await finish(warned.body.job_id, boxToken);
-    await setDuration(warned.body.job_id, 60);
+    await finishJob(t, warned.body.job_id, boxToken);
+    await setStoredDuration(t, warned.body.job_id, 60);
     // bob has no budget: no field.
     expect((await submit(users.bob!, { dry_run: true })).body.budget).toBeUndefined();
   });
