@@ -256,7 +256,7 @@ describe("GET /api/cost and budgets", () => {
     expect((await submit(users.bob!, { dry_run: true })).body.budget).toBeUndefined();
   });
 
-  it("blocks the next submission at 100 % with 402 budget_exceeded naming the budget, storing nothing", async () => {
+  it("blocks the next submission, local or cloud, at 100 % with 402 budget_exceeded naming the budget, storing nothing", async () => {
     await t.call("PUT", "/api/admin/budgets", { json: { users: { [String(users.ada!.id)]: 5 } }, auth: as(admin) });
     const queueBefore = (await get("/api/queue?include_completed=true&limit=1000", admin)).body.jobs.length;
     for (const body of [{}, { dry_run: true }, { config_name: "cpu" }]) {
@@ -265,6 +265,10 @@ describe("GET /api/cost and budgets", () => {
       expect(refused.body.code).toBe("budget_exceeded");
       expect(refused.body.detail).toMatch(/the user ada's monthly budget of \$5\.00 \(\$5\.00 used\) is used up/);
     }
+    // A cloud submission too, before anything is packaged.
+    const cloud = await t.call("POST", "/api/cloud/jobs/submit", { json: { config_name: "train" }, auth: as(users.ada!) });
+    expect(cloud.status, cloud.text).toBe(402);
+    expect(cloud.body.code).toBe("budget_exceeded");
     expect((await get("/api/queue?include_completed=true&limit=1000", admin)).body.jobs.length).toBe(queueBefore);
     await until(async () => ((await get("/api/audit?event_type=budget_exceeded", admin)).body.entries as any[]).length > 0);
     // Someone else is not held to ada's budget.
