@@ -265,6 +265,23 @@ describe("GET /api/cost and budgets", () => {
       expect(refused.body.code).toBe("budget_exceeded");
       expect(refused.body.detail).toMatch(/the user ada's monthly budget of \$5\.00 \(\$5\.00 used\) is used up/);
     }
+    // The training form too, before it saves anything.
+    const environmentsBefore = (await get("/api/configs/environments", admin)).text;
+    const form = new FormData();
+    for (const [name, value] of Object.entries({
+      "--model_family": "flux",
+      "--model_type": "lora",
+      "--pretrained_model_name_or_path": "black-forest-labs/FLUX.1-dev",
+      "--output_dir": "output",
+      "--data_backend_config": "config/multidatabackend.json",
+      "--num_train_epochs": "2",
+      "--num_processes": "0",
+    }))
+      form.append(name, value);
+    const started = await t.call("POST", "/api/training/start", { body: form, auth: as(users.ada!) });
+    expect(started.status, started.text).toBe(402);
+    expect(started.body.code).toBe("budget_exceeded");
+    expect((await get("/api/configs/environments", admin)).text).toBe(environmentsBefore);
     // A cloud submission too, before anything is packaged.
     const cloud = await t.call("POST", "/api/cloud/jobs/submit", { json: { config_name: "train" }, auth: as(users.ada!) });
     expect(cloud.status, cloud.text).toBe(402);
