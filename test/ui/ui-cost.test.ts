@@ -77,7 +77,7 @@ describe.skipIf(!HAS_CHROMIUM)("the Cost view", () => {
     const { page, problems, close } = await open(admin.cookie, "#/cost");
     try {
       await page.getByRole("heading", { name: "Cost by user" }).waitFor();
-      expect([await page.getByLabel("Group by").inputValue(), await page.getByLabel("Period").inputValue()]).toEqual(["user", "30d"]);
+      expect([await page.getByLabel(/^Group by/).inputValue(), await page.getByLabel(/^Period/).inputValue()]).toEqual(["user", "30d"]);
       await page.getByRole("rowheader", { name: "bob", exact: true }).waitFor();
       expect(await tableText(page)).toEqual([
         ["User", "GPU-hours", "Cost (USD)", "Jobs"],
@@ -88,8 +88,8 @@ describe.skipIf(!HAS_CHROMIUM)("the Cost view", () => {
       expect(await seriousA11yViolations(page)).toEqual([]);
       await screenshot(page, "cost-by-user");
 
-      await page.getByLabel("Group by").selectOption("team");
-      await page.getByLabel("Period").selectOption("7d");
+      await page.getByLabel(/^Group by/).selectOption("team");
+      await page.getByLabel(/^Period/).selectOption("7d");
       await page.getByRole("button", { name: "Show" }).click();
       await page.getByRole("heading", { name: "Cost by team" }).waitFor();
       await page.getByRole("rowheader", { name: "nlp", exact: true }).waitFor();
@@ -101,7 +101,7 @@ describe.skipIf(!HAS_CHROMIUM)("the Cost view", () => {
       ]);
       await page.reload();
       await page.getByRole("rowheader", { name: "nlp", exact: true }).waitFor();
-      expect([await page.getByLabel("Group by").inputValue(), await page.getByLabel("Period").inputValue()]).toEqual(["team", "7d"]);
+      expect([await page.getByLabel(/^Group by/).inputValue(), await page.getByLabel(/^Period/).inputValue()]).toEqual(["team", "7d"]);
 
       const [download] = await Promise.all([
         page.waitForEvent("download"),
@@ -117,20 +117,67 @@ describe.skipIf(!HAS_CHROMIUM)("the Cost view", () => {
     }
   });
 
+  it("lets an admin set prices and budgets through the forms, checked by the API, a bad value changing nothing", async () => {
+    const { page, problems, close } = await open(admin.cookie, "#/cost");
+    try {
+      const prices = page.getByRole("form", { name: "GPU-hour prices" });
+      await prices.getByLabel("By GPU model").waitFor();
+      expect(await prices.getByLabel("By GPU model").inputValue()).toBe("NVIDIA H100 80GB HBM3 = 2.5");
+      await prices.getByLabel("By box").fill("box = -1");
+      await prices.getByRole("button", { name: "Save prices" }).click();
+      await prices
+        .getByRole("alert")
+        .getByText(/workers\.box/)
+        .first()
+        .waitFor();
+      const api = async () => (await t.call("GET", "/api/admin/gpu-prices", { auth: { key: admin.key } })).body;
+      expect(await api()).toEqual({
+        currency: "USD",
+        default_usd_per_gpu_hour: 0,
+        workers: {},
+        gpu_models: { "NVIDIA H100 80GB HBM3": 2.5 },
+      });
+
+      // The box's own price wins over its model's: every figure doubles.
+      await prices.getByLabel("By box").fill("box = 5");
+      await prices.getByLabel("By GPU model").fill("");
+      await prices.getByRole("button", { name: "Save prices" }).click();
+      await page.getByRole("status").getByText("Prices saved.").waitFor();
+      expect(await api()).toEqual({ currency: "USD", default_usd_per_gpu_hour: 0, workers: { box: 5 }, gpu_models: {} });
+      await page.getByRole("cell", { name: "$30.00" }).waitFor();
+      expect((await tableText(page)).at(-1)).toEqual(["Total", "8.00", "$40.00", "2"]);
+
+      const budgets = page.getByRole("form", { name: "Budgets" });
+      await budgets.getByLabel("By team").fill("nlp = 100");
+      await budgets.getByLabel("When a budget is used up").selectOption("require_approval");
+      await budgets.getByRole("button", { name: "Save budgets" }).click();
+      await page.getByRole("status").getByText("Budgets saved.").waitFor();
+      const stored = (await t.call("GET", "/api/admin/budgets", { auth: { key: admin.key } })).body;
+      expect(stored).toMatchObject({ on_exceeded: "require_approval", teams: { nlp: 100 }, users: {} });
+      expect(await seriousA11yViolations(page)).toEqual([]);
+      await screenshot(page, "cost-admin");
+      expect(problems).toEqual([]);
+    } finally {
+      await close();
+    }
+  });
+
   it("shows a researcher only their own cost, and ignores a hostile address", async () => {
     const { page, problems, close } = await open(sessions.ada!, "#/cost?by=%3Cimg%20src%3Dx%20onerror%3Dalert(1)%3E&since=%3Cb%3E");
     try {
       await page.getByRole("rowheader", { name: "ada", exact: true }).waitFor();
+      // At the box's price the previous test set.
       expect(await tableText(page)).toEqual([
         ["User", "GPU-hours", "Cost (USD)", "Jobs"],
-        ["ada", "2.00", "$5.00", "1"],
-        ["Total", "2.00", "$5.00", "1"],
+        ["ada", "2.00", "$10.00", "1"],
+        ["Total", "2.00", "$10.00", "1"],
       ]);
       await page.getByText("Your own jobs only.").waitFor();
       expect(await page.getByRole("rowheader", { name: "bob" }).count()).toBe(0);
       expect(await page.locator("img, b").count()).toBe(0);
-      expect(await page.getByLabel("Group by").inputValue()).toBe("user");
-      expect(await page.getByLabel("Period").inputValue()).toBe("30d");
+      expect(await page.getByText("Prices and budgets (admin)").count()).toBe(0);
+      expect(await page.getByLabel(/^Group by/).inputValue()).toBe("user");
+      expect(await page.getByLabel(/^Period/).inputValue()).toBe("30d");
       expect(await seriousA11yViolations(page)).toEqual([]);
       expect(problems).toEqual([]);
     } finally {

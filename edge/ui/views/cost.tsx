@@ -5,7 +5,9 @@ import { Field } from "../components/field";
 import { Page, Panel } from "../components/page";
 import { useLoad } from "../components/use-load";
 import { replaceQuery, route } from "../router";
+import { can } from "../session";
 import type { ViewProps } from "../view-props";
+import { SpendSettings } from "./cost-settings";
 
 // The groupings GET /api/cost takes (shared/schemas/spend.ts COST_GROUPS: not imported, the dashboard carries no schemas).
 const GROUPS: { value: CostReport["by"]; label: string }[] = [
@@ -111,6 +113,7 @@ export function CostView(_props: ViewProps) {
           </>
         ) : null}
       </Panel>
+      {can("admin") ? <SpendSettings onSaved={report.reload} /> : null}
     </Page>
   );
 }
