@@ -56,6 +56,7 @@ export function SpendSettings({ onSaved }: { onSaved: () => unknown }) {
     <Panel title="Prices and budgets (admin)">
       <SavedNote message={saved} />
       <ErrorNote error={prices.error ?? budgets.error} />
+      {prices.data ? <h3>GPU-hour prices</h3> : null}
       {prices.data ? (
         <form
           class="stack settings-form"
@@ -88,6 +89,7 @@ export function SpendSettings({ onSaved }: { onSaved: () => unknown }) {
           <ErrorNote error={savePrices.error} />
         </form>
       ) : null}
+      {budgets.data ? <h3>Budgets</h3> : null}
       {budgets.data ? (
         <form
           class="stack settings-form"
