@@ -22,6 +22,7 @@ import { metricsRoutes } from "./routes/metrics";
 import { auditRoutes } from "./routes/audit";
 import { providersRoutes } from "./routes/providers";
 import { cloudRoutes } from "./routes/cloud";
+import { spendRoutes } from "./routes/spend";
 import { storageConventions, storageRoutes } from "./routes/storage";
 import { uiRoutes } from "./routes/ui";
 import { websocketOrigin } from "./middleware/websocket-origin";
@@ -63,6 +64,7 @@ export function createApp() {
   app.route("/", auditRoutes);
   app.route("/", providersRoutes);
   app.route("/", cloudRoutes);
+  app.route("/", spendRoutes);
   app.route("/", storageRoutes);
   app.route("/", uiRoutes);
   app.route("/", docsRoutes(app));

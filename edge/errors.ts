@@ -7,7 +7,7 @@ import type { ErrorBody } from "../shared/schemas/common";
  */
 export class ApiError extends Error {
   constructor(
-    readonly status: 400 | 401 | 403 | 404 | 409 | 413 | 415 | 422 | 426 | 429 | 500 | 503 | 507,
+    readonly status: 400 | 401 | 402 | 403 | 404 | 409 | 413 | 415 | 422 | 426 | 429 | 500 | 503 | 507,
     readonly code: string,
     readonly detail: string,
     readonly fields?: ErrorBody["errors"],

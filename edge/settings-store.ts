@@ -13,6 +13,7 @@ import { METRIC_TEMPLATES, type MetricsConfig } from "../shared/schemas/metrics"
 import { STORAGE_QUOTA_DEFAULTS, type StorageQuota } from "../shared/schemas/storage";
 import { EVENT_LIMITS_DEFAULTS, type EventLimits } from "../shared/schemas/events";
 import { DATASET_QUOTA_DEFAULTS, type DatasetQuota } from "../shared/schemas/datasets";
+import { BUDGET_DEFAULTS, GPU_PRICES_DEFAULTS, type Budgets, type GpuPrices } from "../shared/schemas/spend";
 import { CLOUD_SETTINGS_DEFAULTS, DEFAULT_HARDWARE_RATES, type CloudSettings, type HardwareRates } from "../shared/schemas/cloud";
 
 /** Service settings stored in libSQL, JSON-encoded, with their defaults. */
@@ -45,6 +46,10 @@ export const SETTING_DEFAULTS = {
   cloud: CLOUD_SETTINGS_DEFAULTS as CloudSettings,
   /** USD per second by hardware (PUT /api/cloud/rates). A table, not a record of fields: read whole by getRates (edge/cloud/settings.ts), never merged with the defaults. */
   cloud_rates: DEFAULT_HARDWARE_RATES as HardwareRates,
+  /** $/GPU-hour of the service's own boxes, by box, by GPU model, and a default (PUT /api/admin/gpu-prices). */
+  gpu_prices: GPU_PRICES_DEFAULTS as GpuPrices,
+  /** Budgets per user and per team over every job, and what happens when one is used up (PUT /api/admin/budgets). */
+  budgets: BUDGET_DEFAULTS as Budgets,
 } satisfies Record<string, unknown>;
 export type SettingKey = keyof typeof SETTING_DEFAULTS;
 export type SettingValue<K extends SettingKey> = (typeof SETTING_DEFAULTS)[K];

@@ -41,6 +41,10 @@ export const AUDIT_EVENT_TYPES = [
   "stall_policy_changed",
   "dataset_quota_changed",
   "dataset_cloud_sharing_changed",
+  "gpu_prices_changed",
+  "budgets_changed",
+  "budget_warning",
+  "budget_exceeded",
   "webhook_rejected",
   "rate_limited",
 ] as const;

@@ -16,6 +16,8 @@ export interface Submitter {
   priority: number;
   /** Decides which options the submitter may run (shared/admin-options.ts). */
   level: Level | null;
+  /** Set when a budget of theirs is used up and the admin lets such jobs wait for approval (edge/spend/budgets.ts): the rule it waits on. */
+  budget_approval?: string | null;
 }
 
 /** What a job needs to be placed: GPUs on the local box, a remote worker, or the cloud pool. */

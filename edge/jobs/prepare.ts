@@ -127,7 +127,7 @@ function newJob(
     priority: user.priority,
     configName: name,
     metadata: metadata ?? null,
-    approvalRule: approvalRule(job, rules),
+    approvalRule: user.budget_approval ?? approvalRule(job, rules),
     configSnapshot: environment.config,
     dataloaderSnapshot: environment.dataloader,
     ...job,

@@ -17,6 +17,7 @@ import { principalOf } from "../middleware/authorize";
 import { createRouter } from "../router";
 import { schedulerOf } from "../jobs/objects";
 import { effectsOf } from "./effects-context";
+import { budgetedSubmitter } from "./budget-gate";
 import { error, json, jsonBody } from "./openapi";
 
 /** Cloud training (README "Cloud training"): submit, follow and cancel cloud jobs; the Cloud tab's settings and the hardware rates. */
@@ -29,11 +30,6 @@ const errors = {
   404: error("No such job, environment or provider"),
   409: error("Refused as things stand (consent, spending limit, provider not configured, job state)"),
   422: error("Invalid body"),
-};
-
-const submitter = (c: Context<AppEnv>) => {
-  const { user } = principalOf(c);
-  return { id: user.id, team_id: user.team_id, priority: user.priority, level: user.level };
 };
 
 cloudRoutes.openapi(
@@ -52,13 +48,15 @@ An accepted job is \`blocked\` when its estimate reaches the approval threshold 
     request: jsonBody(CloudSubmit),
     responses: {
       200: json(CloudSubmitAnswer, "The summary and estimate; the job when not a dry run"),
+      402: error("A budget of yours or your team's is used up (`budget_exceeded`)"),
       413: error("Archive over 100 MiB"),
       ...errors,
     },
   }),
   async (c) => {
     const body = c.req.valid("json");
-    const answer = await submitCloudJob(
+    const { submitter, budget } = await budgetedSubmitter(c, body.dry_run);
+    const submitted = await submitCloudJob(
       {
         env: c.env,
         db: c.get("db"),
@@ -67,9 +65,10 @@ An accepted job is \`blocked\` when its estimate reaches the approval threshold 
         config: c.get("config"),
         scheduler: schedulerOf(c.env),
       },
-      submitter(c),
+      submitter,
       body,
     );
+    const answer = budget === null ? submitted : { ...submitted, budget };
     if (answer.job_id)
       auditLater(c, {
         event_type: "cloud_job_submitted",

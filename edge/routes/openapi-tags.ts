@@ -17,6 +17,7 @@ import overview from "./api-docs/overview.md";
 import providers from "./api-docs/providers.md";
 import queue from "./api-docs/queue.md";
 import runs from "./api-docs/runs.md";
+import spend from "./api-docs/spend.md";
 import storage from "./api-docs/storage.md";
 import system from "./api-docs/system.md";
 import training from "./api-docs/training.md";
@@ -57,6 +58,7 @@ export const TAGS: { name: string; description: string }[] = [
   { name: "System", description: prose(system) },
   { name: "Providers", description: prose(providers) },
   { name: "Cloud", description: prose(cloud) },
+  { name: "Spend", description: prose(spend) },
   { name: "Audit", description: prose(audit) },
   { name: "Metrics", description: prose(metrics) },
   { name: "Health", description: prose(health) },

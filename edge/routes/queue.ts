@@ -34,6 +34,7 @@ import { readQueueHistory } from "../queue/history";
 import { queueHubOf, schedulerOf } from "../jobs/objects";
 import { queueStats } from "../queue/stats";
 import { submitAnswer } from "../queue/answer";
+import { budgetedSubmitter } from "./budget-gate";
 import { applyEffects } from "../jobs/lifecycle/effects";
 import { approveJob } from "../jobs/lifecycle/approve";
 import { cancelJob } from "../jobs/lifecycle/cancel";
@@ -268,6 +269,7 @@ queue.openapi(
     responses: {
       200: json(LocalSubmitResult, "Decided"),
       401: errors[401],
+      402: json(ErrorBody, "A budget of yours or your team's is used up and the admin blocks submissions then (`budget_exceeded`)"),
       403: errors[403],
       404: json(ErrorBody, "No such environment"),
       422: errors[422],
@@ -275,12 +277,12 @@ queue.openapi(
   }),
   async (c) => {
     const body = c.req.valid("json");
-    const user = principalOf(c).user;
-    const submitter = { id: user.id, team_id: user.team_id, priority: user.priority, level: user.level };
-    if (body.dry_run) return c.json(submitAnswer(await schedulerOf(c.env).preview(submitter, body), true), 200);
+    const { submitter, budget } = await budgetedSubmitter(c, body.dry_run);
+    const withBudget = <T>(answer: T) => (budget === null ? answer : { ...answer, budget });
+    if (body.dry_run) return c.json(withBudget(submitAnswer(await schedulerOf(c.env).preview(submitter, body), true)), 200);
     const answer = submitAnswer(await schedulerOf(c.env).submit(submitter, body));
-    c.get("log").info("local job submitted", { job_id: answer.job_id, outcome: answer.status, user_id: user.id });
-    return c.json(answer, 200);
+    c.get("log").info("local job submitted", { job_id: answer.job_id, outcome: answer.status, user_id: submitter.id });
+    return c.json(withBudget(answer), 200);
   },
 );
 

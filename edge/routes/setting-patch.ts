@@ -7,7 +7,8 @@ import { getSetting, mergeSetting, setSetting, type SettingKey, type SettingValu
 /**
  * An admin's change to one flat setting (a quota, the event limits): the fields sent replace
  * theirs, the others keep their value; audited with the value before and after, and logged.
- * Returns the value now in force.
+ * Returns the value now in force. `tidy`: what the merged value becomes before it is stored (say,
+ * a table's entries patched to null removed).
  *
  * @example
  * return c.json(await patchSetting(c, "storage_quota", c.req.valid("json"), "storage_quota_changed", "storage quota"), 200);
@@ -18,10 +19,11 @@ export async function patchSetting<K extends SettingKey>(
   patch: Partial<SettingValue<K>>,
   eventType: AuditEventType,
   what: string,
+  tidy: (merged: SettingValue<K>) => SettingValue<K> = (merged) => merged,
 ): Promise<SettingValue<K>> {
   const db = c.get("db");
   const before = await getSetting(db, key);
-  const next = mergeSetting(before, patch);
+  const next = tidy(mergeSetting(before, patch));
   await setSetting(db, key, next);
   auditLater(c, { event_type: eventType, target: key, details: { before, after: next } });
   c.get("log").info(`${what} changed`, { ...(next as Record<string, unknown>), by: principalOf(c).user.id });

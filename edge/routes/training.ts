@@ -34,6 +34,7 @@ import { schedulerOf } from "../jobs/objects";
 import { wakeWorker } from "../workers/wake";
 import { LocalSubmit, LocalSubmitResult } from "../../shared/schemas/queue";
 import { submitAnswer } from "../queue/answer";
+import { budgetedSubmitter } from "./budget-gate";
 import { readFields } from "./body";
 import { prepareTraining, saveActiveConfiguration } from "../training/forms";
 import { INLINE_REQUIRED, TRAINING_DEFAULTS } from "../training/options";
@@ -402,6 +403,7 @@ training.openapi(
     responses: {
       200: json(StartResult, "Started or queued"),
       401: error("No valid credential"),
+      402: error("A budget of yours or your team's is used up (`budget_exceeded`); nothing saved"),
       403: error("Below researcher"),
       415: error("Not a form"),
       422: error("Invalid configuration"),
@@ -418,13 +420,13 @@ training.openapi(
       );
     }
     const user = principalOf(c).user;
+    // Before anything is saved: a used-up budget that blocks refuses the whole request.
+    const { submitter, budget } = await budgetedSubmitter(c, false);
     const environment = await saveActiveConfiguration(c.get("db"), p, user);
     const body = LocalSubmit.parse({ config_name: environment, metadata: { source: "training/start", active_tab: p.activeTab } });
-    const answer = submitAnswer(
-      await schedulerOf(c.env).submit({ id: user.id, team_id: user.team_id, priority: user.priority, level: user.level }, body),
-    );
+    const answer = submitAnswer(await schedulerOf(c.env).submit(submitter, body));
     c.get("log").info("training started", { job_id: answer.job_id, outcome: answer.status, environment });
-    return c.json({ ...answer, environment }, 200);
+    return c.json({ ...answer, environment, ...(budget === null ? {} : { budget }) }, 200);
   },
 );
 

@@ -3,6 +3,7 @@ import type { Level } from "../../shared/levels";
 import { AuditView } from "./views/audit";
 import { CloudView } from "./views/cloud";
 import { CompareView } from "./views/compare";
+import { CostView } from "./views/cost";
 import { DatasetsView } from "./views/datasets";
 import { EnvironmentsView } from "./views/environments";
 import { JobView } from "./views/job";
@@ -40,6 +41,7 @@ export const VIEWS: ViewEntry[] = [
   { name: "runs", title: "Runs", level: "viewer", component: RunsView, nav: true, group: "work" },
   { name: "compare", title: "Compare runs", level: "viewer", component: CompareView, nav: false, group: "work" },
   { name: "system", title: "GPUs and workers", level: "viewer", component: SystemView, nav: true, group: "work" },
+  { name: "cost", title: "Cost", level: "researcher", component: CostView, nav: true, group: "work" },
   { name: "keys", title: "API keys", level: "viewer", component: KeysView, nav: true, group: "work" },
   { name: "users", title: "Users", level: "admin", component: UsersView, nav: true, group: "admin" },
   { name: "workers", title: "Workers", level: "admin", component: WorkersView, nav: true, group: "admin" },

@@ -82,12 +82,15 @@ export function clientOf(connection: Pick<Connection, "url" | "apiKey">): Servic
 }
 
 /**
- * The output, connection and client of a command, in one call at the top of its action.
+ * The output, connection and client of a command, in one call at the top of its action. `csv`:
+ * the command prints CSV with --format csv (else that is a usage error).
  *
  * @example
  * const { out, client } = cli(command);
  */
-export function cli(command: Command, needsKey = true): { out: Output; connection: Connection; client: ServiceClient } {
+export function cli(command: Command, needsKey = true, csv = false): { out: Output; connection: Connection; client: ServiceClient } {
+  const out = outputOf(command);
+  if (out.format === "csv" && !csv) throw new UsageError(`jobs ${command.name()} prints a table or json; --format csv is for jobs cost`);
   const connection = connectionOf(command, needsKey);
-  return { out: outputOf(command), connection, client: clientOf(connection) };
+  return { out, connection, client: clientOf(connection) };
 }

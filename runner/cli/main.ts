@@ -4,6 +4,7 @@ import { addApprovals } from "./commands/approvals";
 import { addCancel } from "./commands/cancel";
 import { addComplete } from "./commands/complete";
 import { addCompletion } from "./commands/completion";
+import { addCost } from "./commands/cost";
 import { addDatasets } from "./commands/datasets";
 import { addEnv } from "./commands/env";
 import { addGpus } from "./commands/gpus";
@@ -25,7 +26,9 @@ export function buildProgram(): Command {
     .version(version, "-V, --version")
     .addOption(new Option("--url <url>", "the service's address (else SERVICE_URL, else the config file)"))
     .addOption(new Option("--api-key <key>", "your API key (else SERVICE_API_KEY, else the config file)"))
-    .addOption(new Option("--format <format>", "output: a table for people, or json for scripts").choices(FORMATS).default("table"))
+    .addOption(
+      new Option("--format <format>", "output: a table for people, json for scripts, csv (jobs cost)").choices(FORMATS).default("table"),
+    )
     .configureHelp({ showGlobalOptions: true, sortSubcommands: false })
     .showHelpAfterError("(add --help for usage)")
     .addHelpText(
@@ -41,6 +44,7 @@ export function buildProgram(): Command {
   addApprovals(program);
   addPriority(program);
   addGpus(program);
+  addCost(program);
   addOpen(program);
   addEnv(program);
   addDatasets(program);

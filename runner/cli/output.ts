@@ -4,7 +4,8 @@ import { showControls, terminalJson } from "../../shared/terminal-text";
 
 type Colors = ReturnType<typeof pc.createColors>;
 
-export const FORMATS = ["table", "json"] as const;
+/** `csv` only where a command says it prints CSV (`jobs cost`); others refuse it (cli() in context.ts). */
+export const FORMATS = ["table", "json", "csv"] as const;
 export type Format = (typeof FORMATS)[number];
 
 /** A mistake in how the command was called: exit code 2, like commander's own. */
@@ -70,6 +71,11 @@ export class Output {
   /** A line of data on stdout. */
   line(text = ""): void {
     this.streams.stdout.write(text + "\n");
+  }
+
+  /** Data on stdout exactly as given (a CSV document with its own line ends). */
+  write(text: string): void {
+    this.streams.stdout.write(text);
   }
 
   /** A note for the person at the terminal, on stderr (never part of the data). */

@@ -13,6 +13,7 @@ import {
   UserStallPolicy,
   UserStallPolicyUpdate,
 } from "../schemas/queue";
+import { Budgets, BudgetsUpdate, CostQuery, CostReport, GpuPrices, GpuPricesUpdate } from "../schemas/spend";
 import { endpoint } from "./endpoint";
 
 /** Settings: limits, approval rules, cloud and provider settings, rates, metrics, audit. Part of `endpoints` (./endpoints.ts); each with its route's own schemas. */
@@ -61,6 +62,13 @@ export const settingsEndpoints = {
   }),
   /** Prometheus text: read the Response's text. */
   metricsPreview: endpoint({ method: "GET", path: "/api/cloud/metrics/config/preview", query: MetricsPreviewQuery, response: "raw" }),
+
+  // ---- spend: the cost report, GPU prices and budgets
+  cost: endpoint({ method: "GET", path: "/api/cost", query: CostQuery, response: CostReport }),
+  gpuPrices: endpoint({ method: "GET", path: "/api/admin/gpu-prices", response: GpuPrices }),
+  gpuPricesUpdate: endpoint({ method: "PUT", path: "/api/admin/gpu-prices", body: GpuPricesUpdate, response: GpuPrices }),
+  budgets: endpoint({ method: "GET", path: "/api/admin/budgets", response: Budgets }),
+  budgetsUpdate: endpoint({ method: "PUT", path: "/api/admin/budgets", body: BudgetsUpdate, response: Budgets }),
 
   // ---- the audit trail
   auditList: endpoint({ method: "GET", path: "/api/audit", query: AuditQuery, response: AuditList }),

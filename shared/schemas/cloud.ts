@@ -1,3 +1,4 @@
+import { BudgetStanding } from "./spend";
 import { z } from "@hono/zod-openapi";
 import { Timestamp } from "./common";
 
@@ -223,6 +224,9 @@ export const CloudSubmitAnswer = z
     consent_mode: z.enum(CONSENT_MODES),
     summary: PackageSummary,
     estimate: CostEstimate,
+    budget: BudgetStanding.nullable()
+      .optional()
+      .openapi({ description: "The tightest budget of yours or your team's (absent when none is set)" }),
   })
   .openapi("CloudSubmitAnswer");
 

@@ -1,3 +1,4 @@
+import { BudgetStanding } from "./spend";
 import { z } from "@hono/zod-openapi";
 import { BooleanQuery, CursorQuery, NextCursor, Timestamp } from "./common";
 
@@ -437,6 +438,9 @@ export const LocalSubmitResult = z
       .nullable()
       .optional()
       .openapi({ description: "Dry run only: how expected_run_seconds was estimated, or `unknown: ...`" }),
+    budget: BudgetStanding.nullable().optional().openapi({
+      description: "The tightest budget of yours or your team's (absent when none is set): `warning` from 80 % used, `exceeded` at 100 %",
+    }),
   })
   .openapi("LocalSubmitResult", {
     example: {

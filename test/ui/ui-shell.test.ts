@@ -92,6 +92,7 @@ describe.skipIf(!HAS_CHROMIUM)("the dashboard in a browser", { timeout: 60_000 }
       "Datasets",
       "Runs",
       "GPUs and workers",
+      "Cost",
       "API keys",
       "Users",
       "Workers",
@@ -127,6 +128,8 @@ describe.skipIf(!HAS_CHROMIUM)("the dashboard in a browser", { timeout: 60_000 }
     expect(await page.getByRole("form").count()).toBe(0);
     await page.goto(`${t.base}/#/users`);
     await page.getByText("This view needs the admin level; you are viewer.").waitFor();
+    await page.goto(`${t.base}/#/cost`);
+    await page.getByText("This view needs the researcher level; you are viewer.").waitFor();
     await page.goto(`${t.base}/#/no-such-view`);
     await page.getByRole("heading", { name: "Not found" }).waitFor();
     expect(problems).toEqual([]);
