@@ -38,6 +38,7 @@ export const AUDIT_EVENT_TYPES = [
   "dataset_cloud_sharing_changed",
   "webhook_rejected",
   "rate_limited",
+  "smtp_settings_changed",
 ] as const;
 export type AuditEventType = (typeof AUDIT_EVENT_TYPES)[number];
 

@@ -7,6 +7,7 @@ import type { Logger } from "../log";
 import { forgetOldWebhooks } from "../cloud/webhook-intake";
 import { getSetting } from "../settings-store";
 import { abortEndedUploads } from "../storage/sweep";
+import { sendDue } from "../notifications/deliveries";
 
 /*
  * What the Scheduler's alarm does besides its pass: nothing here hands out capacity, it only
@@ -16,7 +17,8 @@ import { abortEndedUploads } from "../storage/sweep";
 /**
  * What must not pile up: uploads that ended jobs left open, provider webhooks and ended jobs'
  * events past retention; and what must not be forgotten: a running cloud job not polled for three
- * poll intervals (its object's alarm lost) is handed back to its object. A failure is logged; the
+ * poll intervals (its object's alarm lost) is handed back to its object; notification deliveries
+ * due for a retry are sent (edge/notifications/deliveries.ts). A failure is logged; the
  * next alarm tries again.
  *
  * @example
@@ -27,7 +29,7 @@ export async function sweepLeftovers(env: Env, db: Database, log: Logger): Promi
     const interval = (await getSetting(db, "cloud")).poll_interval_seconds;
     for (const jobId of await unpolledCloudJobs(db, Math.max(30, 3 * interval))) await cloudJobOf(env, jobId).poke(jobId);
   };
-  await Promise.all([abortEndedUploads(db, env.STORAGE), forgetOldWebhooks(db), forgetOldEvents(db), pokeCloudJobs()]).catch(
+  await Promise.all([abortEndedUploads(db, env.STORAGE), forgetOldWebhooks(db), forgetOldEvents(db), pokeCloudJobs(), sendDue(env, db)]).catch(
     (error: unknown) => log.warning("sweep failed", { error: String(error) }),
   );
 }

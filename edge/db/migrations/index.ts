@@ -20,6 +20,7 @@ import { v19 } from "./0019_event_and_dataset_usage";
 import { v20 } from "./0020_dataset_cloud_sharing";
 import { v21 } from "./0021_capacity_version";
 import { v22 } from "./0022_kept_runs";
+import { v23 } from "./0023_notifications";
 import type { Migration } from "./migration";
 
 export type { Migration } from "./migration";
@@ -48,5 +49,6 @@ export const MIGRATIONS: readonly Migration[] = [
   v20,
   v21,
   v22,
+  v23,
 ];
 export const LATEST_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
