@@ -69,7 +69,12 @@ export async function checkApprovalLink(db: Database, token: string, now = new D
   });
   const row = rows[0];
   if (!row) return "invalid";
-  const link: ApprovalLink = { id: String(row.id), jobId: String(row.job_id), adminId: Number(row.admin_id), expiresAt: String(row.expires_at) };
+  const link: ApprovalLink = {
+    id: String(row.id),
+    jobId: String(row.job_id),
+    adminId: Number(row.admin_id),
+    expiresAt: String(row.expires_at),
+  };
   if (!constantTimeEqual(signature, await sign(await linkSecret(db), link))) return "invalid";
   if (row.used_at !== null) return "used";
   if (Date.parse(link.expiresAt) <= now.getTime()) return "expired";

@@ -81,7 +81,14 @@ export async function sendDue(env: DeliveryEnv, db: Database, ids?: number[]): P
       if (channel === "email") result = await sendEmail(smtp, JSON.parse(String(row.message)) as MailMessage, allow_private_targets);
       else {
         const secret = channel === "webhook" ? await webhookSecret(db, Number(row.user_id)) : SLACK_UNUSED_SECRET;
-        result = await sendWebhook(String(row.target), `ntf_${id}`, String(row.message), secret, allow_private_targets, env.WEBHOOK_OUTBOUND);
+        result = await sendWebhook(
+          String(row.target),
+          `ntf_${id}`,
+          String(row.message),
+          secret,
+          allow_private_targets,
+          env.WEBHOOK_OUTBOUND,
+        );
       }
       await recordAttempt(db, id, Number(row.attempts) + 1, result);
     }),
@@ -90,7 +97,10 @@ export async function sendDue(env: DeliveryEnv, db: Database, ids?: number[]): P
 }
 
 async function webhookSecret(db: Database, userId: number): Promise<string> {
-  const { rows } = await db.$client.execute({ sql: "SELECT webhook_secret FROM notification_preferences WHERE user_id = ?", args: [userId] });
+  const { rows } = await db.$client.execute({
+    sql: "SELECT webhook_secret FROM notification_preferences WHERE user_id = ?",
+    args: [userId],
+  });
   return String(rows[0]?.webhook_secret ?? "");
 }
 
@@ -100,7 +110,8 @@ const SLACK_UNUSED_SECRET = `whsec_${btoa("slack-incoming-webhook-unused")}`;
 
 /** Sends one e-mail through the SMTP settings; the same outcome shape as a webhook's. */
 export async function sendEmail(smtp: SmtpConfig, mail: MailMessage, allowPrivate: boolean): Promise<SendResult> {
-  if (!smtp.host || !smtp.from) return { ok: false, retry: false, error: "refused: e-mail is not set up (PUT /api/admin/notifications/smtp)" };
+  if (!smtp.host || !smtp.from)
+    return { ok: false, retry: false, error: "refused: e-mail is not set up (PUT /api/admin/notifications/smtp)" };
   const refused = allowPrivate ? null : refusedHost(smtp.host);
   if (refused) return { ok: false, retry: false, error: `refused: ${refused}` };
   // Loaded when mail is sent: cloudflare:sockets exists only in the Worker runtime, and Node code

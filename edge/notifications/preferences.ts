@@ -2,11 +2,7 @@ import type { Database } from "../db/client";
 import { ApiError } from "../errors";
 import { getSetting } from "../settings-store";
 import { refusedTarget } from "../webhooks/targets";
-import {
-  NOTIFICATION_KINDS,
-  type NotificationPreferences,
-  type NotificationPreferencesUpdate,
-} from "../../shared/schemas/notifications";
+import { NOTIFICATION_KINDS, type NotificationPreferences, type NotificationPreferencesUpdate } from "../../shared/schemas/notifications";
 
 /*
  * A user's notification preferences: the kinds they want and their channels. A user who never
@@ -41,7 +37,11 @@ export async function readPreferences(db: Database, userId: number): Promise<Not
  * @example
  * await savePreferences(db, 7, { kinds: ["job.completed"], channels: { webhook: null, slack: null, email: { address: "a@b.c" } } });
  */
-export async function savePreferences(db: Database, userId: number, update: NotificationPreferencesUpdate): Promise<NotificationPreferences> {
+export async function savePreferences(
+  db: Database,
+  userId: number,
+  update: NotificationPreferencesUpdate,
+): Promise<NotificationPreferences> {
   const { allow_private_targets } = await getSetting(db, "webhooks");
   const fields: { path: string; message: string }[] = [];
   for (const channel of ["webhook", "slack"] as const) {

@@ -50,6 +50,10 @@ export async function saveSmtp(db: Database, update: SmtpSettingsUpdate) {
 export async function testSmtp(db: Database, to: string): Promise<{ sent: boolean; error: string | null }> {
   const [config, { allow_private_targets }] = await Promise.all([getSetting(db, "smtp"), getSetting(db, "webhooks")]);
   const message = renderMessage("job.completed", { job_name: "SMTP test", status: "this is a test message" }, new Date());
-  const result = await sendEmail(config, { to, subject: "[training] SMTP test", text: message.text, html: message.html }, allow_private_targets);
+  const result = await sendEmail(
+    config,
+    { to, subject: "[training] SMTP test", text: message.text, html: message.html },
+    allow_private_targets,
+  );
   return result.ok ? { sent: true, error: null } : { sent: false, error: result.error };
 }

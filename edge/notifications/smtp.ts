@@ -116,7 +116,10 @@ export async function sendMail(config: SmtpConfig, message: MailMessage, timeout
   );
   let timer: ReturnType<typeof setTimeout> | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new SmtpError(`no answer from ${config.host}:${config.port} within ${timeoutMs / 1000} s`, false)), timeoutMs);
+    timer = setTimeout(
+      () => reject(new SmtpError(`no answer from ${config.host}:${config.port} within ${timeoutMs / 1000} s`, false)),
+      timeoutMs,
+    );
   });
   try {
     await Promise.race([converse(socket, config, message), timeout]);

@@ -176,7 +176,8 @@ notificationsRoutes.openapi(
     if (origin && origin !== "null" && origin !== new URL(c.req.url).origin)
       return sendPage(c, refusedPage("cross_site", "Decide from the link's own page."), 403);
     const { decision, reason } = c.req.valid("form");
-    if (decision === "reject" && !reason) return sendPage(c, refusedPage("reason", "A rejection needs a reason: go back and give one."), 422);
+    if (decision === "reject" && !reason)
+      return sendPage(c, refusedPage("reason", "A rejection needs a reason: go back and give one."), 422);
     const request = { client_ip: c.get("clientIp") ?? null, user_agent: c.req.header("user-agent") ?? null };
     let outcome;
     try {

@@ -29,7 +29,11 @@ export async function sweepLeftovers(env: Env, db: Database, log: Logger): Promi
     const interval = (await getSetting(db, "cloud")).poll_interval_seconds;
     for (const jobId of await unpolledCloudJobs(db, Math.max(30, 3 * interval))) await cloudJobOf(env, jobId).poke(jobId);
   };
-  await Promise.all([abortEndedUploads(db, env.STORAGE), forgetOldWebhooks(db), forgetOldEvents(db), pokeCloudJobs(), sendDue(env, db)]).catch(
-    (error: unknown) => log.warning("sweep failed", { error: String(error) }),
-  );
+  await Promise.all([
+    abortEndedUploads(db, env.STORAGE),
+    forgetOldWebhooks(db),
+    forgetOldEvents(db),
+    pokeCloudJobs(),
+    sendDue(env, db),
+  ]).catch((error: unknown) => log.warning("sweep failed", { error: String(error) }));
 }

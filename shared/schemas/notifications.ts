@@ -25,11 +25,11 @@ export const NotificationChannels = z
       .strictObject({ url: Url })
       .nullable()
       .openapi({ description: "A Standard Webhooks receiver, signed with your own secret (`webhook_secret`)" }),
-    slack: z
-      .strictObject({ url: Url })
+    slack: z.strictObject({ url: Url }).nullable().openapi({ description: "A Slack-compatible incoming webhook: POST `{text, blocks}`" }),
+    email: z
+      .strictObject({ address: z.email().max(254) })
       .nullable()
-      .openapi({ description: "A Slack-compatible incoming webhook: POST `{text, blocks}`" }),
-    email: z.strictObject({ address: z.email().max(254) }).nullable().openapi({ description: "E-mail over the admin's SMTP settings" }),
+      .openapi({ description: "E-mail over the admin's SMTP settings" }),
   })
   .openapi("NotificationChannels");
 
@@ -45,7 +45,9 @@ export const NotificationPreferencesUpdate = z
 export type NotificationPreferencesUpdate = z.infer<typeof NotificationPreferencesUpdate>;
 
 export const NotificationPreferences = NotificationPreferencesUpdate.extend({
-  webhook_secret: z.string().openapi({ description: "Your webhook's Standard Webhooks secret (whsec_...): verify webhook-signature with it" }),
+  webhook_secret: z
+    .string()
+    .openapi({ description: "Your webhook's Standard Webhooks secret (whsec_...): verify webhook-signature with it" }),
   updated_at: z.string().nullable(),
 }).openapi("NotificationPreferences");
 export type NotificationPreferences = z.infer<typeof NotificationPreferences>;
@@ -83,7 +85,9 @@ export const SmtpSettingsUpdate = z
     port: z.number().int().min(1).max(65535),
     tls: z
       .enum(SMTP_TLS_MODES)
-      .openapi({ description: "`tls`: TLS from the first byte (port 465); `starttls`: STARTTLS after EHLO (587); `none`: plain (a local relay)" }),
+      .openapi({
+        description: "`tls`: TLS from the first byte (port 465); `starttls`: STARTTLS after EHLO (587); `none`: plain (a local relay)",
+      }),
     username: z.string().max(256),
     password: z.string().max(1024).optional().openapi({ description: "Left out: the stored one is kept" }),
     from: z.email().max(254),
@@ -103,9 +107,7 @@ export const SmtpSettings = z
   .openapi("SmtpSettings");
 
 export const SmtpTest = z.strictObject({ to: z.email().max(254) }).openapi("SmtpTest");
-export const SmtpTestAnswer = z
-  .object({ sent: z.boolean(), error: z.string().nullable() })
-  .openapi("SmtpTestAnswer");
+export const SmtpTestAnswer = z.object({ sent: z.boolean(), error: z.string().nullable() }).openapi("SmtpTestAnswer");
 
 export const ApprovalLinkParam = z.object({
   token: z
