@@ -338,7 +338,8 @@ describe("approval links", () => {
     const decided = await until("the owner's approval.decided", () =>
       ritaHook.requests.map((r) => JSON.parse(r.body)).find((b) => b.type === "approval.decided" && b.data.job_id === first),
     );
-    expect(decided.data).toMatchObject({ decision: "approved", job_name: HTML_NAME });
+    // Approved, it waits (no GPU here): the message says where, from the pass the approval ran.
+    expect(decided.data).toMatchObject({ decision: "approved", job_name: HTML_NAME, status: "pending", queue_position: expect.any(Number) });
   });
 
   it("rejects with a reason; a rejection without one is refused (422) and decides nothing", async () => {

@@ -60,6 +60,10 @@ async function jobFacts(db: Database, jobId: string): Promise<{ id: number; user
  * await notifyChanges(ctx, [{ jobId: "local-1", from: "running", to: "completed", workerId: null }]);
  */
 export async function notifyChanges(ctx: NotifyContext, jobs: JobChange[], waitInfo?: () => Promise<WaitInfo[]>): Promise<void> {
+  if (!jobs.some((j) => kindOf(j) !== null)) return;
+  // One read for the whole change when nobody has asked for anything (a pass admitting hundreds of jobs).
+  const anyone = await ctx.db.$client.execute("SELECT 1 FROM notification_preferences LIMIT 1").catch(() => null);
+  if (!anyone?.rows.length) return;
   let waiting: Promise<WaitInfo[]> | null = null;
   const placeOf = async (id: number) => {
     if (!waitInfo) return null;
