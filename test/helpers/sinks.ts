@@ -131,12 +131,12 @@ export interface HttpSink {
 }
 
 /**
- * Starts an HTTP sink on a free loopback port that records every request.
+ * Starts an HTTP sink on a free loopback port (or `port`) that records every request.
  *
  * @example
  * const hook = await startHttpSink([500]); // the first request fails, the rest succeed
  */
-export async function startHttpSink(script: number[] = []): Promise<HttpSink> {
+export async function startHttpSink(script: number[] = [], port = 0): Promise<HttpSink> {
   const requests: ReceivedRequest[] = [];
   const sink = { script: [...script] };
   const server: HttpServer = createHttpServer((req, res) => {
@@ -147,7 +147,7 @@ export async function startHttpSink(script: number[] = []): Promise<HttpSink> {
       res.writeHead(sink.script.shift() ?? 204).end();
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  await new Promise<void>((resolve) => server.listen(port, "127.0.0.1", resolve));
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     requests,

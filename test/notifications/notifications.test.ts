@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { mailParts, startHttpSink, startSmtpSink, type HttpSink, type SmtpSink } from "../helpers/sinks";
-import { createUserWithKey, setUpAdmin, startStackWithLocalRunner, type TestStack } from "../helpers/stack";
+import { createUserWithKey, setUpAdmin, startStackWithLocalRunner, startTestStack, type TestStack } from "../helpers/stack";
 import { until } from "../helpers/wait";
 
 let t: TestStack;
@@ -22,8 +22,8 @@ const sinks: HttpSink[] = [];
 const HTML_NAME = `<b>bold</b> & <script>alert(1)</script>`;
 
 const as = (key: string) => ({ auth: { key } });
-const sink = async (script: number[] = []) => {
-  const s = await startHttpSink(script);
+const sink = async (script: number[] = [], port = 0) => {
+  const s = await startHttpSink(script, port);
   sinks.push(s);
   return s;
 };
@@ -339,7 +339,12 @@ describe("approval links", () => {
       ritaHook.requests.map((r) => JSON.parse(r.body)).find((b) => b.type === "approval.decided" && b.data.job_id === first),
     );
     // Approved, it waits (no GPU here): the message says where, from the pass the approval ran.
-    expect(decided.data).toMatchObject({ decision: "approved", job_name: HTML_NAME, status: "pending", queue_position: expect.any(Number) });
+    expect(decided.data).toMatchObject({
+      decision: "approved",
+      job_name: HTML_NAME,
+      status: "pending",
+      queue_position: expect.any(Number),
+    });
   });
 
   it("rejects with a reason; a rejection without one is refused (422) and decides nothing", async () => {
@@ -351,4 +356,35 @@ describe("approval links", () => {
     expect(await statusOf(second)).toBe("cancelled");
     await t.call("PUT", "/api/queue/approval-rules", { json: { local_gpu_threshold: null }, ...as(admin.key) });
   });
+});
+
+describe("a delivery waiting for its retry", () => {
+  it("survives a restart: the restarted service sends it when it is due", async () => {
+    const gone = await sink();
+    const port = Number(new URL(gone.url).port);
+    await gone.close();
+    const saved = await t.call("PUT", "/api/users/me/notifications", {
+      json: { kinds: ["job.completed"], channels: { ...noChannels, webhook: { url: `http://127.0.0.1:${port}/in` } } },
+      ...as(bob.key),
+    });
+    expect(saved.status).toBe(200);
+    const jobId = await submit(bob.key, "quick");
+    await until("the job to complete", async () => (await statusOf(jobId)) === "completed", { timeoutMs: 60_000 });
+    const waiting = await until("the first attempt to fail", async () =>
+      (await deliveries(bob.key)).find((d) => d.channel === "webhook" && d.attempts === 1 && d.status === "pending" && d.event_at),
+    );
+    expect(waiting.last_error).toBeTruthy();
+
+    const dataDir = t.dataDir;
+    await t.stop({ keepData: true });
+    const back = await sink([], port);
+    t = await startTestStack(dataDir);
+    const delivered = await until(
+      "the retry after the restart",
+      async () => (await deliveries(bob.key)).find((d) => d.id === waiting.id && d.status === "delivered"),
+      { timeoutMs: 30_000 },
+    );
+    expect(delivered.attempts).toBe(2);
+    expect(back.requests.map((r) => JSON.parse(r.body).data.job_id)).toEqual([jobId]);
+  }, 120_000);
 });
