@@ -83,11 +83,9 @@ export const SmtpSettingsUpdate = z
   .strictObject({
     host: z.string().max(253),
     port: z.number().int().min(1).max(65535),
-    tls: z
-      .enum(SMTP_TLS_MODES)
-      .openapi({
-        description: "`tls`: TLS from the first byte (port 465); `starttls`: STARTTLS after EHLO (587); `none`: plain (a local relay)",
-      }),
+    tls: z.enum(SMTP_TLS_MODES).openapi({
+      description: "`tls`: TLS from the first byte (port 465); `starttls`: STARTTLS after EHLO (587); `none`: plain (a local relay)",
+    }),
     username: z.string().max(256),
     password: z.string().max(1024).optional().openapi({ description: "Left out: the stored one is kept" }),
     from: z.email().max(254),
