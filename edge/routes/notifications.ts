@@ -134,10 +134,11 @@ notificationsRoutes.openapi(
 
 const htmlPage = { description: "HTML page", content: { "text/html": { schema: z.string() } } };
 
-const sendPage = (c: Context<AppEnv>, html: string, status: 200 | 403 | 409 | 410 | 422) =>
+const sendPage = (c: Context<AppEnv>, html: string, status: 200 | 403 | 404 | 409 | 410 | 422) =>
   c.html(html, status, { "Content-Security-Policy": APPROVAL_PAGE_CSP, "Cache-Control": "no-store" });
 
-const refusalStatus = (why: string) => (why === "used" || why === "expired" ? 410 : 403);
+// An altered or unknown link names nothing: 404, as any address that is not there.
+const refusalStatus = (why: string) => (why === "used" || why === "expired" ? 410 : why === "invalid" ? 404 : 403);
 
 notificationsRoutes.openapi(
   createRoute({
@@ -146,9 +147,9 @@ notificationsRoutes.openapi(
     tags,
     summary: "An approval link's confirmation page",
     description:
-      "The page an approval.needed message links to: the job and two buttons, approve and reject. Opening it changes nothing. A used or expired link: 410; an altered one, or one whose admin is no longer an admin: 403, with a page that says so.",
+      "The page an approval.needed message links to: the job and two buttons, approve and reject. Opening it changes nothing. A used or expired link: 410; an altered one: 404; one whose admin is no longer an admin: 403; each with a page that says so.",
     request: { params: ApprovalLinkParam },
-    responses: { 200: htmlPage, 403: htmlPage, 410: htmlPage },
+    responses: { 200: htmlPage, 403: htmlPage, 404: htmlPage, 410: htmlPage },
   }),
   async (c) => {
     const view = await viewApprovalLink(c.get("db"), c.req.valid("param").token);
@@ -164,12 +165,12 @@ notificationsRoutes.openapi(
     tags,
     summary: "Decide a job's approval from its link",
     description:
-      "The confirmation page's form: `decision=approve`, or `decision=reject` with a `reason`. Decides the link's own job, once, as the admin it was sent to (audited `job_approved` or `job_rejected` as them, `via: approval link`). A used or expired link: 410; altered: 403; a job no longer waiting for approval: 409 (the link is used).",
+      "The confirmation page's form: `decision=approve`, or `decision=reject` with a `reason`. Decides the link's own job, once, as the admin it was sent to (audited `job_approved` or `job_rejected` as them, `via: approval link`). A used or expired link: 410; altered: 404; its admin no longer one, or a post from another site: 403; a job no longer waiting for approval: 409 (the link is used).",
     request: {
       params: ApprovalLinkParam,
       body: { required: true, content: { "application/x-www-form-urlencoded": { schema: ApprovalLinkDecision } } },
     },
-    responses: { 200: htmlPage, 403: htmlPage, 409: htmlPage, 410: htmlPage, 422: htmlPage },
+    responses: { 200: htmlPage, 403: htmlPage, 404: htmlPage, 409: htmlPage, 410: htmlPage, 422: htmlPage },
   }),
   async (c) => {
     const origin = c.req.header("origin");
