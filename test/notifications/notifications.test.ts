@@ -218,6 +218,24 @@ describe("a job's notifications", () => {
   });
 });
 
+describe("a job that starts and fails", () => {
+  it("tells the owner both, the failure with its error", async () => {
+    await environment("broken", { "--demo_step_ms": "slow" });
+    const hook = await sink();
+    const saved = await t.call("PUT", "/api/users/me/notifications", {
+      json: { kinds: ["job.started", "job.failed"], channels: { ...noChannels, webhook: { url: `${hook.url}/bob` } } },
+      ...as(bob.key),
+    });
+    expect(saved.status).toBe(200);
+    const jobId = await submit(bob.key, "broken");
+    await until("the job to fail", async () => (await statusOf(jobId)) === "failed", { timeoutMs: 60_000 });
+    const bodies = await until("both messages", () => hook.requests.length >= 2 && hook.requests.map((r) => JSON.parse(r.body)));
+    expect(bodies.map((b) => b.type)).toEqual(["job.started", "job.failed"]);
+    expect(bodies[1].data).toMatchObject({ job_id: jobId, status: "failed", error: expect.any(String) });
+    expect(bodies[1].data.error.length).toBeGreaterThan(0);
+  }, 90_000);
+});
+
 describe("a failing receiver", () => {
   it("is retried with backoff until it takes the message, and a refusing one is recorded as failed", async () => {
     const flaky = await sink([500]);
@@ -238,7 +256,8 @@ describe("a failing receiver", () => {
     expect(failed).toMatchObject({ kind: "job.completed", status: "failed", attempts: 1, last_error: "HTTP 404", delivered_at: null });
     const retried = await until(
       "the flaky receiver's retry",
-      async () => (await deliveries(bob.key)).find((d) => d.channel === "webhook" && d.status === "delivered"),
+      async () =>
+        (await deliveries(bob.key)).find((d) => d.kind === "job.completed" && d.channel === "webhook" && d.status === "delivered"),
       { timeoutMs: 30_000 },
     );
     expect(retried).toMatchObject({ status: "delivered", attempts: 2, last_error: "HTTP 500" });
@@ -371,7 +390,9 @@ describe("a delivery waiting for its retry", () => {
     const jobId = await submit(bob.key, "quick");
     await until("the job to complete", async () => (await statusOf(jobId)) === "completed", { timeoutMs: 60_000 });
     const waiting = await until("the first attempt to fail", async () =>
-      (await deliveries(bob.key)).find((d) => d.channel === "webhook" && d.attempts === 1 && d.status === "pending" && d.event_at),
+      (await deliveries(bob.key)).find(
+        (d) => d.kind === "job.completed" && d.channel === "webhook" && d.attempts === 1 && d.status === "pending" && d.event_at,
+      ),
     );
     expect(waiting.last_error).toBeTruthy();
 
