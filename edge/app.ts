@@ -14,6 +14,7 @@ import { users } from "./routes/users";
 import { workersRoutes } from "./routes/workers";
 import { training } from "./routes/training";
 import { webhooksRoutes } from "./routes/webhooks";
+import { notificationsRoutes } from "./routes/notifications";
 import { datasetsRoutes } from "./routes/datasets";
 import { httpMetrics } from "./middleware/http-metrics";
 import { rateLimit } from "./middleware/rate-limit";
@@ -59,6 +60,7 @@ export function createApp() {
   app.route("/", training);
   app.route("/", runsRoutes);
   app.route("/", webhooksRoutes);
+  app.route("/", notificationsRoutes);
   app.route("/", datasetsRoutes);
   app.route("/", metricsRoutes);
   app.route("/", auditRoutes);

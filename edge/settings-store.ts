@@ -16,6 +16,16 @@ import { DATASET_QUOTA_DEFAULTS, type DatasetQuota } from "../shared/schemas/dat
 import { BUDGET_DEFAULTS, GPU_PRICES_DEFAULTS, type Budgets, type GpuPrices } from "../shared/schemas/spend";
 import { CLOUD_SETTINGS_DEFAULTS, DEFAULT_HARDWARE_RATES, type CloudSettings, type HardwareRates } from "../shared/schemas/cloud";
 
+/** The SMTP server e-mail notifications go through. */
+export interface SmtpConfig {
+  host: string;
+  port: number;
+  tls: "none" | "starttls" | "tls";
+  username: string;
+  password: string;
+  from: string;
+}
+
 /** Service settings stored in libSQL, JSON-encoded, with their defaults. */
 export const SETTING_DEFAULTS = {
   registration_enabled: false,
@@ -32,6 +42,10 @@ export const SETTING_DEFAULTS = {
   webhooks: { allow_private_targets: false } as { allow_private_targets: boolean },
   /** The service's Standard Webhooks signing secret (whsec_...), made on first use. */
   webhook_signing_secret: "" as string,
+  /** The key approval links are signed with (edge/notifications/approval-link.ts), made on first use. */
+  approval_link_secret: "" as string,
+  /** E-mail notifications: the SMTP server (PUT /api/admin/notifications/smtp); no host: e-mail is off. */
+  smtp: { host: "", port: 587, tls: "starttls", username: "", password: "", from: "" } as SmtpConfig,
   /** Prometheus export: off by default; the standard template's categories. */
   metrics: { prometheus_enabled: false, prometheus_categories: [...METRIC_TEMPLATES.standard] } as MetricsConfig,
   /** What one job may keep on the storage endpoint (PUT /api/admin/storage-quota). */

@@ -42,6 +42,15 @@ export const ROUTE_ACCESS: Record<string, Access> = {
   "DELETE /api/cloud/auth/api-keys/{key_id}": { level: "viewer" },
 
   "GET /api/users/me": { level: "viewer" },
+  "GET /api/users/me/notifications": { level: "viewer" },
+  "PUT /api/users/me/notifications": { level: "viewer" },
+  "GET /api/users/me/notifications/deliveries": { level: "viewer" },
+  "GET /api/admin/notifications/smtp": { level: "admin" },
+  "PUT /api/admin/notifications/smtp": { level: "admin" },
+  "POST /api/admin/notifications/smtp/test": { level: "admin" },
+  // The link's signed token is the credential: it decides its own job once, as its admin.
+  "GET /api/notifications/approval/{token}": "public",
+  "POST /api/notifications/approval/{token}": "public",
   "GET /api/users": { level: "admin" },
   "POST /api/users": { level: "admin" },
   "GET /api/users/{user_id}/stall-policy": { level: "viewer" },

@@ -47,6 +47,7 @@ export const AUDIT_EVENT_TYPES = [
   "budget_exceeded",
   "webhook_rejected",
   "rate_limited",
+  "smtp_settings_changed",
 ] as const;
 export type AuditEventType = (typeof AUDIT_EVENT_TYPES)[number];
 

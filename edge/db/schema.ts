@@ -411,3 +411,45 @@ export const idempotencyKeys = sqliteTable(
   },
   (t) => [primaryKey({ columns: [t.userId, t.key] })],
 );
+
+/** A user's notification preferences (migration v26): kinds and channels as JSON, the webhook's secret. */
+export const notificationPreferences = sqliteTable("notification_preferences", {
+  userId: integer("user_id")
+    .primaryKey()
+    .references(() => users.id, { onDelete: "cascade" }),
+  preferences: text("preferences").notNull(),
+  webhookSecret: text("webhook_secret").notNull(),
+  updatedAt: text("updated_at").notNull(),
+});
+
+/** One notification message on one channel, with its outcome (migration v26). */
+export const notificationDeliveries = sqliteTable("notification_deliveries", {
+  id: integer("id").primaryKey({ autoIncrement: true }),
+  userId: integer("user_id")
+    .notNull()
+    .references(() => users.id, { onDelete: "cascade" }),
+  kind: text("kind").notNull(),
+  subject: text("subject").notNull(),
+  channel: text("channel").notNull(),
+  target: text("target").notNull(),
+  message: text("message").notNull(),
+  status: text("status").notNull().default("pending"),
+  attempts: integer("attempts").notNull().default(0),
+  lastError: text("last_error"),
+  nextAt: integer("next_at").notNull(),
+  leaseUntil: integer("lease_until"),
+  eventAt: text("event_at").notNull(),
+  createdAt: text("created_at").notNull(),
+  deliveredAt: text("delivered_at"),
+});
+
+/** Single-use approval links sent to admins (migration v26). */
+export const approvalLinks = sqliteTable("approval_links", {
+  id: text("id").primaryKey(),
+  jobId: text("job_id").notNull(),
+  adminId: integer("admin_id")
+    .notNull()
+    .references(() => users.id, { onDelete: "cascade" }),
+  expiresAt: text("expires_at").notNull(),
+  usedAt: text("used_at"),
+});

@@ -13,6 +13,7 @@ import documentation from "./api-docs/documentation.md";
 import environments from "./api-docs/environments.md";
 import health from "./api-docs/health.md";
 import metrics from "./api-docs/metrics.md";
+import notifications from "./api-docs/notifications.md";
 import overview from "./api-docs/overview.md";
 import providers from "./api-docs/providers.md";
 import queue from "./api-docs/queue.md";
@@ -53,6 +54,7 @@ export const TAGS: { name: string; description: string }[] = [
   { name: "Training", description: prose(training) },
   { name: "Runs", description: prose(runs) },
   { name: "Webhooks", description: prose(webhooks) },
+  { name: "Notifications", description: prose(notifications) },
   { name: "Workers", description: prose(workers) },
   { name: "Storage", description: prose(storage) },
   { name: "System", description: prose(system) },

@@ -9,6 +9,7 @@ import { getSetting } from "../settings-store";
 import { abortEndedUploads } from "../storage/sweep";
 import { forgetOldHealth } from "../workers/gpu-health";
 import { forgetOldKeys } from "../queue/idempotency-keys";
+import { sendDue } from "../notifications/deliveries";
 
 /*
  * What the Scheduler's alarm does besides its pass: nothing here hands out capacity, it only
@@ -17,9 +18,10 @@ import { forgetOldKeys } from "../queue/idempotency-keys";
 
 /**
  * What must not pile up: uploads that ended jobs left open, provider webhooks, ended jobs'
- * events past retention, GPU health samples and idempotency keys past 24 h; and what must not be forgotten: a running cloud job not polled for three
- * poll intervals (its object's alarm lost) is handed back to its object. A failure is logged; the
- * next alarm tries again.
+ * events past retention, GPU health samples and idempotency keys past 24 h; and what must not be
+ * forgotten: a running cloud job not polled for three poll intervals (its object's alarm lost) is
+ * handed back to its object, and notification deliveries due for a retry are sent
+ * (edge/notifications/deliveries.ts). A failure is logged; the next alarm tries again.
  *
  * @example
  * await sweepLeftovers(env, db, log);
@@ -36,5 +38,6 @@ export async function sweepLeftovers(env: Env, db: Database, log: Logger): Promi
     forgetOldHealth(db),
     forgetOldKeys(db),
     pokeCloudJobs(),
+    sendDue(env, db),
   ]).catch((error: unknown) => log.warning("sweep failed", { error: String(error) }));
 }

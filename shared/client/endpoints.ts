@@ -30,6 +30,7 @@ import {
 import { endpoint } from "./endpoint";
 import { adminEndpoints } from "./endpoints-admin";
 import { datasetEndpoints } from "./endpoints-datasets";
+import { notificationEndpoints } from "./endpoints-notifications";
 import { queueEndpoints } from "./endpoints-queue";
 import { settingsEndpoints } from "./endpoints-settings";
 import { trainingEndpoints } from "./endpoints-training";
@@ -105,6 +106,7 @@ export const endpoints = {
   ...adminEndpoints,
   ...settingsEndpoints,
   ...datasetEndpoints,
+  ...notificationEndpoints,
 } as const;
 
 export type Endpoints = typeof endpoints;

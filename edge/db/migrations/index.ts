@@ -23,6 +23,7 @@ import { v22 } from "./0022_kept_runs";
 import { v23 } from "./0023_gpu_health";
 import { v24 } from "./0024_retry_and_idempotency";
 import { v25 } from "./0025_stall_watch";
+import { v26 } from "./0026_notifications";
 import type { Migration } from "./migration";
 
 export type { Migration } from "./migration";
@@ -54,5 +55,6 @@ export const MIGRATIONS: readonly Migration[] = [
   v23,
   v24,
   v25,
+  v26,
 ];
 export const LATEST_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;

@@ -5,6 +5,7 @@ import type { Env } from "../../env";
 import type { Logger } from "../../log";
 import { channelOf, cloudJobOf, queueHubOf, schedulerOf } from "../objects";
 import { hubOf } from "../hub-types";
+import { notifyChanges } from "./notify-changes";
 
 /*
  * The effects of a job transition, applied in one place. A
@@ -14,7 +15,8 @@ import { hubOf } from "../hub-types";
  * that must act, the events hub's end (watchers' `end` event and the lifecycle webhook) for
  * every job that reached a terminal status, the `job.retrying` webhook for a running job sent
  * back to the queue, the queue hub's `change` event to the queue's live watchers (every change with
- * jobs, a priority change or an approval included), and the audit entries the transition owes.
+ * jobs, a priority change or an approval included), the notifications people asked for
+ * (./notify-changes.ts), and the audit entries the transition owes.
  */
 
 export type JobStatus = "pending" | "running" | "blocked" | "completed" | "failed" | "cancelled";
@@ -52,7 +54,7 @@ export interface Actor {
 }
 
 export interface EffectsContext {
-  env: Pick<Env, "SCHEDULER" | "EVENTS_HUB" | "WORKER_CHANNEL" | "CLOUD_JOBS" | "QUEUE_HUB">;
+  env: Pick<Env, "SCHEDULER" | "EVENTS_HUB" | "WORKER_CHANNEL" | "CLOUD_JOBS" | "QUEUE_HUB" | "WEBHOOK_OUTBOUND" | "SERVICE_PUBLIC_URL">;
   db: Database;
   log: Logger;
   actor: Actor | null;
@@ -63,6 +65,14 @@ export interface EffectsContext {
   /** Defers work past the response (ctx.waitUntil); without it, everything is awaited. */
   waitUntil?: (work: Promise<unknown>) => void;
 }
+
+const publicUrlOf = (env: Pick<Env, "SERVICE_PUBLIC_URL">): URL | undefined => {
+  try {
+    return env.SERVICE_PUBLIC_URL ? new URL(env.SERVICE_PUBLIC_URL) : undefined;
+  } catch {
+    return undefined;
+  }
+};
 
 const isTerminal = (status: JobStatus) => TERMINAL_STATUSES.includes(status);
 
@@ -92,16 +102,28 @@ export async function applyEffects(ctx: EffectsContext, change: Change): Promise
     log.warning(`could not ${what}`, { ...extra, error: String(error) });
   const work: Promise<unknown>[] = [];
 
+  let passed: Promise<unknown> = Promise.resolve();
   if (ctx.origin !== "scheduler" && change.jobs.length) {
-    work.push(
+    passed = schedulerOf(env)
       // The one Scheduler, through the interface in ../objects.ts: the lifecycle imports none of its code.
-      schedulerOf(env)
-        .pass(
-          ctx.trigger,
-          change.jobs.map((j) => j.jobId),
-        )
-        .catch(warn("run a scheduler pass", { trigger: ctx.trigger })),
+      .pass(
+        ctx.trigger,
+        change.jobs.map((j) => j.jobId),
+      )
+      .catch(warn("run a scheduler pass", { trigger: ctx.trigger }));
+    work.push(passed);
+  }
+  if (change.jobs.length) {
+    // After the pass, so a waiting job's message has the place that pass gave it.
+    const notifying = passed.then(() =>
+      notifyChanges(
+        { db: ctx.db, env, log, publicUrl: publicUrlOf(env), waitUntil: ctx.waitUntil },
+        change.jobs,
+        ctx.origin === "scheduler" ? undefined : () => schedulerOf(env).waitInfo(),
+      ),
     );
+    if (ctx.waitUntil) ctx.waitUntil(notifying);
+    else work.push(notifying);
   }
   if (change.jobs.length) {
     work.push(
