@@ -56,7 +56,7 @@ export function submitAnswer(outcome: SubmitOutcome | PreviewOutcome, dryRun = f
     case "blocked":
       return {
         ...base,
-        ...(dryRun ? { expected_start_basis: AWAITING_APPROVAL_BASIS } : {}),
+        ...(dryRun ? { expected_start_at: null, expected_start_basis: AWAITING_APPROVAL_BASIS } : {}),
         status: "blocked",
         wait_reason: "awaiting_approval",
         message: "rule" in outcome ? `would wait for an admin's approval: ${outcome.rule}` : outcome.message,

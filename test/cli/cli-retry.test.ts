@@ -67,8 +67,14 @@ describe("jobs retry", () => {
   }, 150_000);
 
   it("prints the new job as JSON with --format json", async () => {
-    const old = (await http("POST", "/api/queue/submit", rita, { config_name: "steady" })).job_id as string;
-    await until("it to run", async () => (await jobOf(old)).status === "running");
+    // Long enough that the stop, not its own end, ends it however slow this machine is.
+    await http("POST", "/api/configs/environments", rita, { name: "long", from_example: "demo" });
+    const { config } = await http("GET", "/api/configs/long", rita);
+    await http("PUT", "/api/configs/long", rita, {
+      config: { ...config, "--max_train_steps": 5000, "--demo_step_ms": 40, "--validation_steps": 0, "--checkpointing_steps": 5 },
+    });
+    const old = (await http("POST", "/api/queue/submit", rita, { config_name: "long" })).job_id as string;
+    await until("a checkpoint", async () => (await events(old)).some((e) => e.type === "checkpoint.saved"), { timeoutMs: 60_000 });
     await http("POST", "/api/training/stop", rita, { job_id: old });
     await until("it to stop", async () => (await jobOf(old)).status === "completed", { timeoutMs: 60_000 });
     const run = await jobs(["retry", old, "--format", "json"], { env: env(rita) });

@@ -359,7 +359,7 @@ describe("jobs completion", () => {
     expect(complete(file, ["jobs", "li"])).toEqual(["list"]);
     expect(complete(file, ["training-jobs", "lo"])).toEqual(["logs", "login"]);
     expect(complete(file, ["jobs", "list", "--fo"])).toEqual(["--format"]);
-    expect(complete(file, ["jobs", "list", "--format", ""])).toEqual(["table", "json"]);
+    expect(complete(file, ["jobs", "list", "--format", ""])).toEqual(["table", "json", "csv"]);
     expect(complete(file, ["jobs", "--format", "json", "who"])).toEqual(["whoami"]);
     expect(complete(file, ["jobs", "logs", "--fol"])).toEqual(["--follow"]);
     expect(complete(file, ["jobs", "completion", ""])).toEqual(["bash", "zsh"]);
@@ -372,7 +372,7 @@ describe("jobs completion", () => {
     expect(run.stdout.startsWith("#compdef jobs training-jobs\n")).toBe(true);
     expect(run.stdout).toContain("\n_jobs() {\n");
     expect(run.stdout).toContain("compdef _jobs jobs training-jobs");
-    expect(run.stdout).toContain("'--format[output: a table for people, or json for scripts]:format:(table json)'");
+    expect(run.stdout).toContain("'--format[output: a table for people, json for scripts, csv (jobs cost)]:format:(table json csv)'");
     expect(run.stdout).toContain("'logs:Print a job'\\''s events");
     expect(run.stdout).toContain("'(-f --follow)'{-f,--follow}'[");
     const zsh = ["/bin/zsh", "/usr/bin/zsh"].find((path) => existsSync(path));

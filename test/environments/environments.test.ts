@@ -469,6 +469,7 @@ describe("listing and permissions", () => {
       owner: "researcher-user",
       created_at: portraits.created_at,
       updated_at: portraits.updated_at,
+      last_run: null,
     });
     expect((await t.call("GET", "/api/configs/?config_type=model", { auth: viewer })).body).toEqual(reply.body);
     expect((await t.call("GET", "/api/configs", { auth: viewer })).body).toEqual(reply.body);
