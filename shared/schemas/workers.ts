@@ -127,13 +127,10 @@ export const WorkerHeartbeat = z
       description:
         "Each GPU's health now. A GPU with a fatal fault (uncorrected ECC errors, pages pending retirement, a failed probe, a fatal Xid) is quarantined at once: its jobs go back to the queue and it is given to none until an admin clears it",
     }),
-    xid_readable: z
-      .boolean()
-      .optional()
-      .openapi({
-        description:
-          "Whether the runner can read the kernel log for Xid errors (false: dmesg is not permitted; health comes from nvidia-smi alone)",
-      }),
+    xid_readable: z.boolean().optional().openapi({
+      description:
+        "Whether the runner can read the kernel log for Xid errors (false: dmesg is not permitted; health comes from nvidia-smi alone)",
+    }),
   })
   .openapi("WorkerHeartbeat");
 
