@@ -92,8 +92,8 @@ export class JobSupervisor {
   /** What its trainer has said so far (started, step, checkpoints, how it ended). */
   private events = new TrainerEvents();
   private readonly shipper: EventShipper;
-  /** The checkpoints last listed (checkpoints.listed), as names and times. */
-  private checkpoints = "";
+  /** The checkpoints last listed (checkpoints.listed), as names and times; an empty directory at launch is no change, so nothing is sent for it. */
+  private checkpoints = "[]";
   private readonly scripts: Promise<void>[] = [];
   private callback: Callback | null = null;
   private net: JobNetwork | null = null;

@@ -164,6 +164,7 @@ describe("POST /api/queue/submit with dry_run", () => {
       queue_position: null,
       wait_reason: "awaiting_approval",
       message: "would wait for an admin's approval: asks for 1 GPUs; more than 0 needs approval",
+      expected_start_at: null,
       expected_start_basis: "unknown: waits for an admin's approval",
     });
     expect(await snapshot()).toEqual(before);
