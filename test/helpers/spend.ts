@@ -2,32 +2,14 @@ import { join } from "node:path";
 import { createClient } from "@libsql/client";
 import type { TestStack } from "./stack";
 
+export { gpuInventory, registerBox } from "./boxes";
+
 /*
- * Jobs of known GPU-seconds for the spend tests: a box registered with the GPUs given, its job
+ * Jobs of known GPU-seconds for the spend tests: a box registered with the GPUs given (./boxes.ts), its job
  * finished by the box's own token (the real flow), then the job's stored start and end rewritten
  * to a known duration (test-only, straight in the service's libSQL file: the flow stamps the wall
  * clock).
  */
-
-/** `n` GPUs of model `name`, as a worker registers them. */
-export const gpuInventory = (n: number, name: string) => Array.from({ length: n }, (_, index) => ({ index, name, memory_mb: 81920 }));
-
-/** Creates the worker `name` (as the admin) and registers it with `gpus`; returns its token. */
-export async function registerBox(
-  t: TestStack,
-  adminKey: string,
-  name: string,
-  role: "local" | "remote",
-  gpus: unknown[],
-  labels: Record<string, string> = {},
-): Promise<string> {
-  const created = await t.call("POST", "/api/admin/workers", { json: { name }, auth: { key: adminKey } });
-  if (created.status !== 201) throw new Error(`worker ${name}: ${created.status} ${created.text}`);
-  const token = created.body.token as string;
-  const registered = await t.call("POST", "/api/workers/register", { json: { role, labels, gpus }, auth: { bearer: token } });
-  if (registered.status !== 200) throw new Error(`register ${name}: ${registered.status} ${registered.text}`);
-  return token;
-}
 
 /** The box reports `jobId` completed. */
 export async function finishJob(t: TestStack, jobId: string, token: string): Promise<void> {

@@ -4,6 +4,7 @@
 // known inputs (each environment's --max_runtime_minutes) give exact expected starts.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PUBLIC_QUEUE_FIELDS } from "../../shared/schemas/queue";
+import { gpuInventory, registerBox } from "../helpers/boxes";
 import { jobs } from "../helpers/cli";
 import { createUserWithKey, setUpAdmin, startTestStack, type TestStack } from "../helpers/stack";
 import { until } from "../helpers/wait";
@@ -47,17 +48,7 @@ beforeAll(async () => {
       config: { "--model_family": "flux", "--num_processes": 1, "--max_runtime_minutes": minutes },
     });
   }
-  const box = await http("POST", "/api/admin/workers", admin, { name: "box" });
-  const registered = await t.call("POST", "/api/workers/register", {
-    json: {
-      role: "local",
-      gpus: [{ index: 0, uuid: "GPU-0", name: "NVIDIA A100-SXM4-80GB", memory_mb: 81920 }],
-      hostname: "box-1",
-      host_stats: { load_avg_5min: 0.1, memory_percent: 5 },
-    },
-    auth: { bearer: box.token },
-  });
-  expect(registered.status).toBe(200);
+  await registerBox(t, admin.key, "box", "local", gpuInventory(1, "NVIDIA A100-SXM4-80GB"));
   await http("POST", "/api/queue/concurrency", admin, { worker_heartbeat_timeout_seconds: 86_400 });
 
   const started = await http("POST", "/api/queue/submit", alice, { config_name: "hour" });

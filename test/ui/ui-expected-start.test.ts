@@ -4,6 +4,7 @@
 // viewer sees another user's start time only, never its basis; axe finds nothing serious.
 import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { gpuInventory, registerBox } from "../helpers/boxes";
 import { HAS_CHROMIUM, launchBrowser, openDashboard, seriousA11yViolations, sessionOf, type DashboardPage } from "../helpers/browser";
 import { createUserWithKey, setUpAdmin, startTestStack, type TestStack } from "../helpers/stack";
 
@@ -46,17 +47,7 @@ describe.skipIf(!HAS_CHROMIUM)("the expected start in the dashboard", () => {
         config: { "--model_family": "flux", "--num_processes": 1, "--max_runtime_minutes": minutes },
       });
     }
-    const box = await http("POST", "/api/admin/workers", admin, { name: "box" });
-    const registered = await t.call("POST", "/api/workers/register", {
-      json: {
-        role: "local",
-        gpus: [{ index: 0, uuid: "GPU-0", name: "NVIDIA A100-SXM4-80GB", memory_mb: 81920 }],
-        hostname: "box-1",
-        host_stats: { load_avg_5min: 0.1, memory_percent: 5 },
-      },
-      auth: { bearer: box.token },
-    });
-    expect(registered.status).toBe(200);
+    await registerBox(t, admin.key, "box", "local", gpuInventory(1, "NVIDIA A100-SXM4-80GB"));
     await http("POST", "/api/queue/concurrency", admin, { worker_heartbeat_timeout_seconds: 86_400 });
     const started = await http("POST", "/api/queue/submit", rita, { config_name: "hour" });
     expect(started.status).toBe("running");
