@@ -8,19 +8,24 @@ import type { TestStack } from "./stack";
 /** `n` GPUs of model `name`, as a worker registers them. */
 export const gpuInventory = (n: number, name: string) => Array.from({ length: n }, (_, index) => ({ index, name, memory_mb: 81920 }));
 
-/** Creates the worker `name` (as the admin) and registers it with `gpus`; returns its token. */
-export async function registerBox(
+/** Creates the worker `name` (as the admin) and registers it with `gpus`; returns its id and token. */
+export async function registerWorker(
   t: TestStack,
   adminKey: string,
   name: string,
   role: "local" | "remote",
   gpus: unknown[],
   labels: Record<string, string> = {},
-): Promise<string> {
+): Promise<{ id: number; token: string }> {
   const created = await t.call("POST", "/api/admin/workers", { json: { name }, auth: { key: adminKey } });
   if (created.status !== 201) throw new Error(`worker ${name}: ${created.status} ${created.text}`);
   const token = created.body.token as string;
   const registered = await t.call("POST", "/api/workers/register", { json: { role, labels, gpus }, auth: { bearer: token } });
   if (registered.status !== 200) throw new Error(`register ${name}: ${registered.status} ${registered.text}`);
-  return token;
+  return { id: created.body.id as number, token };
+}
+
+/** As registerWorker, returning only the token. */
+export async function registerBox(...args: Parameters<typeof registerWorker>): Promise<string> {
+  return (await registerWorker(...args)).token;
 }

@@ -4,6 +4,7 @@
 // expected to run. Also what must not move them: another worker's batch, garbage progress, a
 // late batch of an earlier attempt; and what another researcher must not see.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { registerWorker } from "../helpers/boxes";
 import { PUBLIC_QUEUE_FIELDS } from "../../shared/schemas/queue";
 import { createUserWithKey, setUpAdmin, startTestStack, type TestStack } from "../helpers/stack";
 import { until } from "../helpers/wait";
@@ -23,15 +24,7 @@ async function call(method: string, path: string, key: string, json?: unknown) {
   return reply.body;
 }
 
-async function worker(name: string, pool: string) {
-  const created = await call("POST", "/api/admin/workers", admin.key, { name });
-  const registered = await t.call("POST", "/api/workers/register", {
-    json: { role: "remote", labels: { pool }, gpus },
-    auth: { bearer: created.token },
-  });
-  expect(registered.status).toBe(200);
-  return { id: created.id as number, token: created.token as string };
-}
+const worker = (name: string, pool: string) => registerWorker(t, admin.key, name, "remote", gpus, { pool });
 
 async function environment(name: string, config: Record<string, unknown>) {
   await call("POST", "/api/configs/environments", admin.key, { name });

@@ -7,6 +7,7 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { registerWorker } from "../helpers/boxes";
 import { createUserWithKey, setUpAdmin, startTestStack, type TestStack } from "../helpers/stack";
 import { until } from "../helpers/wait";
 import { jobs } from "../helpers/cli";
@@ -26,15 +27,7 @@ async function call(method: string, path: string, key: string, json?: unknown) {
   return reply.body;
 }
 
-async function worker(name: string, pool: string) {
-  const created = await call("POST", "/api/admin/workers", admin.key, { name });
-  const registered = await t.call("POST", "/api/workers/register", {
-    json: { role: "remote", labels: { pool }, gpus },
-    auth: { bearer: created.token },
-  });
-  expect(registered.status).toBe(200);
-  return { id: created.id as number, token: created.token as string };
-}
+const worker = (name: string, pool: string) => registerWorker(t, admin.key, name, "remote", gpus, { pool });
 
 /** A remote worker runs one job at a time: each job here gets a box of its own, in its own pool. */
 const boxes = new Map<string, { id: number; token: string }>();
