@@ -615,6 +615,12 @@ describe("status of one job, local dry runs and list --user", () => {
     expect(rows.get("Position")).toBe("1");
     expect(rows.get("Waiting")).toBe("local_job_limit: 1 of 1 local jobs are running (local_job_max_concurrent)");
     expect(rows.get("Attempt")).toBe("1 of 3");
+    // A new job's forecast is filled in by the next scheduler pass: compared once it has been, so
+    // the CLI's read and the API's read see the same pass.
+    await until("the job's forecast", async () => {
+      const job = await http("GET", `/api/queue/jobs/${id}`, alice);
+      return !String(job.expected_start_basis).startsWith("unknown until the next scheduler pass");
+    });
     const json = await as(alice, ["status", id, "--format", "json"]);
     expect(json.json()).toEqual({ job: await http("GET", `/api/queue/jobs/${id}`, alice), training: null, cloud: null });
     const live = await as(alice, ["status", running, "--format", "json"]);
