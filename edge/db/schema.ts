@@ -453,3 +453,17 @@ export const approvalLinks = sqliteTable("approval_links", {
   expiresAt: text("expires_at").notNull(),
   usedAt: text("used_at"),
 });
+
+/** Budget crossings already announced, one per budget, period and state (migration v27). */
+export const budgetNotices = sqliteTable(
+  "budget_notices",
+  {
+    budget: text("budget").notNull(),
+    periodStart: text("period_start").notNull(),
+    state: text("state").notNull(),
+    used: real("used").notNull(),
+    limit: real("budget_limit").notNull(),
+    noticedAt: text("noticed_at").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.budget, t.periodStart, t.state] })],
+);

@@ -58,6 +58,18 @@ const LABELS: [keyof Facts, string][] = [
   ["expected_end_at", "Expected end"],
   ["estimated_cost_usd", "Estimated cost (USD)"],
   ["error", "Error"],
+  ["stalled_since", "Last step at"],
+  ["last_step", "Last step"],
+  ["policy", "Stall policy"],
+  ["budget", "Budget"],
+  ["period_start", "Period from"],
+  ["used_usd", "Used (USD)"],
+  ["limit_usd", "Budget (USD)"],
+  ["on_exceeded", "When used up"],
+  ["worker", "Box"],
+  ["gpu_index", "GPU"],
+  ["requeued_jobs", "Jobs requeued"],
+  ["failed_jobs", "Jobs failed"],
 ];
 
 /** Escapes text for HTML (element content and quoted attributes). */
@@ -77,7 +89,8 @@ export function escapeSlack(value: string): string {
  * renderMessage("job.completed", { job_id: "local-1", job_name: "flux <b>", status: "completed" }, new Date());
  */
 export function renderMessage(kind: NotificationKind, facts: Facts, at: Date): Rendered {
-  const name = facts.job_name ?? facts.job_id ?? "";
+  const what = typeof facts.worker === "string" ? `${facts.worker} GPU ${facts.gpu_index ?? "?"}` : facts.budget;
+  const name = facts.job_name ?? facts.job_id ?? what ?? "";
   const subject = `[training] ${name ? `${name}: ` : ""}${HEADLINES[kind]}`.replace(/[\r\n]+/g, " ");
   const lines = LABELS.flatMap(([key, label]) => {
     const value = facts[key];

@@ -13,9 +13,11 @@ import { readPreferences } from "./preferences";
  * they want the kind and on which channels; each message on each channel is a delivery row
  * (./deliveries.ts), tried at once and retried with backoff.
  *
- * Kinds sent today: job.started, job.completed, job.failed (edge/jobs/lifecycle/effects.ts),
- * approval.needed and approval.decided (the same). Accepted for the features that will send them:
- * job.stalled, budget.warning, budget.exceeded, gpu.quarantined.
+ * Who sends which: job.started, job.completed, job.failed, approval.needed and approval.decided
+ * (edge/jobs/lifecycle/notify-changes.ts, from a job's change); job.stalled (the stall marking,
+ * edge/jobs/lifecycle/stall.ts); budget.warning and budget.exceeded (edge/spend/budget-notices.ts,
+ * on the Scheduler's beat and at submission); gpu.quarantined (edge/workers/gpu-health.ts, from
+ * the heartbeat that quarantines).
  */
 
 const TO_ADMINS: readonly NotificationKind[] = ["approval.needed", "gpu.quarantined"];
@@ -29,6 +31,15 @@ export interface NotifyContext {
   /** Defers the first attempt past the caller (ctx.waitUntil); without it, it is awaited. */
   waitUntil?: (work: Promise<unknown>) => void;
 }
+
+/** The service's public URL (SERVICE_PUBLIC_URL) for links in messages; undefined when unset or not a URL. */
+export const publicUrlOf = (env: { SERVICE_PUBLIC_URL?: string }): URL | undefined => {
+  try {
+    return env.SERVICE_PUBLIC_URL ? new URL(env.SERVICE_PUBLIC_URL) : undefined;
+  } catch {
+    return undefined;
+  }
+};
 
 /** What a notification is about: the user it concerns (a job's owner) and the job, if any. */
 export interface Subject {

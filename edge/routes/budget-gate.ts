@@ -5,12 +5,15 @@ import { auditLater } from "../audit/trail";
 import type { Submitter } from "../jobs/job";
 import { principalOf } from "../middleware/authorize";
 import { getSetting } from "../settings-store";
+import { announceBudgets } from "../spend/budget-notices";
 import { budgetApproval, budgetStanding, budgetText } from "../spend/budgets";
+import { notifyContextOf } from "./effects-context";
 
 /**
  * The caller as a submitter, held to their budgets first (edge/spend/budgets.ts): a used-up budget
  * refuses the submission (402 budget_exceeded, audited) or makes it wait for approval; from the
- * warning share on, a real submission is audited as `budget_warning`. Returns the submitter and
+ * warning share on, a real submission is audited as `budget_warning` and the crossing is
+ * announced (budget.warning / budget.exceeded, once per budget and period). Returns the submitter and
  * where they stand (null: no budget applies), for the answer's `budget`.
  *
  * @example
@@ -27,11 +30,14 @@ export async function budgetedSubmitter(
   if (!Object.keys(budgets.users).length && !Object.keys(budgets.teams).length) return { submitter, budget: null };
   const budget = await budgetStanding(db, budgets, await getSetting(db, "gpu_prices"), user, Date.now());
   if (budget === null || budget.state === "ok") return { submitter, budget };
-  if (!dryRun)
+  if (!dryRun) {
+    // Told at once rather than on the Scheduler's next look (each crossing once: budget-notices.ts).
+    await announceBudgets(notifyContextOf(c), new Date(), { userId: user.id, teamId: user.team_id });
     auditLater(c, {
       event_type: budget.state === "warning" ? "budget_warning" : "budget_exceeded",
       target: `${budget.scope}:${budget.name}`,
       details: { ...budget, text: budgetText(budget), action: budgets.on_exceeded },
     });
+  }
   return { submitter: { ...submitter, budget_approval: budgetApproval(budget, budgets) }, budget };
 }

@@ -1,6 +1,7 @@
 import type { Context } from "hono";
 import type { AppEnv } from "../app-env";
 import type { EffectsContext } from "../jobs/lifecycle/effects";
+import { publicUrlOf, type NotifyContext } from "../notifications/notify";
 
 /**
  * The effects context of a request: its bindings, database and log, the caller as the audit's
@@ -26,6 +27,23 @@ export function effectsOf(c: Context<AppEnv>, trigger: string): EffectsContext {
       : null,
     origin: "request",
     trigger,
+    waitUntil: (work) => c.executionCtx.waitUntil(work),
+  };
+}
+
+/**
+ * The notification context of a request (edge/notifications/notify.ts): the first attempt is
+ * made past the response, through the request's waitUntil.
+ *
+ * @example
+ * await announceBudgets(notifyContextOf(c), new Date(), { userId: 7, teamId: null });
+ */
+export function notifyContextOf(c: Context<AppEnv>): NotifyContext {
+  return {
+    db: c.get("db"),
+    env: c.env,
+    log: c.get("log"),
+    publicUrl: publicUrlOf(c.env),
     waitUntil: (work) => c.executionCtx.waitUntil(work),
   };
 }

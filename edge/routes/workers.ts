@@ -28,7 +28,7 @@ import { ackCommands, openCommands } from "../jobs/commands";
 import { applyEffects } from "../jobs/lifecycle/effects";
 import { finishJob } from "../jobs/lifecycle/finish";
 import { removeWorker } from "../jobs/lifecycle/remove-worker";
-import { effectsOf } from "./effects-context";
+import { effectsOf, notifyContextOf } from "./effects-context";
 import { datasetManifest, targetSegments } from "../datasets/datasets";
 import { keyOf } from "../datasets/paths";
 import { notFound } from "../errors";
@@ -43,7 +43,7 @@ import {
 } from "../workers/workers";
 import type { Context } from "hono";
 import { checkDatasetPath, datasetsOfAssignedJob } from "../workers/dataset-access";
-import { quarantinedGpus, recordGpuHealth } from "../workers/gpu-health";
+import { announceQuarantines, quarantinedGpus, recordGpuHealth } from "../workers/gpu-health";
 
 export const workersRoutes = createRouter();
 
@@ -219,6 +219,7 @@ workersRoutes.openapi(
         c.get("log").warning("GPU quarantined", { worker_id: worker.id, worker: worker.name, gpu: gpu.index, reason: gpu.reason });
       if (health.quarantined.length) {
         await applyEffects(effectsOf(c, "GPU quarantined"), health);
+        await announceQuarantines(notifyContextOf(c), worker, health);
         if (!health.jobs.length) await schedulerOf(c.env).pass("GPU quarantined");
       }
     }

@@ -14,7 +14,9 @@ import { markStalledJobs } from "../jobs/lifecycle/stall";
 import { prepareLocalJob, type EnvironmentConfig } from "../jobs/prepare";
 import { maxRuntimeMinutes } from "../jobs/runtime";
 import { createLogger, type Logger } from "../log";
+import { publicUrlOf } from "../notifications/notify";
 import { setSetting } from "../settings-store";
+import { announceBudgets, CHECK_EVERY_MS } from "../spend/budget-notices";
 import { ActiveEntries } from "./active";
 import { CapacityCache } from "./cache";
 import { sweepLeftovers } from "./housekeeping";
@@ -61,6 +63,8 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
   private armed = false;
   /** When this object (the edge) started: a worker's silence counts from here at the earliest (sweep-offline.ts). */
   private readonly startedAt = Date.now();
+  /** When the beat last looked at every budget (edge/spend/budget-notices.ts). */
+  private budgetsCheckedAt = 0;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -233,6 +237,11 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     const stalled = await markStalledJobs({ env: this.env, db, log: this.log }, now, this.startedAt);
     if (stalled.jobs.length)
       void applyEffects({ env: this.env, db, log: this.log, actor: null, origin: "scheduler", trigger: "stall policy" }, stalled);
+    if (now.getTime() - this.budgetsCheckedAt >= CHECK_EVERY_MS) {
+      this.budgetsCheckedAt = now.getTime();
+      // Not awaited: telling people of a budget's crossing need not hold up admissions.
+      void announceBudgets({ db, env: this.env, log: this.log, publicUrl: publicUrlOf(this.env) }, now, "all");
+    }
     const [capacity, entries] = await Promise.all([
       offline.workers.length ? loadCapacity(db) : before,
       this.active.read(db, [...changed, ...offline.jobs.map((j) => j.jobId), ...stalled.jobs.map((j) => j.jobId)]),

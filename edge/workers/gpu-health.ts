@@ -6,6 +6,7 @@ import type { Database } from "../db/client";
 import { ApiError, notFound } from "../errors";
 import type { Change } from "../jobs/lifecycle/effects";
 import { interruptedChanges, requeueOrFail } from "../jobs/lifecycle/requeue-or-fail";
+import { notify, type NotifyContext } from "../notifications/notify";
 import { gpuFault, type Accepted } from "./gpu-fault";
 
 /*
@@ -109,6 +110,32 @@ export async function recordGpuHealth(
       },
     })),
   };
+}
+
+/**
+ * Tells the admins (gpu.quarantined, if they asked for it) of each GPU a heartbeat quarantined:
+ * the box, the GPU, the fault and what became of the jobs that were on it.
+ *
+ * @example
+ * await announceQuarantines(ctx, { id: 3, name: "box-a" }, health);
+ */
+export async function announceQuarantines(ctx: NotifyContext, worker: { id: number; name: string }, health: HealthChange): Promise<void> {
+  const requeued = health.jobs.filter((j) => j.to === "pending").map((j) => j.jobId);
+  const failed = health.jobs.filter((j) => j.to === "failed").map((j) => j.jobId);
+  for (const gpu of health.quarantined)
+    await notify(
+      ctx,
+      "gpu.quarantined",
+      { userId: null },
+      {
+        worker: worker.name,
+        worker_id: worker.id,
+        gpu_index: gpu.index,
+        reason: gpu.reason,
+        requeued_jobs: requeued.join(", ") || null,
+        failed_jobs: failed.join(", ") || null,
+      },
+    );
 }
 
 /** The GPUs of a worker out of allocation now (what its heartbeat answer tells its runner). */

@@ -6,6 +6,7 @@ import type { Logger } from "../../log";
 import { channelOf, cloudJobOf, queueHubOf, schedulerOf } from "../objects";
 import { hubOf } from "../hub-types";
 import { notifyChanges } from "./notify-changes";
+import { publicUrlOf } from "../../notifications/notify";
 
 /*
  * The effects of a job transition, applied in one place. A
@@ -65,14 +66,6 @@ export interface EffectsContext {
   /** Defers work past the response (ctx.waitUntil); without it, everything is awaited. */
   waitUntil?: (work: Promise<unknown>) => void;
 }
-
-const publicUrlOf = (env: Pick<Env, "SERVICE_PUBLIC_URL">): URL | undefined => {
-  try {
-    return env.SERVICE_PUBLIC_URL ? new URL(env.SERVICE_PUBLIC_URL) : undefined;
-  } catch {
-    return undefined;
-  }
-};
 
 const isTerminal = (status: JobStatus) => TERMINAL_STATUSES.includes(status);
 

@@ -25,7 +25,8 @@ export function kindOf(j: JobChange): NotificationKind | null {
   return null;
 }
 
-async function jobFacts(db: Database, jobId: string): Promise<{ id: number; userId: number; facts: Facts } | null> {
+/** A job's owner and the facts its messages carry, as the API has them; null when it is gone. */
+export async function jobFacts(db: Database, jobId: string): Promise<{ id: number; userId: number; facts: Facts } | null> {
   const { rows } = await db.$client.execute({
     sql: `SELECT q.id, q.user_id, u.username, q.config_name, q.metadata, q.status, q.estimated_cost, q.expected_end_at, q.error_message,
                  a.reason

@@ -9,6 +9,8 @@ import { recordEvents } from "../record-events";
 import { parseWatch, stallOf } from "../stall";
 import { serviceSeq } from "../stall-watch";
 import type { Change, JobChange } from "./effects";
+import { notify, publicUrlOf } from "../../notifications/notify";
+import { jobFacts } from "./notify-changes";
 
 /*
  * Marking stalled jobs (issue 30, Build 2), on the Scheduler's beat: every running job the stall
@@ -16,7 +18,8 @@ import type { Change, JobChange } from "./effects";
  * event (its watchers and webhooks hear it), and its owner's policy, else the service's, applies:
  * notify does nothing more; stop_and_requeue asks its trainer to save a checkpoint and stop (the
  * `stop` command) and marks the job so that the stop's end queues it again (finish.ts);
- * fail ends it failed (its runner is woken to end the trainer).
+ * fail ends it failed (its runner is woken to end the trainer). Its owner hears of it
+ * (job.stalled, edge/notifications/notify.ts) if they asked to, whatever the policy.
  */
 
 const STALLED = `UPDATE queue_entries SET stalled_since = ?1,
@@ -67,6 +70,15 @@ export async function markStalledJobs(ctx: { env: Env; db: Database; log: Logger
       data: { since, last_step: watch.step, threshold_seconds: thresholdSeconds, policy },
     };
     await recordEvents(ctx, null, jobId, { attempt, events: [{ seq: serviceSeq(now.getTime()), event }] });
+    const job = await jobFacts(db, jobId).catch(() => null);
+    if (job)
+      await notify(
+        // The first attempt is not awaited: the pass goes on; a failed one is retried on the beat.
+        { db, env: ctx.env, log, publicUrl: publicUrlOf(ctx.env), waitUntil: (work) => void work },
+        "job.stalled",
+        { userId: job.userId, jobId },
+        { ...job.facts, error: null, reason: event.title, stalled_since: since, last_step: watch.step, policy },
+      );
     if (policy === "stop_and_requeue") {
       const asked = await addCommand(db, jobId, "stop", null).catch((error: unknown) => {
         log.warning("could not ask a stalled job's trainer to stop", { job_id: jobId, error: String(error) });
