@@ -36,6 +36,11 @@ class ReplyReader {
   private readonly decoder = new TextDecoder();
   constructor(private reader: ReadableStreamDefaultReader<Uint8Array>) {}
 
+  /** Lets go of the socket's stream (startTls() refuses a socket whose streams are locked). */
+  release(): void {
+    this.reader.releaseLock();
+  }
+
   swap(reader: ReadableStreamDefaultReader<Uint8Array>): void {
     this.reader = reader;
     this.buffer = "";
@@ -152,6 +157,7 @@ async function converse(first: Socket, config: SmtpConfig, message: MailMessage)
     if (!/\bSTARTTLS\b/i.test(features)) throw new SmtpError(`${config.host} does not offer STARTTLS`, true);
     await send("STARTTLS", "STARTTLS", 220);
     writer.releaseLock();
+    replies.release();
     socket = socket.startTls();
     writer = socket.writable.getWriter();
     replies.swap(socket.readable.getReader());
