@@ -75,7 +75,7 @@ describe("jobs gpus", () => {
       .split("\n")
       .filter(Boolean)
       .map((line) => line.split(/ {2,}/));
-    expect(rows[0]).toEqual(["BOX", "ROLE", "STATUS", "GPU", "NAME", "MEMORY", "JOB"]);
+    expect(rows[0]).toEqual(["BOX", "ROLE", "STATUS", "GPU", "NAME", "MEMORY", "HEALTH", "JOB"]);
     const holder = held.allocated_gpus[0];
     expect(rows.slice(1)).toEqual(
       [0, 1].map((index) => [
@@ -85,12 +85,51 @@ describe("jobs gpus", () => {
         String(index),
         "NVIDIA A100-SXM4-80GB",
         "80 GiB",
+        "-",
         index === holder ? id : "free",
       ]),
     );
     const json = await as(bob, ["gpus", "--format", "json"]);
     expect(json.json()).toEqual(await http("GET", "/api/system/workers", bob));
     await http("POST", "/api/training/cancel", admin, { job_id: id });
+  });
+});
+
+describe("jobs gpus, health", () => {
+  it("shows each GPU's latest sample, and a quarantined GPU with its fault (markup as text)", async () => {
+    const box = await http("POST", "/api/admin/workers", admin, { name: "box-h" });
+    const gpus = [0, 1].map((index) => ({ index, name: "NVIDIA L4", memory_mb: 23034 }));
+    const registered = await t.call("POST", "/api/workers/register", {
+      json: { role: "remote", labels: { pool: "h" }, gpus },
+      auth: { bearer: box.token },
+    });
+    expect(registered.status).toBe(200);
+    const sample = (index: number, probe_error: string | null) => ({
+      index,
+      utilization_percent: 87,
+      memory_used_mb: 2048,
+      memory_total_mb: 23034,
+      temperature_c: 61,
+      ecc_uncorrected_volatile: 0,
+      retired_pages_pending: false,
+      probe_error,
+      xids: [],
+    });
+    const beat = await t.call("POST", "/api/workers/heartbeat", {
+      json: { gpu_health: [sample(0, null), sample(1, "<b>gone</b>")] },
+      auth: { bearer: box.token },
+    });
+    expect(beat.body.quarantined_gpus).toEqual([1]);
+    const table = await as(bob, ["gpus"]);
+    expect(table.code).toBe(0);
+    const rows = table.stdout
+      .split("\n")
+      .filter((line) => line.startsWith("box-h"))
+      .map((line) => line.split(/ {2,}/));
+    expect(rows).toEqual([
+      ["box-h", "remote", expect.any(String), "0", "NVIDIA L4", "22 GiB", "ok 61°C 87% use 2.0/22.5 GiB", "free"],
+      ["box-h", "remote", expect.any(String), "1", "NVIDIA L4", "22 GiB", "QUARANTINED: device probe failed: <b>gone</b>", "free"],
+    ]);
   });
 });
 
