@@ -38,5 +38,10 @@ export function gpuFault(sample: Sample, accepted: Accepted | null = null): stri
   const ecc = sample.ecc_uncorrected_volatile;
   if (ecc !== null && ecc > (accepted?.ecc ?? 0)) return `${ecc} uncorrected ECC error${ecc === 1 ? "" : "s"} (volatile)`;
   if (sample.retired_pages_pending === true && accepted?.retired !== true) return "memory pages are pending retirement";
+  // Ampere and later remap rows instead of retiring pages (NVIDIA's "Memory error management"):
+  // a failed remap is memory beyond repair; a pending one waits for a GPU reset to take effect.
+  // Neither is accepted by a clear: reset the GPU first, or it is quarantined again.
+  if (sample.remapped_rows_failure === true) return "a memory row could not be remapped (remapped_rows.failure)";
+  if (sample.remapped_rows_pending === true) return "memory rows are pending remapping: the GPU needs a reset (remapped_rows.pending)";
   return null;
 }

@@ -92,6 +92,36 @@ export function parseHealthCsv(stdout: string, stderr: string, indices: number[]
   });
 }
 
+/** The fields of the row-remapper query (nvidia-smi --help-query-remapped-rows), in order. */
+export const REMAP_FIELDS = ["gpu_bus_id", "remapped_rows.pending", "remapped_rows.failure"] as const;
+
+const flagOf = (raw: string | undefined): boolean | null => {
+  const text = (raw ?? "").trim().toLowerCase();
+  if (text === "yes") return true;
+  if (text === "no") return false;
+  // Some drivers print counts (rows pending) or 0/1 rather than Yes/No.
+  return /^\d+$/.test(text) ? Number(text) > 0 : null;
+};
+
+/**
+ * nvidia-smi's answer to the row-remapper query, by PCI key: whether rows wait for a reset to be
+ * remapped and whether a remap failed. GPUs before Ampere have no row remapper (`[N/A]`, or
+ * nvidia-smi refuses the query): nothing is known of them, never a fault.
+ *
+ * @example
+ * parseRemappedCsv("00000000:3B:00.0, 0, No\n"); // Map { "0:59:0" => { pending: false, failure: false } }
+ */
+export function parseRemappedCsv(stdout: string): Map<string, { pending: boolean | null; failure: boolean | null }> {
+  const found = new Map<string, { pending: boolean | null; failure: boolean | null }>();
+  for (const line of stdout.split("\n")) {
+    const fields = line.split(",").map((f) => f.trim());
+    if (fields.length !== REMAP_FIELDS.length) continue;
+    const key = pciKey(fields[0]!);
+    if (key) found.set(key, { pending: flagOf(fields[1]), failure: flagOf(fields[2]) });
+  }
+  return found;
+}
+
 /** The kernel's Xid line: "[ 1234.5678] NVRM: Xid (PCI:0000:3b:00): 79, pid=..., GPU has fallen off the bus." */
 const XID = /NVRM: Xid \(PCI:([0-9A-Fa-f:.]+)\): (\d+)/;
 
@@ -140,28 +170,32 @@ export class XidWatch {
 
 /**
  * Every registered GPU's health now: nvidia-smi's query (a non-zero exit still gives the GPUs it
- * could read) and the Xids new in the kernel log.
+ * could read), its row-remapper query (Ampere and later) and the Xids new in the kernel log.
  *
  * @example
  * const samples = await readGpuHealth("nvidia-smi", [0, 1], busIds, xids);
  */
 export async function readGpuHealth(command: string, indices: number[], busIds: Map<number, string>, xids: XidWatch): Promise<Sample[]> {
-  const [smi, fresh] = await Promise.all([
+  const query = (args: string[]) =>
     new Promise<{ stdout: string; stderr: string }>((resolve) =>
-      execFile(
-        command,
-        [`--query-gpu=${HEALTH_FIELDS.join(",")}`, "--format=csv,noheader,nounits"],
-        { timeout: 15_000 },
-        (error, stdout, stderr) =>
-          resolve({ stdout: String(stdout ?? ""), stderr: String(stderr ?? "") || (error && !stdout ? (error as Error).message : "") }),
+      execFile(command, args, { timeout: 15_000 }, (error, stdout, stderr) =>
+        resolve({ stdout: String(stdout ?? ""), stderr: String(stderr ?? "") || (error && !stdout ? (error as Error).message : "") }),
       ),
-    ),
+    );
+  const [smi, remap, fresh] = await Promise.all([
+    query([`--query-gpu=${HEALTH_FIELDS.join(",")}`, "--format=csv,noheader,nounits"]),
+    // Its own query: a driver that does not know the row remapper refuses the whole query it is in.
+    query([`--query-remapped-rows=${REMAP_FIELDS.join(",")}`, "--format=csv,noheader,nounits"]),
     xids.read(),
   ]);
   const samples = parseHealthCsv(smi.stdout, smi.stderr, indices, busIds);
+  const remapped = parseRemappedCsv(remap.stdout);
   for (const sample of samples) {
     const bus = busIds.get(sample.index);
     sample.xids = (bus && fresh.get(bus)) || [];
+    const rows = bus ? remapped.get(bus) : undefined;
+    sample.remapped_rows_pending = rows?.pending ?? null;
+    sample.remapped_rows_failure = rows?.failure ?? null;
   }
   return samples;
 }

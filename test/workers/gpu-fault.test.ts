@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { gpuFault } from "../../edge/workers/gpu-fault";
-import { parseHealthCsv, pciKey, readGpuHealth, XidWatch } from "../../runner/agent/gpu-health";
+import { parseHealthCsv, parseRemappedCsv, pciKey, readGpuHealth, XidWatch } from "../../runner/agent/gpu-health";
 
 const healthy = {
   index: 1,
@@ -43,6 +43,18 @@ describe("the GPU fault rule", () => {
     expect(gpuFault({ ...healthy, probe_error: "GPU is lost" })).toBe("device probe failed: GPU is lost");
     expect(gpuFault({ ...healthy, xids: [79] })).toBe("Xid 79 in the kernel log");
     expect(gpuFault({ ...healthy, xids: [48, 48, 94] })).toBe("Xid 48, 94 in the kernel log");
+  });
+
+  it("names a failed row remap and rows pending remapping (Ampere and later); unknown is no fault, and a clear does not accept them", () => {
+    expect(gpuFault({ ...healthy, remapped_rows_failure: true, remapped_rows_pending: false })).toBe(
+      "a memory row could not be remapped (remapped_rows.failure)",
+    );
+    expect(gpuFault({ ...healthy, remapped_rows_failure: false, remapped_rows_pending: true })).toBe(
+      "memory rows are pending remapping: the GPU needs a reset (remapped_rows.pending)",
+    );
+    expect(gpuFault({ ...healthy, remapped_rows_failure: null, remapped_rows_pending: null })).toBeNull();
+    expect(gpuFault({ ...healthy, remapped_rows_failure: false, remapped_rows_pending: false })).toBeNull();
+    expect(gpuFault({ ...healthy, remapped_rows_pending: true }, { ecc: 9, retired: true })).toMatch(/pending remapping/);
   });
 
   it("leaves application Xids (13, 31, 43) to the job", () => {
@@ -113,6 +125,42 @@ describe("the runner's Xid watch (fake dmesg)", () => {
     appendFileSync(log, "[  20.2] NVRM: Xid (PCI:0000:01:00): 48, pid=12, DBE (double bit error)\n[  20.3] usb 1-1: new device\n");
     expect([...(await watch.read())]).toEqual([["0:1:0", [48]]]);
     expect((await watch.read()).size).toBe(0);
+  });
+
+  it("reads the row remapper's answer by PCI address: Yes/No, counts, and [N/A] as unknown", () => {
+    const found = parseRemappedCsv(
+      ["00000000:01:00.0, No, No", "00000000:02:00.0, Yes, No", "00000000:03:00.0, 0, 1", "00000000:04:00.0, [N/A], [N/A]", "garbage"].join(
+        "\n",
+      ),
+    );
+    expect([...found]).toEqual([
+      ["0:1:0", { pending: false, failure: false }],
+      ["0:2:0", { pending: true, failure: false }],
+      ["0:3:0", { pending: false, failure: true }],
+      ["0:4:0", { pending: null, failure: null }],
+    ]);
+    expect(parseRemappedCsv("").size).toBe(0);
+  });
+
+  it("puts the row remapper's state on each GPU's sample through the fake nvidia-smi", async () => {
+    const faults = join(mkdtempSync(join(tmpdir(), "smi-")), "faults");
+    writeFileSync(faults, "0 remap-pending\n1 remap-failed\n");
+    process.env.FAKE_NVIDIA_FAULTS = faults;
+    process.env.FAKE_DMESG_FILE = join(mkdtempSync(join(tmpdir(), "dmesg-")), "kmsg");
+    writeFileSync(process.env.FAKE_DMESG_FILE, "");
+    try {
+      const samples = await readGpuHealth(resolve("test/fakes/nvidia-smi"), [0, 1], new Map(), new XidWatch(fake));
+      expect(samples.map((s) => [s.remapped_rows_pending, s.remapped_rows_failure])).toEqual([
+        [true, false],
+        [false, true],
+      ]);
+      expect(samples.map((s) => gpuFault(s))).toEqual([
+        "memory rows are pending remapping: the GPU needs a reset (remapped_rows.pending)",
+        "a memory row could not be remapped (remapped_rows.failure)",
+      ]);
+    } finally {
+      delete process.env.FAKE_NVIDIA_FAULTS;
+    }
   });
 
   it("puts a new Xid on its GPU's sample through the fake nvidia-smi", async () => {

@@ -215,6 +215,13 @@ describe("GPU health", () => {
     expect((await gpu(1)).quarantine).toBeNull();
     expect(await entry(heldJob)).toMatchObject({ status: expect.stringMatching(/pending|running/), attempt: 3 });
   });
+
+  it("quarantines a GPU whose memory rows wait for a reset to be remapped (nvidia-smi's row remapper)", async () => {
+    writeFileSync(faults, "1 remap-pending\n");
+    const out = await until("GPU 1 to be quarantined", async () => (await gpu(1)).quarantine);
+    expect(out.reason).toBe("memory rows are pending remapping: the GPU needs a reset (remapped_rows.pending)");
+    expect((await gpu(1)).health).toMatchObject({ fault: out.reason, probe_error: null });
+  });
 });
 
 describe("a worker's heartbeat", () => {
