@@ -98,13 +98,9 @@ export const GpuHealthSample = z
       description:
         "nvidia-smi --query-remapped-rows remapped_rows.pending (Ampere and later: memory rows waiting for a GPU reset to be remapped); null or absent: not supported or not read",
     }),
-    remapped_rows_failure: z
-      .boolean()
-      .nullable()
-      .optional()
-      .openapi({
-        description: "remapped_rows.failure: a row could not be remapped (the memory is beyond repair); null or absent: not read",
-      }),
+    remapped_rows_failure: z.boolean().nullable().optional().openapi({
+      description: "remapped_rows.failure: a row could not be remapped (the memory is beyond repair); null or absent: not read",
+    }),
     probe_error: z.string().max(500).nullable().openapi({
       description:
         "The device probe failed for this GPU: nvidia-smi's own words (`GPU is lost`, `[GPU requires reset]`, `[Unknown Error]`, or the GPU missing from its answer); null: it answered",
