@@ -240,6 +240,10 @@ describe.skipIf(!HAS_CHROMIUM)("the Notifications view", () => {
     try {
       await page.getByRole("form", { name: "Notification preferences" }).waitFor();
       await page.getByRole("heading", { name: "Recent deliveries" }).waitFor();
+      // Reached from the menu, as every signed-in user's view.
+      const link = page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Notifications" });
+      expect(await link.getAttribute("href")).toBe("#/notifications");
+      expect(await link.getAttribute("aria-current")).toBe("page");
       expect(await page.getByRole("form", { name: "SMTP settings" }).count()).toBe(0);
       expect(await page.getByText("E-mail server (SMTP, admin)").count()).toBe(0);
       const forced = await page.evaluate(async () => {
