@@ -3,7 +3,8 @@
 // preferences shown (text and --format json, the API's answer), changed option by option (the
 // rest kept), the API's refusals (unknown kind, bad address, private URL) printed naming the field
 // with exit 1 and nothing changed, usage mistakes exit 2, and the deliveries a job's start and end
-// made, as a table and as the API's JSON. Attacker: a viewer's `set` changes only the viewer's own.
+// made, as a table and as the API's JSON. Attackers: a viewer's `set` changes only the viewer's own; a
+// control character in a stored value is printed as an escape.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { jobs } from "../helpers/cli";
 import { startHttpSink, type HttpSink } from "../helpers/sinks";
@@ -178,5 +179,11 @@ describe("jobs notifications", () => {
     expect(await prefsOf(ada)).toEqual(adas);
     const deliveries = await as(vera, ["notifications", "deliveries", "--format", "json"]);
     expect(deliveries.json()).toEqual({ deliveries: [] });
+    // A control character in a stored value reaches the terminal as an escape, never raw.
+    const ansi = await as(vera, ["notifications", "set", "--slack", "https://hooks.example.com/\x1b[2Jgone"]);
+    expect(ansi.code, ansi.stderr).toBe(0);
+    expect((await prefsOf(vera)).channels.slack.url).toBe("https://hooks.example.com/\x1b[2Jgone");
+    expect(ansi.stdout).not.toContain("\x1b");
+    expect(fields(ansi.stdout).slack).toMatch(/^https:\/\/hooks\.example\.com\/.+\[2Jgone$/);
   });
 });

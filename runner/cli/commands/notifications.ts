@@ -1,6 +1,7 @@
 import type { Command } from "commander";
 import { endpoints } from "../../../shared/client/endpoints";
 import type { NotificationPreferences, NotificationPreferencesUpdate } from "../../../shared/schemas/notifications";
+import { showControls } from "../../../shared/terminal-text";
 import { cli } from "../context";
 import { cell } from "../format-job";
 import { UsageError, type Output } from "../output";
@@ -111,13 +112,16 @@ export function addNotifications(program: Command): void {
     });
 }
 
-/** The preferences as `name: value` lines. */
+/** The preferences as `name: value` lines; a control character in a value is shown as an escape, never sent raw. */
 function print(out: Output, preferences: NotificationPreferences): void {
   const { webhook, slack, email } = preferences.channels;
-  out.line(`kinds:          ${preferences.kinds.length ? preferences.kinds.join(",") : "(none)"}`);
-  out.line(`webhook:        ${webhook ? webhook.url : "-"}`);
-  out.line(`webhook secret: ${preferences.webhook_secret || "- (made when you first save)"}`);
-  out.line(`slack:          ${slack ? slack.url : "-"}`);
-  out.line(`email:          ${email ? email.address : "-"}`);
-  out.line(`updated:        ${preferences.updated_at ?? "never saved: nothing is sent to you"}`);
+  const lines: [string, string][] = [
+    ["kinds", preferences.kinds.length ? preferences.kinds.join(",") : "(none)"],
+    ["webhook", webhook ? webhook.url : "-"],
+    ["webhook secret", preferences.webhook_secret || "- (made when you first save)"],
+    ["slack", slack ? slack.url : "-"],
+    ["email", email ? email.address : "-"],
+    ["updated", preferences.updated_at ?? "never saved: nothing is sent to you"],
+  ];
+  for (const [name, value] of lines) out.line(`${`${name}:`.padEnd(16)}${showControls(value)}`);
 }
