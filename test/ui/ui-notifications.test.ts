@@ -2,7 +2,8 @@
 // with its local runner, an SMTP sink and a webhook sink started here: a private address and a
 // bad e-mail refused beside their fields with nothing saved; preferences saved in the view, a job
 // completed and its message received by the sinks and listed as delivered; the admin's SMTP form
-// with a test message received by the SMTP sink, its password never in the page or an answer.
+// with a test message received by the SMTP sink (a refusing server's answer and a bad address shown), its
+// password never in the page or an answer.
 // Attackers: a viewer sees no SMTP form and its forced PUT is refused, changing nothing; HTML in
 // a job's name and a target shown as text. axe: no serious or critical violation.
 import { mkdtempSync } from "node:fs";
@@ -134,6 +135,10 @@ describe.skipIf(!HAS_CHROMIUM)("the Notifications view", () => {
       await form.getByText("A password is stored; never shown.").waitFor();
 
       const test = page.getByRole("form", { name: "Test message" });
+      await test.getByLabel("Send a test message to").fill("ops at example");
+      await test.getByRole("button", { name: "Send test message" }).click();
+      expect(await errorBeside(test.getByLabel("Send a test message to"))).toMatch(/e-?mail/i);
+      expect(smtp.mails).toEqual([]);
       await test.getByLabel("Send a test message to").fill("ops@example.com");
       await test.getByRole("button", { name: "Send test message" }).click();
       await test.getByRole("status").getByText("Sent to ops@example.com: the server took it.").waitFor();
@@ -141,11 +146,31 @@ describe.skipIf(!HAS_CHROMIUM)("the Notifications view", () => {
       expect(mail).toMatchObject({ from: "jobs@example.com", user: "mailer" });
       expect(mailParts(mail.data).subject).toBe("[training] SMTP test");
 
+      // A server that refuses the recipient: the outcome says why (the form below puts the good sink back).
+      const refusing = await startSmtpSink({ rejectRcpt: true });
+      try {
+        const moved = await t.call("PUT", "/api/admin/notifications/smtp", {
+          json: { host: "127.0.0.1", port: refusing.port, tls: "none", username: "mailer", from: "jobs@example.com" },
+          ...as("admin"),
+        });
+        expect(moved.status, moved.text).toBe(200);
+        await test.getByRole("button", { name: "Send test message" }).click();
+        await test
+          .getByRole("status")
+          .getByText(/^Not sent: .*550/)
+          .waitFor();
+      } finally {
+        await refusing.close();
+      }
+
       // Saving again without typing a password keeps the stored one (the test still authenticates).
       await form.getByLabel("User", { exact: true }).fill("mailer2");
       await form.getByRole("button", { name: "Save SMTP settings" }).click();
       await expect.poll(async () => (await smtpSettings()).username).toBe("mailer2");
-      expect((await smtpSettings()).password).toBe("********");
+      expect(await smtpSettings()).toMatchObject({ port: smtp.port, password: "********" });
+      await test.getByRole("button", { name: "Send test message" }).click();
+      await test.getByRole("status").getByText("Sent to ops@example.com: the server took it.").waitFor();
+      expect(smtp.mails.filter((m) => m.to.includes("ops@example.com")).map((m) => m.user)).toEqual(["mailer", "mailer2"]);
 
       // The admin's own preferences offer the admins' kinds.
       await page.getByRole("checkbox", { name: /approval\.needed/ }).waitFor();
