@@ -172,6 +172,12 @@ describe.skipIf(!HAS_CHROMIUM)("the Notifications view", () => {
       await test.getByRole("status").getByText("Sent to ops@example.com: the server took it.").waitFor();
       expect(smtp.mails.filter((m) => m.to.includes("ops@example.com")).map((m) => m.user)).toEqual(["mailer", "mailer2"]);
 
+      // Removing the stored password is a choice of its own, never an empty field.
+      await form.getByLabel("Remove the stored password").check();
+      await form.getByRole("button", { name: "Save SMTP settings" }).click();
+      await form.getByText("None stored.").waitFor();
+      expect(await smtpSettings()).toMatchObject({ username: "mailer2", password: "" });
+
       // The admin's own preferences offer the admins' kinds.
       await page.getByRole("checkbox", { name: /approval\.needed/ }).waitFor();
       await page.getByRole("checkbox", { name: /gpu\.quarantined/ }).waitFor();

@@ -369,6 +369,7 @@ function SmtpPanel() {
           <ErrorNote error={save.error} />
         </form>
       ) : null}
+      {smtp.data ? <h3>Test message</h3> : null}
       {smtp.data ? (
         <form
           class="stack settings-form"
