@@ -1,6 +1,6 @@
 import type { Database } from "../db/client";
 import type { Logger } from "../log";
-import type { NotificationKind } from "../../shared/schemas/notifications";
+import { ADMIN_NOTIFICATION_KINDS, type NotificationKind } from "../../shared/notification-kinds";
 import { createApprovalLink } from "./approval-link";
 import { queueDeliveries, sendDue, type DeliveryEnv, type QueuedDelivery } from "./deliveries";
 import { renderMessage, type Facts } from "./message";
@@ -19,8 +19,6 @@ import { readPreferences } from "./preferences";
  * on the Scheduler's beat and at submission); gpu.quarantined (edge/workers/gpu-health.ts, from
  * the heartbeat that quarantines).
  */
-
-const TO_ADMINS: readonly NotificationKind[] = ["approval.needed", "gpu.quarantined"];
 
 export interface NotifyContext {
   db: Database;
@@ -65,7 +63,7 @@ export async function notify(ctx: NotifyContext, kind: NotificationKind, subject
   const { db } = ctx;
   try {
     const eventAt = new Date();
-    const recipients = TO_ADMINS.includes(kind) ? await adminIds(db) : subject.userId === null ? [] : [subject.userId];
+    const recipients = ADMIN_NOTIFICATION_KINDS.includes(kind) ? await adminIds(db) : subject.userId === null ? [] : [subject.userId];
     const queued: QueuedDelivery[] = [];
     for (const userId of recipients) {
       const preferences = await readPreferences(db, userId);

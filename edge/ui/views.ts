@@ -10,6 +10,7 @@ import { JobView } from "./views/job";
 import { KeysView } from "./views/keys";
 import { LimitsView } from "./views/limits";
 import { MetricsView } from "./views/metrics";
+import { NotificationsView } from "./views/notifications";
 import { QueueView } from "./views/queue";
 import { RunsView } from "./views/runs";
 import { SubmitView } from "./views/submit";
@@ -43,6 +44,7 @@ export const VIEWS: ViewEntry[] = [
   { name: "system", title: "GPUs and workers", level: "viewer", component: SystemView, nav: true, group: "work" },
   { name: "cost", title: "Cost", level: "researcher", component: CostView, nav: true, group: "work" },
   { name: "keys", title: "API keys", level: "viewer", component: KeysView, nav: true, group: "work" },
+  { name: "notifications", title: "Notifications", level: "viewer", component: NotificationsView, nav: true, group: "work" },
   { name: "users", title: "Users", level: "admin", component: UsersView, nav: true, group: "admin" },
   { name: "workers", title: "Workers", level: "admin", component: WorkersView, nav: true, group: "admin" },
   { name: "limits", title: "Limits and approvals", level: "admin", component: LimitsView, nav: true, group: "admin" },

@@ -11,6 +11,7 @@ import { addGpus } from "./commands/gpus";
 import { addList } from "./commands/list";
 import { addLogin } from "./commands/login";
 import { addLogs } from "./commands/logs";
+import { addNotifications } from "./commands/notifications";
 import { addOpen } from "./commands/open";
 import { addPriority } from "./commands/priority";
 import { addRetry } from "./commands/retry";
@@ -45,6 +46,7 @@ export function buildProgram(): Command {
   addPriority(program);
   addGpus(program);
   addCost(program);
+  addNotifications(program);
   addOpen(program);
   addEnv(program);
   addDatasets(program);

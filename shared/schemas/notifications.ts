@@ -1,21 +1,15 @@
 import { z } from "@hono/zod-openapi";
 
-/** Every notification kind, in the order the API documents them. */
-export const NOTIFICATION_KINDS = [
-  "job.started",
-  "job.stalled",
-  "job.completed",
-  "job.failed",
-  "approval.needed",
-  "approval.decided",
-  "budget.warning",
-  "budget.exceeded",
-  "gpu.quarantined",
-] as const;
-export type NotificationKind = (typeof NOTIFICATION_KINDS)[number];
+import { NOTIFICATION_CHANNELS, NOTIFICATION_KINDS, SMTP_TLS_MODES } from "../notification-kinds";
 
-export const NOTIFICATION_CHANNELS = ["webhook", "slack", "email"] as const;
-export type NotificationChannel = (typeof NOTIFICATION_CHANNELS)[number];
+export {
+  ADMIN_NOTIFICATION_KINDS,
+  NOTIFICATION_CHANNELS,
+  NOTIFICATION_KINDS,
+  SMTP_TLS_MODES,
+  type NotificationChannel,
+  type NotificationKind,
+} from "../notification-kinds";
 
 const Url = z.string().max(2048).openapi({ example: "https://hooks.example.com/training" });
 
@@ -77,8 +71,6 @@ export const DeliveriesQuery = z.object({
   kind: z.enum(NOTIFICATION_KINDS).optional(),
 });
 
-export const SMTP_TLS_MODES = ["none", "starttls", "tls"] as const;
-
 export const SmtpSettingsUpdate = z
   .strictObject({
     host: z.string().max(253),
@@ -103,6 +95,7 @@ export const SmtpSettings = z
     from: z.string(),
   })
   .openapi("SmtpSettings");
+export type SmtpSettings = z.infer<typeof SmtpSettings>;
 
 export const SmtpTest = z.strictObject({ to: z.email().max(254) }).openapi("SmtpTest");
 export const SmtpTestAnswer = z.object({ sent: z.boolean(), error: z.string().nullable() }).openapi("SmtpTestAnswer");

@@ -94,6 +94,7 @@ describe.skipIf(!HAS_CHROMIUM)("the dashboard in a browser", { timeout: 60_000 }
       "GPUs and workers",
       "Cost",
       "API keys",
+      "Notifications",
       "Users",
       "Workers",
       "Limits and approvals",
@@ -121,6 +122,7 @@ describe.skipIf(!HAS_CHROMIUM)("the dashboard in a browser", { timeout: 60_000 }
       "Runs",
       "GPUs and workers",
       "API keys",
+      "Notifications",
     ]);
     expect(await page.getByText("Administration").count()).toBe(0);
     await page.goto(`${t.base}/#/submit`);
