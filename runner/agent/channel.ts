@@ -1,6 +1,6 @@
 import WebSocket from "ws";
 import type { ServiceClient } from "../../shared/client/client";
-import { endpoints } from "../../shared/client/endpoints";
+import { workerEndpoints } from "../../shared/client/endpoints-workers";
 
 /**
  * The runner's end of the worker channel (GET /api/workers/channel): a WebSocket on which the
@@ -23,7 +23,7 @@ export class WakeChannel {
 
   open(): void {
     if (this.closed) return;
-    const target = this.edge.url(endpoints.workerChannel, {});
+    const target = this.edge.url(workerEndpoints.workerChannel, {});
     target.protocol = target.protocol === "https:" ? "wss:" : "ws:";
     const socket = new WebSocket(target, { headers: this.edge.authHeaders() });
     this.socket = socket;
