@@ -117,7 +117,12 @@ export class Runner {
     this.schedule(0);
     // The edge wakes this runner through the channel when work is waiting; the regular asks
     // (pollMs) are the fallback and the heartbeat.
-    this.channel = new WakeChannel(this.edge, () => this.wake(), this.options.log);
+    this.channel = new WakeChannel(
+      this.edge,
+      () => this.wake(),
+      this.options.log,
+      (commands) => this.obeyNow(commands),
+    );
     this.channel.open();
     // The fence is watched on a timer of its own: a heartbeat to an edge cut off may hang for seconds.
     this.fenceTimer = setInterval(() => this.checkFence(), 500);
@@ -291,6 +296,15 @@ export class Runner {
       }
       this.acks.push(c.id);
     }
+  }
+
+  /**
+   * Commands the channel brought ahead of their wake-up (issue 31: command -> trainer): handed over
+   * now for a trainer that runs here; any other waits for the heartbeat's answer, which carries it
+   * too. Either way it is handed over once (`handled`) and acknowledged with the next heartbeat.
+   */
+  private obeyNow(commands: HeartbeatAnswer["commands"]): void {
+    this.obey(commands.filter((c) => this.jobs.has(c.job_id)));
   }
 
   /** Starts a job's supervisor: it prepares the job, then runs its trainer to its report. */

@@ -1,10 +1,12 @@
 import WebSocket from "ws";
 import type { ServiceClient } from "../../shared/client/client";
 import { workerEndpoints } from "../../shared/client/endpoints-workers";
+import { ChannelCommands } from "../../shared/schemas/workers";
+import type { HeartbeatAnswer } from "./edge-client";
 
 /**
  * The runner's end of the worker channel (GET /api/workers/channel): a WebSocket on which the
- * edge says `wake` when work is waiting. Kept open for the runner's life: reconnected with
+ * edge says `wake` when work is waiting, and hands over a new trainer command ahead of its wake. Kept open for the runner's life: reconnected with
  * backoff (1 s doubling to 30 s) whenever it drops, pinged every 30 s so idle proxies keep it.
  * Each (re)connection also counts as a wake-up, to pick up anything sent while it was down.
  */
@@ -19,6 +21,7 @@ export class WakeChannel {
     private readonly edge: ServiceClient,
     private readonly onWake: () => void,
     private readonly log: (line: string) => void,
+    private readonly onCommands: (commands: HeartbeatAnswer["commands"]) => void = () => {},
   ) {}
 
   open(): void {
@@ -34,7 +37,9 @@ export class WakeChannel {
       this.onWake();
     });
     socket.on("message", (data) => {
-      if (String(data) === "wake") this.onWake();
+      const text = String(data);
+      if (text === "wake") this.onWake();
+      else if (text.startsWith("{")) this.takeCommands(text);
     });
     socket.on("unexpected-response", (_req, res) => {
       this.log(`wake channel refused (${res.statusCode}); asking for work on the regular schedule`);
@@ -47,6 +52,18 @@ export class WakeChannel {
       this.timer.unref();
       this.retryMs = Math.min(30_000, this.retryMs * 2);
     });
+  }
+
+  /** New trainer commands, ahead of their `wake`: anything that is not ChannelCommands is ignored (the heartbeat brings them anyway). */
+  private takeCommands(text: string): void {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      return;
+    }
+    const message = ChannelCommands.safeParse(parsed);
+    if (message.success && message.data.commands.length) this.onCommands(message.data.commands);
   }
 
   close(): void {
