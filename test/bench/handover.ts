@@ -2,7 +2,7 @@
 // the real stack (`npm start`'s process with its local runner) on a box of BENCH_GPUS (4) GPUs as a
 // fake nvidia-smi reports them (test/fakes/nvidia-smi), every one busy with short jobs and
 // BENCH_JOBS (8 per GPU) queued in all. Each job's trainer stamps the wall-clock time its process
-// started, runs BENCH_RUN_MS (300), prints a final burst of BENCH_TAIL (200) numbered lines and
+// started, runs BENCH_RUN_MS (300), prints a final burst of BENCH_TAIL (50) numbered lines and
 // exits at once, stamping the moment before it exits. Per freed GPU (a job that started on a GPU
 // another job had just left):
 //   - exit -> running: the previous trainer's exit to the next job's `started_at` (the edge
@@ -20,7 +20,7 @@ import { startBenchStack } from "./lib";
 const gpus = Number(process.env.BENCH_GPUS ?? 4);
 const jobs = Number(process.env.BENCH_JOBS ?? gpus * 8);
 const runMs = Number(process.env.BENCH_RUN_MS ?? 300);
-const tail = Number(process.env.BENCH_TAIL ?? 200);
+const tail = Number(process.env.BENCH_TAIL ?? 50);
 const out = (line: string) => process.stdout.write(line + "\n");
 const loadavg = () => readFileSync("/proc/loadavg", "utf8").trim();
 
