@@ -6,8 +6,9 @@ import type { HeartbeatAnswer } from "./edge-client";
 
 /**
  * The runner's end of the worker channel (GET /api/workers/channel): a WebSocket on which the
- * edge says `wake` when work is waiting, and hands over a new trainer command ahead of its wake. Kept open for the runner's life: reconnected with
- * backoff (1 s doubling to 30 s) whenever it drops, pinged every 30 s so idle proxies keep it.
+ * edge says `wake` when work is waiting, and hands over a new trainer command ahead of its wake.
+ * Kept open for the runner's life: reconnected with backoff (1 s doubling to 30 s) whenever it
+ * drops, pinged every 30 s so idle proxies keep it.
  * Each (re)connection also counts as a wake-up, to pick up anything sent while it was down.
  */
 export class WakeChannel {
@@ -54,7 +55,7 @@ export class WakeChannel {
     });
   }
 
-  /** New trainer commands, ahead of their `wake`: anything that is not ChannelCommands is ignored (the heartbeat brings them anyway). */
+  /** New trainer commands, ahead of their `wake`; anything but ChannelCommands is ignored (the heartbeat brings them anyway). */
   private takeCommands(text: string): void {
     let parsed: unknown;
     try {

@@ -42,10 +42,11 @@ function quantile(values: number[], p: number): number {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(p * sorted.length) - 1))]!;
 }
-const summary = (values: number[]) =>
-  values.length
-    ? `p50 ${quantile(values, 0.5).toFixed(1)} ms, p90 ${quantile(values, 0.9).toFixed(1)} ms, p99 ${quantile(values, 0.99).toFixed(1)} ms (n=${values.length})`
-    : "no samples";
+const summary = (values: number[]) => {
+  if (!values.length) return "no samples";
+  const at = (p: number) => `p${p * 100} ${quantile(values, p).toFixed(1)} ms`;
+  return `${at(0.5)}, ${at(0.9)}, ${at(0.99)} (n=${values.length})`;
+};
 
 const runnerDir = mkdtempSync(join(tmpdir(), "bench-handover-"));
 const runnerConfig = join(runnerDir, "runner.json");
