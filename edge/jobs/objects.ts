@@ -1,4 +1,5 @@
 import type { LocalSubmit } from "../../shared/schemas/queue";
+import type { TrainerCommand } from "../../shared/trainer-commands";
 import { objectNamed } from "../durable-object-names";
 import type { Env } from "../env";
 import type { NewJob, PreviewOutcome, SubmitOutcome, Submitter, WaitInfo } from "./job";
@@ -72,7 +73,8 @@ export function queueHubOf(env: Pick<Env, "QUEUE_HUB">): QueueHubApi {
 // ---- a worker's channel (edge/workers/channel.ts)
 /** The worker channel's RPC methods (edge/workers/channel.ts). */
 export interface WorkerChannelApi {
-  notify(): Promise<number>;
+  /** Wakes the worker's runner; `commands`: new trainer commands it may hand over at once. */
+  notify(commands?: { id: number; job_id: string; command: TrainerCommand }[]): Promise<number>;
   disconnect(reason: string): Promise<number>;
   fetch(request: Request): Promise<Response>;
 }

@@ -180,8 +180,8 @@ function commandRoute(path: string, command: TrainerCommand, summary: string, me
     }),
     async (c) => {
       const job = await jobToControl(c.get("db"), await jobIdOf(c), callerScope(c));
-      const { workerId } = await addCommand(c.get("db"), job.jobId, command, principalOf(c).user.id);
-      await wakeWorker(c, workerId);
+      const { id, workerId } = await addCommand(c.get("db"), job.jobId, command, principalOf(c).user.id);
+      await wakeWorker(c, workerId, [{ id, job_id: job.jobId, command }]);
       c.get("log").info(`trainer command ${command}`, { job_id: job.jobId, worker_id: workerId });
       return c.json({ success: true as const, job_id: job.jobId, message }, 200);
     },

@@ -295,7 +295,7 @@ workersRoutes.openapi(
     tags,
     summary: "A runner's wake-up channel: a WebSocket (worker token)",
     description:
-      "The runner keeps this WebSocket open; the edge sends the text message `wake` whenever an assignment or a trainer command is waiting for it, and the runner asks for work at once (POST /api/workers/heartbeat). `ping` is answered `pong`. Nothing else travels here: a runner without the channel still gets everything on its regular asks.",
+      'The runner keeps this WebSocket open; the edge sends the text message `wake` whenever an assignment or a trainer command is waiting for it, and the runner asks for work at once (POST /api/workers/heartbeat). A new trainer command also comes itself, right before its `wake`, as the JSON message `{"commands": [{"id", "job_id", "command"}]}` (the heartbeat answer\'s shape): the runner may hand it over at once, and acknowledges it with its next heartbeat as always. `ping` is answered `pong`. A runner without the channel still gets everything on its regular asks.',
     responses: { 101: { description: "WebSocket" }, 401: error("No valid worker token"), 426: error("Not a WebSocket upgrade") },
   }),
   async (c) => {

@@ -1,7 +1,7 @@
 import { hostname } from "node:os";
 import type { ServiceClient } from "../../shared/client/client";
 import { ServiceError } from "../../shared/client/client";
-import { endpoints } from "../../shared/client/endpoints";
+import { workerEndpoints } from "../../shared/client/endpoints-workers";
 import { boxPolicy, trainerAvailability } from "./box-policy";
 import { WakeChannel } from "./channel";
 import type { RunnerConfig } from "./config";
@@ -55,6 +55,8 @@ export class Runner {
   private readonly busIds = new Map<number, string>();
   private readonly xids: XidWatch;
   private xidReadableSaid: boolean | undefined;
+  /** When the GPUs' health was last sampled for a heartbeat (it costs an nvidia-smi run). */
+  private healthSampledAt = -Infinity;
   private readonly box: BoxPolicy;
   /** When the last heartbeat (or registration) that the edge answered was sent: the edge has heard from this box since. */
   private lastContact = Date.now();
@@ -91,7 +93,7 @@ export class Runner {
       trainers: trainerAvailability(this.box),
     };
     const sent = Date.now();
-    const answer = await this.edge.call(endpoints.workerRegister, { body: register });
+    const answer = await this.edge.call(workerEndpoints.workerRegister, { body: register });
     this.heard(sent, answer);
     this.options.log(
       `registered as worker ${answer.worker_id} (${this.options.role}) with ${gpus.length} GPU(s): ${gpus.map((g) => `${g.index} ${g.name}`).join(", ") || "none"}`,
@@ -115,7 +117,12 @@ export class Runner {
     this.schedule(0);
     // The edge wakes this runner through the channel when work is waiting; the regular asks
     // (pollMs) are the fallback and the heartbeat.
-    this.channel = new WakeChannel(this.edge, () => this.wake(), this.options.log);
+    this.channel = new WakeChannel(
+      this.edge,
+      () => this.wake(),
+      this.options.log,
+      (commands) => this.obeyNow(commands),
+    );
     this.channel.open();
     // The fence is watched on a timer of its own: a heartbeat to an edge cut off may hang for seconds.
     this.fenceTimer = setInterval(() => this.checkFence(), 500);
@@ -204,7 +211,7 @@ export class Runner {
       const sent = Date.now();
       // Answered well within a fence period, or counted as not answered.
       const timeoutMs = Math.round(Math.max(1000, Math.min(10_000, this.fenceAfterMs() / 3)));
-      const answer = await this.edge.call(endpoints.workerHeartbeat, { body: heartbeat }, { timeoutMs });
+      const answer = await this.edge.call(workerEndpoints.workerHeartbeat, { body: heartbeat }, { timeoutMs });
       this.heard(sent, answer);
       this.acks = this.acks.filter((id) => !acks.includes(id));
       for (const id of acks) this.handled.delete(id); // acknowledged: the edge will not send it again
@@ -222,9 +229,16 @@ export class Runner {
     }
   }
 
-  /** The GPUs' health for this heartbeat (nothing on a box without GPUs), and whether the kernel log is readable (said once in the log when not). */
+  /**
+   * The GPUs' health for this heartbeat (nothing on a box without GPUs), and whether the kernel log
+   * is readable (said once in the log when not). Sampled once per heartbeat period: an ask for work
+   * the edge woke early (a job to start, a command for a trainer) goes without it, rather than
+   * waiting for an nvidia-smi run it does not need (issue 31, "Handover").
+   */
   private async gpuHealth(): Promise<Pick<HeartbeatBody, "gpu_health" | "xid_readable">> {
     if (!this.gpuIndices.length) return {};
+    if (Date.now() - this.healthSampledAt < this.heartbeatPeriodMs()) return {};
+    this.healthSampledAt = Date.now();
     const samples = await readGpuHealth(this.options.nvidiaSmi ?? "nvidia-smi", this.gpuIndices, this.busIds, this.xids);
     const readable = this.xids.readable ?? false;
     if (readable !== this.xidReadableSaid && !readable)
@@ -282,6 +296,15 @@ export class Runner {
       }
       this.acks.push(c.id);
     }
+  }
+
+  /**
+   * Commands the channel brought ahead of their wake-up (issue 31: command -> trainer): handed over
+   * now for a trainer that runs here; any other waits for the heartbeat's answer, which carries it
+   * too. Either way it is handed over once (`handled`) and acknowledged with the next heartbeat.
+   */
+  private obeyNow(commands: HeartbeatAnswer["commands"]): void {
+    this.obey(commands.filter((c) => this.jobs.has(c.job_id)));
   }
 
   /** Starts a job's supervisor: it prepares the job, then runs its trainer to its report. */

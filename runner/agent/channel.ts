@@ -1,11 +1,14 @@
 import WebSocket from "ws";
 import type { ServiceClient } from "../../shared/client/client";
-import { endpoints } from "../../shared/client/endpoints";
+import { workerEndpoints } from "../../shared/client/endpoints-workers";
+import { ChannelCommands } from "../../shared/schemas/workers";
+import type { HeartbeatAnswer } from "./edge-client";
 
 /**
  * The runner's end of the worker channel (GET /api/workers/channel): a WebSocket on which the
- * edge says `wake` when work is waiting. Kept open for the runner's life: reconnected with
- * backoff (1 s doubling to 30 s) whenever it drops, pinged every 30 s so idle proxies keep it.
+ * edge says `wake` when work is waiting, and hands over a new trainer command ahead of its wake.
+ * Kept open for the runner's life: reconnected with backoff (1 s doubling to 30 s) whenever it
+ * drops, pinged every 30 s so idle proxies keep it.
  * Each (re)connection also counts as a wake-up, to pick up anything sent while it was down.
  */
 export class WakeChannel {
@@ -19,11 +22,12 @@ export class WakeChannel {
     private readonly edge: ServiceClient,
     private readonly onWake: () => void,
     private readonly log: (line: string) => void,
+    private readonly onCommands: (commands: HeartbeatAnswer["commands"]) => void = () => {},
   ) {}
 
   open(): void {
     if (this.closed) return;
-    const target = this.edge.url(endpoints.workerChannel, {});
+    const target = this.edge.url(workerEndpoints.workerChannel, {});
     target.protocol = target.protocol === "https:" ? "wss:" : "ws:";
     const socket = new WebSocket(target, { headers: this.edge.authHeaders() });
     this.socket = socket;
@@ -34,7 +38,9 @@ export class WakeChannel {
       this.onWake();
     });
     socket.on("message", (data) => {
-      if (String(data) === "wake") this.onWake();
+      const text = String(data);
+      if (text === "wake") this.onWake();
+      else if (text.startsWith("{")) this.takeCommands(text);
     });
     socket.on("unexpected-response", (_req, res) => {
       this.log(`wake channel refused (${res.statusCode}); asking for work on the regular schedule`);
@@ -47,6 +53,18 @@ export class WakeChannel {
       this.timer.unref();
       this.retryMs = Math.min(30_000, this.retryMs * 2);
     });
+  }
+
+  /** New trainer commands, ahead of their `wake`; anything but ChannelCommands is ignored (the heartbeat brings them anyway). */
+  private takeCommands(text: string): void {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      return;
+    }
+    const message = ChannelCommands.safeParse(parsed);
+    if (message.success && message.data.commands.length) this.onCommands(message.data.commands);
   }
 
   close(): void {

@@ -4,7 +4,7 @@ import { dirname, join, relative, resolve } from "node:path";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { ServiceClient } from "../../shared/client/client";
-import { endpoints } from "../../shared/client/endpoints";
+import { workerEndpoints } from "../../shared/client/endpoints-workers";
 import type { Assignment } from "./edge-client";
 import type { EventShipper } from "./events";
 
@@ -47,7 +47,7 @@ export async function materialise(
   jobId: string,
   datasetPath: string,
 ): Promise<Materialised | null> {
-  const manifest = await edge.call(endpoints.workerDatasetManifest, { query: { job_id: jobId, path: datasetPath } });
+  const manifest = await edge.call(workerEndpoints.workerDatasetManifest, { query: { job_id: jobId, path: datasetPath } });
   if (!manifest.files.length) return null;
   const localDir = join(cacheRoot, "datasets", ...manifest.path.split("/"));
   const result: Materialised = {
@@ -71,7 +71,7 @@ export async function materialise(
     const partial = `${target}.partial`;
     // A large file may take a while: five minutes rather than the 30 s of other calls.
     const response = await edge.call(
-      endpoints.workerDatasetFile,
+      workerEndpoints.workerDatasetFile,
       { query: { job_id: jobId, path: `${manifest.path}/${file.path}` } },
       { timeoutMs: 300_000 },
     );

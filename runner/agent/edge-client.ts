@@ -12,7 +12,7 @@ import { version } from "../../package.json";
 
 /*
  * The runner's side of the worker API: every call goes through the shared typed client
- * (shared/client) with the worker token, naming an endpoint of shared/client/endpoints.ts, so
+ * (shared/client) with the worker token, naming an endpoint of shared/client/endpoints-workers.ts, so
  * what it sends and parses is the edge's own schemas; a change on one side shows as a clear
  * ServiceError (`unexpected_answer`) on the other, not as an undefined deep in the runner.
  */
@@ -30,7 +30,7 @@ export type EventBatchBody = z.infer<typeof EventBatch>;
  *
  * @example
  * const edge = edgeClient("https://train.example.com", "stw_...");
- * const answer = await edge.call(endpoints.workerHeartbeat, { body: { acked_commands: [] } });
+ * const answer = await edge.call(workerEndpoints.workerHeartbeat, { body: { acked_commands: [] } });
  */
 export function edgeClient(url: string, token: string): ServiceClient {
   return new ServiceClient({ baseUrl: url, bearer: token, timeoutMs: 30_000, headers: { "user-agent": `training-runner/${version}` } });

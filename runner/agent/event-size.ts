@@ -1,4 +1,5 @@
-import { PNG } from "pngjs";
+import { createRequire } from "node:module";
+import type { PNG as PngClass } from "pngjs";
 import { MAX_EVENT_BYTES } from "../../shared/schemas/events";
 import type { TrainerEvent } from "./trainer-events";
 
@@ -17,29 +18,34 @@ const MIN_WIDTH = 32;
 
 type Media = { src: string; mime_type: string };
 
+// Loaded with the first picture too large to send: most runners never meet one, and pngjs costs
+// the idle runner memory (issue 31).
+let pngjs: typeof PngClass | undefined;
+const png = () => (pngjs ??= (createRequire(import.meta.url)("pngjs") as typeof import("pngjs")).PNG);
+
 const size = (event: TrainerEvent) => JSON.stringify(event).length;
 
 /** A PNG data URI at half its width and height (each pixel the mean of four); null for anything that is not one. */
 function halve(src: string): string | null {
   const match = /^data:image\/png;base64,(.*)$/s.exec(src);
   if (!match) return null;
-  let image: PNG;
+  let image: PngClass;
   try {
-    image = PNG.sync.read(Buffer.from(match[1]!, "base64"));
+    image = png().sync.read(Buffer.from(match[1]!, "base64"));
   } catch {
     return null;
   }
   if (image.width < MIN_WIDTH * 2) return null;
   const width = Math.floor(image.width / 2);
   const height = Math.max(1, Math.floor(image.height / 2));
-  const out = new PNG({ width, height });
+  const out = new (png())({ width, height });
   for (let y = 0; y < height; y++)
     for (let x = 0; x < width; x++)
       for (let c = 0; c < 4; c++) {
         const at = (dx: number, dy: number) => image.data[((2 * y + dy) * image.width + (2 * x + dx)) * 4 + c]!;
         out.data[(y * width + x) * 4 + c] = Math.round((at(0, 0) + at(1, 0) + at(0, 1) + at(1, 1)) / 4);
       }
-  return `data:image/png;base64,${PNG.sync.write(out).toString("base64")}`;
+  return `data:image/png;base64,${png().sync.write(out).toString("base64")}`;
 }
 
 /**

@@ -2,7 +2,7 @@ import { appendFileSync, mkdirSync, readdirSync, readFileSync, rmSync } from "no
 import { dirname, join } from "node:path";
 import { refusedForGood, type EventBatchBody } from "./edge-client";
 import { ServiceError, type ServiceClient } from "../../shared/client/client";
-import { endpoints } from "../../shared/client/endpoints";
+import { workerEndpoints } from "../../shared/client/endpoints-workers";
 import { fitEvent } from "./event-size";
 
 // Terminal colour and cursor sequences, which trainers under a PTY like to print.
@@ -192,7 +192,7 @@ async function sendBatch(
   events: EventBatchBody["events"],
 ): Promise<"delivered" | "unreachable" | { refused: string }> {
   try {
-    await edge.call(endpoints.workerJobEvents, { params: { job_id: jobId }, body: { attempt, events } });
+    await edge.call(workerEndpoints.workerJobEvents, { params: { job_id: jobId }, body: { attempt, events } });
     return "delivered";
   } catch (error) {
     if (error instanceof ServiceError && refusedForGood(error.status)) return { refused: `${error.status} ${error.detail}` };

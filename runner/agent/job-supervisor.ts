@@ -1,7 +1,7 @@
 import { mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { ServiceClient } from "../../shared/client/client";
-import { endpoints } from "../../shared/client/endpoints";
+import { workerEndpoints } from "../../shared/client/endpoints-workers";
 import { placeholderValues } from "../../shared/placeholders";
 import { startCallback, type Callback } from "./callback";
 import type { RunnerConfig } from "./config";
@@ -143,6 +143,8 @@ export class JobSupervisor {
           level: "warning",
           title: 'This box runs trainers and scripts without a sandbox (sandbox "off" in its runner config)',
         });
+      // The trainer's storage credentials are asked for while its datasets come.
+      const storageAsked = this.storageEnv();
       const datasets: string[] = [];
       const dataloader = await prepareDatasets(this.host.edge, options.workDir, job, jobDir, this.shipper, datasets);
       const config = { ...job.config };
@@ -174,7 +176,7 @@ export class JobSupervisor {
         writeFileSync(file, JSON.stringify(dataloader, null, 2));
         config["--data_backend_config"] = file;
       }
-      const storage = await this.storageEnv();
+      const storage = await storageAsked;
       // Sandboxed in a network of its own, the trainer reaches out only through the job's gateway.
       if (box.bwrap && box.network === "isolated")
         this.net = await startJobNetwork({
@@ -260,7 +262,7 @@ export class JobSupervisor {
    */
   private async storageEnv(): Promise<Record<string, string>> {
     try {
-      const creds = await this.host.edge.call(endpoints.workerStorageCredentials, { params: { job_id: this.jobId } });
+      const creds = await this.host.edge.call(workerEndpoints.workerStorageCredentials, { params: { job_id: this.jobId } });
       if (creds.secret_access_key === null) return {};
       return {
         TRAINER_STORAGE_ENDPOINT_URL: creds.endpoint_url,

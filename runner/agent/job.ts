@@ -1,7 +1,7 @@
 import { closeSync, constants, existsSync, lchownSync, mkdirSync, openSync, readdirSync, rmSync, writeSync } from "node:fs";
 import { isAbsolute, join, relative, resolve } from "node:path";
+import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
-import * as pty from "node-pty";
 import type { Assignment } from "./edge-client";
 import { fillPlaceholders } from "../../shared/placeholders";
 import { SIGNAL_FILE_ENV, type SignalCounters, type SignalledCommand } from "../../shared/trainer-commands";
@@ -30,6 +30,9 @@ export type TrainerKind = "simpletuner" | "demo" | "declared" | "raw";
 const BUILT_DEMO_TRAINER = fileURLToPath(new URL("./demo-trainer.mjs", import.meta.url));
 const DEMO_TRAINER = fileURLToPath(new URL("../demo-trainer/main.ts", import.meta.url));
 const KEEP_LINES = 50;
+// node-pty (a native addon) is loaded with the first trainer: an idle runner does without it (issue 31).
+let nodePty: typeof import("node-pty") | undefined;
+const pty = () => (nodePty ??= createRequire(import.meta.url)("node-pty") as typeof import("node-pty"));
 
 export interface Launch {
   kind: TrainerKind;
@@ -289,7 +292,7 @@ export function startJob(launch: Launch, jobId: string, onLine: (line: string) =
   const signals = openSignalFile(launch);
   if (launch.sandbox?.runAs) chownTree(launch.jobDir, launch.sandbox.runAs);
   const [file, ...args] = launch.argv;
-  const child = pty.spawn(file!, args, { name: "xterm-256color", cols: 400, rows: 50, cwd: launch.jobDir, env: launch.env });
+  const child = pty().spawn(file!, args, { name: "xterm-256color", cols: 400, rows: 50, cwd: launch.jobDir, env: launch.env });
   const sandboxed = launch.sandbox !== null;
   const lastLines: string[] = [];
   const lines = new OutputLines((line) => {

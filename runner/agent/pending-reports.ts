@@ -2,7 +2,7 @@ import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { ServiceClient } from "../../shared/client/client";
 import { ServiceError } from "../../shared/client/client";
-import { endpoints } from "../../shared/client/endpoints";
+import { workerEndpoints } from "../../shared/client/endpoints-workers";
 import { refusedForGood, type FinishBody } from "./edge-client";
 import { refusalReport, shortenedReport } from "./report";
 
@@ -30,6 +30,8 @@ interface Report {
  */
 export class PendingReports {
   private readonly reports: Report[] = [];
+  /** The reports on their way to the edge now. */
+  private readonly sending = new Map<Report, Promise<void>>();
 
   constructor(
     private readonly edge: ServiceClient,
@@ -60,26 +62,40 @@ export class PendingReports {
    * 5xx, 408, 429) keeps it for the next tick.
    */
   async flush(): Promise<void> {
-    reports: for (const report of [...this.reports]) {
-      for (;;) {
-        try {
-          await this.edge.call(endpoints.workerJobFinish, { params: { job_id: report.jobId }, body: report.body });
-        } catch (error) {
-          if (!(error instanceof ServiceError) || !refusedForGood(error.status)) continue reports; // kept for the next tick
-          if (error.status !== 404 && error.status !== 409 && report.shortened < 2) {
-            const refusal = `${error.status} ${error.detail}`;
-            this.log(`job ${report.jobId}: the edge refused its end report (${refusal}); sending a shorter one`);
-            report.body = report.shortened === 0 ? shortenedReport(report.body, refusal) : refusalReport(refusal);
-            report.shortened++;
-            continue;
-          }
-          this.log(`job ${report.jobId}: the edge did not take the report (${error.detail})`);
+    // A job's end and the runner's tick both flush: a report already on its way is awaited, not
+    // sent twice; the others go side by side (each job's report is independent of the others).
+    await Promise.all(
+      this.reports.map((report) => {
+        let sending = this.sending.get(report);
+        if (!sending) {
+          sending = this.deliver(report).finally(() => this.sending.delete(report));
+          this.sending.set(report, sending);
         }
-        break;
+        return sending;
+      }),
+    );
+  }
+
+  /** One report to the edge, shortened as its refusals say; dropped once taken (or settled), kept when the edge is away. */
+  private async deliver(report: Report): Promise<void> {
+    for (;;) {
+      try {
+        await this.edge.call(workerEndpoints.workerJobFinish, { params: { job_id: report.jobId }, body: report.body });
+      } catch (error) {
+        if (!(error instanceof ServiceError) || !refusedForGood(error.status)) return; // kept for the next tick
+        if (error.status !== 404 && error.status !== 409 && report.shortened < 2) {
+          const refusal = `${error.status} ${error.detail}`;
+          this.log(`job ${report.jobId}: the edge refused its end report (${refusal}); sending a shorter one`);
+          report.body = report.shortened === 0 ? shortenedReport(report.body, refusal) : refusalReport(refusal);
+          report.shortened++;
+          continue;
+        }
+        this.log(`job ${report.jobId}: the edge did not take the report (${error.detail})`);
       }
-      this.reports.splice(this.reports.indexOf(report), 1);
-      this.save();
+      break;
     }
+    this.reports.splice(this.reports.indexOf(report), 1);
+    this.save();
   }
 
   private file(): string {

@@ -1,6 +1,6 @@
 import { ApiKeyCreate, ApiKeyCreated, FirstAdminRequest, LoginRequest, Ok, SessionInfo, SetupStatus } from "../schemas/auth";
 import { CloudJob, CloudSubmit, CloudSubmitAnswer } from "../schemas/cloud";
-import { EventBatch, EventBatchStored, EventPage, EventsQuery, StreamQuery } from "../schemas/events";
+import { EventPage, EventsQuery, StreamQuery } from "../schemas/events";
 import {
   JobActionResult,
   RetryResult,
@@ -14,19 +14,8 @@ import {
   QueueListQuery,
   QueueStats,
 } from "../schemas/queue";
-import { StorageCredentials } from "../schemas/storage";
 import { JobRef, TrainingCommandAnswer, TrainingStatus, TrainingStatusQuery } from "../schemas/training";
 import { Me } from "../schemas/users";
-import {
-  DatasetManifest,
-  DatasetPath,
-  HeartbeatAnswer,
-  JobFinish,
-  JobFinished,
-  WorkerHeartbeat,
-  WorkerJobParam,
-  WorkerRegister,
-} from "../schemas/workers";
 import { endpoint } from "./endpoint";
 import { adminEndpoints } from "./endpoints-admin";
 import { datasetEndpoints } from "./endpoints-datasets";
@@ -35,6 +24,7 @@ import { queueEndpoints } from "./endpoints-queue";
 import { settingsEndpoints } from "./endpoints-settings";
 import { trainingEndpoints } from "./endpoints-training";
 import { runEndpoints } from "./endpoints-runs";
+import { workerEndpoints } from "./endpoints-workers";
 
 /**
  * The operations the CLI, the runner and the dashboard call, each with its route's own schemas.
@@ -72,33 +62,7 @@ export const endpoints = {
   cloudCancel: endpoint({ method: "POST", path: "/api/cloud/jobs/{job_id}/cancel", params: JobIdParam, response: CloudJob }),
 
   // ---- a runner's calls (worker token)
-  workerRegister: endpoint({ method: "POST", path: "/api/workers/register", body: WorkerRegister, response: HeartbeatAnswer }),
-  workerHeartbeat: endpoint({ method: "POST", path: "/api/workers/heartbeat", body: WorkerHeartbeat, response: HeartbeatAnswer }),
-  workerJobFinish: endpoint({
-    method: "POST",
-    path: "/api/workers/jobs/{job_id}/finish",
-    params: WorkerJobParam,
-    body: JobFinish,
-    response: JobFinished,
-  }),
-  workerJobEvents: endpoint({
-    method: "POST",
-    path: "/api/workers/jobs/{job_id}/events",
-    params: WorkerJobParam,
-    body: EventBatch,
-    response: EventBatchStored,
-  }),
-  workerStorageCredentials: endpoint({
-    method: "POST",
-    path: "/api/workers/jobs/{job_id}/storage-credentials",
-    params: WorkerJobParam,
-    response: StorageCredentials,
-  }),
-  /** The wake-up WebSocket: open it at client.url(...) with client.authHeaders(). */
-  workerChannel: endpoint({ method: "GET", path: "/api/workers/channel", response: "raw" }),
-  workerDatasetManifest: endpoint({ method: "GET", path: "/api/workers/datasets/manifest", query: DatasetPath, response: DatasetManifest }),
-  /** One dataset file's bytes, with X-Content-SHA256. */
-  workerDatasetFile: endpoint({ method: "GET", path: "/api/workers/datasets/file", query: DatasetPath, response: "raw" }),
+  ...workerEndpoints,
   // ---- more, by area (the dashboard's): queue administration, training control, administration, settings
   ...queueEndpoints,
   ...trainingEndpoints,

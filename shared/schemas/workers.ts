@@ -241,6 +241,16 @@ export const JobFinished = z
   })
   .openapi("JobFinished");
 
+/** A command for the trainer of a running job, as the edge hands it to the job's runner. */
+export const WorkerCommand = z.object({ id: z.number().int(), job_id: z.string(), command: z.enum(TRAINER_COMMANDS) });
+
+/**
+ * The worker channel's message that carries commands (GET /api/workers/channel): sent right before
+ * the `wake` of a new command, so the runner hands it to the trainer without waiting for its
+ * heartbeat's answer; acknowledged, as ever, with the next heartbeat (acked_commands).
+ */
+export const ChannelCommands = z.object({ commands: z.array(WorkerCommand).max(1000) });
+
 export const HeartbeatAnswer = z
   .object({
     worker_id: z.number().int(),
@@ -249,7 +259,7 @@ export const HeartbeatAnswer = z
     heartbeat_timeout_seconds: z.number().int(),
     assignments: z.array(Assignment).openapi({ description: "Jobs the scheduler has given this worker that are running now" }),
     commands: z
-      .array(z.object({ id: z.number().int(), job_id: z.string(), command: z.enum(TRAINER_COMMANDS) }))
+      .array(WorkerCommand)
       .openapi({ description: "Commands for trainers of running jobs, oldest first, sent until acknowledged (acked_commands)" }),
     quarantined_gpus: z
       .array(z.number().int())
