@@ -53,7 +53,9 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
   // Passes and submissions run one after another: the libSQL round trips inside them yield, and
   // without this chain two could plan over the same free GPUs.
   private chain: Promise<unknown> = Promise.resolve();
-  private lastPlan: { at: number; waiting: Map<number, WaitInfo> } | null = null;
+  private lastPlan: LastPlan | null = null;
+  /** The latest forecast's expected starts by stored id: a submission group keeps them (forecast.ts). */
+  private forecast = new Map<number, ExpectedStart>();
   private readonly active = new ActiveEntries();
   private readonly log: Logger;
   private submissions: (Submission & { resolve: (o: SubmitOutcome) => void; reject: (e: unknown) => void })[] = [];
@@ -127,7 +129,7 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
    * writes nothing, and the alarm's pass (armed here) starts what fits. A job the plan would start
    * has no place until then.
    */
-  async waitInfo(): Promise<WaitInfo[]> {
+  async waitInfo(ids?: number[]): Promise<WaitInfo[]> {
     await this.arm();
     if (this.lastPlan === null)
       await this.exclusive(async () => {
@@ -138,7 +140,7 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
         const { plan, pending, starts } = await this.planWith(db, new Date(), capacity, entries, []);
         this.remember(plan.waiting, new Map(), pending, starts);
       });
-    return [...(this.lastPlan?.waiting.values() ?? [])];
+    return this.lastPlan?.info(ids) ?? [];
   }
 
   /**
@@ -375,33 +377,19 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     return realIds;
   }
 
-  /** Keeps the pass's waiting jobs for `waitInfo`; `realIds` maps new submissions' placeholder ids to their stored ids. */
+  /**
+   * Keeps the pass's waiting jobs for `waitInfo`; `realIds` maps new submissions' placeholder ids
+   * to their stored ids. Kept as the plan made them: a job's WaitInfo is made when asked for, so a
+   * deep queue costs a pass nothing here.
+   */
   private remember(
     waiting: Waiting[],
     realIds: Map<number, number>,
     pending: PendingJob[],
     starts: Map<number, ExpectedStart> | null,
   ): void {
-    const kept = new Map<number, WaitInfo>();
-    const previous = this.lastPlan?.waiting;
-    // Each waiting job's expected run time as this plan used it (the listing shows it as is).
-    const jobs = new Map(pending.map((j) => [j.id, j]));
-    for (const w of waiting) {
-      const id = isNew(w) ? realIds.get(w.id) : w.id;
-      const { expectedMs = null, expectedMethod = null, expectedBasis = null } = jobs.get(w.id) ?? {};
-      // Without a new forecast, a stored job keeps the last one (a new one waits for the next pass).
-      const start = starts ? starts.get(w.id) : isNew(w) ? undefined : previous?.get(w.id)?.start;
-      if (id !== undefined)
-        kept.set(id, {
-          ...w,
-          id,
-          ...(expectedMs !== null && expectedMethod !== null
-            ? { expected: { ms: expectedMs, method: expectedMethod, basis: expectedBasis ?? expectedMethod } }
-            : {}),
-          ...(start ? { start } : {}),
-        });
-    }
-    this.lastPlan = { at: Date.now(), waiting: kept };
+    if (starts) this.forecast = starts;
+    this.lastPlan = new LastPlan(waiting, realIds, pending, this.forecast);
   }
 
   private report(started: string[], trigger: string): void {
@@ -443,5 +431,51 @@ function rememberAdmitted(
         workerId: assignedWorker(a, localWorkerId),
         expectedEndAt: ends.get(a.id)?.at ?? null,
       });
+  }
+}
+
+/** The latest plan's waiting jobs, with the index `waitInfo` needs built on its first call. */
+class LastPlan {
+  private byId: Map<number, Waiting> | null = null;
+  private jobs: Map<number, PendingJob> | null = null;
+
+  constructor(
+    private readonly waiting: Waiting[],
+    private readonly realIds: Map<number, number>,
+    private readonly pending: PendingJob[],
+    private readonly starts: Map<number, ExpectedStart>,
+  ) {}
+
+  /** The named stored jobs' places (those waiting), or every waiting job's without `ids`. */
+  info(ids?: number[]): WaitInfo[] {
+    if (!this.byId) {
+      this.byId = new Map();
+      for (const w of this.waiting) {
+        const id = isNew(w) ? this.realIds.get(w.id) : w.id;
+        if (id !== undefined) this.byId.set(id, w);
+      }
+      this.jobs = new Map(this.pending.map((j) => [j.id, j]));
+    }
+    const shown: WaitInfo[] = [];
+    for (const id of ids ?? this.byId.keys()) {
+      const w = this.byId.get(id);
+      if (w) shown.push(this.infoOf(id, w));
+    }
+    return shown;
+  }
+
+  private infoOf(id: number, w: Waiting): WaitInfo {
+    // Its expected run time as this plan used it (the listing shows it as is).
+    const { expectedMs = null, expectedMethod = null, expectedBasis = null } = this.jobs!.get(w.id) ?? {};
+    // A new job has no forecast until the next pass's; a stored one keeps the latest.
+    const start = isNew(w) ? undefined : this.starts.get(id);
+    return {
+      ...w,
+      id,
+      ...(expectedMs !== null && expectedMethod !== null
+        ? { expected: { ms: expectedMs, method: expectedMethod, basis: expectedBasis ?? expectedMethod } }
+        : {}),
+      ...(start ? { start } : {}),
+    };
   }
 }

@@ -24,6 +24,7 @@ import { v23 } from "./0023_gpu_health";
 import { v24 } from "./0024_retry_and_idempotency";
 import { v25 } from "./0025_stall_watch";
 import { v26 } from "./0026_notifications";
+import { v27 } from "./0027_scheduling_order_index";
 import type { Migration } from "./migration";
 
 export type { Migration } from "./migration";
@@ -56,5 +57,6 @@ export const MIGRATIONS: readonly Migration[] = [
   v24,
   v25,
   v26,
+  v27,
 ];
 export const LATEST_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
