@@ -1,7 +1,17 @@
 import type { Database } from "../db/client";
 import type { RecentRuns } from "../jobs/estimate";
 import type { PendingJob } from "./plan";
-import { loadActive, loadEntries, loadRecentRuns, needsRecentRuns, type ActiveEntry } from "./store";
+import {
+  loadActive,
+  loadActiveByIds,
+  loadActiveStates,
+  loadEntries,
+  loadRecentRuns,
+  needsRecentRuns,
+  sameState,
+  type ActiveEntry,
+  type EntryState,
+} from "./store";
 
 /**
  * The active entries are kept in memory between passes and re-read in full at least this often.
@@ -26,37 +36,101 @@ export const RECENT_RUNS_MS = 60_000;
 export class ActiveEntries {
   private active: { entries: Map<number, ActiveEntry>; loadedAt: number } | null = null;
   private recent: { runs: RecentRuns; at: number } | null = null;
+  /** The periodic re-read in flight, off the Scheduler's chain; what it found is applied by the next `read`. */
+  private rereading: Promise<void> | null = null;
+  private reread: { kept: Map<number, ActiveEntry>; states: EntryState[]; fresh: ActiveEntry[]; at: number } | null = null;
+  /** Moves whenever entries change other than by the Scheduler's own writes (a re-read found something). */
+  generation = 0;
 
   /** Forgets the entries: the next read is a full one. */
   drop(): void {
     this.active = null;
+    this.reread = null;
+    this.generation++;
   }
 
   /**
-   * The active entries, brought up to date: in full when stale, else only the named ones (`changed`:
-   * job ids). The map is the one kept: the caller updates it with what it writes.
+   * The active entries, brought up to date: in full when none are kept, else the named ones
+   * (`changed`: job ids), and whatever the last periodic re-read found. The map is the one kept:
+   * the caller updates it with what it writes.
    *
    * @example
    * const entries = await active.read(db, ["local-1a2b3c4d5e6f"]);
    */
   async read(db: Database, changed: string[]): Promise<Map<number, ActiveEntry>> {
-    // A run that ended is a recent run: waiting jobs' run times are read afresh with it.
-    const ended = (ids: Iterable<number>) => {
-      for (const id of ids) if (this.active?.entries.get(id)?.status === "running") this.recent = null;
-    };
-    if (this.active === null || Date.now() - this.active.loadedAt > FULL_RELOAD_MS) {
+    if (this.active === null) {
       const loadedAt = Date.now();
-      const entries = new Map((await loadActive(db)).map((e) => [e.job.id, e]));
-      if (this.active) ended([...this.active.entries.keys()].filter((id) => !entries.has(id)));
-      this.active = { entries, loadedAt };
-      return entries;
+      this.active = { entries: new Map((await loadActive(db)).map((e) => [e.job.id, e])), loadedAt };
+      this.generation++;
+      return this.active.entries;
     }
-    const { active, inactiveIds } = await loadEntries(db, changed);
     const entries = this.active.entries;
-    ended(inactiveIds);
+    if (this.reread) this.applyReread(entries);
+    else if (Date.now() - this.active.loadedAt > FULL_RELOAD_MS && !this.rereading) this.startReread(db, entries);
+    if (!changed.length) return entries;
+    const { active, inactiveIds } = await loadEntries(db, changed);
+    this.ended(inactiveIds);
     for (const id of inactiveIds) entries.delete(id);
     for (const e of active) entries.set(e.job.id, e);
     return entries;
+  }
+
+  // A run that ended is a recent run: waiting jobs' run times are read afresh with it.
+  private ended(ids: Iterable<number>): void {
+    for (const id of ids) if (this.active?.entries.get(id)?.status === "running") this.recent = null;
+  }
+
+  /**
+   * The periodic re-read, which bounds how long a change nobody named goes unseen: a deep queue's
+   * full read takes seconds, so it runs beside the Scheduler's passes instead of inside one. It
+   * reads a few columns of every active entry, then in full only the entries whose columns differ
+   * from what is kept or that are not kept at all.
+   */
+  private startReread(db: Database, entries: Map<number, ActiveEntry>): void {
+    const at = Date.now();
+    // What was kept when the read began: an entry the Scheduler replaces meanwhile is newer than the read.
+    const kept = new Map(entries);
+    this.rereading = (async () => {
+      const states = await loadActiveStates(db);
+      const differing = states.filter((s) => {
+        const e = kept.get(s.id);
+        return !e || !sameState(e, s);
+      });
+      const fresh = await loadActiveByIds(
+        db,
+        differing.map((s) => s.id),
+      );
+      this.reread = { kept, states, fresh, at };
+    })()
+      .catch(() => {
+        // A failed re-read is tried again at the next read: nothing kept is changed by it.
+        if (this.active) this.active.loadedAt = Date.now() - FULL_RELOAD_MS + 1_000;
+      })
+      .finally(() => {
+        this.rereading = null;
+      });
+  }
+
+  /** Applies what the re-read found to every entry the Scheduler has not replaced since it began. */
+  private applyReread(entries: Map<number, ActiveEntry>): void {
+    const { kept, states, fresh, at } = this.reread!;
+    this.reread = null;
+    this.active!.loadedAt = at;
+    const untouched = (id: number) => entries.get(id) === kept.get(id);
+    const stored = new Set(states.map((s) => s.id));
+    const gone = [...kept.keys()].filter((id) => !stored.has(id) && untouched(id));
+    const freshIds = new Set(fresh.map((e) => e.job.id));
+    // Listed as active by the narrow read, gone by the full one: ended in between.
+    for (const s of states) if (!freshIds.has(s.id) && kept.get(s.id) && !sameState(kept.get(s.id)!, s) && untouched(s.id)) gone.push(s.id);
+    const changed = fresh.filter((e) => untouched(e.job.id));
+    if (!gone.length && !changed.length) return;
+    this.ended(gone);
+    for (const id of gone) entries.delete(id);
+    for (const e of changed) {
+      if (kept.get(e.job.id)?.status === "running" && e.status !== "running") this.recent = null;
+      entries.set(e.job.id, e);
+    }
+    this.generation++;
   }
 
   /**
