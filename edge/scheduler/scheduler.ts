@@ -446,7 +446,7 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
       waiting.map((w) => w.key),
     );
     const jobs = new Map(pending.map((j) => [j.id, j]));
-    if (this.lastPlan?.frontier === frontier) for (const w of waiting) this.lastPlan.add(w.id, w.place, jobs.get(w.place.id));
+    if (this.lastPlan?.frontier === frontier) for (const w of waiting) this.lastPlan.add(w.id, w.place, jobs.get(w.place.id), w.key);
   }
 
   private report(started: string[], trigger: string): void {
@@ -499,7 +499,7 @@ function rememberAdmitted(
 class LastPlan {
   private byId: Map<number, Waiting> | null = null;
   private jobs: Map<number, PendingJob> | null = null;
-  private readonly added = new Map<number, { place: Waiting; job: PendingJob | undefined }>();
+  private readonly added = new Map<number, { place: Waiting; job: PendingJob | undefined; key: OrderKey }>();
   /** The frontier made from this plan, once there is one. */
   frontier: Frontier | null = null;
 
@@ -514,9 +514,9 @@ class LastPlan {
     this.frontier = frontier;
   }
 
-  /** A new job stored waiting at `place` (its position in the whole queue). */
-  add(id: number, place: Waiting, job: PendingJob | undefined): void {
-    this.added.set(id, { place, job });
+  /** A new job stored waiting at `place`, at `key` in the scheduling order. */
+  add(id: number, place: Waiting, job: PendingJob | undefined, key: OrderKey): void {
+    this.added.set(id, { place, job, key });
   }
 
   /** The named stored jobs' places (those waiting), or every waiting job's without `ids`. */
@@ -533,7 +533,9 @@ class LastPlan {
     for (const id of ids ?? [...this.byId.keys(), ...this.added.keys()]) {
       const added = this.added.get(id);
       if (added) {
-        shown.push(infoOf(id, added.place, added.job, undefined));
+        // Its place now: behind the new jobs stored ahead of it since it came.
+        const position = this.frontier ? this.frontier.positionOf(added.key, 0) : added.place.position;
+        shown.push(infoOf(id, { ...added.place, position }, added.job, undefined));
         continue;
       }
       const w = this.byId.get(id);
