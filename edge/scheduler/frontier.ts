@@ -58,8 +58,8 @@ export class Frontier {
     readonly movers: ReadonlySet<number>,
     /** Ids of the running jobs, and of the new jobs started since. */
     readonly running: Set<number>,
-    /** The full plan's waiting jobs, in its order. */
-    private readonly order: OrderKey[],
+    /** The full plan's waiting jobs, in its order, as keys once made (`order`). */
+    private made: OrderKey[] | { waiting: Waiting[]; pending: PendingJob[]; now: number },
   ) {}
 
   /**
@@ -85,19 +85,29 @@ export class Frontier {
     };
     for (const w of waiting) if (w.expectedStartAt !== undefined || w.reason === "reserved") mover(w.id);
     if (threshold > 0) {
-      // A boost step (the first one starts a job's starvation) due before the frontier expires.
+      // A boost step (the first one starts a job's starvation) due before the frontier expires;
+      // a job past its last step (most of a deep, old queue) has none.
       const steps = Math.ceil(STARVATION_BOOST_CAP / STARVATION_BOOST_PER_THRESHOLD);
+      const from = input.now - 1_000;
       const until = input.now + FRONTIER_MS;
-      for (const j of input.pending)
-        for (let k = 1; k <= steps; k++) {
-          const at = j.queuedAt + k * threshold;
-          if (at > input.now - 1_000 && at <= until) mover(j.id);
-        }
+      for (const j of input.pending) {
+        if (j.queuedAt + steps * threshold <= from) continue;
+        // The first step after `from`: is it due by `until`?
+        const k = Math.max(1, Math.floor((from - j.queuedAt) / threshold) + 1);
+        if (k <= steps && j.queuedAt + k * threshold <= until) mover(j.id);
+      }
     }
+    return new Frontier(input.now, signature, generation, movers, new Set(running), { waiting, pending: input.pending, now: input.now });
+  }
+
+  /** The full plan's waiting jobs' keys, in its order: made when a group first needs places. */
+  private get order(): OrderKey[] {
+    if (Array.isArray(this.made)) return this.made;
+    const { waiting, pending, now } = this.made;
     const queued = new Map<number, number>();
-    for (const j of input.pending) queued.set(j.id, j.queuedAt);
-    const order = waiting.map((w) => ({ priority: w.effectivePriority, queuedAt: queued.get(w.id) ?? input.now, id: w.id }));
-    return new Frontier(input.now, signature, generation, movers, new Set(running), order);
+    for (const j of pending) queued.set(j.id, j.queuedAt);
+    this.made = waiting.map((w) => ({ priority: w.effectivePriority, queuedAt: queued.get(w.id) ?? now, id: w.id }));
+    return this.made;
   }
 
   /** Whether a group at `now`, over capacity `signature` and entries of `generation`, may use it. */

@@ -412,6 +412,14 @@ export function planPass(input: PlanInput): Plan {
  * alike until the state changes.
  */
 function shapeOf(job: PendingJob): string {
+  let shape = shapes.get(job);
+  if (shape === undefined) shapes.set(job, (shape = shapeText(job)));
+  return shape;
+}
+/** Kept with the job object: a deep queue's kept entries are planned pass after pass. */
+const shapes = new WeakMap<PendingJob, string>();
+
+function shapeText(job: PendingJob): string {
   if (job.jobType === "cloud") return `cloud|${job.userId}|${job.teamId}|${job.estimatedCost ?? 0}`;
   const devices = job.anyGpu ? "any" : (job.deviceIds?.join(",") ?? "");
   const labels = job.workerLabels ? JSON.stringify(job.workerLabels) : "";

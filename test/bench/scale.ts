@@ -5,8 +5,8 @@
 //     submit answer -> running; the p99 gap between consecutive starts. Targets: every one
 //     running <= 1 s after its submit, p99 gap <= 50 ms. Checked: every answer stored exactly
 //     once, no GPU given twice.
-//  1. Sustained submissions from BENCH_CLIENTS (8) clients, each with its own API key as the CLI
-//     sends them, of 1-GPU jobs that wait for the box's busy GPUs: with an empty queue, then with
+//  1. Sustained submissions from BENCH_CLIENTS (8) clients, each with its own API key and a fresh
+//     Idempotency-Key per submission as the CLI sends them, of 1-GPU jobs that wait for the box's busy GPUs: with an empty queue, then with
 //     BENCH_PENDING (20,000; the issue's figure is 100,000) jobs pending. Those are written
 //     straight into the libSQL file as copies of a submitted job, then the Scheduler re-reads
 //     them (POST /api/queue/process) and places them like any other. Target: at depth >= 80 % of
@@ -59,12 +59,10 @@ try {
   });
   if (!put.ok) throw new Error(`environment: ${put.status} ${await put.text()}`);
   const submitBody = JSON.stringify({ config_name: "gpu1", target: "local" });
+  // As `jobs submit` sends it: the client's API key and a fresh Idempotency-Key (runner/cli/submit-once.ts).
+  const submitHeaders = (key: string) => ({ "x-api-key": key, "content-type": "application/json", "idempotency-key": crypto.randomUUID() });
   const submit = (key: string) =>
-    fetch(`${stack.base}/api/queue/submit`, {
-      method: "POST",
-      headers: { "x-api-key": key, "content-type": "application/json" },
-      body: submitBody,
-    });
+    fetch(`${stack.base}/api/queue/submit`, { method: "POST", headers: submitHeaders(key), body: submitBody });
 
   // --- 0. the burst ---------------------------------------------------------------------------
   {
@@ -147,7 +145,7 @@ try {
         url: `${stack.base}/api/queue/submit`,
         method: "POST",
         get headers() {
-          return { "x-api-key": key(n++), "content-type": "application/json" };
+          return submitHeaders(key(n++));
         },
         body: () => submitBody,
       },
