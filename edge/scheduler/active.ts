@@ -26,6 +26,16 @@ export const FULL_RELOAD_MS = 30_000;
  * they change only as jobs complete, and a median over the last five hardly moves with one more.
  */
 export const RECENT_RUNS_MS = 60_000;
+/** Active entries read per chunk of the periodic re-read: a few tens of milliseconds of the Scheduler's time each. */
+export const REREAD_CHUNK = 5_000;
+
+/** One chunk of the periodic re-read: the range (kept entries from the previous chunk's end to `to`) and what was stored. */
+interface Chunk {
+  kept: Map<number, ActiveEntry>;
+  states: EntryState[];
+  fresh: ActiveEntry[];
+  to: number;
+}
 
 /**
  * The pending and running entries as the Scheduler keeps them between passes, and the recent
@@ -36,9 +46,10 @@ export const RECENT_RUNS_MS = 60_000;
 export class ActiveEntries {
   private active: { entries: Map<number, ActiveEntry>; loadedAt: number } | null = null;
   private recent: { runs: RecentRuns; at: number } | null = null;
-  /** The periodic re-read in flight, off the Scheduler's chain; what it found is applied by the next `read`. */
+  /** The periodic re-read: where its next chunk starts (an id), and the chunk in flight or read. */
+  private cycle: { from: number; startedAt: number } | null = null;
   private rereading: Promise<void> | null = null;
-  private reread: { kept: Map<number, ActiveEntry>; states: EntryState[]; fresh: ActiveEntry[]; at: number } | null = null;
+  private reread: Chunk | null = null;
   /** Moves whenever entries change other than by the Scheduler's own writes (a re-read found something). */
   generation = 0;
 
@@ -46,6 +57,7 @@ export class ActiveEntries {
   drop(): void {
     this.active = null;
     this.reread = null;
+    this.cycle = null;
     this.generation++;
   }
 
@@ -65,8 +77,9 @@ export class ActiveEntries {
       return this.active.entries;
     }
     const entries = this.active.entries;
-    if (this.reread) this.applyReread(entries);
-    else if (Date.now() - this.active.loadedAt > FULL_RELOAD_MS && !this.rereading) this.startReread(db, entries);
+    if (this.reread) this.applyChunk(entries);
+    if (!this.cycle && Date.now() - this.active.loadedAt > FULL_RELOAD_MS) this.cycle = { from: 0, startedAt: Date.now() };
+    if (this.cycle && !this.rereading && !this.reread) this.readChunk(db, entries, this.cycle.from);
     if (!changed.length) return entries;
     const { active, inactiveIds } = await loadEntries(db, changed);
     this.ended(inactiveIds);
@@ -82,16 +95,19 @@ export class ActiveEntries {
 
   /**
    * The periodic re-read, which bounds how long a change nobody named goes unseen: a deep queue's
-   * full read takes seconds, so it runs beside the Scheduler's passes instead of inside one. It
-   * reads a few columns of every active entry, then in full only the entries whose columns differ
-   * from what is kept or that are not kept at all.
+   * full read takes seconds, so it runs beside the Scheduler's passes instead of inside one, a
+   * chunk of REREAD_CHUNK entries (by id) at a time. A chunk reads a few columns of each active
+   * entry, then in full only those that differ from what is kept or are not kept at all.
    */
-  private startReread(db: Database, entries: Map<number, ActiveEntry>): void {
-    const at = Date.now();
+  private readChunk(db: Database, entries: Map<number, ActiveEntry>, from: number): void {
     // What was kept when the read began: an entry the Scheduler replaces meanwhile is newer than the read.
-    const kept = new Map(entries);
+    const before = new Map<number, ActiveEntry>();
+    for (const [id, e] of entries) if (id > from) before.set(id, e);
     this.rereading = (async () => {
-      const states = await loadActiveStates(db);
+      const states = await loadActiveStates(db, from, REREAD_CHUNK);
+      const to = states.length < REREAD_CHUNK ? Infinity : states.at(-1)!.id;
+      const kept = new Map<number, ActiveEntry>();
+      for (const [id, e] of before) if (id <= to) kept.set(id, e);
       const differing = states.filter((s) => {
         const e = kept.get(s.id);
         return !e || !sameState(e, s);
@@ -100,22 +116,26 @@ export class ActiveEntries {
         db,
         differing.map((s) => s.id),
       );
-      this.reread = { kept, states, fresh, at };
+      this.reread = { kept, states, fresh, to };
     })()
       .catch(() => {
-        // A failed re-read is tried again at the next read: nothing kept is changed by it.
-        if (this.active) this.active.loadedAt = Date.now() - FULL_RELOAD_MS + 1_000;
+        // A failed chunk is read again at the next read: nothing kept is changed by it.
       })
       .finally(() => {
         this.rereading = null;
       });
   }
 
-  /** Applies what the re-read found to every entry the Scheduler has not replaced since it began. */
-  private applyReread(entries: Map<number, ActiveEntry>): void {
-    const { kept, states, fresh, at } = this.reread!;
+  /** Applies what a chunk found to every entry of its range the Scheduler has not replaced since it began. */
+  private applyChunk(entries: Map<number, ActiveEntry>): void {
+    const { kept, states, fresh, to } = this.reread!;
     this.reread = null;
-    this.active!.loadedAt = at;
+    if (this.cycle) {
+      if (to === Infinity) {
+        this.active!.loadedAt = this.cycle.startedAt;
+        this.cycle = null;
+      } else this.cycle.from = to;
+    }
     const untouched = (id: number) => entries.get(id) === kept.get(id);
     const stored = new Set(states.map((s) => s.id));
     const gone = [...kept.keys()].filter((id) => !stored.has(id) && untouched(id));

@@ -120,11 +120,13 @@ export interface EntryState {
   expectedEndAt: string | null;
 }
 
-/** Every pending and running entry's changeable columns: a few narrow columns per entry, no snapshot read. */
-export async function loadActiveStates(db: Database): Promise<EntryState[]> {
-  const result = await db.$client.execute(
-    "SELECT id, status, priority, priority_override, allocated_gpus, worker_id, expected_end_at FROM queue_entries WHERE status IN ('pending', 'running')",
-  );
+/** Up to `limit` pending and running entries' changeable columns after id `after`, by id: a few narrow columns each, no snapshot read. */
+export async function loadActiveStates(db: Database, after: number, limit: number): Promise<EntryState[]> {
+  const result = await db.$client.execute({
+    sql: `SELECT id, status, priority, priority_override, allocated_gpus, worker_id, expected_end_at FROM queue_entries
+          WHERE id > ? AND status IN ('pending', 'running') ORDER BY id LIMIT ?`,
+    args: [after, limit],
+  });
   return result.rows.map((r) => ({
     id: Number(r.id),
     status: String(r.status),
