@@ -31,8 +31,11 @@ export interface SchedulerApi {
   preview(user: Submitter, body: LocalSubmit): Promise<PreviewOutcome>;
   /** A job prepared elsewhere (a cloud submission): stored pending, running or blocked by the same pass as local ones. */
   submitJob(job: NewJob): Promise<SubmitOutcome>;
-  /** Where each waiting job stands and why, as the latest pass placed it; never admits anything. */
-  waitInfo(): Promise<WaitInfo[]>;
+  /**
+   * Where each waiting job stands and why, as the latest pass placed it; never admits anything.
+   * `ids`: only these entries' (those waiting), which is all a page of the queue needs.
+   */
+  waitInfo(ids?: number[]): Promise<WaitInfo[]>;
 }
 
 /**

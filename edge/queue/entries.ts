@@ -167,8 +167,6 @@ const flatten = (r: { entry: typeof queueEntries.$inferSelect; workerName: strin
   owner: r.owner,
 });
 
-// The scheduling order's status rank; kept equal to statusRank below.
-const RANK_SQL = sql`CASE ${queueEntries.status} WHEN 'running' THEN 0 WHEN 'pending' THEN 1 WHEN 'blocked' THEN 2 ELSE 3 END`;
 const statusRank = (status: string) => ({ running: 0, pending: 1, blocked: 2 })[status] ?? 3;
 const PRIORITY_SQL = sql`COALESCE(${queueEntries.priorityOverride}, ${queueEntries.priority})`;
 
@@ -205,27 +203,59 @@ export async function listEntries(
   const byStatus = inArray(queueEntries.status, statuses);
   const where = options.userId == null ? byStatus : and(byStatus, eq(queueEntries.userId, options.userId))!;
   const after = options.after;
-  let page = selectEntries(db).$dynamic();
-  if (options.order === "submitted") {
-    page = page.where(after ? and(where, gt(queueEntries.id, after.id)) : where).orderBy(queueEntries.id);
-  } else {
-    // A row-value comparison: the next page starts after (rank, -priority, queued_at, id) of the previous page's last entry.
-    const seek =
-      after && "rank" in after
-        ? sql`(${RANK_SQL}, -${PRIORITY_SQL}, ${queueEntries.queuedAt}, ${queueEntries.id}) > (${after.rank}, ${-after.priority}, ${after.queued_at}, ${after.id})`
-        : undefined;
-    page = page.where(seek ? and(where, seek) : where).orderBy(RANK_SQL, sql`-${PRIORITY_SQL}`, queueEntries.queuedAt, queueEntries.id);
-  }
-  const [rows, [count]] = await Promise.all([
-    page.limit(options.limit + 1),
-    db
-      .select({ n: sql<number>`count(*)` })
-      .from(queueEntries)
-      .where(where),
+  const count = db
+    .select({ n: sql<number>`count(*)` })
+    .from(queueEntries)
+    .where(where);
+  const [rows, [counted]] = await Promise.all([
+    options.order === "submitted"
+      ? selectEntries(db)
+          .where(after ? and(where, gt(queueEntries.id, after.id)) : where)
+          .orderBy(queueEntries.id)
+          .limit(options.limit + 1)
+      : schedulingPage(db, statuses, options.userId ?? null, options.limit + 1, after && "rank" in after ? after : undefined),
+    count,
   ]);
   const more = rows.length > options.limit;
   const shown = rows.slice(0, options.limit).map(flatten);
-  return { rows: shown, total: Number(count?.n ?? 0), next: more ? keyOf(shown.at(-1)!, options.order) : null };
+  return { rows: shown, total: Number(counted?.n ?? 0), next: more ? keyOf(shown.at(-1)!, options.order) : null };
+}
+
+/**
+ * Up to `limit` entries in scheduling order after `after`: one status group at a time in rank
+ * order (running, pending, blocked, then the ended ones together), each read in the order of the
+ * scheduling index (migration 0027), so a page costs its own rows rather than a sort of the
+ * whole queue.
+ */
+async function schedulingPage(
+  db: Database,
+  statuses: string[],
+  userId: number | null,
+  limit: number,
+  after: Extract<QueueKey, { rank: number }> | undefined,
+): Promise<Awaited<ReturnType<ReturnType<typeof selectEntries>["execute"]>>> {
+  const groups = [["running"], ["pending"], ["blocked"], [...TERMINAL_STATUSES] as string[]]
+    .map((group) => group.filter((status) => statuses.includes(status)))
+    .filter((group, rank) => group.length && (!after || rank >= after.rank));
+  const rows: Awaited<ReturnType<typeof schedulingPage>> = [];
+  for (const group of groups) {
+    const rank = statusRank(group[0]!);
+    const byStatus = group.length === 1 ? eq(queueEntries.status, group[0]!) : inArray(queueEntries.status, group);
+    // Within a group: priority (highest first), queued_at, id; the seek past the previous page's last entry.
+    const seek =
+      after && after.rank === rank
+        ? sql`(${PRIORITY_SQL} < ${after.priority} OR (${PRIORITY_SQL} = ${after.priority} AND (${queueEntries.queuedAt}, ${queueEntries.id}) > (${after.queued_at}, ${after.id})))`
+        : undefined;
+    const filters = [byStatus, userId === null ? undefined : eq(queueEntries.userId, userId), seek].filter((f) => f !== undefined);
+    rows.push(
+      ...(await selectEntries(db)
+        .where(and(...filters))
+        .orderBy(sql`${PRIORITY_SQL} DESC`, queueEntries.queuedAt, queueEntries.id)
+        .limit(limit - rows.length)),
+    );
+    if (rows.length >= limit) break;
+  }
+  return rows;
 }
 
 export async function getEntry(db: Database, jobId: string): Promise<EntryRow> {

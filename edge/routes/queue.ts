@@ -62,9 +62,9 @@ const errors = {
 
 /** Stored rows as the API shows them, with live positions, reasons and expected run times from the Scheduler. */
 async function present(c: Context<AppEnv>, rows: EntryRow[]) {
-  const needsWait = rows.some((r) => r.status === "pending");
+  const waiting = rows.filter((r) => r.status === "pending").map((r) => r.id);
   const [info, limits] = await Promise.all([
-    needsWait ? schedulerOf(c.env).waitInfo() : Promise.resolve([] as WaitInfo[]),
+    waiting.length ? schedulerOf(c.env).waitInfo(waiting) : Promise.resolve([] as WaitInfo[]),
     getSetting(c.get("db"), "concurrency"),
   ]);
   const byId = new Map(info.map((w) => [w.id, w]));

@@ -1,5 +1,5 @@
 import type { WaitReason } from "../../shared/schemas/queue";
-import { planPass, type PendingJob, type Plan, type PlanInput, type RunningJob, type WorkerView } from "./plan";
+import { planPass, type PendingJob, type Plan, type PlanInput, type RunningJob, type Waiting, type WorkerView } from "./plan";
 
 /*
  * When each waiting job is expected to start: the pass's own plan run forward in simulated time.
@@ -24,6 +24,8 @@ export interface ExpectedStart {
 export const FORECAST_HORIZON_MS = 30 * 24 * 3_600_000;
 /** At most this many waiting jobs (in scheduling order) are simulated; the rest are "unknown". */
 export const FORECAST_MAX_JOBS = 200;
+/** The start of every job behind the first FORECAST_MAX_JOBS: one object for them all. */
+const TOO_FAR_AHEAD: ExpectedStart = Object.freeze({ at: null, basis: `unknown: more than ${FORECAST_MAX_JOBS} jobs wait ahead of it` });
 /** At most this many simulated passes. */
 const MAX_STEPS = 2_000;
 
@@ -54,8 +56,20 @@ interface SimRunning {
 export function expectedStarts(input: PlanInput, plan: Plan): Map<number, ExpectedStart> {
   const { now } = input;
   const starts = new Map<number, ExpectedStart>();
-  const pendingById = new Map(input.pending.map((j) => [j.id, j]));
   const admittedIds = new Set(plan.admitted.map((a) => a.id));
+  // What waits, in the plan's order (its waiting list is in position order); a job that can never
+  // fit is not simulated, nor one behind the first FORECAST_MAX_JOBS: only the jobs simulated and
+  // those admitted are looked up, so a deep queue costs one scan of its pending jobs.
+  const simulated: Waiting[] = [];
+  for (const w of plan.waiting) {
+    if (admittedIds.has(w.id)) continue;
+    if (NEVER.has(w.reason)) starts.set(w.id, { at: null, basis: `unknown: no box can ever fit it (${w.message})` });
+    else if (simulated.length >= FORECAST_MAX_JOBS) starts.set(w.id, TOO_FAR_AHEAD);
+    else simulated.push(w);
+  }
+  const wanted = new Set([...admittedIds, ...simulated.map((w) => w.id)]);
+  const pendingById = new Map<number, PendingJob>();
+  for (const j of input.pending) if (wanted.has(j.id)) pendingById.set(j.id, j);
 
   // What runs: the running jobs and what this pass started.
   const running: SimRunning[] = input.running.map((job) => {
@@ -84,18 +98,8 @@ export function expectedStarts(input: PlanInput, plan: Plan): Map<number, Expect
   let committedUsd = input.cloudBudget?.committedUsd ?? 0;
   for (const a of plan.admitted) committedUsd += pendingById.get(a.id)?.estimatedCost ?? 0;
 
-  // What waits, in the plan's order; a job that can never fit is not simulated.
-  const ordered = [...plan.waiting].sort((a, b) => a.position - b.position);
-  let left: PendingJob[] = [];
-  for (const w of ordered) {
-    const job = pendingById.get(w.id);
-    if (!job || admittedIds.has(w.id)) continue;
-    if (NEVER.has(w.reason)) starts.set(w.id, { at: null, basis: `unknown: no box can ever fit it (${w.message})` });
-    else if (left.length >= FORECAST_MAX_JOBS)
-      starts.set(w.id, { at: null, basis: `unknown: more than ${FORECAST_MAX_JOBS} jobs wait ahead of it` });
-    else left.push(job);
-  }
-  const lastReason = new Map(ordered.map((w) => [w.id, w]));
+  let left: PendingJob[] = simulated.flatMap((w) => pendingById.get(w.id) ?? []);
+  const lastReason = new Map(simulated.map((w) => [w.id, w]));
 
   let beyond = false;
   for (let step = 0; left.length; step++) {

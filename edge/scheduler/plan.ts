@@ -175,7 +175,6 @@ export function planPass(input: PlanInput): Plan {
   const takenWorkers = new Set<number>();
 
   const admitted: Admission[] = [];
-  const waiting: Omit<Waiting, "position">[] = [];
   const starving = (job: PendingJob) => threshold > 0 && now - job.queuedAt >= threshold * 60_000;
   const endOf = (job: PendingJob) => (job.expectedMs === null || job.expectedMs === undefined ? null : now + job.expectedMs);
 
@@ -336,16 +335,34 @@ export function planPass(input: PlanInput): Plan {
     }
   }
 
+  // A deep queue is mostly jobs of a few shapes waiting behind the same full capacity: between two
+  // changes of the pass's state (an admission, a reservation) a job's outcome depends only on its
+  // shape, so it is decided once per shape and state. `decided` holds those outcomes, and
+  // `unreserved` the shapes whose reservation failed, until the next change.
+  const decided = new Map<string, Outcome>();
+  const unreserved = new Set<string>();
+  const changed = () => {
+    decided.clear();
+    unreserved.clear();
+  };
+
+  const waiting: Waiting[] = [];
   for (const { job, priority } of ordered) {
-    const outcome = tryJob(job);
+    const shape = shapeOf(job);
+    let outcome = decided.get(shape);
+    if (outcome === undefined) {
+      outcome = tryJob(job);
+      decided.set(shape, outcome);
+    }
     if (outcome.ok) {
       admit(job, outcome);
+      changed();
       continue;
     }
     let { message } = outcome;
     let expectedStartAt: number | null | undefined;
     // A job starved past the threshold gets a reservation on the capacity it could use.
-    if (!outcome.never && job.jobType === "local" && starving(job)) {
+    if (!outcome.never && job.jobType === "local" && starving(job) && !unreserved.has(shape)) {
       const held: string[] = [];
       if (job.target !== "worker" && devices !== null) {
         const r = gpuPlan.reserve(job.jobId, allowedDevices(job, devices), job.numProcesses);
@@ -366,6 +383,8 @@ export function planPass(input: PlanInput): Plan {
           expectedStartAt = minStart(expectedStartAt, r.startAt);
         }
       }
+      if (held.length) changed();
+      else unreserved.add(shape);
       if (held.length) {
         const when =
           expectedStartAt === null
@@ -374,14 +393,35 @@ export function planPass(input: PlanInput): Plan {
         message += `; reserved (waited past the starvation threshold): ${held.join(", ")}; ${when}`;
       }
     }
-    waiting.push({
+    const place: Waiting = {
       id: job.id,
       jobId: job.jobId,
+      position: waiting.length + 1,
       effectivePriority: priority,
       reason: outcome.reason,
       message,
-      ...(expectedStartAt !== undefined ? { expectedStartAt } : {}),
-    });
+    };
+    if (expectedStartAt !== undefined) place.expectedStartAt = expectedStartAt;
+    waiting.push(place);
   }
-  return { admitted, waiting: waiting.map((w, i) => ({ ...w, position: i + 1 })) };
+  return { admitted, waiting: waiting };
+}
+
+/**
+ * What a job's outcome in a pass depends on besides the pass's state: jobs of one shape fare
+ * alike until the state changes.
+ */
+function shapeOf(job: PendingJob): string {
+  let shape = shapes.get(job);
+  if (shape === undefined) shapes.set(job, (shape = shapeText(job)));
+  return shape;
+}
+/** Kept with the job object: a deep queue's kept entries are planned pass after pass. */
+const shapes = new WeakMap<PendingJob, string>();
+
+function shapeText(job: PendingJob): string {
+  if (job.jobType === "cloud") return `cloud|${job.userId}|${job.teamId}|${job.estimatedCost ?? 0}`;
+  const devices = job.anyGpu ? "any" : (job.deviceIds?.join(",") ?? "");
+  const labels = job.workerLabels ? JSON.stringify(job.workerLabels) : "";
+  return `${job.target}|${job.numProcesses}|${devices}|${job.trainer ?? ""}|${job.expectedMs ?? ""}|${labels}`;
 }

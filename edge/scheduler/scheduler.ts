@@ -21,8 +21,9 @@ import { ActiveEntries } from "./active";
 import { CapacityCache } from "./cache";
 import { sweepLeftovers } from "./housekeeping";
 import { expectedStarts, type ExpectedStart } from "./forecast";
-import { planPass, type Admission, type PendingJob, type Plan, type Waiting } from "./plan";
-import { loadCapacity, localBoxStatus, planInput, withRecentRuns } from "./store";
+import { Frontier, keyOf, type OrderKey } from "./frontier";
+import { planPass, type Admission, type PendingJob, type Plan, type PlanInput, type Waiting } from "./plan";
+import { capacitySignature, loadCapacity, localBoxStatus, planInput, withRecentRuns } from "./store";
 import type { ActiveEntry, CapacityWithRules } from "./store";
 import {
   CANDIDATE_ID_BASE,
@@ -55,7 +56,11 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
   // Passes and submissions run one after another: the libSQL round trips inside them yield, and
   // without this chain two could plan over the same free GPUs.
   private chain: Promise<unknown> = Promise.resolve();
-  private lastPlan: { at: number; waiting: Map<number, WaitInfo> } | null = null;
+  private lastPlan: LastPlan | null = null;
+  /** What the last full plan lets submission groups skip (frontier.ts); null: the next group plans everything. */
+  private frontier: Frontier | null = null;
+  /** The latest forecast's expected starts by stored id: a submission group keeps them (forecast.ts). */
+  private forecast = new Map<number, ExpectedStart>();
   private readonly active = new ActiveEntries();
   private readonly log: Logger;
   private submissions: (Submission & { resolve: (o: SubmitOutcome) => void; reject: (e: unknown) => void })[] = [];
@@ -131,7 +136,7 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
    * writes nothing, and the alarm's pass (armed here) starts what fits. A job the plan would start
    * has no place until then.
    */
-  async waitInfo(): Promise<WaitInfo[]> {
+  async waitInfo(ids?: number[]): Promise<WaitInfo[]> {
     await this.arm();
     if (this.lastPlan === null)
       await this.exclusive(async () => {
@@ -142,7 +147,7 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
         const { plan, pending, starts } = await this.planWith(db, new Date(), capacity, entries, []);
         this.remember(plan.waiting, new Map(), pending, starts);
       });
-    return [...(this.lastPlan?.waiting.values() ?? [])];
+    return this.lastPlan?.info(ids) ?? [];
   }
 
   /**
@@ -272,9 +277,29 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     // 3. Plan: the stored pending entries and the new jobs, in one plan.
     // A submission group keeps the last pass's expected starts: the simulation costs a plan per
     // expected end, and the next timer pass (within 5 s) refreshes them.
-    const { plan, pending, starts } = await this.planWith(db, now, capacity, entries, jobs, trigger !== "submit");
+    // A group while the last full plan's frontier holds plans only the new jobs, what runs and the
+    // waiting jobs that may act on them (frontier.ts); anything else, or a stored job admitted by
+    // such a plan (which the frontier says cannot happen), plans everything.
+    const signature = capacitySignature(capacity);
+    const frontier = submissions.length && this.frontier?.serves(now.getTime(), signature, this.active.generation) ? this.frontier : null;
+    let planned = frontier ? await this.planWith(db, now, capacity, frontier.entries(entries), jobs, false) : null;
+    if (planned?.plan.admitted.some((a) => a.id < CANDIDATE_ID_BASE)) planned = null;
+    const { plan, pending, starts, input } = planned ?? (await this.planWith(db, now, capacity, entries, jobs, trigger !== "submit"));
     // 4. Sort the new jobs by the plan: stored running, pending or blocked, or answered rejected.
     const sorted = sortSubmissions(plan, jobs, submissions, outcomes);
+    // Over the frontier, the new jobs' places are their places in the whole queue.
+    const keys = new Map<number, OrderKey>();
+    if (planned) {
+      const threshold = capacity.limits.starvation_threshold_minutes;
+      const byId = new Map(pending.map((j) => [j.id, j]));
+      let ahead = 0;
+      for (const w of sorted.waiting) {
+        if (!isNew(w)) continue;
+        const key = keyOf(byId.get(w.id)!, now.getTime(), threshold);
+        keys.set(w.id, key);
+        sorted.places.set(w.id, { ...w, position: frontier!.positionOf(key, ahead++) });
+      }
+    }
     // 5. Write: the new jobs, then the stored ones admitted, then the local box's status; one batch.
     const stored = plan.admitted.filter((a) => a.id < CANDIDATE_ID_BASE);
     const ends = expectedEnds(stored, entries, now.getTime());
@@ -291,7 +316,15 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     // 6. Remember what the batch really did: the entries, the waiting jobs' places, the answers.
     const realIds = this.rememberSubmitted(entries, sorted, submitted, capacity, now.getTime(), outcomes);
     rememberAdmitted(entries, stored, admitted, ends, capacity.localWorkerId);
-    this.remember(sorted.waiting, realIds, pending, starts);
+    if (planned) this.rememberOverFrontier(frontier!, sorted, submitted, realIds, pending, keys);
+    else {
+      this.remember(sorted.waiting, realIds, pending, starts);
+      const running: number[] = [];
+      for (const [id, e] of entries) if (e.status === "running") running.push(id);
+      const storedId = (id: number) => (isNew({ id }) ? realIds.get(id) : id);
+      this.frontier = Frontier.of({ ...input, pending }, sorted.waiting, running, signature, this.active.generation, storedId);
+      this.lastPlan!.over(this.frontier);
+    }
     // 7. Effects, inside the pass: wakes the runners given jobs, and asks for no further pass.
     const effects = { env: this.env, db, log: this.log, actor: null, origin: "scheduler", trigger } as const;
     void applyEffects(effects, { jobs: [...submitted.change.jobs, ...admitted.change.jobs] });
@@ -312,7 +345,7 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     entries: Map<number, ActiveEntry>,
     jobs: (NewJob | null)[],
     forecast = true,
-  ): Promise<{ plan: Plan; pending: PendingJob[]; starts: Map<number, ExpectedStart> | null }> {
+  ): Promise<{ plan: Plan; pending: PendingJob[]; starts: Map<number, ExpectedStart> | null; input: PlanInput }> {
     const candidates = candidatesOf(jobs, now.getTime());
     const recent = await this.active.recentRuns(db, entries, candidates);
     const input = planInput(entries.values(), capacity, now.getTime(), recent);
@@ -320,7 +353,7 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     const pending = candidates.length ? [...input.pending, ...estimated] : input.pending;
     const plan = planPass({ ...input, pending });
     // Each waiting job's expected start: this plan run forward (forecast.ts).
-    return { plan, pending, starts: forecast ? expectedStarts({ ...input, pending }, plan) : null };
+    return { plan, pending, starts: forecast ? expectedStarts({ ...input, pending }, plan) : null, input };
   }
 
   /**
@@ -384,33 +417,45 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     return realIds;
   }
 
-  /** Keeps the pass's waiting jobs for `waitInfo`; `realIds` maps new submissions' placeholder ids to their stored ids. */
+  /**
+   * Keeps the pass's waiting jobs for `waitInfo`; `realIds` maps new submissions' placeholder ids
+   * to their stored ids. Kept as the plan made them: a job's WaitInfo is made when asked for, so a
+   * deep queue costs a pass nothing here.
+   */
   private remember(
     waiting: Waiting[],
     realIds: Map<number, number>,
     pending: PendingJob[],
     starts: Map<number, ExpectedStart> | null,
   ): void {
-    const kept = new Map<number, WaitInfo>();
-    const previous = this.lastPlan?.waiting;
-    // Each waiting job's expected run time as this plan used it (the listing shows it as is).
-    const jobs = new Map(pending.map((j) => [j.id, j]));
-    for (const w of waiting) {
-      const id = isNew(w) ? realIds.get(w.id) : w.id;
-      const { expectedMs = null, expectedMethod = null, expectedBasis = null } = jobs.get(w.id) ?? {};
-      // Without a new forecast, a stored job keeps the last one (a new one waits for the next pass).
-      const start = starts ? starts.get(w.id) : isNew(w) ? undefined : previous?.get(w.id)?.start;
-      if (id !== undefined)
-        kept.set(id, {
-          ...w,
-          id,
-          ...(expectedMs !== null && expectedMethod !== null
-            ? { expected: { ms: expectedMs, method: expectedMethod, basis: expectedBasis ?? expectedMethod } }
-            : {}),
-          ...(start ? { start } : {}),
-        });
+    if (starts) this.forecast = starts;
+    this.lastPlan = new LastPlan(waiting, realIds, pending, this.forecast);
+  }
+
+  /**
+   * A group planned over the frontier: its new jobs started join what runs, those stored waiting
+   * join the queue at their places (the others' places move back behind them).
+   */
+  private rememberOverFrontier(
+    frontier: Frontier,
+    sorted: Sorted,
+    submitted: Submitted,
+    realIds: Map<number, number>,
+    pending: PendingJob[],
+    keys: Map<number, OrderKey>,
+  ): void {
+    const started = sorted.fresh.flatMap((f, k) => (f.submission.to === "running" ? [submitted.stored[k]!.id] : []));
+    const waiting: { id: number; place: Waiting; key: OrderKey }[] = [];
+    for (const [placeholder, key] of keys) {
+      const id = realIds.get(placeholder);
+      if (id !== undefined) waiting.push({ id, place: sorted.places.get(placeholder)!, key: { ...key, id } });
     }
-    this.lastPlan = { at: Date.now(), waiting: kept };
+    frontier.add(
+      started,
+      waiting.map((w) => w.key),
+    );
+    const jobs = new Map(pending.map((j) => [j.id, j]));
+    if (this.lastPlan?.frontier === frontier) for (const w of waiting) this.lastPlan.add(w.id, w.place, jobs.get(w.place.id), w.key);
   }
 
   private report(started: string[], trigger: string): void {
@@ -453,4 +498,74 @@ function rememberAdmitted(
         expectedEndAt: ends.get(a.id)?.at ?? null,
       });
   }
+}
+
+/**
+ * The latest full plan's waiting jobs, with the index `waitInfo` needs built on its first call,
+ * and the new jobs submission groups over its frontier stored waiting since (their places moving
+ * the others back).
+ */
+class LastPlan {
+  private byId: Map<number, Waiting> | null = null;
+  private jobs: Map<number, PendingJob> | null = null;
+  private readonly added = new Map<number, { place: Waiting; job: PendingJob | undefined; key: OrderKey }>();
+  /** The frontier made from this plan, once there is one. */
+  frontier: Frontier | null = null;
+
+  constructor(
+    private readonly waiting: Waiting[],
+    private readonly realIds: Map<number, number>,
+    private readonly pending: PendingJob[],
+    private readonly starts: Map<number, ExpectedStart>,
+  ) {}
+
+  over(frontier: Frontier): void {
+    this.frontier = frontier;
+  }
+
+  /** A new job stored waiting at `place`, at `key` in the scheduling order. */
+  add(id: number, place: Waiting, job: PendingJob | undefined, key: OrderKey): void {
+    this.added.set(id, { place, job, key });
+  }
+
+  /** The named stored jobs' places (those waiting), or every waiting job's without `ids`. */
+  info(ids?: number[]): WaitInfo[] {
+    if (!this.byId) {
+      this.byId = new Map();
+      for (const w of this.waiting) {
+        const id = isNew(w) ? this.realIds.get(w.id) : w.id;
+        if (id !== undefined) this.byId.set(id, w);
+      }
+      this.jobs = new Map(this.pending.map((j) => [j.id, j]));
+    }
+    const shown: WaitInfo[] = [];
+    for (const id of ids ?? [...this.byId.keys(), ...this.added.keys()]) {
+      const added = this.added.get(id);
+      if (added) {
+        // Its place now: behind the new jobs stored ahead of it since it came.
+        const position = this.frontier ? this.frontier.positionOf(added.key, 0) : added.place.position;
+        shown.push(infoOf(id, { ...added.place, position }, added.job, undefined));
+        continue;
+      }
+      const w = this.byId.get(id);
+      if (!w) continue;
+      const place = this.frontier ? { ...w, position: this.frontier.shifted(w.position) } : w;
+      // A new job has no forecast until the next pass's; a stored one keeps the latest.
+      shown.push(infoOf(id, place, this.jobs!.get(w.id), isNew(w) ? undefined : this.starts.get(id)));
+    }
+    return shown;
+  }
+}
+
+/** A waiting job's WaitInfo: its place, its expected run time as the plan used it (the listing shows it as is), its expected start. */
+function infoOf(id: number, w: Waiting, job: PendingJob | undefined, start: ExpectedStart | undefined): WaitInfo {
+  const { expectedMs = null, expectedMethod = null, expectedBasis = null } = job ?? {};
+  return {
+    ...w,
+    id,
+    ...(expectedMs !== null && expectedMethod !== null
+      ? { expected: { ms: expectedMs, method: expectedMethod, basis: expectedBasis ?? expectedMethod } }
+      : {}),
+    ...(start ? { start } : {}),
+  };
 }

@@ -109,6 +109,62 @@ export async function loadEntries(db: Database, jobIds: string[]): Promise<{ act
   return { active: rows.filter(isActive).map(toActive), inactiveIds: rows.filter((r) => !isActive(r)).map((r) => Number(r.id)) };
 }
 
+/** The columns of an active entry that anything but a submission changes, for comparing what is kept with what is stored. */
+export interface EntryState {
+  id: number;
+  status: string;
+  priority: number;
+  priorityOverride: number | null;
+  allocatedGpus: string | null;
+  workerId: number | null;
+  expectedEndAt: string | null;
+}
+
+/** Up to `limit` pending and running entries' changeable columns after id `after`, by id: a few narrow columns each, no snapshot read. */
+export async function loadActiveStates(db: Database, after: number, limit: number): Promise<EntryState[]> {
+  const result = await db.$client.execute({
+    sql: `SELECT id, status, priority, priority_override, allocated_gpus, worker_id, expected_end_at FROM queue_entries
+          WHERE id > ? AND status IN ('pending', 'running') ORDER BY id LIMIT ?`,
+    args: [after, limit],
+  });
+  return result.rows.map((r) => ({
+    id: Number(r.id),
+    status: String(r.status),
+    priority: Number(r.priority),
+    priorityOverride: r.priority_override === null ? null : Number(r.priority_override),
+    allocatedGpus: r.allocated_gpus === null ? null : String(r.allocated_gpus),
+    workerId: r.worker_id === null ? null : Number(r.worker_id),
+    expectedEndAt: r.expected_end_at === null ? null : String(r.expected_end_at),
+  }));
+}
+
+/** Whether a kept entry still says what its stored columns say. */
+export function sameState(kept: ActiveEntry, stored: EntryState): boolean {
+  return (
+    kept.status === stored.status &&
+    kept.job.priority === stored.priority &&
+    kept.job.priorityOverride === stored.priorityOverride &&
+    JSON.stringify(kept.allocatedGpus) === (stored.allocatedGpus ?? "[]") &&
+    kept.workerId === stored.workerId &&
+    kept.expectedEndAt === timeOf(stored.expectedEndAt)
+  );
+}
+
+/** The named entries (by id) that are still active, as stored now. */
+export async function loadActiveByIds(db: Database, ids: number[]): Promise<ActiveEntry[]> {
+  const entries: ActiveEntry[] = [];
+  // Bound parameters, a few hundred a statement.
+  for (let i = 0; i < ids.length; i += 500) {
+    const chunk = ids.slice(i, i + 500);
+    const result = await db.$client.execute({
+      sql: `SELECT ${ACTIVE_COLUMNS} FROM queue_entries WHERE status IN ('pending', 'running') AND id IN (${chunk.map(() => "?").join(", ")})`,
+      args: chunk,
+    });
+    entries.push(...result.rows.map((r) => toActive(r as Record<string, unknown>)));
+  }
+  return entries;
+}
+
 export interface Capacity {
   limits: ConcurrencySettings;
   /** Local-box admissions held after a running local job was cancelled, until POST /api/queue/process or a restart. */
@@ -222,6 +278,29 @@ function capacityFrom(
 }
 
 export type CapacityWithRules = Capacity & { approvalRules: ApprovalRules };
+
+/**
+ * Everything of a capacity that can let a waiting job start: equal signatures, equal chances
+ * (frontier.ts). Made once per capacity read.
+ */
+export function capacitySignature(capacity: Capacity): string {
+  let signature = signatures.get(capacity);
+  if (signature === undefined) {
+    signature = JSON.stringify([
+      capacity.version,
+      capacity.limits,
+      capacity.localPaused,
+      capacity.localDevices,
+      capacity.localTrainers,
+      capacity.remote,
+      capacity.cloudBudget,
+      [...capacity.expectedEnds],
+    ]);
+    signatures.set(capacity, signature);
+  }
+  return signature;
+}
+const signatures = new WeakMap<Capacity, string>();
 
 /** Limits and workers, read fresh on every pass (a handful of rows, one round trip). */
 export async function loadCapacity(db: Database): Promise<CapacityWithRules> {

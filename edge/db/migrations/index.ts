@@ -25,6 +25,7 @@ import { v24 } from "./0024_retry_and_idempotency";
 import { v25 } from "./0025_stall_watch";
 import { v26 } from "./0026_notifications";
 import { v27 } from "./0027_budget_notices";
+import { v28 } from "./0028_scheduling_order_index";
 import type { Migration } from "./migration";
 
 export type { Migration } from "./migration";
@@ -58,5 +59,6 @@ export const MIGRATIONS: readonly Migration[] = [
   v25,
   v26,
   v27,
+  v28,
 ];
 export const LATEST_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
