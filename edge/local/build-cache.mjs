@@ -38,9 +38,14 @@ const ALWAYS_READ = [
 /** The build failed (a syntax error in a source, a missing package) or its folder cannot be written; the message says which. */
 export class BuildError extends Error {}
 
+// What an import could resolve to: a folder, or a file a bundle loads; not a hidden name (the
+// data directory .data, .build itself) nor a log or a cookie jar a user leaves in the checkout.
+const mayResolveTo = (entry) =>
+  !entry.name.startsWith(".") && (entry.isDirectory() || entry.isSymbolicLink() || /\.(m?[jt]sx?|cjs|cts|json|md|css)$/.test(entry.name));
+
 /**
- * The digest of these files' content, with the names in each folder outside node_modules that
- * holds one of them. A missing file or folder counts as such.
+ * The digest of these files' content, with the names (of folders and source files) in each folder
+ * outside node_modules that holds one of them. A missing file or folder counts as such.
  */
 export function digestOf(root, files) {
   const hash = createHash("sha256");
@@ -59,7 +64,11 @@ export function digestOf(root, files) {
   for (const folder of [...folders].sort()) {
     let names;
     try {
-      names = readdirSync(folder).sort().join("/");
+      names = readdirSync(folder, { withFileTypes: true })
+        .filter((entry) => mayResolveTo(entry))
+        .map((entry) => entry.name)
+        .sort()
+        .join("/");
     } catch {
       names = "\0missing";
     }
@@ -93,8 +102,10 @@ export function localBuild(root) {
   const current = readCurrent(cacheDir);
   if (current) {
     const dir = folderOf(cacheDir, current.digest);
-    if (BUILD_FILES.every((file) => existsSync(join(dir, file))) && digestOf(root, current.inputs) === current.digest)
+    if (BUILD_FILES.every((file) => existsSync(join(dir, file))) && digestOf(root, current.inputs) === current.digest) {
+      markUsed(dir);
       return { dir, digest: current.digest, cached: true, inputs: current.inputs.length, ms: Math.round(performance.now() - since) };
+    }
   }
 
   let building;
@@ -133,7 +144,11 @@ export function localBuild(root) {
       return false;
     }
   });
-  if (changedSince) return { dir: building, digest, cached: false, inputs: inputs.length, ms: ms() };
+  if (changedSince) {
+    const once = building.replace(/building-([^/]*)$/, "once-$1");
+    renameSync(building, once);
+    return { dir: once, digest, cached: false, inputs: inputs.length, ms: ms() };
+  }
 
   const dir = folderOf(cacheDir, digest);
   try {
@@ -145,19 +160,29 @@ export function localBuild(root) {
   const next = join(cacheDir, `current.json.${process.pid}`);
   writeFileSync(next, JSON.stringify({ digest, inputs }));
   renameSync(next, join(cacheDir, "current.json"));
-  prune(cacheDir, [dir, current ? folderOf(cacheDir, current.digest) : ""]);
+  markUsed(dir);
+  prune(cacheDir, [dir]);
   return { dir, digest, cached: false, inputs: inputs.length, ms: ms() };
 }
 
-/** Removes older builds, keeping `keep` (the previous one may still be starting in another process) and builds under way. */
+// A build in use by a running service must stay: its runner starts the demo trainer and the
+// sandbox bridge from it at each job. Each start marks its build as used (the folder's time).
+const markUsed = (dir) => {
+  try {
+    const now = new Date();
+    utimesSync(dir, now, now);
+  } catch {}
+};
+
+/** Removes builds no start has used for a day (never `keep`), and builds left unfinished for an hour. */
 function prune(cacheDir, keep) {
   const hour = 3600_000;
   for (const name of readdirSync(cacheDir)) {
     const path = join(cacheDir, name);
     if (keep.includes(path) || name.startsWith("current.json")) continue;
     try {
-      if (name.startsWith("building-") && Date.now() - statSync(path).mtimeMs < hour) continue;
-      rmSync(path, { recursive: true, force: true });
+      const age = Date.now() - statSync(path).mtimeMs;
+      if (age > (name.startsWith("building-") ? hour : 24 * hour)) rmSync(path, { recursive: true, force: true });
     } catch {}
   }
 }

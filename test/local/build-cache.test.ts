@@ -3,6 +3,7 @@ import {
   appendFileSync,
   cpSync,
   existsSync,
+  mkdirSync,
   mkdtempSync,
   readFileSync,
   realpathSync,
@@ -97,10 +98,13 @@ describe("npm start's build cache", () => {
     expect(first.processes).toContainEqual(expect.stringMatching(/workerd serve/));
     expect(first.banner).toContain("Training service is up on");
 
-    // A new time stamp on a source, its content the same: still the same build.
+    // A new time stamp on a source, its content the same, and what a user leaves in the checkout
+    // (the default data directory, a cookie jar): still the same build.
     const overview = join(checkout, "edge/routes/api-docs/overview.md");
     const later = new Date(Date.now() + 60_000);
     utimesSync(overview, later, later);
+    mkdirSync(join(checkout, ".data"));
+    writeFileSync(join(checkout, "cookies.txt"), "");
     const second = await npmStart();
     expect(second.messages).toContainEqual(
       expect.stringMatching(/^bundle cached: \d+ source files unchanged since \.build\/local\/[0-9a-f]{16} was built/),
