@@ -90,7 +90,7 @@ async function start(form: string, [command, args]: [string, string[]], idle: bo
       liveMs = performance.now() - started;
       break;
     }
-    if (child.exitCode !== null) throw new Error(`${form} exited with ${child.exitCode} before it was live`);
+    if (child.exitCode !== null) throw new Error(`${form} exited with ${child.exitCode} before it was live: ${stderr}`);
     if (performance.now() - started > 120_000) throw new Error(`${form} was not live within 120 s`);
     await sleep(10);
   }
