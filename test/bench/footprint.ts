@@ -2,9 +2,10 @@
 // tree holds (issue 31: live ≤ 2 s and ≤ 300 MB on a quiet machine, no build service left running).
 //  1. cold: the build cache (.build/local) removed first, so the start builds the host and the Worker;
 //  2. warm: `npm start` again, the build reused;
-//  3. warm, the fastest documented form: `node --optimize-for-size edge/local/start.mjs` (no npm
-//     process above it), and the same without --optimize-for-size (the memory it saves, and what
-//     it costs: GET /api/cloud/health/live from 16 clients for 3 s, requests/s, after the idle wait).
+//  3. warm, the fastest documented form: `node edge/local/start.mjs` (no npm process above it).
+// After the idle wait, GET /api/cloud/health/live from 16 clients for 3 s (requests/s): what a
+// memory-saving setting would cost (Node's --optimize-for-size saved 15 to 40 MB here and slowed
+// the start by about a second at load 5, so `npm start` does not use it).
 // Each start is in a fresh data directory (so migrations run each time) on a free port, with the
 // local runner as `npm start` has it. Live: from spawning the command until GET
 // /api/cloud/health/live answers 200. Memory: VmRSS and PSS (shared pages split between the
@@ -36,7 +37,6 @@ const forms: { form: string; command: [string, string[]]; cold?: boolean }[] = h
   ? [
       { form: "cold npm start", command: npmStart, cold: true },
       { form: "warm npm start", command: npmStart },
-      { form: "warm node -ofs start.mjs", command: [process.execPath, ["--optimize-for-size", "edge/local/start.mjs"]] },
       { form: "warm node start.mjs", command: [process.execPath, ["edge/local/start.mjs"]] },
     ]
   : [
