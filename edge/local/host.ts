@@ -1,5 +1,7 @@
 // `npm start`'s service: the whole service on this machine, configured by environment variables.
 // edge/local/start.mjs builds this file (and the Worker) once per content and runs the build.
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import type { LocalBuild } from "./build-cache.mjs";
 import { readConfigFromEnvironment } from "./host-environment";
 import { StartupError, startStack } from "./stack";
@@ -80,4 +82,16 @@ async function main(workerScript: string, build: LocalBuild): Promise<void> {
     process.removeAllListeners(signal);
     process.on(signal, () => void stop(signal));
   }
+  collectStartupGarbage();
+}
+
+/**
+ * Start-up leaves about 60 MB of ArrayBuffers that nothing references any more (measured with
+ * process.memoryUsage(); Miniflare's serialised workerd configuration among them), and an idle
+ * service may never reach V8's next full collection: they stayed resident. One collection now
+ * (V8's own `gc`, which the --expose-gc flag makes callable) returns them.
+ */
+function collectStartupGarbage(): void {
+  setFlagsFromString("--expose-gc");
+  (runInNewContext("gc") as () => void)();
 }
