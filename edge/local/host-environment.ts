@@ -102,7 +102,7 @@ export function readTlsFiles(env: NodeJS.ProcessEnv): { certFile: string; keyFil
  * The local default's settings, from the environment (README "Configuration"). Invalid values
  * stop start-up with a one-line message naming the variable.
  */
-export function readConfigFromEnvironment(env: NodeJS.ProcessEnv): StackOptions & { host: string; port: number } {
+export function readConfigFromEnvironment(env: NodeJS.ProcessEnv): Omit<StackOptions, "workerScript"> & { host: string; port: number } {
   const port = Number(env.SERVICE_PORT ?? 8001);
   if (!Number.isInteger(port) || port < 0 || port > 65535)
     throw new StartupError(`SERVICE_PORT must be a port number from 0 to 65535, not "${env.SERVICE_PORT}"`);

@@ -5,13 +5,12 @@ import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
 import { createSecureContext } from "node:tls";
 import type { Readable } from "node:stream";
+import { createRequire } from "node:module";
 import { createClient } from "@libsql/client/web";
-import { Miniflare, Response as MiniflareResponse } from "miniflare";
 import type { LogLevel } from "../config";
 import { applyMigrations } from "../db/migrate";
 import { DURABLE_OBJECTS } from "../durable-objects";
 import { createLogger, type Logger } from "../log";
-import { bundleWorker } from "./bundle";
 import { startClientFront, type AnswerHeaders, type ClientFront } from "./client-front";
 import { rateRuleFor, uncountedRateLimitHeaders } from "../../shared/rate-rules";
 import { readRateLimitSettings, type RateLimitSettings } from "../ratelimit/rate-limit-variables";
@@ -24,6 +23,10 @@ import { forwardProviderRequest, NO_OUTBOUND_DEFAULTS, type OutboundDefaults } f
 import { answerSecretRequest } from "./secret-host";
 import type { SubmitOutcome } from "../jobs/job";
 import type { Runner } from "../../runner/agent/agent";
+
+// Required, not imported: Miniflare is one CommonJS file of 3.8 MB, and importing it from an ES
+// module first scans all of it for its export names (Node's cjs-module-lexer), 0.3 s of each start.
+const { Miniflare, Response: MiniflareResponse } = createRequire(import.meta.url)("miniflare") as typeof import("miniflare");
 
 /** The Worker's compatibility date: at most the bundled workerd's. */
 export const COMPATIBILITY_DATE = "2026-04-26";
@@ -59,8 +62,8 @@ export interface StackOptions {
   tls?: { certFile: string; keyFile: string };
   /** How long a write that meets another process's lock on the database is tried again before it is answered 503 database_busy (default 5 s). */
   databaseBusyWaitMs?: number;
-  /** The bundled Worker's source (edge/local/bundle.ts); bundled at start when not given (a test run bundles it once for all its stacks). */
-  workerScript?: string;
+  /** The bundled Worker's source (edge/local/bundle.ts): `npm start`'s cached build (edge/local/start.mjs), or the test run's (test/helpers/global-setup.ts). */
+  workerScript: string;
   /** SERVICE_ALLOWED_HOSTS: more host names the front answers to (besides IP addresses, localhost, this machine's name, the bind address and the public URL's). */
   allowedHosts?: string[];
 }
@@ -132,7 +135,7 @@ function forwardLines(stream: Readable, write: (line: string) => void): void {
  * persisted under `dataDir`. Tests use it with port 0.
  *
  * @example
- * const stack = await startStack({ dataDir: ".data", port: 8001 });
+ * const stack = await startStack({ dataDir: ".data", port: 8001, workerScript: await bundleWorker() });
  * await fetch(new URL("/api/cloud/health", stack.url));
  * await stack.stop();
  */
@@ -177,9 +180,10 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     const outboundDefaults = options.outboundDefaults ?? NO_OUTBOUND_DEFAULTS;
     const secretsEnv = options.secretsEnv ?? process.env;
     const mf = new Miniflare({
-      modules: true,
-      script: options.workerScript ?? (await bundleWorker()),
-      scriptPath: "index.js",
+      // Given as its one module: with `script` and `modules: true` Miniflare parses the whole bundle
+      // (acorn, with locations) to find its imports, which took seconds and over 100 MB at each start.
+      // The bundle imports only cloudflare:* and node:* modules, which workerd provides.
+      modules: [{ type: "ESModule", path: "index.js", contents: options.workerScript }],
       compatibilityDate: COMPATIBILITY_DATE,
       compatibilityFlags: ["nodejs_compat"],
       defaultPersistRoot: join(dataDir, "worker"),

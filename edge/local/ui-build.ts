@@ -94,11 +94,12 @@ export interface DashboardEntry {
 
 /**
  * The build with what the script is made of: its minified bytes by origin (`edge/ui`, `shared`,
- * and each package), for `npm run bench:dashboard` and the build's test.
+ * and each package), for `npm run bench:dashboard` and the build's test, and the absolute paths
+ * of the files it read, for `npm start`'s build cache (edge/local/build-cache.mjs).
  */
 export async function bundleDashboard(
   entry?: DashboardEntry,
-): Promise<{ build: DashboardBuild; scriptBytesByOrigin: Record<string, number> }> {
+): Promise<{ build: DashboardBuild; scriptBytesByOrigin: Record<string, number>; inputs: string[] }> {
   const result = await esbuild.build({
     ...(entry ? { stdin: { ...entry, loader: "tsx", sourcefile: "entry.tsx" } } : { entryPoints: { app: UI_ENTRY } }),
     bundle: true,
@@ -130,13 +131,18 @@ export async function bundleDashboard(
       const origin = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(input)?.[1] ?? (/^(edge\/ui|shared)\//.exec(input)?.[1] || input);
       scriptBytesByOrigin[origin] = (scriptBytesByOrigin[origin] ?? 0) + bytesInOutput;
     }
-  return { build: { js, css, version }, scriptBytesByOrigin };
+  const inputs = Object.keys(result.metafile.inputs)
+    .filter((input) => !input.includes(":"))
+    .map((input) => resolve(REPO_ROOT, input));
+  return { build: { js, css, version }, scriptBytesByOrigin, inputs };
 }
 
 /** `import dashboard from "ui-build:dashboard"` in the Worker embeds that build (edge/routes/ui.ts). */
 export const DASHBOARD_MODULE = "ui-build:dashboard";
 
-/** The build as the ES module that the `ui-build:dashboard` import resolves to. */
-export async function dashboardModuleSource(): Promise<string> {
-  return `export default ${JSON.stringify(await buildDashboard())};`;
+/** The build as the ES module that the `ui-build:dashboard` import resolves to; `onInputs` hears the files it read. */
+export async function dashboardModuleSource(onInputs?: (inputs: string[]) => void): Promise<string> {
+  const { build, inputs } = await bundleDashboard();
+  onInputs?.(inputs);
+  return `export default ${JSON.stringify(build)};`;
 }

@@ -52,10 +52,9 @@ export const TEST_TIMERS: Record<string, string> = {
 };
 
 let workerScript: string | undefined;
-/** The Worker bundled once for the run (test/helpers/global-setup.ts), read once per file; bundled by each start without it. */
-function bundledWorker(): string | undefined {
-  const file = inject("workerBundle");
-  return file ? (workerScript ??= readFileSync(file, "utf8")) : undefined;
+/** The Worker bundled once for the run (test/helpers/global-setup.ts), read once per file. */
+export function bundledWorker(): string {
+  return (workerScript ??= readFileSync(inject("workerBundle"), "utf8"));
 }
 
 /** A fresh data directory under the system temp dir. */

@@ -9,7 +9,7 @@ import { Agent, request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readTlsFiles } from "../../edge/local/host-environment";
 import { startStack, StartupError } from "../../edge/local/stack";
-import { startTestStack, tempDataDir, type TestStack } from "../helpers/stack";
+import { bundledWorker, startTestStack, tempDataDir, type TestStack } from "../helpers/stack";
 import { selfSignedCert } from "../helpers/tls";
 import { endWhenDone } from "../helpers/cleanup";
 
@@ -70,6 +70,7 @@ describe("start-up mistakes", () => {
       port: 0,
       output: () => {},
       tls: { certFile: garbage, keyFile: tls.keyFile },
+      workerScript: bundledWorker(),
     }).catch((e: unknown) => e);
     rmSync(dataDir, { recursive: true, force: true });
     expect(error).toBeInstanceOf(StartupError);
