@@ -4,7 +4,7 @@ import { openDatabase, type Database } from "../db/client";
 import type { Env } from "../env";
 import { readEvents, summariseDroppedEvents } from "./events";
 import { LiveWatchers, sseStream, tooManyWatchers } from "./live-watchers";
-import { claimWatcher, MAX_WATCHERS_PER_JOB, MAX_WATCHERS_PER_USER } from "./watchers";
+import { claimWatcher, MAX_WATCHERS_PER_JOB, tooManyStreamsDetail } from "./watchers";
 import type { DeliveryPage, HubEvent, RetryDetail } from "./hub-types";
 import type { WebhookDelivery } from "../../shared/schemas/deliveries";
 import { getSetting } from "../settings-store";
@@ -247,11 +247,9 @@ export class EventsHub extends DurableObject<Env> {
       );
     const id = crypto.randomUUID();
     this.connecting++;
-    const leased = await claimWatcher(this.db(), { id, userId, jobId }).finally(() => this.connecting--);
-    if (!leased)
-      return tooManyWatchers(
-        `You already have ${MAX_WATCHERS_PER_USER} live event streams, the most one user has: close one, or poll GET /api/training/events`,
-      );
+    const perUser = readConfig(this.env).streamsPerUser;
+    const leased = await claimWatcher(this.db(), { id, userId, jobId }, perUser).finally(() => this.connecting--);
+    if (!leased) return tooManyWatchers(tooManyStreamsDetail(perUser, "poll GET /api/training/events"));
     let watcher: Watcher;
     let response: Response;
     if (request.headers.get("upgrade")?.toLowerCase() === "websocket") {
