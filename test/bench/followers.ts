@@ -3,7 +3,7 @@
 //
 // BENCH_JOBS (20) running jobs on a registered box; their events are posted as a runner posts them
 // (POST /api/workers/jobs/{id}/events with the box's token, batches numbered by attempt and seq, one
-// batch in flight per job), BENCH_RATE (5) events a second per job. BENCH_FOLLOWERS (200) followers
+// batch in flight per job), BENCH_RATE (2) events a second per job. BENCH_FOLLOWERS (200) followers
 // hold GET /api/training/events/stream open, BENCH_FOLLOWERS / BENCH_JOBS on each job, from 10 lead
 // users (LIVE_STREAMS_PER_USER raised for them). Meanwhile 8 clients
 // submit (POST /api/queue/submit) for BENCH_SECONDS (15); the same round with nothing else going on
@@ -22,7 +22,7 @@ import { sseEvents } from "../helpers/sse";
 
 const jobs = Number(process.env.BENCH_JOBS ?? 20);
 const followers = Number(process.env.BENCH_FOLLOWERS ?? 200);
-const rate = Number(process.env.BENCH_RATE ?? 5);
+const rate = Number(process.env.BENCH_RATE ?? 2);
 const seconds = Number(process.env.BENCH_SECONDS ?? 15);
 const drops = Number(process.env.BENCH_DROPS ?? Math.round(followers / 10));
 const concurrency = 8;
