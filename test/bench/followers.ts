@@ -16,6 +16,7 @@
 //    the job had stored when they reconnected, p50 and max. Target: <= 1 s.
 // The issue's full size: BENCH_JOBS=100 BENCH_FOLLOWERS=1000.
 import { createClient } from "@libsql/client";
+import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { percentiles, round, startBenchStack } from "./lib";
 import { sseEvents } from "../helpers/sse";
@@ -31,6 +32,24 @@ const concurrency = 8;
 const PER_USER = Math.max(1, Math.ceil(followers / 10));
 const out = (line: string) => process.stdout.write(line + "\n");
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** The stack's processes (found by their data directory): the Node host, and workerd, its child. */
+function stackPids(dataDir: string): { host: number; workerd: number } {
+  let host = 0;
+  for (const pid of readdirSync("/proc").filter((d) => /^\d+$/.test(d))) {
+    try {
+      if (readFileSync(`/proc/${pid}/environ`, "utf8").split("\0").includes(`SERVICE_DATA_DIR=${dataDir}`)) host ||= Number(pid);
+    } catch {}
+  }
+  const children = readFileSync(`/proc/${host}/task/${host}/children`, "utf8").trim().split(/\s+/).map(Number);
+  const workerd = children.find((pid) => readFileSync(`/proc/${pid}/comm`, "utf8").trim() === "workerd") ?? 0;
+  return { host, workerd };
+}
+/** CPU seconds (user + system) a process has used. */
+function cpuSeconds(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
 
 /** Runs `work` over `items`, `width` at a time. */
 async function pool<T>(items: T[], width: number, work: (item: T, i: number) => Promise<void>): Promise<void> {
@@ -104,6 +123,19 @@ try {
   // The submits wait behind the local job limit (the followed jobs hold it), so both rounds measure the same path.
   out(`    ${jobs} running jobs, ${followers} followers (${users} lead users), ${rate} events/s a job, ${concurrency} submitting clients`);
 
+  // Where the time goes: CPU seconds of the stack's Node host (the client front, the libSQL server),
+  // its workerd (the Worker and its Durable Objects) and this process (the clients), per phase.
+  const pids = stackPids(stack.dataDir);
+  let mark = { host: cpuSeconds(pids.host), workerd: cpuSeconds(pids.workerd), bench: process.cpuUsage(), at: performance.now() };
+  const cpu = () => {
+    const now = { host: cpuSeconds(pids.host), workerd: cpuSeconds(pids.workerd), bench: process.cpuUsage(), at: performance.now() };
+    const wall = (now.at - mark.at) / 1000;
+    const bench = (now.bench.user + now.bench.system - mark.bench.user - mark.bench.system) / 1e6;
+    const share = (seconds: number) => `${((seconds / wall) * 100).toFixed(0)} %`;
+    const line = `    CPU over ${wall.toFixed(0)} s: workerd ${share(now.workerd - mark.workerd)}, Node host ${share(now.host - mark.host)}, benchmark clients ${share(bench)} (of one core; load ${readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ")})`;
+    mark = now;
+    return line;
+  };
   const submitRequest = {
     url: `${stack.base}/api/queue/submit`,
     method: "POST",
@@ -119,8 +151,10 @@ try {
   // Warm-up, then the idle figure.
   await round(submitRequest, { concurrency, seconds: 2 });
   await clearQueue();
+  cpu();
   const idle = await round(submitRequest, { concurrency, seconds });
   out(`1.  idle: ${idle.requests} submits, ${idle.perSecond.toFixed(0)}/s, p50 ${idle.p50.toFixed(1)} ms, p99 ${idle.p99.toFixed(1)} ms`);
+  out(cpu());
 
   // --- the followers ----------------------------------------------------------------------------
   interface Follower {
@@ -135,14 +169,16 @@ try {
   }
   const connects: number[] = [];
   /** Opens (or reopens) a follower's stream; resolves once the stream has answered. */
+  /** Streams the service broke off (not dropped here), each resumed as EventSource would: after 2 s (its `retry`), with Last-Event-ID. */
+  const broken: string[] = [];
   const follow = async (f: Follower, onEvent?: (index: number) => void): Promise<void> => {
-    f.controller = new AbortController();
+    const controller = (f.controller = new AbortController());
     const headers: Record<string, string> = { "x-api-key": f.key, accept: "text/event-stream" };
     if (f.last >= 0) headers["last-event-id"] = String(f.last);
     const t0 = performance.now();
     const response = await fetch(`${stack.base}/api/training/events/stream?job_id=${jobIds[f.job]}`, {
       headers,
-      signal: f.controller.signal,
+      signal: controller.signal,
     });
     connects.push(performance.now() - t0);
     if (!response.ok) throw new Error(`follower of job ${f.job}: ${response.status} ${await response.text()}`);
@@ -158,9 +194,14 @@ try {
           f.last = Math.max(f.last, index);
           onEvent?.(index);
         }
+        broken.push("closed without an end");
       } catch (error) {
-        if (!f.controller.signal.aborted) throw error;
+        if (controller.signal.aborted) return;
+        broken.push(String((error as Error).cause ?? error));
       }
+      await sleep(2000);
+      await follow(f, onEvent);
+      await f.done;
     })();
   };
   const all: Follower[] = Array.from({ length: followers }, (_, i) => ({
@@ -220,11 +261,13 @@ try {
 
   // Events without followers: what storing them costs the submits.
   await clearQueue();
+  cpu();
   let stopFeed = startFeed();
   const feedOnly = await round(submitRequest, { concurrency, seconds });
   out(
     `2.  events, no followers: ${feedOnly.requests} submits, ${feedOnly.perSecond.toFixed(0)}/s, p50 ${feedOnly.p50.toFixed(1)} ms, p99 ${feedOnly.p99.toFixed(1)} ms; ${await stopFeed()}`,
   );
+  out(cpu());
 
   // The followers: from index 0, so each first replays what the job has stored.
   await clearQueue();
@@ -261,12 +304,14 @@ try {
   })();
 
   await sleep(1000);
+  cpu();
   const loaded = await round(submitRequest, { concurrency, seconds });
   await dropping;
   const fedLine = await stopFeed();
   out(
     `3.  events and ${followers} followers: ${loaded.requests} submits, ${loaded.perSecond.toFixed(0)}/s, p50 ${loaded.p50.toFixed(1)} ms, p99 ${loaded.p99.toFixed(1)} ms; ${fedLine}`,
   );
+  out(cpu());
   const ratio = loaded.p99 / idle.p99;
   out(`    submit p99 with followers / idle: ${ratio.toFixed(2)}x (target <= 2x): ${ratio <= 2 ? "met" : "NOT met"}`);
 
@@ -288,6 +333,8 @@ try {
     duplicated += f.seen.length - distinct.size;
     for (let i = 1; i < f.seen.length; i++) if (f.seen[i]! <= f.seen[i - 1]!) disordered++;
   }
+  const causes = [...new Set(broken)].join("; ");
+  out(`    streams the service broke off (resumed with Last-Event-ID): ${broken.length}${broken.length ? ` (${causes})` : ""}`);
   out(
     `4.  ${followers} followers: ${lost} events lost, ${duplicated} duplicated, ${disordered} out of order, ${unended} never got the end (target 0): ${lost + duplicated + disordered + unended === 0 ? "met" : "NOT met"}`,
   );
