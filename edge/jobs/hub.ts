@@ -38,6 +38,17 @@ interface Watcher {
   drained(): Promise<void>;
 }
 
+/**
+ * An event's server-sent events frame, made once however many watchers it goes to (a job's
+ * watchers all get the same text) rather than once per watcher.
+ */
+const frames = new WeakMap<HubEvent, string>();
+function sseFrame(e: HubEvent): string {
+  let frame = frames.get(e);
+  if (frame === undefined) frames.set(e, (frame = `id: ${e.index}\ndata: ${JSON.stringify(e)}\n\n`));
+  return frame;
+}
+
 /** Unread bytes a server-sent events watcher may hold (a full event page and then some) before it is given up; it resumes with Last-Event-ID. */
 export const MAX_UNREAD_BYTES = 4 * 1024 * 1024;
 
@@ -285,7 +296,7 @@ export class EventsHub extends DurableObject<Env> {
         next: since,
         held: [],
         drained: () => stream.writer.drained(),
-        write: (e) => void stream.send(`id: ${e.index}\ndata: ${JSON.stringify(e)}\n\n`),
+        write: (e) => void stream.send(sseFrame(e)),
         end: (status) => {
           stream.send(`event: end\ndata: ${JSON.stringify({ status })}\n\n`);
           void stream.writer.close();
