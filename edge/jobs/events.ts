@@ -300,7 +300,8 @@ async function writeLog(
  */
 function ownerGuard(log: LogState, planned: PlannedRow[], plan: Admission): { sql: string; args: Record<string, number | null> } {
   if (log.usage.truncatedAt !== null) return { sql: "1", args: {} };
-  const cut = plan.truncation === null ? planned.length : planned.findIndex((row) => row.type === "events.truncated");
+  // The edge's own notice (attempt 0), not a trainer's event that calls itself events.truncated.
+  const cut = plan.truncation === null ? planned.length : planned.findIndex((row) => row.attempt === 0 && row.seq === TRUNCATED_SEQ);
   const before = planned.slice(0, cut).reduce((sum, row) => sum + byteLength(row.payload), 0);
   const fits = `(:before_bytes = 0 OR ${USER_BYTES} + :before_bytes <= :quota)`;
   const args = { before_bytes: before, quota: log.limits.max_bytes_per_user };
