@@ -25,6 +25,8 @@ export interface Config {
   keepAliveMs: number;
   /** SCHEDULER_PASS_SECONDS: the Scheduler's background pass interval (it also passes on every change). */
   passIntervalMs: number;
+  /** LIVE_STREAMS_PER_USER: the most live streams one user holds at once over all jobs (edge/jobs/watchers.ts). */
+  streamsPerUser: number;
 }
 
 /** How often live streams get a keep-alive and their watchers' leases are renewed, unless LIVE_KEEPALIVE_SECONDS says otherwise. */
@@ -56,6 +58,7 @@ export function readConfig(env: Env): Config {
     setupToken: env.SETUP_TOKEN || undefined,
     keepAliveMs: positiveSeconds(env, "LIVE_KEEPALIVE_SECONDS", KEEPALIVE_MS / 1000) * 1000,
     passIntervalMs: positiveSeconds(env, "SCHEDULER_PASS_SECONDS", PASS_INTERVAL_MS / 1000) * 1000,
+    streamsPerUser: streamsPerUser(env.LIVE_STREAMS_PER_USER),
   };
   cache.set(env, config);
   return config;
@@ -69,6 +72,18 @@ function positiveSeconds(env: Env, name: "LIVE_KEEPALIVE_SECONDS" | "SCHEDULER_P
   if (!Number.isFinite(seconds) || seconds <= 0)
     throw new ApiError(500, "misconfigured", `${name} must be a positive number of seconds, not ${JSON.stringify(raw)}`);
   return seconds;
+}
+
+/** The most live streams one user holds at once, unless LIVE_STREAMS_PER_USER says otherwise (edge/jobs/watchers.ts). */
+export const STREAMS_PER_USER = 10;
+
+/** LIVE_STREAMS_PER_USER: a whole number from 1 to 100,000, STREAMS_PER_USER when unset. */
+function streamsPerUser(raw: string | undefined): number {
+  if (raw === undefined || raw === "") return STREAMS_PER_USER;
+  const count = Number(raw);
+  if (!Number.isSafeInteger(count) || count < 1 || count > 100_000)
+    throw new ApiError(500, "misconfigured", `LIVE_STREAMS_PER_USER must be a whole number from 1 to 100000, not ${JSON.stringify(raw)}`);
+  return count;
 }
 
 /** Secrets the service needs in this configuration, by name, and whether each is set. */

@@ -58,6 +58,8 @@ export interface Env extends DurableObjectBindings {
   /** Seconds between the Scheduler's background passes (default 5; tests shorten it). */
   SCHEDULER_PASS_SECONDS?: string;
   LIVE_KEEPALIVE_SECONDS?: string;
+  /** The most live streams (job events, the queue's changes) one user holds at once (default 10; a benchmark raises it). */
+  LIVE_STREAMS_PER_USER?: string;
   /** Seconds an open circuit breaker waits before letting calls try again (default 60; tests shorten it). */
   CIRCUIT_BREAKER_RESET_SECONDS?: string;
   /** HashiCorp Vault (the last secret source, README "Cloud training"): its address, token and KV v2 path (default secret/data/training-service). */

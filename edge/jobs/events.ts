@@ -228,8 +228,9 @@ async function readLog(
 
 /**
  * Writes a planned batch in one write batch: the rows, at the log's next indexes, and the usage
- * (the bytes as SQLite counts them), both only while the log's and the owner's usage are as
- * `log` read them. The rows stored, or null when something came between (nothing was written).
+ * (the bytes as SQLite counts them), both only while the log's usage is as `log` read it and the
+ * owner's still admits the plan (ownerGuard). The rows stored, or null when something came
+ * between (nothing was written).
  */
 async function writeLog(
   db: Database,
@@ -241,8 +242,9 @@ async function writeLog(
   plan: Admission,
   now: string,
 ): Promise<Row[] | null> {
-  const unchanged = `${USAGE_KEY} = :usage_key AND (:user IS NULL OR ${USER_BYTES} = :user_bytes)`;
-  const guard = { job: jobId, usage_key: log.usageKey, user: log.userId, user_bytes: log.userBytes };
+  const owner = ownerGuard(log, planned, plan);
+  const unchanged = `${USAGE_KEY} = :usage_key AND (:user IS NULL OR ${owner.sql})`;
+  const guard = { job: jobId, usage_key: log.usageKey, user: log.userId, ...owner.args };
   const [inserted, usage] = await db.$client.batch(
     [
       {
@@ -280,6 +282,31 @@ async function writeLog(
     "write",
   );
   return usage!.rows.length ? inserted!.rows : null;
+}
+
+/**
+ * The condition on the owner's stored bytes under which a plan still holds when it is written.
+ * Another job of the same owner storing events between the read and the write changes those
+ * bytes; requiring them unchanged made an owner's running jobs retry each other's batches (and
+ * answer 503 events_busy after APPEND_TRIES) once a dozen of them reported at once. The
+ * condition is what the plan depended on, so what is written is the plan a read at the moment of
+ * the write would make, and the quota is never passed:
+ * - a log truncated before: its plan never looked at the owner's bytes (no condition);
+ * - nothing truncated: every candidate stored, which holds while the owner's bytes plus these
+ *   still fit the quota (admitEvents stores while each next one fits; sizes are >= 0);
+ * - this batch truncates the log before candidate k: the k before it (if any) must still fit,
+ *   and the owner's bytes must not have fallen (then the k-th still does not fit).
+ *   The notice's figure of the owner's bytes is as read.
+ */
+function ownerGuard(log: LogState, planned: PlannedRow[], plan: Admission): { sql: string; args: Record<string, number | null> } {
+  if (log.usage.truncatedAt !== null) return { sql: "1", args: {} };
+  // The edge's own notice (attempt 0), not a trainer's event that calls itself events.truncated.
+  const cut = plan.truncation === null ? planned.length : planned.findIndex((row) => row.attempt === 0 && row.seq === TRUNCATED_SEQ);
+  const before = planned.slice(0, cut).reduce((sum, row) => sum + byteLength(row.payload), 0);
+  const fits = `(:before_bytes = 0 OR ${USER_BYTES} + :before_bytes <= :quota)`;
+  const args = { before_bytes: before, quota: log.limits.max_bytes_per_user };
+  if (plan.truncation === null) return { sql: fits, args };
+  return { sql: `${fits} AND ${USER_BYTES} >= :user_bytes`, args: { ...args, user_bytes: log.userBytes } };
 }
 
 function gapNotice(attempt: number, gap: { from: number; to: number }) {

@@ -4,7 +4,7 @@ import { openDatabase, type Database } from "../db/client";
 import type { Env } from "../env";
 import { readEvents, summariseDroppedEvents } from "./events";
 import { LiveWatchers, sseStream, tooManyWatchers } from "./live-watchers";
-import { claimWatcher, MAX_WATCHERS_PER_JOB, MAX_WATCHERS_PER_USER } from "./watchers";
+import { claimWatcher, MAX_WATCHERS_PER_JOB, tooManyStreamsDetail } from "./watchers";
 import type { DeliveryPage, HubEvent, RetryDetail } from "./hub-types";
 import type { WebhookDelivery } from "../../shared/schemas/deliveries";
 import { getSetting } from "../settings-store";
@@ -36,6 +36,17 @@ interface Watcher {
   ping(): void;
   /** Resolves when the watcher has read enough of what was sent (a replay waits between pages). */
   drained(): Promise<void>;
+}
+
+/**
+ * An event's server-sent events frame, made once however many watchers it goes to (a job's
+ * watchers all get the same text) rather than once per watcher.
+ */
+const frames = new WeakMap<HubEvent, string>();
+function sseFrame(e: HubEvent): string {
+  let frame = frames.get(e);
+  if (frame === undefined) frames.set(e, (frame = `id: ${e.index}\ndata: ${JSON.stringify(e)}\n\n`));
+  return frame;
 }
 
 /** Unread bytes a server-sent events watcher may hold (a full event page and then some) before it is given up; it resumes with Last-Event-ID. */
@@ -247,11 +258,9 @@ export class EventsHub extends DurableObject<Env> {
       );
     const id = crypto.randomUUID();
     this.connecting++;
-    const leased = await claimWatcher(this.db(), { id, userId, jobId }).finally(() => this.connecting--);
-    if (!leased)
-      return tooManyWatchers(
-        `You already have ${MAX_WATCHERS_PER_USER} live event streams, the most one user has: close one, or poll GET /api/training/events`,
-      );
+    const perUser = readConfig(this.env).streamsPerUser;
+    const leased = await claimWatcher(this.db(), { id, userId, jobId }, perUser).finally(() => this.connecting--);
+    if (!leased) return tooManyWatchers(tooManyStreamsDetail(perUser, "poll GET /api/training/events"));
     let watcher: Watcher;
     let response: Response;
     if (request.headers.get("upgrade")?.toLowerCase() === "websocket") {
@@ -287,7 +296,7 @@ export class EventsHub extends DurableObject<Env> {
         next: since,
         held: [],
         drained: () => stream.writer.drained(),
-        write: (e) => void stream.send(`id: ${e.index}\ndata: ${JSON.stringify(e)}\n\n`),
+        write: (e) => void stream.send(sseFrame(e)),
         end: (status) => {
           stream.send(`event: end\ndata: ${JSON.stringify({ status })}\n\n`);
           void stream.writer.close();

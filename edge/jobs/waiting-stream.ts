@@ -2,7 +2,7 @@ import { KEEPALIVE_MS } from "../config";
 import type { Database } from "../db/client";
 import { ApiError } from "../errors";
 import { findActiveJob } from "./active-job";
-import { claimWatcher, MAX_WATCHERS_PER_USER, releaseWatcher, renewWatchers } from "./watchers";
+import { claimWatcher, releaseWatcher, renewWatchers, tooManyStreamsDetail } from "./watchers";
 
 /*
  * An event stream opened before the caller has a job (GET /api/training/events/stream without
@@ -13,7 +13,7 @@ import { claimWatcher, MAX_WATCHERS_PER_USER, releaseWatcher, renewWatchers } fr
  * MAX_WAIT_SECONDS): it ends, saying so.
  *
  * A waiting stream holds a watcher lease like a hub's watcher (edge/jobs/watchers.ts), so it
- * counts against the user's MAX_WATCHERS_PER_USER: waiting streams cannot be used to hold
+ * counts against the user's LIVE_STREAMS_PER_USER: waiting streams cannot be used to hold
  * unlimited connections. The lease is given back just before the hub takes its own.
  */
 
@@ -37,8 +37,10 @@ const socketOf = (response: Response | null) => (response as { webSocket?: EdgeS
 
 export interface WaitingStream {
   db: Database;
-  /** The watcher's user (counted against MAX_WATCHERS_PER_USER). */
+  /** The watcher's user (counted against `streamsPerUser`). */
   userId: number;
+  /** The most live streams the user may hold (LIVE_STREAMS_PER_USER). */
+  streamsPerUser: number;
   /** ownerScope of the caller: which jobs it may watch (null: anyone's). */
   scope: number | null;
   websocket: boolean;
@@ -52,15 +54,15 @@ export interface WaitingStream {
 /**
  * Answers a stream request that found no job: an SSE stream or a WebSocket that waits for the
  * caller's next job to start and then carries its events. 429 `too_many_watchers` when the user
- * already holds MAX_WATCHERS_PER_USER streams.
+ * already holds `streamsPerUser` streams.
  *
  * @example
- * return waitForJob({ db, userId: 7, scope: 7, websocket: false, waitMs: 300_000, open: (id) => hubOf(env, id).fetch(request(id)) });
+ * return waitForJob({ db, userId: 7, streamsPerUser: 10, scope: 7, websocket: false, waitMs: 300_000, open: (id) => hubOf(env, id).fetch(request(id)) });
  */
 export async function waitForJob(w: WaitingStream): Promise<Response> {
   const lease = crypto.randomUUID();
-  if (!(await claimWatcher(w.db, { id: lease, userId: w.userId, jobId: WAITING }))) {
-    const detail = `You already have ${MAX_WATCHERS_PER_USER} live event streams, the most one user has: close one, or poll GET /api/training/events`;
+  if (!(await claimWatcher(w.db, { id: lease, userId: w.userId, jobId: WAITING }, w.streamsPerUser))) {
+    const detail = tooManyStreamsDetail(w.streamsPerUser, "poll GET /api/training/events");
     throw new ApiError(429, "too_many_watchers", detail, undefined, { "retry-after": "15" });
   }
   const release = () => releaseWatcher(w.db, lease).catch(() => {});

@@ -3,7 +3,7 @@ import { readConfig } from "../config";
 import { openDatabase, type Database } from "../db/client";
 import type { Env } from "../env";
 import { LiveWatchers, sseStream, tooManyWatchers, type LeasedWatcher } from "../jobs/live-watchers";
-import { claimWatcher, MAX_WATCHERS_PER_USER } from "../jobs/watchers";
+import { claimWatcher, tooManyStreamsDetail } from "../jobs/watchers";
 import type { QueueChange } from "../jobs/objects";
 
 /*
@@ -14,7 +14,7 @@ import type { QueueChange } from "../jobs/objects";
  * watcher reads anything more through the API, with its own access. Nothing is replayed: a
  * watcher that reconnects reloads its view, which is the state all missed changes led to.
  * Each watcher holds a lease in event_watchers (job id "queue"), so these streams count toward
- * a user's MAX_WATCHERS_PER_USER live streams with the job event streams (edge/jobs/live-watchers.ts:
+ * a user's LIVE_STREAMS_PER_USER live streams with the job event streams (edge/jobs/live-watchers.ts:
  * the same leases, keep-alive and stream as the per-job events hub).
  */
 
@@ -50,10 +50,9 @@ export class QueueHub extends DurableObject<Env> {
   override async fetch(request: Request): Promise<Response> {
     const userId = Number(new URL(request.url).searchParams.get("user_id") ?? 0);
     const id = crypto.randomUUID();
-    if (!(await claimWatcher(this.db(), { id, userId, jobId: QUEUE_WATCH_ID })))
-      return tooManyWatchers(
-        `You already have ${MAX_WATCHERS_PER_USER} live event streams, the most one user has: close one, or reload GET /api/queue`,
-      );
+    const perUser = readConfig(this.env).streamsPerUser;
+    if (!(await claimWatcher(this.db(), { id, userId, jobId: QUEUE_WATCH_ID }, perUser)))
+      return tooManyWatchers(tooManyStreamsDetail(perUser, "reload GET /api/queue"));
     const stream = sseStream(MAX_UNREAD_BYTES, "reconnect and reload", () => this.watchers.drop(watcher), readConfig(this.env).keepAliveMs);
     const watcher: Watcher = { id, send: (text) => void stream.send(text), ping: stream.ping };
     stream.send(`retry: 2000\n\nevent: ready\ndata: ${JSON.stringify({ at: new Date().toISOString() })}\n\n`);

@@ -128,9 +128,18 @@ training.openapi(
       target.searchParams.set("user_id", String(userId)); // the hub counts each user's watchers
       return hubOf(c.env, id).fetch(new Request(target, { headers: websocket ? { upgrade: "websocket" } : {} }));
     };
-    const keepAliveMs = readConfig(c.env).keepAliveMs;
+    const { keepAliveMs, streamsPerUser } = readConfig(c.env);
     if (jobId === undefined)
-      return (await waitForJob({ db, userId, scope, websocket, waitMs: q.wait_seconds * 1000, keepAliveMs, open })) as never;
+      return (await waitForJob({
+        db,
+        userId,
+        streamsPerUser,
+        scope,
+        websocket,
+        waitMs: q.wait_seconds * 1000,
+        keepAliveMs,
+        open,
+      })) as never;
     return (await open(jobId)) as never;
   },
 );

@@ -1,10 +1,11 @@
 // `npm run bench:training`: the issue's runner and event figures on this machine, through the
 // real stack (`npm start`'s process, with its local runner) and a real SSE client.
 //  1. Event latency trainer -> runner -> edge -> events hub -> SSE client, p50/p99, at 100 and at
-//     1,000 events/s, and the throughput of BENCH_BURST (5,000) events emitted at once; every event
-//     must arrive (dense indexes, nothing dropped). Each printed on stdout and POSTed to the
-//     runner's callback (the way SimpleTuner's webhooks come), in the sandbox the box gives trainers.
-//     Target: p50 < 20 ms, nothing dropped at 1,000/s.
+//     1,000 and 10,000 events/s, and the throughput of BENCH_BURST (5,000) events emitted at once;
+//     every event must arrive (dense indexes, nothing dropped). Each printed on stdout and POSTed to
+//     the runner's callback (the way SimpleTuner's webhooks come), in the sandbox the box gives
+//     trainers. Targets: p50 < 20 ms, nothing dropped at 1,000/s; p50 < 5 ms with nothing dropped
+//     at 10,000/s (issue 31, item 7).
 //  2. Command latency: POST /api/training/validation/run -> the trainer sees the request in its
 //     signal file. Target: p50 < 100 ms.
 //  3. Runner idle memory (RSS) of a separate runner process started as `npm run runner` starts
@@ -92,12 +93,20 @@ try {
   const put = (name: string, config: Record<string, unknown>) =>
     fetch(`${stack.base}/api/configs/${name}`, { method: "PUT", headers: json, body: JSON.stringify({ config }) });
   await stack.post("/api/queue/concurrency", { local_job_max_concurrent: 4 });
+  // 10,000 events/s for 5 s is the default cap of one job's log (50,000 events, README "Bounds"): raised, so
+  // what is measured is the path, not the cap.
+  const limits = await fetch(`${stack.base}/api/admin/event-limits`, {
+    method: "PUT",
+    headers: json,
+    body: JSON.stringify({ max_events_per_job: 10_000_000 }),
+  });
+  if (!limits.ok) throw new Error(`event limits: ${limits.status} ${await limits.text()}`);
 
   // --- 1. event latency and throughput, printed and through the callback -----------------------
   await stack.post("/api/configs/environments", { name: "emitter" });
   const burst = Number(process.env.BENCH_BURST ?? 5000);
   for (const via of ["stdout", "callback"] as const)
-    for (const rate of [100, 1000, 0]) {
+    for (const rate of [100, 1000, 10_000, 0]) {
       await put("emitter", {
         "--num_processes": 0,
         "--trainer_command": JSON.stringify([process.execPath, "-e", EMITTER, "--"]),
@@ -113,11 +122,16 @@ try {
       const seen: number[] = [];
       let ids = 0;
       let gaps = 0;
+      // What the runner says it dropped (its queue holds at most 50,000 events while the edge lags).
+      let runnerDropped = 0;
+      let truncated = false;
       let first = Infinity;
       let last = 0;
       for await (const e of sse.events) {
         if (e.id !== ids) gaps++;
         ids = e.id + 1;
+        if (e.data.type === "events.dropped") runnerDropped += Number(e.data.data?.count ?? 0);
+        if (e.data.type === "events.truncated") truncated = true;
         if (e.data.type !== "bench.tick") continue;
         const at = now();
         first = Math.min(first, e.data.data.t);
@@ -132,11 +146,13 @@ try {
       const label = `${via.padEnd(8)} ${rate ? `${fmt(rate, 0)} events/s for ${seconds}s` : `${fmt(burst, 0)} events at once`}`;
       const rateNote = rate ? "" : `; ${((seen.length / (last - first)) * 1000).toFixed(0)} events/s through`;
       out(
-        `1.  ${label}: ${seen.length} of ${expected} received, ${missing} missing, ${gaps} index gaps; trainer -> SSE client p50 ${l.p50.toFixed(1)} ms, p99 ${l.p99.toFixed(1)} ms${rateNote}`,
+        `1.  ${label}: ${seen.length} of ${expected} received, ${missing} missing (${runnerDropped} dropped by the runner, said by events.dropped${truncated ? "; the log was truncated at its cap" : ""}), ${gaps} index gaps; trainer -> SSE client p50 ${l.p50.toFixed(1)} ms, p99 ${l.p99.toFixed(1)} ms${rateNote}`,
       );
-      if (rate)
+      const whole = missing === 0 && gaps === 0;
+      if (rate === 10_000) out(`    target p50 < 5 ms with nothing dropped at 10,000/s: ${l.p50 < 5 && whole ? "met" : "NOT met"}`);
+      else if (rate)
         out(
-          `    target p50 < 20 ms: ${l.p50 < 20 ? "met" : "NOT met"}${rate === 1000 ? `; nothing dropped at 1,000/s: ${missing === 0 && gaps === 0 ? "met" : "NOT met"}` : ""}`,
+          `    target p50 < 20 ms: ${l.p50 < 20 ? "met" : "NOT met"}${rate === 1000 ? `; nothing dropped at 1,000/s: ${whole ? "met" : "NOT met"}` : ""}`,
         );
     }
 

@@ -239,6 +239,61 @@ describe("a user's event quota", () => {
   });
 });
 
+describe("many running jobs of one user", () => {
+  it("store batches posted to all of them at once, each event once, and keep the user's quota exact under them", async () => {
+    await call("POST", "/api/queue/concurrency", admin.key, { max_concurrent: 30, user_max_concurrent: 20 });
+    // A remote worker runs one job at a time: a box each.
+    const boxes = Array.from({ length: 12 }, (_, i) => `many${i}`);
+    for (const pool of boxes) {
+      const created = await call("POST", "/api/admin/workers", admin.key, { name: `box-${pool}` });
+      const registered = await t.call("POST", "/api/workers/register", {
+        json: { role: "remote", labels: { pool }, gpus },
+        auth: { bearer: created.token },
+      });
+      expect(registered.status).toBe(200);
+      workers[pool] = { id: created.id, token: created.token };
+    }
+    const line = "x".repeat(200);
+
+    // Well within the limits: four rounds of a batch to each of 12 jobs at once, every batch taken.
+    users.quinn = await createUserWithKey(t, { cookie: admin.cookie }, "researcher", "quinn");
+    const jobs: string[] = [];
+    for (const pool of boxes) jobs.push(await running("quinn", pool));
+    for (let round = 0; round < 4; round++) {
+      const replies = await Promise.all(jobs.map((job, i) => post(boxes[i]!, job, logs(25, line))));
+      expect(replies.map((r) => [r.status, r.body.stored])).toEqual(jobs.map(() => [200, 25]));
+    }
+    for (const [i, job] of jobs.entries()) {
+      expect((await allEvents(job)).map((e) => e.index)).toEqual(Array.from({ length: 100 }, (_, i) => i));
+      expect((await finish(boxes[i]!, job)).status).toBe(200);
+    }
+
+    // A quota reached while 12 jobs post at once: it fills to within one event, never past.
+    const quota = 60_000;
+    await setLimits({ ...EVENT_LIMITS_DEFAULTS, max_bytes_per_user: quota });
+    users.wes = await createUserWithKey(t, { cookie: admin.cookie }, "researcher", "wes");
+    const hers: string[] = [];
+    for (const pool of boxes) hers.push(await running("wes", pool));
+    for (let round = 0; round < 3; round++) {
+      const replies = await Promise.all(hers.map((job, i) => post(boxes[i]!, job, logs(25, line))));
+      expect(replies.map((r) => r.status)).toEqual(hers.map(() => 200));
+    }
+    const bytes = await database(async (db) => {
+      const row = await db.execute({
+        sql: `SELECT COALESCE(SUM(length(CAST(payload AS BLOB))), 0) AS bytes FROM job_events
+              WHERE job_id IN (SELECT value FROM json_each(?)) AND type = 'log'`,
+        args: [JSON.stringify(hers)],
+      });
+      return Number(row.rows[0]!.bytes);
+    });
+    expect(bytes).toBeLessThanOrEqual(quota);
+    expect(bytes).toBeGreaterThan(quota - 300); // one event of these is about 250 bytes
+    for (const [i, job] of hers.entries()) expect((await finish(boxes[i]!, job)).status).toBe(200);
+    await setLimits(EVENT_LIMITS_DEFAULTS);
+    await call("POST", "/api/queue/concurrency", admin.key, { max_concurrent: 5, user_max_concurrent: 10 });
+  }, 120_000);
+});
+
 describe("retention of ended jobs' events", () => {
   it("deletes the events of a job that ended more than retention_days ago, never those of a running or recently ended job", async () => {
     const old = await running("oscar", "a");

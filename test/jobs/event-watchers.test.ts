@@ -16,21 +16,22 @@ const open: (() => void)[] = [];
 
 /** Opens an event stream as `key`; resolves with its status once the headers are in. `stop` closes its connection. */
 function watch(key: string, jobId = job): Promise<{ status: number; body: any; stop: () => void }> {
+  return stream(`${t.base}/api/training/events/stream?job_id=${jobId}`, key);
+}
+
+/** Opens the live stream at `url` as `key`, as `watch` does. */
+function stream(url: string, key: string): Promise<{ status: number; body: any; stop: () => void }> {
   return new Promise((resolve, reject) => {
-    const request = get(
-      `${t.base}/api/training/events/stream?job_id=${jobId}`,
-      { headers: { "x-api-key": key }, agent: false },
-      (response) => {
-        if (response.statusCode === 200) {
-          open.push(() => request.destroy());
-          response.on("error", () => {});
-          return resolve({ status: 200, body: null, stop: () => request.destroy() });
-        }
-        let text = "";
-        response.on("data", (chunk) => (text += chunk));
-        response.on("end", () => resolve({ status: response.statusCode!, body: JSON.parse(text), stop: () => {} }));
-      },
-    );
+    const request = get(url, { headers: { "x-api-key": key }, agent: false }, (response) => {
+      if (response.statusCode === 200) {
+        open.push(() => request.destroy());
+        response.on("error", () => {});
+        return resolve({ status: 200, body: null, stop: () => request.destroy() });
+      }
+      let text = "";
+      response.on("data", (chunk) => (text += chunk));
+      response.on("end", () => resolve({ status: response.statusCode!, body: JSON.parse(text), stop: () => {} }));
+    });
     request.on("error", (error) => (request.destroyed ? undefined : reject(error)));
   });
 }
@@ -94,6 +95,39 @@ describe("live watchers", () => {
     expect(elsewhere.status).toBe(200);
     for (const s of [...streams, elsewhere]) s.stop();
   });
+});
+
+describe("LIVE_STREAMS_PER_USER", () => {
+  it("sets how many live streams one user holds, job events and the queue's changes together", async () => {
+    const small = await startTestStack(undefined, { LIVE_STREAMS_PER_USER: "3" });
+    try {
+      const owner = await setUpAdmin(small);
+      expect((await small.call("POST", "/api/configs/environments", { json: { name: "gpu" }, auth: { key: owner.key } })).status).toBe(201);
+      const submitted = await small.call("POST", "/api/queue/submit", {
+        json: { config_name: "gpu", target: "local" },
+        auth: { key: owner.key },
+      });
+      const events = `${small.base}/api/training/events/stream?job_id=${submitted.body.job_id}`;
+      const streams = [
+        await stream(events, owner.key),
+        await stream(events, owner.key),
+        await stream(`${small.base}/api/queue/changes`, owner.key),
+      ];
+      expect(streams.map((s) => s.status)).toEqual([200, 200, 200]);
+      const detail = "You already have 3 live event streams, the most one user has: close one, or";
+      expect(await stream(events, owner.key)).toMatchObject({
+        status: 429,
+        body: { code: "too_many_watchers", detail: `${detail} poll GET /api/training/events` },
+      });
+      expect(await stream(`${small.base}/api/queue/changes`, owner.key)).toMatchObject({
+        status: 429,
+        body: { code: "too_many_watchers", detail: `${detail} reload GET /api/queue` },
+      });
+      for (const s of streams) s.stop();
+    } finally {
+      await small.stop();
+    }
+  }, 60_000);
 });
 
 describe("the bounded writer (streams only)", () => {
