@@ -15,6 +15,9 @@ import { JobSupervisor, type SupervisorHost } from "./job-supervisor";
 import { PendingReports } from "./pending-reports";
 import { probeSimpleTuner } from "./simpletuner";
 
+/** How many handed-over command ids a runner remembers (commands of a box's running jobs are far fewer). */
+const HANDLED_KEPT = 10_000;
+
 /*
  * The runner agent on a GPU box: registers the box's inventory with the edge, heartbeats, and
  * runs exactly the jobs the Scheduler has assigned to it. The edge is the source of truth: a
@@ -35,6 +38,11 @@ export class Runner {
   private readonly ended = new Map<string, number>();
   /** Commands handed to trainers, acknowledged with the next ask for work. */
   private acks: number[] = [];
+  /**
+   * Commands already handed over, remembered past their acknowledgement: the channel's copy of a
+   * command can arrive after a heartbeat's answer brought it and the next one acknowledged it (a
+   * loaded edge), and must not reach the trainer a second time. The newest HANDLED_KEPT ids.
+   */
   private readonly handled = new Set<number>();
   /** Jobs whose datasets are being fetched: assigned, not yet running. */
   private readonly launching = new Set<string>();
@@ -214,7 +222,11 @@ export class Runner {
       const answer = await this.edge.call(workerEndpoints.workerHeartbeat, { body: heartbeat }, { timeoutMs });
       this.heard(sent, answer);
       this.acks = this.acks.filter((id) => !acks.includes(id));
-      for (const id of acks) this.handled.delete(id); // acknowledged: the edge will not send it again
+      // Set order is insertion order: forget the oldest handed-over ids past the bound.
+      for (const id of this.handled) {
+        if (this.handled.size <= HANDLED_KEPT) break;
+        this.handled.delete(id);
+      }
       this.quarantined = answer.quarantined_gpus;
       this.reconcile(answer.assignments);
       this.obey(answer.commands);

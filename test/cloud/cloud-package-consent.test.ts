@@ -201,6 +201,8 @@ describe("the folder's cloud sharing setting", () => {
       }
       expect(body).toContain("datasets/portraits/secret_garden.png");
     }
+    // Its training is created after the upload: the last request it sends (the next test counts them).
+    await until("Bob's training at the provider", () => fake.trainings.size >= 2);
   }, 30_000);
 
   it("refuses new submissions again once the owner takes the consent back", async () => {
