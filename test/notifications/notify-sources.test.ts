@@ -8,6 +8,7 @@
 // Remote workers post steps and heartbeats as a runner does; the stall threshold is made small (2 s).
 import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { NOTIFICATION_KINDS } from "../../shared/notification-kinds";
 import { gpuInventory, registerWorker } from "../helpers/boxes";
 import { startHttpSink, type HttpSink, type ReceivedRequest } from "../helpers/sinks";
 import { finishJob, setStoredDuration } from "../helpers/spend";
@@ -18,17 +19,7 @@ let t: TestStack;
 let hooks: HttpSink;
 let admin: { key: string; cookie: string };
 const users: Record<string, { key: string; id: number; secret: string }> = {};
-const EVERY_KIND = [
-  "job.started",
-  "job.stalled",
-  "job.completed",
-  "job.failed",
-  "approval.needed",
-  "approval.decided",
-  "budget.warning",
-  "budget.exceeded",
-  "gpu.quarantined",
-];
+const EVERY_KIND = [...NOTIFICATION_KINDS];
 
 async function call(method: string, path: string, key: string, json?: unknown) {
   const reply = await t.call(method, path, { auth: { key }, ...(json === undefined ? {} : { json }) });
