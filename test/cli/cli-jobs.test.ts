@@ -469,6 +469,13 @@ describe("jobs status (summary)", () => {
       ),
     ]);
     expect(me.pending_jobs.map((job: any) => job.job_id).sort()).toEqual([...waiting].sort());
+    // The waiting jobs' forecast is filled in by the next scheduler pass: compared once it has been, so
+    // the two reads cannot straddle that pass.
+    await until("the waiting jobs' forecast", async () =>
+      ((await http("GET", "/api/queue/me", alice)).pending_jobs as any[]).every(
+        (job) => !String(job.expected_start_basis).startsWith("unknown until the next scheduler pass"),
+      ),
+    );
     const json = await as(alice, ["status", "--format", "json"]);
     expect(json.json()).toEqual(await http("GET", "/api/queue/me", alice));
     const empty = await as(bob, ["status"]);
