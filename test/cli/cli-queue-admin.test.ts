@@ -5,6 +5,7 @@ import { execFileSync, spawn } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { healthSample } from "../helpers/boxes";
 import { jobs, tempConfigHome, type JobsRun } from "../helpers/cli";
 import { createUserWithKey, setUpAdmin, startTestStack, type TestStack } from "../helpers/stack";
 import { until } from "../helpers/wait";
@@ -104,17 +105,8 @@ describe("jobs gpus, health", () => {
       auth: { bearer: box.token },
     });
     expect(registered.status).toBe(200);
-    const sample = (index: number, probe_error: string | null) => ({
-      index,
-      utilization_percent: 87,
-      memory_used_mb: 2048,
-      memory_total_mb: 23034,
-      temperature_c: 61,
-      ecc_uncorrected_volatile: 0,
-      retired_pages_pending: false,
-      probe_error,
-      xids: [],
-    });
+    const sample = (index: number, probe_error: string | null) =>
+      healthSample(index, { utilization_percent: 87, memory_used_mb: 2048, memory_total_mb: 23034, temperature_c: 61, probe_error });
     const beat = await t.call("POST", "/api/workers/heartbeat", {
       json: { gpu_health: [sample(0, null), sample(1, "<b>gone</b>")] },
       auth: { bearer: box.token },

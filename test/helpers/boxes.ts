@@ -29,3 +29,23 @@ export async function registerWorker(
 export async function registerBox(...args: Parameters<typeof registerWorker>): Promise<string> {
   return (await registerWorker(...args)).token;
 }
+
+/**
+ * One GPU's health as a runner sends it with a heartbeat (`gpu_health`): a healthy, idle-ish GPU
+ * of 80 GiB unless `over` says otherwise.
+ *
+ * @example
+ * healthSample(1, { probe_error: "GPU is lost" }) // quarantines GPU 1 in that heartbeat
+ */
+export const healthSample = (index: number, over: Record<string, unknown> = {}) => ({
+  index,
+  utilization_percent: 35,
+  memory_used_mb: 1024,
+  memory_total_mb: 81920,
+  temperature_c: 45,
+  ecc_uncorrected_volatile: 0,
+  retired_pages_pending: false,
+  probe_error: null,
+  xids: [],
+  ...over,
+});

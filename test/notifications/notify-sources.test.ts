@@ -9,7 +9,7 @@
 import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NOTIFICATION_KINDS } from "../../shared/notification-kinds";
-import { gpuInventory, registerWorker } from "../helpers/boxes";
+import { gpuInventory, healthSample, registerWorker } from "../helpers/boxes";
 import { startHttpSink, type HttpSink, type ReceivedRequest } from "../helpers/sinks";
 import { finishJob, setStoredDuration } from "../helpers/spend";
 import { sessionCookie, setUpAdmin, startTestStack, type TestStack } from "../helpers/stack";
@@ -142,17 +142,8 @@ describe("a quarantined GPU", () => {
       worker_labels: { pool: "q" },
     });
     expect(job.status).toBe("running");
-    const sample = (index: number, probe_error: string | null) => ({
-      index,
-      utilization_percent: 90,
-      memory_used_mb: 1000,
-      memory_total_mb: 23034,
-      temperature_c: 60,
-      ecc_uncorrected_volatile: 0,
-      retired_pages_pending: false,
-      probe_error,
-      xids: [],
-    });
+    const sample = (index: number, probe_error: string | null) =>
+      healthSample(index, { utilization_percent: 90, memory_used_mb: 1000, memory_total_mb: 23034, temperature_c: 60, probe_error });
     const beat = await t.call("POST", "/api/workers/heartbeat", {
       json: { gpu_health: [sample(0, null), sample(1, "<img src=x onerror=alert(1)>")] },
       auth: { bearer: box.token },

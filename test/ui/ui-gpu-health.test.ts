@@ -5,21 +5,10 @@
 import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HAS_CHROMIUM, launchBrowser, openDashboard, screenshot, seriousA11yViolations, type DashboardPage } from "../helpers/browser";
+import { healthSample } from "../helpers/boxes";
 import { createUserWithKey, setUpAdmin, startTestStack, type TestStack } from "../helpers/stack";
 
 const ATTACK = "<img src=x onerror=alert(1)>";
-const sample = (index: number, over: Record<string, unknown> = {}) => ({
-  index,
-  utilization_percent: 35,
-  memory_used_mb: 1024,
-  memory_total_mb: 81920,
-  temperature_c: 45,
-  ecc_uncorrected_volatile: 0,
-  retired_pages_pending: false,
-  probe_error: null,
-  xids: [],
-  ...over,
-});
 
 let t: TestStack;
 let browser: Browser;
@@ -52,9 +41,12 @@ describe.skipIf(!HAS_CHROMIUM)("GPU health in #/system", () => {
     const bearer = created.body.token as string;
     const gpus = [0, 1].map((index) => ({ index, name: "NVIDIA A100-SXM4-80GB", memory_mb: 81920 }));
     expect((await t.call("POST", "/api/workers/register", { json: { role: "local", gpus }, auth: { bearer } })).status).toBe(200);
-    await t.call("POST", "/api/workers/heartbeat", { json: { gpu_health: [sample(0), sample(1)], xid_readable: false }, auth: { bearer } });
+    await t.call("POST", "/api/workers/heartbeat", {
+      json: { gpu_health: [healthSample(0), healthSample(1)], xid_readable: false },
+      auth: { bearer },
+    });
     const broken = await t.call("POST", "/api/workers/heartbeat", {
-      json: { gpu_health: [sample(0), sample(1, { ecc_uncorrected_volatile: 2, utilization_percent: 97 })] },
+      json: { gpu_health: [healthSample(0), healthSample(1, { ecc_uncorrected_volatile: 2, utilization_percent: 97 })] },
       auth: { bearer },
     });
     expect(broken.body.quarantined_gpus).toEqual([1]);
@@ -65,7 +57,7 @@ describe.skipIf(!HAS_CHROMIUM)("GPU health in #/system", () => {
       auth: { bearer: otherBearer },
     });
     const attacked = await t.call("POST", "/api/workers/heartbeat", {
-      json: { gpu_health: [sample(0, { probe_error: ATTACK, temperature_c: null })] },
+      json: { gpu_health: [healthSample(0, { probe_error: ATTACK, temperature_c: null })] },
       auth: { bearer: otherBearer },
     });
     expect(attacked.body.quarantined_gpus).toEqual([0]);
