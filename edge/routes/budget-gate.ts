@@ -31,8 +31,9 @@ export async function budgetedSubmitter(
   const budget = await budgetStanding(db, budgets, await getSetting(db, "gpu_prices"), user, Date.now());
   if (budget === null || budget.state === "ok") return { submitter, budget };
   if (!dryRun) {
-    // Told at once rather than on the Scheduler's next look (each crossing once: budget-notices.ts).
-    await announceBudgets(notifyContextOf(c), new Date(), { userId: user.id, teamId: user.team_id });
+    // Told at once rather than on the Scheduler's next look (each crossing once: budget-notices.ts),
+    // past the answer: the submission does not wait on reading its budgets' spend again.
+    c.executionCtx.waitUntil(announceBudgets(notifyContextOf(c), new Date(), { userId: user.id, teamId: user.team_id }));
     auditLater(c, {
       event_type: budget.state === "warning" ? "budget_warning" : "budget_exceeded",
       target: `${budget.scope}:${budget.name}`,

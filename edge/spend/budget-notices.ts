@@ -10,7 +10,8 @@ import { spentSince } from "./cost-report";
  * submits, so the Scheduler checks every budget on its beat (at most every CHECK_EVERY_MS) and a
  * submission checks its submitter's own at once. Each crossing is told once per budget, period
  * and state (the budget_notices row is the claim: two checks at once send one notice), to the
- * user a user budget is for, or to every enabled member of a team a team budget is for.
+ * user a user budget is for, or to every enabled member of a team a team budget is for. A budget
+ * told used up this period is not read again until the next period.
  */
 
 /** How often the Scheduler's beat looks at every budget. */
@@ -41,8 +42,15 @@ export async function announceBudgets(ctx: NotifyContext, now: Date, scope: Budg
     if (!targets.length) return 0;
     const prices = await getSetting(db, "gpu_prices");
     const start = periodStart(budgets.period, now);
+    // A budget already told used up this period has nothing more to tell: its spend is not read again.
+    const told = await db.$client.execute({
+      sql: "SELECT budget FROM budget_notices WHERE period_start = ? AND state = 'exceeded'",
+      args: [start.toISOString()],
+    });
+    const usedUp = new Set(told.rows.map((r) => String(r.budget)));
     let announced = 0;
     for (const t of targets) {
+      if (usedUp.has(`${t.scope}:${t.id}`)) continue;
       const filter = t.scope === "user" ? { userId: Number(t.id) } : { teamId: t.id };
       const used = await spentSince(db, prices, filter, start.getTime(), now.getTime());
       const state = budgetState(used, t.limit, budgets.warn_at_percent);
