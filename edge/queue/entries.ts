@@ -1,4 +1,5 @@
-import { and, eq, gt, inArray, sql } from "drizzle-orm";
+import { and, eq, gt, inArray, sql, type SQL } from "drizzle-orm";
+import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 import {
   ACTIVE_STATUSES,
   END_METHODS,
@@ -224,7 +225,7 @@ export async function listEntries(
 /**
  * Up to `limit` entries in scheduling order after `after`: one status group at a time in rank
  * order (running, pending, blocked, then the ended ones together), each read in the order of the
- * scheduling index (migration 0027), so a page costs its own rows rather than a sort of the
+ * scheduling index (migration 0028), so a page costs its own rows rather than a sort of the
  * whole queue.
  */
 async function schedulingPage(
@@ -241,18 +242,30 @@ async function schedulingPage(
   for (const group of groups) {
     const rank = statusRank(group[0]!);
     const byStatus = group.length === 1 ? eq(queueEntries.status, group[0]!) : inArray(queueEntries.status, group);
-    // Within a group: priority (highest first), queued_at, id; the seek past the previous page's last entry.
-    const seek =
-      after && after.rank === rank
-        ? sql`(${PRIORITY_SQL} < ${after.priority} OR (${PRIORITY_SQL} = ${after.priority} AND (${queueEntries.queuedAt}, ${queueEntries.id}) > (${after.queued_at}, ${after.id})))`
-        : undefined;
-    const filters = [byStatus, userId === null ? undefined : eq(queueEntries.userId, userId), seek].filter((f) => f !== undefined);
-    rows.push(
-      ...(await selectEntries(db)
-        .where(and(...filters))
-        .orderBy(sql`${PRIORITY_SQL} DESC`, queueEntries.queuedAt, queueEntries.id)
-        .limit(limit - rows.length)),
-    );
+    const byUser = userId === null ? undefined : eq(queueEntries.userId, userId);
+    const read = (seek: SQL | undefined, orderBy: (SQL | SQLiteColumn)[]) =>
+      selectEntries(db)
+        .where(and(...[byStatus, byUser, seek].filter((f) => f !== undefined)))
+        .orderBy(...orderBy)
+        .limit(limit - rows.length);
+    if (after && after.rank === rank) {
+      // The seek past the previous page's last entry as two ranges of the index: the rest of its
+      // priority, then the lower priorities. One `p < x OR (p = x AND ...)` condition makes SQLite
+      // walk the index from the start of the priority, which costs the page's depth.
+      rows.push(
+        ...(await read(
+          sql`${PRIORITY_SQL} = ${after.priority} AND (${queueEntries.queuedAt}, ${queueEntries.id}) > (${after.queued_at}, ${after.id})`,
+          [queueEntries.queuedAt, queueEntries.id],
+        )),
+      );
+      if (rows.length < limit)
+        rows.push(
+          ...(await read(sql`${PRIORITY_SQL} < ${after.priority}`, [sql`${PRIORITY_SQL} DESC`, queueEntries.queuedAt, queueEntries.id])),
+        );
+    } else {
+      // Within a group: priority (highest first), queued_at, id: the order of the scheduling index.
+      rows.push(...(await read(undefined, [sql`${PRIORITY_SQL} DESC`, queueEntries.queuedAt, queueEntries.id])));
+    }
     if (rows.length >= limit) break;
   }
   return rows;

@@ -233,6 +233,32 @@ try {
     `2.  GET /api/queue first page (${first!.jobs.length} entries of ${first!.total}; ${shownPending.length} pending, positions ${shownPending[0]?.position ?? "-"}..${shownPending.at(-1)?.position ?? "-"}): p50 ${ms(l.p50)}, p99 ${ms(l.p99)} (target <= 50 ms: ${met(l.p99 <= 50)}); stats say ${JSON.stringify(depth.queue_depth ?? null)} cloud-queue depth`,
   );
 
+  // A page deep in the queue: walk to the middle of the pending jobs 1,000 at a time, then read
+  // the page after that cursor BENCH_LISTINGS times (keyset paging: its cost should not grow
+  // with the depth).
+  let cursor: string | null = null;
+  let walked = 0;
+  while (walked < PENDING / 2) {
+    const r = await fetch(`${stack.base}/api/queue?status=pending&limit=1000${cursor ? `&cursor=${cursor}` : ""}`, { headers: admin });
+    const body = (await r.json()) as { jobs: unknown[]; next_cursor: string | null };
+    if (r.status !== 200) throw new Error(`listing walk: ${r.status}`);
+    walked += body.jobs.length;
+    cursor = body.next_cursor;
+    if (!cursor) break;
+  }
+  if (cursor) {
+    const deepPages: number[] = [];
+    for (let i = 0; i < LISTINGS; i++) {
+      const t0 = performance.now();
+      const r = await fetch(`${stack.base}/api/queue?cursor=${cursor}`, { headers: admin });
+      await r.json();
+      deepPages.push(performance.now() - t0);
+      if (r.status !== 200) throw new Error(`deep listing: ${r.status}`);
+    }
+    const d = percentiles(deepPages);
+    out(`2.  GET /api/queue, the page after the ${walked}th pending job: p50 ${ms(d.p50)}, p99 ${ms(d.p99)}`);
+  }
+
   // --- 1b. sbatch ------------------------------------------------------------------------------
   const slurm = await sbatchRate(CLIENTS, SECONDS);
   if (slurm === null)
