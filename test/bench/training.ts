@@ -159,8 +159,9 @@ try {
       );
       // Which process the load saturates: CPU seconds per wall second (1.00 is one core), from the submit to the end.
       const load = [...used.byName].filter(([, s]) => s >= 0.01 * used.wall).sort((a, b) => b[1] - a[1]);
+      const cpuTotal = [...used.byName.values()].reduce((sum, s) => sum + s, 0);
       out(
-        `    CPU per wall second, first event received to the last, ${used.wall.toFixed(1)} s: ${load.map(([name, s]) => `${name} ${(s / used.wall).toFixed(2)}`).join(", ")}`,
+        `    CPU per wall second, first event received to the last, ${used.wall.toFixed(1)} s: ${load.map(([name, s]) => `${name} ${(s / used.wall).toFixed(2)}`).join(", ")}; all of them: ${((cpuTotal / Math.max(1, seen.length)) * 1e6).toFixed(0)} us of CPU per event`,
       );
       const whole = missing === 0 && gaps === 0;
       if (rate === 10_000) out(`    target p50 < 5 ms with nothing dropped at 10,000/s: ${l.p50 < 5 && whole ? "met" : "NOT met"}`);
