@@ -113,8 +113,14 @@ export async function appendEvents(
       if (tries < APPEND_TRIES) continue;
       throw busy(jobId);
     }
+    // What each row holds, as objects: the write answers only where it put them, not the payloads
+    // back (each JSON text would cross the database's wire twice and be parsed again here).
+    const bodies = new Map<string, Record<string, unknown>>();
+    for (const r of fresh) bodies.set(`${batch.attempt}:${r.seq}`, log.late ? { ...r.event, late: true } : r.event);
+    for (const gap of gaps) bodies.set(`${batch.attempt}:${-1 - gap.from}`, gapNotice(batch.attempt, gap));
+    if (plan.truncation) bodies.set(`0:${TRUNCATED_SEQ}`, plan.truncation.event);
     const stored: HubEvent[] = written
-      .map((r) => ({ ...(JSON.parse(String(r.payload)) as { type: string }), index: Number(r.idx), timestamp: now }))
+      .map((r) => ({ ...(bodies.get(`${Number(r.attempt)}:${Number(r.seq)}`) as { type: string }), index: Number(r.idx), timestamp: now }))
       .sort((a, b) => a.index - b.index);
     const added = written.filter((r) => Number(r.attempt) === batch.attempt && Number(r.seq) >= 0).length;
     // A progress event stored before was counted the first time.
@@ -256,7 +262,7 @@ async function writeLog(
               FROM json_each(:rows) AS e, (SELECT COALESCE(MAX(idx), -1) AS n FROM job_events WHERE job_id = :job) AS base
               WHERE ${unchanged} AND ${RAN_IT}
                 AND NOT EXISTS (SELECT 1 FROM job_events j WHERE j.job_id = :job AND j.attempt = e.value ->> '$.attempt' AND j.seq = e.value ->> '$.seq')
-              RETURNING idx, attempt, seq, payload`,
+              RETURNING idx, attempt, seq`,
         args: { ...guard, attempt, worker: workerId, now, rows: JSON.stringify(planned) },
       },
       {
