@@ -53,14 +53,16 @@ interface PlannedRow {
  * refused: a runner resends what the edge refuses, and would do so for ever.
  *
  * When a new `training.progress` says where the job is (numeric data.step and data.total_steps),
- * the job's step rate and expected end move with it, stored or not: one more write follows.
+ * the job's step rate and expected end move with it, stored or not: the write that moves them is
+ * answered (`progressWrite`) for the caller to run once the events are published, so watchers
+ * do not wait one more database round trip for them.
  */
 export async function appendEvents(
   db: Database,
   workerId: number | null,
   jobId: string,
   batch: z.infer<typeof EventBatch>,
-): Promise<{ stored: HubEvent[]; added: number; nextIndex: number; dropped: number }> {
+): Promise<{ stored: HubEvent[]; added: number; nextIndex: number; dropped: number; progressWrite: InStatement | null }> {
   const rows = batch.events.map((e, i) => {
     const payload = JSON.stringify(e.event);
     if (payload.length > MAX_EVENT_BYTES)
@@ -96,7 +98,7 @@ export async function appendEvents(
         payload: JSON.stringify(gapNotice(batch.attempt, gap)),
       })),
     ];
-    if (!candidates.length) return { stored: [], added: 0, nextIndex: log.last + 1, dropped: 0 };
+    if (!candidates.length) return { stored: [], added: 0, nextIndex: log.last + 1, dropped: 0, progressWrite: null };
     const plan = admitEvents(
       log.usage,
       log.userBytes,
@@ -113,14 +115,26 @@ export async function appendEvents(
       if (tries < APPEND_TRIES) continue;
       throw busy(jobId);
     }
+    // What each row holds, as objects: the write answers only where it put them, not the payloads
+    // back (each JSON text would cross the database's wire twice and be parsed again here).
+    const bodies = new Map<string, Record<string, unknown>>();
+    for (const r of fresh) bodies.set(`${batch.attempt}:${r.seq}`, log.late ? { ...r.event, late: true } : r.event);
+    for (const gap of gaps) bodies.set(`${batch.attempt}:${-1 - gap.from}`, gapNotice(batch.attempt, gap));
+    if (plan.truncation) bodies.set(`0:${TRUNCATED_SEQ}`, plan.truncation.event);
     const stored: HubEvent[] = written
-      .map((r) => ({ ...(JSON.parse(String(r.payload)) as { type: string }), index: Number(r.idx), timestamp: now }))
+      .map((r) => ({ ...(bodies.get(`${Number(r.attempt)}:${Number(r.seq)}`) as { type: string }), index: Number(r.idx), timestamp: now }))
       .sort((a, b) => a.index - b.index);
     const added = written.filter((r) => Number(r.attempt) === batch.attempt && Number(r.seq) >= 0).length;
     // A progress event stored before was counted the first time.
-    const update = progress && !log.existing.has(progress.seq) ? progressUpdate(jobId, batch.attempt, progress.point, log.entry) : null;
-    if (update) await db.$client.execute(update);
-    return { stored, added, nextIndex: stored.length ? stored[stored.length - 1]!.index + 1 : log.last + 1, dropped: plan.dropped.events };
+    const progressWrite =
+      progress && !log.existing.has(progress.seq) ? progressUpdate(jobId, batch.attempt, progress.point, log.entry) : null;
+    return {
+      stored,
+      added,
+      nextIndex: stored.length ? stored[stored.length - 1]!.index + 1 : log.last + 1,
+      dropped: plan.dropped.events,
+      progressWrite,
+    };
   }
 }
 
@@ -256,7 +270,7 @@ async function writeLog(
               FROM json_each(:rows) AS e, (SELECT COALESCE(MAX(idx), -1) AS n FROM job_events WHERE job_id = :job) AS base
               WHERE ${unchanged} AND ${RAN_IT}
                 AND NOT EXISTS (SELECT 1 FROM job_events j WHERE j.job_id = :job AND j.attempt = e.value ->> '$.attempt' AND j.seq = e.value ->> '$.seq')
-              RETURNING idx, attempt, seq, payload`,
+              RETURNING idx, attempt, seq`,
         args: { ...guard, attempt, worker: workerId, now, rows: JSON.stringify(planned) },
       },
       {

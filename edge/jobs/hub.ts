@@ -31,7 +31,8 @@ interface Watcher {
   held: HubEvent[] | null;
   /** The job ended while this watcher was still replaying: end it when the replay is done. */
   endedWhileReplaying?: string;
-  write(event: HubEvent): void;
+  /** Sends events, in index order, that the watcher has not had yet. */
+  write(events: HubEvent[]): void;
   end(status: string): void;
   ping(): void;
   /** Resolves when the watcher has read enough of what was sent (a replay waits between pages). */
@@ -47,6 +48,26 @@ function sseFrame(e: HubEvent): string {
   let frame = frames.get(e);
   if (frame === undefined) frames.set(e, (frame = `id: ${e.index}\ndata: ${JSON.stringify(e)}\n\n`));
   return frame;
+}
+
+/** Frames are joined into writes of about this many bytes (and one event's more at most). */
+const WRITE_BYTES = 64 * 1024;
+
+/**
+ * Events as server-sent events text, in writes of about WRITE_BYTES: a batch of a thousand
+ * events is a handful of stream chunks instead of a thousand, each of which every layer between
+ * here and the reader (workerd's stream, the HTTP connection, the reader's parser) handles on
+ * its own.
+ */
+function sseWrites(events: HubEvent[]): string[] {
+  const writes: string[] = [];
+  let text = "";
+  for (const e of events) {
+    text += sseFrame(e);
+    if (text.length >= WRITE_BYTES) (writes.push(text), (text = ""));
+  }
+  if (text) writes.push(text);
+  return writes;
 }
 
 /** Unread bytes a server-sent events watcher may hold (a full event page and then some) before it is given up; it resumes with Last-Event-ID. */
@@ -85,7 +106,7 @@ export class EventsHub extends DurableObject<Env> {
   async publish(jobId: string, events: HubEvent[]): Promise<void> {
     for (const w of this.watchers) {
       if (w.held) w.held.push(...events);
-      else for (const e of events) this.deliver(w, e);
+      else this.deliver(w, events);
     }
     const messages: { type: string; data: Record<string, unknown> }[] = [];
     for (const e of events) {
@@ -240,10 +261,15 @@ export class EventsHub extends DurableObject<Env> {
     if (next !== null) await this.ctx.storage.setAlarm(Math.max(Number(next), Date.now() + 10));
   }
 
-  private deliver(w: Watcher, e: HubEvent): void {
-    if (e.index < w.next) return;
-    w.write(e);
-    w.next = e.index + 1;
+  /** Sends a watcher those of `events` past what it has had, all in one write. */
+  private deliver(w: Watcher, events: HubEvent[]): void {
+    const fresh: HubEvent[] = [];
+    for (const e of events) {
+      if (e.index < w.next) continue;
+      fresh.push(e);
+      w.next = e.index + 1;
+    }
+    if (fresh.length) w.write(fresh);
   }
 
   override async fetch(request: Request): Promise<Response> {
@@ -273,7 +299,9 @@ export class EventsHub extends DurableObject<Env> {
         next: since,
         held: [],
         drained: () => Promise.resolve(),
-        write: (e) => socket.send(JSON.stringify(e)),
+        write: (events) => {
+          for (const e of events) socket.send(JSON.stringify(e));
+        },
         end: (status) => {
           socket.send(JSON.stringify({ type: "end", status }));
           socket.close(1000, `job ${status}`);
@@ -296,7 +324,9 @@ export class EventsHub extends DurableObject<Env> {
         next: since,
         held: [],
         drained: () => stream.writer.drained(),
-        write: (e) => void stream.send(sseFrame(e)),
+        write: (events) => {
+          for (const text of sseWrites(events)) if (!stream.send(text)) return; // given up: it resumes from the log
+        },
         end: (status) => {
           stream.send(`event: end\ndata: ${JSON.stringify({ status })}\n\n`);
           void stream.writer.close();
@@ -317,13 +347,13 @@ export class EventsHub extends DurableObject<Env> {
       for (;;) {
         const page = await readEvents(this.db(), jobId, w.next, 1000);
         status = page.status;
-        for (const e of page.events) this.deliver(w, e as HubEvent);
+        this.deliver(w, page.events as HubEvent[]);
         if (!this.watchers.has(w)) return; // given up while replaying
         await w.drained();
         // A page may stop early at its byte cap: the log is replayed when a page comes back empty.
         if (page.events.length === 0) break;
       }
-      for (const e of w.held ?? []) this.deliver(w, e);
+      this.deliver(w, w.held ?? []);
       w.held = null;
       const ended = w.endedWhileReplaying ?? (TERMINAL.has(status) ? status : null);
       if (ended) {

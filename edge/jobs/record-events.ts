@@ -11,8 +11,8 @@ import { serviceSeq, watchEvents } from "./stall-watch";
 export const MAX_BATCH_EVENTS = 500;
 
 /**
- * Stores events in a job's log (appendEvents, in batches of at most MAX_BATCH_EVENTS) and hands
- * those stored to the job's watchers. The one way a job's events are recorded: a runner's batch
+ * Stores events in a job's log (appendEvents, in batches of at most MAX_BATCH_EVENTS), hands
+ * those stored to the job's watchers, then moves the job's step rate and expected end. The one way a job's events are recorded: a runner's batch
  * (`workerId` its worker) and a cloud job's provider logs and notices (`workerId` null) alike.
  * What they say of steps and phases moves the job's stall watch (stall-watch.ts); a new step that
  * ends a stall is told by a `training.stall_cleared` event.
@@ -32,11 +32,16 @@ export async function recordEvents(
   let at = 0;
   do {
     const events = batch.events.slice(at, at + MAX_BATCH_EVENTS);
-    const { stored, added, nextIndex, dropped } = await appendEvents(ctx.db, workerId, jobId, { attempt: batch.attempt, events });
+    const { stored, added, nextIndex, dropped, progressWrite } = await appendEvents(ctx.db, workerId, jobId, {
+      attempt: batch.attempt,
+      events,
+    });
     if (stored.length)
       await hubOf(ctx.env, jobId)
         .publish(jobId, stored)
         .catch((e: unknown) => ctx.log.warning("events hub unreachable", { job_id: jobId, error: String(e) }));
+    // The job's step rate and expected end, after the watchers have the events (and before the next part is planned).
+    if (progressWrite) await ctx.db.$client.execute(progressWrite);
     result.stored.push(...stored);
     result.added += added;
     result.nextIndex = nextIndex;

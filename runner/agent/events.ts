@@ -4,6 +4,7 @@ import { refusedForGood, type EventBatchBody } from "./edge-client";
 import { ServiceError, type ServiceClient } from "../../shared/client/client";
 import { workerEndpoints } from "../../shared/client/endpoints-workers";
 import { fitEvent } from "./event-size";
+import { MAX_BATCH_EVENTS } from "../../shared/schemas/events";
 
 // Terminal colour and cursor sequences, which trainers under a PTY like to print.
 const ANSI = /\x1b\[[0-9;?]*[A-Za-z]/g;
@@ -54,13 +55,19 @@ export const MAX_OUTBOX_BYTES = 64 * 1024 * 1024;
 
 /**
  * Ships one job attempt's events to the edge in order. One batch is in flight at a time: an event
- * that arrives while none is goes out at once (after the lines printed in the same tick), and
- * whatever gathers meanwhile goes in the next batch (up to 200), so latency stays low at a few
- * events a second and batches grow by themselves at thousands. A failed batch is sent again after
- * `retryMs` (the edge skips events it already has). `drain` waits until all are delivered.
+ * that arrives while none is goes out at once (setImmediate: after the lines of the same chunk of
+ * output, with no timer's millisecond), and whatever gathers meanwhile goes in the next batch (up
+ * to MAX_BATCH_EVENTS, the most the edge takes), so latency stays low at a few events a second
+ * and batches grow by themselves at thousands: at 10,000 a second a batch's round trip may take
+ * 50 ms before the queue falls behind. Not two batches at once: the edge gives a batch's events
+ * the next indexes of the job's log as it stores them, and takes a seq above the attempt's
+ * highest as a gap (events.gap), so a second batch stored before the first would reorder the log
+ * and report a false gap. A failed batch is sent again after `retryMs` (the edge skips events it
+ * already has). `drain` waits until all are delivered.
  *
  * With an `outbox` file, every event is also appended there before it is sent (the file is the
- * runner's, outside any trainer's sight): an edge away for an hour or a runner restarted in
+ * runner's, outside any trainer's sight), in one write per turn of the event loop rather than
+ * one per event: an edge away for an hour or a runner restarted in
  * between loses nothing - `replayOutbox` sends a file again, and the edge takes an attempt's late
  * events. The queue is bounded (MAX_QUEUED_EVENTS, MAX_OUTBOX_BYTES); what goes past it is
  * counted, its sequence numbers skipped (the edge sees the gap) and an `events.dropped` event
@@ -69,10 +76,13 @@ export const MAX_OUTBOX_BYTES = 64 * 1024 * 1024;
 export class EventShipper {
   private queue: EventBatchBody["events"] = [];
   private seq = 0;
-  private timer: NodeJS.Timeout | undefined;
+  private timer: { kind: "now"; handle: NodeJS.Immediate } | { kind: "retry"; handle: NodeJS.Timeout } | undefined;
   private sending: Promise<void> | null = null;
   private closed = false;
   private outboxBytes = 0;
+  /** Outbox lines not written yet (they are, at the end of this turn of the event loop or before a send). */
+  private unwritten: string[] = [];
+  private writeSoon: NodeJS.Immediate | undefined;
   private dropped = 0;
   private unreachableSince: number | null = null;
 
@@ -101,11 +111,22 @@ export class EventShipper {
     }
     this.dropNotice();
     if (this.outbox) {
-      appendFileSync(this.outbox, line);
+      this.unwritten.push(line);
+      this.writeSoon ??= setImmediate(() => this.writeOutbox());
       this.outboxBytes += line.length;
     }
     this.queue.push(item);
     this.kick(0);
+  }
+
+  /** Appends the lines pushed since the last write to the outbox, in one write. */
+  private writeOutbox(): void {
+    clearImmediate(this.writeSoon);
+    this.writeSoon = undefined;
+    if (!this.outbox || !this.unwritten.length) return;
+    const text = this.unwritten.join("");
+    this.unwritten = [];
+    appendFileSync(this.outbox, text);
   }
 
   /** Once there is room again, the events that found none are said to be lost. */
@@ -123,7 +144,7 @@ export class EventShipper {
 
   private kick(delay: number): void {
     if (this.closed || this.sending || this.timer) return;
-    this.timer = setTimeout(() => {
+    const send = () => {
       this.timer = undefined;
       let delivered = false;
       this.sending = this.sendOnce()
@@ -133,13 +154,21 @@ export class EventShipper {
           // More arrived while that batch was out: the next goes now; after a failure, a little later.
           if (this.queue.length) this.kick(delivered ? 0 : this.retryMs);
         });
-    }, delay);
+    };
+    this.timer = delay ? { kind: "retry", handle: setTimeout(send, delay) } : { kind: "now", handle: setImmediate(send) };
+  }
+
+  private cancelKick(): void {
+    if (this.timer?.kind === "now") clearImmediate(this.timer.handle);
+    else clearTimeout(this.timer?.handle);
+    this.timer = undefined;
   }
 
   /** Sends the oldest batch; true when the queue moved on (delivered, or refused for good). */
   private async sendOnce(): Promise<boolean> {
-    const batch = this.queue.slice(0, 200);
+    const batch = this.queue.slice(0, MAX_BATCH_EVENTS);
     if (!batch.length) return true;
+    this.writeOutbox(); // nothing goes out that the outbox does not hold
     const outcome = await sendBatch(this.edge, this.jobId, this.attempt, batch);
     if (outcome === "unreachable") {
       this.unreachableSince ??= Date.now();
@@ -168,8 +197,7 @@ export class EventShipper {
   async drain(timeoutMs = Infinity, giveUp: () => boolean = () => false): Promise<boolean> {
     const deadline = Date.now() + timeoutMs;
     this.closed = true; // from here on only this loop sends
-    clearTimeout(this.timer);
-    this.timer = undefined;
+    this.cancelKick();
     while (Date.now() < deadline && !giveUp()) {
       if (this.sending) await this.sending;
       if (!this.queue.length) break;
@@ -177,6 +205,7 @@ export class EventShipper {
       if (!ok) await new Promise((r) => setTimeout(r, this.retryMs));
     }
     const done = this.queue.length === 0;
+    this.writeOutbox();
     if (done && this.outbox) rmSync(this.outbox, { force: true });
     else if (this.outbox)
       this.log(`job ${this.jobId}: ${this.queue.length} event(s) not delivered yet; kept in ${this.outbox} for the next start`);
@@ -241,8 +270,8 @@ export async function replayOutbox(
         }
       });
     let outcome: Awaited<ReturnType<typeof sendBatch>> = "delivered";
-    for (let i = 0; i < events.length && outcome !== "unreachable"; i += 200) {
-      outcome = await sendBatch(edge, jobId, attempt, events.slice(i, i + 200));
+    for (let i = 0; i < events.length && outcome !== "unreachable"; i += MAX_BATCH_EVENTS) {
+      outcome = await sendBatch(edge, jobId, attempt, events.slice(i, i + MAX_BATCH_EVENTS));
       if (typeof outcome === "object")
         log(`job ${jobId}: the edge refused events of attempt ${attempt} from the outbox: ${outcome.refused}`);
     }

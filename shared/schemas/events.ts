@@ -16,6 +16,9 @@ export const TrainerEvent = z
   .catchall(z.unknown())
   .openapi("TrainerEvent", { example: { type: "training.progress", title: "Step 5/20", data: { step: 5, total_steps: 20, loss: 0.41 } } });
 
+/** The most events one runner batch holds (EventBatch). */
+export const MAX_BATCH_EVENTS = 500;
+
 export const EventBatch = z
   .strictObject({
     attempt: z.number().int().min(1).openapi({ description: "The job attempt these events belong to (the assignment's attempt)" }),
@@ -31,7 +34,7 @@ export const EventBatch = z
         }),
       )
       .min(1)
-      .max(500),
+      .max(MAX_BATCH_EVENTS),
   })
   .openapi("EventBatch");
 

@@ -1,7 +1,7 @@
 // Shared by the benchmarks: a local stack in its own process (as `npm start` runs it) and a
 // closed-loop load generator. Not a test; nothing here asserts.
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -63,6 +63,8 @@ export interface BenchStack {
   base: string;
   dataDir: string;
   adminKey: string;
+  /** The stack's own process (its children: workerd, the local runner's trainers). */
+  pid: number;
   post(path: string, body: unknown, headers?: Record<string, string>): Promise<Response>;
   stop(): Promise<void>;
 }
@@ -116,9 +118,80 @@ export async function startBenchStack(options: { localRunner?: boolean; env?: Re
     const cookie = /(st_session=[^;]+)/.exec(admin.headers.get("set-cookie") ?? "")?.[1];
     if (admin.status !== 201 || !cookie) throw new Error(`first admin: ${admin.status} ${await admin.text()}`);
     const { key } = (await (await post("/api/cloud/auth/api-keys", { name: "bench" }, { cookie })).json()) as { key: string };
-    return { base, dataDir, adminKey: key, post: (path, body, headers = {}) => post(path, body, { "x-api-key": key, ...headers }), stop };
+    return {
+      base,
+      dataDir,
+      adminKey: key,
+      pid: service.pid!,
+      post: (path, body, headers = {}) => post(path, body, { "x-api-key": key, ...headers }),
+      stop,
+    };
   } catch (error) {
     await stop();
     throw error;
   }
+}
+
+/** One process of a tree and the CPU seconds (user + system) it has used so far. */
+export interface ProcessCpu {
+  pid: number;
+  name: string;
+  cpu: number;
+}
+
+/** Every process under `rootPid` (itself included) with its CPU so far, from /proc. */
+export function processTreeCpu(rootPid: number): ProcessCpu[] {
+  const tick = 100; // USER_HZ: 100 on every Linux this runs on
+  const procs: (ProcessCpu & { ppid: number })[] = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      // The name is in parentheses and may hold spaces; the fields after it are fixed.
+      const close = stat.lastIndexOf(")");
+      const fields = stat.slice(close + 2).split(" ");
+      const name = stat.slice(stat.indexOf("(") + 1, close);
+      procs.push({ pid: Number(entry), ppid: Number(fields[1]), name, cpu: (Number(fields[11]) + Number(fields[12])) / tick });
+    } catch {
+      // gone meanwhile
+    }
+  }
+  const tree = new Set([rootPid]);
+  for (let grew = true; grew;) {
+    grew = false;
+    for (const p of procs) if (!tree.has(p.pid) && tree.has(p.ppid)) (tree.add(p.pid), (grew = true));
+  }
+  return procs.filter((p) => tree.has(p.pid)).map(({ pid, name, cpu }) => ({ pid, name, cpu }));
+}
+
+/**
+ * Samples the CPU of a process tree (and of this process) every 200 ms until `stop`, which
+ * answers the CPU seconds each command name used meanwhile (processes born meanwhile from 0;
+ * one that ended: up to its last sample) and the wall seconds: what a benchmark prints to show
+ * which process a load saturates.
+ */
+export function watchCpu(
+  rootPid: number,
+  label: (p: ProcessCpu) => string = (p) => p.name,
+): { stop(): { wall: number; byName: Map<string, number> } } {
+  const started = performance.now();
+  const self0 = process.cpuUsage();
+  const first = new Map(processTreeCpu(rootPid).map((p) => [p.pid, p.cpu]));
+  const last = new Map<number, ProcessCpu>();
+  const sample = () => {
+    for (const p of processTreeCpu(rootPid)) last.set(p.pid, p);
+  };
+  sample();
+  const timer = setInterval(sample, 200);
+  return {
+    stop() {
+      clearInterval(timer);
+      sample();
+      const byName = new Map<string, number>();
+      for (const p of last.values()) byName.set(label(p), (byName.get(label(p)) ?? 0) + p.cpu - (first.get(p.pid) ?? 0));
+      const self = process.cpuUsage(self0);
+      byName.set("benchmark client", (self.user + self.system) / 1e6);
+      return { wall: (performance.now() - started) / 1000, byName };
+    },
+  };
 }

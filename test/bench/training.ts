@@ -10,16 +10,20 @@
 //     signal file. Target: p50 < 100 ms.
 //  3. Runner idle memory (RSS) of a separate runner process started as `npm run runner` starts
 //     it (built to plain JavaScript, see runner/agent/build.mjs). Target: < 80 MB.
-// Settings: BENCH_SECONDS (5 per rate), BENCH_COMMANDS (20).
+// Settings: BENCH_SECONDS (5 per rate), BENCH_COMMANDS (20), BENCH_VIA (stdout,callback), BENCH_RATES
+// (100,1000,10000,0; 0 is the burst).
 import { execFileSync, spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { sseEvents } from "../helpers/sse";
-import { fmt, percentiles, startBenchStack } from "./lib";
+import { fmt, percentiles, startBenchStack, watchCpu } from "./lib";
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 5);
 const commands = Number(process.env.BENCH_COMMANDS ?? 20);
+const list = (name: string, all: string) => (process.env[name] ?? all).split(",").filter(Boolean);
+const vias = list("BENCH_VIA", "stdout,callback") as ("stdout" | "callback")[];
+const rates = list("BENCH_RATES", "100,1000,10000,0").map(Number);
 const out = (line: string) => process.stdout.write(line + "\n");
 const now = () => performance.timeOrigin + performance.now();
 
@@ -105,8 +109,8 @@ try {
   // --- 1. event latency and throughput, printed and through the callback -----------------------
   await stack.post("/api/configs/environments", { name: "emitter" });
   const burst = Number(process.env.BENCH_BURST ?? 5000);
-  for (const via of ["stdout", "callback"] as const)
-    for (const rate of [100, 1000, 10_000, 0]) {
+  for (const via of vias)
+    for (const rate of rates) {
       await put("emitter", {
         "--num_processes": 0,
         "--trainer_command": JSON.stringify([process.execPath, "-e", EMITTER, "--"]),
@@ -127,6 +131,7 @@ try {
       let truncated = false;
       let first = Infinity;
       let last = 0;
+      let cpu: ReturnType<typeof watchCpu> | null = null;
       for await (const e of sse.events) {
         if (e.id !== ids) gaps++;
         ids = e.id + 1;
@@ -134,12 +139,16 @@ try {
         if (e.data.type === "events.truncated") truncated = true;
         if (e.data.type !== "bench.tick") continue;
         const at = now();
+        cpu ??= watchCpu(stack.pid, (p) =>
+          p.pid === stack.pid ? "service (front, libSQL, runner)" : p.name === "node" ? "trainer" : p.name,
+        );
         first = Math.min(first, e.data.data.t);
         last = at;
         latencies.push(at - e.data.data.t);
         seen.push(e.data.data.n);
       }
       sse.close();
+      const used = cpu?.stop() ?? { wall: 1, byName: new Map<string, number>() };
       const expected = rate ? rate * seconds : burst;
       const missing = expected - new Set(seen).size;
       const l = percentiles(latencies);
@@ -147,6 +156,12 @@ try {
       const rateNote = rate ? "" : `; ${((seen.length / (last - first)) * 1000).toFixed(0)} events/s through`;
       out(
         `1.  ${label}: ${seen.length} of ${expected} received, ${missing} missing (${runnerDropped} dropped by the runner, said by events.dropped${truncated ? "; the log was truncated at its cap" : ""}), ${gaps} index gaps; trainer -> SSE client p50 ${l.p50.toFixed(1)} ms, p99 ${l.p99.toFixed(1)} ms${rateNote}`,
+      );
+      // Which process the load saturates: CPU seconds per wall second (1.00 is one core), from the submit to the end.
+      const load = [...used.byName].filter(([, s]) => s >= 0.01 * used.wall).sort((a, b) => b[1] - a[1]);
+      const cpuTotal = [...used.byName.values()].reduce((sum, s) => sum + s, 0);
+      out(
+        `    CPU per wall second, first event received to the last, ${used.wall.toFixed(1)} s: ${load.map(([name, s]) => `${name} ${(s / used.wall).toFixed(2)}`).join(", ")}; all of them: ${((cpuTotal / Math.max(1, seen.length)) * 1e6).toFixed(0)} us of CPU per event`,
       );
       const whole = missing === 0 && gaps === 0;
       if (rate === 10_000) out(`    target p50 < 5 ms with nothing dropped at 10,000/s: ${l.p50 < 5 && whole ? "met" : "NOT met"}`);

@@ -308,6 +308,42 @@ describe("watching a job live", () => {
     expect((await fetch(url)).status).toBe(401);
   });
 
+  it.skipIf(!HAS_BWRAP)(
+    "delivers a burst of 1,500 printed events (several runner batches) once each, in order, live and resumed after Last-Event-ID",
+    async () => {
+      // Waits for the follower, then prints all 1,500 in one write: they reach the runner together
+      // and go to the edge as full batches, one after another; each batch's events (over 150 KiB)
+      // reach a follower in several writes.
+      const burst = `
+      setTimeout(() => {
+        let text = "";
+        for (let n = 0; n < 1500; n++) text += JSON.stringify({ type: "burst.tick", data: { n, pad: "x".repeat(300) } }) + "\\n";
+        process.stdout.write(text, () => setTimeout(() => process.exit(0), 100));
+      }, 1500);`;
+      await env("burst", { "--num_processes": 0, "--trainer_command": JSON.stringify([process.execPath, "-e", burst, "--"]) });
+      const job = await submit("burst");
+      const url = `${t.base}/api/training/events/stream?job_id=${job.job_id}`;
+      const headers = { "x-api-key": admin.key, accept: "text/event-stream" };
+      const firstPart = await readSse(await fetch(url, { headers }), (e) => e.data.type === "burst.tick" && e.data.data.n === 700);
+      const rest = await readSse(
+        await fetch(url, { headers: { ...headers, "last-event-id": firstPart.at(-1)!.id! } }),
+        (e) => e.event === "end",
+      );
+      expect(rest.at(-1)).toMatchObject({ event: "end", data: { status: "completed" } });
+      const all = [...firstPart, ...rest.slice(0, -1)];
+      expect(all.map((e) => Number(e.id))).toEqual(all.map((_, i) => i));
+      expect(all.filter((e) => e.data.type === "burst.tick").map((e) => e.data.data.n)).toEqual(Array.from({ length: 1500 }, (_, n) => n));
+      expect(all.filter((e) => e.data.type === "events.gap" || e.data.type === "events.dropped")).toEqual([]);
+      const polled = (await t.call("GET", `/api/training/events?job_id=${job.job_id}&limit=1000`, { auth: auth() })).body;
+      const more = (
+        await t.call("GET", `/api/training/events?job_id=${job.job_id}&since_index=${polled.next_index}&limit=1000`, { auth: auth() })
+      ).body;
+      expect(all.map((e) => e.data)).toEqual([...polled.events, ...more.events]);
+      // Delivered whole: the attempt's outbox is gone.
+      expect(existsSync(join(workDir, "outbox", `${job.job_id}.attempt-1.jsonl`))).toBe(false);
+    },
+  );
+
   it("streams over a WebSocket on the same path", async () => {
     const job = await submit("watched");
     const messages: any[] = [];
