@@ -1,4 +1,4 @@
-import { digestTap, toHex } from "../checksums";
+import { md5Checksum, toHex } from "../checksums";
 import { S3Error } from "../errors";
 import { adjustUsage, assertFits, storageQuota } from "../quota";
 import { quote, xml } from "../responses";
@@ -49,8 +49,8 @@ export async function uploadPart(call: ObjectCall): Promise<Response> {
   // way, recorded with R2's tag, which completing the upload needs.
   let md5 = "";
   await assertFits(db, name, await storageQuota(db), { bytes: body.length, objects: 0 });
-  const tapped = body.stream.pipeThrough(digestTap("MD5", (digest) => void (md5 = toHex(digest))));
-  const part = await storeSized(tapped, body.length, (sized) => upload.uploadPart(partNumber, sized)).catch(noSuchUpload);
+  body.checks.push({ checksum: md5Checksum(), done: (digest) => void (md5 = toHex(digest)) });
+  const part = await storeSized(body, (sized) => upload.uploadPart(partNumber, sized)).catch(noSuchUpload);
   await recordPart(db, uploadId, { partNumber, etag: md5, r2Etag: part.etag, size: body.length });
   return new Response(null, { status: 200, headers: { etag: quote(md5) } });
 }
