@@ -11,9 +11,11 @@ import { payloadSha256Check, type chunkSigner } from "./sigv4";
  * never sit in memory whole.
  *
  * The checks are not a chain of TransformStreams: one loop reads the body in 1 MiB chunks, feeds
- * each chunk to every check's hasher (synchronous, native) and writes it on. Measured in workerd
- * on 8 MiB parts, each TransformStream a chunk passed through cost about as much as hashing it
- * (promises, a stream queue, garbage), and the Worker's thread is what bounds uploads here.
+ * each chunk to every check's hasher (synchronous, native) and writes it on; adding a check adds
+ * no stream, queue or promise per chunk. What an upload costs the Worker's thread, measured
+ * (bench:storage, README "Performance"): the hashes (a part's MD5 most, then the signed SHA-256)
+ * and this one pass of the bytes through JavaScript, which a body refused at its end needs: R2
+ * must never get its last bytes before the checks pass.
  */
 
 /** How a request's body is signed: its x-amz-content-sha256 mode and hash, and the chunk signer of a streaming-signed body. */
