@@ -14,7 +14,7 @@
 // takes the part's MD5 for its ETag, as S3 does; the bare Worker does none of that.
 //
 // BENCH_STORAGE_MIB (default 256) sizes the object, BENCH_STORAGE_ROUNDS (default 5) the rounds:
-// about half a minute on a quiet 2-core machine, a few minutes under load; BENCH_STORAGE_MIB=1024
+// under a minute on a quiet 2-core machine, a few minutes under load; BENCH_STORAGE_MIB=1024
 // shows that memory stays flat for a large object.
 import {
   CompleteMultipartUploadCommand,
