@@ -1,14 +1,15 @@
+import { createHash } from "node:crypto";
 import { crc32 } from "node:zlib";
 import { Crc32c } from "@aws-crypto/crc32c";
-import { md5, sha1 } from "@noble/hashes/legacy";
-import { sha256 } from "@noble/hashes/sha2";
+import { constantTimeEqual } from "../auth/crypto";
+import { S3Error } from "./errors";
 
 /**
  * The checksums S3 clients attach to uploads (`x-amz-checksum-<name>`, as a header or as an
  * aws-chunked trailer), computed incrementally so a body is checked while it streams through.
- * Web Crypto's `digest` only hashes a whole buffer, hence incremental hashers: zlib's CRC32
- * (native), AWS's own CRC32C, noble for SHA-1/SHA-256 (audited, about 60 MB/s on one core), and
- * CRC64/NVME by hand. digestTap (below) hashes a whole body's MD5 or SHA-256 natively in workerd.
+ * Web Crypto's `digest` only hashes a whole buffer, hence incremental hashers: zlib's CRC32 and
+ * node:crypto's SHA-1, SHA-256 and MD5 (native in workerd with nodejs_compat, and in Node;
+ * synchronous, so hashing a chunk costs no promise), AWS's own CRC32C, and CRC64/NVME by hand.
  */
 export type ChecksumAlgorithm = "crc32" | "crc32c" | "crc64nvme" | "sha1" | "sha256";
 
@@ -50,10 +51,32 @@ export function createChecksum(algorithm: ChecksumAlgorithm): IncrementalChecksu
     case "crc64nvme":
       return new Crc64Nvme();
     case "sha1":
-      return nobleChecksum(sha1.create());
+      return nativeHash("sha1");
     case "sha256":
-      return nobleChecksum(sha256.create());
+      return nativeHash("sha256");
   }
+}
+
+/**
+ * An incremental MD5: S3's ETag of an uploaded part (not one of the x-amz-checksum algorithms).
+ *
+ * @example
+ * const md5 = md5Checksum();
+ * md5.update(new TextEncoder().encode("hello"));
+ * toHex(md5.digest()); // "5d41402abc4b2a76b9719d911017c592"
+ */
+export function md5Checksum(): IncrementalChecksum {
+  return nativeHash("md5");
+}
+
+/**
+ * node:crypto's hash (BoringSSL's, in workerd): as fast per byte as workerd's crypto.DigestStream
+ * and synchronous, so the upload loop feeds it without a promise per chunk; noble's JavaScript
+ * SHA-256, used before, ran at about 60 MB/s.
+ */
+function nativeHash(algorithm: "md5" | "sha1" | "sha256"): IncrementalChecksum {
+  const hash = createHash(algorithm);
+  return { update: (bytes) => void hash.update(bytes), digest: () => new Uint8Array(hash.digest()) };
 }
 
 /**
@@ -83,10 +106,6 @@ function crcChecksum(crc: { update(data: Uint8Array): unknown; digest(): number 
       return out;
     },
   };
-}
-
-function nobleChecksum(hash: { update(data: Uint8Array): unknown; digest(): Uint8Array }): IncrementalChecksum {
-  return { update: (bytes) => void hash.update(bytes), digest: () => hash.digest() };
 }
 
 // CRC-64/NVME (reflected polynomial 0x9a6c9329ac4bc9b5, init and xorout all ones), the default
@@ -165,6 +184,32 @@ export function toHex(bytes: Uint8Array): string {
 }
 
 /**
+ * A check on an upload's body: `checksum` is fed every byte, and once the body has ended `done`
+ * gets the digest and throws (an S3Error) to refuse the body, or keeps it (an ETag).
+ */
+export interface BodyCheck {
+  checksum: IncrementalChecksum;
+  done(digest: Uint8Array): void;
+}
+
+/**
+ * The check of an `x-amz-checksum-*` header's value (base64): BadDigest when the body's
+ * checksum differs.
+ *
+ * @example
+ * const check = checksumHeaderCheck("crc32", "x-amz-checksum-crc32", "NhCmhg==");
+ */
+export function checksumHeaderCheck(algorithm: ChecksumAlgorithm, header: string, expected: string): BodyCheck {
+  return {
+    checksum: createChecksum(algorithm),
+    done(digest) {
+      if (!constantTimeEqual(toBase64(digest), expected.trim()))
+        throw new S3Error("BadDigest", `The ${header} you specified did not match the calculated checksum.`);
+    },
+  };
+}
+
+/**
  * Passes a body through unchanged, feeding `checksum`, and once it has ended hands the digest to
  * `done`, which may throw to error the stream (a check) or keep the digest (an ETag).
  *
@@ -179,36 +224,6 @@ export function checksumTap(checksum: IncrementalChecksum, done: (digest: Uint8A
     },
     flush() {
       done(checksum.digest());
-    },
-  });
-}
-
-type DigestStreamConstructor = new (algorithm: string) => WritableStream<ArrayBufferView> & { readonly digest: Promise<ArrayBuffer> };
-
-/**
- * checksumTap for MD5 or SHA-256 through workerd's native crypto.DigestStream where present (many
- * times faster than JavaScript on a large body), else noble's incremental hashers (Node, unit
- * tests).
- *
- * @example
- * let etag = "";
- * const tap = digestTap("MD5", (digest) => void (etag = toHex(digest)));
- * await bucket.put(key, body.pipeThrough(tap));
- */
-export function digestTap(algorithm: "MD5" | "SHA-256", done: (digest: Uint8Array) => void): TransformStream<Uint8Array, Uint8Array> {
-  const Native = (crypto as unknown as { DigestStream?: DigestStreamConstructor }).DigestStream;
-  if (!Native) return checksumTap(nobleChecksum(algorithm === "MD5" ? md5.create() : sha256.create()), done);
-  const sink = new Native(algorithm);
-  const writer = sink.getWriter();
-  return new TransformStream({
-    async transform(chunk, controller) {
-      // Hashed before it is handed on, so a consumer that transfers the buffer cannot race it.
-      await writer.write(chunk);
-      controller.enqueue(chunk);
-    },
-    async flush() {
-      await writer.close();
-      done(new Uint8Array(await sink.digest));
     },
   });
 }

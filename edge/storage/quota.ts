@@ -1,5 +1,5 @@
 import type { Database } from "../db/client";
-import { getSetting } from "../settings-store";
+import { getSetting, parseSetting } from "../settings-store";
 import type { StorageQuota } from "../../shared/schemas/storage";
 import { S3Error } from "./errors";
 
@@ -78,18 +78,22 @@ export async function reserveUsage(
 /**
  * Throws QuotaExceeded unless `adding` fits now (a multipart part before it is stored, a new
  * upload's object). Parts are not reserved: they count once stored, so uploads running in
- * parallel may pass the quota by at most the parts in flight.
+ * parallel may pass the quota by at most the parts in flight. The quota in force and the job's
+ * usage are read in one statement (one database round trip for each part of an upload).
  *
  * @example
- * await assertFits(db, jobId, quota, { bytes: partLength, objects: 0 });
+ * await assertFits(db, jobId, { bytes: partLength, objects: 0 });
  */
-export async function assertFits(
-  db: Database,
-  jobId: string,
-  quota: StorageQuota,
-  adding: { bytes: number; objects: number },
-): Promise<void> {
-  const usage = await storageUsage(db, jobId);
+export async function assertFits(db: Database, jobId: string, adding: { bytes: number; objects: number }): Promise<void> {
+  const result = await db.$client.execute({
+    sql: `SELECT (SELECT value FROM settings WHERE key = 'storage_quota') AS quota,
+            COALESCE((SELECT bytes FROM storage_usage WHERE job_id = ?1), 0) + ${PARTS_IN_PROGRESS} AS bytes,
+            COALESCE((SELECT objects FROM storage_usage WHERE job_id = ?1), 0) AS objects`,
+    args: [jobId],
+  });
+  const row = result.rows[0]!;
+  const quota = parseSetting("storage_quota", row.quota === null ? null : String(row.quota));
+  const usage = { bytes: Number(row.bytes), objects: Number(row.objects) };
   if (usage.bytes + adding.bytes > quota.max_bytes || usage.objects + adding.objects > quota.max_objects)
     throw exceeded(jobId, quota, usage, adding);
 }

@@ -2,7 +2,7 @@ import { Sha256 } from "@aws-crypto/sha256-js";
 import { ALGORITHM_IDENTIFIER, getCanonicalHeaders, SignatureV4 } from "@smithy/signature-v4";
 import { constantTimeEqual } from "../auth/crypto";
 import type { ChunkSigner } from "./chunked";
-import { digestTap, toHex } from "./checksums";
+import { checksumTap, createChecksum, toHex, type BodyCheck } from "./checksums";
 import { S3Error, type S3AuthError } from "./errors";
 
 /**
@@ -24,7 +24,7 @@ import { S3Error, type S3AuthError } from "./errors";
 
 /** What the body is bound to, from `x-amz-content-sha256` (presigned: always unsigned). */
 export type PayloadMode =
-  /** A hex SHA-256 of the body: pipe the body through payloadSha256Verifier. */
+  /** A hex SHA-256 of the body: check it with payloadSha256Check (upload-body.ts does). */
   | "sha256"
   | "unsigned"
   /** aws-chunked without chunk signatures, checksum in a trailer: boto3 >= 1.36, SDK v3. */
@@ -279,7 +279,7 @@ function parseAmzDate(text: string): Date | null {
  * request more than 15 minutes off gets RequestTimeTooSkewed, an expired presigned URL gets
  * AccessDenied "Request has expired" as S3 answers it (ExpiredToken is S3's code for expired
  * session credentials, which this endpoint does not issue). The body is not read: for
- * payloadMode "sha256" pipe it through payloadSha256Verifier, for the streaming modes through
+ * payloadMode "sha256" check it with payloadSha256Check, for the streaming modes pipe it through
  * awsChunkedDecoder.
  *
  * @example
@@ -435,17 +435,32 @@ export function chunkSigner(parsed: ParsedAuth, secret: string): ChunkSigner {
 }
 
 /**
- * Passes a body through unchanged and errors the stream with XAmzContentSHA256Mismatch at its
- * end when its SHA-256 is not `expectedHex` (the x-amz-content-sha256 of a request whose
- * payloadMode is "sha256"). Whoever consumes the stream (an R2 put) then fails, so a body that
- * does not match its signature is never stored.
+ * The check of a body whose x-amz-content-sha256 is a hex SHA-256 (payloadMode "sha256"):
+ * XAmzContentSHA256Mismatch when the body's hash is not `expectedHex`. upload-body.ts runs it
+ * before the body's last bytes reach R2, so a body that does not match its signature is never
+ * stored.
  *
  * @example
- * await env.STORAGE.put(key, request.body!.pipeThrough(payloadSha256Verifier(parsed.payloadHash)));
+ * const check = payloadSha256Check(parsed.payloadHash);
+ */
+export function payloadSha256Check(expectedHex: string): BodyCheck {
+  return {
+    checksum: createChecksum("sha256"),
+    done(digest) {
+      if (!constantTimeEqual(toHex(digest), expectedHex))
+        throw new S3Error("XAmzContentSHA256Mismatch", "The provided 'x-amz-content-sha256' header does not match what was computed.");
+    },
+  };
+}
+
+/**
+ * payloadSha256Check as a stream: passes a body through unchanged and errors the stream with
+ * XAmzContentSHA256Mismatch at its end when its SHA-256 is not `expectedHex`.
+ *
+ * @example
+ * const checked = request.body!.pipeThrough(payloadSha256Verifier(parsed.payloadHash));
  */
 export function payloadSha256Verifier(expectedHex: string): TransformStream<Uint8Array, Uint8Array> {
-  return digestTap("SHA-256", (digest) => {
-    if (!constantTimeEqual(toHex(digest), expectedHex))
-      throw new S3Error("XAmzContentSHA256Mismatch", "The provided 'x-amz-content-sha256' header does not match what was computed.");
-  });
+  const check = payloadSha256Check(expectedHex);
+  return checksumTap(check.checksum, (digest) => check.done(digest));
 }

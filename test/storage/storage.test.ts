@@ -19,6 +19,7 @@ import {
 } from "@aws-sdk/client-s3";
 import { createClient } from "@libsql/client";
 import { connect } from "node:net";
+import { crc32 } from "node:zlib";
 import { join } from "node:path";
 import { Sha256 } from "@aws-crypto/sha256-js";
 import { SignatureV4 } from "@smithy/signature-v4";
@@ -298,6 +299,65 @@ describe("multipart uploads in progress", () => {
       code: "NoSuchUpload",
       status: 404,
     });
+    await client().send(new DeleteObjectCommand({ Bucket: job, Key: key }));
+  });
+
+  it("refuses a part whose body is not the one signed or whose checksum is wrong, keeping the part stored before it", async () => {
+    const key = "refused/model.bin";
+    // Several MiB, so each body is read and checked in several chunks before the refusal at its end.
+    const good = randomBytes(6 * 1024 * 1024 + 123);
+    const created = await client().send(new CreateMultipartUploadCommand({ Bucket: job, Key: key }));
+    const uploadId = created.UploadId!;
+    const stored = await client().send(new UploadPartCommand({ Bucket: job, Key: key, UploadId: uploadId, PartNumber: 1, Body: good }));
+    expect(stored.ETag).toBe(md5(good));
+
+    const signer = jobSigner();
+    const url = new URL(`${creds.endpoint_url}/${job}/${key}`);
+    const sendPart = async (headers: Record<string, string>, body: Uint8Array<ArrayBuffer>) => {
+      const query = { partNumber: "1", uploadId };
+      const signed = await signer.sign({
+        method: "PUT",
+        protocol: "http:",
+        hostname: url.hostname,
+        port: Number(url.port),
+        path: url.pathname,
+        query,
+        headers: { host: url.host, "content-length": String(body.length), ...headers },
+      });
+      const answer = await fetch(`${url}?${new URLSearchParams(query)}`, {
+        method: "PUT",
+        headers: signed.headers as Record<string, string>,
+        body,
+      });
+      return { status: answer.status, text: await answer.text() };
+    };
+    const forged = new Uint8Array(good);
+    forged[forged.length - 1]! ^= 1; // one bit in the last byte
+    const signedHash = createHash("sha256").update(good).digest("hex");
+    const mismatch = await sendPart({ "x-amz-content-sha256": signedHash }, forged);
+    expect([mismatch.status, mismatch.text.includes("<Code>XAmzContentSHA256Mismatch</Code>")]).toEqual([400, true]);
+    // Unsigned, as over HTTPS: the x-amz-checksum-crc32 header is what guards the bytes.
+    const crcOfGood = Buffer.alloc(4);
+    crcOfGood.writeUInt32BE(crc32(good));
+    const badCrc = await sendPart(
+      { "x-amz-content-sha256": "UNSIGNED-PAYLOAD", "x-amz-checksum-crc32": crcOfGood.toString("base64") },
+      forged,
+    );
+    expect([badCrc.status, badCrc.text.includes("<Code>BadDigest</Code>")]).toEqual([400, true]);
+
+    // Neither refusal replaced the part stored before: it is listed as it was and completes the object.
+    const listed = await client().send(new ListPartsCommand({ Bucket: job, Key: key, UploadId: uploadId }));
+    expect(listed.Parts?.map((p) => [p.PartNumber, p.ETag, p.Size])).toEqual([[1, md5(good), good.length]]);
+    await client().send(
+      new CompleteMultipartUploadCommand({
+        Bucket: job,
+        Key: key,
+        UploadId: uploadId,
+        MultipartUpload: { Parts: [{ PartNumber: 1, ETag: stored.ETag }] },
+      }),
+    );
+    const object = await bytesOf((await client().send(new GetObjectCommand({ Bucket: job, Key: key }))).Body);
+    expect(object.equals(good)).toBe(true);
     await client().send(new DeleteObjectCommand({ Bucket: job, Key: key }));
   });
 

@@ -1,6 +1,6 @@
-import { digestTap, toHex } from "../checksums";
+import { md5Checksum, toHex } from "../checksums";
 import { S3Error } from "../errors";
-import { adjustUsage, assertFits, storageQuota } from "../quota";
+import { adjustUsage, assertFits } from "../quota";
 import { quote, xml } from "../responses";
 import { objectBody, storeSized } from "../upload-body";
 import { forgetUpload, listParts as storedParts, partsForCompletion, recordPart, recordUpload } from "../uploads";
@@ -28,7 +28,7 @@ const uploadIdOf = (call: ObjectCall) => call.url.searchParams.get("uploadId")!;
 
 /** CreateMultipartUpload: an upload begun in R2 and recorded, if one more object fits the job's quota. */
 export async function createMultipartUpload({ request, db, bucket, name, key, storedKey }: ObjectCall): Promise<Response> {
-  await assertFits(db, name, await storageQuota(db), { bytes: 0, objects: (await bucket.head(storedKey)) ? 0 : 1 });
+  await assertFits(db, name, { bytes: 0, objects: (await bucket.head(storedKey)) ? 0 : 1 });
   const upload = await bucket.createMultipartUpload(storedKey, { httpMetadata: metadataOf(request) });
   await recordUpload(db, name, key, upload.uploadId);
   return xml(
@@ -48,9 +48,9 @@ export async function uploadPart(call: ObjectCall): Promise<Response> {
   // S3 gives a part's MD5 as its ETag (R2's binding gives a tag of its own): computed on the
   // way, recorded with R2's tag, which completing the upload needs.
   let md5 = "";
-  await assertFits(db, name, await storageQuota(db), { bytes: body.length, objects: 0 });
-  const tapped = body.stream.pipeThrough(digestTap("MD5", (digest) => void (md5 = toHex(digest))));
-  const part = await storeSized(tapped, body.length, (sized) => upload.uploadPart(partNumber, sized)).catch(noSuchUpload);
+  await assertFits(db, name, { bytes: body.length, objects: 0 });
+  body.checks.push({ checksum: md5Checksum(), done: (digest) => void (md5 = toHex(digest)) });
+  const part = await storeSized(body, (sized) => upload.uploadPart(partNumber, sized)).catch(noSuchUpload);
   await recordPart(db, uploadId, { partNumber, etag: md5, r2Etag: part.etag, size: body.length });
   return new Response(null, { status: 200, headers: { etag: quote(md5) } });
 }
@@ -75,7 +75,7 @@ export async function completeMultipartUpload(call: ObjectCall): Promise<Respons
     );
   // The parts already count towards the quota; the object they make may be one too many.
   const replaced = await bucket.head(storedKey);
-  await assertFits(db, name, await storageQuota(db), { bytes: 0, objects: replaced ? 0 : 1 });
+  await assertFits(db, name, { bytes: 0, objects: replaced ? 0 : 1 });
   const object = await bucket.resumeMultipartUpload(storedKey, uploadId).complete(stored).catch(noSuchUpload);
   await adjustUsage(db, name, { bytes: object.size - (replaced?.size ?? 0), objects: replaced ? 0 : 1 });
   await forgetUpload(db, uploadId);

@@ -34,12 +34,12 @@ export async function putObject({ request, db, bucket, name, storedKey, payload 
   await reserveUsage(db, name, await storageQuota(db), reserved);
   // A body refused while streaming (bad checksum, wrong length) errors the stream, and R2
   // then stores nothing: a put is all or nothing, and an object it would replace stays.
-  const object = await storeSized(body.stream, body.length, (sized) =>
-    bucket.put(storedKey, sized, { httpMetadata: metadataOf(request) }),
-  ).catch(async (error: unknown) => {
-    await adjustUsage(db, name, { bytes: -reserved.bytes, objects: -reserved.objects });
-    throw error;
-  });
+  const object = await storeSized(body, (sized) => bucket.put(storedKey, sized, { httpMetadata: metadataOf(request) })).catch(
+    async (error: unknown) => {
+      await adjustUsage(db, name, { bytes: -reserved.bytes, objects: -reserved.objects });
+      throw error;
+    },
+  );
   return new Response(null, { status: 200, headers: { etag: quote(object!.etag) } });
 }
 
