@@ -62,6 +62,8 @@ async function freePort(): Promise<number> {
 export interface BenchStack {
   base: string;
   dataDir: string;
+  /** The stack's process (its workerd runs as a child of it). */
+  pid: number;
   adminKey: string;
   post(path: string, body: unknown, headers?: Record<string, string>): Promise<Response>;
   stop(): Promise<void>;
@@ -116,7 +118,14 @@ export async function startBenchStack(options: { localRunner?: boolean; env?: Re
     const cookie = /(st_session=[^;]+)/.exec(admin.headers.get("set-cookie") ?? "")?.[1];
     if (admin.status !== 201 || !cookie) throw new Error(`first admin: ${admin.status} ${await admin.text()}`);
     const { key } = (await (await post("/api/cloud/auth/api-keys", { name: "bench" }, { cookie })).json()) as { key: string };
-    return { base, dataDir, adminKey: key, post: (path, body, headers = {}) => post(path, body, { "x-api-key": key, ...headers }), stop };
+    return {
+      base,
+      dataDir,
+      pid: service.pid!,
+      adminKey: key,
+      post: (path, body, headers = {}) => post(path, body, { "x-api-key": key, ...headers }),
+      stop,
+    };
   } catch (error) {
     await stop();
     throw error;
