@@ -12,8 +12,13 @@ const EXACT_SNAPSHOT_ENTRIES = 256;
 
 /** How many admissions of a rule one stored reservation covers beyond those asked for: a quarter of its limit, 1 to 1024. */
 const reservationSize = (limit: number) => Math.max(1, Math.min(1024, Math.floor(limit / 4)));
-/** A lease gets at most a quarter of what the window still admits, so the last few requests are always decided one by one. */
-const leaseSize = (wanted: number, remaining: number) => Math.max(0, Math.min(wanted, Math.floor(remaining / 4)));
+/**
+ * A lease gets at most a quarter of what the window still admits, so the last few requests are
+ * always decided one by one; and none in a window shorter than 20 × LEASE_RECORD_AHEAD_MS, where
+ * the time slots are counted ahead (up to 5 % of the window) would refuse noticeably more.
+ */
+const leaseSize = (wanted: number, remaining: number, windowMs: number) =>
+  windowMs < 20 * LEASE_RECORD_AHEAD_MS ? 0 : Math.max(0, Math.min(wanted, Math.floor(remaining / 4)));
 
 interface RuleState {
   window: SlidingWindow;
@@ -84,7 +89,7 @@ export class RateLimiter extends DurableObject<Env> {
     if (verdict.allowed) {
       let slots = 0;
       let slotsAt = now;
-      const wanted = leaseSize(options.lease ?? 0, verdict.remaining);
+      const wanted = leaseSize(options.lease ?? 0, verdict.remaining, windowMs);
       // Reserved before recorded: the reservation covers the slots, which may be spent before the window is stored.
       if (state.sinceSave + 1 + wanted > state.reserved) this.#reserve(rule, state, state.sinceSave + 1 + wanted + reservationSize(limit));
       if (wanted > 0) ({ count: slots, at: slotsAt } = state.window.record(now, now + LEASE_RECORD_AHEAD_MS, wanted));

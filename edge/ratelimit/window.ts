@@ -97,22 +97,25 @@ export class SlidingWindow {
 
   /**
    * Removes up to `count` entries recorded at exactly `at`: a lease's slots that were never spent
-   * and can no longer be. Returns how many were removed. O(limit).
+   * and can no longer be. Returns how many were removed. The entries at `at` sit together (the
+   * ring is in time order) and near the newest end, so only the few after them move; a ring that
+   * has wrapped is rebuilt, O(limit).
    */
   release(at: number, count: number): number {
-    const times = this.history();
-    let removed = 0;
-    for (let i = times.length - 1; i >= 0 && removed < count; i--) {
-      if (times[i] === at) {
-        times.splice(i, 1);
-        removed++;
-      }
-    }
-    if (removed > 0) {
-      this.#times.length = times.length;
+    const size = this.#times.length;
+    const end = this.#firstAfter(at);
+    let start = end;
+    while (start > 0 && end - start < count && this.#at(start - 1) === at) start--;
+    const removed = end - start;
+    if (removed === 0) return 0;
+    if (this.#head === 0) this.#times.copyWithin(start, end);
+    else {
+      const times = this.history();
+      times.splice(start, removed);
       for (const [index, time] of times.entries()) this.#times[index] = time;
       this.#head = 0;
     }
+    this.#times.length = size - removed;
     return removed;
   }
 

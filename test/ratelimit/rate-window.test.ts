@@ -104,6 +104,19 @@ describe("SlidingWindow", () => {
     expect(window.history()).toEqual([0, 60]);
   });
 
+  it("releases from a ring that has wrapped", () => {
+    const window = new SlidingWindow(3, 1000);
+    for (const t of [0, 1, 2, 1002]) window.take(t); // t=0 overwritten
+    expect(window.record(1002, 1200, 1)).toEqual({ count: 1, at: 1200 }); // t=1 overwritten
+    expect(window.history()).toEqual([2, 1002, 1200]);
+    expect(window.release(1200, 1)).toBe(1);
+    expect(window.history()).toEqual([2, 1002]);
+    expect(window.take(1003)).toEqual({ allowed: true, remaining: 1, resetAt: 2002 });
+    expect(window.take(1004)).toEqual({ allowed: true, remaining: 0, resetAt: 2002 });
+    expect(window.take(1005).allowed).toBe(false);
+    expect(window.history()).toEqual([1002, 1003, 1004]);
+  });
+
   it("keeps time order after recording ahead: a direct admission after a lease is recorded no earlier than its slots", () => {
     const window = new SlidingWindow(5, 1000);
     window.take(0);
