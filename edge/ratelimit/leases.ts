@@ -9,7 +9,10 @@ import { LEASE_RECORD_AHEAD_MS, type LeaseReturn, type RateLimiterApi, type Rate
 const SPEND_WITHIN_MS = LEASE_RECORD_AHEAD_MS / 2;
 /** The most slots asked for at once. */
 const MOST_SLOTS = 256;
-/** Clients whose leases one isolate remembers; past it the longest known is forgotten (its slots unspent, which only refuses more). */
+/**
+ * Clients whose leases one isolate remembers; past it the one that asked longest ago is forgotten
+ * (its slots unspent until its window has passed, which only refuses more).
+ */
 const MOST_CLIENTS = 4096;
 
 interface Lease {
@@ -81,6 +84,9 @@ export class RateLeases {
       client.seen = 1;
       client.lastAsked = now;
     }
+    // Most recently asking last: the client forgotten when too many are known is the one that asked longest ago.
+    this.#clients.delete(id);
+    this.#clients.set(id, client);
     const returns = client.returns;
     client.returns = [];
     client.asking++;
