@@ -33,6 +33,8 @@ interface Client {
   lastAsked: number;
   /** Calls in flight. */
   asking: number;
+  /** Calls in flight that asked for slots. */
+  askingSlots: number;
   /** The limiter's latest answer: what the window still admits beyond this isolate's unspent slots, and when it next frees room. */
   remaining: number;
   resetAt: number;
@@ -62,7 +64,7 @@ export class RateLeases {
     const id = `${rule.name} ${key}`;
     let client = this.#clients.get(id);
     if (!client) {
-      client = { leases: [], returns: [], seen: 0, lastAsked: 0, asking: 0, remaining: 0, resetAt: 0, decidedAt: 0 };
+      client = { leases: [], returns: [], seen: 0, lastAsked: 0, asking: 0, askingSlots: 0, remaining: 0, resetAt: 0, decidedAt: 0 };
       this.#clients.set(id, client);
       if (this.#clients.size > MOST_CLIENTS) this.#clients.delete(this.#clients.keys().next().value!);
     }
@@ -78,7 +80,8 @@ export class RateLeases {
     // One call at a time asks for slots, as many as the client's pace spends in SPEND_WITHIN_MS;
     // requests meanwhile without a slot to spend are each decided alone.
     let wanted = 0;
-    if (leader) {
+    // Not when the window was last seen nearly full: the limiter would grant none.
+    if (leader && client.remaining >= 4) {
       const elapsed = Math.max(1, now - client.lastAsked);
       if (elapsed < 10 * SPEND_WITHIN_MS) wanted = Math.min(MOST_SLOTS, Math.ceil(((client.seen - 1) * SPEND_WITHIN_MS) / elapsed));
       client.seen = 1;
@@ -87,21 +90,35 @@ export class RateLeases {
     // Most recently asking last: the client forgotten when too many are known is the one that asked longest ago.
     this.#clients.delete(id);
     this.#clients.set(id, client);
-    const returns = client.returns;
-    client.returns = [];
-    client.asking++;
-    let verdict: RateVerdict;
-    try {
-      // Returns lost with a failed call stay counted: that only refuses more.
-      verdict = await limiter().hit(rule.name, rule.calls, rule.periodSeconds * 1000, { lease: wanted, returned: returns, holding: renew });
-    } finally {
-      client.asking--;
-    }
-    // Refused while renewing: the slots still held admit it (the limiter counted them already).
-    const slot = renew && !verdict.allowed ? this.#spendable(client, Date.now()) : undefined;
+    // Holding slots, or waiting for a call that may bring some: a refusal may yet be admitted by a
+    // slot, so the limiter neither counts nor audits it as one.
+    const holding = unspent(client) > 0 || client.askingSlots > 0;
+    const verdict = await this.#ask(client, limiter, rule, now, wanted, holding);
+    if (verdict.allowed || !holding) return verdict;
+    // Refused while holding (or about to hold) slots: a slot admits it (the limiter counted it already).
+    const slot = this.#spendable(client, Date.now());
     if (slot) {
       slot.left--;
       return { allowed: true, remaining: client.remaining + heldSlots(client), resetAt: client.resetAt, now, audit: 0 };
+    }
+    // None left after all: refused like any other request, counted and audited as one.
+    return this.#ask(client, limiter, rule, Date.now(), 0, false);
+  }
+
+  /** One call to the limiter, giving back the unspent slots of expired leases and keeping the slots it grants. */
+  async #ask(client: Client, limiter: () => RateLimiterApi, rule: RateRule, now: number, wanted: number, holding: boolean) {
+    const returns = client.returns;
+    client.returns = [];
+    const slots = wanted > 0 ? 1 : 0;
+    client.asking++;
+    client.askingSlots += slots;
+    let verdict: RateVerdict;
+    try {
+      // Returns lost with a failed call stay counted: that only refuses more.
+      verdict = await limiter().hit(rule.name, rule.calls, rule.periodSeconds * 1000, { lease: wanted, returned: returns, holding });
+    } finally {
+      client.asking--;
+      client.askingSlots -= slots;
     }
     if (verdict.now >= client.decidedAt) {
       client.remaining = verdict.remaining;

@@ -532,6 +532,11 @@ describe("leases: a busy client's admissions granted ahead (development, 40 per 
     expect(partial.paced.map(Number)).toEqual([...partial.paced.map(Number)].sort((a, b) => b - a));
   });
 
+  it("admits a burst of exactly the limit in full: a refusal while slots are held or on their way is admitted by one", async () => {
+    const exact = await burstThenPace("203.0.113.93", 40);
+    expect([exact.admitted, exact.paced.length]).toEqual([40, 0]);
+  });
+
   it("runs no handler for a refused request: a burst of key creations creates exactly the keys it was answered 201 for", async () => {
     const headers = from("203.0.113.91");
     const listed = async () =>
