@@ -20,7 +20,7 @@ interface Lease {
   size: number;
   /** Local epoch ms after which no slot of it is spent. */
   until: number;
-  /** When the limiter recorded its slots (given back with them). */
+  /** The time the limiter recorded its slots at (given back with them). */
   at: number;
 }
 
@@ -48,8 +48,10 @@ interface Client {
  * until they run out or SPEND_WITHIN_MS has passed since the call that got them. One request asks
  * for the next lease a little before that, while the others spend what is left. Exactness is the
  * limiter's: it recorded the slots as admitted, at a moment no slot is spent after, before it
- * answered, and never grants the last quarter of a window's room; unspent slots go back with the
- * next call. A client seen once, or rarely, never holds a lease: each of its requests is one call.
+ * answered, and grants at most a quarter of what the window still admits (none in windows under
+ * 4 s); unspent slots go back with the next call. A request the limiter refuses while its client
+ * holds slots is admitted by one, so slots held here never leave room unused. A client seen once,
+ * or rarely, never holds a lease: each of its requests is one call.
  *
  * Hand-written: no library leases rate-limit capacity from a Durable Object.
  *
