@@ -5,7 +5,11 @@ import type { AppEnv } from "../app-env";
 import { auditLater } from "../audit/trail";
 import { ApiError } from "../errors";
 import { clientAddress, fromGenuineLoopback } from "../ratelimit/client-ip";
+import { RateLeases } from "../ratelimit/leases";
 import { limiterOf, type RateVerdict } from "../ratelimit/limiter-types";
+
+/** This isolate's leases on the clients' limiters. */
+const leases = new RateLeases();
 
 /** The three X-RateLimit headers and the IETF draft's two, for one verdict. */
 export function rateLimitHeaders(rule: RateRule, verdict: RateVerdict): Record<string, string> {
@@ -39,7 +43,8 @@ function putHeaders(c: Context<AppEnv>, headers: Record<string, string>): void {
 /**
  * Per-client rate limiting (the API document's "Rate limiting"), before authorisation: resolves
  * the client's address (set as `clientIp` for everything after), picks the request's rule
- * (shared/rate-rules.ts) and asks that client's RateLimiter Durable Object for a verdict. A refusal is a 429 with `Retry-After`
+ * (shared/rate-rules.ts) and asks that client's RateLimiter Durable Object for a verdict (a busy
+ * client's next few admissions granted ahead as a lease: edge/ratelimit/leases.ts). A refusal is a 429 with `Retry-After`
  * before any credential is looked at, so no credential, valid or not, changes a limit. IPv6
  * clients are counted by their /64. Not counted: excluded paths, and genuine loopback peers in
  * development unless RATE_LIMIT_LOOPBACK is on (a loopback address named by a forwarding header
@@ -75,7 +80,8 @@ export function rateLimit(): MiddlewareHandler<AppEnv> {
 
     let verdict: RateVerdict;
     try {
-      verdict = await limiterOf(c.env, rateLimitKey(clientIp)).hit(rule.name, rule.calls, rule.periodSeconds * 1000);
+      const key = rateLimitKey(clientIp);
+      verdict = await leases.verdict(() => limiterOf(c.env, key), key, rule);
     } catch (error) {
       c.get("log").warning("rate limiter unreachable: request served without limiting", {
         client_ip: clientIp,

@@ -1,6 +1,12 @@
 import type { Env } from "../env";
 import { objectNamed } from "../durable-object-names";
 
+/**
+ * A lease's slots are recorded this far ahead of the limiter's decision: the latest moment the
+ * Worker may spend them (edge/ratelimit/leases.ts stops at half of it, by its own clock).
+ */
+export const LEASE_RECORD_AHEAD_MS = 200;
+
 /** The answer of RateLimiter.hit: the window's verdict on one request. */
 export interface RateVerdict {
   allowed: boolean;
@@ -15,11 +21,32 @@ export interface RateVerdict {
    * audited since the last entry); 0: leave this one to a later entry.
    */
   audit: number;
+  /**
+   * Slots granted with an admission (RateLimiter.hit's `lease`): `slots` more admissions already
+   * recorded at `at`, for the caller to spend on its next requests (edge/ratelimit/leases.ts).
+   */
+  lease?: { slots: number; at: number };
+}
+
+/** What a caller holding leases (edge/ratelimit/leases.ts) asks RateLimiter.hit for besides a verdict. */
+export interface LeaseRequest {
+  /** Slots wanted with an admission. */
+  lease?: number;
+  /** Unspent slots of expired leases, given back first. */
+  returned?: readonly LeaseReturn[];
+  /** The caller still holds slots and spends one if refused: the refusal is not one, and not audited. */
+  holding?: boolean;
+}
+
+/** Unspent slots of an expired lease, given back: `count` of those recorded at `at`. */
+export interface LeaseReturn {
+  at: number;
+  count: number;
 }
 
 /** The rate limiter's RPC methods (edge/ratelimit/limiter.ts). */
 export interface RateLimiterApi {
-  hit(rule: string, limit: number, windowMs: number): Promise<RateVerdict>;
+  hit(rule: string, limit: number, windowMs: number, options?: LeaseRequest): Promise<RateVerdict>;
   forget(rule: string): Promise<void>;
 }
 

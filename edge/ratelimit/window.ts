@@ -68,6 +68,62 @@ export class SlidingWindow {
     return { allowed: true, remaining: this.limit - inWindow - 1, resetAt: oldestInWindow + this.windowMs };
   }
 
+  /**
+   * Records up to `count` more admissions at `at` (or at the newest entry's time, if later), as
+   * far as the window has room for them at `now`: a lease's slots, which another process spends
+   * later, but no later than `at`. Recorded at the latest time they can be spent, they stay in the
+   * window at least as long as a real admission would. Returns how many were recorded and the
+   * time they were recorded at.
+   *
+   * @example
+   * const window = new SlidingWindow(100, 60_000);
+   * window.take(now);
+   * window.record(now, now + 200, 10); // { count: 10, at: now + 200 }
+   */
+  record(now: number, at: number, count: number): { count: number; at: number } {
+    const recordedAt = Math.max(at, this.newest ?? at);
+    const inWindow = this.#times.length - this.#firstAfter(now - this.windowMs);
+    // Entries left out of the window by `recordedAt` are overwritten first: the ring keeps the newest `limit`.
+    const granted = Math.max(0, Math.min(count, this.limit - inWindow));
+    for (let i = 0; i < granted; i++) {
+      if (this.#times.length < this.limit) this.#times.push(recordedAt);
+      else {
+        this.#times[this.#head] = recordedAt;
+        this.#head = (this.#head + 1) % this.limit;
+      }
+    }
+    return { count: granted, at: recordedAt };
+  }
+
+  /**
+   * Removes up to `count` entries recorded at exactly `at`: a lease's slots that were never spent
+   * and can no longer be. Returns how many were removed. The entries at `at` sit together (the
+   * ring is in time order) and near the newest end, so only the few after them move; a ring that
+   * has wrapped is rebuilt, O(limit).
+   */
+  release(at: number, count: number): number {
+    const size = this.#times.length;
+    const end = this.#firstAfter(at);
+    let start = end;
+    while (start > 0 && end - start < count && this.#at(start - 1) === at) start--;
+    const removed = end - start;
+    if (removed === 0) return 0;
+    if (this.#head === 0) this.#times.copyWithin(start, end);
+    else {
+      const times = this.history();
+      times.splice(start, removed);
+      for (const [index, time] of times.entries()) this.#times[index] = time;
+      this.#head = 0;
+    }
+    this.#times.length = size - removed;
+    return removed;
+  }
+
+  /** The recorded admission times, oldest first. */
+  history(): number[] {
+    return Array.from({ length: this.#times.length }, (_, index) => this.#at(index));
+  }
+
   /** The `index`-th entry counting from the oldest. */
   #at(index: number): number {
     return this.#times[(this.#head + index) % this.#times.length]!;

@@ -7,6 +7,7 @@ import type { Config } from "../../edge/config";
 import type { Logger } from "../../edge/log";
 import { rateLimit } from "../../edge/middleware/rate-limit";
 import { clientAddress, fromGenuineLoopback, resolveClient } from "../../edge/ratelimit/client-ip";
+import { LEASE_RECORD_AHEAD_MS } from "../../edge/ratelimit/limiter-types";
 import { readRateLimitSettings } from "../../edge/ratelimit/rate-limit-variables";
 import { setUpAdmin, startTestStack, type Reply, type TestStack } from "../helpers/stack";
 
@@ -488,6 +489,70 @@ describe("rate limiting over HTTP (development, 4 per 2 s by default, loopback t
     expect(both).toHaveLength(2);
     // Newest first: it stands for itself and the two refusals coalesced since the first entry.
     expect(both[0]).toMatchObject({ client_ip: ip, target: "/docs", details: { method: "POST", rule: "default", refusals: 3 } });
+  });
+});
+
+describe("leases: a busy client's admissions granted ahead (development, 40 per 60 s)", () => {
+  let t: TestStack;
+  let admin: { cookie: string; key: string };
+
+  beforeAll(async () => {
+    t = await startTestStack(undefined, { RATE_LIMIT_CALLS: "40", RATE_LIMIT_PERIOD: "60" });
+    admin = await setUpAdmin(t);
+  });
+  afterAll(() => t?.stop());
+
+  /** `count` requests at once from `ip`, then, once every lease they left has expired, one at a time until refused. */
+  async function burstThenPace(ip: string, count: number) {
+    const headers = from(ip);
+    const burst = await Promise.all(Array.from({ length: count }, () => t.call("GET", "/docs", { headers })));
+    expect(burst.filter((r) => r.status !== 200 && r.status !== 429).map((r) => r.text)).toEqual([]);
+    await sleep(LEASE_RECORD_AHEAD_MS + 100);
+    const paced: string[] = [];
+    for (let i = 0; i < 60; i++) {
+      const reply = await t.call("GET", "/docs", { headers });
+      if (reply.status === 429) break;
+      expect(reply.status).toBe(200);
+      paced.push(remainingOf(reply)!);
+    }
+    return { admitted: burst.filter((r) => r.status === 200).length, paced };
+  }
+
+  it("never admits more than the limit to a burst, and gives unspent slots back: the window admits exactly its limit in all", async () => {
+    const flood = await burstThenPace("203.0.113.90", 120);
+    expect(flood.admitted).toBeGreaterThan(0);
+    expect(flood.admitted).toBeLessThanOrEqual(40);
+    expect(flood.admitted + flood.paced.length).toBe(40);
+    // A burst below the limit, then a client at its own pace (leases and all) gets exactly the rest.
+    const partial = await burstThenPace("203.0.113.92", 25);
+    expect(partial.admitted).toBeLessThanOrEqual(25);
+    expect(partial.admitted + partial.paced.length).toBe(40);
+    // Remaining counts down to 0, the slots this isolate holds included.
+    expect(partial.paced.at(-1)).toBe("0");
+    expect(partial.paced.map(Number)).toEqual([...partial.paced.map(Number)].sort((a, b) => b - a));
+  });
+
+  it("admits a burst of exactly the limit in full: a refusal while slots are held or on their way is admitted by one", async () => {
+    const exact = await burstThenPace("203.0.113.93", 40);
+    expect([exact.admitted, exact.paced.length]).toEqual([40, 0]);
+  });
+
+  it("runs no handler for a refused request: a burst of key creations creates exactly the keys it was answered 201 for", async () => {
+    const headers = from("203.0.113.91");
+    const listed = async () =>
+      ((await t.call("GET", "/api/cloud/auth/api-keys", { auth: { cookie: admin.cookie } })).body.keys as { name: string }[]).filter((k) =>
+        k.name.startsWith("burst-"),
+      ).length;
+    const replies = await Promise.all(
+      Array.from({ length: 16 }, (_, i) =>
+        t.call("POST", "/api/cloud/auth/api-keys", { json: { name: `burst-${i}` }, headers, auth: { cookie: admin.cookie } }),
+      ),
+    );
+    const created = replies.filter((r) => r.status === 201).length;
+    expect(replies.filter((r) => r.status !== 201 && r.status !== 429).map((r) => r.text)).toEqual([]);
+    expect(created).toBeGreaterThan(0);
+    expect(created).toBeLessThanOrEqual(10); // the api-keys rule: 10 per 60 s
+    expect(await listed()).toBe(created);
   });
 });
 

@@ -76,4 +76,59 @@ describe("SlidingWindow", () => {
     expect(window.take(1999).allowed).toBe(false);
     expect(window.take(2000).allowed).toBe(true);
   });
+  it("records a lease's slots at the latest time they may be spent, only as far as the window has room at the decision", () => {
+    const window = new SlidingWindow(10, 1000);
+    window.take(0);
+    window.take(100);
+    // 8 more fit at t=100; asked for 20, 8 are recorded, at 300.
+    expect(window.record(100, 300, 20)).toEqual({ count: 8, at: 300 });
+    expect(window.take(150).allowed).toBe(false);
+    // The slots stay counted until 300 + 1000, although they may be spent at once: never one too many.
+    expect(window.take(1299)).toMatchObject({ allowed: true, remaining: 1 }); // t=0 and t=100 have left
+    expect(window.take(1299)).toMatchObject({ allowed: true, remaining: 0 });
+    expect(window.take(1299).allowed).toBe(false);
+    expect(window.record(1299, 1500, 5).count).toBe(0);
+    expect(window.take(1300)).toMatchObject({ allowed: true });
+  });
+
+  it("releases unspent slots recorded at a time, and no more than were recorded there", () => {
+    const window = new SlidingWindow(4, 1000);
+    window.take(0);
+    expect(window.record(0, 200, 3)).toEqual({ count: 3, at: 200 });
+    expect(window.take(50).allowed).toBe(false);
+    expect(window.release(200, 2)).toBe(2);
+    expect(window.history()).toEqual([0, 200]);
+    expect(window.release(200, 5)).toBe(1);
+    expect(window.release(999, 1)).toBe(0);
+    expect(window.take(60)).toEqual({ allowed: true, remaining: 2, resetAt: 1000 });
+    expect(window.history()).toEqual([0, 60]);
+  });
+
+  it("releases from a ring that has wrapped", () => {
+    const window = new SlidingWindow(3, 1000);
+    for (const t of [0, 1, 2, 1002]) window.take(t); // t=0 overwritten
+    expect(window.record(1002, 1200, 1)).toEqual({ count: 1, at: 1200 }); // t=1 overwritten
+    expect(window.history()).toEqual([2, 1002, 1200]);
+    expect(window.release(1200, 1)).toBe(1);
+    expect(window.history()).toEqual([2, 1002]);
+    expect(window.take(1003)).toEqual({ allowed: true, remaining: 1, resetAt: 2002 });
+    expect(window.take(1004)).toEqual({ allowed: true, remaining: 0, resetAt: 2002 });
+    expect(window.take(1005).allowed).toBe(false);
+    expect(window.history()).toEqual([1002, 1003, 1004]);
+  });
+
+  it("keeps time order after recording ahead: a direct admission after a lease is recorded no earlier than its slots", () => {
+    const window = new SlidingWindow(5, 1000);
+    window.take(0);
+    window.record(0, 200, 1);
+    window.take(10);
+    expect(window.history()).toEqual([0, 200, 200]);
+    // Full ring overwrite keeps order too.
+    window.take(20);
+    window.take(30);
+    expect(window.history()).toEqual([0, 200, 200, 200, 200]);
+    expect(window.take(1100)).toMatchObject({ allowed: true, remaining: 0 }); // only t=0 has left
+    expect(window.take(1150).allowed).toBe(false);
+    expect(window.history()).toEqual([200, 200, 200, 200, 1100]);
+  });
 });
