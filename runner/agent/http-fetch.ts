@@ -67,7 +67,7 @@ function send(
     req.once("error", (error: NodeJS.ErrnoException) => {
       signal?.removeEventListener("abort", abort);
       if (signal?.aborted) return reject(signal.reason);
-      const retry = req.reusedSocket && error.code === "ECONNRESET";
+      const retry = req.reusedSocket && (error.code === "ECONNRESET" || error.code === "EPIPE");
       // As fetch fails: a TypeError whose cause names what happened (ECONNREFUSED...).
       reject(Object.assign(new TypeError("fetch failed", { cause: error }), { reusedSocket: retry }));
     });
