@@ -2,8 +2,12 @@
 // connections (runner/agent/http-fetch.ts) instead of the global fetch (issue 31: undici's memory):
 // against the real stack, and against a deliberately wrong edge for the answers the real one never
 // gives (a malformed heartbeat answer or channel command, a redirect elsewhere, a dropped connection).
+import { execFileSync, spawn } from "node:child_process";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { mkdtempSync } from "node:fs";
 import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { Readable } from "node:stream";
 import { text } from "node:stream/consumers";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -140,6 +144,28 @@ describe("the runner's client against a wrong edge", () => {
     channel.open();
     await until("the well-formed command", () => taken.length > 0);
     expect(taken).toEqual([{ id: 3, job_id: "local-1", command: "validation" }]);
+  });
+
+  it("the built runner (plain zod in place of @hono/zod-openapi) refuses a malformed register answer and exits", async () => {
+    const fake = await edgeAnswering((_req, res) => {
+      res.setHeader("content-type", "application/json");
+      res.end(JSON.stringify({ ...IDLE, status: "PARTYING" }));
+    });
+    execFileSync(process.execPath, ["runner/agent/build.mjs"]);
+    const runner = spawn(
+      process.execPath,
+      [".build/runner/main.mjs", "start", "--url", fake.base, "--work-dir", mkdtempSync(join(tmpdir(), "runner-"))],
+      {
+        env: { ...process.env, RUNNER_TOKEN: "stw_x" },
+        stdio: ["ignore", "ignore", "pipe"],
+      },
+    );
+    let stderr = "";
+    runner.stderr!.on("data", (d: Buffer) => (stderr += d));
+    const code = await new Promise((done) => runner.once("exit", done));
+    expect(code).toBe(1);
+    expect(stderr).toContain("could not register");
+    expect(stderr).toContain("status: Invalid option");
   });
 
   it("follows no redirect to another origin and says where it pointed", async () => {
