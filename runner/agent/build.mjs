@@ -6,6 +6,7 @@
 // bench:runner-modules`). node-pty (a native addon) and pngjs stay in node_modules, loaded with
 // createRequire when first needed. `npm run runner` runs this first; it takes well under a second.
 import { dirname } from "node:path";
+import { pathToFileURL } from "node:url";
 import * as esbuild from "esbuild";
 
 // zod's namespace carries all its locales (about 360 kB of the bundle, kept in memory as source);
@@ -23,7 +24,8 @@ const englishZod = {
   },
 };
 
-await esbuild.build({
+/** The runner's build; test/bench/runner-modules.ts bundles other entries with the same options. */
+export const runnerBuild = {
   entryPoints: {
     main: "runner/agent/main.ts",
     "demo-trainer": "runner/demo-trainer/main.ts",
@@ -48,4 +50,6 @@ await esbuild.build({
   sourcesContent: false,
   plugins: [englishZod],
   logLevel: "warning",
-});
+};
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) await esbuild.build(runnerBuild);

@@ -1,15 +1,19 @@
 // `npm run bench:runner-modules`: what each module the runner loads costs in memory (issue 31, item
 // 6: the runner at most 60 MB idle). Each case runs in a fresh `node --expose-gc` that loads the
 // module (and uses it once: a schema parsed, a request made, a socket opened), collects garbage
-// twice and prints its RSS and V8's split (heap used, external, code space); the case's figure is
+// three times and prints its RSS, split into anonymous memory (V8's heap, malloc) and file pages
+// (mostly the node binary's own code), and V8's heap used, heap size and external memory; the case's figure is
 // the median of BENCH_ROUNDS (3) processes, and "+" is its RSS over a bare Node's.
-// The runner's own modules are bundled to plain JavaScript first, as runner/agent/build.mjs does.
+// The runner's own modules are bundled to plain JavaScript first, as runner/agent/build.mjs does
+// (and as it did before, packages left in node_modules). The idle runner itself, registered with a
+// real edge: `npm run bench:training`, line 3.
 import { spawn } from "node:child_process";
 import { rmSync } from "node:fs";
 import { createServer } from "node:http";
 import { join, resolve } from "node:path";
 import * as esbuild from "esbuild";
 import { WebSocketServer } from "ws";
+import { runnerBuild } from "../../runner/agent/build.mjs";
 import { median } from "./lib";
 
 const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -24,23 +28,30 @@ new WebSocketServer({ server });
 await new Promise<void>((done) => server.listen(0, "127.0.0.1", done));
 const url = `http://127.0.0.1:${(server.address() as { port: number }).port}/`;
 
-async function bundle(name: string, entry: string): Promise<string> {
+/**
+ * Bundles `entry` as the runner's build does (runner/agent/build.mjs), or, `external`, as it did
+ * before issue 31 (packages loaded from node_modules, the real @hono/zod-openapi).
+ */
+async function bundle(name: string, entry: string, how: "as built" | "external" | "all locales" = "as built"): Promise<string> {
   const file = join(build, `${name}.mjs`);
+  const { entryPoints: _, outdir: __, outExtension: ___, ...options } = runnerBuild as esbuild.BuildOptions;
   await esbuild.build({
+    ...options,
+    ...(how === "external" ? { packages: "external", alias: {}, banner: {}, plugins: [] } : {}),
+    ...(how === "all locales" ? { plugins: [] } : {}),
+    sourcemap: "linked",
     entryPoints: [join(root, entry)],
     outfile: file,
-    bundle: true,
-    platform: "node",
-    target: "node20",
-    format: "esm",
-    packages: "external",
-    logLevel: "warning",
   });
   return file;
 }
 const imp = (file: string) => `await import(${JSON.stringify(file)});`;
+const requireFrom = `(await import("node:module")).createRequire(${JSON.stringify(join(root, "x.js"))})`;
+const wsOpen = (load: string) =>
+  `const WebSocket = ${load}; const ws = new WebSocket(${JSON.stringify(url.replace("http", "ws"))});
+   await new Promise((done, fail) => { ws.once("open", done); ws.once("error", fail); });`;
 
-const cases: [string, string][] = [
+const cases: [string, string, string[]?][] = [
   ["bare node", ""],
   ["zod (full), one schema parsed", `const { z } = await import("zod"); z.object({ a: z.string() }).parse({ a: "x" });`],
   ["zod/mini, one schema parsed", `const z = await import("zod/mini"); z.object({ a: z.string() }).parse({ a: "x" });`],
@@ -48,26 +59,31 @@ const cases: [string, string][] = [
     "@hono/zod-openapi, one schema parsed",
     `const { z } = await import("@hono/zod-openapi"); z.object({ a: z.string() }).openapi("A").parse({ a: "x" });`,
   ],
-  ["shared/schemas/workers.ts", imp(await bundle("schemas-workers", "shared/schemas/workers.ts"))],
-  ["shared/client/endpoints-workers.ts (its schemas)", imp(await bundle("endpoints-workers", "shared/client/endpoints-workers.ts"))],
+  [
+    "worker endpoints' schemas, packages from node_modules",
+    imp(await bundle("endpoints-ext", "shared/client/endpoints-workers.ts", "external")),
+  ],
+  ["worker endpoints' schemas, bundled, plain zod", imp(await bundle("endpoints", "shared/client/endpoints-workers.ts"))],
+  ["  the same with all of zod's locales", imp(await bundle("endpoints-locales", "shared/client/endpoints-workers.ts", "all locales"))],
   [
     "node:crypto, a hash and random bytes",
     `const c = await import("node:crypto"); c.createHash("sha1").update("x").digest(); c.randomBytes(16);`,
   ],
-  ["ws (loaded only)", `await import("ws");`],
   ["global fetch, one request", `await (await fetch(${JSON.stringify(url)})).text();`],
+  ["a Response made (loads undici as fetch does)", `new Response("x");`],
   [
     "node:http keep-alive, one request",
     `const http = await import("node:http"); const agent = new http.Agent({ keepAlive: true });
      await new Promise((done) => http.get(${JSON.stringify(url)}, { agent }, (r) => { r.resume(); r.on("end", done); }));`,
   ],
-  [
-    "ws, one socket open",
-    `const { default: WebSocket } = await import("ws"); const ws = new WebSocket(${JSON.stringify(url.replace("http", "ws"))});
-     await new Promise((done, fail) => { ws.once("open", done); ws.once("error", fail); });`,
-  ],
-  ["node-pty (loaded)", `(await import("node:module")).createRequire(${JSON.stringify(join(root, "x.js"))})("node-pty");`],
-  ["the runner's modules (runner/agent/agent.ts, not started)", imp(await bundle("agent", "runner/agent/agent.ts"))],
+  ["ws imported from ESM (Node's CommonJS export lexer), one socket", wsOpen(`(await import("ws")).default`)],
+  ["ws required, one socket", wsOpen(`${requireFrom}("ws")`)],
+  ["ipaddr.js imported from ESM", `await import("ipaddr.js");`],
+  ["ipaddr.js required", `${requireFrom}("ipaddr.js");`],
+  ["node-pty (loaded)", `${requireFrom}("node-pty");`],
+  ["runner/agent/agent.ts, packages from node_modules (before)", imp(await bundle("agent-ext", "runner/agent/agent.ts", "external"))],
+  ["runner/agent/agent.ts as built now (not started)", imp(await bundle("agent", "runner/agent/agent.ts"))],
+  ["  the same with --enable-source-maps", imp(join(build, "agent.mjs")), ["--enable-source-maps"]],
 ];
 
 // Run in the child: the case, then GC and the figures.
@@ -90,9 +106,9 @@ interface Figures {
   external: number;
 }
 
-function measure(code: string): Promise<Figures> {
+function measure(code: string, flags: string[] = []): Promise<Figures> {
   return new Promise((done, fail) => {
-    const child = spawn(process.execPath, ["--expose-gc", "--input-type=module", "-e", code + MEASURE], {
+    const child = spawn(process.execPath, ["--expose-gc", ...flags, "--input-type=module", "-e", code + MEASURE], {
       cwd: root,
       env: { ...process.env, NODE_OPTIONS: "" },
       stdio: ["ignore", "pipe", "inherit"],
@@ -108,9 +124,9 @@ try {
   out(`each case in a fresh node ${process.version} --expose-gc after GC, median of ${rounds}; MB (2^20 bytes)`);
   out(`${"case".padEnd(58)}    rss      +   anon   file   heap  heapT extern`);
   let bare = 0;
-  for (const [name, code] of cases) {
+  for (const [name, code, flags] of cases) {
     const runs: Figures[] = [];
-    for (let i = 0; i < rounds; i++) runs.push(await measure(code));
+    for (let i = 0; i < rounds; i++) runs.push(await measure(code, flags));
     const pick = (k: keyof Figures) => median(runs.map((r) => r[k]));
     const rss = pick("rss");
     if (!bare) bare = rss;
