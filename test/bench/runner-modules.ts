@@ -14,7 +14,11 @@ import { join, resolve } from "node:path";
 import * as esbuild from "esbuild";
 import { WebSocketServer } from "ws";
 import { runnerBuild } from "../../runner/agent/build.mjs";
-import { median } from "./lib";
+import { z } from "zod";
+import { httpFetch } from "../../runner/agent/http-fetch";
+import { ServiceClient } from "../../shared/client/client";
+import { endpoint } from "../../shared/client/endpoint";
+import { median, percentiles } from "./lib";
 
 const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
 const out = (line: string) => process.stdout.write(line + "\n");
@@ -23,7 +27,10 @@ const root = resolve(import.meta.dirname, "../..");
 const build = join(root, ".build/bench-runner-modules");
 
 // A local HTTP and WebSocket server for the cases that make a request or open a socket.
-const server = createServer((_req, res) => res.end("{}"));
+const server = createServer((req, res) => {
+  req.resume();
+  req.on("end", () => res.setHeader("content-type", "application/json").end("{}"));
+});
 new WebSocketServer({ server });
 await new Promise<void>((done) => server.listen(0, "127.0.0.1", done));
 const url = `http://127.0.0.1:${(server.address() as { port: number }).port}/`;
@@ -132,6 +139,32 @@ try {
     if (!bare) bare = rss;
     out(
       `${name.padEnd(58)} ${mb(rss)} ${mb(rss - bare)} ${mb(pick("anon"))} ${mb(pick("file"))} ${mb(pick("heap"))} ${mb(pick("heapTotal"))} ${mb(pick("external"))}`,
+    );
+  }
+
+  // The transport's speed, so that memory is not bought with latency: BENCH_CALLS (2,000)
+  // sequential POSTs of a 200-event batch, as the runner's event shipper sends them, through
+  // ServiceClient with the global fetch and with the runner's node:http fetch, in turn.
+  const calls = Number(process.env.BENCH_CALLS ?? 2000);
+  const post = endpoint({ method: "POST", path: "/events", body: z.unknown(), response: "json" });
+  const batch = { attempt: 1, events: Array.from({ length: 200 }, (_, i) => ({ type: "log", data: { line: `step ${i} loss 0.1234` } })) };
+  for (const [name, fetcher] of [
+    ["global fetch", undefined],
+    ["node:http (httpFetch)", httpFetch()],
+    ["global fetch", undefined],
+    ["node:http (httpFetch)", httpFetch()],
+  ] as const) {
+    const client = new ServiceClient({ baseUrl: url, fetch: fetcher });
+    const times: number[] = [];
+    const t0 = performance.now();
+    for (let i = 0; i < calls; i++) {
+      const t = performance.now();
+      await client.call(post, { body: batch });
+      times.push(performance.now() - t);
+    }
+    const { p50, p99 } = percentiles(times);
+    out(
+      `${name.padEnd(22)} ${calls} POSTs of 200 events: p50 ${p50.toFixed(2)} ms, p99 ${p99.toFixed(2)} ms, ${((calls / (performance.now() - t0)) * 1000).toFixed(0)}/s`,
     );
   }
 } finally {
