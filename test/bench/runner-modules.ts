@@ -41,7 +41,7 @@ const url = `http://127.0.0.1:${(server.address() as { port: number }).port}/`;
  */
 async function bundle(name: string, entry: string, how: "as built" | "external" | "all locales" = "as built"): Promise<string> {
   const file = join(build, `${name}.mjs`);
-  const { entryPoints: _, outdir: __, outExtension: ___, ...options } = runnerBuild as esbuild.BuildOptions;
+  const { entryPoints: _, outdir: __, outExtension: ___, ...options } = runnerBuild;
   await esbuild.build({
     ...options,
     ...(how === "external" ? { packages: "external", alias: {}, banner: {}, plugins: [] } : {}),
