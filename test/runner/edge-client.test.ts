@@ -4,13 +4,14 @@
 // gives (a malformed heartbeat answer or channel command, a redirect elsewhere, a dropped connection).
 import { execFileSync, spawn } from "node:child_process";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Readable } from "node:stream";
 import { text } from "node:stream/consumers";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { Agent, fetch as undiciFetch } from "undici";
 import { WebSocketServer } from "ws";
 import { WakeChannel } from "../../runner/agent/channel";
 import { edgeClient } from "../../runner/agent/edge-client";
@@ -20,6 +21,7 @@ import { endpoint } from "../../shared/client/endpoint";
 import { workerEndpoints } from "../../shared/client/endpoints-workers";
 import { QueueStats } from "../../shared/schemas/queue";
 import { setUpAdmin, startTestStack, type TestStack } from "../helpers/stack";
+import { selfSignedCert } from "../helpers/tls";
 
 const failure = (call: Promise<unknown>): Promise<ServiceError> =>
   call.then(
@@ -96,6 +98,60 @@ describe("the runner's client against the service", () => {
   });
 });
 
+/** The built runner (`npm run runner`'s process) started against `url`: its exit code and output, or "registered". */
+async function builtRunner(url: string, token: string, env: Record<string, string> = {}): Promise<{ outcome: unknown; stderr: string }> {
+  const runner = spawn(
+    process.execPath,
+    [".build/runner/main.mjs", "start", "--url", url, "--work-dir", mkdtempSync(join(tmpdir(), "runner-"))],
+    {
+      env: { ...process.env, RUNNER_TOKEN: token, ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
+  let stderr = "";
+  runner.stderr!.on("data", (d: Buffer) => (stderr += d));
+  const outcome = await new Promise((done) => {
+    runner.stdout!.on("data", (d: Buffer) => String(d).includes("registered as worker") && done("registered"));
+    runner.once("exit", done);
+  });
+  runner.kill("SIGTERM");
+  return { outcome, stderr };
+}
+
+describe("the built runner against a service over HTTPS", () => {
+  const tls = selfSignedCert();
+  let t: TestStack;
+  let token: string;
+  beforeAll(async () => {
+    t = await startTestStack(undefined, undefined, { tls: { certFile: tls.certFile, keyFile: tls.keyFile } });
+    // The admin and the worker token are made by this process's fetch, trusting the certificate for that.
+    const trusting = new Agent({ connect: { ca: tls.cert } });
+    const plainFetch = globalThis.fetch;
+    globalThis.fetch = ((url: string, init: RequestInit) => undiciFetch(url, { ...(init as object), dispatcher: trusting })) as never;
+    try {
+      const { key } = await setUpAdmin(t);
+      token = (await t.call("POST", "/api/admin/workers", { json: { name: "tls-box" }, auth: { key } })).body.token;
+    } finally {
+      globalThis.fetch = plainFetch;
+      await trusting.close();
+    }
+    execFileSync(process.execPath, ["runner/agent/build.mjs"]);
+  });
+  afterAll(async () => {
+    await t?.stop();
+    rmSync(tls.dir, { recursive: true, force: true });
+  });
+
+  it("registers when it trusts the service's certificate, and refuses a certificate it does not trust", async () => {
+    expect(t.base).toMatch(/^https:/);
+    const untrusted = await builtRunner(t.base, token);
+    expect(untrusted.outcome).toBe(1);
+    expect(untrusted.stderr).toContain("could not register");
+    expect(untrusted.stderr).toMatch(/SELF_SIGNED_CERT|certificate/);
+    expect(await builtRunner(t.base, token, { NODE_EXTRA_CA_CERTS: tls.certFile })).toMatchObject({ outcome: "registered" });
+  });
+});
+
 describe("the runner's client against a wrong edge", () => {
   let closers: (() => void)[] = [];
   afterEach(() => {
@@ -152,18 +208,8 @@ describe("the runner's client against a wrong edge", () => {
       res.end(JSON.stringify({ ...IDLE, status: "PARTYING" }));
     });
     execFileSync(process.execPath, ["runner/agent/build.mjs"]);
-    const runner = spawn(
-      process.execPath,
-      [".build/runner/main.mjs", "start", "--url", fake.base, "--work-dir", mkdtempSync(join(tmpdir(), "runner-"))],
-      {
-        env: { ...process.env, RUNNER_TOKEN: "stw_x" },
-        stdio: ["ignore", "ignore", "pipe"],
-      },
-    );
-    let stderr = "";
-    runner.stderr!.on("data", (d: Buffer) => (stderr += d));
-    const code = await new Promise((done) => runner.once("exit", done));
-    expect(code).toBe(1);
+    const { outcome, stderr } = await builtRunner(fake.base, "stw_x");
+    expect(outcome).toBe(1);
     expect(stderr).toContain("could not register");
     expect(stderr).toContain("status: Invalid option");
   });
