@@ -2,7 +2,7 @@
 // connections (runner/agent/http-fetch.ts) instead of the global fetch (issue 31: undici's memory):
 // against the real stack, and against a deliberately wrong edge for the answers the real one never
 // gives (a malformed heartbeat answer or channel command, a redirect elsewhere, a dropped connection).
-import { execFileSync, spawn } from "node:child_process";
+import { spawn } from "node:child_process";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { mkdtempSync, rmSync } from "node:fs";
 import type { AddressInfo } from "node:net";
@@ -11,8 +11,10 @@ import { join } from "node:path";
 import { Readable } from "node:stream";
 import { text } from "node:stream/consumers";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import * as esbuild from "esbuild";
 import { Agent, fetch as undiciFetch } from "undici";
 import { WebSocketServer } from "ws";
+import { runnerBuild } from "../../runner/agent/build.mjs";
 import { WakeChannel } from "../../runner/agent/channel";
 import { edgeClient } from "../../runner/agent/edge-client";
 import { httpFetch } from "../../runner/agent/http-fetch";
@@ -98,11 +100,17 @@ describe("the runner's client against the service", () => {
   });
 });
 
+// The runner as `npm run runner` builds it, in a folder of this test's own: runner.test.ts builds
+// .build/runner/ at the same time.
+const BUILT = ".build/edge-client-test";
+let built: Promise<unknown> | undefined;
+const buildRunner = () => (built ??= esbuild.build({ ...runnerBuild, outdir: BUILT }));
+
 /** The built runner (`npm run runner`'s process) started against `url`: its exit code and output, or "registered". */
 async function builtRunner(url: string, token: string, env: Record<string, string> = {}): Promise<{ outcome: unknown; stderr: string }> {
   const runner = spawn(
     process.execPath,
-    [".build/runner/main.mjs", "start", "--url", url, "--work-dir", mkdtempSync(join(tmpdir(), "runner-"))],
+    [join(BUILT, "main.mjs"), "start", "--url", url, "--work-dir", mkdtempSync(join(tmpdir(), "runner-"))],
     {
       env: { ...process.env, RUNNER_TOKEN: token, ...env },
       stdio: ["ignore", "pipe", "pipe"],
@@ -135,7 +143,7 @@ describe("the built runner against a service over HTTPS", () => {
       globalThis.fetch = plainFetch;
       await trusting.close();
     }
-    execFileSync(process.execPath, ["runner/agent/build.mjs"]);
+    await buildRunner();
   });
   afterAll(async () => {
     await t?.stop();
@@ -207,7 +215,7 @@ describe("the runner's client against a wrong edge", () => {
       res.setHeader("content-type", "application/json");
       res.end(JSON.stringify({ ...IDLE, status: "PARTYING" }));
     });
-    execFileSync(process.execPath, ["runner/agent/build.mjs"]);
+    await buildRunner();
     const { outcome, stderr } = await builtRunner(fake.base, "stw_x");
     expect(outcome).toBe(1);
     expect(stderr).toContain("could not register");
