@@ -9,6 +9,7 @@ import type {
 } from "../../shared/schemas/workers";
 import type { EventBatch } from "../../shared/schemas/events";
 import { version } from "../../package.json";
+import { httpFetch } from "./http-fetch";
 
 /*
  * The runner's side of the worker API: every call goes through the shared typed client
@@ -26,14 +27,21 @@ export type EventBatchBody = z.infer<typeof EventBatch>;
 
 /**
  * The client a runner talks to its edge with: the worker token as a bearer, 30 s per call
- * unless the call says otherwise (a dataset file download).
+ * unless the call says otherwise (a dataset file download), over node:http(s) kept-alive
+ * connections rather than the global fetch (./http-fetch.ts: undici's memory, issue 31).
  *
  * @example
  * const edge = edgeClient("https://train.example.com", "stw_...");
  * const answer = await edge.call(workerEndpoints.workerHeartbeat, { body: { acked_commands: [] } });
  */
 export function edgeClient(url: string, token: string): ServiceClient {
-  return new ServiceClient({ baseUrl: url, bearer: token, timeoutMs: 30_000, headers: { "user-agent": `training-runner/${version}` } });
+  return new ServiceClient({
+    baseUrl: url,
+    bearer: token,
+    timeoutMs: 30_000,
+    headers: { "user-agent": `training-runner/${version}` },
+    fetch: httpFetch(),
+  });
 }
 
 /**
