@@ -17,6 +17,7 @@ import { createLogger, type Logger } from "../log";
 import { publicUrlOf } from "../notifications/notify";
 import { setSetting } from "../settings-store";
 import { announceBudgets, CHECK_EVERY_MS } from "../spend/budget-notices";
+import { budgetApplies } from "../spend/budgets";
 import { ActiveEntries } from "./active";
 import { CapacityCache } from "./cache";
 import { sweepLeftovers } from "./housekeeping";
@@ -63,7 +64,7 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
   private forecast = new Map<number, ExpectedStart>();
   private readonly active = new ActiveEntries();
   private readonly log: Logger;
-  private submissions: (Submission & { resolve: (o: SubmitOutcome) => void; reject: (e: unknown) => void })[] = [];
+  private submissions: (Submission & { resolve: (o: SubmitOutcome | "budgeted") => void; reject: (e: unknown) => void })[] = [];
   private readonly cache = new CapacityCache();
   private armed = false;
   /** When this object (the edge) started: a worker's silence counts from here at the earliest (sweep-offline.ts). */
@@ -161,7 +162,18 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
    * instead of a few each.
    */
   async submit(user: Submitter, body: LocalSubmit): Promise<SubmitOutcome> {
-    return this.enqueue({ user, body });
+    return decided(await this.enqueue({ user, body }));
+  }
+
+  /**
+   * `submit` for a caller that has not held the submitter to their budgets: the group's read
+   * batch reads the budgets too, and a submission no budget applies to is decided in that group
+   * (no budget can refuse it or make it wait); one a budget applies to answers "budgeted", with
+   * nothing stored, for the caller to check it and call `submit`. The budgets are read just before
+   * the group's write, later than a caller's own read could be.
+   */
+  async submitUnlessBudgeted(user: Submitter, body: LocalSubmit): Promise<SubmitOutcome | "budgeted"> {
+    return this.enqueue({ user, body, budgetsUnchecked: true });
   }
 
   /**
@@ -198,12 +210,12 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
 
   /** A cloud submission, prepared by edge/cloud/submit.ts: decided in the same group and pass as local ones. */
   async submitJob(job: NewJob): Promise<SubmitOutcome> {
-    return this.enqueue({ prepared: job });
+    return decided(await this.enqueue({ prepared: job }));
   }
 
-  private async enqueue(submission: Submission): Promise<SubmitOutcome> {
+  private async enqueue(submission: Submission): Promise<SubmitOutcome | "budgeted"> {
     await this.arm();
-    return new Promise<SubmitOutcome>((resolve, reject) => {
+    return new Promise<SubmitOutcome | "budgeted">((resolve, reject) => {
       this.submissions.push({ ...submission, resolve, reject });
       // The first one in schedules a group; submissions arriving within GROUP_WAIT_MS (and while
       // earlier work runs) join it.
@@ -217,9 +229,16 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     try {
       const db = this.db();
       const names = group.flatMap((s) => ("body" in s ? [s.body.config_name] : []));
-      const [{ capacity, configs }, entries] = await Promise.all([this.cache.read(db, names), this.active.read(db, [])]);
-      const { outcomes } = await this.decide(db, new Date(), capacity, entries, "submit", group, configs);
-      group.forEach((s, i) => s.resolve(outcomes[i]!));
+      const [{ capacity, configs, budgets }, entries] = await Promise.all([this.cache.read(db, names), this.active.read(db, [])]);
+      // A submission not yet held to a budget that applies goes back to its caller undecided.
+      const ready = group.filter((s) => {
+        if (!("body" in s) || !s.budgetsUnchecked || !budgetApplies(budgets, s.user)) return true;
+        s.resolve("budgeted");
+        return false;
+      });
+      if (!ready.length) return;
+      const { outcomes } = await this.decide(db, new Date(), capacity, entries, "submit", ready, configs);
+      ready.forEach((s, i) => s.resolve(outcomes[i]!));
     } catch (error) {
       for (const s of group) s.reject(error);
     }
@@ -568,4 +587,10 @@ function infoOf(id: number, w: Waiting, job: PendingJob | undefined, start: Expe
       : {}),
     ...(start ? { start } : {}),
   };
+}
+
+/** A submission's outcome where no budget check was left to the Scheduler (`budgetsUnchecked` unset). */
+function decided(outcome: SubmitOutcome | "budgeted"): SubmitOutcome {
+  if (outcome === "budgeted") throw new Error("a submission whose budgets were checked came back unchecked");
+  return outcome;
 }

@@ -14,8 +14,12 @@ import type { Plan, PendingJob, Waiting } from "./plan";
  * reads, writes and remembers.
  */
 
-/** A local submission to decide, or a job prepared elsewhere (a cloud submission, which always waits when it cannot start). */
-export type Submission = { user: Submitter; body: LocalSubmit } | { prepared: NewJob };
+/**
+ * A local submission to decide, or a job prepared elsewhere (a cloud submission, which always waits
+ * when it cannot start). `budgetsUnchecked`: the caller has not held the submitter to their budgets,
+ * so the group hands it back undecided when one applies (Scheduler.submitUnlessBudgeted).
+ */
+export type Submission = { user: Submitter; body: LocalSubmit; budgetsUnchecked?: boolean } | { prepared: NewJob };
 
 /** Placeholder ids of new submissions sort after every stored job of the same priority and time, in arrival order. */
 export const CANDIDATE_ID_BASE = Number.MAX_SAFE_INTEGER - 1_000_000;
