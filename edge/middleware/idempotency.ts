@@ -32,7 +32,9 @@ async function requestHash(request: Request, route: string): Promise<string> {
  * 24 h) is stored and replayed to the same request with `Idempotent-Replayed: true`, queueing
  * nothing; the key with another request is 422 `idempotency_key_reused`; while the first is still
  * being handled, 409 `idempotency_key_in_use`. A 5xx answer is not kept (the client may try
- * again). Without the header nothing changes.
+ * again). Without the header nothing changes. A route may store the answer itself, in the batch
+ * that stores what it did, and say so (`idempotencyClaim.answered`): POST /api/queue/submit's
+ * Scheduler does, so its answer and its job are stored together, in one round trip.
  *
  * @example
  * app.use("*", idempotentSubmits());
@@ -72,12 +74,16 @@ export function idempotentSubmits(): MiddlewareHandler<AppEnv> {
         headers: { "content-type": "application/json", [REPLAYED_HEADER]: "true" },
       });
     }
+    const claim = { userId, key, answered: false };
+    c.set("idempotencyClaim", claim);
     try {
       await next();
     } catch (error) {
-      await releaseKey(db, userId, key);
+      await releaseKey(db, userId, key); // keeps an answer the route stored (only an unanswered key goes)
       throw error;
     }
+    // Stored by the route in the same batch as its job (POST /api/queue/submit): nothing left to write.
+    if (claim.answered) return;
     if (c.res.status >= 500) await releaseKey(db, userId, key);
     else await answerKey(db, userId, key, { status: c.res.status, body: await c.res.clone().text() });
   };

@@ -1,3 +1,4 @@
+import type { InStatement } from "@libsql/client/web";
 import type { Database } from "../db/client";
 
 /*
@@ -57,10 +58,21 @@ export async function claimKey(
 
 /** Stores the answer of a claimed key's request, to be replayed. */
 export async function answerKey(db: Database, userId: number, key: string, answer: { status: number; body: string }): Promise<void> {
-  await db.$client.execute({
+  await db.$client.execute(answerKeyStatement(userId, key, answer));
+}
+
+/**
+ * answerKey's statement, for a batch that stores the answer with what the request did: the
+ * Scheduler writes a submission's answer in the batch that stores its job.
+ *
+ * @example
+ * statements.push(answerKeyStatement(7, "abc", { status: 200, body: JSON.stringify(answer) }));
+ */
+export function answerKeyStatement(userId: number, key: string, answer: { status: number; body: string }): InStatement {
+  return {
     sql: "UPDATE idempotency_keys SET status = ?, body = ? WHERE user_id = ? AND key = ?",
     args: [answer.status, answer.body, userId, key],
-  });
+  };
 }
 
 /** Lets a key go unanswered (its request failed with a 5xx): the client may send it again. */

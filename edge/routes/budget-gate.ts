@@ -73,9 +73,12 @@ export async function submitWithinBudget(
   const hinted = budgetedLately.get(user.id);
   if (hinted === undefined || Date.now() - hinted > BUDGETED_HINT_MS) {
     const submitter: Submitter = { id: user.id, team_id: user.team_id, priority: user.priority, level: user.level };
-    const outcome = await scheduler.submitUnlessBudgeted(submitter, body);
+    const claim = c.get("idempotencyClaim");
+    const outcome = await scheduler.submitUnlessBudgeted(submitter, body, claim && { userId: claim.userId, key: claim.key });
     if (outcome !== "budgeted") {
       budgetedLately.delete(user.id);
+      // Stored with the job as the answer this route is about to send (answered without `budget`).
+      if (claim && outcome.status !== "invalid") claim.answered = true;
       return { outcome, budget: null };
     }
     if (budgetedLately.size >= BUDGETED_HINT_MAX) budgetedLately.clear();

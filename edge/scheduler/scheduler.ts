@@ -31,10 +31,12 @@ import {
   candidateOf,
   candidatesOf,
   facts,
+  freshOutcome,
   invalidOutcome,
   isNew,
   prepareSubmissions,
   sortSubmissions,
+  storedAnswers,
   type Sorted,
   type Submission,
 } from "./submissions";
@@ -170,10 +172,16 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
    * batch reads the budgets too, and a submission no budget applies to is decided in that group
    * (no budget can refuse it or make it wait); one a budget applies to answers "budgeted", with
    * nothing stored, for the caller to check it and call `submit`. The budgets are read just before
-   * the group's write, later than a caller's own read could be.
+   * the group's write, later than a caller's own read could be. `answerTo`: the Idempotency-Key the
+   * request claimed; every outcome but "budgeted" and invalid is stored as its answer (submitAnswer's
+   * body, status 200) in the batch that stores the job.
    */
-  async submitUnlessBudgeted(user: Submitter, body: LocalSubmit): Promise<SubmitOutcome | "budgeted"> {
-    return this.enqueue({ user, body, budgetsUnchecked: true });
+  async submitUnlessBudgeted(
+    user: Submitter,
+    body: LocalSubmit,
+    answerTo?: { userId: number; key: string },
+  ): Promise<SubmitOutcome | "budgeted"> {
+    return this.enqueue({ user, body, budgetsUnchecked: true, ...(answerTo ? { answerTo } : {}) });
   }
 
   /**
@@ -319,7 +327,8 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
         sorted.places.set(w.id, { ...w, position: frontier!.positionOf(key, ahead++) });
       }
     }
-    // 5. Write: the new jobs, then the stored ones admitted, then the local box's status; one batch.
+    // 5. Write: the new jobs, then the stored ones admitted, then the local box's status, then the
+    // answers of the submissions that claimed an Idempotency-Key; one batch.
     const stored = plan.admitted.filter((a) => a.id < CANDIDATE_ID_BASE);
     const ends = expectedEnds(stored, entries, now.getTime());
     const stamp = now.toISOString();
@@ -331,6 +340,7 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
       ),
       admitJobs(stored, capacity.localWorkerId, stamp, ends),
       localBoxStatus(capacity.localWorkerId),
+      storedAnswers(submissions, sorted, outcomes),
     ]);
     // 6. Remember what the batch really did: the entries, the waiting jobs' places, the answers.
     const realIds = this.rememberSubmitted(entries, sorted, submitted, capacity, now.getTime(), outcomes);
@@ -388,17 +398,12 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     outcomes: (SubmitOutcome | null)[],
   ): Map<number, number> {
     const realIds = new Map<number, number>();
-    sorted.fresh.forEach(({ index, submission }, k) => {
-      const { id, approvalId } = submitted.stored[k]!;
+    sorted.fresh.forEach((fresh, k) => {
+      const { index, submission } = fresh;
+      const { id } = submitted.stored[k]!;
       const { job } = submission;
+      outcomes[index] = freshOutcome(fresh, sorted.places, submitted.stored[k]!);
       if (submission.to === "blocked") {
-        outcomes[index] = {
-          status: "blocked",
-          id,
-          jobId: job.jobId,
-          approvalId: approvalId!,
-          message: `awaiting an admin's approval: ${job.approvalRule}`,
-        };
         this.log.info("job blocked for approval", { job_id: job.jobId, rule: job.approvalRule });
         return;
       }
@@ -410,27 +415,16 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
       };
       realIds.set(CANDIDATE_ID_BASE + index, id);
       if (submission.to === "running") {
-        const { gpus, workerId } = submission.admission;
         entries.set(id, {
           job: candidate,
           status: "running",
-          allocatedGpus: gpus ?? [],
+          allocatedGpus: submission.admission.gpus ?? [],
           workerId: assignedWorker(submission.admission, capacity.localWorkerId),
           ...kept,
           expectedEndAt: startEnd(job, now, submission.admission)?.at ?? null,
         });
-        outcomes[index] = { status: "running", id, jobId: job.jobId, gpus, workerId };
       } else {
         entries.set(id, { job: candidate, status: "pending", allocatedGpus: [], workerId: null, ...kept, expectedEndAt: null });
-        const place = sorted.places.get(CANDIDATE_ID_BASE + index)!;
-        outcomes[index] = {
-          status: "queued",
-          id,
-          jobId: job.jobId,
-          position: place.position,
-          reason: place.reason,
-          message: place.message,
-        };
       }
     });
     return realIds;

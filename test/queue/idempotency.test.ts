@@ -118,6 +118,29 @@ describe("Idempotency-Key on POST /api/queue/submit", () => {
     expect(owner.user_id).toBe(bob.id);
   });
 
+  it("stores the answer with the job: a no_wait rejection and an answer carrying the submitter's budget replay byte for byte", async () => {
+    // No runner: a GPU job cannot start now, so no_wait rejects it (200, success false), storing no job.
+    const before = await jobs();
+    const rejected = await submit(bob, "no-wait-1", { config_name: "gpu", no_wait: true });
+    expect([rejected.status, rejected.body.status]).toEqual([200, "rejected"]);
+    const again = await submit(bob, "no-wait-1", { config_name: "gpu", no_wait: true });
+    expect([again.text, again.headers.get("idempotent-replayed")]).toEqual([rejected.text, "true"]);
+    expect(await jobs()).toEqual(before);
+    // With a budget of bob's, the answer carries where he stands; its replay too, with one job queued.
+    const set = await t.call("PUT", "/api/admin/budgets", { json: { users: { [String(bob.id)]: 1000 } }, auth: { key: admin.key } });
+    expect(set.status, set.text).toBe(200);
+    try {
+      const budgeted = await submit(bob, "budgeted-1");
+      expect(budgeted.status, budgeted.text).toBe(200);
+      expect(budgeted.body.budget).toMatchObject({ scope: "user", name: "bob", limit: 1000, state: "ok" });
+      const replayed = await submit(bob, "budgeted-1");
+      expect([replayed.text, replayed.headers.get("idempotent-replayed")]).toEqual([budgeted.text, "true"]);
+      expect((await jobs()).filter((j) => !before.includes(j))).toEqual([budgeted.body.job_id]);
+    } finally {
+      await t.call("PUT", "/api/admin/budgets", { json: { users: { [String(bob.id)]: null } }, auth: { key: admin.key } });
+    }
+  });
+
   it("queues one job for duplicates sent at once", async () => {
     const before = await jobs();
     const replies = await Promise.all(Array.from({ length: 8 }, () => submit(ada, "burst-1")));
