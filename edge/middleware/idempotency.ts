@@ -1,4 +1,4 @@
-import type { MiddlewareHandler } from "hono";
+import type { HonoRequest, MiddlewareHandler } from "hono";
 import type { AppEnv } from "../app-env";
 import { ApiError } from "../errors";
 import { answerKey, claimKey, releaseKey } from "../queue/idempotency-keys";
@@ -17,9 +17,11 @@ export const REPLAYED_HEADER = "Idempotent-Replayed";
 /** 1 to 255 visible ASCII characters (a UUID fits; so does any client's own scheme). */
 const KEY = /^[\x21-\x7e]{1,255}$/;
 
-async function requestHash(request: Request, route: string): Promise<string> {
-  const body = new Uint8Array(await request.clone().arrayBuffer());
-  const head = new TextEncoder().encode(`${route}\n${request.headers.get("content-type") ?? ""}\n`);
+// The body through Hono's request, which keeps it for the route's validator to parse (a clone of
+// the raw request would tee its stream and read it twice).
+async function requestHash(request: HonoRequest, route: string): Promise<string> {
+  const body = new Uint8Array(await request.arrayBuffer());
+  const head = new TextEncoder().encode(`${route}\n${request.header("content-type") ?? ""}\n`);
   const all = new Uint8Array(head.length + body.length);
   all.set(head);
   all.set(body, head.length);
@@ -54,7 +56,7 @@ export function idempotentSubmits(): MiddlewareHandler<AppEnv> {
     const db = c.get("db");
     const userId = principal.user.id;
     const route = `POST ${path}`;
-    const hash = await requestHash(c.req.raw, route);
+    const hash = await requestHash(c.req, route);
     const held = await claimKey(db, userId, key, route, hash, new Date());
     if (held !== null) {
       if (held.route !== route || held.requestHash !== hash)

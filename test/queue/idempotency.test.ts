@@ -219,6 +219,43 @@ describe("Idempotency-Key on the other submit routes", () => {
     expect((await jobs()).filter((j) => !before.includes(j))).toEqual([first.body.job_id]);
   });
 
+  it("replays POST /api/training/start sent as a multipart form, whose fields the route still reads after the key's hash", async () => {
+    const before = await jobs();
+    const form = () => {
+      const data = new FormData();
+      for (const [name, value] of Object.entries({
+        "--model_family": "flux",
+        "--model_type": "lora",
+        "--pretrained_model_name_or_path": "none",
+        "--output_dir": "output",
+        "--data_backend_config": "d.json",
+        "--num_processes": "1",
+        "--trainer": "demo",
+        "--max_train_steps": "7",
+      }))
+        data.append(name, value);
+      return data;
+    };
+    // The same bytes each time (a new FormData would draw a new boundary: another request).
+    const encoded = new Response(form());
+    const type = encoded.headers.get("content-type")!;
+    const bytes = new Uint8Array(await encoded.arrayBuffer());
+    const send = () =>
+      t.call("POST", "/api/training/start", {
+        body: bytes,
+        auth: { key: ada.key },
+        headers: { "content-type": type, "Idempotency-Key": "start-form-1" },
+      });
+    const first = await send();
+    expect(first.status, first.text).toBe(200);
+    const saved = await t.call("GET", `/api/configs/${first.body.environment}`, { auth: { key: ada.key } });
+    expect(saved.body.config).toMatchObject({ "--max_train_steps": 7, "--trainer": "demo", "--data_backend_config": "d.json" });
+    const again = await send();
+    expect([again.status, again.headers.get("idempotent-replayed")]).toEqual([200, "true"]);
+    expect(again.body.job_id).toBe(first.body.job_id);
+    expect((await jobs()).filter((j) => !before.includes(j))).toEqual([first.body.job_id]);
+  });
+
   it("replays POST /api/cloud/jobs/submit (provider workers: queued for remote workers)", async () => {
     const before = await jobs();
     const body = { config_name: "gpu", provider: "workers" };
