@@ -1,7 +1,7 @@
 // Shared by the benchmarks: a local stack in its own process (as `npm start` runs it) and a
 // closed-loop load generator. Not a test; nothing here asserts.
-import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { execFileSync, spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -61,6 +61,8 @@ async function freePort(): Promise<number> {
 
 export interface BenchStack {
   base: string;
+  /** The service's Node host process; workerd is its child. */
+  pid: number;
   dataDir: string;
   adminKey: string;
   post(path: string, body: unknown, headers?: Record<string, string>): Promise<Response>;
@@ -116,9 +118,38 @@ export async function startBenchStack(options: { localRunner?: boolean; env?: Re
     const cookie = /(st_session=[^;]+)/.exec(admin.headers.get("set-cookie") ?? "")?.[1];
     if (admin.status !== 201 || !cookie) throw new Error(`first admin: ${admin.status} ${await admin.text()}`);
     const { key } = (await (await post("/api/cloud/auth/api-keys", { name: "bench" }, { cookie })).json()) as { key: string };
-    return { base, dataDir, adminKey: key, post: (path, body, headers = {}) => post(path, body, { "x-api-key": key, ...headers }), stop };
+    return {
+      base,
+      pid: service.pid!,
+      dataDir,
+      adminKey: key,
+      post: (path, body, headers = {}) => post(path, body, { "x-api-key": key, ...headers }),
+      stop,
+    };
   } catch (error) {
     await stop();
     throw error;
   }
+}
+
+/**
+ * CPU time used so far (user + system, ms) by a process and each of its children, by name: the
+ * root as "host" (the stack's Node host), its children by command ("workerd"). Linux only (/proc);
+ * empty elsewhere.
+ */
+export function processTreeCpuMs(rootPid: number): Map<string, number> {
+  const used = new Map<string, number>();
+  try {
+    const rows = execFileSync("ps", ["-eo", "pid=,ppid=,comm="]).toString().trim().split("\n");
+    const tree = rows.map((r) => r.trim().split(/\s+/)).filter(([pid, ppid]) => Number(pid) === rootPid || Number(ppid) === rootPid);
+    const tick = 1000 / 100; // USER_HZ: 100 on Linux
+    for (const [pid, , comm] of tree) {
+      const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+      const name = Number(pid) === rootPid ? "host" : comm!;
+      used.set(name, (used.get(name) ?? 0) + (Number(fields[11]) + Number(fields[12])) * tick);
+    }
+  } catch {
+    // Not Linux, or a process ended meanwhile: no figure.
+  }
+  return used;
 }
