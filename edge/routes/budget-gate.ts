@@ -8,7 +8,7 @@ import type { LocalSubmit } from "../../shared/schemas/queue";
 import { principalOf } from "../middleware/authorize";
 import { getSetting } from "../settings-store";
 import { announceBudgets } from "../spend/budget-notices";
-import { budgetApplies, budgetApproval, budgetStanding, budgetText } from "../spend/budgets";
+import { budgetApproval, budgetStanding, budgetText } from "../spend/budgets";
 import { notifyContextOf } from "./effects-context";
 
 /**
