@@ -53,6 +53,11 @@ export interface AppEnv {
      * never a path's variable parts. Set by the area's own middleware; unset: `unmatched`.
      */
     routeLabel?: string;
+    /**
+     * The Idempotency-Key this request claimed (edge/middleware/idempotency.ts), unset without one.
+     * `answered`: the route stored the answer itself, with what it did; the middleware then leaves it.
+     */
+    idempotencyClaim?: { userId: number; key: string; answered: boolean };
     /** The worker whose token authenticated a runner's request ("worker" routes). */
     worker: typeof workers.$inferSelect | null;
   };

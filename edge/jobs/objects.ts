@@ -27,6 +27,13 @@ export interface SchedulerApi {
   /** `changed`: ids of jobs whose state a route just changed, so the pass sees them at once. */
   pass(trigger: string, changed?: string[], rereadAll?: boolean): Promise<PassResult>;
   submit(user: Submitter, body: LocalSubmit): Promise<SubmitOutcome>;
+  /**
+   * `submit` before the submitter is held to their budgets: decided when no budget applies to
+   * them as the Scheduler reads the budgets, else "budgeted" with nothing stored (then check the
+   * budget and call `submit`). `answerTo`: the request's claimed Idempotency-Key, answered (200,
+   * submitAnswer's body) in the batch that stores the job, for every outcome but "budgeted" and invalid.
+   */
+  submitUnlessBudgeted(user: Submitter, body: LocalSubmit, answerTo?: { userId: number; key: string }): Promise<SubmitOutcome | "budgeted">;
   /** What `submit` would answer now for this submission; stores nothing and changes no other job's admission. */
   preview(user: Submitter, body: LocalSubmit): Promise<PreviewOutcome>;
   /** A job prepared elsewhere (a cloud submission): stored pending, running or blocked by the same pass as local ones. */

@@ -1,4 +1,4 @@
-import type { MiddlewareHandler } from "hono";
+import type { HonoRequest, MiddlewareHandler } from "hono";
 import type { AppEnv } from "../app-env";
 import { ApiError } from "../errors";
 import { answerKey, claimKey, releaseKey } from "../queue/idempotency-keys";
@@ -17,9 +17,11 @@ export const REPLAYED_HEADER = "Idempotent-Replayed";
 /** 1 to 255 visible ASCII characters (a UUID fits; so does any client's own scheme). */
 const KEY = /^[\x21-\x7e]{1,255}$/;
 
-async function requestHash(request: Request, route: string): Promise<string> {
-  const body = new Uint8Array(await request.clone().arrayBuffer());
-  const head = new TextEncoder().encode(`${route}\n${request.headers.get("content-type") ?? ""}\n`);
+// The body through Hono's request, which keeps it for the route's validator to parse (a clone of
+// the raw request would tee its stream and read it twice).
+async function requestHash(request: HonoRequest, route: string): Promise<string> {
+  const body = new Uint8Array(await request.arrayBuffer());
+  const head = new TextEncoder().encode(`${route}\n${request.header("content-type") ?? ""}\n`);
   const all = new Uint8Array(head.length + body.length);
   all.set(head);
   all.set(body, head.length);
@@ -32,7 +34,9 @@ async function requestHash(request: Request, route: string): Promise<string> {
  * 24 h) is stored and replayed to the same request with `Idempotent-Replayed: true`, queueing
  * nothing; the key with another request is 422 `idempotency_key_reused`; while the first is still
  * being handled, 409 `idempotency_key_in_use`. A 5xx answer is not kept (the client may try
- * again). Without the header nothing changes.
+ * again). Without the header nothing changes. A route may store the answer itself, in the batch
+ * that stores what it did, and say so (`idempotencyClaim.answered`): POST /api/queue/submit's
+ * Scheduler does, so its answer and its job are stored together, in one round trip.
  *
  * @example
  * app.use("*", idempotentSubmits());
@@ -52,7 +56,7 @@ export function idempotentSubmits(): MiddlewareHandler<AppEnv> {
     const db = c.get("db");
     const userId = principal.user.id;
     const route = `POST ${path}`;
-    const hash = await requestHash(c.req.raw, route);
+    const hash = await requestHash(c.req, route);
     const held = await claimKey(db, userId, key, route, hash, new Date());
     if (held !== null) {
       if (held.route !== route || held.requestHash !== hash)
@@ -72,12 +76,16 @@ export function idempotentSubmits(): MiddlewareHandler<AppEnv> {
         headers: { "content-type": "application/json", [REPLAYED_HEADER]: "true" },
       });
     }
+    const claim = { userId, key, answered: false };
+    c.set("idempotencyClaim", claim);
     try {
       await next();
     } catch (error) {
-      await releaseKey(db, userId, key);
+      await releaseKey(db, userId, key); // keeps an answer the route stored (only an unanswered key goes)
       throw error;
     }
+    // Stored by the route in the same batch as its job (POST /api/queue/submit): nothing left to write.
+    if (claim.answered) return;
     if (c.res.status >= 500) await releaseKey(db, userId, key);
     else await answerKey(db, userId, key, { status: c.res.status, body: await c.res.clone().text() });
   };

@@ -1,3 +1,4 @@
+import type { InStatement } from "@libsql/client/web";
 import type { Database } from "../db/client";
 
 /*
@@ -33,21 +34,23 @@ export async function claimKey(
   now: Date,
 ): Promise<HeldKey | null> {
   const expired = new Date(now.getTime() - IDEMPOTENCY_KEY_TTL_MS).toISOString();
-  const [claim, held] = await db.$client.batch(
-    [
-      {
-        sql: `INSERT INTO idempotency_keys (user_id, key, route, request_hash, created_at) VALUES (?1, ?2, ?3, ?4, ?5)
-              ON CONFLICT (user_id, key) DO UPDATE SET route = ?3, request_hash = ?4, status = NULL, body = NULL, created_at = ?5
-              WHERE idempotency_keys.created_at <= ?6
-              RETURNING 1`,
-        args: [userId, key, route, requestHash, now.toISOString(), expired],
-      },
-      { sql: "SELECT route, request_hash, status, body FROM idempotency_keys WHERE user_id = ? AND key = ?", args: [userId, key] },
-    ],
-    "write",
-  );
-  if (claim!.rows.length) return null;
-  const row = held!.rows[0]!;
+  // One statement, atomic on its own: a new key (every submission of a client like the CLI) costs
+  // one round trip; only a key already held is read, in a second.
+  const claim = await db.$client.execute({
+    sql: `INSERT INTO idempotency_keys (user_id, key, route, request_hash, created_at) VALUES (?1, ?2, ?3, ?4, ?5)
+          ON CONFLICT (user_id, key) DO UPDATE SET route = ?3, request_hash = ?4, status = NULL, body = NULL, created_at = ?5
+          WHERE idempotency_keys.created_at <= ?6
+          RETURNING 1`,
+    args: [userId, key, route, requestHash, now.toISOString(), expired],
+  });
+  if (claim.rows.length) return null;
+  const held = await db.$client.execute({
+    sql: "SELECT route, request_hash, status, body FROM idempotency_keys WHERE user_id = ? AND key = ?",
+    args: [userId, key],
+  });
+  const row = held.rows[0];
+  // Held a moment ago and gone now: its request failed (releaseKey) meanwhile; this one may try again.
+  if (row === undefined) return claimKey(db, userId, key, route, requestHash, now);
   return {
     route: String(row.route),
     requestHash: String(row.request_hash),
@@ -57,10 +60,21 @@ export async function claimKey(
 
 /** Stores the answer of a claimed key's request, to be replayed. */
 export async function answerKey(db: Database, userId: number, key: string, answer: { status: number; body: string }): Promise<void> {
-  await db.$client.execute({
+  await db.$client.execute(answerKeyStatement(userId, key, answer));
+}
+
+/**
+ * answerKey's statement, for a batch that stores the answer with what the request did: the
+ * Scheduler writes a submission's answer in the batch that stores its job.
+ *
+ * @example
+ * statements.push(answerKeyStatement(7, "abc", { status: 200, body: JSON.stringify(answer) }));
+ */
+export function answerKeyStatement(userId: number, key: string, answer: { status: number; body: string }): InStatement {
+  return {
     sql: "UPDATE idempotency_keys SET status = ?, body = ? WHERE user_id = ? AND key = ?",
     args: [answer.status, answer.body, userId, key],
-  });
+  };
 }
 
 /** Lets a key go unanswered (its request failed with a 5xx): the client may send it again. */

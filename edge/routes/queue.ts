@@ -34,7 +34,7 @@ import { readQueueHistory } from "../queue/history";
 import { queueHubOf, schedulerOf } from "../jobs/objects";
 import { queueStats } from "../queue/stats";
 import { submitAnswer } from "../queue/answer";
-import { budgetedSubmitter } from "./budget-gate";
+import { budgetedSubmitter, submitWithinBudget } from "./budget-gate";
 import { applyEffects } from "../jobs/lifecycle/effects";
 import { approveJob } from "../jobs/lifecycle/approve";
 import { cancelJob } from "../jobs/lifecycle/cancel";
@@ -277,12 +277,15 @@ queue.openapi(
   }),
   async (c) => {
     const body = c.req.valid("json");
-    const { submitter, budget } = await budgetedSubmitter(c, body.dry_run);
-    const withBudget = <T>(answer: T) => (budget === null ? answer : { ...answer, budget });
-    if (body.dry_run) return c.json(withBudget(submitAnswer(await schedulerOf(c.env).preview(submitter, body), true)), 200);
-    const answer = submitAnswer(await schedulerOf(c.env).submit(submitter, body));
-    c.get("log").info("local job submitted", { job_id: answer.job_id, outcome: answer.status, user_id: submitter.id });
-    return c.json(withBudget(answer), 200);
+    if (body.dry_run) {
+      const { submitter, budget } = await budgetedSubmitter(c, true);
+      const answer = submitAnswer(await schedulerOf(c.env).preview(submitter, body), true);
+      return c.json(budget === null ? answer : { ...answer, budget }, 200);
+    }
+    const { outcome, budget } = await submitWithinBudget(c, body);
+    const answer = submitAnswer(outcome);
+    c.get("log").info("local job submitted", { job_id: answer.job_id, outcome: answer.status, user_id: principalOf(c).user.id });
+    return c.json(budget === null ? answer : { ...answer, budget }, 200);
   },
 );
 

@@ -1,3 +1,4 @@
+import type { Budgets } from "../../shared/schemas/spend";
 import type { Database } from "../db/client";
 import type { EnvironmentConfig } from "../jobs/prepare";
 import { readForSubmissions, type CapacityWithRules } from "./store";
@@ -34,13 +35,17 @@ export class CapacityCache {
   }
 
   /**
-   * The capacity and the named environments a group of submissions needs: what is kept when the
-   * version is unchanged (one small read), else everything read again (one read batch).
+   * The capacity and the named environments a group of submissions needs, and the budgets as they
+   * are now (never kept): what is kept when the version is unchanged (one small read), else
+   * everything read again (one read batch).
    *
    * @example
-   * const { capacity, configs } = await cache.read(db, ["sdxl"]);
+   * const { capacity, configs, budgets } = await cache.read(db, ["sdxl"]);
    */
-  async read(db: Database, names: string[]): Promise<{ capacity: CapacityWithRules; configs: Map<string, EnvironmentConfig> }> {
+  async read(
+    db: Database,
+    names: string[],
+  ): Promise<{ capacity: CapacityWithRules; configs: Map<string, EnvironmentConfig>; budgets: Budgets }> {
     const at = Date.now();
     const wanted = [...new Set(names)];
     const kept = this.kept && at - this.kept.at < READ_CACHE_MS ? this.kept.capacity : null;
@@ -50,14 +55,14 @@ export class CapacityCache {
       const read = await readForSubmissions(db, false, missing);
       if (read.version === kept.version) {
         this.keepEnvironments(read.environments, read.version);
-        return { capacity: kept, configs: this.configs(wanted) };
+        return { capacity: kept, configs: this.configs(wanted), budgets: read.budgets };
       }
     }
     const read = await readForSubmissions(db, true, wanted);
     const capacity = read.capacity!;
     this.kept = { capacity, at };
     this.keepEnvironments(read.environments, capacity.version);
-    return { capacity, configs: this.configs(wanted) };
+    return { capacity, configs: this.configs(wanted), budgets: read.budgets };
   }
 
   private keepEnvironments(read: Map<string, EnvironmentConfig>, version: number): void {

@@ -17,6 +17,7 @@ import { createLogger, type Logger } from "../log";
 import { publicUrlOf } from "../notifications/notify";
 import { setSetting } from "../settings-store";
 import { announceBudgets, CHECK_EVERY_MS } from "../spend/budget-notices";
+import { budgetApplies } from "../spend/budgets";
 import { ActiveEntries } from "./active";
 import { CapacityCache } from "./cache";
 import { sweepLeftovers } from "./housekeeping";
@@ -30,10 +31,12 @@ import {
   candidateOf,
   candidatesOf,
   facts,
+  freshOutcome,
   invalidOutcome,
   isNew,
   prepareSubmissions,
   sortSubmissions,
+  storedAnswers,
   type Sorted,
   type Submission,
 } from "./submissions";
@@ -63,7 +66,7 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
   private forecast = new Map<number, ExpectedStart>();
   private readonly active = new ActiveEntries();
   private readonly log: Logger;
-  private submissions: (Submission & { resolve: (o: SubmitOutcome) => void; reject: (e: unknown) => void })[] = [];
+  private submissions: (Submission & { resolve: (o: SubmitOutcome | "budgeted") => void; reject: (e: unknown) => void })[] = [];
   private readonly cache = new CapacityCache();
   private armed = false;
   /** When this object (the edge) started: a worker's silence counts from here at the earliest (sweep-offline.ts). */
@@ -161,7 +164,24 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
    * instead of a few each.
    */
   async submit(user: Submitter, body: LocalSubmit): Promise<SubmitOutcome> {
-    return this.enqueue({ user, body });
+    return decided(await this.enqueue({ user, body }));
+  }
+
+  /**
+   * `submit` for a caller that has not held the submitter to their budgets: the group's read
+   * batch reads the budgets too, and a submission no budget applies to is decided in that group
+   * (no budget can refuse it or make it wait); one a budget applies to answers "budgeted", with
+   * nothing stored, for the caller to check it and call `submit`. The budgets are read just before
+   * the group's write, later than a caller's own read could be. `answerTo`: the Idempotency-Key the
+   * request claimed; every outcome but "budgeted" and invalid is stored as its answer (submitAnswer's
+   * body, status 200) in the batch that stores the job.
+   */
+  async submitUnlessBudgeted(
+    user: Submitter,
+    body: LocalSubmit,
+    answerTo?: { userId: number; key: string },
+  ): Promise<SubmitOutcome | "budgeted"> {
+    return this.enqueue({ user, body, budgetsUnchecked: true, ...(answerTo ? { answerTo } : {}) });
   }
 
   /**
@@ -198,12 +218,12 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
 
   /** A cloud submission, prepared by edge/cloud/submit.ts: decided in the same group and pass as local ones. */
   async submitJob(job: NewJob): Promise<SubmitOutcome> {
-    return this.enqueue({ prepared: job });
+    return decided(await this.enqueue({ prepared: job }));
   }
 
-  private async enqueue(submission: Submission): Promise<SubmitOutcome> {
+  private async enqueue(submission: Submission): Promise<SubmitOutcome | "budgeted"> {
     await this.arm();
-    return new Promise<SubmitOutcome>((resolve, reject) => {
+    return new Promise<SubmitOutcome | "budgeted">((resolve, reject) => {
       this.submissions.push({ ...submission, resolve, reject });
       // The first one in schedules a group; submissions arriving within GROUP_WAIT_MS (and while
       // earlier work runs) join it.
@@ -217,9 +237,16 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     try {
       const db = this.db();
       const names = group.flatMap((s) => ("body" in s ? [s.body.config_name] : []));
-      const [{ capacity, configs }, entries] = await Promise.all([this.cache.read(db, names), this.active.read(db, [])]);
-      const { outcomes } = await this.decide(db, new Date(), capacity, entries, "submit", group, configs);
-      group.forEach((s, i) => s.resolve(outcomes[i]!));
+      const [{ capacity, configs, budgets }, entries] = await Promise.all([this.cache.read(db, names), this.active.read(db, [])]);
+      // A submission not yet held to a budget that applies goes back to its caller undecided.
+      const ready = group.filter((s) => {
+        if (!("body" in s) || !s.budgetsUnchecked || !budgetApplies(budgets, s.user)) return true;
+        s.resolve("budgeted");
+        return false;
+      });
+      if (!ready.length) return;
+      const { outcomes } = await this.decide(db, new Date(), capacity, entries, "submit", ready, configs);
+      ready.forEach((s, i) => s.resolve(outcomes[i]!));
     } catch (error) {
       for (const s of group) s.reject(error);
     }
@@ -300,7 +327,8 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
         sorted.places.set(w.id, { ...w, position: frontier!.positionOf(key, ahead++) });
       }
     }
-    // 5. Write: the new jobs, then the stored ones admitted, then the local box's status; one batch.
+    // 5. Write: the new jobs, then the stored ones admitted, then the local box's status, then the
+    // answers of the submissions that claimed an Idempotency-Key; one batch.
     const stored = plan.admitted.filter((a) => a.id < CANDIDATE_ID_BASE);
     const ends = expectedEnds(stored, entries, now.getTime());
     const stamp = now.toISOString();
@@ -312,6 +340,7 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
       ),
       admitJobs(stored, capacity.localWorkerId, stamp, ends),
       localBoxStatus(capacity.localWorkerId),
+      storedAnswers(submissions, sorted, outcomes),
     ]);
     // 6. Remember what the batch really did: the entries, the waiting jobs' places, the answers.
     const realIds = this.rememberSubmitted(entries, sorted, submitted, capacity, now.getTime(), outcomes);
@@ -369,17 +398,12 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     outcomes: (SubmitOutcome | null)[],
   ): Map<number, number> {
     const realIds = new Map<number, number>();
-    sorted.fresh.forEach(({ index, submission }, k) => {
-      const { id, approvalId } = submitted.stored[k]!;
+    sorted.fresh.forEach((fresh, k) => {
+      const { index, submission } = fresh;
+      const { id } = submitted.stored[k]!;
       const { job } = submission;
+      outcomes[index] = freshOutcome(fresh, sorted.places, submitted.stored[k]!);
       if (submission.to === "blocked") {
-        outcomes[index] = {
-          status: "blocked",
-          id,
-          jobId: job.jobId,
-          approvalId: approvalId!,
-          message: `awaiting an admin's approval: ${job.approvalRule}`,
-        };
         this.log.info("job blocked for approval", { job_id: job.jobId, rule: job.approvalRule });
         return;
       }
@@ -391,27 +415,16 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
       };
       realIds.set(CANDIDATE_ID_BASE + index, id);
       if (submission.to === "running") {
-        const { gpus, workerId } = submission.admission;
         entries.set(id, {
           job: candidate,
           status: "running",
-          allocatedGpus: gpus ?? [],
+          allocatedGpus: submission.admission.gpus ?? [],
           workerId: assignedWorker(submission.admission, capacity.localWorkerId),
           ...kept,
           expectedEndAt: startEnd(job, now, submission.admission)?.at ?? null,
         });
-        outcomes[index] = { status: "running", id, jobId: job.jobId, gpus, workerId };
       } else {
         entries.set(id, { job: candidate, status: "pending", allocatedGpus: [], workerId: null, ...kept, expectedEndAt: null });
-        const place = sorted.places.get(CANDIDATE_ID_BASE + index)!;
-        outcomes[index] = {
-          status: "queued",
-          id,
-          jobId: job.jobId,
-          position: place.position,
-          reason: place.reason,
-          message: place.message,
-        };
       }
     });
     return realIds;
@@ -568,4 +581,10 @@ function infoOf(id: number, w: Waiting, job: PendingJob | undefined, start: Expe
       : {}),
     ...(start ? { start } : {}),
   };
+}
+
+/** A submission's outcome where no budget check was left to the Scheduler (`budgetsUnchecked` unset). */
+function decided(outcome: SubmitOutcome | "budgeted"): SubmitOutcome {
+  if (outcome === "budgeted") throw new Error("a submission whose budgets were checked came back unchecked");
+  return outcome;
 }

@@ -1,5 +1,6 @@
 import type { InStatement } from "@libsql/client/web";
 import type { ApprovalRules, ConcurrencySettings } from "../../shared/schemas/queue";
+import type { Budgets } from "../../shared/schemas/spend";
 import type { Database } from "../db/client";
 import { parseSetting } from "../settings-store";
 import type { BatchPart } from "../jobs/lifecycle/batch";
@@ -204,6 +205,9 @@ function capacityStatements(now = new Date()): InStatement[] {
 
 /** The capacity version: moved by the database in the same statement as any change of what `capacityStatements` reads but the spending and ends (migration 0021). */
 const VERSION_STATEMENT = "SELECT version FROM capacity_version WHERE id = 1";
+
+/** The budgets (edge/spend/budgets.ts), which a submission group reads to see whether one applies to a submitter. */
+const BUDGETS_STATEMENT = "SELECT value FROM settings WHERE key = 'budgets'";
 
 const versionFrom = (rows: Row[]) => Number(rows[0]?.version ?? 0);
 
@@ -415,19 +419,20 @@ export function localBoxStatus(localWorkerId: number | null): BatchPart<void> {
 
 /**
  * What a group of submissions reads, in one read batch: the capacity version, the capacity
- * (unless `withCapacity` is false: the caller holds one it may still use at that version) and the
- * named environments' option maps and dataloaders. An environment that does not exist is absent
- * from the map.
+ * (unless `withCapacity` is false: the caller holds one it may still use at that version), the
+ * budgets (read every time: no version covers them) and the named environments' option maps and
+ * dataloaders. An environment that does not exist is absent from the map.
  *
  * @example
- * const { capacity, version, environments } = await readForSubmissions(db, true, ["sdxl"]);
+ * const { capacity, version, budgets, environments } = await readForSubmissions(db, true, ["sdxl"]);
  */
 export async function readForSubmissions(
   db: Database,
   withCapacity: boolean,
   environmentNames: string[],
-): Promise<{ capacity: CapacityWithRules | null; version: number; environments: Map<string, EnvironmentConfig> }> {
+): Promise<{ capacity: CapacityWithRules | null; version: number; budgets: Budgets; environments: Map<string, EnvironmentConfig> }> {
   const statements: InStatement[] = withCapacity ? capacityStatements() : [VERSION_STATEMENT];
+  const budgetsAt = statements.push(BUDGETS_STATEMENT) - 1;
   if (environmentNames.length) {
     const names = environmentNames.map(() => "?").join(", ");
     statements.push({ sql: `SELECT name, config, dataloader FROM environments WHERE name IN (${names})`, args: environmentNames });
@@ -436,5 +441,6 @@ export async function readForSubmissions(
   const environments = new Map<string, EnvironmentConfig>();
   for (const row of environmentNames.length ? reads.at(-1)! : []) environments.set(String(row.name), environmentFrom(row));
   const capacity = withCapacity ? capacityFrom(reads[0]!, reads[1]!, reads[2]!, reads[3]!, reads[4]!) : null;
-  return { capacity, version: capacity?.version ?? versionFrom(reads[0]!), environments };
+  const budgets = parseSetting("budgets", (reads[budgetsAt]![0]?.value as string | undefined) ?? null);
+  return { capacity, version: capacity?.version ?? versionFrom(reads[0]!), budgets, environments };
 }

@@ -7,6 +7,9 @@ import type { NewSubmission } from "../jobs/lifecycle/submit";
 import { prepareLocalJob, type EnvironmentConfig } from "../jobs/prepare";
 import { maxRuntimeMinutes } from "../jobs/runtime";
 import type { Plan, PendingJob, Waiting } from "./plan";
+import type { BatchPart } from "../jobs/lifecycle/batch";
+import { submitAnswer } from "../queue/answer";
+import { answerKeyStatement } from "../queue/idempotency-keys";
 
 /*
  * New submissions in a pass: made jobs (edge/jobs/prepare.ts), placed among the stored pending
@@ -14,8 +17,14 @@ import type { Plan, PendingJob, Waiting } from "./plan";
  * reads, writes and remembers.
  */
 
-/** A local submission to decide, or a job prepared elsewhere (a cloud submission, which always waits when it cannot start). */
-export type Submission = { user: Submitter; body: LocalSubmit } | { prepared: NewJob };
+/**
+ * A local submission to decide, or a job prepared elsewhere (a cloud submission, which always waits
+ * when it cannot start). `budgetsUnchecked`: the caller has not held the submitter to their budgets,
+ * so the group hands it back undecided when one applies (Scheduler.submitUnlessBudgeted).
+ * `answerTo`: the Idempotency-Key the request claimed, whose answer is stored with the job.
+ */
+export type Submission =
+  { user: Submitter; body: LocalSubmit; budgetsUnchecked?: boolean; answerTo?: { userId: number; key: string } } | { prepared: NewJob };
 
 /** Placeholder ids of new submissions sort after every stored job of the same priority and time, in arrival order. */
 export const CANDIDATE_ID_BASE = Number.MAX_SAFE_INTEGER - 1_000_000;
@@ -142,4 +151,49 @@ export function sortSubmissions(
   // Rejected submissions were never stored: the others' positions close up behind them.
   const waiting = plan.waiting.filter((w) => !rejected.has(w.id)).map((w, i) => ({ ...w, position: i + 1 }));
   return { fresh, waiting, places: new Map(waiting.filter(isNew).map((w) => [w.id, w])) };
+}
+
+/**
+ * What a new job is answered, given where the batch stored it (its id, and its approval request's
+ * when it is blocked).
+ */
+export function freshOutcome(
+  { index, submission }: Sorted["fresh"][number],
+  places: Sorted["places"],
+  stored: { id: number; approvalId: number | null },
+): SubmitOutcome {
+  const { job } = submission;
+  const { id } = stored;
+  if (submission.to === "blocked")
+    return {
+      status: "blocked",
+      id,
+      jobId: job.jobId,
+      approvalId: stored.approvalId!,
+      message: `awaiting an admin's approval: ${job.approvalRule}`,
+    };
+  if (submission.to === "running")
+    return { status: "running", id, jobId: job.jobId, gpus: submission.admission.gpus, workerId: submission.admission.workerId };
+  const place = places.get(CANDIDATE_ID_BASE + index)!;
+  return { status: "queued", id, jobId: job.jobId, position: place.position, reason: place.reason, message: place.message };
+}
+
+/**
+ * The answers of the submissions that claimed an Idempotency-Key, for the batch that stores their
+ * jobs: each as POST /api/queue/submit answers it (200, submitAnswer's body, which names no stored
+ * id), so a replay finds it as soon as the job exists. An invalid submission's 4xx is left to the
+ * middleware, as is every submission without `answerTo`.
+ */
+export function storedAnswers(submissions: Submission[], sorted: Sorted, outcomes: (SubmitOutcome | null)[]): BatchPart<void> {
+  const statements = [];
+  const fresh = new Map(sorted.fresh.map((f) => [f.index, f]));
+  for (const [index, submission] of submissions.entries()) {
+    if (!("answerTo" in submission) || submission.answerTo === undefined) continue;
+    const f = fresh.get(index);
+    const outcome = outcomes[index] ?? (f ? freshOutcome(f, sorted.places, { id: 0, approvalId: 0 }) : null);
+    if (outcome === null || outcome.status === "invalid") continue;
+    const { userId, key } = submission.answerTo;
+    statements.push(answerKeyStatement(userId, key, { status: 200, body: JSON.stringify(submitAnswer(outcome)) }));
+  }
+  return { statements, read: () => undefined };
 }

@@ -22,6 +22,17 @@ export function budgetState(used: number, limit: number, warnAtPercent: number):
 }
 
 /**
+ * Whether a budget applies to `user` (their own or their team's): when none does, budgetStanding
+ * is null without reading any spend.
+ *
+ * @example
+ * budgetApplies({ ...budgets, users: { "7": 10 } }, { id: 7, team_id: null }); // true
+ */
+export function budgetApplies(budgets: Budgets, user: { id: number; team_id: string | null }): boolean {
+  return budgets.users[String(user.id)] !== undefined || (user.team_id !== null && budgets.teams[user.team_id] !== undefined);
+}
+
+/**
  * Where `user` stands against the budgets that apply to them (their own and their team's): the
  * tightest one (the largest share used), or null when neither has a budget.
  *

@@ -195,3 +195,16 @@ export function watchCpu(
     },
   };
 }
+
+/**
+ * CPU time used so far (user + system, ms) by a process tree, by name: the root as "host" (the
+ * stack's Node host), the others by command ("workerd"). Linux only (/proc); empty elsewhere.
+ */
+export function processTreeCpuMs(rootPid: number): Map<string, number> {
+  const used = new Map<string, number>();
+  for (const p of processTreeCpu(rootPid)) {
+    const name = p.pid === rootPid ? "host" : p.name;
+    used.set(name, (used.get(name) ?? 0) + p.cpu * 1000);
+  }
+  return used;
+}

@@ -118,6 +118,29 @@ describe("Idempotency-Key on POST /api/queue/submit", () => {
     expect(owner.user_id).toBe(bob.id);
   });
 
+  it("stores the answer with the job: a no_wait rejection and an answer carrying the submitter's budget replay byte for byte", async () => {
+    // No runner: a GPU job cannot start now, so no_wait rejects it (200, success false), storing no job.
+    const before = await jobs();
+    const rejected = await submit(bob, "no-wait-1", { config_name: "gpu", no_wait: true });
+    expect([rejected.status, rejected.body.status]).toEqual([200, "rejected"]);
+    const again = await submit(bob, "no-wait-1", { config_name: "gpu", no_wait: true });
+    expect([again.text, again.headers.get("idempotent-replayed")]).toEqual([rejected.text, "true"]);
+    expect(await jobs()).toEqual(before);
+    // With a budget of bob's, the answer carries where he stands; its replay too, with one job queued.
+    const set = await t.call("PUT", "/api/admin/budgets", { json: { users: { [String(bob.id)]: 1000 } }, auth: { key: admin.key } });
+    expect(set.status, set.text).toBe(200);
+    try {
+      const budgeted = await submit(bob, "budgeted-1");
+      expect(budgeted.status, budgeted.text).toBe(200);
+      expect(budgeted.body.budget).toMatchObject({ scope: "user", name: "bob", limit: 1000, state: "ok" });
+      const replayed = await submit(bob, "budgeted-1");
+      expect([replayed.text, replayed.headers.get("idempotent-replayed")]).toEqual([budgeted.text, "true"]);
+      expect((await jobs()).filter((j) => !before.includes(j))).toEqual([budgeted.body.job_id]);
+    } finally {
+      await t.call("PUT", "/api/admin/budgets", { json: { users: { [String(bob.id)]: null } }, auth: { key: admin.key } });
+    }
+  });
+
   it("queues one job for duplicates sent at once", async () => {
     const before = await jobs();
     const replies = await Promise.all(Array.from({ length: 8 }, () => submit(ada, "burst-1")));
@@ -193,6 +216,43 @@ describe("Idempotency-Key on the other submit routes", () => {
     expect(first.status, first.text).toBe(200);
     const again = await post("/api/training/start", ada, "start-1", form);
     expect([again.status, again.text, again.headers.get("idempotent-replayed")]).toEqual([200, first.text, "true"]);
+    expect((await jobs()).filter((j) => !before.includes(j))).toEqual([first.body.job_id]);
+  });
+
+  it("replays POST /api/training/start sent as a multipart form, whose fields the route still reads after the key's hash", async () => {
+    const before = await jobs();
+    const form = () => {
+      const data = new FormData();
+      for (const [name, value] of Object.entries({
+        "--model_family": "flux",
+        "--model_type": "lora",
+        "--pretrained_model_name_or_path": "none",
+        "--output_dir": "output",
+        "--data_backend_config": "d.json",
+        "--num_processes": "1",
+        "--trainer": "demo",
+        "--max_train_steps": "7",
+      }))
+        data.append(name, value);
+      return data;
+    };
+    // The same bytes each time (a new FormData would draw a new boundary: another request).
+    const encoded = new Response(form());
+    const type = encoded.headers.get("content-type")!;
+    const bytes = new Uint8Array(await encoded.arrayBuffer());
+    const send = () =>
+      t.call("POST", "/api/training/start", {
+        body: bytes,
+        auth: { key: ada.key },
+        headers: { "content-type": type, "Idempotency-Key": "start-form-1" },
+      });
+    const first = await send();
+    expect(first.status, first.text).toBe(200);
+    const saved = await t.call("GET", `/api/configs/${first.body.environment}`, { auth: { key: ada.key } });
+    expect(saved.body.config).toMatchObject({ "--max_train_steps": 7, "--trainer": "demo", "--data_backend_config": "d.json" });
+    const again = await send();
+    expect([again.status, again.headers.get("idempotent-replayed")]).toEqual([200, "true"]);
+    expect(again.body.job_id).toBe(first.body.job_id);
     expect((await jobs()).filter((j) => !before.includes(j))).toEqual([first.body.job_id]);
   });
 

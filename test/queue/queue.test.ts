@@ -85,6 +85,21 @@ describe("without a GPU box", () => {
   it("refuses submission to viewers", async () => {
     expect((await submit(viewer, { config_name: "one-gpu" })).status).toBe(403);
   });
+
+  it("refuses a key revoked right after it submitted: 401 invalid_api_key, nothing queued", async () => {
+    const mine = await createUserWithKey(t, { cookie: admin.cookie }, "researcher", "revoked-researcher");
+    const first = await submit(mine, { config_name: "cpu" });
+    expect(first.status, first.text).toBe(200);
+    expect(first.body.status).toBe("queued");
+    const before = await list();
+    const [key] = (await t.call("GET", "/api/cloud/auth/api-keys", { auth: { cookie: mine.cookie } })).body.keys;
+    expect((await t.call("DELETE", `/api/cloud/auth/api-keys/${key.id}`, { auth: { cookie: mine.cookie } })).status).toBe(200);
+    const after = await submit(mine, { config_name: "cpu" });
+    expect(after.status, after.text).toBe(401);
+    expect(after.body.code).toBe("invalid_api_key");
+    expect(await list()).toEqual(before);
+    await drain();
+  });
 });
 
 describe("with a registered local box of 4 GPUs", () => {

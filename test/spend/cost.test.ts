@@ -311,6 +311,30 @@ describe("GET /api/cost and budgets", () => {
     // ada (team vision, no budget now) is not held.
     expect((await submit(users.ada!, { dry_run: true })).body.budget).toBeUndefined();
   });
+
+  it("holds a submitter to a budget set right after their unbudgeted submissions: every one of a burst refused with 402, nothing stored", async () => {
+    // lena (team vision, no budget): decided without a budget field.
+    const free = await submit(lead, { config_name: "cpu", target: "local" });
+    expect(free.status, free.text).toBe(200);
+    expect(free.body.status).toBe("running");
+    expect(free.body.budget).toBeUndefined();
+    await finishJob(t, free.body.job_id, boxToken);
+    // Team vision has used $5 (ada's jobs): a $1 budget that blocks is used up, for lena at her very next submission.
+    const set = await t.call("PUT", "/api/admin/budgets", { json: { on_exceeded: "block", teams: { vision: 1 } }, auth: as(admin) });
+    expect(set.status, set.text).toBe(200);
+    const queueBefore = (await get("/api/queue?include_completed=true&limit=1000", admin)).body.jobs.length;
+    const burst = await Promise.all(Array.from({ length: 6 }, () => submit(lead, { config_name: "cpu", target: "local" })));
+    expect(burst.map((r) => [r.status, r.body.code])).toEqual(burst.map(() => [402, "budget_exceeded"]));
+    expect(burst[0]!.body.detail).toMatch(/the team vision's monthly budget of \$1\.00 \(\$5\.00 used\) is used up/);
+    expect((await get("/api/queue?include_completed=true&limit=1000", admin)).body.jobs.length).toBe(queueBefore);
+    // The budget removed, her next submission runs again, answered without a budget.
+    await t.call("PUT", "/api/admin/budgets", { json: { teams: { vision: null } }, auth: as(admin) });
+    const again = await submit(lead, { config_name: "cpu", target: "local" });
+    expect(again.status, again.text).toBe(200);
+    expect(again.body.status).toBe("running");
+    expect(again.body.budget).toBeUndefined();
+    await finishJob(t, again.body.job_id, boxToken);
+  });
 });
 
 async function until<T>(probe: () => Promise<T | false | undefined>): Promise<T> {
