@@ -24,7 +24,7 @@ import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { createClient } from "@libsql/client";
-import { median, percentiles, round, startBenchStack, type BenchStack } from "./lib";
+import { median, percentiles, round, startBenchStack, watchCpu, type BenchStack } from "./lib";
 
 const PENDING = Number(process.env.BENCH_PENDING ?? 20_000);
 const BURST = Number(process.env.BENCH_BURST ?? 1_000);
@@ -67,6 +67,10 @@ try {
   // --- 0. the burst ---------------------------------------------------------------------------
   {
     type Sent = { sent: number; answered: number; status: number; body: { job_id?: string; status?: string } };
+    // workerd runs the Worker and every Durable Object on one thread here: its CPU per wall second
+    // during the burst says whether that thread, shared by the requests and the Scheduler's
+    // groups, is what spaces the starts.
+    const cpu = watchCpu(stack.pid, (p) => (p.pid === stack.pid ? "Node host" : p.name));
     const t0 = performance.now();
     const wallT0 = Date.now();
     const sent: Promise<Sent>[] = [];
@@ -86,6 +90,7 @@ try {
     }
     const sendSpan = performance.now() - t0;
     const answers = await Promise.all(sent);
+    const used = cpu.stop();
     const bad = answers.filter((a) => a.status !== 200);
     const toWall = (perf: number) => wallT0 + (perf - t0);
     const db = createClient({ url: `file:${dbFile}` });
@@ -122,6 +127,8 @@ try {
     out(
       `    ${running.length} started (every job that fits: ${running.length === Math.min(GPUS, BURST) ? "yes" : "NO"}); submit sent -> running p50 ${ms(percentiles(fromSent).p50)}, max ${ms(worst)}; answer -> running max ${ms(Math.max(0, ...fromAnswer))}; gap between consecutive starts p50 ${ms(gapP.p50)}, p99 ${ms(gapP.p99)}`,
     );
+    const busy = [...used.byName].map(([name, seconds]) => `${name} ${((seconds / used.wall) * 100).toFixed(0)} %`).join(", ");
+    out(`    CPU per wall second from the first submit to the last answer (${used.wall.toFixed(1)} s), of one core: ${busy}`);
     out(
       `    stored ${rows.length} of ${answeredIds.length} answered, ${lost} lost, ${duplicated} duplicated, ${doubleBooked} GPUs given twice`,
     );
