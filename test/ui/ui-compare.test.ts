@@ -193,19 +193,22 @@ describe.skipIf(!HAS_CHROMIUM)("runs and compare in a browser", () => {
     // press, Home and End are pressed again (never sooner: a slow render must not be undone by the next press).
     const slider = page.getByRole("slider", { name: /Smoothing/ });
     let pressedAt = 0;
+    // What the page showed at the last look, for the message if the plot never follows.
+    let seen = "";
     await until(
       "the smoothed last loss",
       async () => {
         const text = (await loss.locator(".plot-summary").textContent()) ?? "";
         if (!text.includes("0.9088") && text.includes(runA)) return true;
+        seen = `summary "${text}", slider ${await slider.inputValue()}, label "${await page.locator(".compare-controls .field-label").textContent()}", focus on ${await page.evaluate(() => document.activeElement?.outerHTML.slice(0, 120))}`;
         if (Date.now() - pressedAt < 3_000) return false;
-        await slider.focus();
-        if ((await slider.inputValue()) === "0.99") await page.keyboard.press("Home");
-        await page.keyboard.press("End");
+        // Each press focuses the slider itself (a render between a focus and a key could move the focus).
+        if ((await slider.inputValue()) === "0.99") await slider.press("Home");
+        await slider.press("End");
         pressedAt = Date.now();
         return false;
       },
-      { timeoutMs: 30_000, everyMs: 200 },
+      { timeoutMs: 30_000, everyMs: 200, context: () => seen },
     );
     expect(await slider.inputValue()).toBe("0.99");
 
