@@ -139,23 +139,42 @@ export interface ProcessCpu {
   cpu: number;
 }
 
-/** Every process under `rootPid` (itself included) with its CPU so far, from /proc. */
-export function processTreeCpu(rootPid: number): ProcessCpu[] {
+/** A process as /proc/<pid>/stat gives it: its parent, command name, CPU seconds so far and RSS bytes. */
+export interface ProcessStat extends ProcessCpu {
+  ppid: number;
+  rss: number;
+}
+
+/** Every process on the machine, from /proc (Linux only). */
+export function readProcesses(): ProcessStat[] {
   const tick = 100; // USER_HZ: 100 on every Linux this runs on
-  const procs: (ProcessCpu & { ppid: number })[] = [];
+  const procs: ProcessStat[] = [];
   for (const entry of readdirSync("/proc")) {
     if (!/^\d+$/.test(entry)) continue;
     try {
       const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
-      // The name is in parentheses and may hold spaces; the fields after it are fixed.
+      // The name is in parentheses and may hold spaces; the fields after it are fixed: state ppid
+      // ... utime (the 14th field of the line) stime, rss (the 24th) in pages.
       const close = stat.lastIndexOf(")");
       const fields = stat.slice(close + 2).split(" ");
       const name = stat.slice(stat.indexOf("(") + 1, close);
-      procs.push({ pid: Number(entry), ppid: Number(fields[1]), name, cpu: (Number(fields[11]) + Number(fields[12])) / tick });
+      procs.push({
+        pid: Number(entry),
+        ppid: Number(fields[1]),
+        name,
+        cpu: (Number(fields[11]) + Number(fields[12])) / tick,
+        rss: Number(fields[21]) * 4096,
+      });
     } catch {
       // gone meanwhile
     }
   }
+  return procs;
+}
+
+/** Every process under `rootPid` (itself included) with its CPU so far, from /proc. */
+export function processTreeCpu(rootPid: number): ProcessCpu[] {
+  const procs = readProcesses();
   const tree = new Set([rootPid]);
   for (let grew = true; grew;) {
     grew = false;

@@ -25,12 +25,12 @@ import {
 } from "@aws-sdk/client-s3";
 import { execFileSync } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
-import { closeSync, copyFileSync, mkdtempSync, openSync, readdirSync, readFileSync, readSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, copyFileSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Miniflare } from "miniflare";
 import { COMPATIBILITY_DATE } from "../../edge/local/stack";
-import { median, startBenchStack } from "./lib";
+import { median, readProcesses, startBenchStack } from "./lib";
 
 const SIZE = Number(process.env.BENCH_STORAGE_MIB ?? 256) * 1024 * 1024;
 const ROUNDS = Number(process.env.BENCH_STORAGE_ROUNDS ?? 5);
@@ -53,33 +53,23 @@ const diskMBs = SIZE / 1e6 / diskSeconds;
 out(`load: ${readFileSync("/proc/loadavg", "utf8").trim()}`);
 out(`disk copy of ${SIZE / 1024 / 1024} MiB (cp + sync): ${diskSeconds.toFixed(2)} s = ${diskMBs.toFixed(0)} MB/s`);
 
-/** Processes descended from this one, by pid: name (comm), parent, CPU seconds, RSS bytes. */
+/** Processes descended from this one, by pid: name (comm), parent, CPU seconds, RSS bytes, command line. */
 function processTree(): Map<number, { name: string; parent: number; cpu: number; rss: number; command: string }> {
-  const all = new Map<number, { name: string; parent: number; cpu: number; rss: number; command: string }>();
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue;
+  const all = new Map(readProcesses().map((p) => [p.pid, p]));
+  const mine = new Map<number, { name: string; parent: number; cpu: number; rss: number; command: string }>();
+  const within = (pid: number): boolean => pid === process.pid || (all.has(pid) && pid > 1 && within(all.get(pid)!.ppid));
+  for (const [pid, p] of all) {
+    if (pid === process.pid || !within(p.ppid)) continue;
+    let command = "";
     try {
-      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
-      const close = stat.lastIndexOf(")");
-      const fields = stat.slice(close + 2).split(" ");
-      // After "pid (comm) ": state ppid ... utime (14th field of the line) stime, rss (24th) in pages.
-      all.set(Number(entry), {
-        name: stat.slice(stat.indexOf("(") + 1, close),
-        parent: Number(fields[1]),
-        cpu: (Number(fields[11]) + Number(fields[12])) / TICKS,
-        rss: Number(fields[21]) * 4096,
-        command: readFileSync(`/proc/${entry}/cmdline`, "utf8").replaceAll("\0", " "),
-      });
+      command = readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ");
     } catch {
       // exited meanwhile
     }
+    mine.set(pid, { name: p.name, parent: p.ppid, cpu: p.cpu, rss: p.rss, command });
   }
-  const mine = new Map<number, { name: string; parent: number; cpu: number; rss: number; command: string }>();
-  const within = (pid: number): boolean => pid === process.pid || (all.has(pid) && pid > 1 && within(all.get(pid)!.parent));
-  for (const [pid, info] of all) if (pid !== process.pid && within(info.parent)) mine.set(pid, info);
   return mine;
 }
-const TICKS = Number(execFileSync("getconf", ["CLK_TCK"]).toString().trim()) || 100;
 
 /**
  * This benchmark's processes, in three groups: the stack's Node host (edge/local/main.ts, its
