@@ -199,19 +199,22 @@ describe("Idempotency-Key on POST /api/queue/submit", () => {
   });
 });
 
+/** A demo training's fields for POST /api/training/start, `steps` long. */
+const startFields = (steps: string) => ({
+  "--model_family": "flux",
+  "--model_type": "lora",
+  "--pretrained_model_name_or_path": "none",
+  "--output_dir": "output",
+  "--data_backend_config": "d.json",
+  "--num_processes": "1",
+  "--trainer": "demo",
+  "--max_train_steps": steps,
+});
+
 describe("Idempotency-Key on the other submit routes", () => {
   it("replays POST /api/training/start", async () => {
     const before = await jobs();
-    const form = {
-      "--model_family": "flux",
-      "--model_type": "lora",
-      "--pretrained_model_name_or_path": "none",
-      "--output_dir": "output",
-      "--data_backend_config": "d.json",
-      "--num_processes": "1",
-      "--trainer": "demo",
-      "--max_train_steps": "5",
-    };
+    const form = startFields("5");
     const first = await post("/api/training/start", ada, "start-1", form);
     expect(first.status, first.text).toBe(200);
     const again = await post("/api/training/start", ada, "start-1", form);
@@ -223,17 +226,7 @@ describe("Idempotency-Key on the other submit routes", () => {
     const before = await jobs();
     const form = () => {
       const data = new FormData();
-      for (const [name, value] of Object.entries({
-        "--model_family": "flux",
-        "--model_type": "lora",
-        "--pretrained_model_name_or_path": "none",
-        "--output_dir": "output",
-        "--data_backend_config": "d.json",
-        "--num_processes": "1",
-        "--trainer": "demo",
-        "--max_train_steps": "7",
-      }))
-        data.append(name, value);
+      for (const [name, value] of Object.entries(startFields("7"))) data.append(name, value);
       return data;
     };
     // The same bytes each time (a new FormData would draw a new boundary: another request).
