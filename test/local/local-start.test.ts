@@ -50,6 +50,19 @@ function descendants(pid: number): number[] {
   return found;
 }
 
+/** `exited`, or a failure naming `what` and its output when it has not exited within 20 s (a stop that hangs). */
+async function exitsWithin<T>(exited: Promise<T>, what: string, output: () => string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, fail) => {
+    timer = setTimeout(() => fail(new Error(`${what} did not exit within 20 s of SIGTERM; its output:\n${output()}`)), 20_000);
+  });
+  try {
+    return await Promise.race([exited, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 describe("npm start", () => {
   it("comes up, prints the URL and what to do next, and stops everything on SIGTERM", async () => {
     const port = await freePort();
@@ -204,7 +217,7 @@ describe("npm start", () => {
     // What a whole configuration needs (an environment may be saved without it): each is listed at start.
     await put("broken", { "--trainer": "demo", "--max_train_steps": 0, "--validation_method": "external-script" });
     first.child.kill("SIGTERM");
-    expect(await first.exited).toBe(0);
+    expect(await exitsWithin(first.exited, "the first start", () => JSON.stringify(first.output()))).toBe(0);
 
     const withEnv = spawn(process.execPath, ["--import", "tsx", "edge/local/main.ts", "--env", "demo"], {
       env: { ...process.env, ...settings },
@@ -230,7 +243,7 @@ describe("npm start", () => {
       )
       .toBe("completed");
     withEnv.kill("SIGTERM");
-    await exited;
+    await exitsWithin(exited, "the start with --env demo", () => out);
 
     const broken = spawn(process.execPath, ["--import", "tsx", "edge/local/main.ts", "--env", "broken"], {
       env: { ...process.env, ...settings },
@@ -244,8 +257,8 @@ describe("npm start", () => {
     expect(said).toContain("--env broken: --max_train_steps: set --max_train_steps or --num_train_epochs (a positive number)");
     expect(said).toContain("--env broken: --validation_external_script: required with --validation_method external-script");
     broken.kill("SIGTERM");
-    await brokenExited;
-  }, 120_000); // three starts of the whole stack
+    await exitsWithin(brokenExited, "the start with --env broken", () => said);
+  }, 240_000); // three starts of the whole stack, four waits of up to 30 s and three stops of up to 20 s: a hang guard above their sum
 
   it("exits 0 on SIGINT when run directly", async () => {
     const port = await freePort();
