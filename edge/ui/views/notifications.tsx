@@ -1,9 +1,9 @@
-import type { ComponentChildren } from "preact";
 import { useState } from "preact/hooks";
 import { ADMIN_NOTIFICATION_KINDS, NOTIFICATION_KINDS, type NotificationKind } from "../../../shared/notification-kinds";
 import type { NotificationPreferences, NotificationPreferencesUpdate, SmtpSettings } from "../../../shared/schemas/notifications";
 import { call, endpoints } from "../api";
 import { ErrorNote } from "../components/error-note";
+import { FieldWithError } from "../components/field";
 import { formatTime } from "../components/format";
 import { Page, Panel } from "../components/page";
 import { useAction, useLoad } from "../components/use-load";
@@ -43,44 +43,6 @@ const prefsDraft = (prefs: NotificationPreferences): Draft => ({
 });
 
 const trimmed = (value: string | boolean | undefined) => String(value ?? "").trim();
-
-/**
- * A text control with its label, its hint, and the API's refusal of this very field beside it
- * (linked by aria-describedby, marked aria-invalid).
- */
-function Input({
-  id,
-  label,
-  hint,
-  error,
-  children,
-}: {
-  id: string;
-  label: string;
-  hint?: string;
-  error: string | undefined;
-  children: (aria: Record<string, string | undefined>) => ComponentChildren;
-}) {
-  const describedBy = [hint ? `${id}-hint` : "", error ? `${id}-error` : ""].filter(Boolean).join(" ") || undefined;
-  return (
-    <div class="field">
-      <label class="field-label" for={id}>
-        {label}
-      </label>
-      {children({ id, "aria-describedby": describedBy, "aria-invalid": error ? "true" : undefined })}
-      {hint ? (
-        <span class="field-hint" id={`${id}-hint`}>
-          {hint}
-        </span>
-      ) : null}
-      {error ? (
-        <p class="field-error" id={`${id}-error`}>
-          {error}
-        </p>
-      ) : null}
-    </div>
-  );
-}
 
 /** The signed-in user's preferences: the kinds they want and their channels (GET/PUT /api/users/me/notifications). */
 function Preferences({ onSaved }: { onSaved: () => unknown }) {
@@ -154,14 +116,14 @@ function Preferences({ onSaved }: { onSaved: () => unknown }) {
       </fieldset>
       <fieldset class="stack">
         <legend>Where (empty: off)</legend>
-        <Input
+        <FieldWithError
           id="notify-webhook"
           label="Webhook URL"
           hint="POSTed as Standard Webhooks, signed with your secret below."
           error={errors["channels.webhook.url"] ?? errors["channels.webhook"]}
         >
           {(aria) => <input type="url" {...aria} {...text("webhook")} />}
-        </Input>
+        </FieldWithError>
         <p class="notify-secret">
           <span class="field-label">Webhook signing secret</span>{" "}
           {stored.webhook_secret ? (
@@ -170,22 +132,22 @@ function Preferences({ onSaved }: { onSaved: () => unknown }) {
             <span class="muted">made when you first save</span>
           )}
         </p>
-        <Input
+        <FieldWithError
           id="notify-slack"
           label="Slack-compatible webhook URL"
           hint="An incoming webhook: Slack, Mattermost, Rocket.Chat…"
           error={errors["channels.slack.url"] ?? errors["channels.slack"]}
         >
           {(aria) => <input type="url" {...aria} {...text("slack")} />}
-        </Input>
-        <Input
+        </FieldWithError>
+        <FieldWithError
           id="notify-email"
           label="E-mail address"
           hint="Sent through the admin's SMTP server."
           error={errors["channels.email.address"] ?? errors["channels.email"]}
         >
           {(aria) => <input type="email" {...aria} {...text("email")} />}
-        </Input>
+        </FieldWithError>
       </fieldset>
       <div class="row">
         <button type="submit" disabled={save.busy}>
@@ -322,13 +284,13 @@ function SmtpPanel() {
           }}
         >
           <div class="settings-grid">
-            <Input id="smtp-host" label="Host" error={errors.host}>
+            <FieldWithError id="smtp-host" label="Host" error={errors.host}>
               {(aria) => <input {...aria} {...value("host")} />}
-            </Input>
-            <Input id="smtp-port" label="Port" error={errors.port}>
+            </FieldWithError>
+            <FieldWithError id="smtp-port" label="Port" error={errors.port}>
               {(aria) => <input inputMode="numeric" {...aria} {...value("port")} />}
-            </Input>
-            <Input id="smtp-tls" label="Security" error={errors.tls}>
+            </FieldWithError>
+            <FieldWithError id="smtp-tls" label="Security" error={errors.tls}>
               {(aria) => (
                 <select {...aria} value={draft.tls as string} onChange={(e) => set("tls", e.currentTarget.value)}>
                   {TLS_MODES.map((mode) => (
@@ -338,21 +300,21 @@ function SmtpPanel() {
                   ))}
                 </select>
               )}
-            </Input>
-            <Input id="smtp-username" label="User" hint="Empty: no AUTH." error={errors.username}>
+            </FieldWithError>
+            <FieldWithError id="smtp-username" label="User" hint="Empty: no AUTH." error={errors.username}>
               {(aria) => <input {...aria} {...value("username")} />}
-            </Input>
-            <Input
+            </FieldWithError>
+            <FieldWithError
               id="smtp-password"
               label="Password"
               hint={smtp.data.password ? "A password is stored; never shown. Leave empty to keep it." : "None stored."}
               error={errors.password}
             >
               {(aria) => <input type="password" {...aria} {...value("password")} autoComplete="new-password" />}
-            </Input>
-            <Input id="smtp-from" label="From address" error={errors.from}>
+            </FieldWithError>
+            <FieldWithError id="smtp-from" label="From address" error={errors.from}>
               {(aria) => <input type="email" {...aria} {...value("from")} />}
-            </Input>
+            </FieldWithError>
           </div>
           {smtp.data.password ? (
             <label class="check">
@@ -382,9 +344,9 @@ function SmtpPanel() {
             void test.run(address).then((answer) => answer && setOutcome({ ...answer, to: address }));
           }}
         >
-          <Input id="smtp-test-to" label="Send a test message to" error={testErrors.to}>
+          <FieldWithError id="smtp-test-to" label="Send a test message to" error={testErrors.to}>
             {(aria) => <input type="email" {...aria} value={to} onInput={(e) => setTo(e.currentTarget.value)} autoComplete="off" />}
-          </Input>
+          </FieldWithError>
           <div class="row">
             <button type="submit" disabled={test.busy}>
               Send test message
