@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { admitEvents, RESERVE_EVENTS } from "../../edge/jobs/event-bounds";
 import { EVENT_LIMITS_DEFAULTS } from "../../shared/schemas/events";
+import { registerWorker } from "../helpers/boxes";
 import { createUserWithKey, setUpAdmin, startTestStack, type TestStack } from "../helpers/stack";
 import { until } from "../helpers/wait";
 
@@ -98,13 +99,7 @@ beforeAll(async () => {
   await call("PUT", "/api/configs/plain", admin.key, { config: { "--num_processes": 1 } });
   // The environment is the admin's; researchers may run it.
   for (const pool of ["a", "b"]) {
-    const created = await call("POST", "/api/admin/workers", admin.key, { name: `box-${pool}` });
-    const registered = await t.call("POST", "/api/workers/register", {
-      json: { role: "remote", labels: { pool }, gpus },
-      auth: { bearer: created.token },
-    });
-    expect(registered.status).toBe(200);
-    workers[pool] = { id: created.id, token: created.token };
+    workers[pool] = await registerWorker(t, admin.key, `box-${pool}`, "remote", gpus, { pool });
   }
 });
 afterAll(async () => {
@@ -245,13 +240,7 @@ describe("many running jobs of one user", () => {
     // A remote worker runs one job at a time: a box each.
     const boxes = Array.from({ length: 12 }, (_, i) => `many${i}`);
     for (const pool of boxes) {
-      const created = await call("POST", "/api/admin/workers", admin.key, { name: `box-${pool}` });
-      const registered = await t.call("POST", "/api/workers/register", {
-        json: { role: "remote", labels: { pool }, gpus },
-        auth: { bearer: created.token },
-      });
-      expect(registered.status).toBe(200);
-      workers[pool] = { id: created.id, token: created.token };
+      workers[pool] = await registerWorker(t, admin.key, `box-${pool}`, "remote", gpus, { pool });
     }
     const line = "x".repeat(200);
 
