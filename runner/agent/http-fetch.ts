@@ -41,7 +41,9 @@ export function httpFetch(): typeof fetch {
     const options: RequestOptions = { method: init.method ?? "GET", headers, agent };
     init.signal?.throwIfAborted();
     // A kept-alive connection the edge closed while idle fails at once: tried again, once, on a
-    // new one (the request never reached the edge), as Node's documentation advises.
+    // new one, as Node's documentation advises. Nearly always the request never reached the edge;
+    // a reset after it did is a lost answer, which the runner's calls already survive (it resends
+    // after one anyway, and the edge keeps an event batch's events by (attempt, seq) once).
     for (let attempt = 0; ; attempt++) {
       try {
         return await send(request, url, options, body, init.signal ?? undefined);
