@@ -373,7 +373,9 @@ def replay(name):
 def main():
     if opts.get("--standin_ignore_signals") == "true":
         def ignore(number, _frame):
-            print(f"standin: got {signal.Signals(number).name}, ignoring it", flush=True)
+            # os.write, not print: a handler that prints while the main thread is inside
+            # sys.stdout.write raises "reentrant call inside BufferedWriter" and fails the run.
+            os.write(1, f"standin: got {signal.Signals(number).name}, ignoring it\n".encode())
             post({"type": "standin.signal", "title": f"got {signal.Signals(number).name}", "data": {"signal": signal.Signals(number).name}})
 
         signal.signal(signal.SIGINT, ignore)
