@@ -37,6 +37,22 @@ describe("the compare view's rules", () => {
       [0.1, 0.1, null],
       [null, null, 0.2],
     ]);
+    // Points stored in one batch share a time: each keeps its row, so none is lost from the plot or its smoothing.
+    const batched = [
+      { step: 1, seconds: 0.5, loss: 1, lr: 0.1 },
+      { step: 2, seconds: 0.5, loss: 0.9, lr: 0.1 },
+      { step: 3, seconds: 0.5, loss: 0.8, lr: 0.1 },
+    ];
+    expect(overlay([batched, b], "seconds", "loss")).toEqual([
+      [0.5, 0.5, 0.5, 3],
+      [1, 0.9, 0.8, null],
+      [null, null, null, 2],
+    ]);
+    expect(overlay([batched, [{ step: 7, seconds: 0.5, loss: 3, lr: 0.1 }]], "seconds", "loss")).toEqual([
+      [0.5, 0.5, 0.5],
+      [1, 0.9, 0.8],
+      [3, null, null],
+    ]);
     expect(smooth([1, null, 0], 0)).toEqual([1, null, 0]);
     const smoothed = smooth([1, null, 0, 0], 0.5) as number[];
     expect(smoothed[0]).toBe(1);

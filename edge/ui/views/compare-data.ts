@@ -63,18 +63,38 @@ export interface SeriesPoint {
 
 /**
  * uPlot's aligned data for several runs over one x axis (step, or seconds since start): the
- * union of their x values in order, each run's value where it has one, null where not.
+ * union of their x values in order, each run's value where it has one, null where not. A run
+ * with several points at one x (by time: progress events stored in one batch share their stored
+ * time, as after a runner's outbox is replayed) keeps every one of them, in order, at that x
+ * (uPlot takes repeated x values): dropping all but the last would hide points from the plot
+ * and from its smoothing.
  *
  * @example
  * overlay([[{ step: 1, seconds: 0, loss: 1, lr: 0.1 }], [{ step: 2, seconds: 1, loss: 2, lr: 0.1 }]], "step", "loss");
  * // [[1, 2], [1, null], [null, 2]]
  */
 export function overlay(runs: SeriesPoint[][], x: "step" | "seconds", y: "loss" | "lr"): [number[], ...(number | null)[][]] {
-  const xs = [...new Set(runs.flatMap((points) => points.map((p) => p[x])))].sort((a, b) => a - b);
-  const at = new Map(xs.map((v, i) => [v, i]));
+  // How many rows each x needs: the most points any one run has there.
+  const rowsAt = new Map<number, number>();
+  for (const points of runs) {
+    const counts = new Map<number, number>();
+    for (const p of points) counts.set(p[x], (counts.get(p[x]) ?? 0) + 1);
+    for (const [value, count] of counts) rowsAt.set(value, Math.max(rowsAt.get(value) ?? 0, count));
+  }
+  const xs: number[] = [];
+  const firstRow = new Map<number, number>();
+  for (const value of [...rowsAt.keys()].sort((a, b) => a - b)) {
+    firstRow.set(value, xs.length);
+    for (let i = 0; i < rowsAt.get(value)!; i++) xs.push(value);
+  }
   const columns = runs.map((points) => {
     const column: (number | null)[] = xs.map(() => null);
-    for (const p of points) column[at.get(p[x])!] = p[y];
+    const used = new Map<number, number>();
+    for (const p of points) {
+      const k = used.get(p[x]) ?? 0;
+      used.set(p[x], k + 1);
+      column[firstRow.get(p[x])! + k] = p[y];
+    }
     return column;
   });
   return [xs, ...columns];
