@@ -210,6 +210,29 @@ describe("removing workers and rotating their tokens (admin)", () => {
     expect((await t.call("POST", "/api/admin/workers/999999/token", { auth: as(admin) })).status).toBe(404);
   });
 
+  it("refuses a runner's event batch with its old token at once after a rotation and after a removal, though it sent one a moment before", async () => {
+    const w = await worker("streaming", { pool: "streaming" });
+    const job = await submit({ target: "worker", worker_labels: { pool: "streaming" } });
+    expect(job.body).toMatchObject({ status: "running", worker_id: w.id });
+    const send = (token: string, seq: number) =>
+      t.call("POST", `/api/workers/jobs/${job.body.job_id}/events`, {
+        json: { attempt: 1, events: [{ seq, event: { type: "log", message: `line ${seq}` } }] },
+        auth: { bearer: token },
+      });
+    expect((await send(w.token, 0)).body).toMatchObject({ stored: 1 });
+
+    const rotated = await t.call("POST", `/api/admin/workers/${w.id}/token`, { auth: as(admin) });
+    expect(rotated.status).toBe(201);
+    const late = await send(w.token, 1);
+    expect([late.status, late.body.code]).toEqual([401, "invalid_worker_token"]);
+    // Nothing of the refused batch was stored: seq 1 is new to the log when the new token sends it.
+    expect((await send(rotated.body.token, 1)).body).toMatchObject({ stored: 1 });
+
+    expect((await t.call("DELETE", `/api/admin/workers/${w.id}`, { auth: as(admin) })).status).toBe(200);
+    const gone = await send(rotated.body.token, 2);
+    expect([gone.status, gone.body.code]).toEqual([401, "invalid_worker_token"]);
+  });
+
   it("closes a channel opened with a token that stops working, on rotation and on removal; the old token cannot reopen it", async () => {
     const w = await worker("channelled", { pool: "channelled" });
     const open = (token: string) =>
