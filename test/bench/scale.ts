@@ -2,7 +2,9 @@
 //  0. A burst: BENCH_BURST (1,000) submissions sent within a second (one every ms, open loop) onto
 //     8 boxes' worth of capacity (one local box registered with 64 GPUs, 1-GPU jobs, no runner:
 //     jobs only need to reach `running`). For every job that fits: submit sent -> running and
-//     submit answer -> running; the p99 gap between consecutive starts. Targets: every one
+//     submit answer -> running; the p99 gap between consecutive starts, how many distinct start
+//     times there were (a submission group starts its jobs at one time) and where the longest
+//     gaps fell; each process's CPU over the burst and over its first 300 ms. Targets: every one
 //     running <= 1 s after its submit, p99 gap <= 50 ms. Checked: every answer stored exactly
 //     once, no GPU given twice.
 //  1. Sustained submissions from BENCH_CLIENTS (8) clients, each with its own API key and a fresh
@@ -71,6 +73,11 @@ try {
     // during the burst says whether that thread, shared by the requests and the Scheduler's
     // groups, is what spaces the starts.
     const cpu = watchCpu(stack.pid, (p) => (p.pid === stack.pid ? "Node host" : p.name));
+    // The same for the burst's first EARLY_MS, when the fitting jobs start.
+    const EARLY_MS = 300;
+    const early = watchCpu(stack.pid, (p) => (p.pid === stack.pid ? "Node host" : p.name));
+    let earlyUsed: ReturnType<typeof early.stop> | null = null;
+    setTimeout(() => (earlyUsed = early.stop()), EARLY_MS);
     const t0 = performance.now();
     const wallT0 = Date.now();
     const sent: Promise<Sent>[] = [];
@@ -127,8 +134,26 @@ try {
     out(
       `    ${running.length} started (every job that fits: ${running.length === Math.min(GPUS, BURST) ? "yes" : "NO"}); submit sent -> running p50 ${ms(percentiles(fromSent).p50)}, max ${ms(worst)}; answer -> running max ${ms(Math.max(0, ...fromAnswer))}; gap between consecutive starts p50 ${ms(gapP.p50)}, p99 ${ms(gapP.p99)}`,
     );
+    // Where the longest gaps fall: after which start, and when, from the first submit sent.
+    const longest = gaps
+      .map((gap, i) => ({ gap, after: i + 1, at: starts[i]! - wallT0 }))
+      .sort((a, b) => b.gap - a.gap)
+      .slice(0, 3)
+      .map((g) => `${ms(g.gap)} after start ${g.after} (${ms(g.at)} into the burst)`);
+    out(
+      `    ${new Set(starts).size} distinct start times (a submission group starts its jobs at one time); longest gaps: ${longest.join(", ")}`,
+    );
     const busy = [...used.byName].map(([name, seconds]) => `${name} ${((seconds / used.wall) * 100).toFixed(0)} %`).join(", ");
     out(`    CPU per wall second from the first submit to the last answer (${used.wall.toFixed(1)} s), of one core: ${busy}`);
+    const firstUsed = earlyUsed as ReturnType<typeof early.stop> | null;
+    if (firstUsed)
+      out(
+        `    the same in the burst's first ${EARLY_MS} ms (${firstUsed.wall.toFixed(2)} s; /proc counts in 10 ms ticks): ${[
+          ...firstUsed.byName,
+        ]
+          .map(([name, seconds]) => `${name} ${((seconds / firstUsed.wall) * 100).toFixed(0)} %`)
+          .join(", ")}`,
+      );
     out(
       `    stored ${rows.length} of ${answeredIds.length} answered, ${lost} lost, ${duplicated} duplicated, ${doubleBooked} GPUs given twice`,
     );
