@@ -32,6 +32,17 @@ interface RuleState {
   lastAuditAt: number;
 }
 
+/** Admission times (in order) as a stored window's runs: [time, how many at it], oldest first. */
+function runsOf(times: readonly number[]): [number, number][] {
+  const runs: [number, number][] = [];
+  for (const at of times) {
+    const last = runs.at(-1);
+    if (last && last[0] === at) last[1]++;
+    else runs.push([at, 1]);
+  }
+  return runs;
+}
+
 type WindowRow = {
   rule: string;
   limit_calls: number;
@@ -202,18 +213,12 @@ export class RateLimiter extends DurableObject<Env> {
       const step = Math.max(1, Math.ceil(windowMs / EXACT_SNAPSHOT_ENTRIES));
       times = times.map((at) => Math.ceil(at / step) * step);
     }
-    const runs: [number, number][] = [];
-    for (const at of times) {
-      const last = runs.at(-1);
-      if (last && last[0] === at) last[1]++;
-      else runs.push([at, 1]);
-    }
     this.ctx.storage.sql.exec(
       "INSERT INTO windows (rule, limit_calls, window_ms, times, reserved) VALUES (?, ?, ?, ?, ?) ON CONFLICT (rule) DO UPDATE SET limit_calls = excluded.limit_calls, window_ms = excluded.window_ms, times = excluded.times, reserved = excluded.reserved",
       rule,
       limit,
       windowMs,
-      JSON.stringify(runs),
+      JSON.stringify(runsOf(times)),
       reserve,
     );
     state.sinceSave = 0;
@@ -265,19 +270,13 @@ export class RateLimiter extends DurableObject<Env> {
         .exec<{ seq: number; at: number; expires: number }>("SELECT seq, at, expires FROM hits WHERE rule = ? ORDER BY seq", rule)
         .toArray();
       const reserved = sql.exec<{ seq: number }>("SELECT seq FROM reservations WHERE rule = ?", rule).toArray()[0]?.seq ?? 0;
-      const runs: [number, number][] = [];
-      for (const { at } of hits) {
-        const last = runs.at(-1);
-        if (last && last[0] === at) last[1]++;
-        else runs.push([at, 1]);
-      }
       const windowMs = hits[0] ? hits[0].expires - hits[0].at : 0;
       sql.exec(
         "INSERT OR REPLACE INTO windows (rule, limit_calls, window_ms, times, reserved) VALUES (?, ?, ?, ?, ?)",
         rule,
         hits.length,
         windowMs,
-        JSON.stringify(runs),
+        JSON.stringify(runsOf(hits.map((hit) => hit.at))),
         Math.max(0, reserved - (hits.at(-1)?.seq ?? 0)),
       );
     }
