@@ -1,3 +1,6 @@
+import { readdirSync } from "node:fs";
+import { join } from "node:path";
+import { createClient } from "@libsql/client";
 import { Hono } from "hono";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LOOPBACK_RANGES, parseRange, rateLimitKey } from "../../shared/ip";
@@ -597,6 +600,47 @@ describe("rate limiting over HTTP (production, trusting only 10.0.0.0/8, 3 per 6
       [true, "0"],
     ]);
     // The default window the previous test filled is still full.
+    expect((await t.call("GET", "/docs")).status).toBe(429);
+  });
+
+  it("keeps its windows when upgraded from the version that stored one row per admission", async () => {
+    const apiKeys = () => t.call("POST", "/api/cloud/auth/api-keys", { json: { name: "k" } });
+    expect(remainingOf(await apiKeys())).toBe("7");
+    await sleep(1200); // stored by now
+    const dataDir = t.dataDir;
+    await t.stop({ keepData: true });
+    // Each limiter's storage rewritten as the earlier version left it: `hits` (one row per admission, with its
+    // expiry) and `reservations`, no `windows`.
+    const files = readdirSync(join(dataDir, "worker"), { recursive: true, encoding: "utf8" })
+      .filter((f) => f.includes("RateLimiter") && f.endsWith(".sqlite"))
+      .map((f) => join(dataDir, "worker", f));
+    expect(files.length).toBeGreaterThan(0);
+    let rewritten = 0;
+    for (const file of files) {
+      const db = createClient({ url: `file:${file}` });
+      const tables = (await db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")).rows.map((r) => String(r.name));
+      if (tables.includes("windows")) {
+        await db.execute(
+          "CREATE TABLE hits (rule TEXT NOT NULL, seq INTEGER NOT NULL, at INTEGER NOT NULL, expires INTEGER NOT NULL, PRIMARY KEY (rule, seq)) WITHOUT ROWID",
+        );
+        await db.execute("CREATE TABLE reservations (rule TEXT PRIMARY KEY, seq INTEGER NOT NULL)");
+        for (const row of (await db.execute("SELECT rule, window_ms, times FROM windows")).rows) {
+          let seq = 0;
+          for (const [at, count] of JSON.parse(String(row.times)) as [number, number][])
+            for (let i = 0; i < count; i++)
+              await db.execute({ sql: "INSERT INTO hits VALUES (?, ?, ?, ?)", args: [row.rule, ++seq, at, at + Number(row.window_ms)] });
+          await db.execute({ sql: "INSERT INTO reservations VALUES (?, ?)", args: [row.rule, seq] });
+          rewritten++;
+        }
+        await db.execute("DROP TABLE windows");
+      }
+      db.close();
+    }
+    expect(rewritten).toBeGreaterThanOrEqual(3); // api-keys, register, default
+    t = await startTestStack(dataDir, bindings);
+    // Each window as it was: three of ten api-keys calls made, the register and default windows full.
+    expect(remainingOf(await apiKeys())).toBe("6");
+    expect((await t.call("POST", "/api/cloud/auth/register", { json: {} })).status).toBe(429);
     expect((await t.call("GET", "/docs")).status).toBe(429);
   });
 });
