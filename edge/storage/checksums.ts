@@ -208,22 +208,3 @@ export function checksumHeaderCheck(algorithm: ChecksumAlgorithm, header: string
     },
   };
 }
-
-/**
- * Passes a body through unchanged, feeding `checksum`, and once it has ended hands the digest to
- * `done`, which may throw to error the stream (a check) or keep the digest (an ETag).
- *
- * @example
- * body.pipeThrough(checksumTap(createChecksum("crc32"), (digest) => console.log(toBase64(digest))));
- */
-export function checksumTap(checksum: IncrementalChecksum, done: (digest: Uint8Array) => void): TransformStream<Uint8Array, Uint8Array> {
-  return new TransformStream({
-    transform(chunk, controller) {
-      checksum.update(chunk);
-      controller.enqueue(chunk);
-    },
-    flush() {
-      done(checksum.digest());
-    },
-  });
-}

@@ -2,7 +2,7 @@ import { Sha256 } from "@aws-crypto/sha256-js";
 import { ALGORITHM_IDENTIFIER, getCanonicalHeaders, SignatureV4 } from "@smithy/signature-v4";
 import { constantTimeEqual } from "../auth/crypto";
 import type { ChunkSigner } from "./chunked";
-import { checksumTap, createChecksum, toHex, type BodyCheck } from "./checksums";
+import { createChecksum, toHex, type BodyCheck } from "./checksums";
 import { S3Error, type S3AuthError } from "./errors";
 
 /**
@@ -451,16 +451,4 @@ export function payloadSha256Check(expectedHex: string): BodyCheck {
         throw new S3Error("XAmzContentSHA256Mismatch", "The provided 'x-amz-content-sha256' header does not match what was computed.");
     },
   };
-}
-
-/**
- * payloadSha256Check as a stream: passes a body through unchanged and errors the stream with
- * XAmzContentSHA256Mismatch at its end when its SHA-256 is not `expectedHex`.
- *
- * @example
- * const checked = request.body!.pipeThrough(payloadSha256Verifier(parsed.payloadHash));
- */
-export function payloadSha256Verifier(expectedHex: string): TransformStream<Uint8Array, Uint8Array> {
-  const check = payloadSha256Check(expectedHex);
-  return checksumTap(check.checksum, (digest) => check.done(digest));
 }
