@@ -1,5 +1,5 @@
 import type { z } from "@hono/zod-openapi";
-import type { EventBatch } from "../../shared/schemas/events";
+import { MAX_BATCH_EVENTS, type EventBatch } from "../../shared/schemas/events";
 import type { Database } from "../db/client";
 import type { Env } from "../env";
 import type { Logger } from "../log";
@@ -7,13 +7,12 @@ import { appendEvents } from "./events";
 import { hubOf, type HubEvent } from "./hub-types";
 import { serviceSeq, watchEvents } from "./stall-watch";
 
-/** The most events one appendEvents call stores: a runner's batch is at most this long (EventBatch). */
-export const MAX_BATCH_EVENTS = 500;
-
 /**
- * Stores events in a job's log (appendEvents, in batches of at most MAX_BATCH_EVENTS), hands
- * those stored to the job's watchers, then moves the job's step rate and expected end. The one way a job's events are recorded: a runner's batch
- * (`workerId` its worker) and a cloud job's provider logs and notices (`workerId` null) alike.
+ * Stores events in a job's log (appendEvents, in parts of at most MAX_BATCH_EVENTS: a runner's
+ * batch is one part, a cloud job's logs may be more), hands those stored to the job's watchers,
+ * then moves the job's step rate and expected end. The one way a job's events are recorded: a
+ * runner's batch (`workerId` its worker) and a cloud job's provider logs and notices (`workerId`
+ * null) alike.
  * What they say of steps and phases moves the job's stall watch (stall-watch.ts); a new step that
  * ends a stall is told by a `training.stall_cleared` event.
  * Watchers see events as soon as they are stored; a hub that cannot be reached only delays them
