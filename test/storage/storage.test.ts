@@ -45,6 +45,30 @@ const jobSigner = () =>
     uriEscapePath: false,
   });
 
+/**
+ * The headers of a request to `url` signed with the job's credentials as the S3 SDKs sign one:
+ * `headers` beside `host`, the query and, where given, the body signed too; `path` the raw path
+ * when it must be signed as sent (url.pathname is normalised).
+ */
+async function signedHeaders(
+  method: string,
+  url: URL,
+  headers: Record<string, string>,
+  options: { query?: Record<string, string>; body?: string; path?: string } = {},
+): Promise<Record<string, string>> {
+  const signed = await jobSigner().sign({
+    method,
+    protocol: url.protocol,
+    hostname: url.hostname,
+    port: Number(url.port),
+    path: options.path ?? url.pathname,
+    query: options.query ?? {},
+    headers: { host: url.host, ...headers },
+    ...(options.body === undefined ? {} : { body: options.body }),
+  });
+  return signed.headers as Record<string, string>;
+}
+
 const client = (secret = creds.secret_access_key, accessKeyId = creds.access_key_id) =>
   // expectContinueHeader: false because workerd, locally, never answers `Expect: 100-continue`
   // (the client would wait its timeout before each large body; README "Storage endpoint").
@@ -311,24 +335,11 @@ describe("multipart uploads in progress", () => {
     const stored = await client().send(new UploadPartCommand({ Bucket: job, Key: key, UploadId: uploadId, PartNumber: 1, Body: good }));
     expect(stored.ETag).toBe(md5(good));
 
-    const signer = jobSigner();
     const url = new URL(`${creds.endpoint_url}/${job}/${key}`);
     const sendPart = async (headers: Record<string, string>, body: Uint8Array<ArrayBuffer>) => {
       const query = { partNumber: "1", uploadId };
-      const signed = await signer.sign({
-        method: "PUT",
-        protocol: "http:",
-        hostname: url.hostname,
-        port: Number(url.port),
-        path: url.pathname,
-        query,
-        headers: { host: url.host, "content-length": String(body.length), ...headers },
-      });
-      const answer = await fetch(`${url}?${new URLSearchParams(query)}`, {
-        method: "PUT",
-        headers: signed.headers as Record<string, string>,
-        body,
-      });
+      const signed = await signedHeaders("PUT", url, { "content-length": String(body.length), ...headers }, { query });
+      const answer = await fetch(`${url}?${new URLSearchParams(query)}`, { method: "PUT", headers: signed, body });
       return { status: answer.status, text: await answer.text() };
     };
     const forged = new Uint8Array(good);
@@ -566,88 +577,56 @@ describe("refusals, with nothing written", () => {
   });
 
   it("refuses a body that is not the one signed, and a chunked body whose checksum is wrong", async () => {
-    const signer = jobSigner();
     const url = new URL(`${creds.endpoint_url}/${job}/forged.bin`);
     const signedHash = createHash("sha256").update("the signed body").digest("hex");
-    const signed = await signer.sign({
-      method: "PUT",
-      protocol: "http:",
-      hostname: url.hostname,
-      port: Number(url.port),
-      path: url.pathname,
-      query: {},
-      headers: { host: url.host, "x-amz-content-sha256": signedHash, "content-length": "15" },
-      body: "the signed body",
-    });
-    const forged = await fetch(url, { method: "PUT", headers: signed.headers as Record<string, string>, body: "the forged body" });
+    const signed = await signedHeaders(
+      "PUT",
+      url,
+      { "x-amz-content-sha256": signedHash, "content-length": "15" },
+      { body: "the signed body" },
+    );
+    const forged = await fetch(url, { method: "PUT", headers: signed, body: "the forged body" });
     expect(forged.status).toBe(400);
     expect(await forged.text()).toContain("<Code>XAmzContentSHA256Mismatch</Code>");
 
     const payload = "x".repeat(1000);
     const chunked = `${(1000).toString(16)}\r\n${payload}\r\n0\r\nx-amz-checksum-crc32:AAAAAA==\r\n\r\n`;
-    const headers = {
-      host: url.host,
+    const bad = await signedHeaders("PUT", url, {
       "x-amz-content-sha256": "STREAMING-UNSIGNED-PAYLOAD-TRAILER",
       "content-encoding": "aws-chunked",
       "x-amz-decoded-content-length": "1000",
       "x-amz-trailer": "x-amz-checksum-crc32",
       "content-length": String(chunked.length),
-    };
-    const bad = await signer.sign({
-      method: "PUT",
-      protocol: "http:",
-      hostname: url.hostname,
-      port: Number(url.port),
-      path: url.pathname,
-      query: {},
-      headers,
     });
-    const refused = await fetch(url, { method: "PUT", headers: bad.headers as Record<string, string>, body: chunked });
+    const refused = await fetch(url, { method: "PUT", headers: bad, body: chunked });
     expect(refused.status).toBe(400);
     expect(await refused.text()).toContain("<Code>BadDigest</Code>");
     expect(await absent("forged.bin")).toBe(true);
 
     // An unsigned payload with a checksum header (what the SDKs send over HTTPS): the header guards the bytes.
-    const unsigned = await signer.sign({
-      method: "PUT",
-      protocol: "http:",
-      hostname: url.hostname,
-      port: Number(url.port),
-      path: url.pathname,
-      query: {},
-      headers: { host: url.host, "x-amz-content-sha256": "UNSIGNED-PAYLOAD", "x-amz-checksum-crc32": "AAAAAA==", "content-length": "5" },
+    const unsigned = await signedHeaders("PUT", url, {
+      "x-amz-content-sha256": "UNSIGNED-PAYLOAD",
+      "x-amz-checksum-crc32": "AAAAAA==",
+      "content-length": "5",
     });
-    const corrupted = await fetch(url, { method: "PUT", headers: unsigned.headers as Record<string, string>, body: "hello" });
+    const corrupted = await fetch(url, { method: "PUT", headers: unsigned, body: "hello" });
     expect(corrupted.status).toBe(400);
     expect(await corrupted.text()).toContain("<Code>BadDigest</Code>");
     expect(await absent("forged.bin")).toBe(true);
-    const right = await signer.sign({
-      method: "PUT",
-      protocol: "http:",
-      hostname: url.hostname,
-      port: Number(url.port),
-      path: url.pathname,
-      query: {},
-      headers: { host: url.host, "x-amz-content-sha256": "UNSIGNED-PAYLOAD", "x-amz-checksum-crc32": "NhCmhg==", "content-length": "5" },
+    const right = await signedHeaders("PUT", url, {
+      "x-amz-content-sha256": "UNSIGNED-PAYLOAD",
+      "x-amz-checksum-crc32": "NhCmhg==",
+      "content-length": "5",
     });
-    expect((await fetch(url, { method: "PUT", headers: right.headers as Record<string, string>, body: "hello" })).status).toBe(200);
+    expect((await fetch(url, { method: "PUT", headers: right, body: "hello" })).status).toBe(200);
     await client().send(new DeleteObjectCommand({ Bucket: job, Key: "forged.bin" }));
   });
 
   it("answers GetBucketLocation, and refuses subresources it does not keep rather than serving the object", async () => {
-    const signer = jobSigner();
     const get = async (path: string, query: Record<string, string>) => {
       const url = new URL(`${creds.endpoint_url}/${path}`);
-      const signed = await signer.sign({
-        method: "GET",
-        protocol: "http:",
-        hostname: url.hostname,
-        port: Number(url.port),
-        path: url.pathname,
-        query,
-        headers: { host: url.host, "x-amz-content-sha256": "UNSIGNED-PAYLOAD" },
-      });
-      const response = await fetch(`${url}?${new URLSearchParams(query)}`, { headers: signed.headers as Record<string, string> });
+      const signed = await signedHeaders("GET", url, { "x-amz-content-sha256": "UNSIGNED-PAYLOAD" }, { query });
+      const response = await fetch(`${url}?${new URLSearchParams(query)}`, { headers: signed });
       return { status: response.status, text: await response.text() };
     };
     const location = await get(job, { location: "" });
@@ -664,19 +643,10 @@ describe("refusals, with nothing written", () => {
   });
 
   it("answers a body that breaks off as the client's error, storing nothing and logging no server error", async () => {
-    const signer = jobSigner();
     const url = new URL(`${creds.endpoint_url}/${job}/broken.bin`);
-    const signed = await signer.sign({
-      method: "PUT",
-      protocol: "http:",
-      hostname: url.hostname,
-      port: Number(url.port),
-      path: url.pathname,
-      query: {},
-      headers: { host: url.host, "x-amz-content-sha256": "UNSIGNED-PAYLOAD" },
-    });
+    const signed = await signedHeaders("PUT", url, { "x-amz-content-sha256": "UNSIGNED-PAYLOAD" });
     const head = (framing: string) =>
-      `PUT ${url.pathname} HTTP/1.1\r\n${Object.entries(signed.headers)
+      `PUT ${url.pathname} HTTP/1.1\r\n${Object.entries(signed)
         .map(([k, v]) => `${k}: ${v}`)
         .join("\r\n")}\r\n${framing}\r\n\r\n`;
     const linesBefore = t.lines.length;
@@ -707,23 +677,14 @@ describe("refusals, with nothing written", () => {
   });
 
   it("refuses a single PUT over the platform's body limit at once, telling the client to use multipart", async () => {
-    const signer = jobSigner();
     const url = new URL(`${creds.endpoint_url}/${job}/huge.bin`);
     const declared = 100 * 1024 * 1024 + 1;
-    const signed = await signer.sign({
-      method: "PUT",
-      protocol: "http:",
-      hostname: url.hostname,
-      port: Number(url.port),
-      path: url.pathname,
-      query: {},
-      headers: { host: url.host, "x-amz-content-sha256": "UNSIGNED-PAYLOAD", "content-length": String(declared) },
-    });
+    const signed = await signedHeaders("PUT", url, { "x-amz-content-sha256": "UNSIGNED-PAYLOAD", "content-length": String(declared) });
     // Only the head and a first slice are sent: the answer must come before the body does.
     const answer = await new Promise<string>((resolve, reject) => {
       const socket = connect(Number(url.port), url.hostname, () => {
         socket.write(
-          `PUT ${url.pathname} HTTP/1.1\r\n${Object.entries(signed.headers)
+          `PUT ${url.pathname} HTTP/1.1\r\n${Object.entries(signed)
             .map(([k, v]) => `${k}: ${v}`)
             .join("\r\n")}\r\n\r\n` + "x".repeat(64 * 1024),
         );
@@ -754,20 +715,11 @@ describe("refusals, with nothing written", () => {
     expect(await absent("a/")).toBe(true);
     // Sent raw and signed as sent: encoded slashes and dots that would climb out of the job's
     // directory once decoded, and a key that ends where a climb would start.
-    const signer = jobSigner();
     const base = new URL(creds.endpoint_url);
     const putRaw = async (rawKey: string) => {
       const path = `${base.pathname}/${job}/${rawKey}`;
-      const signed = await signer.sign({
-        method: "PUT",
-        protocol: "http:",
-        hostname: base.hostname,
-        port: Number(base.port),
-        path,
-        query: {},
-        headers: { host: base.host, "x-amz-content-sha256": "UNSIGNED-PAYLOAD", "content-length": "1" },
-      });
-      const answer = await fetch(`${base.origin}${path}`, { method: "PUT", headers: signed.headers as Record<string, string>, body: "x" });
+      const signed = await signedHeaders("PUT", base, { "x-amz-content-sha256": "UNSIGNED-PAYLOAD", "content-length": "1" }, { path });
+      const answer = await fetch(`${base.origin}${path}`, { method: "PUT", headers: signed, body: "x" });
       return { status: answer.status, text: await answer.text() };
     };
     // Encoded slashes are no separators in a URL: the endpoint decodes the key and refuses the climb.
