@@ -50,13 +50,24 @@ export function FieldWithError({
           {hint}
         </span>
       ) : null}
-      {error ? (
-        <p class="field-error" id={`${id}-error`}>
-          {error}
-        </p>
-      ) : null}
+      <FieldError id={id} error={error} />
     </div>
   );
+}
+
+/**
+ * The API's refusal of one field, beside it: its id is `${id}-error`, for the control's
+ * aria-describedby. Nothing when there is none.
+ *
+ * @example
+ * <FieldError id="ds0-resolution" error={errors["ds0-resolution"]} />
+ */
+export function FieldError({ id, error }: { id: string; error: string | undefined }) {
+  return error ? (
+    <p class="field-error" id={`${id}-error`}>
+      {error}
+    </p>
+  ) : null;
 }
 
 /** A form's values by field name, as strings. */

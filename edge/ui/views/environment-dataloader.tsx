@@ -5,6 +5,7 @@ import { call, endpoints } from "../api";
 import { ErrorNote } from "../components/error-note";
 import { Panel } from "../components/page";
 import { useAction } from "../components/use-load";
+import { FieldError } from "../components/field";
 import { fieldErrors, idFor } from "./environment-fields";
 
 type Env = z.output<typeof Environment>;
@@ -191,11 +192,7 @@ export function DataloaderEditor({ env, editable, onSaved }: { env: Env; editabl
                     <div class="option-help muted" id={`${id}-help`}>
                       {spec.help}
                     </div>
-                    {error ? (
-                      <p class="field-error" id={`${id}-error`}>
-                        {error}
-                      </p>
-                    ) : null}
+                    <FieldError id={id} error={error} />
                   </div>
                 );
               })}

@@ -6,7 +6,7 @@ import { MASK } from "../../../shared/secrets-mask";
 import { call, endpoints } from "../api";
 import { ConfirmButton } from "../components/controls";
 import { ErrorNote } from "../components/error-note";
-import { Field } from "../components/field";
+import { Field, FieldError } from "../components/field";
 import { formatTime } from "../components/format";
 import { Page, Panel } from "../components/page";
 import { useAction, useLoad } from "../components/use-load";
@@ -290,11 +290,7 @@ function OptionsForm({
             </span>
           )}
         </div>
-        {error ? (
-          <p class="field-error" id={`${id}-error`}>
-            {error}
-          </p>
-        ) : null}
+        <FieldError id={id} error={error} />
         {!option && editable ? (
           <button type="button" onClick={() => setRows(rows.filter((r) => r !== row))} aria-label={`Remove ${row.name}`}>
             Remove

@@ -3,7 +3,7 @@ import { ADMIN_NOTIFICATION_KINDS, NOTIFICATION_KINDS, type NotificationKind } f
 import type { NotificationPreferences, NotificationPreferencesUpdate, SmtpSettings } from "../../../shared/schemas/notifications";
 import { call, endpoints } from "../api";
 import { ErrorNote } from "../components/error-note";
-import { FieldWithError } from "../components/field";
+import { FieldError, FieldWithError } from "../components/field";
 import { formatTime } from "../components/format";
 import { Page, Panel } from "../components/page";
 import { useAction, useLoad } from "../components/use-load";
@@ -108,11 +108,7 @@ function Preferences({ onSaved }: { onSaved: () => unknown }) {
             </label>
           ))}
         </div>
-        {kindsError ? (
-          <p class="field-error" id="notify-kinds-error">
-            {kindsError}
-          </p>
-        ) : null}
+        <FieldError id="notify-kinds" error={kindsError} />
       </fieldset>
       <fieldset class="stack">
         <legend>Where (empty: off)</legend>
