@@ -5,6 +5,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { below } from "../helpers/process-tree";
 
 export interface Round {
   requests: number;
@@ -175,11 +176,7 @@ export function readProcesses(): ProcessStat[] {
 /** Every process under `rootPid` (itself included) with its CPU so far, from /proc. */
 export function processTreeCpu(rootPid: number): ProcessCpu[] {
   const procs = readProcesses();
-  const tree = new Set([rootPid]);
-  for (let grew = true; grew;) {
-    grew = false;
-    for (const p of procs) if (!tree.has(p.pid) && tree.has(p.ppid)) (tree.add(p.pid), (grew = true));
-  }
+  const tree = new Set([rootPid, ...below(procs, rootPid)]);
   return procs.filter((p) => tree.has(p.pid)).map(({ pid, name, cpu }) => ({ pid, name, cpu }));
 }
 

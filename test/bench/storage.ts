@@ -30,6 +30,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Miniflare } from "miniflare";
 import { COMPATIBILITY_DATE } from "../../edge/local/stack";
+import { below } from "../helpers/process-tree";
 import { median, readProcesses, startBenchStack } from "./lib";
 
 const SIZE = Number(process.env.BENCH_STORAGE_MIB ?? 256) * 1024 * 1024;
@@ -57,9 +58,8 @@ out(`disk copy of ${SIZE / 1024 / 1024} MiB (cp + sync): ${diskSeconds.toFixed(2
 function processTree(): Map<number, { name: string; parent: number; cpu: number; rss: number; command: string }> {
   const all = new Map(readProcesses().map((p) => [p.pid, p]));
   const mine = new Map<number, { name: string; parent: number; cpu: number; rss: number; command: string }>();
-  const within = (pid: number): boolean => pid === process.pid || (all.has(pid) && pid > 1 && within(all.get(pid)!.ppid));
-  for (const [pid, p] of all) {
-    if (pid === process.pid || !within(p.ppid)) continue;
+  for (const pid of below(all.values(), process.pid)) {
+    const p = all.get(pid)!;
     let command = "";
     try {
       command = readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ");

@@ -20,19 +20,32 @@ function parentOf(pid: string): number | null {
   }
 }
 
-/** Every live process below `pid` (children, their children, ...), found through /proc. */
-export function descendants(pid: number): number[] {
-  const parents = new Map<number, number>();
-  for (const entry of readdirSync("/proc").filter((e) => /^\d+$/.test(e))) {
-    const parent = parentOf(entry);
-    if (parent !== null) parents.set(Number(entry), parent);
-  }
+/**
+ * The processes below `root` (children, their children, ...) among `procs`, each given with its
+ * parent: what `descendants` finds through /proc, for a caller that has read /proc already.
+ *
+ * @example
+ * below([{ pid: 2, ppid: 1 }, { pid: 3, ppid: 2 }], 1); // [2, 3]
+ */
+export function below(procs: Iterable<{ pid: number; ppid: number }>, root: number): number[] {
+  const children = new Map<number, number[]>();
+  for (const { pid, ppid } of procs) children.set(ppid, [...(children.get(ppid) ?? []), pid]);
   const found: number[] = [];
   const walk = (p: number) => {
-    for (const [child, parent] of parents) if (parent === p) (found.push(child), walk(child));
+    for (const child of children.get(p) ?? []) if (child !== p) (found.push(child), walk(child));
   };
-  walk(pid);
+  walk(root);
   return found;
+}
+
+/** Every live process below `pid` (children, their children, ...), found through /proc. */
+export function descendants(pid: number): number[] {
+  const procs: { pid: number; ppid: number }[] = [];
+  for (const entry of readdirSync("/proc").filter((e) => /^\d+$/.test(e))) {
+    const parent = parentOf(entry);
+    if (parent !== null) procs.push({ pid: Number(entry), ppid: parent });
+  }
+  return below(procs, pid);
 }
 
 /** `pid` and every process below it, with their memory; a process that ended meanwhile is left out. */

@@ -7,6 +7,7 @@ import { describe, expect, it } from "vitest";
 import { tempDataDir } from "../helpers/stack";
 import { freePort } from "../helpers/ports";
 import { endWhenDone } from "../helpers/cleanup";
+import { descendants } from "../helpers/process-tree";
 
 /** A runner config (RUNNER_CONFIG) whose work_dir is a fresh temp dir, not ./.runner. */
 function runnerConfig(): { RUNNER_CONFIG: string; workDir: string } {
@@ -31,23 +32,6 @@ function start(env: Record<string, string>, viaNpm = false) {
     child.on("exit", (code, signal) => done(code ?? (signal ? 128 + (signal === "SIGTERM" ? 15 : 2) : null))),
   );
   return { child, exited, output: () => ({ stderr, stdout }) };
-}
-
-/** Every live process below `pid`, found through /proc. */
-function descendants(pid: number): number[] {
-  const parents = new Map<number, number>();
-  for (const entry of readdirSync("/proc").filter((e) => /^\d+$/.test(e))) {
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
-      parents.set(Number(entry), Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]));
-    } catch {}
-  }
-  const found: number[] = [];
-  const walk = (p: number) => {
-    for (const [child, parent] of parents) if (parent === p) (found.push(child), walk(child));
-  };
-  walk(pid);
-  return found;
 }
 
 /** `exited`, or a failure naming `what` and its output when it has not exited within 20 s (a stop that hangs). */
