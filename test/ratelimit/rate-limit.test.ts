@@ -625,11 +625,12 @@ describe("rate limiting over HTTP (production, trusting only 10.0.0.0/8, 3 per 6
         );
         await db.execute("CREATE TABLE reservations (rule TEXT PRIMARY KEY, seq INTEGER NOT NULL)");
         for (const row of (await db.execute("SELECT rule, window_ms, times FROM windows")).rows) {
+          const rule = String(row.rule);
           let seq = 0;
           for (const [at, count] of JSON.parse(String(row.times)) as [number, number][])
             for (let i = 0; i < count; i++)
-              await db.execute({ sql: "INSERT INTO hits VALUES (?, ?, ?, ?)", args: [row.rule, ++seq, at, at + Number(row.window_ms)] });
-          await db.execute({ sql: "INSERT INTO reservations VALUES (?, ?)", args: [row.rule, seq] });
+              await db.execute({ sql: "INSERT INTO hits VALUES (?, ?, ?, ?)", args: [rule, ++seq, at, at + Number(row.window_ms)] });
+          await db.execute({ sql: "INSERT INTO reservations VALUES (?, ?)", args: [rule, seq] });
           rewritten++;
         }
         await db.execute("DROP TABLE windows");
