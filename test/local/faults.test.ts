@@ -117,8 +117,12 @@ describe("a runner cut off from the edge past the heartbeat timeout", () => {
         timeoutMs: 20_000,
       });
       proxy.heal();
+      const healedAt = a.output.length;
       await until("box a to tell the edge", () => a.output.includes(`job ${job.job_id}: the edge did not take the report`), {
         timeoutMs: 20_000,
+        // What box a said around the heal, to name the step it did not reach (once in CI it did not say this in time).
+        context: () =>
+          `box a before the heal:\n${a.output.slice(0, healedAt).split("\n").slice(-15).join("\n")}\n--- healed ---\n${a.output.slice(healedAt).split("\n").slice(-30).join("\n")}`,
       });
       watch.stop();
       expect(watch.seen).toEqual({ a: true, b: true });
