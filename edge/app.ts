@@ -1,6 +1,6 @@
 import type { AppEnv } from "./app-env";
 import { authorize } from "./middleware/authorize";
-import { requestBodyLimits } from "./middleware/body-limit";
+import { drainUnreadBodies, requestBodyLimits } from "./middleware/body-limit";
 import { requestContext } from "./middleware/request-context";
 import { createRouter, handleError, handleNotFound } from "./router";
 import { auth } from "./routes/auth";
@@ -38,6 +38,8 @@ import { idempotentSubmits } from "./middleware/idempotency";
  */
 export function createApp() {
   const app = createRouter();
+  // Outermost: whatever answers a request without reading its body, its answer still arrives.
+  app.use("*", drainUnreadBodies());
   // Locally, only the client front reaches workerd (it sets the client's address).
   app.use("*", frontOnly());
   // First, before anything that can fail or refuse: a storage request's errors are S3 errors.

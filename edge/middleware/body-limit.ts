@@ -30,24 +30,45 @@ export function bodyLimitFor(path: string): number | null {
   return ROUTE_LIMITS.find((route) => route.path.test(path))?.maxBytes ?? DEFAULT_BODY_LIMIT_BYTES;
 }
 
-/** How far past its cap a declared body is read and discarded before the 413 (see drainDeclared). */
-const DRAIN_BYTES = 8 * 1024 * 1024;
+/** How many bytes of a refused or unread body are read and discarded before the answer (see drainBody). */
+export const DRAIN_BYTES = 8 * 1024 * 1024;
 
 /**
- * Reads and discards a body refused from its Content-Length, when it is at most DRAIN_BYTES past
- * the cap: workerd resets a connection it closes with unread bytes, and a reset can destroy the
- * 413 before a client (or the local client front) reads it. A larger body is not worth reading:
- * its client may see the connection reset instead of the 413.
+ * Reads and discards a request body nobody read, up to `limit` bytes: workerd closes a connection
+ * whose request body it did not read, with a reset when bytes are left unread, and a reset can
+ * destroy the answer before a client (or the local client front) reads it. A body declared larger
+ * than `limit` is not read at all, and one without a declared length is read until `limit` and
+ * then left: its client may see the connection reset instead of the answer.
  */
-async function drainDeclared(request: Request, maxSize: number): Promise<void> {
-  const declared = Number(request.headers.get("content-length"));
-  if (!request.body || request.body.locked || !Number.isFinite(declared) || declared > maxSize + DRAIN_BYTES) return;
+async function drainBody(request: Request, limit: number): Promise<void> {
+  if (!request.body || request.bodyUsed || request.body.locked) return;
+  const header = request.headers.get("content-length");
+  if (header !== null && !(Number(header) <= limit)) return;
   const reader = request.body.getReader();
+  let read = 0;
   try {
-    while (!(await reader.read()).done);
+    for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) {
+      read += chunk.value.byteLength;
+      if (read > limit) return void (await reader.cancel());
+    }
   } catch {
     // The client went away: nothing left to answer.
   }
+}
+
+/**
+ * Reads and discards what an answer left unread of its request's body, up to DRAIN_BYTES (a 401,
+ * 403 or 404 answered before the body was read; drainBody says why). Runs first: it sees every
+ * answer, refusals of the middleware after it included.
+ *
+ * @example
+ * app.use("*", drainUnreadBodies());
+ */
+export function drainUnreadBodies(): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    await next();
+    await drainBody(c.req.raw, DRAIN_BYTES);
+  };
 }
 
 /**
@@ -66,7 +87,7 @@ export function requestBodyLimits(): MiddlewareHandler<AppEnv> {
       found = bodyLimit({
         maxSize,
         onError: async (c) => {
-          await drainDeclared(c.req.raw, maxSize);
+          await drainBody(c.req.raw, maxSize + DRAIN_BYTES);
           throw new ApiError(413, "payload_too_large", `The request body is larger than ${maxSize} bytes, the most this route accepts`);
         },
       }) as MiddlewareHandler<AppEnv>;
