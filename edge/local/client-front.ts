@@ -29,17 +29,32 @@ import { s3ErrorXml } from "../storage/xml";
  * front itself, in the API's `{ detail, code }` (S3's XML on the storage endpoint), with the
  * connection closed.
  *
- * Requests without a body reuse pooled keep-alive connections to workerd; a request with a body
- * gets a connection of its own, because workerd closes a connection after answering a request
- * whose body it did not read (an early refusal), and a pooled connection reused at that moment
- * would fail the next request.
+ * Requests reuse pooled keep-alive connections to workerd, those with a body of a declared length
+ * up to POOLED_BODY_BYTES too: workerd closes a connection after answering a request whose body it
+ * did not read, and the Worker reads such a body whatever it answers (middleware/body-limit.ts
+ * drainUnreadBodies), so the connection stays open for the next request. A larger or chunked body
+ * gets a connection of its own, and a connection whose request body was not all sent when the
+ * answer came is closed after it, never reused. workerd closes a connection idle for 5 s
+ * (measured); a pooled one is closed by the front after POOLED_IDLE_MS, before workerd can close
+ * it under a request that is being sent.
  */
+
+/** The largest declared request body sent on a pooled connection: the Worker's DRAIN_BYTES (middleware/body-limit.ts). */
+const POOLED_BODY_BYTES = 8 * 1024 * 1024;
+/** How long a pooled connection to workerd may sit idle (workerd closes one after 5 s). */
+const POOLED_IDLE_MS = 3000;
 
 /** Whether a request carries a body (chunked, or a Content-Length above 0). */
 function hasBody(req: IncomingMessage): boolean {
   return (
     req.headers["transfer-encoding"] !== undefined || (req.headers["content-length"] !== undefined && req.headers["content-length"] !== "0")
   );
+}
+
+/** Whether a request's body may go on a pooled connection: a declared length the Worker reads whatever it answers. */
+function poolable(req: IncomingMessage): boolean {
+  const declared = req.headers["content-length"];
+  return req.headers["transfer-encoding"] === undefined && declared !== undefined && Number(declared) <= POOLED_BODY_BYTES;
 }
 
 /** Headers that describe one connection, never forwarded to the next hop (RFC 9110 7.6.1). */
@@ -313,7 +328,7 @@ export async function startClientFront(options: {
   const answerHeaders: AnswerHeaders = options.answerHeaders ?? (() => ({}));
   const pathOf = (req: IncomingMessage) => req.url?.split("?")[0] ?? "";
   const extraFor = (req: IncomingMessage) => answerHeaders(req.method ?? "GET", pathOf(req) || "/");
-  const pooled = new Agent({ keepAlive: true, maxSockets: Infinity, maxFreeSockets: 256 });
+  const pooled = new Agent({ keepAlive: true, maxSockets: Infinity, maxFreeSockets: 256, timeout: POOLED_IDLE_MS });
   const fresh = new Agent({ keepAlive: false, maxSockets: Infinity });
   const serverOptions = {
     // Large uploads stream for as long as they take; only the head has a deadline.
@@ -353,7 +368,7 @@ export async function startClientFront(options: {
   const forward = (req: IncomingMessage, res: ServerResponse, path: string, headers: string[], retried: boolean) => {
     const bodiless = !hasBody(req);
     const upstream = httpRequest({
-      agent: bodiless && !retried ? pooled : fresh,
+      agent: (bodiless || poolable(req)) && !retried ? pooled : fresh,
       host: "127.0.0.1",
       port: upstreamPort,
       method: req.method,
@@ -366,6 +381,8 @@ export async function startClientFront(options: {
       answered = true;
       const early = !bodiless && !req.complete;
       const head = responseHeaders(answer.rawHeaders);
+      // Answered before the whole body was sent: workerd closes this connection, so nobody reuses it.
+      if (!bodiless && !upstream.writableFinished) answer.once("end", () => upstream.destroy());
       if (early) {
         // workerd answered before reading the whole body (an early refusal such as 413) and
         // closes its connection: the rest of the body goes nowhere, so it is drained here
@@ -387,10 +404,14 @@ export async function startClientFront(options: {
       // consumed, so it is sent once more on a connection of its own.
       if (bodiless && !retried && upstream.reusedSocket) return forward(req, res, path, headers, true);
       options.onError(`client front: workerd unreachable for ${req.method} ${path}: ${error.message}`);
-      if (!bodiless && !req.complete) drain(req);
-      res
-        .writeHead(502, { ...extraFor(req), "content-type": "application/json" })
-        .end(JSON.stringify({ detail: "The Worker runtime did not answer; see the service log", code: "bad_gateway" }));
+      const cutOff = !bodiless && !req.complete;
+      if (cutOff) drain(req);
+      // A body the Worker stopped reading: a refusal whose answer the reset took with it (a body
+      // over POOLED_BODY_BYTES is not read to carry one), or a Worker runtime that stopped.
+      const detail = cutOff
+        ? `The Worker runtime closed the connection before reading the whole body: it refused the request without reading a body over ${POOLED_BODY_BYTES} bytes (check the credentials, the path and the size), or it stopped; see the service log`
+        : "The Worker runtime did not answer; see the service log";
+      res.writeHead(502, { ...extraFor(req), "content-type": "application/json" }).end(JSON.stringify({ detail, code: "bad_gateway" }));
     });
     // A client that goes away mid-request takes its upstream request with it.
     res.on("close", () => {

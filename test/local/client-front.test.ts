@@ -259,6 +259,23 @@ describe("the client front against a small upstream", () => {
     expect(JSON.parse(chunked.text).bytes).toBe(body.length);
   });
 
+  it("sends requests with a declared body on pooled connections to the upstream, a chunked one on a connection of its own", async () => {
+    let opened = 0;
+    const count = () => void opened++;
+    upstream.on("connection", count);
+    try {
+      const post = (headers: Record<string, string>) =>
+        requestFrom("127.0.0.1", `http://127.0.0.1:${front.port}/submit`, { method: "POST", headers, body: "{}" });
+      for (let i = 0; i < 10; i++) expect(JSON.parse((await post({ "content-length": "2" })).text).bytes).toBe(2);
+      expect(opened).toBeLessThanOrEqual(1);
+      const pooled = opened;
+      for (let i = 0; i < 3; i++) expect(JSON.parse((await post({ "transfer-encoding": "chunked" })).text).bytes).toBe(2);
+      expect(opened - pooled).toBe(3);
+    } finally {
+      upstream.off("connection", count);
+    }
+  });
+
   it.each(MALFORMED)(
     "answers %s with a 400 in the API's error shape and closes, never reaching the upstream",
     async (_, request, detail) => {
