@@ -34,7 +34,7 @@ import { s3ErrorXml } from "../storage/xml";
  * did not read, and the Worker reads such a body whatever it answers (middleware/body-limit.ts
  * drainUnreadBodies), so the connection stays open for the next request. A larger or chunked body
  * gets a connection of its own, and a connection whose request body was not all sent when the
- * answer came is closed after it, never reused. workerd closes a connection idle for 5 s
+ * answer came, or whose answer refused it (4xx, 5xx), is closed after it, never reused. workerd closes a connection idle for 5 s
  * (measured); a pooled one is closed by the front after POOLED_IDLE_MS, before workerd can close
  * it under a request that is being sent.
  */
@@ -381,8 +381,11 @@ export async function startClientFront(options: {
       answered = true;
       const early = !bodiless && !req.complete;
       const head = responseHeaders(answer.rawHeaders);
-      // Answered before the whole body was sent: workerd closes this connection, so nobody reuses it.
-      if (!bodiless && !upstream.writableFinished) answer.once("end", () => upstream.destroy());
+      // workerd closes a connection whose request body it did not read to the end: one answered
+      // before the whole body was sent, or with a refusal (a handler may refuse after taking the
+      // body's reader and before reading it, as the storage endpoint's quota does). Neither goes
+      // back to the pool, where the next request would find it closed under it.
+      if (!bodiless && (!upstream.writableFinished || (answer.statusCode ?? 500) >= 400)) upstream.shouldKeepAlive = false;
       if (early) {
         // workerd answered before reading the whole body (an early refusal such as 413) and
         // closes its connection: the rest of the body goes nowhere, so it is drained here

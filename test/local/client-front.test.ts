@@ -4,7 +4,7 @@
 // but Linux routes all of 127.0.0.0/8 to loopback, so a client socket bound to 127.0.0.5 is a
 // peer other than 127.0.0.1 that the forged headers can be told apart from.
 import { createServer, request, type IncomingHttpHeaders, type Server } from "node:http";
-import { connect, type AddressInfo } from "node:net";
+import { connect, type AddressInfo, type Socket } from "node:net";
 import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WebSocket, WebSocketServer } from "ws";
@@ -202,10 +202,19 @@ describe("the client front against a small upstream", () => {
   let upstream: Server;
   let front: ClientFront;
   const seen: IncomingHttpHeaders[] = [];
+  const closing = new WeakSet<Socket>();
 
   beforeAll(async () => {
     upstream = createServer((req, res) => {
       seen.push(req.headers);
+      // As workerd does when a handler refuses a body it did not read: answer, then close the
+      // connection (a moment later), serving nothing more on it.
+      if (closing.has(req.socket)) return;
+      if (req.url === "/refuse") {
+        closing.add(req.socket);
+        res.on("finish", () => setTimeout(() => req.socket.destroy(), 20));
+        return void res.writeHead(403).end("refused");
+      }
       let bytes = 0;
       req.on("data", (chunk: Buffer) => (bytes += chunk.length));
       req.on("end", () => {
@@ -274,6 +283,18 @@ describe("the client front against a small upstream", () => {
     } finally {
       upstream.off("connection", count);
     }
+  });
+
+  it("never reuses a connection whose body the upstream refused: the next POST is answered, not a 502", async () => {
+    const post = (path: string) =>
+      requestFrom("127.0.0.1", `http://127.0.0.1:${front.port}${path}`, {
+        method: "POST",
+        headers: { "content-length": "1024" },
+        body: "x".repeat(1024),
+      });
+    const statuses: number[] = [];
+    for (let i = 0; i < 20; i++) statuses.push((await post("/refuse")).status, (await post("/submit")).status);
+    expect(statuses).toEqual(Array.from({ length: 20 }, () => [403, 200]).flat());
   });
 
   it.each(MALFORMED)(
