@@ -92,10 +92,9 @@ export function isLoopbackHost(hostname: string): boolean {
  * rateLimitKey("203.0.113.7"); // "203.0.113.7"
  */
 export function rateLimitKey(ip: string): string {
-  const normalized = normalizeIp(ip);
-  if (normalized === null) return ip;
-  const address = ipaddr.parse(normalized);
-  if (address.kind() === "ipv4") return normalized;
-  const network = ipaddr.IPv6.networkAddressFromCIDR(`${normalized}/64`);
+  const parsed = parsedIp(ip);
+  if (parsed === null) return ip;
+  if (parsed.address.kind() === "ipv4") return parsed.text;
+  const network = ipaddr.IPv6.networkAddressFromCIDR(`${parsed.text}/64`);
   return `${network.toString()}/64`;
 }
