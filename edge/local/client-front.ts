@@ -34,9 +34,9 @@ import { s3ErrorXml } from "../storage/xml";
  * did not read, and the Worker reads such a body whatever it answers (middleware/body-limit.ts
  * drainUnreadBodies), so the connection stays open for the next request. A larger or chunked body
  * gets a connection of its own, and a connection whose request body was not all sent when the
- * answer came, or whose answer refused it (4xx, 5xx), is closed after it, never reused. workerd closes a connection idle for 5 s
- * (measured); a pooled one is closed by the front after POOLED_IDLE_MS, before workerd can close
- * it under a request that is being sent.
+ * answer came, or whose answer refused it (4xx, 5xx), is closed after it, never reused. workerd
+ * closes a connection idle for 5 s (measured); a pooled one is closed by the front after
+ * POOLED_IDLE_MS, before workerd can close it under a request that is being sent.
  */
 
 /** The largest declared request body sent on a pooled connection: the Worker's DRAIN_BYTES (middleware/body-limit.ts). */

@@ -31,7 +31,7 @@ export function bodyLimitFor(path: string): number | null {
 }
 
 /** How many bytes of a refused or unread body are read and discarded before the answer (see drainBody). */
-export const DRAIN_BYTES = 8 * 1024 * 1024;
+const DRAIN_BYTES = 8 * 1024 * 1024;
 
 /**
  * Reads and discards a request body nobody read, up to `limit` bytes: workerd closes a connection
