@@ -6,6 +6,7 @@ import type { Result, Router } from "hono/router";
 import { RegExpRouter } from "hono/router/reg-exp-router";
 import { SmartRouter } from "hono/router/smart-router";
 import { TrieRouter } from "hono/router/trie-router";
+import { remembered } from "../shared/remembered";
 import type { ZodError } from "zod";
 import type { AppEnv, ErrorAnswer } from "./app-env";
 import { ApiError } from "./errors";
@@ -26,35 +27,29 @@ export function validationError(error: ZodError, target: string): ApiError {
 }
 
 /*
- * Hono's own router choice (its RegExpRouter, else its TrieRouter) with each `method path`'s match
+ * Hono's own router choice (its RegExpRouter, else its TrieRouter) with each `METHOD path`'s match
  * remembered. The API's paths put a parameter and a fixed name at one position
  * (`/api/queue/{job_id}/cancel` beside `/api/queue/submit`), which the RegExpRouter refuses, so
  * Hono walks its trie on every request: about 5 % of a request's CPU in workerd (profiled under
- * `npm run bench:scheduler`). Clients repeat their paths, so a match is found once; a match is
- * never changed by Hono (it only reads the handlers and parameters). Bounded in count and in the
- * length of the paths kept.
+ * `npm run bench:scheduler`). Clients repeat their paths, so a match is found once; Hono never
+ * changes a match (it only reads the handlers and parameters).
  */
-const MATCHES_REMEMBERED = 4096;
-
 class RememberingRouter<T> implements Router<T> {
   readonly name = "RememberingRouter";
   readonly #router = new SmartRouter<T>({ routers: [new RegExpRouter(), new TrieRouter()] });
-  readonly #matches = new Map<string, Result<T>>();
+  readonly #match = remembered(
+    (request): Result<T> => {
+      const space = request.indexOf(" ");
+      return this.#router.match(request.slice(0, space), request.slice(space + 1));
+    },
+    { maxKeyLength: 256 },
+  );
   add(method: string, path: string, handler: T): void {
-    this.#matches.clear();
+    this.#match.forget();
     this.#router.add(method, path, handler);
   }
   match(method: string, path: string): Result<T> {
-    const key = `${method} ${path}`;
-    let found = this.#matches.get(key);
-    if (!found) {
-      found = this.#router.match(method, path);
-      if (key.length <= 256) {
-        if (this.#matches.size >= MATCHES_REMEMBERED) this.#matches.clear();
-        this.#matches.set(key, found);
-      }
-    }
-    return found;
+    return this.#match(`${method} ${path}`);
   }
 }
 

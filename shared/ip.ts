@@ -1,4 +1,5 @@
 import ipaddr from "ipaddr.js";
+import { remembered } from "./remembered";
 
 /*
  * Client addresses and address ranges (trusted proxies, webhook allowlists). ipaddr.js does the
@@ -14,26 +15,17 @@ type Parsed = { text: string; address: ipaddr.IPv4 | ipaddr.IPv6 } | null;
  * Addresses parsed, by their text as given: a request's peer is read several times (its rate
  * limit, the loopback checks) and a few clients send most requests, so a text is parsed once;
  * parsing was about 5 % of a request's CPU in workerd (profiled under `npm run bench:scheduler`).
- * Bounded in count and in the length of what is kept (no address is longer than 64 characters).
+ * No address is longer than 64 characters.
  */
-const PARSED_MAX = 4096;
-const parsedTexts = new Map<string, Parsed>();
-
-function parsedIp(text: string): Parsed {
-  const known = parsedTexts.get(text);
-  if (known !== undefined) return known;
-  const trimmed = text.trim().replace(/^\[(.*)\]$/, "$1");
-  let parsed: Parsed = null;
-  if (ipaddr.isValid(trimmed)) {
+const parsedIp = remembered(
+  (text): Parsed => {
+    const trimmed = text.trim().replace(/^\[(.*)\]$/, "$1");
+    if (!ipaddr.isValid(trimmed)) return null;
     const address = ipaddr.process(trimmed);
-    parsed = { text: address.toString(), address };
-  }
-  if (text.length <= 64) {
-    if (parsedTexts.size >= PARSED_MAX) parsedTexts.clear();
-    parsedTexts.set(text, parsed);
-  }
-  return parsed;
-}
+    return { text: address.toString(), address };
+  },
+  { maxKeyLength: 64 },
+);
 
 /** An address in its canonical text form (IPv4-mapped IPv6 as IPv4), or null when not an address. */
 export function normalizeIp(text: string): string | null {

@@ -9,6 +9,8 @@
  * job submission, whose pattern `/api/cloud/jobs` would otherwise make the cancel rule unreachable.
  */
 
+import { remembered } from "./remembered";
+
 export interface RateRule {
   /** Names the rule's window (one per client and rule) and its `RateLimit-Policy`. */
   name: string;
@@ -120,12 +122,23 @@ export function isRateLimitExempt(path: string): boolean {
 }
 
 /*
- * The listed rule (null: none, the fallback) of each `method path` seen lately: every request asks,
- * and trying the rules' patterns in turn was about 3 % of a request's CPU in workerd. Bounded in
- * count and in the length of what is kept.
+ * The listed rule (null: none, the fallback) of each `METHOD path` seen lately: every request asks,
+ * and trying the rules' patterns in turn was about 3 % of a request's CPU in workerd.
  */
-const RULES_REMEMBERED = 4096;
-const ruleOfRequest = new Map<string, RateRule | null>();
+const listedRuleOf = remembered(
+  (request): RateRule | null => {
+    const space = request.indexOf(" ");
+    const method = request.slice(0, space);
+    const clean = normalised(request.slice(space + 1));
+    return (
+      COMPILED.find(
+        ({ rule, patterns }) =>
+          (rule.methods === "all" || rule.methods.includes(method)) && patterns.some((pattern) => pattern.test(clean)),
+      )?.rule ?? null
+    );
+  },
+  { maxKeyLength: 256 },
+);
 
 /**
  * The rule whose window `method path` would be counted in, exclusions aside (`fallback` when no
@@ -135,21 +148,7 @@ const ruleOfRequest = new Map<string, RateRule | null>();
  * rateRuleFor("GET", "/api/cloud/health", defaultRateRule(100, 60)); // the default rule
  */
 export function rateRuleFor(method: string, path: string, fallback: RateRule): RateRule {
-  const key = `${method} ${path}`;
-  let found = ruleOfRequest.get(key);
-  if (found === undefined) {
-    const clean = normalised(path);
-    const upper = method.toUpperCase();
-    found =
-      COMPILED.find(
-        ({ rule, patterns }) => (rule.methods === "all" || rule.methods.includes(upper)) && patterns.some((pattern) => pattern.test(clean)),
-      )?.rule ?? null;
-    if (key.length <= 256) {
-      if (ruleOfRequest.size >= RULES_REMEMBERED) ruleOfRequest.clear();
-      ruleOfRequest.set(key, found);
-    }
-  }
-  return found ?? fallback;
+  return listedRuleOf(`${method.toUpperCase()} ${path}`) ?? fallback;
 }
 
 /**
