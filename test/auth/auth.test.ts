@@ -149,6 +149,11 @@ describe("API keys", () => {
 
     // Used first, so the service has just verified it: revocation must still take effect at once.
     expect((await t.call("GET", "/api/users/me", { auth: { key: created.key } })).status).toBe(200);
+    // While it is remembered (by the key itself), a key sharing its prefix is still refused.
+    for (const key of [tampered, created.key.slice(0, 11) + "x".repeat(32)]) {
+      const reply = await t.call("GET", "/api/users/me", { auth: { key } });
+      expect([reply.status, reply.body.code], key).toEqual([401, "invalid_api_key"]);
+    }
     const revoked = await t.call("DELETE", `/api/cloud/auth/api-keys/${created.id}`, { auth: { cookie } });
     expect(revoked.status).toBe(200);
     expect(revoked.body.revoked_at).not.toBeNull();
