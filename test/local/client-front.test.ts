@@ -3,7 +3,7 @@
 // rate limit nor passes a provider's webhook allowlist. Every client here is on this machine,
 // but Linux routes all of 127.0.0.0/8 to loopback, so a client socket bound to 127.0.0.5 is a
 // peer other than 127.0.0.1 that the forged headers can be told apart from.
-import { createServer, request, type IncomingHttpHeaders, type Server } from "node:http";
+import { createServer, request, type IncomingHttpHeaders, type IncomingMessage, type Server } from "node:http";
 import { connect, type AddressInfo, type Socket } from "node:net";
 import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -295,6 +295,44 @@ describe("the client front against a small upstream", () => {
     const statuses: number[] = [];
     for (let i = 0; i < 20; i++) statuses.push((await post("/refuse")).status, (await post("/submit")).status);
     expect(statuses).toEqual(Array.from({ length: 20 }, () => [403, 200]).flat());
+  });
+
+  it("lets no client's bytes reach the next request on a pooled connection: a body abandoned half-way takes its connection with it", async () => {
+    const urls: string[] = [];
+    let cutOff!: () => void;
+    const abandoned = new Promise<void>((done) => (cutOff = done));
+    const record = (req: IncomingMessage) => {
+      urls.push(req.url ?? "");
+      req.on("close", () => !req.complete && cutOff());
+    };
+    upstream.on("request", record);
+    try {
+      // Declares 100 bytes, sends 62 that look like a request of their own, and goes away.
+      const smuggled = "GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n".padEnd(62, "x");
+      await new Promise<void>((done, fail) => {
+        const socket = connect(front.port, "127.0.0.1", () => {
+          socket.write(`POST /submit HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n${smuggled}`);
+          setTimeout(() => (socket.destroy(), done()), 100);
+        });
+        socket.on("error", fail);
+      });
+      // The front ends its upstream request too, rather than leave it waiting for the rest.
+      await Promise.race([
+        abandoned,
+        new Promise((_, fail) => setTimeout(() => fail(new Error("the upstream request was left waiting for the rest of the body")), 5000)),
+      ]);
+      for (let i = 0; i < 5; i++) {
+        const next = await requestFrom("127.0.0.1", `http://127.0.0.1:${front.port}/submit`, {
+          method: "POST",
+          headers: { "content-length": "2" },
+          body: "{}",
+        });
+        expect([next.status, JSON.parse(next.text).bytes]).toEqual([200, 2]);
+      }
+      expect(urls).toEqual(Array.from({ length: 6 }, () => "/submit"));
+    } finally {
+      upstream.off("request", record);
+    }
   });
 
   it.each(MALFORMED)(
