@@ -10,6 +10,7 @@ import {
 } from "node:http";
 import { createServer as createHttpsServer } from "node:https";
 import { connect, isIP, type AddressInfo, type Socket } from "node:net";
+import { UNREAD_BODY_DRAIN_BYTES } from "../../shared/body-drain";
 import { STORAGE_PREFIX } from "../storage/endpoint";
 import { s3ErrorXml } from "../storage/xml";
 
@@ -30,8 +31,8 @@ import { s3ErrorXml } from "../storage/xml";
  * connection closed.
  *
  * Requests reuse pooled keep-alive connections to workerd, those with a body of a declared length
- * up to POOLED_BODY_BYTES too: workerd closes a connection after answering a request whose body it
- * did not read, and the Worker reads such a body whatever it answers (middleware/body-limit.ts
+ * up to UNREAD_BODY_DRAIN_BYTES too: workerd closes a connection after answering a request whose
+ * body it did not read, and the Worker reads such a body whatever it answers (middleware/body-limit.ts
  * drainUnreadBodies), so the connection stays open for the next request. A larger or chunked body
  * gets a connection of its own, and a connection whose request body was not all sent when the
  * answer came, or whose answer refused it (4xx, 5xx), is closed after it, never reused. workerd
@@ -39,8 +40,6 @@ import { s3ErrorXml } from "../storage/xml";
  * POOLED_IDLE_MS, before workerd can close it under a request that is being sent.
  */
 
-/** The largest declared request body sent on a pooled connection: the Worker's DRAIN_BYTES (middleware/body-limit.ts). */
-const POOLED_BODY_BYTES = 8 * 1024 * 1024;
 /** How long a pooled connection to workerd may sit idle (workerd closes one after 5 s). */
 const POOLED_IDLE_MS = 3000;
 
@@ -54,7 +53,7 @@ function hasBody(req: IncomingMessage): boolean {
 /** Whether a request's body may go on a pooled connection: a declared length the Worker reads whatever it answers. */
 function poolable(req: IncomingMessage): boolean {
   const declared = req.headers["content-length"];
-  return req.headers["transfer-encoding"] === undefined && declared !== undefined && Number(declared) <= POOLED_BODY_BYTES;
+  return req.headers["transfer-encoding"] === undefined && declared !== undefined && Number(declared) <= UNREAD_BODY_DRAIN_BYTES;
 }
 
 /** Headers that describe one connection, never forwarded to the next hop (RFC 9110 7.6.1). */
@@ -410,9 +409,9 @@ export async function startClientFront(options: {
       const cutOff = !bodiless && !req.complete;
       if (cutOff) drain(req);
       // A body the Worker stopped reading: a refusal whose answer the reset took with it (a body
-      // over POOLED_BODY_BYTES is not read to carry one), or a Worker runtime that stopped.
+      // over UNREAD_BODY_DRAIN_BYTES is not read to carry one), or a Worker runtime that stopped.
       const detail = cutOff
-        ? `The Worker runtime closed the connection before reading the whole body: it refused the request without reading a body over ${POOLED_BODY_BYTES} bytes (check the credentials, the path and the size), or it stopped; see the service log`
+        ? `The Worker runtime closed the connection before reading the whole body: it refused the request without reading a body over ${UNREAD_BODY_DRAIN_BYTES} bytes (check the credentials, the path and the size), or it stopped; see the service log`
         : "The Worker runtime did not answer; see the service log";
       res.writeHead(502, { ...extraFor(req), "content-type": "application/json" }).end(JSON.stringify({ detail, code: "bad_gateway" }));
     });

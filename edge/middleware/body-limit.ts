@@ -3,6 +3,7 @@ import { bodyLimit } from "hono/body-limit";
 import type { AppEnv } from "../app-env";
 import { MAX_UPLOAD_BYTES } from "../datasets/datasets";
 import { ApiError } from "../errors";
+import { UNREAD_BODY_DRAIN_BYTES } from "../../shared/body-drain";
 import { MAX_EVENT_BYTES } from "../../shared/schemas/events";
 import { MAX_WEBHOOK_BYTES } from "../cloud/webhook-intake";
 
@@ -30,9 +31,6 @@ export function bodyLimitFor(path: string): number | null {
   return ROUTE_LIMITS.find((route) => route.path.test(path))?.maxBytes ?? DEFAULT_BODY_LIMIT_BYTES;
 }
 
-/** How many bytes of a refused or unread body are read and discarded before the answer (see drainBody). */
-const DRAIN_BYTES = 8 * 1024 * 1024;
-
 /**
  * Reads and discards a request body nobody read, up to `limit` bytes: workerd closes a connection
  * whose request body it did not read, with a reset when bytes are left unread, and a reset can
@@ -57,9 +55,9 @@ async function drainBody(request: Request, limit: number): Promise<void> {
 }
 
 /**
- * Reads and discards what an answer left unread of its request's body, up to DRAIN_BYTES (a 401,
- * 403 or 404 answered before the body was read; drainBody says why). Runs first: it sees every
- * answer, refusals of the middleware after it included.
+ * Reads and discards what an answer left unread of its request's body, up to
+ * UNREAD_BODY_DRAIN_BYTES (a 401, 403 or 404 answered before the body was read; drainBody says
+ * why). Runs first: it sees every answer, refusals of the middleware after it included.
  *
  * @example
  * app.use("*", drainUnreadBodies());
@@ -67,7 +65,7 @@ async function drainBody(request: Request, limit: number): Promise<void> {
 export function drainUnreadBodies(): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     await next();
-    await drainBody(c.req.raw, DRAIN_BYTES);
+    await drainBody(c.req.raw, UNREAD_BODY_DRAIN_BYTES);
   };
 }
 
@@ -87,7 +85,7 @@ export function requestBodyLimits(): MiddlewareHandler<AppEnv> {
       found = bodyLimit({
         maxSize,
         onError: async (c) => {
-          await drainBody(c.req.raw, maxSize + DRAIN_BYTES);
+          await drainBody(c.req.raw, maxSize + UNREAD_BODY_DRAIN_BYTES);
           throw new ApiError(413, "payload_too_large", `The request body is larger than ${maxSize} bytes, the most this route accepts`);
         },
       }) as MiddlewareHandler<AppEnv>;
