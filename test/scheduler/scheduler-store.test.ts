@@ -426,6 +426,33 @@ describe("the capacity version", () => {
     expect(await moves(`UPDATE workers SET status = 'draining', last_heartbeat = ${now} WHERE name = 'versioned'`)).toBe(1);
     expect(await moves(`UPDATE workers SET labels = '{"gpu":"a100"}' WHERE name = 'versioned'`)).toBe(1);
     expect(await moves(`DELETE FROM workers WHERE name = 'versioned'`)).toBe(1);
+    // The local box between IDLE and busy, the Scheduler's own write as its first job starts or
+    // its last ends: a plan reads the box only as online or not (migration v29). A remote worker
+    // between the two still moves it (a plan reads whether it is idle), as does the box going offline.
+    const box = Number((await client.execute("SELECT id FROM workers WHERE role = 'local'")).rows[0]!.id);
+    const boxStatus = async () => {
+      const before = await version();
+      await writeBatch(db, [localBoxStatus(box)]);
+      const status = (await client.execute({ sql: "SELECT status FROM workers WHERE id = ?", args: [box] })).rows[0]!.status;
+      return { status, moved: (await version()) - before };
+    };
+    // Its running jobs set aside, then back: the box goes IDLE, then busy.
+    const running = (
+      await client.execute({
+        sql: "UPDATE queue_entries SET worker_id = NULL WHERE worker_id = ? AND status = 'running' RETURNING id",
+        args: [box],
+      })
+    ).rows.map((r) => Number(r.id));
+    expect(running.length).toBeGreaterThan(0);
+    expect(await boxStatus()).toEqual({ status: "IDLE", moved: 0 });
+    await client.execute({ sql: `UPDATE queue_entries SET worker_id = ? WHERE id IN (${running.join(", ")})`, args: [box] });
+    expect(await boxStatus()).toEqual({ status: "busy", moved: 0 });
+    expect(await moves(`UPDATE workers SET status = 'offline' WHERE id = ${box}`)).toBe(1);
+    expect(await moves(`UPDATE workers SET status = 'busy' WHERE id = ${box}`)).toBe(1);
+    expect(await moves(`UPDATE workers SET labels = '{"rack":"2"}' WHERE id = ${box}`)).toBe(1);
+    const flip = `UPDATE workers SET status = CASE status WHEN 'busy' THEN 'IDLE' ELSE 'busy' END WHERE name = 'far'`;
+    expect(await moves(flip)).toBe(1);
+    expect(await moves(flip)).toBe(1);
     // Jobs come and go without it: the Scheduler reads them itself.
     expect(await moves("UPDATE queue_entries SET priority = 11 WHERE id = 1999")).toBe(0);
   });

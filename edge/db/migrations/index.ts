@@ -26,6 +26,7 @@ import { v25 } from "./0025_stall_watch";
 import { v26 } from "./0026_notifications";
 import { v27 } from "./0027_budget_notices";
 import { v28 } from "./0028_scheduling_order_index";
+import { v29 } from "./0029_local_box_busy_unversioned";
 import type { Migration } from "./migration";
 
 export type { Migration } from "./migration";
@@ -60,5 +61,6 @@ export const MIGRATIONS: readonly Migration[] = [
   v26,
   v27,
   v28,
+  v29,
 ];
 export const LATEST_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
