@@ -3,6 +3,8 @@ import type { Database } from "../db/client";
 import type { EnvironmentConfig } from "../jobs/prepare";
 import { readForSubmissions, type CapacityWithRules } from "./store";
 
+type SubmissionsRead = Awaited<ReturnType<typeof readForSubmissions>>;
+
 /**
  * The longest a kept capacity serves submissions. Limits, rules, workers and environments are
  * kept as long as the capacity version says they are unchanged; this bounds what the version does
@@ -37,7 +39,8 @@ export class CapacityCache {
   /**
    * The capacity and the named environments a group of submissions needs, and the budgets as they
    * are now (never kept): what is kept when the version is unchanged (one small read), else
-   * everything read again (one read batch).
+   * everything read again (one read batch). `ahead`: that small read, started earlier by
+   * `readAhead` for these names; used when it found the version kept, else read again.
    *
    * @example
    * const { capacity, configs, budgets } = await cache.read(db, ["sdxl"]);
@@ -45,14 +48,15 @@ export class CapacityCache {
   async read(
     db: Database,
     names: string[],
+    ahead: Promise<SubmissionsRead | null> | null = null,
   ): Promise<{ capacity: CapacityWithRules; configs: Map<string, EnvironmentConfig>; budgets: Budgets }> {
     const at = Date.now();
     const wanted = [...new Set(names)];
-    const kept = this.kept && at - this.kept.at < READ_CACHE_MS ? this.kept.capacity : null;
-    if (kept) {
-      const known = this.environmentsVersion === kept.version;
-      const missing = known ? wanted.filter((name) => !this.environments.has(name)) : wanted;
-      const read = await readForSubmissions(db, false, missing);
+    const kept = this.fresh(at);
+    const early = ahead && (await ahead);
+    // Versions only grow: a read ahead that found a later one says the small read would not serve.
+    if (kept && !(early && early.version > kept.version)) {
+      const read = early?.version === kept.version ? early : await readForSubmissions(db, false, this.missing(kept, wanted));
       if (read.version === kept.version) {
         this.keepEnvironments(read.environments, read.version);
         return { capacity: kept, configs: this.configs(wanted), budgets: read.budgets };
@@ -63,6 +67,26 @@ export class CapacityCache {
     this.kept = { capacity, at };
     this.keepEnvironments(read.environments, capacity.version);
     return { capacity, configs: this.configs(wanted), budgets: read.budgets };
+  }
+
+  /**
+   * Starts now the small read `read` makes for `names` while the kept capacity serves, for a group
+   * that will be decided later (the Scheduler reads the next group's while the one before it
+   * writes); null when nothing is kept. A failed read answers null: `read` then reads again.
+   */
+  readAhead(db: Database, names: string[]): Promise<SubmissionsRead | null> | null {
+    const kept = this.fresh(Date.now());
+    if (!kept) return null;
+    return readForSubmissions(db, false, this.missing(kept, [...new Set(names)])).catch(() => null);
+  }
+
+  private fresh(at: number): CapacityWithRules | null {
+    return this.kept && at - this.kept.at < READ_CACHE_MS ? this.kept.capacity : null;
+  }
+
+  /** The names whose environments are not kept for `kept`'s version. */
+  private missing(kept: CapacityWithRules, names: string[]): string[] {
+    return this.environmentsVersion === kept.version ? names.filter((name) => !this.environments.has(name)) : names;
   }
 
   private keepEnvironments(read: Map<string, EnvironmentConfig>, version: number): void {

@@ -20,6 +20,7 @@ import { announceBudgets, CHECK_EVERY_MS } from "../spend/budget-notices";
 import { budgetApplies } from "../spend/budgets";
 import { ActiveEntries } from "./active";
 import { CapacityCache } from "./cache";
+import { WaitingSubmissions } from "./waiting-submissions";
 import { sweepLeftovers } from "./housekeeping";
 import { expectedStarts, type ExpectedStart } from "./forecast";
 import { Frontier, keyOf, type OrderKey } from "./frontier";
@@ -66,8 +67,12 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
   private forecast = new Map<number, ExpectedStart>();
   private readonly active = new ActiveEntries();
   private readonly log: Logger;
-  private submissions: (Submission & { resolve: (o: SubmitOutcome | "budgeted") => void; reject: (e: unknown) => void })[] = [];
   private readonly cache = new CapacityCache();
+  /** Submissions waiting for a group, and the read made ahead for them (waiting-submissions.ts). */
+  private readonly submissions = new WaitingSubmissions<
+    Submission & { resolve: (o: SubmitOutcome | "budgeted") => void; reject: (e: unknown) => void },
+    ReturnType<CapacityCache["readAhead"]>
+  >();
   private armed = false;
   /** When this object (the edge) started: a worker's silence counts from here at the earliest (sweep-offline.ts). */
   private readonly startedAt = Date.now();
@@ -232,12 +237,14 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
   }
 
   private async submitGroup(): Promise<void> {
-    const group = this.submissions.splice(0);
+    const { group, read: ahead } = this.submissions.take();
+    // Those that arrived after the read made ahead was started: the next group.
+    if (this.submissions.length) void this.exclusive(() => this.submitGroup());
     if (!group.length) return;
     try {
       const db = this.db();
-      const names = group.flatMap((s) => ("body" in s ? [s.body.config_name] : []));
-      const [{ capacity, configs, budgets }, entries] = await Promise.all([this.cache.read(db, names), this.active.read(db, [])]);
+      const names = namesOf(group);
+      const [{ capacity, configs, budgets }, entries] = await Promise.all([this.cache.read(db, names, ahead), this.active.read(db, [])]);
       // A submission not yet held to a budget that applies goes back to its caller undecided.
       const ready = group.filter((s) => {
         if (!("body" in s) || !s.budgetsUnchecked || !budgetApplies(budgets, s.user)) return true;
@@ -332,6 +339,7 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
     const stored = plan.admitted.filter((a) => a.id < CANDIDATE_ID_BASE);
     const ends = expectedEnds(stored, entries, now.getTime());
     const stamp = now.toISOString();
+    this.submissions.readAhead((waiting) => this.cache.readAhead(db, namesOf(waiting)));
     const [submitted, admitted] = await writeBatch(db, [
       submitJobs(
         sorted.fresh.map((f) => f.submission),
@@ -480,6 +488,11 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
  * Each admitted stored job's end as it starts now, from its max runtime or cloud allowance, else
  * from the run time the plan expected of it (recent runs), until its progress says better.
  */
+/** The environments a group of submissions names (a cloud one, prepared elsewhere, names none here). */
+function namesOf(submissions: readonly Submission[]): string[] {
+  return submissions.flatMap((s) => ("body" in s ? [s.body.config_name] : []));
+}
+
 function expectedEnds(stored: Admission[], entries: Map<number, ActiveEntry>, now: number): Map<number, ExpectedEnd> {
   const ends = new Map<number, ExpectedEnd>();
   for (const a of stored) {

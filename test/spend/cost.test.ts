@@ -335,6 +335,31 @@ describe("GET /api/cost and budgets", () => {
     expect(again.body.budget).toBeUndefined();
     await finishJob(t, again.body.job_id, boxToken);
   });
+
+  it("holds each submission to the budgets as they were when it was sent, while others' submissions keep the Scheduler deciding groups", async () => {
+    // The Scheduler reads the next group's budgets while the group before it is written: a
+    // submission that arrives after that read was sent must not be decided with it. Each round's
+    // submitter is new to budgets (one a budget held lately goes through the budget gate first).
+    const flo = await user("flo", "researcher", null);
+    const submitters = [];
+    for (let round = 0; round < 8; round++) submitters.push(await user(`vis${round}`, "researcher", "vision"));
+    let flooding = true;
+    const flood = Array.from({ length: 4 }, async () => {
+      while (flooding) expect((await submit(flo, { target: "local" })).status).toBe(200);
+    });
+    try {
+      for (const [round, submitter] of submitters.entries()) {
+        const set = await t.call("PUT", "/api/admin/budgets", { json: { on_exceeded: "block", teams: { vision: 1 } }, auth: as(admin) });
+        expect(set.status, set.text).toBe(200);
+        const refused = await submit(submitter, { config_name: "cpu", target: "local" });
+        expect([round, refused.status, refused.body.code]).toEqual([round, 402, "budget_exceeded"]);
+        expect((await t.call("PUT", "/api/admin/budgets", { json: { teams: { vision: null } }, auth: as(admin) })).status).toBe(200);
+      }
+    } finally {
+      flooding = false;
+      await Promise.all(flood);
+    }
+  });
 });
 
 async function until<T>(probe: () => Promise<T | false | undefined>): Promise<T> {
