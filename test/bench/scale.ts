@@ -6,7 +6,8 @@
 //     times there were (a submission group starts its jobs at one time) and where the longest
 //     gaps fell; each process's CPU over the burst and over its first 300 ms. Targets: every one
 //     running <= 1 s after its submit, p99 gap <= 50 ms. Checked: every answer stored exactly
-//     once, no GPU given twice.
+//     once, no GPU given twice. Sent over node:http keep-alive (BENCH_CLIENT=fetch: Node's fetch);
+//     BENCH_BURST_ONLY=1 stops after it (a few seconds), to repeat it.
 //  1. Sustained submissions from BENCH_CLIENTS (8) clients, each with its own API key and a fresh
 //     Idempotency-Key per submission as the CLI sends them, of 1-GPU jobs that wait for the box's busy GPUs: with an empty queue, then with
 //     BENCH_PENDING (20,000; the issue's figure is 100,000) jobs pending. Those are written
@@ -26,6 +27,7 @@ import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { createClient } from "@libsql/client";
+import { httpFetch } from "../../runner/agent/http-fetch";
 import { median, percentiles, round, startBenchStack, watchCpu, type BenchStack } from "./lib";
 
 const PENDING = Number(process.env.BENCH_PENDING ?? 20_000);
@@ -63,8 +65,13 @@ try {
   const submitBody = JSON.stringify({ config_name: "gpu1", target: "local" });
   // As `jobs submit` sends it: the client's API key and a fresh Idempotency-Key (runner/cli/submit-once.ts).
   const submitHeaders = (key: string) => ({ "x-api-key": key, "content-type": "application/json", "idempotency-key": crypto.randomUUID() });
+  // The burst's sender: node:http with kept-alive connections (the runner's own client), which
+  // costs the 2 cores this machine shares with the service about half what Node's fetch (undici)
+  // does (the client's CPU is printed); BENCH_CLIENT=fetch sends with fetch, as earlier figures did.
+  const viaFetch = process.env.BENCH_CLIENT === "fetch";
+  const sender = viaFetch ? fetch : httpFetch();
   const submit = (key: string) =>
-    fetch(`${stack.base}/api/queue/submit`, { method: "POST", headers: submitHeaders(key), body: submitBody });
+    sender(`${stack.base}/api/queue/submit`, { method: "POST", headers: submitHeaders(key), body: submitBody });
 
   // --- 0. the burst ---------------------------------------------------------------------------
   {
@@ -129,7 +136,7 @@ try {
     const gapP = gaps.length ? percentiles(gaps) : { p50: 0, p99: 0 };
     const worst = Math.max(0, ...fromSent);
     out(
-      `0.  burst: ${BURST} submissions sent over ${ms(sendSpan)} from ${keys.length} keys onto ${GPUS} GPUs (8 boxes of 8): answers p50 ${ms(answerLatency.p50)}, p99 ${ms(answerLatency.p99)}; ${bad.length} not 200`,
+      `0.  burst: ${BURST} submissions sent over ${ms(sendSpan)} from ${keys.length} keys (${viaFetch ? "Node's fetch" : "node:http keep-alive"}) onto ${GPUS} GPUs (8 boxes of 8): answers p50 ${ms(answerLatency.p50)}, p99 ${ms(answerLatency.p99)}; ${bad.length} not 200`,
     );
     out(
       `    ${running.length} started (every job that fits: ${running.length === Math.min(GPUS, BURST) ? "yes" : "NO"}); submit sent -> running p50 ${ms(percentiles(fromSent).p50)}, max ${ms(worst)}; answer -> running max ${ms(Math.max(0, ...fromAnswer))}; gap between consecutive starts p50 ${ms(gapP.p50)}, p99 ${ms(gapP.p99)}`,
@@ -162,144 +169,146 @@ try {
     );
   }
 
-  // --- 1. sustained submissions, empty and deep --------------------------------------------------
-  // From here the 64 GPUs stay busy: the burst's running jobs keep them, and what waits goes.
-  const clearPending = async () => {
-    const db = createClient({ url: `file:${dbFile}` });
-    await db.execute("UPDATE queue_entries SET status = 'cancelled', completed_at = datetime('now') WHERE status = 'pending'");
-    db.close();
-    await stack.post("/api/queue/process", {});
-  };
-  const submitRound = async (key: (i: number) => string) => {
-    let n = 0;
-    return round(
-      {
-        url: `${stack.base}/api/queue/submit`,
-        method: "POST",
-        get headers() {
-          return submitHeaders(key(n++));
+  if (!process.env.BENCH_BURST_ONLY) {
+    // --- 1. sustained submissions, empty and deep --------------------------------------------------
+    // From here the 64 GPUs stay busy: the burst's running jobs keep them, and what waits goes.
+    const clearPending = async () => {
+      const db = createClient({ url: `file:${dbFile}` });
+      await db.execute("UPDATE queue_entries SET status = 'cancelled', completed_at = datetime('now') WHERE status = 'pending'");
+      db.close();
+      await stack.post("/api/queue/process", {});
+    };
+    const submitRound = async (key: (i: number) => string) => {
+      let n = 0;
+      return round(
+        {
+          url: `${stack.base}/api/queue/submit`,
+          method: "POST",
+          get headers() {
+            return submitHeaders(key(n++));
+          },
+          body: () => submitBody,
         },
-        body: () => submitBody,
-      },
-      { concurrency: CLIENTS, seconds: SECONDS },
-    );
-  };
-  await clearPending();
-  await submitRound((i) => keys[i % keys.length]!); // warm-up
-  const empty: number[] = [];
-  for (let r = 0; r < ROUNDS; r++) {
+        { concurrency: CLIENTS, seconds: SECONDS },
+      );
+    };
     await clearPending();
-    const x = await submitRound((i) => keys[i % keys.length]!);
-    empty.push(x.perSecond);
-    out(`1.  empty queue, round ${r + 1}: ${x.perSecond.toFixed(1)} submits/s (p50 ${ms(x.p50)}, p99 ${ms(x.p99)})`);
-  }
+    await submitRound((i) => keys[i % keys.length]!); // warm-up
+    const empty: number[] = [];
+    for (let r = 0; r < ROUNDS; r++) {
+      await clearPending();
+      const x = await submitRound((i) => keys[i % keys.length]!);
+      empty.push(x.perSecond);
+      out(`1.  empty queue, round ${r + 1}: ${x.perSecond.toFixed(1)} submits/s (p50 ${ms(x.p50)}, p99 ${ms(x.p99)})`);
+    }
 
-  // The backlog: copies of a submitted job (same snapshot, owner and shape), queued in the past.
-  await clearPending();
-  let t = performance.now();
-  const db = createClient({ url: `file:${dbFile}` });
-  const template = (await db.execute("SELECT id FROM queue_entries WHERE config_name = 'gpu1' ORDER BY id DESC LIMIT 1")).rows[0]!;
-  await db.execute({
-    sql: `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+    // The backlog: copies of a submitted job (same snapshot, owner and shape), queued in the past.
+    await clearPending();
+    let t = performance.now();
+    const db = createClient({ url: `file:${dbFile}` });
+    const template = (await db.execute("SELECT id FROM queue_entries WHERE config_name = 'gpu1' ORDER BY id DESC LIMIT 1")).rows[0]!;
+    await db.execute({
+      sql: `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
           INSERT INTO queue_entries (job_id, user_id, team_id, provider, config_name, priority, status, queued_at, estimated_cost,
             requires_approval, job_type, num_processes, target, any_gpu, updated_at, config_snapshot, dataloader_snapshot)
           SELECT printf('local-seed%08d', i), user_id, team_id, provider, config_name, priority, 'pending',
             strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-' || (? - i + 60) || ' seconds'), estimated_cost, 0, job_type, num_processes, target,
             any_gpu, updated_at, config_snapshot, dataloader_snapshot
           FROM n, queue_entries q WHERE q.id = ?`,
-    args: [PENDING, PENDING, Number(template.id)],
-  });
-  db.close();
-  const seeded = performance.now() - t;
-  t = performance.now();
-  const processed = (await (await stack.post("/api/queue/process", {})).json()) as { waiting: number };
-  const reread = performance.now() - t;
-  out(
-    `1.  ${PENDING} pending written in ${ms(seeded)}; the Scheduler re-read and placed them in ${ms(reread)} (POST /api/queue/process): ${processed.waiting} waiting`,
-  );
-  const deep: number[] = [];
-  for (let r = 0; r < ROUNDS; r++) {
-    const x = await submitRound((i) => keys[i % keys.length]!);
-    deep.push(x.perSecond);
-    out(`1.  ${PENDING} pending, round ${r + 1}: ${x.perSecond.toFixed(1)} submits/s (p50 ${ms(x.p50)}, p99 ${ms(x.p99)})`);
-  }
-  const emptyRate = median(empty);
-  const deepRate = median(deep);
-  out(
-    `    at ${PENDING} pending / empty: ${((deepRate / emptyRate) * 100).toFixed(1)} % (target >= 80 %: ${met(deepRate >= 0.8 * emptyRate)})`,
-  );
+      args: [PENDING, PENDING, Number(template.id)],
+    });
+    db.close();
+    const seeded = performance.now() - t;
+    t = performance.now();
+    const processed = (await (await stack.post("/api/queue/process", {})).json()) as { waiting: number };
+    const reread = performance.now() - t;
+    out(
+      `1.  ${PENDING} pending written in ${ms(seeded)}; the Scheduler re-read and placed them in ${ms(reread)} (POST /api/queue/process): ${processed.waiting} waiting`,
+    );
+    const deep: number[] = [];
+    for (let r = 0; r < ROUNDS; r++) {
+      const x = await submitRound((i) => keys[i % keys.length]!);
+      deep.push(x.perSecond);
+      out(`1.  ${PENDING} pending, round ${r + 1}: ${x.perSecond.toFixed(1)} submits/s (p50 ${ms(x.p50)}, p99 ${ms(x.p99)})`);
+    }
+    const emptyRate = median(empty);
+    const deepRate = median(deep);
+    out(
+      `    at ${PENDING} pending / empty: ${((deepRate / emptyRate) * 100).toFixed(1)} % (target >= 80 %: ${met(deepRate >= 0.8 * emptyRate)})`,
+    );
 
-  // --- 2. depth: a pass and the listing ------------------------------------------------------
-  const limits = await (await fetch(`${stack.base}/api/queue/concurrency`, { headers: admin })).json();
-  const passes: number[] = [];
-  for (let i = 0; i < PASSES; i++) {
-    const t0 = performance.now();
-    const r = await stack.post("/api/queue/concurrency", limits);
-    if (r.status !== 200) throw new Error(`pass: ${r.status} ${await r.text()}`);
-    passes.push(performance.now() - t0);
-  }
-  const trivial: number[] = [];
-  for (let i = 0; i < PASSES; i++) {
-    const t0 = performance.now();
-    await (await fetch(`${stack.base}/api/cloud/health/live`)).text();
-    trivial.push(performance.now() - t0);
-  }
-  const p = percentiles(passes);
-  const depth = (await (await fetch(`${stack.base}/api/queue/stats`, { headers: admin })).json()) as { queue_depth?: number };
-  out(
-    `2.  pass over ${PENDING}+ pending (a limits write + one pass, over HTTP): median ${ms(median(passes))}, p99 ${ms(p.p99)} (target <= 250 ms: ${met(p.p99 <= 250)}); a trivial request ${ms(median(trivial))}`,
-  );
-  const pages: number[] = [];
-  let first: { jobs: { status: string; position: number | null }[]; total: number } | null = null;
-  for (let i = 0; i < LISTINGS; i++) {
-    const t0 = performance.now();
-    const r = await fetch(`${stack.base}/api/queue`, { headers: admin });
-    const body = await r.json();
-    pages.push(performance.now() - t0);
-    if (r.status !== 200) throw new Error(`listing: ${r.status}`);
-    first = body as typeof first;
-  }
-  const l = percentiles(pages);
-  const shownPending = first!.jobs.filter((j) => j.status === "pending");
-  out(
-    `2.  GET /api/queue first page (${first!.jobs.length} entries of ${first!.total}; ${shownPending.length} pending, positions ${shownPending[0]?.position ?? "-"}..${shownPending.at(-1)?.position ?? "-"}): p50 ${ms(l.p50)}, p99 ${ms(l.p99)} (target <= 50 ms: ${met(l.p99 <= 50)}); stats say ${JSON.stringify(depth.queue_depth ?? null)} cloud-queue depth`,
-  );
-
-  // A page deep in the queue: walk to the middle of the pending jobs 1,000 at a time, then read
-  // the page after that cursor BENCH_LISTINGS times (keyset paging: its cost should not grow
-  // with the depth).
-  let cursor: string | null = null;
-  let walked = 0;
-  while (walked < PENDING / 2) {
-    const r = await fetch(`${stack.base}/api/queue?status=pending&limit=1000${cursor ? `&cursor=${cursor}` : ""}`, { headers: admin });
-    const body = (await r.json()) as { jobs: unknown[]; next_cursor: string | null };
-    if (r.status !== 200) throw new Error(`listing walk: ${r.status}`);
-    walked += body.jobs.length;
-    cursor = body.next_cursor;
-    if (!cursor) break;
-  }
-  if (cursor) {
-    const deepPages: number[] = [];
+    // --- 2. depth: a pass and the listing ------------------------------------------------------
+    const limits = await (await fetch(`${stack.base}/api/queue/concurrency`, { headers: admin })).json();
+    const passes: number[] = [];
+    for (let i = 0; i < PASSES; i++) {
+      const t0 = performance.now();
+      const r = await stack.post("/api/queue/concurrency", limits);
+      if (r.status !== 200) throw new Error(`pass: ${r.status} ${await r.text()}`);
+      passes.push(performance.now() - t0);
+    }
+    const trivial: number[] = [];
+    for (let i = 0; i < PASSES; i++) {
+      const t0 = performance.now();
+      await (await fetch(`${stack.base}/api/cloud/health/live`)).text();
+      trivial.push(performance.now() - t0);
+    }
+    const p = percentiles(passes);
+    const depth = (await (await fetch(`${stack.base}/api/queue/stats`, { headers: admin })).json()) as { queue_depth?: number };
+    out(
+      `2.  pass over ${PENDING}+ pending (a limits write + one pass, over HTTP): median ${ms(median(passes))}, p99 ${ms(p.p99)} (target <= 250 ms: ${met(p.p99 <= 250)}); a trivial request ${ms(median(trivial))}`,
+    );
+    const pages: number[] = [];
+    let first: { jobs: { status: string; position: number | null }[]; total: number } | null = null;
     for (let i = 0; i < LISTINGS; i++) {
       const t0 = performance.now();
-      const r = await fetch(`${stack.base}/api/queue?cursor=${cursor}`, { headers: admin });
-      await r.json();
-      deepPages.push(performance.now() - t0);
-      if (r.status !== 200) throw new Error(`deep listing: ${r.status}`);
+      const r = await fetch(`${stack.base}/api/queue`, { headers: admin });
+      const body = await r.json();
+      pages.push(performance.now() - t0);
+      if (r.status !== 200) throw new Error(`listing: ${r.status}`);
+      first = body as typeof first;
     }
-    const d = percentiles(deepPages);
-    out(`2.  GET /api/queue, the page after the ${walked}th pending job: p50 ${ms(d.p50)}, p99 ${ms(d.p99)}`);
-  }
-
-  // --- 1b. sbatch ------------------------------------------------------------------------------
-  const slurm = await sbatchRate(CLIENTS, SECONDS);
-  if (slurm === null)
-    out("1.  Slurm is not installed here (sbatch, slurmctld, munged): ours only. apt-get install -y slurm-wlm to compare.");
-  else
+    const l = percentiles(pages);
+    const shownPending = first!.jobs.filter((j) => j.status === "pending");
     out(
-      `1.  sbatch --hold --wrap=true from ${CLIENTS} parallel clients: ${slurm.toFixed(1)} submits/s; ours (empty queue) ${emptyRate.toFixed(1)}/s = ${(emptyRate / slurm).toFixed(2)} x (target >= 2 x: ${met(emptyRate >= 2 * slurm)}), at depth ${(deepRate / slurm).toFixed(2)} x`,
+      `2.  GET /api/queue first page (${first!.jobs.length} entries of ${first!.total}; ${shownPending.length} pending, positions ${shownPending[0]?.position ?? "-"}..${shownPending.at(-1)?.position ?? "-"}): p50 ${ms(l.p50)}, p99 ${ms(l.p99)} (target <= 50 ms: ${met(l.p99 <= 50)}); stats say ${JSON.stringify(depth.queue_depth ?? null)} cloud-queue depth`,
     );
-  out(`load after: ${(await import("node:fs")).readFileSync("/proc/loadavg", "utf8").trim()}`);
+
+    // A page deep in the queue: walk to the middle of the pending jobs 1,000 at a time, then read
+    // the page after that cursor BENCH_LISTINGS times (keyset paging: its cost should not grow
+    // with the depth).
+    let cursor: string | null = null;
+    let walked = 0;
+    while (walked < PENDING / 2) {
+      const r = await fetch(`${stack.base}/api/queue?status=pending&limit=1000${cursor ? `&cursor=${cursor}` : ""}`, { headers: admin });
+      const body = (await r.json()) as { jobs: unknown[]; next_cursor: string | null };
+      if (r.status !== 200) throw new Error(`listing walk: ${r.status}`);
+      walked += body.jobs.length;
+      cursor = body.next_cursor;
+      if (!cursor) break;
+    }
+    if (cursor) {
+      const deepPages: number[] = [];
+      for (let i = 0; i < LISTINGS; i++) {
+        const t0 = performance.now();
+        const r = await fetch(`${stack.base}/api/queue?cursor=${cursor}`, { headers: admin });
+        await r.json();
+        deepPages.push(performance.now() - t0);
+        if (r.status !== 200) throw new Error(`deep listing: ${r.status}`);
+      }
+      const d = percentiles(deepPages);
+      out(`2.  GET /api/queue, the page after the ${walked}th pending job: p50 ${ms(d.p50)}, p99 ${ms(d.p99)}`);
+    }
+
+    // --- 1b. sbatch ------------------------------------------------------------------------------
+    const slurm = await sbatchRate(CLIENTS, SECONDS);
+    if (slurm === null)
+      out("1.  Slurm is not installed here (sbatch, slurmctld, munged): ours only. apt-get install -y slurm-wlm to compare.");
+    else
+      out(
+        `1.  sbatch --hold --wrap=true from ${CLIENTS} parallel clients: ${slurm.toFixed(1)} submits/s; ours (empty queue) ${emptyRate.toFixed(1)}/s = ${(emptyRate / slurm).toFixed(2)} x (target >= 2 x: ${met(emptyRate >= 2 * slurm)}), at depth ${(deepRate / slurm).toFixed(2)} x`,
+      );
+    out(`load after: ${(await import("node:fs")).readFileSync("/proc/loadavg", "utf8").trim()}`);
+  }
 } finally {
   await stack.stop();
 }
