@@ -484,15 +484,15 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
   }
 }
 
-/**
- * Each admitted stored job's end as it starts now, from its max runtime or cloud allowance, else
- * from the run time the plan expected of it (recent runs), until its progress says better.
- */
 /** The environments a group of submissions names (a cloud one, prepared elsewhere, names none here). */
 function namesOf(submissions: readonly Submission[]): string[] {
   return submissions.flatMap((s) => ("body" in s ? [s.body.config_name] : []));
 }
 
+/**
+ * Each admitted stored job's end as it starts now, from its max runtime or cloud allowance, else
+ * from the run time the plan expected of it (recent runs), until its progress says better.
+ */
 function expectedEnds(stored: Admission[], entries: Map<number, ActiveEntry>, now: number): Map<number, ExpectedEnd> {
   const ends = new Map<number, ExpectedEnd>();
   for (const a of stored) {
