@@ -76,8 +76,12 @@ export async function appendEvents(
   const seqs = new Set(rows.map((r) => r.seq));
   if (seqs.size !== rows.length) throw new ApiError(422, "duplicate_seq", "each event of a batch needs its own seq");
   const progress = lastProgress(batch, Date.now());
+  const key = keptKey(workerId, jobId, batch.attempt);
   for (let tries = 1; ; tries++) {
-    const log = await readLog(db, workerId, jobId, batch.attempt, [...seqs], progress !== null);
+    // The log as this isolate's last write of this sender's attempt left it, when that serves
+    // (keptLog); else read. The write holds only while what the plan took from it still holds.
+    const kept = tries === 1 && progress === null ? keptLog(key, seqs) : null;
+    const log = kept ?? (await readLog(db, workerId, jobId, batch.attempt, [...seqs], progress !== null));
     if (!log.mine) throw notFound(`Job ${jobId} of this worker (attempt ${batch.attempt})`);
     const now = new Date().toISOString();
     const fresh = rows.filter((r) => !log.existing.has(r.seq));
@@ -110,11 +114,14 @@ export async function appendEvents(
       if (plan.truncation?.before === i) planned.push(truncationRow(plan.truncation.event));
       if (plan.stored[i]) planned.push(candidate);
     });
-    const written = await writeLog(db, jobId, batch.attempt, workerId, log, planned, plan, now);
-    if (!written) {
+    const result = await writeLog(db, jobId, batch.attempt, workerId, log, planned, plan, now, kept !== null);
+    if (!result) {
+      keptLogs.delete(key);
       if (tries < APPEND_TRIES) continue;
       throw busy(jobId);
     }
+    const written = result.rows;
+    keepLog(key, log, batch.attempt, result);
     // What each row holds, as objects: the write answers only where it put them, not the payloads
     // back (each JSON text would cross the database's wire twice and be parsed again here).
     const bodies = new Map<string, Record<string, unknown>>();
@@ -136,6 +143,56 @@ export async function appendEvents(
       progressWrite,
     };
   }
+}
+
+/*
+ * The log as a sender's last write left it, per isolate, so that its next batch is one round trip
+ * (the write) instead of two (a read, then the write): a runner sends an attempt's batches one
+ * after another, and the read said nothing new between them. Kept only what the write guards
+ * (writeLog `fromKept`: the log's usage, the owner's bytes, that the sender ran the attempt,
+ * whether it is late, the limits), so a kept log that no longer holds costs a failed write and a
+ * read, never a wrong row. Not for a batch with progress (its expected end needs the entry read)
+ * nor one whose seqs reach what the attempt has stored (a resend: the read finds which exist).
+ */
+const keptLogs = new Map<string, LogState>();
+const KEPT_LOGS_MAX = 4096;
+
+const keptKey = (workerId: number | null, jobId: string, attempt: number) => `${workerId ?? "-"}:${attempt}:${jobId}`;
+
+/** The kept log for a batch of these seqs, when it serves: every seq above the attempt's highest stored. */
+function keptLog(key: string, seqs: Set<number>): LogState | null {
+  const log = keptLogs.get(key);
+  if (!log) return null;
+  const floor = log.maxSeq ?? -1;
+  for (const seq of seqs) if (seq <= floor) return null;
+  return log;
+}
+
+/** Keeps the log as `written` left it: its next index, the attempt's highest seq, the usage (as stored) and the owner's bytes. */
+function keepLog(key: string, log: LogState, attempt: number, written: { rows: Row[]; usage: Row }): void {
+  let last = log.last;
+  let maxSeq = log.maxSeq;
+  for (const r of written.rows) {
+    last = Math.max(last, Number(r.idx));
+    if (Number(r.attempt) === attempt && Number(r.seq) >= 0) maxSeq = Math.max(maxSeq ?? -1, Number(r.seq));
+  }
+  const u = written.usage;
+  const usage: LogUsage = {
+    events: Number(u.events),
+    bytes: Number(u.bytes),
+    truncatedAt: u.truncated_events === null ? null : { events: Number(u.truncated_events), bytes: Number(u.truncated_bytes) },
+  };
+  if (keptLogs.size >= KEPT_LOGS_MAX) keptLogs.clear();
+  keptLogs.set(key, {
+    ...log,
+    existing: new Set(),
+    maxSeq,
+    last,
+    usage,
+    usageKey: `${usage.events}:${usage.bytes}:${Number(u.dropped)}`,
+    userBytes: log.userBytes === null ? null : log.userBytes + usage.bytes - log.usage.bytes,
+    entry: undefined,
+  });
 }
 
 const busy = (jobId: string) =>
@@ -160,6 +217,8 @@ interface LogState {
   /** The owner's stored bytes over all their jobs (null: no owner). */
   userBytes: number | null;
   limits: EventLimits;
+  /** The event_limits setting as stored (null: none): a write planned from a kept log holds only while it is unchanged. */
+  limitsRaw: string | null;
   entry: Record<string, unknown> | undefined;
 }
 
@@ -169,6 +228,10 @@ const RAN_IT = `EXISTS (SELECT 1 FROM queue_entries q WHERE q.job_id = :job AND 
 // The usage row of the job as one value, to compare with what was read.
 const USAGE_KEY = `COALESCE((SELECT events || ':' || bytes || ':' || dropped FROM job_event_usage WHERE job_id = :job), '')`;
 const USER_BYTES = "COALESCE((SELECT SUM(bytes) FROM job_event_usage WHERE user_id = :user), 0)";
+// Whether the sender's events are late now (readLog's `late`), as 0 or 1.
+const LATE = `NOT EXISTS (SELECT 1 FROM queue_entries q WHERE q.job_id = :job AND q.status = 'running' AND q.attempt = :attempt
+                AND (:worker IS NULL OR q.worker_id = :worker))`;
+const LIMITS_RAW = "(SELECT value FROM settings WHERE key = 'event_limits')";
 
 async function readLog(
   db: Database,
@@ -183,9 +246,7 @@ async function readLog(
     [
       {
         // Late: the job no longer runs this attempt there (it ended, or went back to the queue).
-        sql: `SELECT ${RAN_IT} AS mine,
-                     NOT EXISTS (SELECT 1 FROM queue_entries q WHERE q.job_id = :job AND q.status = 'running' AND q.attempt = :attempt
-                                   AND (:worker IS NULL OR q.worker_id = :worker)) AS late,
+        sql: `SELECT ${RAN_IT} AS mine, ${LATE} AS late,
                      (SELECT user_id FROM queue_entries WHERE job_id = :job) AS user_id`,
         args,
       },
@@ -236,6 +297,7 @@ async function readLog(
     usageKey: String(u.usage_key),
     userBytes: userId === null ? null : Number(u.user_bytes),
     limits: parseSetting("event_limits", typeof limitsValue === "string" ? limitsValue : null),
+    limitsRaw: typeof limitsValue === "string" ? limitsValue : null,
     entry: entry?.rows[0] as Record<string, unknown> | undefined,
   };
 }
@@ -255,10 +317,20 @@ async function writeLog(
   planned: PlannedRow[],
   plan: Admission,
   now: string,
-): Promise<Row[] | null> {
+  fromKept = false,
+): Promise<{ rows: Row[]; usage: Row } | null> {
   const owner = ownerGuard(log, planned, plan);
-  const unchanged = `${USAGE_KEY} = :usage_key AND (:user IS NULL OR ${owner.sql})`;
-  const guard = { job: jobId, usage_key: log.usageKey, user: log.userId, ...owner.args };
+  // Planned from a kept log, the write also holds only while the sender still ran the attempt,
+  // the job is as late or not as it was, and the limits are as they were (a read checks these).
+  const kept = fromKept ? ` AND ${RAN_IT} AND ${LATE} = :late AND ${LIMITS_RAW} IS :limits_raw` : "";
+  const unchanged = `${USAGE_KEY} = :usage_key AND (:user IS NULL OR ${owner.sql})${kept}`;
+  const guard = {
+    job: jobId,
+    usage_key: log.usageKey,
+    user: log.userId,
+    ...owner.args,
+    ...(fromKept ? { attempt, worker: workerId, late: log.late ? 1 : 0, limits_raw: log.limitsRaw } : {}),
+  };
   const [inserted, usage] = await db.$client.batch(
     [
       {
@@ -282,7 +354,7 @@ async function writeLog(
                 dropped = dropped + excluded.dropped, dropped_bytes = dropped_bytes + excluded.dropped_bytes,
                 truncated_events = COALESCE(truncated_events, excluded.truncated_events),
                 truncated_bytes = COALESCE(truncated_bytes, excluded.truncated_bytes)
-              RETURNING events`,
+              RETURNING events, bytes, dropped, truncated_events, truncated_bytes`,
         args: {
           ...guard,
           last: log.last,
@@ -295,7 +367,7 @@ async function writeLog(
     ],
     "write",
   );
-  return usage!.rows.length ? inserted!.rows : null;
+  return usage!.rows.length ? { rows: inserted!.rows, usage: usage!.rows[0]! } : null;
 }
 
 /**

@@ -192,6 +192,20 @@ describe("a job's event cap", () => {
     expect((await finish("a", job)).status).toBe(200);
   });
 
+  it("holds a running job's next batch to a cap lowered since its last one", async () => {
+    // Consecutive batches of one runner are planned from the log as the last one left it (one
+    // round trip): a change of the limits in between must still count.
+    await setLimits({ max_events_per_job: 1_000, max_bytes_per_job: 1024 * 1024 });
+    const job = await running("una", "b");
+    expect((await post("b", job, logs(10))).body).toMatchObject({ stored: 10, dropped: 0 });
+    expect((await post("b", job, logs(10))).body).toMatchObject({ stored: 10, dropped: 0 });
+    await setLimits({ max_events_per_job: 25, max_bytes_per_job: 1024 * 1024 });
+    expect((await post("b", job, logs(10))).body).toMatchObject({ stored: 5, dropped: 5 });
+    expect((await stored(job)).events).toBe(26); // 25 and the notice
+    await setLimits({ max_events_per_job: 1_000, max_bytes_per_job: 1024 * 1024 });
+    expect((await finish("b", job)).status).toBe(200);
+  });
+
   it("answers a resent batch past the cap as taken, storing nothing twice", async () => {
     await setLimits({ max_events_per_job: 10, max_bytes_per_job: 1024 * 1024 });
     const job = await running("oscar", "a");
