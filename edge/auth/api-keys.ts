@@ -8,6 +8,7 @@ import { apiKeys, users } from "../db/schema";
 import { notFound } from "../errors";
 import { constantTimeEqual, randomToken, sha256Hex } from "./crypto";
 import { credentialUserColumns, toUser } from "./users";
+import { BoundedMap } from "../../shared/remembered";
 
 /*
  * Keys are `st_` + 43 random URL-safe characters (256 bits). The first 11 characters are stored
@@ -119,7 +120,7 @@ const keyLookup = compileSelect<{
 export const KEY_CACHE_MS = 2_000;
 const KEY_CACHE_MAX = 1_000;
 type KeyRow = Awaited<ReturnType<typeof keyLookup>>[number];
-const verifiedKeys = new Map<string, { row: KeyRow; at: number }>();
+const verifiedKeys = new BoundedMap<string, { row: KeyRow; at: number }>(KEY_CACHE_MAX);
 
 /** Forgets every remembered key (after a revocation). */
 export function forgetVerifiedKeys(): void {
@@ -132,7 +133,6 @@ async function verifiedRow(db: Database, key: string, now: number): Promise<KeyR
   const hash = await sha256Hex(key);
   const [row] = await keyLookup(db, { prefix: key.slice(0, PREFIX_LENGTH) });
   if (!row || row.disabledAt || !constantTimeEqual(hash, row.keyHash)) return null;
-  if (verifiedKeys.size >= KEY_CACHE_MAX) verifiedKeys.clear();
   verifiedKeys.set(key, { row, at: now });
   return row;
 }

@@ -8,6 +8,7 @@ import { ApiError, notFound } from "../errors";
 import { advanceRate, expectedEnd, parseRate, progressPoint, type ProgressPoint } from "./estimate";
 import { checkCanReadJob } from "./access";
 import type { HubEvent } from "./hub-types";
+import { BoundedMap } from "../../shared/remembered";
 
 /*
  * Each job's event log in libSQL. The runner sends its trainer's events
@@ -154,8 +155,7 @@ export async function appendEvents(
  * read, never a wrong row. Not for a batch with progress (its expected end needs the entry read)
  * nor one whose seqs reach what the attempt has stored (a resend: the read finds which exist).
  */
-const keptLogs = new Map<string, LogState>();
-const KEPT_LOGS_MAX = 4096;
+const keptLogs = new BoundedMap<string, LogState>(4096);
 
 const keptKey = (workerId: number | null, jobId: string, attempt: number) => `${workerId ?? "-"}:${attempt}:${jobId}`;
 
@@ -182,7 +182,6 @@ function keepLog(key: string, log: LogState, attempt: number, written: { rows: R
     bytes: Number(u.bytes),
     truncatedAt: u.truncated_events === null ? null : { events: Number(u.truncated_events), bytes: Number(u.truncated_bytes) },
   };
-  if (keptLogs.size >= KEPT_LOGS_MAX) keptLogs.clear();
   keptLogs.set(key, {
     ...log,
     existing: new Set(),

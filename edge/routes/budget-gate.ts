@@ -10,6 +10,7 @@ import { getSetting } from "../settings-store";
 import { announceBudgets } from "../spend/budget-notices";
 import { budgetApproval, budgetStanding, budgetText } from "../spend/budgets";
 import { notifyContextOf } from "./effects-context";
+import { BoundedMap } from "../../shared/remembered";
 
 /**
  * The caller as a submitter, held to their budgets first (edge/spend/budgets.ts): a used-up budget
@@ -50,9 +51,8 @@ export async function budgetedSubmitter(
  * through budgetedSubmitter at once instead of first to the Scheduler. Only a hint of which way to
  * go first: either way every budget that applies is checked, so nothing here can let a job past one.
  */
-const budgetedLately = new Map<number, number>();
 const BUDGETED_HINT_MS = 60_000;
-const BUDGETED_HINT_MAX = 10_000;
+const budgetedLately = new BoundedMap<number, number>(10_000);
 
 /**
  * A real local submission (POST /api/queue/submit), held to the submitter's budgets as
@@ -81,7 +81,6 @@ export async function submitWithinBudget(
       if (claim && outcome.status !== "invalid") claim.answered = true;
       return { outcome, budget: null };
     }
-    if (budgetedLately.size >= BUDGETED_HINT_MAX) budgetedLately.clear();
     budgetedLately.set(user.id, Date.now());
   }
   const { submitter, budget } = await budgetedSubmitter(c, false);

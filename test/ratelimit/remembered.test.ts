@@ -1,7 +1,7 @@
-// shared/remembered.ts: the bounded memo behind a client address's parse, a request's rate rule
+// shared/remembered.ts: BoundedMap (what an isolate keeps between requests) and the bounded memo behind a client address's parse, a request's rate rule
 // and a route's match (each asked on every request). Pure.
 import { describe, expect, it } from "vitest";
-import { remembered } from "../../shared/remembered";
+import { BoundedMap, remembered } from "../../shared/remembered";
 
 describe("remembered", () => {
   const counted = (options: { max?: number; maxKeyLength: number }) => {
@@ -29,5 +29,19 @@ describe("remembered", () => {
     answer("c");
     answer("a");
     expect(calls.slice(2)).toEqual(["a", "b", "c", "a"]);
+  });
+});
+
+describe("BoundedMap", () => {
+  it("holds at most max entries: a new key when full forgets the rest, a known key is replaced in place", () => {
+    const map = new BoundedMap<string, number>(2);
+    map.set("a", 1).set("b", 2);
+    map.set("a", 3); // known: nothing forgotten
+    expect([...map]).toEqual([
+      ["a", 3],
+      ["b", 2],
+    ]);
+    map.set("c", 4); // new and full
+    expect([...map]).toEqual([["c", 4]]);
   });
 });
