@@ -16,7 +16,7 @@ interface RoundMessage {
   seconds: number;
 }
 
-/** The clients' process: `run` sends one round to it, `cpuSeconds` is what it has used, `stop` ends it. */
+/** The clients' process: `pid` (its CPU is read from /proc by the caller), `run` sends one round to it, `stop` ends it. */
 export interface RoundProcess {
   pid: number;
   run(message: RoundMessage): Promise<Round>;

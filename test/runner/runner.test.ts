@@ -179,9 +179,12 @@ describe("the runner", () => {
       ],
     };
     const path = `/api/workers/jobs/${job.job_id}/events`;
+    // Another box's token, while this runner's own batches of the job were just stored: refused,
+    // and nothing of it stored (the next batch of the job's own runner takes the very next indexes).
     expect((await t.call("POST", path, { json: batch, auth: bearer(other.body.token) })).status).toBe(404);
     const first = await t.call("POST", path, { json: batch, auth: bearer(token) });
     expect(first.status).toBe(200);
+    expect(first.body.next_index).toBe(n + 2);
     const again = await t.call("POST", path, { json: batch, auth: bearer(token) });
     expect(again.body).toEqual({ stored: 0, next_index: first.body.next_index, dropped: 0 });
     expect(first.body.stored).toBe(2);
