@@ -4,6 +4,7 @@ import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import type { LocalBuild } from "./build-cache.mjs";
 import { readConfigFromEnvironment } from "./host-environment";
+import { takeSignals } from "./signals";
 import { StartupError, startStack } from "./stack";
 
 /**
@@ -78,10 +79,7 @@ async function main(workerScript: string, build: LocalBuild): Promise<void> {
   };
   // Miniflare's own handlers kill workerd and exit at once (130/143), before the database is
   // closed; this process owns its signals, so it replaces them with an orderly stop and exit 0.
-  for (const signal of ["SIGINT", "SIGTERM"] as const) {
-    process.removeAllListeners(signal);
-    process.on(signal, () => void stop(signal));
-  }
+  takeSignals(["SIGINT", "SIGTERM"], (signal) => void stop(signal));
   collectStartupGarbage();
 }
 
