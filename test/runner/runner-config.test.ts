@@ -4,7 +4,7 @@
 import { execFile } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { homedir, tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { loadRunnerConfig, RunnerConfigError } from "../../runner/agent/config";
 import { boxPolicy } from "../../runner/agent/box-policy";
@@ -199,9 +199,13 @@ describe("sandbox pieces", () => {
       visible: ["/opt/training-service"],
     };
     const argv = sandboxArgv(["train", "--fast"], spec);
+    // The folders between /tmp and `dir` (the test run's TMPDIR lies below /tmp), made in the private /tmp.
+    const between: string[] = [];
+    for (let p = dirname(dir); p.startsWith("/tmp/"); p = dirname(p)) between.unshift(`--perms 0755 --dir ${p}`);
     expect(argv.join(" ")).toBe(
       [
         "/usr/bin/bwrap --ro-bind / / --dev /dev --tmpfs /dev/shm --proc /proc --perms 1777 --tmpfs /tmp",
+        ...between,
         `--tmpfs ${dir}`, // /w does not exist here: nothing to hide
         "--ro-bind /w/cache/datasets/faces /w/cache/datasets/faces --bind /w/jobs/j1 /w/jobs/j1",
         `--remount-ro ${dir}`,
@@ -229,7 +233,7 @@ describe("sandbox pieces", () => {
     mkdirSync(join(checkout, ".data"), { recursive: true });
     const fromTmp = sandboxArgv(["train"], { ...spec, visible: [checkout], hide: [join(checkout, ".data")], readOnly: [], gpus: [] });
     expect(fromTmp.join(" ")).toContain(
-      `--tmpfs /tmp --perms 0755 --dir ${dir} --ro-bind ${checkout} ${checkout} --tmpfs ${join(checkout, ".data")} --bind /w/jobs/j1`,
+      `--tmpfs /tmp ${[...between, `--perms 0755 --dir ${dir}`].join(" ")} --ro-bind ${checkout} ${checkout} --tmpfs ${join(checkout, ".data")} --bind /w/jobs/j1`,
     );
   });
 
