@@ -2,6 +2,7 @@ import { KEEPALIVE_MS } from "../config";
 import type { Database } from "../db/client";
 import { ApiError } from "../errors";
 import { findActiveJob } from "./active-job";
+import { sseBody } from "./live-watchers";
 import { claimWatcher, releaseWatcher, renewWatchers, tooManyStreamsDetail } from "./watchers";
 
 /*
@@ -93,7 +94,7 @@ const endReason = (w: WaitingStream) =>
   `${w.scope === null ? "no job" : "no job of yours"} started within ${Math.round(w.waitMs / 1000)} s; connect again to go on waiting`;
 
 function waitOverSse(w: WaitingStream, lease: string, release: () => Promise<void>): Response {
-  const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>();
+  const { readable, writable } = sseBody();
   const writer = writable.getWriter();
   let gone = false;
   // The reader went away (the client disconnected): writes fail and closed rejects.
