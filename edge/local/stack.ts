@@ -66,6 +66,12 @@ export interface StackOptions {
   workerScript: string;
   /** SERVICE_ALLOWED_HOSTS: more host names the front answers to (besides IP addresses, localhost, this machine's name, the bind address and the public URL's). */
   allowedHosts?: string[];
+  /**
+   * Tests only (npm start never sets it): workerd's V8 inspector on a free loopback port
+   * (`Stack.inspectorUrl`), for a test that looks into the Worker's heap. Whoever reaches it
+   * runs code in the Worker.
+   */
+  inspector?: boolean;
 }
 
 /**
@@ -91,6 +97,8 @@ export interface Stack {
   /** The first admin's setup token: SETUP_TOKEN when given, else random per start ("" when set empty). */
   setupToken: string;
   log: Logger;
+  /** workerd's inspector (ws:// targets listed at its /json), when started with `inspector`. */
+  inspectorUrl?: URL;
   stop(): Promise<void>;
 }
 
@@ -225,6 +233,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       host: "127.0.0.1",
       port: 0,
       cf: false,
+      ...(options.inspector ? { inspectorPort: 0 } : {}),
       handleRuntimeStdio: (stdout: Readable, stderr: Readable) => {
         forwardLines(stdout, emit);
         forwardLines(stderr, emit);
@@ -302,6 +311,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       dataDir,
       setupToken,
       log,
+      ...(options.inspector ? { inspectorUrl: await mf.getInspectorURL() } : {}),
       async stop() {
         // Said as it happens, so whoever stopped it knows what it waited for.
         const since = Date.now();
