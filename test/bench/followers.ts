@@ -14,6 +14,9 @@
 //  - BENCH_DROPS (10 % of the followers) are dropped mid-stream (the connection cut), stay away
 //    1 s, and reconnect with Last-Event-ID: the time from the reconnect until they hold every event
 //    the job had stored when they reconnected, p50 and max. Target: <= 1 s.
+//  - per phase, each process's CPU and how long workerd's one thread waited, runnable, for a core
+//    (the share of the phase): with the events, the submits' slow tail is that wait and workerd's
+//    own full garbage collections (README, Performance, "Followers").
 // The issue's full size: BENCH_JOBS=100 BENCH_FOLLOWERS=1000.
 import { createClient } from "@libsql/client";
 import { readdirSync, readFileSync } from "node:fs";
@@ -51,6 +54,15 @@ function stackPids(dataDir: string): { host: number; workerd: number } {
 function cpuSeconds(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
   return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+/**
+ * Seconds the process's main thread (workerd's one event loop) has waited, runnable, for a core
+ * (/proc/<pid>/schedstat's second field): on this 2-core machine the stack shares the cores with
+ * the benchmark's own processes, and a submit waits while workerd does.
+ */
+function runnableWaitSeconds(pid: number): number {
+  return Number(readFileSync(`/proc/${pid}/task/${pid}/schedstat`, "utf8").split(" ")[1]) / 1e9;
 }
 
 /** Runs `work` over `items`, `width` at a time. */
@@ -146,6 +158,7 @@ try {
   const used = () => ({
     host: cpuSeconds(pids.host),
     workerd: cpuSeconds(pids.workerd),
+    workerdWaited: runnableWaitSeconds(pids.workerd),
     bench: process.cpuUsage(),
     submitters: cpuSeconds(submitters.pid),
     at: performance.now(),
@@ -156,7 +169,7 @@ try {
     const wall = (now.at - mark.at) / 1000;
     const bench = (now.bench.user + now.bench.system - mark.bench.user - mark.bench.system) / 1e6;
     const share = (seconds: number) => `${((seconds / wall) * 100).toFixed(0)} %`;
-    const line = `    CPU over ${wall.toFixed(0)} s: workerd ${share(now.workerd - mark.workerd)}, Node host ${share(now.host - mark.host)}, followers and feed ${share(bench)}, submitting clients ${share(now.submitters - mark.submitters)} (of one core; load ${readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ")})`;
+    const line = `    CPU over ${wall.toFixed(0)} s: workerd ${share(now.workerd - mark.workerd)}, Node host ${share(now.host - mark.host)}, followers and feed ${share(bench)}, submitting clients ${share(now.submitters - mark.submitters)} (of one core; load ${readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ")}); workerd's thread waited for a core ${share(now.workerdWaited - mark.workerdWaited)} of the time`;
     mark = now;
     return line;
   };
