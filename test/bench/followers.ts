@@ -19,9 +19,9 @@
 //    own full garbage collections (README, Performance, "Followers").
 // The issue's full size: BENCH_JOBS=100 BENCH_FOLLOWERS=1000.
 import { createClient } from "@libsql/client";
-import { readdirSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { percentiles, startBenchStack } from "./lib";
+import { percentiles, readProcesses, startBenchStack } from "./lib";
 import { roundProcess } from "./round-process";
 import { sseEvents } from "../helpers/sse";
 
@@ -37,24 +37,6 @@ const concurrency = 8;
 const PER_USER = Math.max(1, Math.ceil(followers / 10));
 const out = (line: string) => process.stdout.write(line + "\n");
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** The stack's processes (found by their data directory): the Node host, and workerd, its child. */
-function stackPids(dataDir: string): { host: number; workerd: number } {
-  let host = 0;
-  for (const pid of readdirSync("/proc").filter((d) => /^\d+$/.test(d))) {
-    try {
-      if (readFileSync(`/proc/${pid}/environ`, "utf8").split("\0").includes(`SERVICE_DATA_DIR=${dataDir}`)) host ||= Number(pid);
-    } catch {}
-  }
-  const children = readFileSync(`/proc/${host}/task/${host}/children`, "utf8").trim().split(/\s+/).map(Number);
-  const workerd = children.find((pid) => readFileSync(`/proc/${pid}/comm`, "utf8").trim() === "workerd") ?? 0;
-  return { host, workerd };
-}
-/** CPU seconds (user + system) a process has used. */
-function cpuSeconds(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
 
 /**
  * Seconds the process's main thread (workerd's one event loop) has waited, runnable, for a core
@@ -154,15 +136,18 @@ try {
   // Where the time goes: CPU seconds of the stack's Node host (the client front, the libSQL server),
   // its workerd (the Worker and its Durable Objects), this process (the followers and the feed) and
   // the submitting clients', per phase.
-  const pids = stackPids(stack.dataDir);
-  const used = () => ({
-    host: cpuSeconds(pids.host),
-    workerd: cpuSeconds(pids.workerd),
-    workerdWaited: runnableWaitSeconds(pids.workerd),
-    bench: process.cpuUsage(),
-    submitters: cpuSeconds(submitters.pid),
-    at: performance.now(),
-  });
+  const workerd = readProcesses().find((p) => p.ppid === stack.pid && p.name === "workerd")?.pid ?? 0;
+  const used = () => {
+    const cpu = new Map(readProcesses().map((p) => [p.pid, p.cpu]));
+    return {
+      host: cpu.get(stack.pid) ?? 0,
+      workerd: cpu.get(workerd) ?? 0,
+      workerdWaited: runnableWaitSeconds(workerd),
+      bench: process.cpuUsage(),
+      submitters: cpu.get(submitters.pid) ?? 0,
+      at: performance.now(),
+    };
+  };
   let mark = used();
   const cpu = () => {
     const now = used();
