@@ -83,6 +83,10 @@ describe("npm start", () => {
 
     const processes = descendants(run.child.pid!);
     expect(processes.length).toBeGreaterThan(0); // workerd runs below it
+    // No V8 inspector (it runs code in the Worker): only a test's stack may open one (the `inspector` stack option).
+    const commands = processes.map((pid) => readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0"));
+    expect(commands.some((argv) => argv.some((a) => a.endsWith("workerd")))).toBe(true);
+    expect(commands.flat().filter((arg) => arg.includes("inspector"))).toEqual([]);
     run.child.kill("SIGTERM");
     expect(await run.exited).toBe(0);
     expect(run.output().stdout).toContain("received SIGTERM, stopping");

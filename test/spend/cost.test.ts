@@ -362,6 +362,9 @@ describe("GET /api/cost and budgets", () => {
       flooding = false;
       await Promise.all(flood);
     }
+    // Refused, each queued nothing.
+    for (let round = 0; round < submitters.length; round++)
+      expect((await get(`/api/queue?include_completed=true&user=vis${round}`, admin)).body.jobs).toEqual([]);
   });
 });
 
