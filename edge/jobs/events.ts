@@ -188,7 +188,7 @@ function keepLog(key: string, log: LogState, attempt: number, written: { rows: R
     maxSeq,
     last,
     usage,
-    usageKey: `${usage.events}:${usage.bytes}:${Number(u.dropped)}`,
+    usageKey: String(u.usage_key),
     userBytes: log.userBytes === null ? null : log.userBytes + usage.bytes - log.usage.bytes,
     entry: undefined,
   });
@@ -225,7 +225,9 @@ interface LogState {
 const RAN_IT = `EXISTS (SELECT 1 FROM queue_entries q WHERE q.job_id = :job AND (:worker IS NULL OR (q.worker_id = :worker AND q.attempt = :attempt)
                   OR EXISTS (SELECT 1 FROM job_attempts a WHERE a.job_id = :job AND a.attempt = :attempt AND a.worker_id = :worker)))`;
 // The usage row of the job as one value, to compare with what was read.
-const USAGE_KEY = `COALESCE((SELECT events || ':' || bytes || ':' || dropped FROM job_event_usage WHERE job_id = :job), '')`;
+// One row's usage key, as the read compares it and the write returns it.
+const USAGE_KEY_OF_ROW = `events || ':' || bytes || ':' || dropped`;
+const USAGE_KEY = `COALESCE((SELECT ${USAGE_KEY_OF_ROW} FROM job_event_usage WHERE job_id = :job), '')`;
 const USER_BYTES = "COALESCE((SELECT SUM(bytes) FROM job_event_usage WHERE user_id = :user), 0)";
 // Whether the sender's events are late now (readLog's `late`), as 0 or 1.
 const LATE = `NOT EXISTS (SELECT 1 FROM queue_entries q WHERE q.job_id = :job AND q.status = 'running' AND q.attempt = :attempt
@@ -353,7 +355,7 @@ async function writeLog(
                 dropped = dropped + excluded.dropped, dropped_bytes = dropped_bytes + excluded.dropped_bytes,
                 truncated_events = COALESCE(truncated_events, excluded.truncated_events),
                 truncated_bytes = COALESCE(truncated_bytes, excluded.truncated_bytes)
-              RETURNING events, bytes, dropped, truncated_events, truncated_bytes`,
+              RETURNING events, bytes, truncated_events, truncated_bytes, ${USAGE_KEY_OF_ROW} AS usage_key`,
         args: {
           ...guard,
           last: log.last,
