@@ -11,25 +11,36 @@ import type { TrainerCommand } from "../../shared/trainer-commands";
 
 export { TRAINER_COMMANDS, type TrainerCommand } from "../../shared/trainer-commands";
 
-/** Queues a command for a running job; returns the worker to wake. 409 when the job is not running. */
+/**
+ * Queues a command for a running job; returns the worker to wake. One round trip when it is
+ * taken: the job's owner is checked in the same write (`ownerId`: only that user's job; null or
+ * absent: anyone's). Refused, the job is read to say why: 404, 403 not the caller's, or 409 when
+ * it is not running.
+ */
 export async function addCommand(
   db: Database,
   jobId: string,
   command: TrainerCommand,
   userId: number | null,
+  ownerId: number | null = null,
 ): Promise<{ id: number; workerId: number }> {
   const now = new Date().toISOString();
   const added = await db.$client.execute({
     sql: `INSERT INTO job_commands (job_id, worker_id, command, requested_by, created_at)
-          SELECT job_id, worker_id, ?2, ?3, ?4 FROM queue_entries WHERE job_id = ?1 AND status = 'running' AND worker_id IS NOT NULL
+          SELECT job_id, worker_id, ?2, ?3, ?4 FROM queue_entries
+          WHERE job_id = ?1 AND status = 'running' AND worker_id IS NOT NULL AND (?5 IS NULL OR user_id = ?5)
           RETURNING id, worker_id`,
-    args: [jobId, command, userId, now],
+    args: [jobId, command, userId, now, ownerId],
   });
   const row = added.rows[0];
   if (row) return { id: Number(row.id), workerId: Number(row.worker_id) };
   const conflict = (status: string) =>
     new ApiError(409, "job_not_running", `Job ${jobId} is ${status}; only a running job's trainer takes commands`);
-  return explainLostWrite(db, jobId, { conflict });
+  return explainLostWrite(db, jobId, {
+    ownerId,
+    notOwner: "You can control only your own jobs; a lead or admin can control any",
+    conflict,
+  });
 }
 
 /** Commands not yet acknowledged for this worker's running jobs, oldest first. */

@@ -188,11 +188,14 @@ function commandRoute(path: string, command: TrainerCommand, summary: string, me
       },
     }),
     async (c) => {
-      const job = await jobToControl(c.get("db"), await jobIdOf(c), callerScope(c));
-      const { id, workerId } = await addCommand(c.get("db"), job.jobId, command, principalOf(c).user.id);
-      await wakeWorker(c, workerId, [{ id, job_id: job.jobId, command }]);
-      c.get("log").info(`trainer command ${command}`, { job_id: job.jobId, worker_id: workerId });
-      return c.json({ success: true as const, job_id: job.jobId, message }, 200);
+      const db = c.get("db");
+      const scope = callerScope(c);
+      // A named job is checked (found, the caller's, running) by the write itself: one round trip.
+      const jobId = (await jobIdOf(c)) ?? (await jobToControl(db, undefined, scope)).jobId;
+      const { id, workerId } = await addCommand(db, jobId, command, principalOf(c).user.id, scope);
+      await wakeWorker(c, workerId, [{ id, job_id: jobId, command }]);
+      c.get("log").info(`trainer command ${command}`, { job_id: jobId, worker_id: workerId });
+      return c.json({ success: true as const, job_id: jobId, message }, 200);
     },
   );
 }

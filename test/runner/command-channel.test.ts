@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { gpuInventory, registerWorker } from "../helpers/boxes";
 import { spawnRunner, stopRunner, type RunnerProcess } from "../helpers/runner-process";
-import { setUpAdmin, startTestStack, type TestStack } from "../helpers/stack";
+import { createUserWithKey, setUpAdmin, startTestStack, type TestStack } from "../helpers/stack";
 import { until } from "../helpers/wait";
 
 let t: TestStack;
@@ -72,6 +72,41 @@ describe("a trainer command on the worker channel", () => {
     expect(acked.body.commands).toEqual([]);
     channel.socket.close();
     otherChannel.socket.close();
+  });
+
+  it("refuses a researcher's command to another's running job (403), an unknown job (404) and an ended one (409), and nothing reaches a runner", async () => {
+    // The command's write checks the owner itself (one round trip): a refused one must store nothing.
+    const box = await registerWorker(t, admin.key, "box-c", "remote", gpuInventory(1, "NVIDIA A100"), { pool: "c" });
+    const channel = await openChannel(box.token);
+    const owner = await createUserWithKey(t, admin, "researcher", "cmd-owner");
+    const intruder = await createUserWithKey(t, admin, "researcher", "cmd-intruder");
+    const job = await t.call("POST", "/api/queue/submit", {
+      json: { config_name: "one-gpu", target: "worker", worker_labels: { pool: "c" } },
+      auth: { key: owner.key },
+    });
+    expect(job.body.status).toBe("running");
+    const jobId = job.body.job_id as string;
+    await until("the assignment's wake", () => channel.messages.includes("wake"));
+    channel.messages.length = 0;
+
+    for (const path of ["/api/training/validation/run", "/api/training/checkpoint/run", "/api/training/stop"]) {
+      const refused = await t.call("POST", path, { json: { job_id: jobId }, auth: { key: intruder.key } });
+      expect([refused.status, refused.body.code], path).toEqual([403, "forbidden"]);
+      const unknown = await t.call("POST", path, { json: { job_id: "local-000000000000" }, auth: { key: intruder.key } });
+      expect([unknown.status, unknown.body.code], path).toEqual([404, "not_found"]);
+    }
+    // The intruder has no running job of their own to fall back to.
+    expect((await t.call("POST", "/api/training/validation/run", { auth: { key: intruder.key } })).body.code).toBe("no_active_job");
+    const heartbeat = await t.call("POST", "/api/workers/heartbeat", { json: {}, auth: { bearer: box.token } });
+    expect(heartbeat.body.commands).toEqual([]);
+    expect(channel.messages).toEqual([]);
+
+    // The owner's own command is taken; once the job has ended, a command is 409 and stores nothing.
+    expect((await t.call("POST", "/api/training/validation/run", { json: { job_id: jobId }, auth: { key: owner.key } })).status).toBe(200);
+    expect((await t.call("POST", "/api/training/cancel", { json: { job_id: jobId }, auth: { key: owner.key } })).status).toBe(200);
+    const ended = await t.call("POST", "/api/training/checkpoint/run", { json: { job_id: jobId }, auth: { key: owner.key } });
+    expect([ended.status, ended.body.code]).toEqual([409, "job_not_running"]);
+    channel.socket.close();
   });
 
   it("reaches the trainer through a real runner: its signal file counts the validation once", async () => {
