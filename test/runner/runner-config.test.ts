@@ -50,15 +50,28 @@ describe("runner start with a bad config", () => {
       ["sandbox.json", JSON.stringify({ sandbox: "maybe" }), 'sandbox Invalid option: expected one of "auto"|"required"|"off"'],
       ["token.json", JSON.stringify({ pass_env: ["HF_HOME", "RUNNER_TOKEN"] }), "pass_env.1 must not hand the runner's token to trainers"],
     ];
+    // What each mistake says, from the runner's own config loader; then `runner start` itself (a cold
+    // node + tsx start each, 0.7 s of CPU idle: nine of them in turn passed the test's 30 s on a slow,
+    // busy machine) for two of them: one line on stderr and exit code 2.
     for (const [name, text, message] of cases) {
       const path = file(name, text);
-      const got = await runner(["--url", "http://127.0.0.1:9", "--config", path]);
-      expect(got.code).toBe(2);
-      expect(got.stderr.trim().split("\n")).toHaveLength(1);
-      expect(got.stderr.trim()).toContain(`runner: runner config ${path}: ${message}`);
+      let thrown: unknown = null;
+      try {
+        loadRunnerConfig({ url: "http://127.0.0.1:9", config: path }, { RUNNER_TOKEN: "stw_test" });
+      } catch (error) {
+        thrown = error;
+      }
+      expect(thrown, name).toBeInstanceOf(RunnerConfigError);
+      expect((thrown as Error).message, name).toContain(`runner config ${path}: ${message}`);
     }
-    // RUNNER_CONFIG is read the same way; a missing file says so.
-    const missing = await runner(["--url", "http://127.0.0.1:9"], { RUNNER_CONFIG: join(dir, "nope.json") });
+    const [bad, missing] = await Promise.all([
+      runner(["--url", "http://127.0.0.1:9", "--config", join(dir, "bad.json")]),
+      // RUNNER_CONFIG is read the same way; a missing file says so.
+      runner(["--url", "http://127.0.0.1:9"], { RUNNER_CONFIG: join(dir, "nope.json") }),
+    ]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr.trim().split("\n")).toHaveLength(1);
+    expect(bad.stderr.trim()).toContain(`runner: runner config ${join(dir, "bad.json")}: not valid JSON`);
     expect([missing.code, missing.stderr.trim()]).toEqual([2, `runner: runner config ${join(dir, "nope.json")}: cannot be read (ENOENT)`]);
   });
 
