@@ -1,6 +1,6 @@
 import { END_METHODS } from "../../shared/schemas/queue";
 import type { Database } from "../db/client";
-import { ApiError, notFound } from "../errors";
+import { ApiError } from "../errors";
 import { findActiveJob, type ActiveJob } from "./active-job";
 
 /*
@@ -15,26 +15,17 @@ function noActiveJob(scope: number | null): ApiError {
 }
 
 /**
- * The job a control request is about: the one named, or else the caller's active job for
- * control (edge/jobs/active-job.ts; `scope` null: anyone's). 400 when there is none (validation/run
- * included).
+ * The job a control request is about when it names none: the caller's active job for control
+ * (edge/jobs/active-job.ts; `scope` null: anyone's). 400 when there is none (validation/run
+ * included). A named job is checked where it is acted on: a command's write (commands.ts
+ * addCommand), the checkpoint listing's read access.
  *
  * @example
- * const job = await jobToControl(db, undefined, ownerScope(user)); // { jobId, userId, status: "running" }
+ * const job = await activeJobToControl(db, ownerScope(user)); // { jobId, userId, status: "running" }
  */
-export async function jobToControl(db: Database, jobId: string | undefined, scope: number | null): Promise<ActiveJob> {
-  let job: ActiveJob | null;
-  if (jobId === undefined) {
-    job = await findActiveJob(db, scope, "control");
-    if (!job) throw noActiveJob(scope);
-  } else {
-    const found = await db.$client.execute({ sql: "SELECT job_id, user_id, status FROM queue_entries WHERE job_id = ?", args: [jobId] });
-    const row = found.rows[0];
-    if (!row) throw notFound(`Job ${jobId}`);
-    job = { jobId: String(row.job_id), userId: row.user_id === null ? null : Number(row.user_id), status: String(row.status) };
-  }
-  if (scope !== null && job.userId !== scope)
-    throw new ApiError(403, "forbidden", "You can control only your own jobs; a lead or admin can control any");
+export async function activeJobToControl(db: Database, scope: number | null): Promise<ActiveJob> {
+  const job = await findActiveJob(db, scope, "control");
+  if (!job) throw noActiveJob(scope);
   return job;
 }
 

@@ -25,7 +25,7 @@ import type { Context } from "hono";
 import { ownerScope } from "../../shared/levels";
 import type { AppEnv } from "../app-env";
 import { addCommand, type TrainerCommand } from "../jobs/commands";
-import { checkpointsOf, jobStatus, jobToControl } from "../jobs/control";
+import { activeJobToControl, checkpointsOf, jobStatus } from "../jobs/control";
 import { applyEffects } from "../jobs/lifecycle/effects";
 import { cancelJob } from "../jobs/lifecycle/cancel";
 import { effectsOf } from "./effects-context";
@@ -191,7 +191,7 @@ function commandRoute(path: string, command: TrainerCommand, summary: string, me
       const db = c.get("db");
       const scope = callerScope(c);
       // A named job is checked (found, the caller's, running) by the write itself: one round trip.
-      const jobId = (await jobIdOf(c)) ?? (await jobToControl(db, undefined, scope)).jobId;
+      const jobId = (await jobIdOf(c)) ?? (await activeJobToControl(db, scope)).jobId;
       const { id, workerId } = await addCommand(db, jobId, command, principalOf(c).user.id, scope);
       await wakeWorker(c, workerId, [{ id, job_id: jobId, command }]);
       c.get("log").info(`trainer command ${command}`, { job_id: jobId, worker_id: workerId });
@@ -333,7 +333,7 @@ training.openapi(
     const scope = callerScope(c);
     let jobId = await jobIdOf(c);
     if (jobId !== undefined) await assertCanReadJob(db, jobId, scope);
-    else jobId = (await jobToControl(db, undefined, scope)).jobId;
+    else jobId = (await activeJobToControl(db, scope)).jobId;
     return c.json({ job_id: jobId, checkpoints: await checkpointsOf(db, jobId) }, 200);
   },
 );
