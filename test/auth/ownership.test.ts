@@ -21,8 +21,11 @@ const activeOf = async (auth: Credentials) =>
   ((await t.call("GET", "/api/configs/", { auth })).body.environments as { name: string; active: boolean }[])
     .filter((e) => e.active)
     .map((e) => e.name);
+// The stored jobs by id: a Scheduler pass may fill in an entry's expected start between two readings.
 const jobs = async () =>
-  (await t.call("GET", "/api/queue?include_completed=true&limit=1000", { auth: { key: admin.key } })).body.jobs as { job_id: string }[];
+  (
+    (await t.call("GET", "/api/queue?include_completed=true&limit=1000", { auth: { key: admin.key } })).body.jobs as { job_id: string }[]
+  ).map((j) => j.job_id);
 
 const NOT_OWNER = (name: string) => ({
   code: "not_owner",
