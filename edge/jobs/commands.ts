@@ -12,17 +12,16 @@ import type { TrainerCommand } from "../../shared/trainer-commands";
 export { TRAINER_COMMANDS, type TrainerCommand } from "../../shared/trainer-commands";
 
 /**
- * Queues a command for a running job; returns the worker to wake. One round trip when it is
- * taken: the job's owner is checked in the same write (`ownerId`: only that user's job; null or
- * absent: anyone's). Refused, the job is read to say why: 404, 403 not the caller's, or 409 when
- * it is not running.
+ * Queues a command for a running job; returns the worker to wake. `requestedBy`: who asked (null:
+ * the service itself). `ownerId`: only that user's job may take it (null: anyone's). One round
+ * trip when it is taken: the job's owner and status are checked by the write itself. Refused, the
+ * job is read to say why: 404, 403 not the caller's, or 409 when it is not running.
  */
 export async function addCommand(
   db: Database,
   jobId: string,
   command: TrainerCommand,
-  userId: number | null,
-  ownerId: number | null = null,
+  { requestedBy, ownerId }: { requestedBy: number | null; ownerId: number | null },
 ): Promise<{ id: number; workerId: number }> {
   const now = new Date().toISOString();
   const added = await db.$client.execute({
@@ -30,7 +29,7 @@ export async function addCommand(
           SELECT job_id, worker_id, ?2, ?3, ?4 FROM queue_entries
           WHERE job_id = ?1 AND status = 'running' AND worker_id IS NOT NULL AND (?5 IS NULL OR user_id = ?5)
           RETURNING id, worker_id`,
-    args: [jobId, command, userId, now, ownerId],
+    args: [jobId, command, requestedBy, now, ownerId],
   });
   const row = added.rows[0];
   if (row) return { id: Number(row.id), workerId: Number(row.worker_id) };

@@ -192,7 +192,7 @@ function commandRoute(path: string, command: TrainerCommand, summary: string, me
       const scope = callerScope(c);
       // A named job is checked (found, the caller's, running) by the write itself: one round trip.
       const jobId = (await jobIdOf(c)) ?? (await activeJobToControl(db, scope)).jobId;
-      const { id, workerId } = await addCommand(db, jobId, command, principalOf(c).user.id, scope);
+      const { id, workerId } = await addCommand(db, jobId, command, { requestedBy: principalOf(c).user.id, ownerId: scope });
       await wakeWorker(c, workerId, [{ id, job_id: jobId, command }]);
       c.get("log").info(`trainer command ${command}`, { job_id: jobId, worker_id: workerId });
       return c.json({ success: true as const, job_id: jobId, message }, 200);

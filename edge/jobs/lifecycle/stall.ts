@@ -80,7 +80,7 @@ export async function markStalledJobs(ctx: { env: Env; db: Database; log: Logger
         { ...job.facts, error: null, reason: event.title, stalled_since: since, last_step: watch.step, policy },
       );
     if (policy === "stop_and_requeue") {
-      const asked = await addCommand(db, jobId, "stop", null).catch((error: unknown) => {
+      const asked = await addCommand(db, jobId, "stop", { requestedBy: null, ownerId: null }).catch((error: unknown) => {
         log.warning("could not ask a stalled job's trainer to stop", { job_id: jobId, error: String(error) });
         return null;
       });
