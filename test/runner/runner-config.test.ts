@@ -55,14 +55,9 @@ describe("runner start with a bad config", () => {
     // busy machine) for two of them: one line on stderr and exit code 2.
     for (const [name, text, message] of cases) {
       const path = file(name, text);
-      let thrown: unknown = null;
-      try {
-        loadRunnerConfig({ url: "http://127.0.0.1:9", config: path }, { RUNNER_TOKEN: "stw_test" });
-      } catch (error) {
-        thrown = error;
-      }
-      expect(thrown, name).toBeInstanceOf(RunnerConfigError);
-      expect((thrown as Error).message, name).toContain(`runner config ${path}: ${message}`);
+      const load = () => loadRunnerConfig({ url: "http://127.0.0.1:9", config: path }, { RUNNER_TOKEN: "stw_test" });
+      expect(load, name).toThrow(RunnerConfigError);
+      expect(load, name).toThrow(`runner config ${path}: ${message}`);
     }
     const [bad, missing] = await Promise.all([
       runner(["--url", "http://127.0.0.1:9", "--config", join(dir, "bad.json")]),
