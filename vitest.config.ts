@@ -1,18 +1,19 @@
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
+import { gzipSync } from "node:zlib";
 import { defineConfig, type Plugin } from "vitest/config";
 import { DASHBOARD_MODULE, dashboardModuleSource } from "./edge/local/ui-build";
 
 const require = createRequire(import.meta.url);
 
-// The same `asset:` imports the Worker bundler embeds (edge/local/bundle.ts), for tests that
+// The same `gzip-asset:` imports the Worker bundler embeds (edge/local/bundle.ts), for tests that
 // import the app directly (the route inventory in test/api/openapi.test.ts).
 const embedAssets: Plugin = {
-  name: "embed-assets",
-  resolveId: (id) => (id.startsWith("asset:") ? "\0" + id : null),
+  name: "embed-gzip-assets",
+  resolveId: (id) => (id.startsWith("gzip-asset:") ? "\0" + id : null),
   load: (id) =>
-    id.startsWith("\0asset:")
-      ? `export default ${JSON.stringify(readFileSync(require.resolve(id.slice("\0asset:".length)), "utf8"))};`
+    id.startsWith("\0gzip-asset:")
+      ? `export default ${JSON.stringify(gzipSync(readFileSync(require.resolve(id.slice("\0gzip-asset:".length)))).toString("base64"))};`
       : null,
 };
 

@@ -1,7 +1,7 @@
-/** Files embedded as text by the Worker bundler (edge/local/bundle.ts, the `asset:` plugin). */
-declare module "asset:*" {
-  const text: string;
-  export default text;
+/** Files embedded gzip-compressed, in base64, by the Worker bundler (edge/local/bundle.ts, the `gzip-asset:` plugin). */
+declare module "gzip-asset:*" {
+  const gzipBase64: string;
+  export default gzipBase64;
 }
 
 /** Markdown files embedded as text by the Worker bundler (edge/local/bundle.ts): the API document's prose. */

@@ -1,23 +1,14 @@
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
-import redocJs from "asset:redoc/bundles/redoc.standalone.js";
-import swaggerCss from "asset:swagger-ui-dist/swagger-ui.css";
-import swaggerJs from "asset:swagger-ui-dist/swagger-ui-bundle.js";
 import pkg from "../../package.json";
 import { ROUTE_ACCESS } from "../../shared/permissions";
 import { ErrorBody } from "../../shared/schemas/common";
 import type { AppEnv } from "../app-env";
+import { clientAcceptEncoding, docsAssetResponse } from "../docs-assets";
 import { REDOC_PAGE, SWAGGER_PAGE } from "../docs-pages";
 import { notFound } from "../errors";
 import { createRouter } from "../router";
 import { levelsTable, withAccess, type OpenApiDocument } from "./openapi-access";
 import { apiDescription, TAGS } from "./openapi-tags";
-
-// Served from the npm packages embedded in the bundle: the machines that run this have no CDN.
-const ASSETS: Record<string, { body: string; type: string }> = {
-  "swagger-ui.css": { body: swaggerCss, type: "text/css; charset=utf-8" },
-  "swagger-ui-bundle.js": { body: swaggerJs, type: "text/javascript; charset=utf-8" },
-  "redoc.standalone.js": { body: redocJs, type: "text/javascript; charset=utf-8" },
-};
 
 const OPENAPI_CONFIG = {
   openapi: "3.1.0",
@@ -75,7 +66,8 @@ export function docsRoutes(app: OpenAPIHono<AppEnv>) {
       path: "/docs/assets/{file}",
       tags,
       summary: "Static files of the documentation pages",
-      description: "The pages' scripts and styles, embedded in the Worker from the npm packages. Another name is 404.",
+      description:
+        "The pages' scripts and styles, embedded in the Worker from the npm packages. Sent gzip-encoded to a client whose Accept-Encoding admits gzip (as browsers' does), else decoded. Another name is 404.",
       request: { params: z.object({ file: z.string().openapi({ param: { name: "file", in: "path" }, example: "swagger-ui.css" }) }) },
       responses: {
         200: { description: "The file", content: { "text/plain": { schema: z.string() } } },
@@ -83,9 +75,10 @@ export function docsRoutes(app: OpenAPIHono<AppEnv>) {
       },
     }),
     (c) => {
-      const asset = ASSETS[c.req.valid("param").file];
-      if (!asset) throw notFound("Documentation asset");
-      return c.text(asset.body, 200, { "Content-Type": asset.type, "Cache-Control": "public, max-age=86400" });
+      // Served from the npm packages embedded in the bundle: the machines that run this have no CDN.
+      const answer = docsAssetResponse(c.req.valid("param").file, clientAcceptEncoding(c.req.raw));
+      if (!answer) throw notFound("Documentation asset");
+      return answer as never;
     },
   );
   return docs;

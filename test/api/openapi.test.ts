@@ -1,7 +1,11 @@
 import { Validator } from "@seriousme/openapi-schema-validator";
+import { readFileSync } from "node:fs";
+import { request as httpRequest } from "node:http";
+import { brotliDecompressSync, gunzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { findTargetHandler, isMiddleware } from "hono/utils/handler";
 import { createApp } from "../../edge/app";
+import { acceptsGzip } from "../../edge/docs-assets";
 import { toOpenApiPath } from "../../edge/middleware/authorize";
 import { accessLine, levelsTable, securityFor, SECURITY_SCHEMES, withAccess } from "../../edge/routes/openapi-access";
 import { ROUTE_ACCESS } from "../../shared/permissions";
@@ -190,5 +194,88 @@ describe("the access written into the document", () => {
       expect(asset.text.length).toBeGreaterThan(100_000);
     }
     expect((await t.call("GET", "/docs/assets/..%2Fpackage.json")).status).toBe(404);
+  });
+
+  /** GET over node:http, which leaves a gzip body as it came (fetch would decode it). */
+  function rawGet(
+    path: string,
+    headers: Record<string, string>,
+  ): Promise<{ status: number; headers: Record<string, unknown>; body: Buffer }> {
+    return new Promise((done, fail) => {
+      const req = httpRequest(new URL(path, t.base), { headers }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (chunk: Buffer) => chunks.push(chunk));
+        res.on("end", () => done({ status: res.statusCode!, headers: res.headers, body: Buffer.concat(chunks) }));
+        res.on("error", fail);
+      });
+      req.on("error", fail);
+      req.end();
+    });
+  }
+
+  /** The body as the client reads it: decoded by the Content-Encoding it came with. */
+  function decoded(answer: { headers: Record<string, unknown>; body: Buffer }): Buffer {
+    const coding = answer.headers["content-encoding"];
+    if (coding === undefined) return answer.body;
+    if (coding === "gzip") return gunzipSync(answer.body);
+    if (coding === "br") return brotliDecompressSync(answer.body);
+    throw new Error(`unexpected Content-Encoding ${String(coding)}`);
+  }
+
+  it("sends each asset gzip-encoded to a browser and as it is to a client that does not ask for gzip, byte for byte the npm package's file", async () => {
+    for (const [file, pkgFile] of [
+      ["swagger-ui-bundle.js", "swagger-ui-dist/swagger-ui-bundle.js"],
+      ["swagger-ui.css", "swagger-ui-dist/swagger-ui.css"],
+      ["redoc.standalone.js", "redoc/bundles/redoc.standalone.js"],
+    ] as const) {
+      const original = readFileSync(`node_modules/${pkgFile}`);
+      const browser = await rawGet(`/docs/assets/${file}`, { "Accept-Encoding": "gzip, deflate, zstd" });
+      expect(browser.status, file).toBe(200);
+      expect(browser.headers["content-encoding"], file).toBe("gzip");
+      expect(browser.headers["vary"], file).toBe("Accept-Encoding");
+      expect(browser.body.length, file).toBeLessThan(original.length / 2);
+      expect(gunzipSync(browser.body).equals(original), file).toBe(true);
+      // No header (curl without --compressed), identity, or only codings other than gzip and br: the file as it is.
+      for (const acceptEncoding of [undefined, "identity", "gzip;q=0, identity", "deflate"]) {
+        const plain = await rawGet(`/docs/assets/${file}`, acceptEncoding === undefined ? {} : { "Accept-Encoding": acceptEncoding });
+        expect(plain.status, `${file} ${acceptEncoding}`).toBe(200);
+        expect(plain.headers["content-encoding"], `${file} ${acceptEncoding}`).toBeUndefined();
+        expect(plain.body.equals(original), `${file} ${acceptEncoding}`).toBe(true);
+      }
+      // Brotli only: re-encoded for the client in front of the Worker, as Cloudflare's edge does.
+      const brotli = await rawGet(`/docs/assets/${file}`, { "Accept-Encoding": "br, gzip;q=0" });
+      expect(brotli.headers["content-encoding"], file).toBe("br");
+      expect(decoded(brotli).equals(original), file).toBe(true);
+    }
+  });
+
+  it("has no asset under an object's inherited names, and a malformed Accept-Encoding is not an error", async () => {
+    for (const name of ["__proto__", "constructor", "hasOwnProperty", "toString", "swagger-ui.css.gz", "SWAGGER-UI.CSS"]) {
+      const answer = await rawGet(`/docs/assets/${name}`, { "Accept-Encoding": "identity" });
+      expect(answer.status, name).toBe(404);
+      expect(JSON.parse(answer.body.toString()).detail, name).toMatch(/not found/i);
+    }
+    const original = readFileSync("node_modules/swagger-ui-dist/swagger-ui.css");
+    for (const odd of [";;, gzip;q=abc, *;q=", "gzip;q=-1", ",,,", "x".repeat(4000)]) {
+      const answer = await rawGet("/docs/assets/swagger-ui.css", { "Accept-Encoding": odd });
+      expect(answer.status, odd.slice(0, 40)).toBe(200);
+      expect(decoded(answer).equals(original), odd.slice(0, 40)).toBe(true);
+    }
+  });
+
+  it("reads Accept-Encoding as RFC 9110 says: gzip or * with a quality above zero", () => {
+    expect(acceptsGzip("gzip")).toBe(true);
+    expect(acceptsGzip("gzip, deflate, br")).toBe(true);
+    expect(acceptsGzip("GZIP;Q=0.5")).toBe(true);
+    expect(acceptsGzip("x-gzip")).toBe(true);
+    expect(acceptsGzip("*")).toBe(true);
+    expect(acceptsGzip("br, *;q=0.1")).toBe(true);
+    expect(acceptsGzip("gzip;q=0, *")).toBe(false);
+    expect(acceptsGzip("*;q=0")).toBe(false);
+    expect(acceptsGzip("br, deflate")).toBe(false);
+    expect(acceptsGzip("identity")).toBe(false);
+    expect(acceptsGzip("")).toBe(false);
+    expect(acceptsGzip(null)).toBe(false);
+    expect(acceptsGzip("gzip;q=abc")).toBe(false);
   });
 });
