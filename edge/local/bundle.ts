@@ -5,6 +5,7 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { gzip } from "node:zlib";
 import * as esbuild from "esbuild";
+import { englishZod } from "../../runner/agent/build.mjs";
 import { DASHBOARD_MODULE, dashboardModuleSource } from "./ui-build";
 
 const require = createRequire(import.meta.url);
@@ -61,7 +62,8 @@ export const WORKER_BUILD: esbuild.BuildOptions = {
   target: "es2022",
   conditions: ["workerd", "worker", "browser"],
   external: ["cloudflare:*", "node:*"],
-  plugins: [embedAssets, embedDashboard()],
+  // zod's messages are its default English; its other locales were 360 kB for workerd to read at every start.
+  plugins: [embedAssets, embedDashboard(), englishZod],
   // The API document's prose (edge/routes/api-docs/*.md), embedded as text.
   loader: { ".md": "text" },
   logLevel: "silent",
@@ -81,7 +83,7 @@ export async function bundleWorkerWithInputs(): Promise<{ script: string; inputs
   const inputs: string[] = [];
   const result = await esbuild.build({
     ...WORKER_BUILD,
-    plugins: [embedAssets, embedDashboard((dashboard) => inputs.push(...dashboard))],
+    plugins: [embedAssets, embedDashboard((dashboard) => inputs.push(...dashboard)), englishZod],
     absWorkingDir: REPO_ROOT,
     write: false,
     outfile: "index.js",

@@ -11,7 +11,8 @@ import * as esbuild from "esbuild";
 
 // zod's namespace carries all its locales (about 360 kB of the bundle, kept in memory as source);
 // the runner's messages are zod's default English, so the locales index is only English here.
-const englishZod = {
+// The Worker's bundle uses it too (edge/local/bundle.ts).
+export const englishZod = {
   name: "english-zod",
   setup(build) {
     build.onResolve({ filter: /\/locales\/index\.js$/ }, (args) =>

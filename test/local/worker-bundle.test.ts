@@ -21,6 +21,11 @@ describe("the Worker bundle", () => {
     expect(script.length).toBeLessThan(4_500_000);
   });
 
+  it("carries zod's English messages only, its default, not its other locales", () => {
+    const locales = [...new Set(bundledWorker().match(/node_modules\/zod\/v4\/locales\/[\w-]+\.js/g))];
+    expect(locales).toEqual(["node_modules/zod/v4/locales/en.js"]);
+  });
+
   it("writes characters outside ASCII as escapes, a pair of surrogates as two", () => {
     expect(asciiOnly("a // dash \u2014 and \u00e0\n")).toBe("a // dash \\u2014 and \\u00e0\n");
     expect(asciiOnly("/* \u{1f600} */")).toBe("/* \\ud83d\\ude00 */");
