@@ -544,16 +544,32 @@ export function serveHranaOverHttp(
   server: HranaServer,
   port: number,
   host = "127.0.0.1",
-  options: { authToken?: string } = {},
+  options: { authToken?: string; opensAfter?: Promise<unknown> } = {},
 ): Promise<{ url: string; port: number; close(): Promise<void> }> {
   const expected = options.authToken ? Buffer.from(`Bearer ${options.authToken}`) : null;
+  // Requests that come before `opensAfter` settles wait for it (the schema's migrations at start);
+  // if it fails they get 503 with its message. After, a flag, not an await on every request.
+  let open = options.opensAfter === undefined;
+  let failed: string | null = null;
+  options.opensAfter?.then(
+    () => (open = true),
+    (error: unknown) => (failed = (error as Error).message ?? String(error)),
+  );
+  const unavailable = (res: ServerResponse, why: string) =>
+    res.writeHead(503, JSON_HEADERS).end(JSON.stringify({ message: `the database is not open: ${why}`, code: "UNAVAILABLE" }));
   const http = createServer((req, res) => {
     const given = Buffer.from(req.headers.authorization ?? "");
     if (expected && (given.length !== expected.length || !timingSafeEqual(given, expected))) {
       res.writeHead(401, JSON_HEADERS).end(JSON.stringify({ message: "Missing or wrong auth token", code: "AUTH_FAILED" }));
       return;
     }
-    void forward(server, req, res);
+    if (open) void forward(server, req, res);
+    else if (failed !== null) unavailable(res, failed);
+    else
+      void options.opensAfter!.then(
+        () => forward(server, req, res),
+        () => unavailable(res, failed ?? "its start failed"),
+      );
   });
   http.keepAliveTimeout = 60_000;
   return new Promise((resolve, reject) => {

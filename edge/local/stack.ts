@@ -170,10 +170,18 @@ export async function startStack(options: StackOptions): Promise<Stack> {
   });
   let closeBridge = async () => {};
   try {
+    // The schema is brought up to date while workerd starts (issue 31: the start waited for the
+    // one, then the other): the migrations begin once Miniflare has spawned workerd, which then
+    // parses and runs the Worker's bundle in its own process. Until they are done, the bridge
+    // holds the Worker's statements (a Durable Object's alarm may fire as workerd starts).
+    let runtimeSpawned = () => {};
+    const spawned = new Promise<void>((done) => (runtimeSpawned = done));
     const migrator = createClient({ url: "http://libsql.internal", fetch: (request: Request) => hrana.handle(request) });
-    const applied = await applyMigrations(migrator, { onApply: (m) => log.info(`applying schema migration ${m.version} (${m.name})`) });
-    migrator.close();
-    if (applied.length) log.info(`database schema now at version ${applied.at(-1)}`);
+    const migrated = spawned.then(() =>
+      applyMigrations(migrator, { onApply: (m) => log.info(`applying schema migration ${m.version} (${m.name})`) }),
+    );
+    // Awaited once workerd is ready; this keeps a failure while workerd is still starting from counting as unhandled.
+    migrated.catch(() => {});
 
     // workerd talks to the bridge directly over loopback HTTP (an external service binding):
     // several times faster than a Node-function binding, which Miniflare proxies and re-encodes.
@@ -182,7 +190,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     const frontToken = randomBytes(32).toString("base64url");
     // Creating the first admin from another machine needs this (edge/auth/setup-token.ts).
     const setupToken = options.bindings?.SETUP_TOKEN ?? randomBytes(24).toString("base64url");
-    const bridge = await serveHranaOverHttp(hrana, 0, "127.0.0.1", { authToken: bridgeToken });
+    const bridge = await serveHranaOverHttp(hrana, 0, "127.0.0.1", { authToken: bridgeToken, opensAfter: migrated });
     closeBridge = bridge.close;
 
     const outboundDefaults = options.outboundDefaults ?? NO_OUTBOUND_DEFAULTS;
@@ -237,6 +245,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       handleRuntimeStdio: (stdout: Readable, stderr: Readable) => {
         forwardLines(stdout, emit);
         forwardLines(stderr, emit);
+        runtimeSpawned();
       },
     });
     let workerUrl: URL;
@@ -245,6 +254,15 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     } catch (error) {
       await mf.dispose().catch(() => {});
       throw new StartupError(`the Worker runtime failed to start: ${(error as Error).message.split("\n")[0]}`);
+    }
+    try {
+      const applied = await migrated;
+      if (applied.length) log.info(`database schema now at version ${applied.at(-1)}`);
+    } catch (error) {
+      await mf.dispose().catch(() => {});
+      throw error;
+    } finally {
+      migrator.close();
     }
     const frontOptions = {
       upstreamPort: Number(workerUrl.port),

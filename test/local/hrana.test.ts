@@ -299,6 +299,52 @@ it("with an auth token, refuses requests without it and serves those with it", a
   }
 });
 
+it("holds statements that come before opensAfter settles, and runs them, in order, once it has", async () => {
+  let open = () => {};
+  const opensAfter = new Promise<void>((done) => (open = done));
+  const held = await serveHranaOverHttp(server, 0, "127.0.0.1", { opensAfter });
+  try {
+    const c = createClient({ url: held.url });
+    clients.push(c);
+    const order: string[] = [];
+    const create = c.execute("CREATE TABLE early (a INTEGER)").then(() => order.push("create"));
+    const insert = c.execute("INSERT INTO early VALUES (7)").then(() => order.push("insert"));
+    await new Promise((done) => setTimeout(done, 200));
+    expect(order).toEqual([]);
+    // Nothing ran: the table does not exist yet.
+    expect(server.compiledCount()).toBe(0);
+    open();
+    await Promise.all([create, insert]);
+    expect(order).toEqual(["create", "insert"]);
+    expect((await c.execute("SELECT a FROM early")).rows[0]).toMatchObject({ a: 7 });
+  } finally {
+    await held.close();
+  }
+});
+
+it("answers 503 with the reason when opensAfter fails, to statements held and to later ones, and runs none", async () => {
+  let fail = (_: Error) => {};
+  const opensAfter = new Promise<void>((_, reject) => (fail = reject));
+  const held = await serveHranaOverHttp(server, 0, "127.0.0.1", { opensAfter });
+  try {
+    const c = createClient({ url: held.url });
+    clients.push(c);
+    const early = c.execute("CREATE TABLE never (a INTEGER)");
+    const earlyFailed = expect(early).rejects.toThrow("UNAVAILABLE: the database is not open: schema v99 is newer than this code");
+    await new Promise((done) => setTimeout(done, 100));
+    fail(new Error("schema v99 is newer than this code"));
+    await earlyFailed;
+    await expect(c.execute("CREATE TABLE later (a INTEGER)")).rejects.toThrow(/database is not open: schema v99/);
+    const direct = createClient({ url: http.url });
+    clients.push(direct);
+    expect((await direct.execute("SELECT count(*) AS n FROM sqlite_master WHERE name IN ('never', 'later')")).rows[0]).toMatchObject({
+      n: 0,
+    });
+  } finally {
+    await held.close();
+  }
+});
+
 it("serves a cached statement correctly after the schema under it changes", async () => {
   const c = httpClient();
   await c.execute("CREATE TABLE s (a INTEGER)");

@@ -6,6 +6,7 @@ import { applyMigrations, currentSchemaVersion } from "../../edge/db/migrate";
 import { LATEST_SCHEMA_VERSION, MIGRATIONS } from "../../edge/db/migrations/index";
 import * as schema from "../../edge/db/schema";
 import { createHranaServer } from "../../edge/local/hrana";
+import { descendants } from "../helpers/process-tree";
 import { startTestStack, tempDataDir } from "../helpers/stack";
 
 /** A libSQL client on the data directory's database file, through the same Hrana server the stack uses. */
@@ -176,6 +177,22 @@ describe("schema migrations", () => {
       expect(await currentSchemaVersion(client)).toBe(LATEST_SCHEMA_VERSION);
       expect((await client.execute("SELECT name FROM sqlite_master WHERE name = 'half_done'")).rows).toHaveLength(0);
       expect(await applyMigrations(client)).toEqual([]);
+    });
+  });
+
+  it("that fail at start stop the start with their error, while workerd starts beside them, and leave no workerd running", async () => {
+    // A table that version 1 creates, already there: version 1 fails, as a half-restored backup would make it.
+    const dataDir = tempDataDir();
+    await withDatabase(dataDir, async (client) => {
+      await client.execute("CREATE TABLE queue_entries (left_over INTEGER)");
+    });
+    const before = new Set(descendants(process.pid));
+    await expect(startTestStack(dataDir)).rejects.toThrow(/queue_entries already exists/);
+    const left = descendants(process.pid).filter((pid) => !before.has(pid));
+    expect(left).toEqual([]);
+    await withDatabase(dataDir, async (client) => {
+      expect(await currentSchemaVersion(client)).toBe(0);
+      expect((await client.execute("SELECT name FROM pragma_table_info('queue_entries')")).rows.map((r) => r.name)).toEqual(["left_over"]);
     });
   });
 
