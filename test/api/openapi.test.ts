@@ -233,6 +233,8 @@ describe("the access written into the document", () => {
       expect(browser.status, file).toBe(200);
       expect(browser.headers["content-encoding"], file).toBe("gzip");
       expect(browser.headers["vary"], file).toBe("Accept-Encoding");
+      // The service's security headers, as on every answer: a script is never sniffed as anything else.
+      expect(browser.headers["x-content-type-options"], file).toBe("nosniff");
       expect(browser.body.length, file).toBeLessThan(original.length / 2);
       expect(gunzipSync(browser.body).equals(original), file).toBe(true);
       // No header (curl without --compressed), identity, or only codings other than gzip and br: the file as it is.
