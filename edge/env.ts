@@ -41,6 +41,8 @@ export interface Env extends DurableObjectBindings {
   SERVICE_STARTED_AT?: string;
   /** Local default only: this start's secret the client front sends with every request (edge/middleware/front-only.ts). */
   SERVICE_FRONT_TOKEN?: string;
+  /** Local only: the host's token for its start-up call (edge/host-call.ts); unset when deployed. */
+  SERVICE_HOST_TOKEN?: string;
   /** Rate limiting (the API document's "Rate limiting"): the default rule's calls (0: off) and period in seconds. */
   RATE_LIMIT_CALLS?: string;
   RATE_LIMIT_PERIOD?: string;

@@ -1,5 +1,6 @@
 import { createApp } from "./app";
 import type { Env } from "./env";
+import { hostCall } from "./host-call";
 
 // The Durable Object classes of edge/durable-objects.ts, exactly (test/local/durable-objects.test.ts).
 export { Scheduler } from "./scheduler/scheduler";
@@ -13,5 +14,5 @@ export { QueueHub } from "./queue/hub";
 const app = createApp();
 
 export default {
-  fetch: (request, env, ctx) => app.fetch(request, env, ctx),
+  fetch: (request, env, ctx) => hostCall(request, env) ?? app.fetch(request, env, ctx),
 } satisfies ExportedHandler<Env>;

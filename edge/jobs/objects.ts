@@ -26,6 +26,8 @@ export interface PassResult {
 export interface SchedulerApi {
   /** `changed`: ids of jobs whose state a route just changed, so the pass sees them at once. */
   pass(trigger: string, changed?: string[], rereadAll?: boolean): Promise<PassResult>;
+  /** The pass at the service's start, local jobs unpaused first (edge/host-call.ts). */
+  startupPass(): Promise<PassResult>;
   submit(user: Submitter, body: LocalSubmit): Promise<SubmitOutcome>;
   /**
    * `submit` before the submitter is held to their budgets: decided when no budget applies to

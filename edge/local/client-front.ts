@@ -11,6 +11,7 @@ import {
 import { createServer as createHttpsServer } from "node:https";
 import { connect, isIP, type AddressInfo, type Socket } from "node:net";
 import { UNREAD_BODY_DRAIN_BYTES } from "../../shared/body-drain";
+import { HOST_TOKEN_HEADER } from "../host-call";
 import { STORAGE_PREFIX } from "../storage/endpoint";
 import { s3ErrorXml } from "../storage/xml";
 
@@ -66,8 +67,9 @@ function peerAddress(socket: Socket): string {
 }
 
 /**
- * The request's headers for workerd: hop-by-hop headers, `CF-Connecting-IP` and Miniflare's
- * `MF-*` headers dropped (whatever their case), the peer's address set as `CF-Connecting-IP`.
+ * The request's headers for workerd: hop-by-hop headers, `CF-Connecting-IP`, Miniflare's
+ * `MF-*` headers and the front's and the host's token headers dropped (whatever their case),
+ * the peer's address set as `CF-Connecting-IP`.
  * Repeated headers keep their order (a flat name/value list, as Node reads them).
  *
  * @example
@@ -79,7 +81,7 @@ export function forwardedHeaders(rawHeaders: readonly string[], peer: string, up
   for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
     const name = rawHeaders[i]!;
     const lower = name.toLowerCase();
-    if (lower === "cf-connecting-ip" || lower.startsWith("mf-") || lower === FRONT_TOKEN_HEADER) continue;
+    if (lower === "cf-connecting-ip" || lower.startsWith("mf-") || lower === FRONT_TOKEN_HEADER || lower === HOST_TOKEN_HEADER) continue;
     if (HOP_BY_HOP.has(lower) && !(upgrade && (lower === "connection" || lower === "upgrade"))) continue;
     out.push(name, rawHeaders[i + 1]!);
   }

@@ -22,6 +22,8 @@ import { deliverGuarded, outboundAnswer } from "./webhook-outbound";
 import { forwardProviderRequest, NO_OUTBOUND_DEFAULTS, type OutboundDefaults } from "./provider-outbound";
 import { answerSecretRequest } from "./secret-host";
 import type { SubmitOutcome } from "../jobs/job";
+import { HOST_STARTUP_PASS_PATH, HOST_TOKEN_HEADER } from "../host-call";
+import { request as undiciRequest } from "undici";
 import type { Runner } from "../../runner/agent/agent";
 
 // Required, not imported: Miniflare is one CommonJS file of 3.8 MB, and importing it from an ES
@@ -188,6 +190,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     // The random token keeps other local users off the port.
     const bridgeToken = randomBytes(32).toString("base64url");
     const frontToken = randomBytes(32).toString("base64url");
+    const hostToken = randomBytes(32).toString("base64url");
     // Creating the first admin from another machine needs this (edge/auth/setup-token.ts).
     const setupToken = options.bindings?.SETUP_TOKEN ?? randomBytes(24).toString("base64url");
     const bridge = await serveHranaOverHttp(hrana, 0, "127.0.0.1", { authToken: bridgeToken, opensAfter: migrated });
@@ -215,6 +218,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         SERVICE_LOG_FORMAT: logFormat,
         SERVICE_STARTED_AT: new Date().toISOString(),
         SERVICE_FRONT_TOKEN: frontToken,
+        SERVICE_HOST_TOKEN: hostToken,
         SETUP_TOKEN: setupToken,
         ...(options.publicUrl ? { SERVICE_PUBLIC_URL: options.publicUrl } : {}),
         ...options.bindings,
@@ -295,10 +299,14 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     );
     const loopbackUrl = loopbackFront ? new URL(`http://127.0.0.1:${loopbackFront.port}`) : url;
     // The queue is processed once at start-up (queued jobs start where capacity exists);
-    // this also arms the Scheduler's 5 s alarm.
-    const scheduler = await mf.getDurableObjectNamespace("SCHEDULER");
-    const startup = await scheduler.get(scheduler.idFromName("main")).fetch("http://scheduler/pass?trigger=startup");
-    const passed = (await startup.json()) as { started: string[] };
+    // this also arms the Scheduler's 5 s alarm. Straight to workerd with this start's host token
+    // (edge/host-call.ts), not through Miniflare's binding proxy, which blocks this thread.
+    const startup = await undiciRequest(new URL(HOST_STARTUP_PASS_PATH, workerUrl), {
+      method: "POST",
+      headers: { [HOST_TOKEN_HEADER]: hostToken },
+    });
+    if (startup.statusCode !== 200) throw new StartupError(`the start-up scheduler pass failed: ${await startup.body.text()}`);
+    const passed = (await startup.body.json()) as { started: string[] };
     if (passed.started.length) log.info(`start-up scheduler pass started ${passed.started.length} job(s)`);
     let runner: Runner | null = null;
     if (options.localRunner) {
@@ -314,6 +322,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     }
     if (options.startEnvironment) {
       const db = createClient({ url: "http://libsql.internal", fetch: (request: Request) => hrana.handle(request) });
+      const scheduler = await mf.getDurableObjectNamespace("SCHEDULER");
       const stub = scheduler.get(scheduler.idFromName("main"));
       const submit = async (user: unknown, body: unknown) =>
         (await (

@@ -124,9 +124,13 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
       return Response.json(await this.submit(user, body));
     }
     const trigger = new URL(request.url).searchParams.get("trigger") ?? "http";
-    // A restart starts the local jobs a cancelled running job left waiting.
-    if (trigger === "startup") await setSetting(this.db(), "local_queue_paused", false);
-    return Response.json(await this.pass(trigger));
+    return Response.json(trigger === "startup" ? await this.startupPass() : await this.pass(trigger));
+  }
+
+  /** The pass at the service's start (edge/host-call.ts): a restart starts the local jobs a cancelled running job left waiting. */
+  async startupPass(): Promise<PassResult> {
+    await setSetting(this.db(), "local_queue_paused", false);
+    return this.pass("startup");
   }
 
   /** Runs one pass now and reports what it started. `changed`: job ids just changed elsewhere. */

@@ -156,7 +156,7 @@ describe("checkRequestHead", () => {
 });
 
 describe("forwardedHeaders", () => {
-  it("drops a client's CF-Connecting-IP, Miniflare's MF-* control headers and hop-by-hop headers, whatever their case, and sets the peer", () => {
+  it("drops a client's CF-Connecting-IP, Miniflare's MF-* control headers, the front's and the host's token headers and hop-by-hop headers, whatever their case, and sets the peer", () => {
     const raw = [
       "Host",
       "svc",
@@ -166,6 +166,10 @@ describe("forwardedHeaders", () => {
       "http://x/",
       "mf-cf-blob",
       "{}",
+      "X-Service-Front",
+      "forged",
+      "x-service-HOST",
+      "guess",
       "Connection",
       "keep-alive",
       "X-Forwarded-For",
