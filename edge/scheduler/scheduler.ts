@@ -114,17 +114,17 @@ export class Scheduler extends DurableObject<Env> implements SchedulerApi {
   }
 
   /**
-   * HTTP entry for the local host process, which cannot call RPC methods: a start-up pass, and
-   * `npm start -- --env <name>`'s submission (POST /submit). Not routed from the Worker: only
-   * the host reaches it, through the Durable Object namespace.
+   * HTTP entry for `npm start -- --env <name>`'s submission (POST /submit), from the local host
+   * process through Miniflare's binding proxy, which cannot call RPC methods. Not routed from the
+   * Worker: only the host reaches it. (The host's start-up pass goes through the Worker:
+   * edge/host-call.ts.)
    */
   override async fetch(request: Request): Promise<Response> {
     if (request.method === "POST" && new URL(request.url).pathname === "/submit") {
       const { user, body } = (await request.json()) as { user: Submitter; body: LocalSubmit };
       return Response.json(await this.submit(user, body));
     }
-    const trigger = new URL(request.url).searchParams.get("trigger") ?? "http";
-    return Response.json(trigger === "startup" ? await this.startupPass() : await this.pass(trigger));
+    return new Response("not found", { status: 404 });
   }
 
   /** The pass at the service's start (edge/host-call.ts): a restart starts the local jobs a cancelled running job left waiting. */
