@@ -36,8 +36,11 @@ const embedAssets: esbuild.Plugin = {
  * An escape inside a comment is still a comment, so nothing else changes.
  */
 export function asciiOnly(script: string): string {
-  // Without the u flag the pattern matches UTF-16 code units, so a pair of surrogates becomes two escapes.
-  return script.replace(/[^\x00-\x7f]/g, (unit) => `\\u${unit.charCodeAt(0).toString(16).padStart(4, "0")}`);
+  // Without the u flag the pattern matches UTF-16 code units, so a pair of surrogates becomes two
+  // escapes. U+2028 and U+2029 end a line comment, so they become the line end they are.
+  return script.replace(/[^\x00-\x7f]/g, (unit) =>
+    unit === "\u2028" || unit === "\u2029" ? "\n" : `\\u${unit.charCodeAt(0).toString(16).padStart(4, "0")}`,
+  );
 }
 
 // `import dashboard from "ui-build:dashboard"` embeds the dashboard (edge/ui), built by esbuild

@@ -30,6 +30,10 @@ describe("the Worker bundle", () => {
     expect(asciiOnly("a // dash \u2014 and \u00e0\n")).toBe("a // dash \\u2014 and \\u00e0\n");
     expect(asciiOnly("/* \u{1f600} */")).toBe("/* \\ud83d\\ude00 */");
     expect(asciiOnly("plain ascii \t\n")).toBe("plain ascii \t\n");
+    // A line separator ends a line comment: the code after it stays code.
+    const commented = asciiOnly("let a = 1; // note\u2028a = 2;\n");
+    expect(commented).toBe("let a = 1; // note\na = 2;\n");
+    expect(new Function(`${commented} return a;`)()).toBe(2);
     // An escape in a string means the same string.
     expect(eval(asciiOnly('"caf\u00e9 \u{1f600}"'))).toBe("caf\u00e9 \u{1f600}");
   });
