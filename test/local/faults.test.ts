@@ -269,14 +269,15 @@ describe("the edge away", () => {
 
 describe("stopping npm start", () => {
   it("SIGTERM with a remote runner connected stops it within seconds, exit 0, saying what it waited for", async () => {
-    const port = await freePort();
     const dataDir = tempDataDir();
     dirs.push(dataDir);
+    // Port 0, read back from the "is up" line: a port picked free beforehand can be taken by
+    // another test's listener before the service binds it (then it exits 1, "port taken").
     const service = spawn(process.execPath, ["--import", "tsx", "edge/local/main.ts"], {
       env: {
         ...process.env,
         SERVICE_HOST: "127.0.0.1",
-        SERVICE_PORT: String(port),
+        SERVICE_PORT: "0",
         SERVICE_DATA_DIR: dataDir,
         SERVICE_LOCAL_RUNNER: "0",
       },
@@ -289,8 +290,15 @@ describe("stopping npm start", () => {
     const exited = new Promise<number | null>((done) => service.on("exit", (code) => done(code)));
     let runner: RunnerProcess | undefined;
     try {
-      await until("npm start to be up", () => output.includes("Training service is up"), { timeoutMs: 60_000 });
-      const base = `http://127.0.0.1:${port}`;
+      const up = await until(
+        "npm start to be up",
+        () => {
+          if (service.exitCode !== null) throw new Error(`npm start exited ${service.exitCode} before it was up:\n${output}`);
+          return /Training service is up on http:\/\/127\.0\.0\.1:(\d+)/.exec(output);
+        },
+        { timeoutMs: 60_000, context: () => `its output:\n${output}` },
+      );
+      const base = `http://127.0.0.1:${up[1]}`;
       const post = async (path: string, body: unknown, headers: Record<string, string> = {}) =>
         fetch(base + path, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
       const first = await post("/api/cloud/auth/setup/first-admin", {
