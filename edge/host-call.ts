@@ -19,7 +19,8 @@ export const HOST_TOKEN_HEADER = "x-service-host";
  */
 export function hostCall(request: Request, env: Pick<Env, "SERVICE_HOST_TOKEN" | "SCHEDULER">): Promise<Response> | undefined {
   const token = env.SERVICE_HOST_TOKEN;
-  if (!token || request.method !== "POST") return undefined;
+  // Every local POST passes here (submits, runners' event batches): a string test before parsing a URL.
+  if (!token || request.method !== "POST" || !request.url.includes(HOST_STARTUP_PASS_PATH)) return undefined;
   if (new URL(request.url).pathname !== HOST_STARTUP_PASS_PATH) return undefined;
   if (!constantTimeEqual(request.headers.get(HOST_TOKEN_HEADER) ?? "", token)) return undefined;
   return schedulerOf(env)
