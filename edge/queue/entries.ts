@@ -183,6 +183,10 @@ function keyOf(row: EntryRow, order: QueueOrder): QueueKey {
  * id) or `submitted` order (id). Keyset paging: a page starts strictly after the last entry of the
  * previous one, so entries that keep their place are listed exactly once however many arrive.
  * `total` counts every entry matching the filters; `next` is null on the last page.
+ *
+ * The page's reads and its count are one batch, so they see one state of the queue: read one
+ * after the other, a job that started between the read of the running entries and that of the
+ * pending ones was in neither, and a listing did not show it.
  */
 export async function listEntries(
   db: Database,
@@ -208,38 +212,40 @@ export async function listEntries(
     .select({ n: sql<number>`count(*)` })
     .from(queueEntries)
     .where(where);
-  const [rows, [counted]] = await Promise.all([
+  const reads =
     options.order === "submitted"
-      ? selectEntries(db)
-          .where(after ? and(where, gt(queueEntries.id, after.id)) : where)
-          .orderBy(queueEntries.id)
-          .limit(options.limit + 1)
-      : schedulingPage(db, statuses, options.userId ?? null, options.limit + 1, after && "rank" in after ? after : undefined),
-    count,
-  ]);
+      ? [
+          selectEntries(db)
+            .where(after ? and(where, gt(queueEntries.id, after.id)) : where)
+            .orderBy(queueEntries.id)
+            .limit(options.limit + 1),
+        ]
+      : schedulingReads(db, statuses, options.userId ?? null, options.limit + 1, after && "rank" in after ? after : undefined);
+  const [counted, ...pages] = await db.batch([count, ...reads]);
+  const rows = pages.flat();
   const more = rows.length > options.limit;
   const shown = rows.slice(0, options.limit).map(flatten);
-  return { rows: shown, total: Number(counted?.n ?? 0), next: more ? keyOf(shown.at(-1)!, options.order) : null };
+  return { rows: shown, total: Number(counted[0]?.n ?? 0), next: more ? keyOf(shown.at(-1)!, options.order) : null };
 }
 
 /**
- * Up to `limit` entries in scheduling order after `after`: one status group at a time in rank
- * order (running, pending, blocked, then the ended ones together), each read in the order of the
- * scheduling index (migration 0028), so a page costs its own rows rather than a sort of the
- * whole queue.
+ * The reads whose rows, in turn, are the next `limit` entries in scheduling order after `after`
+ * (more when the first ones already fill the page): one status group at a time in rank order
+ * (running, pending, blocked, then the ended ones together), each read in the order of the
+ * scheduling index (migration 0028) and at most `limit` long, so a page costs its own rows (times
+ * the groups at most) rather than a sort of the whole queue.
  */
-async function schedulingPage(
+function schedulingReads(
   db: Database,
   statuses: string[],
   userId: number | null,
   limit: number,
   after: Extract<QueueKey, { rank: number }> | undefined,
-): Promise<Awaited<ReturnType<ReturnType<typeof selectEntries>["execute"]>>> {
+) {
   const groups = [["running"], ["pending"], ["blocked"], [...TERMINAL_STATUSES] as string[]]
     .map((group) => group.filter((status) => statuses.includes(status)))
     .filter((group, rank) => group.length && (!after || rank >= after.rank));
-  const rows: Awaited<ReturnType<typeof schedulingPage>> = [];
-  for (const group of groups) {
+  return groups.flatMap((group) => {
     const rank = statusRank(group[0]!);
     const byStatus = group.length === 1 ? eq(queueEntries.status, group[0]!) : inArray(queueEntries.status, group);
     const byUser = userId === null ? undefined : eq(queueEntries.userId, userId);
@@ -247,28 +253,20 @@ async function schedulingPage(
       selectEntries(db)
         .where(and(...[byStatus, byUser, seek].filter((f) => f !== undefined)))
         .orderBy(...orderBy)
-        .limit(limit - rows.length);
-    if (after && after.rank === rank) {
-      // The seek past the previous page's last entry as two ranges of the index: the rest of its
-      // priority, then the lower priorities. One `p < x OR (p = x AND ...)` condition makes SQLite
-      // walk the index from the start of the priority, which costs the page's depth.
-      rows.push(
-        ...(await read(
-          sql`${PRIORITY_SQL} = ${after.priority} AND (${queueEntries.queuedAt}, ${queueEntries.id}) > (${after.queued_at}, ${after.id})`,
-          [queueEntries.queuedAt, queueEntries.id],
-        )),
-      );
-      if (rows.length < limit)
-        rows.push(
-          ...(await read(sql`${PRIORITY_SQL} < ${after.priority}`, [sql`${PRIORITY_SQL} DESC`, queueEntries.queuedAt, queueEntries.id])),
-        );
-    } else {
-      // Within a group: priority (highest first), queued_at, id: the order of the scheduling index.
-      rows.push(...(await read(undefined, [sql`${PRIORITY_SQL} DESC`, queueEntries.queuedAt, queueEntries.id])));
-    }
-    if (rows.length >= limit) break;
-  }
-  return rows;
+        .limit(limit);
+    // Within a group: priority (highest first), queued_at, id: the order of the scheduling index.
+    if (!after || after.rank !== rank) return [read(undefined, [sql`${PRIORITY_SQL} DESC`, queueEntries.queuedAt, queueEntries.id])];
+    // The seek past the previous page's last entry as two ranges of the index: the rest of its
+    // priority, then the lower priorities. One `p < x OR (p = x AND ...)` condition makes SQLite
+    // walk the index from the start of the priority, which costs the page's depth.
+    return [
+      read(
+        sql`${PRIORITY_SQL} = ${after.priority} AND (${queueEntries.queuedAt}, ${queueEntries.id}) > (${after.queued_at}, ${after.id})`,
+        [queueEntries.queuedAt, queueEntries.id],
+      ),
+      read(sql`${PRIORITY_SQL} < ${after.priority}`, [sql`${PRIORITY_SQL} DESC`, queueEntries.queuedAt, queueEntries.id]),
+    ];
+  });
 }
 
 export async function getEntry(db: Database, jobId: string): Promise<EntryRow> {

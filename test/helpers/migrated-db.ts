@@ -11,6 +11,8 @@ export interface MigratedDb {
   client: ReturnType<typeof createClient>;
   /** The database file, for a second (file) client. */
   path: string;
+  /** The Hrana bridge's handler, for a second client over the bridge (one whose requests a test can delay or interleave). */
+  handle(request: Request): Promise<Response>;
   close(): void;
 }
 
@@ -28,6 +30,7 @@ export async function openMigratedDb(): Promise<MigratedDb> {
   return {
     client,
     path,
+    handle: (request) => server.handle(request),
     close() {
       void closeOnce();
     },
