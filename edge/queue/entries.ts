@@ -229,11 +229,12 @@ export async function listEntries(
 }
 
 /**
- * The reads whose rows, in turn, are the next `limit` entries in scheduling order after `after`
- * (more when the first ones already fill the page): one status group at a time in rank order
- * (running, pending, blocked, then the ended ones together), each read in the order of the
- * scheduling index (migration 0028) and at most `limit` long, so a page costs its own rows (times
- * the groups at most) rather than a sort of the whole queue.
+ * The reads whose rows, in turn, are the next `limit` entries in scheduling order after `after`:
+ * one status group at a time in rank order (running, pending, blocked, then the ended ones
+ * together), each read in the order of the scheduling index (migration 0028), so a page costs its
+ * own rows rather than a sort of the whole queue. Each read is limited to what the reads before it
+ * left of the page (their rows counted in the database, at most `limit` each), so a page whose
+ * running jobs fill it reads no pending ones.
  */
 function schedulingReads(
   db: Database,
@@ -245,28 +246,41 @@ function schedulingReads(
   const groups = [["running"], ["pending"], ["blocked"], [...TERMINAL_STATUSES] as string[]]
     .map((group) => group.filter((status) => statuses.includes(status)))
     .filter((group, rank) => group.length && (!after || rank >= after.rank));
-  return groups.flatMap((group) => {
+  const byUser = userId === null ? undefined : eq(queueEntries.userId, userId);
+  const earlier: SQL[] = [];
+  const reads = [];
+  for (const group of groups) {
     const rank = statusRank(group[0]!);
     const byStatus = group.length === 1 ? eq(queueEntries.status, group[0]!) : inArray(queueEntries.status, group);
-    const byUser = userId === null ? undefined : eq(queueEntries.userId, userId);
-    const read = (seek: SQL | undefined, orderBy: (SQL | SQLiteColumn)[]) =>
-      selectEntries(db)
-        .where(and(...[byStatus, byUser, seek].filter((f) => f !== undefined)))
+    const read = (seek: SQL | undefined, orderBy: (SQL | SQLiteColumn)[]) => {
+      const where = and(...[byStatus, byUser, seek].filter((f) => f !== undefined))!;
+      const left = earlier.length
+        ? sql`max(0, ${limit}${sql.join(earlier.map((w) => sql` - (SELECT count(*) FROM (SELECT 1 FROM ${queueEntries} WHERE ${w} LIMIT ${limit}))`))})`
+        : limit;
+      earlier.push(where);
+      // drizzle types limit() as a number, and writes whatever it is given after LIMIT: here an expression.
+      return selectEntries(db)
+        .where(where)
         .orderBy(...orderBy)
-        .limit(limit);
-    // Within a group: priority (highest first), queued_at, id: the order of the scheduling index.
-    if (!after || after.rank !== rank) return [read(undefined, [sql`${PRIORITY_SQL} DESC`, queueEntries.queuedAt, queueEntries.id])];
+        .limit(left as number);
+    };
+    if (!after || after.rank !== rank) {
+      // Within a group: priority (highest first), queued_at, id: the order of the scheduling index.
+      reads.push(read(undefined, [sql`${PRIORITY_SQL} DESC`, queueEntries.queuedAt, queueEntries.id]));
+      continue;
+    }
     // The seek past the previous page's last entry as two ranges of the index: the rest of its
     // priority, then the lower priorities. One `p < x OR (p = x AND ...)` condition makes SQLite
     // walk the index from the start of the priority, which costs the page's depth.
-    return [
+    reads.push(
       read(
         sql`${PRIORITY_SQL} = ${after.priority} AND (${queueEntries.queuedAt}, ${queueEntries.id}) > (${after.queued_at}, ${after.id})`,
         [queueEntries.queuedAt, queueEntries.id],
       ),
       read(sql`${PRIORITY_SQL} < ${after.priority}`, [sql`${PRIORITY_SQL} DESC`, queueEntries.queuedAt, queueEntries.id]),
-    ];
-  });
+    );
+  }
+  return reads;
 }
 
 export async function getEntry(db: Database, jobId: string): Promise<EntryRow> {
