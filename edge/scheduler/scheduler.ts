@@ -507,7 +507,7 @@ function expectedEnds(stored: Admission[], entries: Map<number, ActiveEntry>, no
   return ends;
 }
 
-/** The stored jobs the batch started, kept running; one not started (cancelled meanwhile) is dropped until the next full load. */
+/** The stored jobs the batch started, kept running; one not started (cancelled meanwhile, or its GPU quarantined) is dropped until the periodic re-read finds it or not. */
 function rememberAdmitted(
   entries: Map<number, ActiveEntry>,
   stored: Admission[],

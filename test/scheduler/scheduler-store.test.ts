@@ -142,6 +142,31 @@ it("does not start, mark busy or report an admitted job that was cancelled meanw
   expect(await workerStatus("far-2")).toBe("IDLE");
 });
 
+it("does not start an admitted job on a GPU quarantined since the pass read the capacity; a cleared one it does", async () => {
+  // Local box 7's GPU 3 is quarantined after the plan gave it to job-1602; GPU 4 of another box is out too.
+  await client.execute(
+    "INSERT INTO gpu_quarantines (worker_id, gpu_index, reason, since) VALUES (7, 3, 'Xid 79 in the kernel log', '2026-04-05'), (8, 4, 'x', '2026-04-05')",
+  );
+  const admit = () =>
+    writeBatch(db, [
+      admitJobs(
+        [
+          { id: 1602, jobId: "job-1602", gpus: [2, 3], workerId: null },
+          { id: 1603, jobId: "job-1603", gpus: [4], workerId: null },
+        ],
+        7,
+        "2026-04-05T00:00:00.000Z",
+      ),
+    ]);
+  const [admitted] = await admit();
+  expect([...admitted.started]).toEqual([1603]); // GPU 4 is out on box 8, not on this one
+  expect(await entry("job-1602")).toMatchObject({ status: "pending", allocated_gpus: null, worker_id: null, started_at: null });
+  await client.execute("UPDATE gpu_quarantines SET cleared_at = '2026-04-06', cleared_by = 'admin' WHERE worker_id = 7");
+  const [again] = await admit();
+  expect([...again.started]).toEqual([1602]);
+  expect(await entry("job-1602")).toMatchObject({ status: "running", allocated_gpus: "[2,3]", worker_id: 7 });
+});
+
 it("stores a submission group as decided: one blocked with its approval request, one running, one pending", async () => {
   const box = await addWorker("box", "local");
   const stamp = "2026-05-05T00:00:00.000Z";

@@ -28,7 +28,9 @@ export function assignedWorker(admission: Pick<Admission, "gpus" | "workerId">, 
 }
 
 /**
- * Starts the admitted jobs, each only if it is still pending: one UPDATE for all of them (the
+ * Starts the admitted jobs, each only if it is still pending and none of its GPUs is quarantined
+ * (a heartbeat can quarantine one after the pass read the capacity; the job then stays pending,
+ * and the Scheduler reads it again by its periodic re-read): one UPDATE for all of them (the
  * admissions travel as one JSON argument), then one statement per remote worker taken. One
  * statement rather than one per job: a 500-job pass is otherwise 500 round trips' worth of work
  * in the batch. RETURNING names the jobs that really started, and only those are reported.
@@ -66,6 +68,8 @@ export function admitJobs(
             UPDATE queue_entries SET status = 'running', started_at = ?1, updated_at = ?1, allocated_gpus = a.gpus, worker_id = a.worker,
               expected_end_at = a.end_at, expected_end_method = a.method, progress_rate = NULL
             FROM a WHERE queue_entries.id = a.id AND queue_entries.status = 'pending'
+              AND NOT EXISTS (SELECT 1 FROM json_each(a.gpus) g JOIN gpu_quarantines q
+                              ON q.worker_id = a.worker AND q.gpu_index = g.value AND q.cleared_at IS NULL)
             RETURNING queue_entries.id AS admitted_id`,
       args: [stamp, JSON.stringify(rows)],
     },
