@@ -186,7 +186,8 @@ function keyOf(row: EntryRow, order: QueueOrder): QueueKey {
  *
  * The page's reads and its count are one batch, so they see one state of the queue: read one
  * after the other, a job that started between the read of the running entries and that of the
- * pending ones was in neither, and a listing did not show it.
+ * pending ones was on neither, and one requeued in between was on both
+ * (test/queue/queue-listing-snapshot.test.ts).
  */
 export async function listEntries(
   db: Database,
