@@ -52,5 +52,9 @@ export default defineConfig({
     // default took 18 to 28 s (one, nine runner starts in turn, passed it).
     testTimeout: 60_000,
     hookTimeout: 60_000,
+    // expect.poll's own default is 1 s: a dashboard upload or page that a loaded machine takes
+    // longer over failed a poll (four UI tests in one run with the queue tests beside them). A
+    // poll that passes returns as soon as it does; this only bounds one that never would.
+    expect: { poll: { timeout: 10_000 } },
   },
 });
