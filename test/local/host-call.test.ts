@@ -8,25 +8,28 @@ import { describe, expect, it } from "vitest";
 import { HOST_STARTUP_PASS_PATH } from "../../edge/host-call";
 import { startTestStack, tempDataDir } from "../helpers/stack";
 
-function localQueuePaused(dataDir: string): string | undefined {
+/** Runs `use` on the stack's database file, opened and closed around it. */
+function withServiceDb<T>(dataDir: string, use: (db: Database.Database) => T): T {
   const db = new Database(join(dataDir, "service.db"));
   try {
-    return (db.prepare("SELECT value FROM settings WHERE key = 'local_queue_paused'").get() as { value: string } | undefined)?.value;
+    return use(db);
   } finally {
     db.close();
   }
 }
 
-function pauseLocalQueue(dataDir: string): void {
-  const db = new Database(join(dataDir, "service.db"));
-  try {
-    db.prepare("INSERT OR REPLACE INTO settings (key, value, updated_at) VALUES ('local_queue_paused', 'true', ?)").run(
-      new Date().toISOString(),
-    );
-  } finally {
-    db.close();
-  }
-}
+const localQueuePaused = (dataDir: string) =>
+  withServiceDb(
+    dataDir,
+    (db) => (db.prepare("SELECT value FROM settings WHERE key = 'local_queue_paused'").get() as { value: string } | undefined)?.value,
+  );
+
+const pauseLocalQueue = (dataDir: string) =>
+  withServiceDb(dataDir, (db) =>
+    db
+      .prepare("INSERT OR REPLACE INTO settings (key, value, updated_at) VALUES ('local_queue_paused', 'true', ?)")
+      .run(new Date().toISOString()),
+  );
 
 describe("the host's start-up call", () => {
   it("is refused to anyone else, through the front or straight to workerd, and a restart makes it", async () => {
